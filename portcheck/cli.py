@@ -1,0 +1,207 @@
+"""Command-line parsing only: each command calls one function of the package and prints its result."""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import os
+import sys
+from pathlib import Path
+
+from portcheck import __version__
+from portcheck.config import FORMATS, ConfigError, Layer, check_selector, find_config, read_config, resolve
+
+EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+
+def _codes(text: str) -> list[str]:
+    return [c.strip() for c in text.split(",") if c.strip()]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="portcheck",
+        description="Find what breaks when a PyTorch model moves from NVIDIA GPUs to AWS Trainium2 / Inferentia2.",
+    )
+    parser.add_argument("--version", action="version", version=f"portcheck {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    scan = commands.add_parser("scan", help="statically check Python source for Neuron porting problems")
+    scan.add_argument("paths", nargs="*", metavar="PATH", help="files or directories ('-' reads stdin); default: .")
+    scan.add_argument("--target", choices=("trn2", "inf2", "trn1"), help="chip to port to (default trn2)")
+    scan.add_argument("--stack", choices=("native", "xla"), help="PyTorch stack (default: trn2 native, else xla)")
+    scan.add_argument("--format", choices=FORMATS, help="output format (default concise)")
+    scan.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
+    scan.add_argument("--statistics", action="store_true", help="counts by code and category instead of findings")
+    scan.add_argument("--select", type=_codes, metavar="CODES", help="only these codes / prefixes (PC1) / names")
+    scan.add_argument("--extend-select", type=_codes, default=[], metavar="CODES", help="add to the selection")
+    scan.add_argument("--ignore", type=_codes, default=[], metavar="CODES", help="drop from the selection")
+    scan.add_argument("--config", metavar="FILE", help="use this portcheck.toml / pyproject.toml")
+    scan.add_argument("--isolated", action="store_true", help="ignore every configuration file")
+    scan.add_argument("--exclude", type=_codes, metavar="GLOBS", help="replace the default excludes")
+    scan.add_argument("--extend-exclude", type=_codes, default=[], metavar="GLOBS", help="exclude these too")
+    scan.add_argument("--force-exclude", action=argparse.BooleanOptionalAction, default=None,
+                      help="apply excludes to paths given explicitly too (as pre-commit passes them)")
+    scan.add_argument("--respect-gitignore", action=argparse.BooleanOptionalAction, default=None,
+                      help="skip files git ignores (default on)")
+    scan.add_argument("--stdin-filename", metavar="PATH", help="the name to report for '-' (stdin)")
+    scan.add_argument("--fail-level", choices=("error", "warning", "info"),
+                      help="lowest severity that makes the exit code 1 (default info)")
+    scan.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
+
+    rules = commands.add_parser("rules", help="list every rule")
+    rules.add_argument("--format", choices=("table", "json"), default="table")
+    rule = commands.add_parser("rule", help="show one rule's documentation")
+    rule.add_argument("code", help="a rule code (PC101) or name (cuda-tensor-placement)")
+    return parser
+
+
+def _color(stream, to_file: bool) -> bool:
+    if to_file or os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    return hasattr(stream, "isatty") and stream.isatty()
+
+
+def _say_error(message: str) -> None:
+    sys.stderr.write(f"portcheck: error: {message}\n")
+
+
+def _scan(args: argparse.Namespace) -> int:
+    from portcheck.findings import Severity
+    from portcheck.report import render
+    from portcheck.static.scan import scan_paths, scan_stdin
+
+    cwd = Path.cwd()
+    paths = args.paths or ["."]
+    reads_stdin = paths == ["-"]
+    if "-" in paths and not reads_stdin:
+        raise ConfigError("'-' (stdin) cannot be combined with other paths")
+    if args.config:
+        config_path: Path | None = Path(args.config)
+        if not config_path.is_file():
+            raise ConfigError(f"{args.config}: no such configuration file")
+    elif args.isolated:
+        config_path = None
+    else:
+        start = cwd / (args.stdin_filename or ".") if reads_stdin else _common_parent(paths, cwd)
+        config_path = find_config(start if start.is_dir() else start.parent)
+    layers = [read_config(config_path)] if config_path else []
+    layers.append(Layer(
+        target=args.target, stack=args.stack, select=args.select, extend_select=args.extend_select,
+        ignore=args.ignore, exclude=args.exclude, extend_exclude=args.extend_exclude,
+        force_exclude=args.force_exclude, respect_gitignore=args.respect_gitignore,
+        fail_level=args.fail_level, format=args.format,
+    ))
+    for selector in [*(args.select or []), *args.extend_select, *args.ignore]:
+        check_selector(selector, "command line")
+    root = config_path.parent.resolve() if config_path else cwd
+    settings = resolve(layers, root, config_path)
+
+    stdin_text: str | None = None
+    if reads_stdin:
+        data = sys.stdin.buffer.read()
+        result = scan_stdin(data, args.stdin_filename, settings, cwd)
+        stdin_text = data.decode("utf-8", errors="replace")
+    else:
+        result = scan_paths(paths, settings, cwd)
+
+    def lines_for(path: str) -> list[str]:
+        if stdin_text is not None:
+            return stdin_text.splitlines()
+        try:
+            return (cwd / path).read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            return []
+
+    if args.output:
+        _write_report(Path(args.output), result, settings.format, args.statistics, lines_for)
+    else:
+        render(result, settings.format, sys.stdout, color=_color(sys.stdout, False), statistics=args.statistics,
+               lines_for=lines_for)
+        sys.stdout.flush()
+    if args.exit_zero:
+        return EXIT_OK
+    failing = any(f.severity >= settings.fail_level for f in result.findings)
+    return EXIT_FINDINGS if failing or result.errors else EXIT_OK
+
+
+def _write_report(path: Path, result, output_format: str, statistics: bool, lines_for) -> None:
+    """Write the report next to its destination and rename it into place: never a half-written file."""
+    import tempfile
+
+    from portcheck.report import render
+
+    directory = path.parent if str(path.parent) else Path(".")
+    try:
+        handle = tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=directory, prefix=f".{path.name}.",
+                                             suffix=".tmp", delete=False)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot write the report: {exc.strerror or exc}") from None
+    try:
+        with handle:
+            render(result, output_format, handle, color=False, statistics=statistics, lines_for=lines_for)
+        os.replace(handle.name, path)
+    except BaseException:
+        Path(handle.name).unlink(missing_ok=True)
+        raise
+
+
+def _common_parent(paths: list[str], cwd: Path) -> Path:
+    resolved = [(cwd / p).resolve() for p in paths]
+    try:
+        common = Path(os.path.commonpath([str(p) for p in resolved]))
+    except ValueError:
+        return cwd
+    return common
+
+
+def _rules(args: argparse.Namespace) -> int:
+    from portcheck.report.ruledoc import write_rules
+
+    write_rules(sys.stdout, as_json=args.format == "json", rich_table=_color(sys.stdout, False))
+    return EXIT_OK
+
+
+def _rule(args: argparse.Namespace) -> int:
+    from portcheck.knowledge import load
+    from portcheck.report.ruledoc import rule_doc
+
+    knowledge = load()
+    wanted = args.code.strip()
+    info = knowledge.rules.get(wanted.upper()) or knowledge.rule_by_name(wanted)
+    if info is None:
+        if wanted.upper() in knowledge.retired:
+            raise ConfigError(f"{wanted.upper()} is retired: {knowledge.retired[wanted.upper()]}")
+        vocabulary = [*knowledge.rules, *(r.name for r in knowledge.rules.values())]
+        hint = difflib.get_close_matches(wanted, vocabulary, n=3)
+        raise ConfigError(f"unknown rule '{wanted}'" + (f"; did you mean {' or '.join(hint)}?" if hint else ""))
+    sys.stdout.write(rule_doc(info))
+    return EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return EXIT_ERROR
+    handler = {"scan": _scan, "rules": _rules, "rule": _rule}[args.command]
+    try:
+        return handler(args)
+    except ConfigError as exc:
+        _say_error(str(exc))
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        _say_error("interrupted")
+        return 130
+    except BrokenPipeError:
+        # The reader went away (`portcheck scan | head`): nothing left to say to it.
+        sys.stderr.close()
+        return EXIT_FINDINGS
+    except Exception as exc:  # a bug in portcheck: one line, not a traceback (PORTCHECK_DEBUG=1 shows it)
+        if os.environ.get("PORTCHECK_DEBUG"):
+            raise
+        _say_error(f"internal error: {type(exc).__name__}: {exc} (set PORTCHECK_DEBUG=1 for the traceback)")
+        return EXIT_ERROR

@@ -1,0 +1,257 @@
+"""Settings: `[tool.portcheck]` in pyproject.toml or a portcheck.toml, found by walking up from the
+scanned paths, with the command line layered on top (ruff's model: a layer's `select` starts afresh,
+`extend-select` adds, `ignore` removes, and the more specific selector wins within a layer)."""
+
+from __future__ import annotations
+
+import difflib
+import fnmatch
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from portcheck.findings import CATEGORIES, Severity
+from portcheck.knowledge import load
+
+
+class ConfigError(Exception):
+    """A mistake in the user's configuration or options: shown as one line, exit code 2."""
+
+
+DEFAULT_EXCLUDE = (
+    ".bzr", ".direnv", ".eggs", ".git", ".hg", ".mypy_cache", ".nox", ".pants.d", ".pytype", ".ruff_cache",
+    ".svn", ".tox", ".venv", "__pypackages__", "_build", "buck-out", "build", "dist", "node_modules",
+    "site-packages", "venv", ".portcheck_cache", "__pycache__",
+)
+
+FORMATS = ("concise", "full", "json", "json-lines")
+
+
+@dataclass
+class Layer:
+    """One source of options (the config file, or the command line); None means "not given here"."""
+
+    origin: str = "command line"
+    target: str | None = None
+    stack: str | None = None
+    select: list[str] | None = None
+    extend_select: list[str] = field(default_factory=list)
+    ignore: list[str] = field(default_factory=list)
+    per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
+    exclude: list[str] | None = None
+    extend_exclude: list[str] = field(default_factory=list)
+    force_exclude: bool | None = None
+    respect_gitignore: bool | None = None
+    fail_level: str | None = None
+    format: str | None = None
+
+
+@dataclass(frozen=True)
+class Settings:
+    chip: str
+    stack: str
+    enabled: frozenset[str]
+    per_file_ignores: tuple[tuple[str, frozenset[str]], ...]
+    exclude: tuple[str, ...]
+    force_exclude: bool
+    respect_gitignore: bool
+    fail_level: Severity
+    format: str
+    root: Path
+    config_path: Path | None
+
+    def enabled_for(self, relative_path: str) -> frozenset[str]:
+        ignored: set[str] = set()
+        for pattern, codes in self.per_file_ignores:
+            if path_matches(relative_path, pattern):
+                ignored |= codes
+        return self.enabled - ignored if ignored else self.enabled
+
+
+def path_matches(relative: str, pattern: str) -> bool:
+    """ruff-style: a pattern with a slash matches the path (or a parent); one without matches any part."""
+    relative = relative.replace("\\", "/").removeprefix("./")
+    pattern = pattern.rstrip("/")
+    if "/" in pattern:
+        pattern = pattern.removeprefix("./")
+        parts = relative.split("/")
+        return any(fnmatch.fnmatchcase("/".join(parts[: i + 1]), pattern) for i in range(len(parts)))
+    return any(fnmatch.fnmatchcase(part, pattern) for part in relative.split("/"))
+
+
+# ---- reading files ------------------------------------------------------------------------------
+
+_KEYS = {
+    "target": str, "stack": str, "select": list, "extend-select": list, "ignore": list,
+    "per-file-ignores": dict, "exclude": list, "extend-exclude": list, "force-exclude": bool,
+    "respect-gitignore": bool, "fail-level": str, "format": str,
+}
+
+
+def find_config(start: Path) -> Path | None:
+    """The nearest portcheck.toml, or pyproject.toml with a [tool.portcheck] table, at or above `start`."""
+    for directory in (start, *start.parents):
+        candidate = directory / "portcheck.toml"
+        if candidate.is_file():
+            return candidate
+        candidate = directory / "pyproject.toml"
+        if candidate.is_file():
+            try:
+                if "portcheck" in tomllib.loads(candidate.read_text(encoding="utf-8")).get("tool", {}):
+                    return candidate
+            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+                # A broken pyproject.toml that may be ours: read it properly to report its line.
+                if "[tool.portcheck" in candidate.read_text(encoding="utf-8", errors="replace"):
+                    return candidate
+    return None
+
+
+def _key_line(text: str, key: str) -> int | None:
+    pattern = re.compile(rf'^\s*["\']?{re.escape(key)}["\']?\s*=', re.MULTILINE)
+    match = pattern.search(text)
+    return text.count("\n", 0, match.start()) + 1 if match else None
+
+
+def read_config(path: Path) -> Layer:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    if path.name == "pyproject.toml":
+        table = data.get("tool", {}).get("portcheck", {})
+    else:
+        table = data
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: [tool.portcheck] must be a table")
+
+    def where(key: str) -> str:
+        line = _key_line(text, key)
+        return f"{path}:{line}" if line else str(path)
+
+    layer = Layer(origin=str(path))
+    for key, value in table.items():
+        expected = _KEYS.get(key)
+        if expected is None:
+            hint = difflib.get_close_matches(key, list(_KEYS), n=1)
+            suggestion = f"; did you mean '{hint[0]}'?" if hint else f"; valid keys: {', '.join(_KEYS)}"
+            raise ConfigError(f"{where(key)}: unknown key '{key}'{suggestion}")
+        if not isinstance(value, expected) or (expected is list and not all(isinstance(v, str) for v in value)):
+            kind = {str: "a string", list: "a list of strings", dict: "a table", bool: "true or false"}[expected]
+            raise ConfigError(f"{where(key)}: '{key}' must be {kind}, not {value!r}")
+        if key == "per-file-ignores":
+            for pattern, codes in value.items():
+                if not isinstance(codes, list) or not all(isinstance(c, str) for c in codes):
+                    raise ConfigError(f"{where(pattern)}: per-file-ignores for '{pattern}' must be a list of codes")
+        setattr(layer, key.replace("-", "_"), value)
+    for key in ("select", "extend-select", "ignore"):
+        for selector in table.get(key, []):
+            check_selector(selector, where(key))
+    for pattern, codes in table.get("per-file-ignores", {}).items():
+        for code in codes:
+            check_selector(code, where(pattern))
+    return layer
+
+
+# ---- selection ----------------------------------------------------------------------------------
+
+
+def _vocabulary() -> list[str]:
+    rules = load().rules
+    return sorted(set(rules) | {r.name for r in rules.values()} | set(CATEGORIES) | {"ALL"})
+
+
+def selector_codes(selector: str) -> tuple[frozenset[str], int]:
+    """The codes a selector names and how specific it is (a longer prefix is more specific)."""
+    rules = load().rules
+    if selector == "ALL":
+        return frozenset(rules), 0
+    if selector in CATEGORIES:
+        return frozenset(c for c, r in rules.items() if r.category == selector), 2
+    named = load().rule_by_name(selector)
+    if named is not None:
+        return frozenset({named.code}), 5
+    upper = selector.upper()
+    codes = frozenset(c for c in rules if c.startswith(upper)) if upper.startswith("PC") else frozenset()
+    return codes, len(upper)
+
+
+def check_selector(selector: str, where: str) -> None:
+    codes, _ = selector_codes(selector)
+    if not codes:
+        hint = difflib.get_close_matches(selector, _vocabulary(), n=3)
+        suggestion = f"; did you mean {' or '.join(hint)}?" if hint else "; see `portcheck rules`"
+        raise ConfigError(f"{where}: unknown rule selector '{selector}'{suggestion}")
+
+
+def _resolve_layer(current: set[str], layer: Layer) -> set[str]:
+    if layer.select is None and not layer.extend_select and not layer.ignore:
+        return current
+    chosen: dict[str, tuple[int, bool]] = {}  # code -> (specificity, enabled)
+    base = set(current) if layer.select is None else set()
+    for selector in (layer.select or []) + layer.extend_select:
+        codes, rank = selector_codes(selector)
+        for code in codes:
+            if chosen.get(code, (-1, False))[0] <= rank:
+                chosen[code] = (rank, True)
+    for selector in layer.ignore:
+        codes, rank = selector_codes(selector)
+        for code in codes:
+            if chosen.get(code, (-1, False))[0] <= rank:
+                chosen[code] = (rank, False)
+    result = set(base)
+    for code, (_, on) in chosen.items():
+        (result.add if on else result.discard)(code)
+    return result
+
+
+def resolve(layers: list[Layer], root: Path, config_path: Path | None) -> Settings:
+    knowledge = load()
+    enabled = {code for code, r in knowledge.rules.items() if r.default}
+    for layer in layers:
+        enabled = _resolve_layer(enabled, layer)
+
+    def last(attr: str, default):
+        for layer in reversed(layers):
+            value = getattr(layer, attr)
+            if value is not None:
+                return value, layer.origin
+        return default, "default"
+
+    chip, origin = last("target", "trn2")
+    if chip not in knowledge.chips:
+        raise ConfigError(f"{origin}: unknown target '{chip}'; choose one of {', '.join(knowledge.chips)}")
+    stack, origin = last("stack", knowledge.chips[chip].default_stack)
+    if stack not in knowledge.stacks:
+        raise ConfigError(f"{origin}: unknown stack '{stack}'; choose one of {', '.join(knowledge.stacks)}")
+    if stack not in knowledge.chips[chip].stacks:
+        allowed = ", ".join(knowledge.chips[chip].stacks)
+        raise ConfigError(f"{origin}: the {stack} stack does not run on {chip} (it has: {allowed})")
+    fail_level, origin = last("fail_level", "info")
+    try:
+        fail = Severity.parse(fail_level)
+    except KeyError:
+        raise ConfigError(f"{origin}: unknown fail level '{fail_level}'; choose error, warning or info") from None
+    output_format, origin = last("format", "concise")
+    if output_format not in FORMATS:
+        raise ConfigError(f"{origin}: unknown format '{output_format}'; choose one of {', '.join(FORMATS)}")
+
+    exclude: list[str] = list(DEFAULT_EXCLUDE)
+    per_file: list[tuple[str, frozenset[str]]] = []
+    for layer in layers:
+        if layer.exclude is not None:
+            exclude = list(layer.exclude)
+        exclude += layer.extend_exclude
+        for pattern, codes in layer.per_file_ignores.items():
+            per_file.append((pattern, frozenset().union(*(selector_codes(c)[0] for c in codes))))
+    force_exclude, _ = last("force_exclude", False)
+    respect_gitignore, _ = last("respect_gitignore", True)
+    return Settings(
+        chip=chip, stack=stack, enabled=frozenset(enabled), per_file_ignores=tuple(per_file),
+        exclude=tuple(exclude), force_exclude=force_exclude, respect_gitignore=respect_gitignore,
+        fail_level=fail, format=output_format, root=root, config_path=config_path,
+    )

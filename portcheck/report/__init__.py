@@ -1,0 +1,28 @@
+"""Reports: the same ScanResult rendered for people (concise, full) or for programs (json, json-lines)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TextIO
+
+from portcheck.findings import ScanResult
+
+
+def render(result: ScanResult, output_format: str, stream: TextIO, *, color: bool, statistics: bool,
+           lines_for: Callable[[str], list[str]]) -> None:
+    if output_format == "json":
+        from portcheck.report.json import write_json
+
+        write_json(result, stream)
+    elif output_format == "json-lines":
+        from portcheck.report.json import write_json_lines
+
+        write_json_lines(result, stream)
+    elif output_format == "full" and not statistics:
+        from portcheck.report.full import write_full
+
+        write_full(result, stream, color=color, lines_for=lines_for)
+    else:
+        from portcheck.report.concise import write_concise, write_statistics
+
+        (write_statistics if statistics else write_concise)(result, stream, color=color)

@@ -1,0 +1,54 @@
+"""`path:line:col: PC101 message`, one finding a line, then a one-line summary; and --statistics."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TextIO
+
+from portcheck.findings import ScanResult, Severity
+
+_BOLD, _RED, _YELLOW, _CYAN, _DIM, _RESET = "\x1b[1m", "\x1b[31m", "\x1b[33m", "\x1b[36m", "\x1b[2m", "\x1b[0m"
+_SEVERITY_COLOR = {Severity.ERROR: _RED, Severity.WARNING: _YELLOW, Severity.INFO: _CYAN}
+
+
+def summary_line(result: ScanResult) -> str:
+    if not result.findings and not result.errors:
+        return f"All checks passed ({result.files} file{'s' if result.files != 1 else ''} scanned)."
+    counts = Counter(f.severity for f in result.findings)
+    parts = [f"{counts[s]} {s.label}{'s' if counts[s] != 1 else ''}" for s in sorted(counts, reverse=True)]
+    text = f"Found {len(result.findings)} finding{'s' if len(result.findings) != 1 else ''}"
+    if parts:
+        text += f" ({', '.join(parts)})"
+    text += f" in {result.files} file{'s' if result.files != 1 else ''}"
+    if result.errors:
+        text += f"; {len(result.errors)} file{'s' if len(result.errors) != 1 else ''} could not be analysed"
+    target = result.target
+    return f"{text}. Target: {target.chip} ({target.stack} stack)."
+
+
+def write_concise(result: ScanResult, stream: TextIO, *, color: bool) -> None:
+    for f in result.findings:
+        if color:
+            stream.write(f"{_BOLD}{f.path}{_RESET}:{f.line}:{f.column}: "
+                         f"{_SEVERITY_COLOR[f.severity]}{_BOLD}{f.code}{_RESET} {f.message}\n")
+        else:
+            stream.write(f"{f.path}:{f.line}:{f.column}: {f.code} {f.message}\n")
+    for e in result.errors:
+        where = f"{e.path}:{e.line}" if e.line else e.path
+        stream.write(f"{where}: error: {e.message}\n")
+    stream.write(summary_line(result) + "\n")
+
+
+def write_statistics(result: ScanResult, stream: TextIO, *, color: bool) -> None:
+    by_code = Counter((f.code, f.name) for f in result.findings)
+    by_category = Counter(f.category for f in result.findings)
+    width = max((len(str(n)) for n in by_code.values()), default=1)
+    for (code, name), n in sorted(by_code.items(), key=lambda item: (-item[1], item[0])):
+        stream.write(f"{n:>{width}}  {code}  {name}\n")
+    if by_category:
+        stream.write("\n")
+    for category, n in sorted(by_category.items(), key=lambda item: (-item[1], item[0])):
+        stream.write(f"{n:>{width}}  {category}\n")
+    if result.errors:
+        stream.write(f"\n{len(result.errors)} file(s) could not be analysed\n")
+    stream.write(summary_line(result) + "\n")

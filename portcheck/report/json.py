@@ -1,0 +1,63 @@
+"""JSON schema 1 (DESIGN.md): the stable interface for bots and scripts; and JSON Lines."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import TextIO
+
+from portcheck import __version__
+from portcheck.findings import Finding, ScanResult
+
+SCHEMA_VERSION = 1
+
+
+def finding_dict(f: Finding) -> dict:
+    fix = None
+    if f.fix is not None:
+        fix = {
+            "applicability": f.fix.applicability,
+            "title": f.fix.title,
+            "edits": [
+                {"line": e.line, "column": e.column, "end_line": e.end_line, "end_column": e.end_column,
+                 "content": e.content}
+                for e in f.fix.edits
+            ],
+        }
+    return {
+        "code": f.code, "name": f.name, "category": f.category, "severity": f.severity.label,
+        "message": f.message, "path": f.path, "line": f.line, "column": f.column,
+        "end_line": f.end_line, "end_column": f.end_column, "evidence": list(f.evidence),
+        "fix": fix, "fingerprint": f.fingerprint,
+    }
+
+
+def report_dict(result: ScanResult) -> dict:
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "portcheck_version": __version__,
+        "target": {"chip": result.target.chip, "stack": result.target.stack},
+        "findings": [finding_dict(f) for f in result.findings],
+        "errors": [{"path": e.path, "message": e.message, "line": e.line} for e in result.errors],
+        "summary": {
+            "files": result.files,
+            "findings": len(result.findings),
+            "by_category": dict(sorted(Counter(f.category for f in result.findings).items())),
+            "by_severity": dict(sorted(Counter(f.severity.label for f in result.findings).items())),
+        },
+    }
+
+
+def write_json(result: ScanResult, stream: TextIO) -> None:
+    json.dump(report_dict(result), stream, indent=2, ensure_ascii=False)
+    stream.write("\n")
+
+
+def write_json_lines(result: ScanResult, stream: TextIO) -> None:
+    """One finding object (schema 1's shape) a line; files that could not be analysed as
+    `{"error": {...}}` lines, so a consumer can tell the two apart by their keys."""
+    for f in result.findings:
+        stream.write(json.dumps(finding_dict(f), ensure_ascii=False) + "\n")
+    for e in result.errors:
+        stream.write(json.dumps({"error": {"path": e.path, "message": e.message, "line": e.line}},
+                                ensure_ascii=False) + "\n")

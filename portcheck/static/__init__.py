@@ -1,0 +1,1 @@
+"""The static pass: source files in, findings out, without importing torch."""

@@ -1,0 +1,566 @@
+"""cuda-api (PC1xx): code that assumes an NVIDIA GPU — device placement, `torch.cuda`, cuDNN flags.
+
+The checks here resolve names through the file's imports, so `import torch as th; th.cuda.synchronize()`,
+`from torch import cuda` and `from torch.cuda import synchronize as sync` are all the same call, while
+strings, comments, `args.cuda` and `torch.cuda.is_bf16_supported = lambda: True` (the stub Neuron's own
+docs recommend) stay quiet.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from portcheck.knowledge import CudaApi, load
+from portcheck.static.rule import (
+    Context,
+    Rule,
+    call_name,
+    check,
+    keyword,
+    positional,
+    rule,
+    string_prefix,
+    string_value,
+)
+
+TOKENS = ("cuda", "CUDA", "cudnn")
+_SUBMODULES = ("memory.", "random.", "graphs.", "streams.")
+_BACKENDS = ("torch.backends.cudnn", "torch.backends.cuda")
+_ENV_SETTERS = {"os.putenv", "os.environ.setdefault"}
+
+
+def _device(ctx: Context) -> str:
+    return load().stacks[ctx.stack].device
+
+
+def _stack_hint(ctx: Context) -> str:
+    return " (import torch_xla)" if ctx.stack == "xla" else ""
+
+
+def _one_line(code: str) -> str:
+    return " ".join(code.split())
+
+
+def _is_cuda_text(text: str) -> bool:
+    return text == "cuda" or text.startswith("cuda:")
+
+
+def cuda_device(ctx: Context, node: cst.BaseExpression) -> str | None:
+    """How to describe `node` if it names a CUDA device: `"cuda:0"`, `f"cuda:{…}"`, or `DEVICE (= "cuda")`."""
+    prefix = string_prefix(node)
+    if prefix is not None:
+        return ctx.source(node) if _is_cuda_text(prefix) else None
+    bound = ctx.constant(node)
+    if bound is not None:
+        name, value = bound
+        prefix = string_prefix(value)
+        if prefix is not None and _is_cuda_text(prefix):
+            return f"{name} (= {ctx.source(value)})"
+    return None
+
+
+def _api_entry(rest: str) -> CudaApi | None:
+    apis = load().cuda_api
+    if rest in apis:
+        return apis[rest]
+    for sub in _SUBMODULES:
+        if rest.startswith(sub) and rest[len(sub):] in apis:
+            return apis[rest[len(sub):]]
+    return None
+
+
+_BEHAVIOUR = {
+    "raises": "raises on a host without CUDA, which every Neuron instance is",
+    "returns-false": "is False on a Neuron instance, so the code takes its non-GPU path",
+    "returns-zero": "reads 0 / empty on a Neuron instance",
+    "ignored": "silently does nothing without a CUDA device",
+}
+
+_NO_EQUIVALENT = {
+    "PC107": "Neuron documents no stream or event API; remove explicit stream handling",
+    "PC108": "Neuron has no CUDA-graph equivalent; drop the capture and compile the model instead",
+}
+
+
+def _api_message(qualname: str, api: CudaApi | None, stack: str) -> tuple[str, str]:
+    if api is None:
+        return "PC111", (
+            f"`{qualname}` is NVIDIA-only; port it to the {stack} stack's device API "
+            "(nothing under torch.cuda has a Neuron meaning)"
+        )
+    replacement = api.replacement(stack)
+    if replacement:
+        advice = f"use `{replacement}`"
+    elif stack == "xla" and api.xla_note:
+        advice = api.xla_note
+    else:
+        advice = _NO_EQUIVALENT.get(api.code, f"the {stack} stack documents no equivalent; remove it or guard it")
+    return api.code, f"`{qualname}` {_BEHAVIOUR[api.behaviour]}; {advice}"
+
+
+def _judge_reference(ctx: Context, node: cst.CSTNode, qualname: str) -> None:
+    if qualname == "torch.cuda" or qualname.startswith("torch.cuda."):
+        code, message = _api_message(qualname, _api_entry(qualname[len("torch.cuda."):]), ctx.stack)
+        ctx.report(code, node, message)
+    elif any(qualname == b or qualname.startswith(b + ".") for b in _BACKENDS):
+        ctx.report("PC109", node, f"`{qualname}` configures NVIDIA kernels only; on Neuron it is ignored; remove it")
+
+
+def _skip_chain(ctx: Context, node: cst.BaseExpression) -> None:
+    if isinstance(node, (cst.Attribute, cst.Name)):
+        ctx.skip.add(id(node))
+
+
+@check(cst.Attribute, cst.Name, codes=("PC104", "PC105", "PC106", "PC107", "PC108", "PC109", "PC111"), tokens=TOKENS)
+def check_reference(node: cst.CSTNode, ctx: Context) -> None:
+    """A `torch.cuda.*` / `torch.backends.cudnn.*` reference in load position, judged once per chain."""
+    if isinstance(node, cst.Attribute):
+        ctx.skip.add(id(node.attr))
+        inner = id(node) in ctx.skip
+        _skip_chain(ctx, node.value)
+        if inner:
+            return
+        qualname = ctx.qualname(node)
+    else:
+        assert isinstance(node, cst.Name)
+        if id(node) in ctx.skip:
+            return
+        qualname = ctx.names.aliases.get(node.value)
+    if qualname is not None:
+        _judge_reference(ctx, node, qualname)
+
+
+@check(cst.Arg, cst.Param, cst.FunctionDef, cst.ClassDef, cst.AsName, codes=("PC104", "PC105", "PC106", "PC107", "PC108", "PC109", "PC111"), tokens=TOKENS)
+def skip_binding_names(node: cst.CSTNode, ctx: Context) -> None:
+    """Keywords, parameters and definition names are not references to what an import bound."""
+    name = getattr(node, "keyword", None) if isinstance(node, cst.Arg) else getattr(node, "name", None)
+    if isinstance(name, cst.Name):
+        ctx.skip.add(id(name))
+
+
+@check(cst.Import, cst.ImportFrom, cst.Annotation, codes=("PC104", "PC105", "PC106", "PC107", "PC108", "PC109", "PC111"), tokens=TOKENS)
+def skip_imports_and_annotations(node: cst.CSTNode, ctx: Context) -> bool:
+    """Importing torch.cuda is harmless until it is used; annotations never run on the device."""
+    return False
+
+
+@check(cst.AssignTarget, codes=("PC104", "PC105", "PC106", "PC107", "PC108", "PC109", "PC110", "PC111"), tokens=TOKENS)
+def check_assignment(node: cst.CSTNode, ctx: Context) -> None:
+    assert isinstance(node, cst.AssignTarget)
+    target = node.target
+    if isinstance(target, cst.Subscript) and ctx.qualname(target.value) == "os.environ":
+        key = target.slice[0].slice if len(target.slice) == 1 else None
+        if isinstance(key, cst.Index) and string_value(key.value) == "CUDA_VISIBLE_DEVICES":
+            ctx.report("PC110", target, _visible_devices_message())
+        return
+    qualname = ctx.qualname(target)
+    if qualname is None:
+        return
+    if qualname.startswith("torch.cuda."):
+        # Assigning to torch.cuda (e.g. `torch.cuda.is_bf16_supported = lambda: True`) is the stub
+        # Neuron's docs recommend for libraries that probe CUDA: not a use of CUDA.
+        _skip_chain(ctx, target)
+    elif any(qualname.startswith(b + ".") for b in _BACKENDS):
+        ctx.report("PC109", target, f"setting `{qualname}` has no effect on Neuron (cuDNN/CUDA kernels only); remove it")
+        _skip_chain(ctx, target)
+
+
+def _visible_devices_message() -> str:
+    return ("`CUDA_VISIBLE_DEVICES` is not read by the Neuron runtime; select NeuronCores with "
+            "`NEURON_RT_VISIBLE_CORES` (e.g. \"0-3\") or `NEURON_RT_NUM_CORES`")
+
+
+@check(cst.Call, codes=("PC101", "PC102", "PC103", "PC110"), tokens=TOKENS)
+def check_call(node: cst.CSTNode, ctx: Context) -> None:
+    assert isinstance(node, cst.Call)
+    name = call_name(node)
+    device = _device(ctx)
+    if name == "cuda" and isinstance(node.func, cst.Attribute):
+        if ctx.qualname(node.func) != "torch.cuda":
+            ctx.report("PC101", node, f"`{ctx.source(node)}` moves to a CUDA device, which a Neuron instance "
+                       f"does not have; use `.to({device})`{_stack_hint(ctx)}")
+        return
+    if name == "to" and isinstance(node.func, cst.Attribute):
+        arg = keyword(node, "device") or positional(node, 0)
+        where = arg and cuda_device(ctx, arg.value)
+        if where:
+            ctx.report("PC101", node, f"`.to({where})` moves to a CUDA device, which a Neuron instance does not "
+                       f"have; use `.to({device})`{_stack_hint(ctx)}")
+        return
+    qualname = ctx.qualname(node.func)
+    if qualname == "torch.device":
+        arg = keyword(node, "type") or positional(node, 0)
+        where = arg and cuda_device(ctx, arg.value)
+        if where:
+            replacement = f"torch.device({device})" if ctx.stack == "native" else device
+            ctx.report("PC102", node, f"`{_one_line(ctx.source(node))}` names a CUDA device; tensors placed on it raise "
+                       f"on Neuron; use `{replacement}`{_stack_hint(ctx)}")
+        return
+    if qualname in _ENV_SETTERS:
+        arg = positional(node, 0)
+        if arg is not None and string_value(arg.value) == "CUDA_VISIBLE_DEVICES":
+            ctx.report("PC110", node, _visible_devices_message())
+        return
+    for kw in ("device", "map_location", "device_map"):
+        arg = keyword(node, kw)
+        where = arg and cuda_device(ctx, arg.value)
+        if where:
+            ctx.report("PC103", arg, f"`{kw}={where}` places on a CUDA device, which a Neuron instance does not "
+                       f"have; pass `{kw}={device}`{_stack_hint(ctx)}")
+    if name == "add_argument":
+        default = keyword(node, "default")
+        flags = [string_value(a.value) or "" for a in node.args if a.keyword is None]
+        where = default and cuda_device(ctx, default.value)
+        if where and any("device" in flag for flag in flags):
+            ctx.report("PC103", default, f"the device option defaults to {where}, which a Neuron instance does "
+                       f"not have; default to {device}")
+
+
+@rule
+class CudaTensorPlacement(Rule):
+    """## What it does
+    Finds `.cuda()`, `.cuda(n)`, `.to("cuda")`, `.to("cuda:0")`, `.to(device="cuda")` and `.to(DEVICE)` where
+    `DEVICE` is bound to a CUDA device string in the same file.
+
+    ## Example
+    ```python
+    model = Net().cuda()
+    batch = batch.to("cuda:0", non_blocking=True)
+    ```
+
+    ## Use instead
+    ```python
+    model = Net().to("neuron")          # TorchNeuron native (trn2)
+    batch = batch.to(torch_xla.device())  # PyTorch/XLA (inf2, trn1)
+    ```
+
+    ## Fix safety
+    No automatic fix yet.
+    """
+
+    code = "PC101"
+    INVALID = (
+        "model = model.cuda()",
+        "x = x.cuda(0)",
+        "x = x.to('cuda')",
+        "x = x.to(device='cuda:1')",
+        'DEVICE = "cuda"\ndef f(m):\n    return m.to(DEVICE)',
+        "def f(m):\n    device = 'cuda'\n    return m.to(device)",
+        "x = x.to(f'cuda:{rank}')",
+    )
+    VALID = (
+        "x = x.to('cpu')",
+        "if args.cuda:\n    pass",
+        "x = x.to(device)",
+        "def f(m, device='cuda'):\n    return m.to(device)",
+        "print('move to cuda')",
+    )
+
+
+@rule
+class CudaDeviceObject(Rule):
+    """## What it does
+    Finds `torch.device("cuda")`, `torch.device("cuda", 0)` and `torch.device(f"cuda:{rank}")`.
+
+    ## Example
+    ```python
+    device = torch.device("cuda", local_rank)
+    ```
+
+    ## Use instead
+    ```python
+    device = torch.device("neuron")  # TorchNeuron native
+    device = torch_xla.device()      # PyTorch/XLA
+    ```
+
+    ## Fix safety
+    No automatic fix yet.
+    """
+
+    code = "PC102"
+    INVALID = (
+        "import torch\nd = torch.device('cuda')",
+        "import torch as th\nd = th.device('cuda', 0)",
+        "from torch import device\nd = device(f'cuda:{rank}')",
+    )
+    VALID = (
+        "import torch\nd = torch.device('cpu')",
+        "d = device('cuda')",  # not torch's device: nothing imported
+        "import torch\nd = torch.device('cuda' if ok else 'cpu')",
+    )
+
+
+@rule
+class CudaDeviceArgument(Rule):
+    """## What it does
+    Finds `device="cuda"` passed to tensor factories and module constructors, `map_location="cuda"`,
+    `device_map="cuda"`, and command-line `--device` options whose default is `"cuda"`.
+
+    ## Example
+    ```python
+    mask = torch.ones(n, n, device="cuda")
+    state = torch.load(path, map_location="cuda:0")
+    ```
+
+    ## Use instead
+    ```python
+    mask = torch.ones(n, n, device="neuron")
+    state = torch.load(path, map_location="cpu")
+    ```
+
+    ## Fix safety
+    No automatic fix yet.
+    """
+
+    code = "PC103"
+    INVALID = (
+        "import torch\nx = torch.zeros(2, device='cuda')",
+        "import torch\nlayer = torch.nn.Linear(2, 2, device='cuda:0')",
+        "import torch\ns = torch.load(p, map_location='cuda')",
+        "parser.add_argument('--device', default='cuda')",
+    )
+    VALID = (
+        "import torch\nx = torch.zeros(2, device=device)",
+        "parser.add_argument('--backend', default='cuda')",
+        "import torch\nx = torch.zeros(2, device='cpu')",
+    )
+
+
+@rule
+class CudaAvailabilityProbe(Rule):
+    """## What it does
+    Finds `torch.cuda.is_available()`, `device_count()`, `is_bf16_supported()`, `is_initialized()` and
+    `get_arch_list()`.
+
+    ## Example
+    ```python
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    ```
+
+    ## Use instead
+    ```python
+    device = torch.accelerator.current_accelerator() if torch.accelerator.is_available() else "cpu"
+    ```
+
+    ## Fix safety
+    No automatic fix yet.
+    """
+
+    code = "PC104"
+    INVALID = (
+        "import torch\nok = torch.cuda.is_available()",
+        "from torch import cuda\nn = cuda.device_count()",
+        "from torch.cuda import is_bf16_supported as bf16\nuse = bf16()",
+    )
+    VALID = (
+        "import torch\ntorch.cuda.is_bf16_supported = lambda: True",
+        "import torch\nok = torch.accelerator.is_available()",
+        "ok = cuda.is_available()  # cuda is not imported from torch here",
+    )
+
+
+@rule
+class CudaDeviceCall(Rule):
+    """## What it does
+    Finds `torch.cuda` calls that need a CUDA device and raise without one: `synchronize`, `set_device`,
+    `current_device`, `torch.cuda.device(...)`, `get_device_name` / `_properties` / `_capability`, RNG state,
+    `mem_get_info`, `reset_peak_memory_stats`, `memory_summary` and the like.
+
+    ## Example
+    ```python
+    torch.cuda.set_device(local_rank)
+    torch.cuda.synchronize()
+    ```
+
+    ## Use instead
+    ```python
+    torch.accelerator.set_device_index(local_rank)
+    torch.accelerator.synchronize()
+    ```
+
+    ## Fix safety
+    No automatic fix yet.
+    """
+
+    code = "PC105"
+    INVALID = (
+        "import torch\ntorch.cuda.synchronize()",
+        "import torch as th\nth.cuda.set_device(rank)",
+        "from torch.cuda import synchronize as sync\nsync()",
+        "import torch\nwith torch.cuda.device(1):\n    pass",
+    )
+    VALID = (
+        "import torch\ntorch.accelerator.synchronize()",
+        "stream.synchronize()",
+        "from torch.cuda import synchronize\nclass A:\n    def synchronize(self):\n        pass",
+    )
+
+
+@rule
+class CudaSilentCall(Rule):
+    """## What it does
+    Finds `torch.cuda` calls that silently do nothing without CUDA: `manual_seed`, `manual_seed_all`, `seed`,
+    `empty_cache`, and memory counters that read 0 (`memory_allocated`, `max_memory_reserved`, ...).
+
+    ## Example
+    ```python
+    torch.cuda.manual_seed_all(seed)
+    ```
+
+    ## Use instead
+    ```python
+    torch.manual_seed(seed)  # seeds every device
+    ```
+
+    ## Fix safety
+    No automatic fix yet.
+    """
+
+    code = "PC106"
+    INVALID = (
+        "import torch\ntorch.cuda.manual_seed_all(0)",
+        "import torch\ntorch.cuda.empty_cache()",
+        "import torch\nused = torch.cuda.memory.memory_allocated()",
+    )
+    VALID = ("import torch\ntorch.manual_seed(0)",)
+
+
+@rule
+class CudaStreamEvent(Rule):
+    """## What it does
+    Finds CUDA streams and events: `torch.cuda.Stream`, `Event`, `stream(...)` contexts, `current_stream`,
+    `default_stream`, `set_stream`.
+
+    ## Example
+    ```python
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        y = f(x)
+    ```
+
+    ## Use instead
+    Drop the stream: the Neuron compiler schedules the whole graph.
+
+    ## Fix safety
+    No automatic fix.
+    """
+
+    code = "PC107"
+    INVALID = (
+        "import torch\ns = torch.cuda.Stream()",
+        "import torch\nwith torch.cuda.stream(s):\n    pass",
+        "import torch\nstart = torch.cuda.Event(enable_timing=True)",
+    )
+    VALID = ("s = make_stream()\ns.synchronize()",)
+
+
+@rule
+class CudaGraph(Rule):
+    """## What it does
+    Finds CUDA-graph capture: `torch.cuda.CUDAGraph`, `torch.cuda.graph`, `make_graphed_callables`.
+
+    ## Example
+    ```python
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = model(static_in)
+    ```
+
+    ## Use instead
+    ```python
+    model = torch.compile(model, backend="neuron")
+    ```
+
+    ## Fix safety
+    No automatic fix.
+    """
+
+    code = "PC108"
+    INVALID = (
+        "import torch\ng = torch.cuda.CUDAGraph()",
+        "from torch.cuda import graphs\ng = graphs.make_graphed_callables(m, (x,))",
+    )
+    VALID = ("g = Graph()",)
+
+
+@rule
+class CudnnSetting(Rule):
+    """## What it does
+    Finds `torch.backends.cudnn.*` and `torch.backends.cuda.*` settings and queries
+    (`cudnn.benchmark = True`, `cudnn.deterministic`, `cuda.matmul.allow_tf32`, `cudnn.flags(...)`).
+
+    ## Example
+    ```python
+    torch.backends.cudnn.benchmark = True
+    ```
+
+    ## Use instead
+    Remove the setting. Precision on Neuron is chosen with neuronx-cc's `--auto-cast`.
+
+    ## Fix safety
+    No automatic fix yet.
+    """
+
+    code = "PC109"
+    INVALID = (
+        "import torch\ntorch.backends.cudnn.benchmark = True",
+        "from torch.backends import cudnn\ncudnn.deterministic = True",
+        "import torch\ntorch.backends.cuda.matmul.allow_tf32 = True",
+    )
+    VALID = ("import torch\ntorch.backends.mkldnn.enabled = True", "cudnn_benchmark = True")
+
+
+@rule
+class CudaVisibleDevices(Rule):
+    """## What it does
+    Finds `CUDA_VISIBLE_DEVICES` set from code: `os.environ[...] = `, `os.environ.setdefault`, `os.putenv`.
+
+    ## Example
+    ```python
+    os.environ["CUDA_VISIBLE_DEVICES"] = "0,1"
+    ```
+
+    ## Use instead
+    ```python
+    os.environ["NEURON_RT_VISIBLE_CORES"] = "0-1"
+    ```
+
+    ## Fix safety
+    No automatic fix yet.
+    """
+
+    code = "PC110"
+    INVALID = (
+        "import os\nos.environ['CUDA_VISIBLE_DEVICES'] = '0'",
+        "from os import environ\nenviron['CUDA_VISIBLE_DEVICES'] = '0'",
+        "import os\nos.environ.setdefault('CUDA_VISIBLE_DEVICES', '0')",
+    )
+    VALID = ("import os\nvisible = os.environ.get('CUDA_VISIBLE_DEVICES')",)
+
+
+@rule
+class CudaApiOther(Rule):
+    """## What it does
+    Finds every other use of `torch.cuda`: legacy tensor types (`torch.cuda.FloatTensor`), `torch.cuda.nvtx`,
+    `torch.cuda.amp`, and the module passed around as a value.
+
+    ## Example
+    ```python
+    x = torch.cuda.FloatTensor(8)
+    ```
+
+    ## Use instead
+    ```python
+    x = torch.empty(8, dtype=torch.float32, device="neuron")
+    ```
+
+    ## Fix safety
+    No automatic fix.
+    """
+
+    code = "PC111"
+    INVALID = (
+        "import torch\nx = torch.cuda.FloatTensor(8)",
+        "import torch\ntorch.cuda.nvtx.range_push('step')",
+    )
+    VALID = ("import torch\nx = torch.empty(8)",)

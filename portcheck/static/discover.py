@@ -1,0 +1,124 @@
+"""Which files a scan reads: the paths given, directories walked for *.py / *.pyi, minus excludes and
+what git ignores. Explicit files are always read unless --force-exclude (how pre-commit passes files)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from portcheck.config import ConfigError, Settings, path_matches
+
+SUFFIXES = (".py", ".pyi")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    location: Path  # where to read it
+    display: str  # how reports name it: relative to the working directory
+
+
+def display_path(path: Path, cwd: Path) -> str:
+    try:
+        return Path(os.path.relpath(path, cwd)).as_posix()
+    except ValueError:  # another drive on Windows
+        return path.as_posix()
+
+
+def _relative_to_root(path: Path, settings: Settings) -> str:
+    try:
+        return path.resolve().relative_to(settings.root.resolve()).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+def is_excluded(path: Path, settings: Settings) -> bool:
+    relative = _relative_to_root(path, settings)
+    return any(path_matches(relative, pattern) for pattern in settings.exclude)
+
+
+def discover(paths: list[str], settings: Settings, cwd: Path) -> list[Candidate]:
+    explicit: list[Path] = []
+    walked: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if not path.is_absolute():
+            path = cwd / path
+        if not os.path.lexists(path):
+            raise ConfigError(f"{raw}: no such file or directory")
+        if path.is_dir():
+            if settings.force_exclude and is_excluded(path, settings):
+                continue
+            walked.extend(_walk(path, settings))
+        else:
+            if settings.force_exclude and is_excluded(path, settings):
+                continue
+            explicit.append(path)
+    if settings.respect_gitignore:
+        walked = _drop_gitignored(walked)
+        if settings.force_exclude:
+            explicit = _drop_gitignored(explicit)
+    seen: set[Path] = set()
+    found = []
+    for path in explicit + walked:
+        key = path.resolve() if path.exists() else path
+        if key in seen:
+            continue
+        seen.add(key)
+        found.append(Candidate(path, display_path(path, cwd)))
+    found.sort(key=lambda c: c.display)
+    return found
+
+
+def _walk(top: Path, settings: Settings) -> list[Path]:
+    out = []
+    # followlinks=False: a symlinked directory loop cannot trap the walk.
+    for directory, dirnames, filenames in os.walk(top, onerror=None):
+        base = Path(directory)
+        dirnames[:] = sorted(d for d in dirnames if not is_excluded(base / d, settings))
+        for name in sorted(filenames):
+            if name.endswith(SUFFIXES):
+                path = base / name
+                if not is_excluded(path, settings):
+                    out.append(path)
+    return out
+
+
+def _work_tree(path: Path) -> Path | None:
+    for directory in path.parents:
+        if (directory / ".git").exists():
+            return directory
+    return None
+
+
+def _drop_gitignored(paths: list[Path]) -> list[Path]:
+    git = shutil.which("git")
+    if git is None or not paths:
+        return paths
+    by_tree: dict[Path, list[Path]] = {}
+    outside = []
+    for path in paths:
+        tree = _work_tree(path.absolute())
+        if tree is None:
+            outside.append(path)
+        else:
+            by_tree.setdefault(tree, []).append(path)
+    kept = list(outside)
+    for tree, members in by_tree.items():
+        listing = "\0".join(str(p.absolute()) for p in members) + "\0"
+        try:
+            done = subprocess.run(
+                [git, "-C", str(tree), "check-ignore", "--stdin", "-z"],
+                input=listing.encode(), capture_output=True, timeout=60, check=False,
+            )
+        except (OSError, subprocess.SubprocessError):
+            kept.extend(members)
+            continue
+        if done.returncode not in (0, 1):  # 128: not really a work tree, or git failed; ignore nothing
+            kept.extend(members)
+            continue
+        ignored = {Path(p) for p in done.stdout.decode(errors="surrogateescape").split("\0") if p}
+        kept.extend(p for p in members if Path(str(p.absolute())) not in ignored)
+    return kept

@@ -1,0 +1,233 @@
+"""One file's analysis: bytes -> source -> libcst tree -> one batched traversal -> findings.
+
+`analyse_file` is a pure function of its arguments so files can be analysed in any order, in parallel,
+and cached. Positions are computed only for files that produced a finding or hold a suppression comment.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import re
+from collections import defaultdict
+from dataclasses import dataclass, replace
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from portcheck.findings import FileError, FileResult, Finding
+from portcheck.knowledge import load
+from portcheck.static import cuda_api  # noqa: F401  (registers the PC1xx checks)
+from portcheck.static.names import function_scope
+from portcheck.static.rule import CHECKS, RULES, Check, Context, Hit
+from portcheck.static.source import SourceError, decode
+from portcheck.static.suppress import Suppression, might_hold_suppression, parse_comment
+
+UNUSED_SUPPRESSION = "PC900"
+
+_STATEMENTS = (
+    cst.SimpleStatementLine, cst.If, cst.For, cst.While, cst.With, cst.Try, cst.TryStar,
+    cst.FunctionDef, cst.ClassDef, cst.Match,
+)
+
+
+@dataclass(frozen=True)
+class FileJob:
+    """Everything analyse_file needs about one file; picklable for a process pool."""
+
+    path: str  # as shown in reports (relative to the working directory)
+    stack: str
+    enabled: frozenset[str]
+    data: bytes | None = None  # None: read from `location`
+    location: str | None = None
+
+
+def _active_checks(enabled: frozenset[str]) -> list[Check]:
+    return [c for c in CHECKS if c.codes & enabled]
+
+
+class _Traversal(cst.CSTVisitor):
+    def __init__(self, ctx: Context, table: dict[type, list], comments: list[cst.Comment]) -> None:
+        self.ctx = ctx
+        self.table = table
+        self.comments = comments
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        kind = type(node)
+        if kind is cst.Comment:
+            self.comments.append(node)  # type: ignore[arg-type]
+            return False
+        if kind in _STATEMENTS:
+            self.ctx.statements.append(node)
+            if kind is cst.FunctionDef:
+                self.ctx.scopes.append(function_scope(node))  # type: ignore[arg-type]
+        descend = True
+        for fn in self.table.get(kind, ()):
+            if fn(node, self.ctx) is False:
+                descend = False
+        return descend
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        kind = type(original_node)
+        if kind in _STATEMENTS:
+            self.ctx.statements.pop()
+            if kind is cst.FunctionDef:
+                self.ctx.scopes.pop()
+
+
+def analyse_file(job: FileJob) -> FileResult:
+    try:
+        if job.data is None:
+            with open(job.location or job.path, "rb") as handle:
+                data = handle.read()
+        else:
+            data = job.data
+    except OSError as exc:
+        return FileResult(job.path, errors=(FileError(job.path, f"cannot read: {exc.strerror or exc}"),))
+    try:
+        source = decode(data)
+        return analyse_text(source.text, job.path, job.stack, job.enabled)
+    except SourceError as exc:
+        return FileResult(job.path, errors=(FileError(job.path, exc.message, exc.line),))
+    except RecursionError:
+        return FileResult(job.path, errors=(FileError(job.path, "too deeply nested to analyse (recursion limit)"),))
+    except Exception as exc:  # a bug of ours must not stop the scan of the other files
+        return FileResult(job.path, errors=(FileError(job.path, f"internal error: {type(exc).__name__}: {exc}"),))
+
+
+def _syntax_error(path: str, exc: cst.ParserSyntaxError) -> FileResult:
+    message = " ".join(exc.message.split())
+    return FileResult(path, errors=(FileError(path, f"syntax error: {message}", exc.raw_line),))
+
+
+def analyse_text(text: str, path: str, stack: str, enabled: frozenset[str]) -> FileResult:
+    checks = _active_checks(enabled)
+    wants_suppressions = might_hold_suppression(text)
+    if not wants_suppressions and not any(token in text for c in checks for token in c.tokens):
+        # Nothing here can fire: a syntax check is all that is owed, at the cost of Python's own parser.
+        try:
+            compile(text, path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+        except (SyntaxError, ValueError, MemoryError, RecursionError):
+            pass  # fall through to libcst for its error message and line
+        else:
+            return FileResult(path)
+    try:
+        module = cst.parse_module(text)
+    except cst.ParserSyntaxError as exc:
+        return _syntax_error(path, exc)
+
+    table: dict[type, list] = defaultdict(list)
+    for c in checks:
+        for kind in c.node_types:
+            table[kind].append(c.fn)
+    ctx = Context(module, stack, enabled)
+    comments: list[cst.Comment] = []
+    module.visit(_Traversal(ctx, table, comments))
+
+    suppressing = [c for c in comments if might_hold_suppression(c.value)]
+    if not ctx.hits and not suppressing:
+        return FileResult(path)
+    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    findings = [_finding(hit, path, ctx, positions) for hit in ctx.hits]
+    suppressions = []
+    for comment in suppressing:
+        where = positions[comment]
+        suppressions.extend(parse_comment(comment.value, where.start.line, where.start.column + 1, where.end.column + 1))
+    findings = _apply_suppressions(findings, ctx.hits, positions, suppressions, enabled, path)
+    return FileResult(path, findings=tuple(_fingerprinted(findings, ctx, path)))
+
+
+def _finding(hit: Hit, path: str, ctx: Context, positions) -> Finding:
+    info = load().rules[hit.code]
+    where = positions[hit.node]
+    return Finding(
+        code=info.code,
+        name=info.name,
+        category=info.category,
+        severity=info.severity,
+        message=hit.message,
+        path=path,
+        line=where.start.line,
+        column=where.start.column + 1,
+        end_line=where.end.line,
+        end_column=where.end.column + 1,
+    )
+
+
+def _statement_lines(hit: Hit, finding: Finding, positions) -> tuple[int, int]:
+    first, last = finding.line, finding.end_line
+    statement = hit.statement
+    if statement is not None:
+        where = positions[statement]
+        first = min(first, where.start.line)
+        if isinstance(statement, cst.SimpleStatementLine):
+            last = max(last, where.end.line)
+        else:
+            body = getattr(statement, "body", None)
+            header_end = positions[body].start.line if isinstance(body, cst.CSTNode) and body in positions else where.start.line
+            last = max(last, header_end)
+    return first, last
+
+
+def _apply_suppressions(findings, hits, positions, suppressions: list[Suppression], enabled, path) -> list[Finding]:
+    file_level = [s for s in suppressions if s.file_level]
+    by_line: dict[int, list[Suppression]] = defaultdict(list)
+    for s in suppressions:
+        if not s.file_level:
+            by_line[s.line].append(s)
+    kept = []
+    for finding, hit in zip(findings, hits):
+        first, last = _statement_lines(hit, finding, positions)
+        suppressed = False
+        for s in file_level + [s for line in range(first, last + 1) for s in by_line.get(line, ())]:
+            if s.covers(finding.code):
+                s.used.add(finding.code)
+                suppressed = True
+        if not suppressed:
+            kept.append(finding)
+    if UNUSED_SUPPRESSION in enabled:
+        kept.extend(_unused(suppressions, enabled, path))
+    return kept
+
+
+def _unused(suppressions: list[Suppression], enabled: frozenset[str], path: str) -> list[Finding]:
+    rules = load().rules
+    info = rules[UNUSED_SUPPRESSION]
+    out = []
+    for s in suppressions:
+        if not s.ours:
+            continue
+        if s.codes is None:
+            problems = [] if s.used else ["it suppresses nothing"]
+        else:
+            unknown = sorted(c for c in s.codes if c not in rules)
+            unused = sorted(c for c in s.codes if c in rules and c in enabled and c not in s.used)
+            problems = [f"no {c} finding here" for c in unused] + [f"{c} is not a portcheck rule" for c in unknown]
+        if problems:
+            kind = "file-level suppression" if s.file_level else "suppression"
+            out.append(Finding(
+                code=info.code, name=info.name, category=info.category, severity=info.severity,
+                message=f"unused {kind}: {'; '.join(problems)}; remove it",
+                path=path, line=s.line, column=s.column, end_line=s.line, end_column=s.end_column,
+            ))
+    return out
+
+
+_SPACE = re.compile(r"\s+")
+
+
+def _fingerprinted(findings: list[Finding], ctx: Context, path: str) -> list[Finding]:
+    """A fingerprint from the code, the path and the flagged text (not its line), so moving code keeps it."""
+    lines = ctx.module.code.splitlines()
+    seen: dict[tuple[str, str], int] = defaultdict(int)
+    out = []
+    for f in sorted(findings, key=lambda f: f.sort_key):
+        snippet = "\n".join(lines[f.line - 1 : f.end_line])
+        if f.line == f.end_line:
+            snippet = snippet[f.column - 1 : f.end_column - 1]
+        snippet = _SPACE.sub(" ", snippet).strip()
+        key = (f.code, snippet)
+        digest = hashlib.sha256(f"{f.code}\0{path}\0{snippet}\0{seen[key]}".encode()).hexdigest()[:16]
+        seen[key] += 1
+        out.append(replace(f, fingerprint=digest))
+    return out

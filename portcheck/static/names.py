@@ -1,0 +1,185 @@
+"""A light name resolver: what each imported or simply-assigned name stands for in one file.
+
+libcst's ScopeProvider/QualifiedNameProvider make a pass ten times slower than the parse on real model
+code (MEASURED.md §2). Rules only need to know that `th.cuda`, `from torch import cuda` or
+`sync = torch.cuda.synchronize` name `torch.cuda...`, and that `DEVICE = "cuda"` holds a string. So this
+walks statements only (never expressions) and records import aliases, module-level aliases of dotted
+names, and string constants per scope. A name bound twice to different things is dropped, so that
+ambiguity keeps rules quiet rather than wrong.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+_AMBIGUOUS = object()
+
+_BLOCKS = (cst.If, cst.Else, cst.Try, cst.TryStar, cst.ExceptHandler, cst.ExceptStarHandler, cst.Finally,
+           cst.With, cst.For, cst.While)
+
+
+def dotted_name(node: cst.BaseExpression) -> str | None:
+    """`a.b.c` as text, or None when the expression is not a plain dotted name."""
+    parts = []
+    while isinstance(node, cst.Attribute):
+        parts.append(node.attr.value)
+        node = node.value
+    if not isinstance(node, cst.Name):
+        return None
+    parts.append(node.value)
+    return ".".join(reversed(parts))
+
+
+@dataclass
+class Scope:
+    """Names bound in one function (or the module): string constants and what else was bound."""
+
+    constants: dict[str, object] = field(default_factory=dict)  # name -> cst expression or _AMBIGUOUS
+    bound: set[str] = field(default_factory=set)
+
+    def constant(self, name: str) -> cst.BaseExpression | None:
+        value = self.constants.get(name)
+        return None if value is _AMBIGUOUS else value  # type: ignore[return-value]
+
+
+class Names:
+    def __init__(self, module: cst.Module) -> None:
+        self.aliases: dict[str, str] = {}
+        self.module_scope = Scope()
+        self._ambiguous: set[str] = set()
+        self._collect_imports(module.body, top=True)
+        _collect_constants(module.body, self.module_scope, self)
+
+    def _bind_alias(self, name: str, target: str) -> None:
+        if name in self._ambiguous:
+            return
+        if self.aliases.get(name, target) != target:
+            del self.aliases[name]
+            self._ambiguous.add(name)
+            return
+        self.aliases[name] = target
+
+    def _collect_imports(self, body, top: bool) -> None:
+        for stmt in body:
+            if isinstance(stmt, cst.SimpleStatementLine):
+                for small in stmt.body:
+                    if isinstance(small, cst.Import):
+                        for alias in small.names:
+                            full = dotted_name(alias.name)
+                            if full is None:
+                                continue
+                            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                                self._bind_alias(alias.asname.name.value, full)
+                            else:
+                                head = full.split(".", 1)[0]
+                                self._bind_alias(head, head)
+                    elif isinstance(small, cst.ImportFrom) and not small.relative and small.module is not None:
+                        module = dotted_name(small.module)
+                        if module is None or isinstance(small.names, cst.ImportStar):
+                            continue
+                        for alias in small.names:
+                            name = dotted_name(alias.name)
+                            if name is None:
+                                continue
+                            local = name
+                            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                                local = alias.asname.name.value
+                            self._bind_alias(local, f"{module}.{name}")
+                    elif top and isinstance(small, cst.Assign) and len(small.targets) == 1:
+                        target = small.targets[0].target
+                        source = dotted_name(small.value)
+                        if isinstance(target, cst.Name) and source is not None:
+                            resolved = self.resolve_dotted(source)
+                            if resolved is not None:
+                                self._bind_alias(target.value, resolved)
+            elif isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+                self._collect_imports(_block_body(stmt.body), top=False)
+            elif isinstance(stmt, _BLOCKS):
+                for block in _sub_blocks(stmt):
+                    self._collect_imports(block, top=top)
+
+    def resolve_dotted(self, dotted: str) -> str | None:
+        head, _, rest = dotted.partition(".")
+        base = self.aliases.get(head)
+        if base is None:
+            return None
+        return f"{base}.{rest}" if rest else base
+
+    def qualname(self, node: cst.BaseExpression) -> str | None:
+        """The qualified name an expression stands for (`th.cuda.sync` -> `torch.cuda.sync`), or None."""
+        dotted = dotted_name(node)
+        return None if dotted is None else self.resolve_dotted(dotted)
+
+
+def _block_body(block) -> tuple:
+    return tuple(block.body) if isinstance(block, cst.IndentedBlock) else ()
+
+
+def _sub_blocks(stmt) -> list:
+    blocks = []
+    for attr in ("body", "orelse", "finalbody"):
+        part = getattr(stmt, attr, None)
+        if part is None:
+            continue
+        if isinstance(part, (cst.Else, cst.Finally)):
+            blocks.append(_block_body(part.body))
+        elif isinstance(part, cst.If):  # elif chain
+            blocks.extend(_sub_blocks(part))
+            blocks.append(_block_body(part.body))
+        elif isinstance(part, cst.BaseSuite):
+            blocks.append(_block_body(part))
+    for handler in getattr(stmt, "handlers", ()):
+        blocks.append(_block_body(handler.body))
+    return blocks
+
+
+def _collect_constants(body, scope: Scope, names: Names | None) -> None:
+    """Record `NAME = <expr>` bindings of this scope; nested functions and classes are their own scopes."""
+    for stmt in body:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                if isinstance(small, cst.Assign):
+                    for target in small.targets:
+                        _bind(scope, target.target, small.value if len(small.targets) == 1 else None)
+                elif isinstance(small, cst.AnnAssign) and small.value is not None:
+                    _bind(scope, small.target, small.value)
+                elif isinstance(small, cst.AugAssign):
+                    _bind(scope, small.target, None)
+        elif isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+            scope.bound.add(stmt.name.value)
+        elif isinstance(stmt, _BLOCKS):
+            if isinstance(stmt, cst.For):
+                _bind(scope, stmt.target, None)
+            for block in _sub_blocks(stmt):
+                _collect_constants(block, scope, names)
+
+
+def _bind(scope: Scope, target: cst.BaseExpression, value: cst.BaseExpression | None) -> None:
+    if isinstance(target, (cst.Tuple, cst.List)):
+        for element in target.elements:
+            _bind(scope, element.value, None)
+        return
+    if not isinstance(target, cst.Name):
+        return
+    name = target.value
+    if name in scope.constants or name in scope.bound or value is None:
+        scope.constants[name] = _AMBIGUOUS
+    else:
+        scope.constants[name] = value
+    scope.bound.add(name)
+
+
+def function_scope(node: cst.FunctionDef) -> Scope:
+    scope = Scope()
+    params = node.params
+    for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+        scope.constants[param.name.value] = _AMBIGUOUS
+        scope.bound.add(param.name.value)
+    for star in (params.star_arg, params.star_kwarg):
+        if isinstance(star, cst.Param):
+            scope.constants[star.name.value] = _AMBIGUOUS
+            scope.bound.add(star.name.value)
+    _collect_constants(_block_body(node.body), scope, None)
+    return scope

@@ -1,0 +1,148 @@
+"""What a rule is, and the context its checks see while the one batched traversal runs.
+
+A rule is a small class: its docstring is the user documentation (`portcheck rule PC101` prints it), and
+its VALID / INVALID examples are run as tests. Detection lives in *checks*: functions registered for the
+node types they inspect and the codes they may report. One check may serve several rules of a family
+(a `torch.cuda` reference is PC104 ... PC111 depending on the attribute), and the engine runs only the
+checks whose codes are enabled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import ClassVar
+
+import libcst as cst
+
+from portcheck.static.names import Names, Scope, dotted_name
+
+
+class Rule:
+    code: ClassVar[str]
+    VALID: ClassVar[tuple[str, ...]] = ()
+    INVALID: ClassVar[tuple[str, ...]] = ()
+
+
+RULES: dict[str, type[Rule]] = {}
+
+
+def rule(cls: type[Rule]) -> type[Rule]:
+    RULES[cls.code] = cls
+    return cls
+
+
+@dataclass(frozen=True)
+class Hit:
+    code: str
+    node: cst.CSTNode
+    message: str
+    statement: cst.CSTNode | None
+
+
+CheckFn = Callable[[cst.CSTNode, "Context"], bool | None]
+
+
+@dataclass(frozen=True)
+class Check:
+    fn: CheckFn
+    node_types: tuple[type[cst.CSTNode], ...]
+    codes: frozenset[str]
+    tokens: tuple[str, ...]  # a file without any of these substrings cannot produce this check's codes
+
+
+CHECKS: list[Check] = []
+
+
+def check(*node_types: type[cst.CSTNode], codes: Iterable[str], tokens: Iterable[str]) -> Callable[[CheckFn], CheckFn]:
+    def register(fn: CheckFn) -> CheckFn:
+        CHECKS.append(Check(fn, node_types, frozenset(codes), tuple(tokens)))
+        return fn
+
+    return register
+
+
+class Context:
+    """Per-file state shared by all checks during the traversal."""
+
+    def __init__(self, module: cst.Module, stack: str, enabled: frozenset[str]) -> None:
+        self.module = module
+        self.stack = stack
+        self.enabled = enabled
+        self.names = Names(module)
+        self.hits: list[Hit] = []
+        self.statements: list[cst.CSTNode] = []
+        self.scopes: list[Scope] = []
+        # Nodes that are not expressions in load position (attribute names, keywords, parameters) or
+        # that an outer node already judged: name resolution skips them.
+        self.skip: set[int] = set()
+
+    def report(self, code: str, node: cst.CSTNode, message: str) -> None:
+        if code in self.enabled:
+            self.hits.append(Hit(code, node, message, self.statements[-1] if self.statements else None))
+
+    def qualname(self, node: cst.BaseExpression) -> str | None:
+        return self.names.qualname(node)
+
+    def constant(self, node: cst.BaseExpression) -> tuple[str, cst.BaseExpression] | None:
+        """For a bare name bound once to an expression in the nearest scope that binds it: (name, expr)."""
+        if not isinstance(node, cst.Name):
+            return None
+        for scope in reversed(self.scopes):
+            if node.value in scope.bound:
+                value = scope.constant(node.value)
+                return None if value is None else (node.value, value)
+        value = self.names.module_scope.constant(node.value)
+        return None if value is None else (node.value, value)
+
+    def source(self, node: cst.CSTNode) -> str:
+        return self.module.code_for_node(node)
+
+
+def string_value(node: cst.BaseExpression) -> str | None:
+    """The text of a string literal (plain or implicitly concatenated), or None."""
+    if isinstance(node, (cst.SimpleString, cst.ConcatenatedString)):
+        value = node.evaluated_value
+        return value if isinstance(value, str) else None
+    return None
+
+
+def string_prefix(node: cst.BaseExpression) -> str | None:
+    """The literal text a string expression starts with: `"cuda:"` for `f"cuda:{rank}"`, `"cuda:" + r`,
+    `"cuda:%d" % r` or `"cuda:{}".format(r)`; the whole text for a plain literal."""
+    value = string_value(node)
+    if value is not None:
+        return value
+    if isinstance(node, cst.FormattedString):
+        first = node.parts[0] if node.parts else None
+        return first.value if isinstance(first, cst.FormattedStringText) else ""
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.Add, cst.Modulo)):
+        return string_prefix(node.left)
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "format":
+        return string_prefix(node.func.value)
+    return None
+
+
+def call_name(node: cst.Call) -> str | None:
+    """The last segment of what is called: `to` for `x.to(...)`, `device` for `torch.device(...)`."""
+    func = node.func
+    if isinstance(func, cst.Attribute):
+        return func.attr.value
+    if isinstance(func, cst.Name):
+        return func.value
+    return None
+
+
+def keyword(node: cst.Call, name: str) -> cst.Arg | None:
+    return next((arg for arg in node.args if arg.keyword is not None and arg.keyword.value == name), None)
+
+
+def positional(node: cst.Call, index: int) -> cst.Arg | None:
+    args = [arg for arg in node.args if arg.keyword is None and not arg.star]
+    return args[index] if index < len(args) else None
+
+
+__all__ = [
+    "CHECKS", "RULES", "Check", "Context", "Hit", "Rule", "call_name", "check", "dotted_name",
+    "keyword", "positional", "rule", "string_prefix", "string_value",
+]
