@@ -1,0 +1,24 @@
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures"
+
+
+def run_portcheck(*args, cwd=None, stdin=None, env=None):
+    """portcheck as a user runs it: a child process, its exit code, stdout and stderr."""
+    full_env = {**os.environ, "NO_COLOR": "1", **(env or {})}
+    full_env.pop("FORCE_COLOR", None)
+    return subprocess.run(
+        [sys.executable, "-m", "portcheck", *args], cwd=cwd or ROOT, input=stdin,
+        capture_output=True, text=isinstance(stdin, str) or stdin is None, env=full_env, timeout=120,
+    )
+
+
+@pytest.fixture
+def portcheck():
+    return run_portcheck

@@ -1,0 +1,65 @@
+"""Each rule's own examples (its VALID / INVALID lists) and its documentation, for every rule."""
+
+import inspect
+
+import pytest
+
+from portcheck.knowledge import load
+from portcheck.report.ruledoc import rule_doc
+from portcheck.static.engine import RULES, analyse_text
+
+CODES = sorted(load().rules)
+
+
+def codes_in(source: str, stack: str = "native") -> set[str]:
+    result = analyse_text(source, "example.py", stack, frozenset(load().rules))
+    assert result.errors == (), result.errors
+    return {f.code for f in result.findings}
+
+
+def test_every_catalog_rule_has_a_class_and_every_class_a_catalog_entry():
+    assert set(RULES) | {"PC900"} == set(CODES)
+
+
+@pytest.mark.parametrize("code", sorted(RULES))
+def test_invalid_examples_fire(code):
+    cls = RULES[code]
+    assert cls.INVALID, f"{code} has no INVALID examples"
+    for source in cls.INVALID:
+        assert code in codes_in(source), f"{code} did not fire on:\n{source}"
+
+
+@pytest.mark.parametrize("code", sorted(RULES))
+def test_valid_examples_stay_quiet(code):
+    cls = RULES[code]
+    assert cls.VALID, f"{code} has no VALID examples"
+    for source in cls.VALID:
+        assert code not in codes_in(source), f"{code} fired on:\n{source}"
+
+
+@pytest.mark.parametrize("code", sorted(RULES))
+def test_docs_have_the_sections(code):
+    doc = inspect.cleandoc(RULES[code].__doc__ or "")
+    for section in ("## What it does", "## Example", "## Use instead", "## Fix safety"):
+        assert section in doc, f"{code} lacks {section}"
+    text = rule_doc(load().rules[code])
+    assert text.index("## What it does") < text.index("## Why it matters on Neuron") < text.index("## Example")
+    assert "Source: " in text
+
+
+@pytest.mark.parametrize("code", CODES)
+def test_every_rule_cites_a_source(code):
+    info = load().rules[code]
+    assert info.source and info.neuron and info.summary
+
+
+def test_messages_follow_the_stack():
+    native = analyse_text("import torch\ntorch.cuda.synchronize()\n", "a.py", "native", frozenset(load().rules))
+    xla = analyse_text("import torch\ntorch.cuda.synchronize()\n", "a.py", "xla", frozenset(load().rules))
+    assert "torch.accelerator.synchronize()" in native.findings[0].message
+    assert "xm.wait_device_ops()" in xla.findings[0].message
+
+
+def test_unselected_codes_do_not_fire():
+    result = analyse_text("import torch\nx.cuda()\ntorch.cuda.synchronize()\n", "a.py", "native", frozenset({"PC105"}))
+    assert [f.code for f in result.findings] == ["PC105"]
