@@ -69,7 +69,6 @@ def _say_error(message: str) -> None:
 
 
 def _scan(args: argparse.Namespace) -> int:
-    from portcheck.findings import Severity
     from portcheck.report import render
     from portcheck.static.scan import scan_paths, scan_stdin
 
@@ -135,7 +134,8 @@ def _write_report(path: Path, result, output_format: str, statistics: bool, line
 
     directory = path.parent if str(path.parent) else Path(".")
     try:
-        handle = tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=directory, prefix=f".{path.name}.",
+        handle = tempfile.NamedTemporaryFile(  # noqa: SIM115 (closed below, then renamed into place)
+            "w", encoding="utf-8", dir=directory, prefix=f".{path.name}.",
                                              suffix=".tmp", delete=False)
     except OSError as exc:
         raise ConfigError(f"{path}: cannot write the report: {exc.strerror or exc}") from None

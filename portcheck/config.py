@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
+import os
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -114,6 +115,7 @@ def _key_line(text: str, key: str) -> int | None:
 
 
 def read_config(path: Path) -> Layer:
+    path = Path(os.path.relpath(path)) if path.is_absolute() and Path.cwd() in path.parents else path
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -121,11 +123,12 @@ def read_config(path: Path) -> Layer:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
-    if path.name == "pyproject.toml":
-        table = data.get("tool", {}).get("portcheck", {})
-    else:
-        table = data
+        message = str(exc)
+        found = re.search(r"\(at line (\d+), column \d+\)", message)
+        line = int(found.group(1)) if found else max(1, text.count("\n"))  # "at end of document"
+        reason = re.sub(r"\s*\(at (line \d+, column \d+|end of document)\)", "", message)
+        raise ConfigError(f"{path}:{line}: invalid TOML: {reason}") from None
+    table = data.get("tool", {}).get("portcheck", {}) if path.name == "pyproject.toml" else data
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [tool.portcheck] must be a table")
 

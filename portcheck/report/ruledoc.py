@@ -51,7 +51,7 @@ def write_rules(stream: TextIO, *, as_json: bool, rich_table: bool) -> None:
         return
     widths = [max(len(str(row[i])) for row in [header, *table]) for i in range(len(header))]
     for row in [header, *table]:
-        stream.write("  ".join(str(cell).ljust(w) for cell, w in zip(row, widths)).rstrip() + "\n")
+        stream.write("  ".join(str(cell).ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() + "\n")
 
 
 def rule_doc(info: RuleInfo) -> str:

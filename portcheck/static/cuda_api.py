@@ -24,6 +24,7 @@ from portcheck.static.rule import (
 )
 
 TOKENS = ("cuda", "CUDA", "cudnn")
+REFERENCE_CODES = ("PC104", "PC105", "PC106", "PC107", "PC108", "PC109", "PC111")
 _SUBMODULES = ("memory.", "random.", "graphs.", "streams.")
 _BACKENDS = ("torch.backends.cudnn", "torch.backends.cuda")
 _ENV_SETTERS = {"os.putenv", "os.environ.setdefault"}
@@ -103,7 +104,8 @@ def _judge_reference(ctx: Context, node: cst.CSTNode, qualname: str) -> None:
         code, message = _api_message(qualname, _api_entry(qualname[len("torch.cuda."):]), ctx.stack)
         ctx.report(code, node, message)
     elif any(qualname == b or qualname.startswith(b + ".") for b in _BACKENDS):
-        ctx.report("PC109", node, f"`{qualname}` configures NVIDIA kernels only; on Neuron it is ignored; remove it")
+        ctx.report("PC109", node,
+                   f"`{qualname}` configures NVIDIA kernels only; on Neuron it is ignored; remove it")
 
 
 def _skip_chain(ctx: Context, node: cst.BaseExpression) -> None:
@@ -111,7 +113,7 @@ def _skip_chain(ctx: Context, node: cst.BaseExpression) -> None:
         ctx.skip.add(id(node))
 
 
-@check(cst.Attribute, cst.Name, codes=("PC104", "PC105", "PC106", "PC107", "PC108", "PC109", "PC111"), tokens=TOKENS)
+@check(cst.Attribute, cst.Name, codes=REFERENCE_CODES, tokens=TOKENS)
 def check_reference(node: cst.CSTNode, ctx: Context) -> None:
     """A `torch.cuda.*` / `torch.backends.cudnn.*` reference in load position, judged once per chain."""
     if isinstance(node, cst.Attribute):
@@ -130,7 +132,7 @@ def check_reference(node: cst.CSTNode, ctx: Context) -> None:
         _judge_reference(ctx, node, qualname)
 
 
-@check(cst.Arg, cst.Param, cst.FunctionDef, cst.ClassDef, cst.AsName, codes=("PC104", "PC105", "PC106", "PC107", "PC108", "PC109", "PC111"), tokens=TOKENS)
+@check(cst.Arg, cst.Param, cst.FunctionDef, cst.ClassDef, cst.AsName, codes=REFERENCE_CODES, tokens=TOKENS)
 def skip_binding_names(node: cst.CSTNode, ctx: Context) -> None:
     """Keywords, parameters and definition names are not references to what an import bound."""
     name = getattr(node, "keyword", None) if isinstance(node, cst.Arg) else getattr(node, "name", None)
@@ -138,13 +140,13 @@ def skip_binding_names(node: cst.CSTNode, ctx: Context) -> None:
         ctx.skip.add(id(name))
 
 
-@check(cst.Import, cst.ImportFrom, cst.Annotation, codes=("PC104", "PC105", "PC106", "PC107", "PC108", "PC109", "PC111"), tokens=TOKENS)
+@check(cst.Import, cst.ImportFrom, cst.Annotation, codes=REFERENCE_CODES, tokens=TOKENS)
 def skip_imports_and_annotations(node: cst.CSTNode, ctx: Context) -> bool:
     """Importing torch.cuda is harmless until it is used; annotations never run on the device."""
     return False
 
 
-@check(cst.AssignTarget, codes=("PC104", "PC105", "PC106", "PC107", "PC108", "PC109", "PC110", "PC111"), tokens=TOKENS)
+@check(cst.AssignTarget, codes=(*REFERENCE_CODES, "PC110"), tokens=TOKENS)
 def check_assignment(node: cst.CSTNode, ctx: Context) -> None:
     assert isinstance(node, cst.AssignTarget)
     target = node.target
@@ -161,7 +163,8 @@ def check_assignment(node: cst.CSTNode, ctx: Context) -> None:
         # Neuron's docs recommend for libraries that probe CUDA: not a use of CUDA.
         _skip_chain(ctx, target)
     elif any(qualname.startswith(b + ".") for b in _BACKENDS):
-        ctx.report("PC109", target, f"setting `{qualname}` has no effect on Neuron (cuDNN/CUDA kernels only); remove it")
+        ctx.report("PC109", target,
+                   f"setting `{qualname}` has no effect on Neuron (cuDNN/CUDA kernels only); remove it")
         _skip_chain(ctx, target)
 
 
@@ -193,8 +196,8 @@ def check_call(node: cst.CSTNode, ctx: Context) -> None:
         where = arg and cuda_device(ctx, arg.value)
         if where:
             replacement = f"torch.device({device})" if ctx.stack == "native" else device
-            ctx.report("PC102", node, f"`{_one_line(ctx.source(node))}` names a CUDA device; tensors placed on it raise "
-                       f"on Neuron; use `{replacement}`{_stack_hint(ctx)}")
+            ctx.report("PC102", node, f"`{_one_line(ctx.source(node))}` names a CUDA device; tensors placed on it "
+                       f"raise on Neuron; use `{replacement}`{_stack_hint(ctx)}")
         return
     if qualname in _ENV_SETTERS:
         arg = positional(node, 0)

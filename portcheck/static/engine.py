@@ -95,7 +95,14 @@ def analyse_file(job: FileJob) -> FileResult:
         return FileResult(job.path, errors=(FileError(job.path, f"internal error: {type(exc).__name__}: {exc}"),))
 
 
-def _syntax_error(path: str, exc: cst.ParserSyntaxError) -> FileResult:
+def _syntax_error(path: str, text: str, exc: cst.ParserSyntaxError) -> FileResult:
+    """Python's own message and line where it has one (users know them); libcst's otherwise."""
+    try:
+        compile(text, path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+    except SyntaxError as py:
+        return FileResult(path, errors=(FileError(path, f"syntax error: {py.msg}", py.lineno),))
+    except (ValueError, MemoryError, RecursionError):
+        pass
     message = " ".join(exc.message.split())
     return FileResult(path, errors=(FileError(path, f"syntax error: {message}", exc.raw_line),))
 
@@ -114,7 +121,7 @@ def analyse_text(text: str, path: str, stack: str, enabled: frozenset[str]) -> F
     try:
         module = cst.parse_module(text)
     except cst.ParserSyntaxError as exc:
-        return _syntax_error(path, exc)
+        return _syntax_error(path, text, exc)
 
     table: dict[type, list] = defaultdict(list)
     for c in checks:
@@ -132,7 +139,8 @@ def analyse_text(text: str, path: str, stack: str, enabled: frozenset[str]) -> F
     suppressions = []
     for comment in suppressing:
         where = positions[comment]
-        suppressions.extend(parse_comment(comment.value, where.start.line, where.start.column + 1, where.end.column + 1))
+        suppressions.extend(
+            parse_comment(comment.value, where.start.line, where.start.column + 1, where.end.column + 1))
     findings = _apply_suppressions(findings, ctx.hits, positions, suppressions, enabled, path)
     return FileResult(path, findings=tuple(_fingerprinted(findings, ctx, path)))
 
@@ -164,7 +172,8 @@ def _statement_lines(hit: Hit, finding: Finding, positions) -> tuple[int, int]:
             last = max(last, where.end.line)
         else:
             body = getattr(statement, "body", None)
-            header_end = positions[body].start.line if isinstance(body, cst.CSTNode) and body in positions else where.start.line
+            has_body = isinstance(body, cst.CSTNode) and body in positions
+            header_end = positions[body].start.line if has_body else where.start.line
             last = max(last, header_end)
     return first, last
 
@@ -176,7 +185,7 @@ def _apply_suppressions(findings, hits, positions, suppressions: list[Suppressio
         if not s.file_level:
             by_line[s.line].append(s)
     kept = []
-    for finding, hit in zip(findings, hits):
+    for finding, hit in zip(findings, hits, strict=True):
         first, last = _statement_lines(hit, finding, positions)
         suppressed = False
         for s in file_level + [s for line in range(first, last + 1) for s in by_line.get(line, ())]:
@@ -231,3 +240,7 @@ def _fingerprinted(findings: list[Finding], ctx: Context, path: str) -> list[Fin
         seen[key] += 1
         out.append(replace(f, fingerprint=digest))
     return out
+
+
+# RULES is re-exported: importing the engine is what registers every rule class.
+__all__ = ["RULES", "FileJob", "analyse_file", "analyse_text"]

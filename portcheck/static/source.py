@@ -29,8 +29,11 @@ def decode(data: bytes) -> Source:
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     except SyntaxError as exc:
-        # detect_encoding's messages are already one line ("unknown encoding: latin-9").
-        raise SourceError(f"bad encoding declaration: {exc.msg}", getattr(exc, "lineno", None) or 1) from None
+        if "invalid or missing encoding declaration" in str(exc):
+            encoding = "utf-8"  # no cookie and not UTF-8: say which byte, below
+        else:
+            # detect_encoding's messages are already one line ("unknown encoding: latin-9").
+            raise SourceError(f"bad encoding declaration: {exc.msg}", getattr(exc, "lineno", None) or 1) from None
     try:
         text = data.decode(encoding)
     except UnicodeDecodeError as exc:
