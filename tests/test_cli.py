@@ -109,11 +109,15 @@ def test_unreadable_and_broken_files_are_error_entries(tmp_path):
     write(tmp_path / "broken.py", "def f(:\n    pass\n")
     (tmp_path / "latin.py").write_bytes(b"x = '\xe9'\n")
     (tmp_path / "blob.py").write_bytes(b"\x00\x01\x02binary")
+    # thousands of nested brackets crash libcst's native parser: Python's parser must refuse them first
+    write(tmp_path / "deep.py", "x = " + "(" * 5000 + "y.cuda()" + ")" * 5000 + "\n")
+    write(tmp_path / "long.py", "x = " + "+".join(["a"] * 100_000) + "\n")
     done = run_portcheck("scan", "--format", "json", ".", cwd=tmp_path)
     assert done.returncode == 1 and "Traceback" not in done.stderr
     report = json.loads(done.stdout)
     errors = {e["path"]: e for e in report["errors"]}
-    assert set(errors) == {"broken.py", "latin.py", "blob.py"}
+    assert set(errors) == {"broken.py", "latin.py", "blob.py", "deep.py", "long.py"}
+    assert "nested" in errors["deep.py"]["message"] and "nested" in errors["long.py"]["message"]
     assert errors["broken.py"]["line"] == 1 and "syntax error" in errors["broken.py"]["message"]
     assert "utf-8" in errors["latin.py"]["message"]
     assert "binary" in errors["blob.py"]["message"]
