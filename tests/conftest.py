@@ -11,8 +11,8 @@ FIXTURES = ROOT / "fixtures"
 
 def run_portcheck(*args, cwd=None, stdin=None, env=None):
     """portcheck as a user runs it: a child process, its exit code, stdout and stderr."""
-    full_env = {**os.environ, "NO_COLOR": "1", **(env or {})}
-    full_env.pop("FORCE_COLOR", None)
+    full_env = {k: v for k, v in os.environ.items() if k != "FORCE_COLOR"}
+    full_env.update({"NO_COLOR": "1", **(env or {})})
     return subprocess.run(
         [sys.executable, "-m", "portcheck", *args], cwd=cwd or ROOT, input=stdin,
         capture_output=True, text=isinstance(stdin, str) or stdin is None, env=full_env, timeout=120,

@@ -263,3 +263,10 @@ def test_scan_does_not_run_the_scanned_code(tmp_path):
 def test_portcheck_scans_its_own_code_quiet():
     done = run_portcheck("scan", "portcheck")
     assert done.returncode == 0, done.stdout
+
+
+def test_colour_only_when_asked_for_and_no_color_wins(tmp_path):
+    write(tmp_path / "a.py", "x = y.cuda()\n")
+    forced = run_portcheck("scan", "a.py", cwd=tmp_path, env={"FORCE_COLOR": "1", "NO_COLOR": ""})
+    assert "\x1b[" in forced.stdout
+    assert "\x1b[" not in run_portcheck("scan", "a.py", cwd=tmp_path, env={"FORCE_COLOR": "1"}).stdout

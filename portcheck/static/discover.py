@@ -27,15 +27,16 @@ def display_path(path: Path, cwd: Path) -> str:
         return path.as_posix()
 
 
-def _relative_to_root(path: Path, settings: Settings) -> str:
+def relative_to_root(path: Path, settings: Settings) -> str:
+    """The path as exclude and per-file-ignores patterns see it: relative to the config's directory."""
     try:
         return path.resolve().relative_to(settings.root.resolve()).as_posix()
-    except ValueError:
+    except (ValueError, OSError):
         return path.as_posix()
 
 
 def is_excluded(path: Path, settings: Settings) -> bool:
-    relative = _relative_to_root(path, settings)
+    relative = relative_to_root(path, settings)
     return any(path_matches(relative, pattern) for pattern in settings.exclude)
 
 

@@ -50,7 +50,7 @@ class Names:
         self.module_scope = Scope()
         self._ambiguous: set[str] = set()
         self._collect_imports(module.body, top=True)
-        _collect_constants(module.body, self.module_scope, self)
+        _collect_constants(module.body, self.module_scope)
 
     def _bind_alias(self, name: str, target: str) -> None:
         if name in self._ambiguous:
@@ -135,7 +135,7 @@ def _sub_blocks(stmt) -> list:
     return blocks
 
 
-def _collect_constants(body, scope: Scope, names: Names | None) -> None:
+def _collect_constants(body, scope: Scope) -> None:
     """Record `NAME = <expr>` bindings of this scope; nested functions and classes are their own scopes."""
     for stmt in body:
         if isinstance(stmt, cst.SimpleStatementLine):
@@ -153,7 +153,7 @@ def _collect_constants(body, scope: Scope, names: Names | None) -> None:
             if isinstance(stmt, cst.For):
                 _bind(scope, stmt.target, None)
             for block in _sub_blocks(stmt):
-                _collect_constants(block, scope, names)
+                _collect_constants(block, scope)
 
 
 def _bind(scope: Scope, target: cst.BaseExpression, value: cst.BaseExpression | None) -> None:
@@ -181,5 +181,5 @@ def function_scope(node: cst.FunctionDef) -> Scope:
         if isinstance(star, cst.Param):
             scope.constants[star.name.value] = _AMBIGUOUS
             scope.bound.add(star.name.value)
-    _collect_constants(_block_body(node.body), scope, None)
+    _collect_constants(_block_body(node.body), scope)
     return scope

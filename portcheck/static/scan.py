@@ -6,22 +6,15 @@ from pathlib import Path
 
 from portcheck.config import Settings
 from portcheck.findings import ScanResult, Target
-from portcheck.static.discover import Candidate, discover, is_excluded
+from portcheck.static.discover import discover, is_excluded, relative_to_root
 from portcheck.static.engine import FileJob, analyse_file
-
-
-def _relative_to_root(display: str, location: Path, settings: Settings) -> str:
-    try:
-        return location.resolve().relative_to(settings.root.resolve()).as_posix()
-    except (ValueError, OSError):
-        return display
 
 
 def scan_paths(paths: list[str], settings: Settings, cwd: Path) -> ScanResult:
     candidates = discover(paths, settings, cwd)
     jobs = [
         FileJob(path=c.display, stack=settings.stack,
-                enabled=settings.enabled_for(_relative_to_root(c.display, c.location, settings)),
+                enabled=settings.enabled_for(relative_to_root(c.location, settings)),
                 location=str(c.location))
         for c in candidates
     ]
@@ -34,7 +27,7 @@ def scan_stdin(data: bytes, filename: str | None, settings: Settings, cwd: Path)
     if filename and settings.force_exclude and is_excluded(location, settings):
         return ScanResult(target=Target(settings.chip, settings.stack))
     job = FileJob(path=display, stack=settings.stack,
-                  enabled=settings.enabled_for(_relative_to_root(display, location, settings)), data=data)
+                  enabled=settings.enabled_for(relative_to_root(location, settings)), data=data)
     return _run([job], settings)
 
 
@@ -48,5 +41,3 @@ def _run(jobs: list[FileJob], settings: Settings) -> ScanResult:
     result.errors.sort(key=lambda e: (e.path, e.line or 0))
     return result
 
-
-__all__ = ["Candidate", "scan_paths", "scan_stdin"]
