@@ -7,6 +7,7 @@ and cached. Positions are computed only for files that produced a finding or hol
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import re
 from collections import defaultdict
@@ -19,7 +20,7 @@ from portcheck.findings import FileError, FileResult, Finding
 from portcheck.knowledge import load
 from portcheck.static import cuda_api  # noqa: F401  (registers the PC1xx checks)
 from portcheck.static.names import function_scope
-from portcheck.static.rule import CHECKS, RULES, Check, Context, Hit
+from portcheck.static.rule import CHECKS, RULES, Context, Hit
 from portcheck.static.source import SourceError, decode
 from portcheck.static.suppress import Suppression, might_hold_suppression, parse_comment
 
@@ -42,12 +43,22 @@ class FileJob:
     location: str | None = None
 
 
-def _active_checks(enabled: frozenset[str]) -> list[Check]:
-    return [c for c in CHECKS if c.codes & enabled]
+@functools.cache
+def _plan(enabled: frozenset[str]) -> tuple[dict[type, tuple], tuple[str, ...]]:
+    """For one set of enabled codes, once per process: node type -> check functions, and the tokens
+    without which no enabled check can fire."""
+    table: dict[type, list] = defaultdict(list)
+    tokens: dict[str, None] = {}
+    for c in CHECKS:
+        if c.codes & enabled:
+            for kind in c.node_types:
+                table[kind].append(c.fn)
+            tokens.update(dict.fromkeys(c.tokens))
+    return {kind: tuple(fns) for kind, fns in table.items()}, tuple(tokens)
 
 
 class _Traversal(cst.CSTVisitor):
-    def __init__(self, ctx: Context, table: dict[type, list], comments: list[cst.Comment]) -> None:
+    def __init__(self, ctx: Context, table: dict[type, tuple], comments: list[cst.Comment]) -> None:
         self.ctx = ctx
         self.table = table
         self.comments = comments
@@ -106,8 +117,8 @@ def analyse_text(text: str, path: str, stack: str, enabled: frozenset[str]) -> F
         return FileResult(path, errors=(FileError(path, "too deeply nested to analyse (Python's parser gave up)"),))
     except (ValueError, MemoryError) as exc:
         return FileResult(path, errors=(FileError(path, f"cannot parse: {exc}"),))
-    checks = _active_checks(enabled)
-    if not might_hold_suppression(text) and not any(token in text for c in checks for token in c.tokens):
+    table, tokens = _plan(enabled)
+    if not might_hold_suppression(text) and not any(token in text for token in tokens):
         return FileResult(path)  # nothing here can fire
     try:
         module = cst.parse_module(text)
@@ -115,10 +126,6 @@ def analyse_text(text: str, path: str, stack: str, enabled: frozenset[str]) -> F
         message = " ".join(exc.message.split())
         return FileResult(path, errors=(FileError(path, f"syntax error: {message}", exc.raw_line),))
 
-    table: dict[type, list] = defaultdict(list)
-    for c in checks:
-        for kind in c.node_types:
-            table[kind].append(c.fn)
     ctx = Context(module, stack, enabled)
     comments: list[cst.Comment] = []
     module.visit(_Traversal(ctx, table, comments))
