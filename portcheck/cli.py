@@ -135,8 +135,7 @@ def _write_report(path: Path, result, output_format: str, statistics: bool, line
     directory = path.parent if str(path.parent) else Path(".")
     try:
         handle = tempfile.NamedTemporaryFile(  # noqa: SIM115 (closed below, then renamed into place)
-            "w", encoding="utf-8", dir=directory, prefix=f".{path.name}.",
-                                             suffix=".tmp", delete=False)
+            "w", encoding="utf-8", dir=directory, prefix=f".{path.name}.", suffix=".tmp", delete=False)
     except OSError as exc:
         raise ConfigError(f"{path}: cannot write the report: {exc.strerror or exc}") from None
     try:
