@@ -251,6 +251,8 @@ def resolve(layers: list[Layer], root: Path, config_path: Path | None) -> Settin
         exclude += layer.extend_exclude
         for pattern, codes in layer.per_file_ignores.items():
             per_file.append((pattern, frozenset().union(*(selector_codes(c)[0] for c in codes))))
+    # A rule about another chip or stack (training on inf2, step boundaries on xla) is off for this target.
+    enabled = {code for code in enabled if knowledge.rules[code].applies_to(chip, stack)}
     force_exclude, _ = last("force_exclude", False)
     respect_gitignore, _ = last("respect_gitignore", True)
     return Settings(

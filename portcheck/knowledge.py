@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import re
 import tomllib
 from dataclasses import dataclass
@@ -27,7 +28,11 @@ class RuleInfo:
     summary: str
     neuron: str
     source: str
+    stacks: tuple[str, ...] = ("native", "xla")
     default: bool = True
+
+    def applies_to(self, chip: str, stack: str) -> bool:
+        return chip in self.targets and stack in self.stacks
 
 
 @dataclass(frozen=True)
@@ -72,6 +77,9 @@ class Knowledge:
     retired: dict[str, str]
     data_version: str
 
+    def applicable(self, chip: str, stack: str) -> frozenset[str]:
+        return frozenset(code for code, info in self.rules.items() if info.applies_to(chip, stack))
+
     def rule_by_name(self, name: str) -> RuleInfo | None:
         return next((r for r in self.rules.values() if r.name == name), None)
 
@@ -80,13 +88,16 @@ def rules_dir() -> Path:
     """rules/ ships inside the package when installed, and sits beside it in a checkout."""
     here = Path(__file__).resolve().parent
     for candidate in (here / "rules", here.parent / "rules"):
-        if (candidate / "catalog.toml").is_file():
+        if (candidate / "catalog").is_dir() and (candidate / "targets.toml").is_file():
             return candidate
     raise KnowledgeError(f"rules data not found next to {here}")
 
 
 def _read(name: str) -> dict:
-    path = rules_dir() / name
+    return _read_path(rules_dir() / name)
+
+
+def _read_path(path: Path) -> dict:
     try:
         return tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError) as exc:
@@ -98,12 +109,17 @@ BEHAVIOURS = ("raises", "returns-false", "returns-zero", "ignored")
 
 @functools.cache
 def load() -> Knowledge:
-    catalog = _read("catalog.toml")
+    catalog_files = sorted((rules_dir() / "catalog").glob("*.toml"))
+    catalogs = {path.name: _read_path(path) for path in catalog_files}
     targets = _read("targets.toml")
     cuda = _read("cuda_api.toml")
 
     rules: dict[str, RuleInfo] = {}
-    for entry in catalog.get("rule", []):
+    retired: dict[str, str] = {}
+    entries = [(name, entry) for name, c in catalogs.items() for entry in c.get("rule", [])]
+    for name, c in catalogs.items():
+        retired.update({str(k): str(v) for k, v in c.get("retired", {}).items()})
+    for where, entry in entries:
         info = RuleInfo(
             code=entry["code"],
             name=entry["name"],
@@ -113,16 +129,18 @@ def load() -> Knowledge:
             summary=entry["summary"],
             neuron=entry["neuron"],
             source=entry["source"],
+            stacks=tuple(entry.get("stacks", ("native", "xla"))),
             default=entry.get("default", True),
         )
         if not CODE_PATTERN.match(info.code) or info.code in rules:
-            raise KnowledgeError(f"catalog.toml: bad or repeated code {info.code!r}")
+            raise KnowledgeError(f"catalog/{where}: bad or repeated code {info.code!r}")
         if info.category not in CATEGORIES:
-            raise KnowledgeError(f"catalog.toml: {info.code} has unknown category {info.category!r}")
+            raise KnowledgeError(f"catalog/{where}: {info.code} has unknown category {info.category!r}")
+        if not info.neuron or not info.source:
+            raise KnowledgeError(f"catalog/{where}: {info.code} has no `neuron` reason or no `source`")
         rules[info.code] = info
-    retired = {str(k): str(v) for k, v in catalog.get("retired", {}).items()}
     if reused := set(retired) & set(rules):
-        raise KnowledgeError(f"catalog.toml: retired codes reused: {sorted(reused)}")
+        raise KnowledgeError(f"catalog: retired codes reused: {sorted(reused)}")
 
     chips = {
         name: Chip(name, c["title"], tuple(c["stacks"]), c["default_stack"], c["source"])
@@ -133,8 +151,8 @@ def load() -> Knowledge:
         if chip.default_stack not in chip.stacks or not set(chip.stacks) <= set(stacks):
             raise KnowledgeError(f"targets.toml: chip {chip.name} names an unknown stack")
     for info in rules.values():
-        if not set(info.targets) <= set(chips):
-            raise KnowledgeError(f"catalog.toml: {info.code} names an unknown target")
+        if not set(info.targets) <= set(chips) or not set(info.stacks) <= set(stacks):
+            raise KnowledgeError(f"catalog: {info.code} names an unknown target or stack")
 
     apis = {}
     for name, a in cuda["api"].items():
@@ -146,5 +164,13 @@ def load() -> Knowledge:
             raise KnowledgeError(f"cuda_api.toml: {name} has unknown code or behaviour")
         apis[name] = api
 
-    version = ".".join(str(d.get("data_version", 0)) for d in (catalog, targets, cuda))
-    return Knowledge(rules, chips, stacks, apis, retired, version)
+    return Knowledge(rules, chips, stacks, apis, retired, data_version())
+
+
+def data_version() -> str:
+    """A digest of every shipped data file: it changes whenever what the rules know changes (cache keys)."""
+    digest = hashlib.sha256()
+    root = rules_dir()
+    for path in sorted(root.rglob("*.toml")):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:12]

@@ -1,5 +1,10 @@
 """Every fixture file under fixtures/static/: the `# expect: PCxxx` lines fire those codes, every other
-line stays quiet."""
+line stays quiet.
+
+A marker may be limited to a chip or a stack, `# expect(inf2): PC607` or `# expect(xla): PC703`, for rules
+that differ by target. Each fixture is checked on trn2 with the native stack and on inf2 with the xla
+stack, or only on the targets its `# fixture-targets: trn2:native trn1:xla` line names.
+"""
 
 import re
 from pathlib import Path
@@ -10,37 +15,58 @@ from portcheck.knowledge import load
 from portcheck.static.engine import FileJob, analyse_file
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "static"
-EXPECT = re.compile(r"#\s*expect:\s*(PC\d{3}(?:\s*,\s*PC\d{3})*)")
+EXPECT = re.compile(r"#\s*expect(?:\((?P<where>[\w-]+)\))?:\s*(?P<codes>PC\d{3}(?:\s*,\s*PC\d{3})*)")
+TARGETS_LINE = re.compile(r"#\s*fixture-targets:\s*(.+)")
+DEFAULT_TARGETS = (("trn2", "native"), ("inf2", "xla"))
 
 
-def expected(path: Path) -> set[tuple[int, str]]:
+def expected(path: Path, chip: str | None = None, stack: str | None = None) -> set[tuple[int, str]]:
+    """(line, code) pairs the fixture expects; with no chip and stack, every marker whatever its target."""
     out = set()
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        match = EXPECT.search(line)
-        if match:
-            out |= {(number, code.strip()) for code in match.group(1).split(",")}
+        for match in EXPECT.finditer(line):
+            where = match.group("where")
+            if where is None or chip is None or where in (chip, stack):
+                out |= {(number, code.strip()) for code in match.group("codes").split(",")}
     return out
 
 
+def targets(path: Path) -> tuple[tuple[str, str], ...]:
+    match = TARGETS_LINE.search(path.read_text(encoding="utf-8"))
+    if not match:
+        return DEFAULT_TARGETS
+    return tuple(tuple(item.split(":")) for item in match.group(1).split())  # type: ignore[misc]
+
+
 FILES = sorted(FIXTURES.rglob("*.py"))
+CASES = [(path, target) for path in FILES for target in targets(path)]
 
 
 def test_fixture_tree_is_not_empty():
     assert len(FILES) >= 4
 
 
-@pytest.mark.parametrize("stack", ["native", "xla"])
-@pytest.mark.parametrize("path", FILES, ids=[str(p.relative_to(FIXTURES)) for p in FILES])
-def test_fixture(path: Path, stack: str):
-    result = analyse_file(FileJob(path=str(path), stack=stack, enabled=frozenset(load().rules), location=str(path)))
+@pytest.mark.parametrize(("path", "target"), CASES,
+                         ids=[f"{p.relative_to(FIXTURES)}-{c}-{s}" for p, (c, s) in CASES])
+def test_fixture(path: Path, target: tuple[str, str]):
+    chip, stack = target
+    result = analyse_file(FileJob(path=str(path), chip=chip, stack=stack, enabled=load().applicable(chip, stack),
+                                  location=str(path)))
     assert result.errors == ()
     got = {(f.line, f.code) for f in result.findings}
-    want = expected(path)
+    want = expected(path, chip, stack)
     assert sorted(got - want) == [], "fired where the fixture expects quiet"
     assert sorted(want - got) == [], "quiet where the fixture expects a finding"
 
 
-def test_every_cuda_api_rule_has_a_firing_fixture():
-    codes = {code for path in FILES for _, code in expected(path)}
-    family = {code for code, info in load().rules.items() if info.category == "cuda-api"}
-    assert family <= codes, f"no fixture fires {sorted(family - codes)}"
+@pytest.mark.parametrize("code", sorted(c for c in load().rules if c != "PC900"))
+def test_every_rule_has_a_firing_fixture_in_its_category_folder(code):
+    category = load().rules[code].category
+    folder = FIXTURES / category
+    fired = {c for path in folder.rglob("*.py") for _, c in expected(path)}
+    assert code in fired, f"no fixture under fixtures/static/{category}/ fires {code}"
+
+
+def test_every_category_folder_has_a_quiet_fixture():
+    for folder in sorted(p for p in FIXTURES.iterdir() if p.is_dir()):
+        assert any(not expected(path) for path in folder.rglob("*.py")), f"{folder.name} has no all-quiet fixture"

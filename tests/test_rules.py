@@ -11,8 +11,9 @@ from portcheck.static.engine import RULES, analyse_text
 CODES = sorted(load().rules)
 
 
-def codes_in(source: str, stack: str = "native") -> set[str]:
-    result = analyse_text(source, "example.py", stack, frozenset(load().rules))
+def codes_in(source: str, target: tuple[str, str] = ("trn2", "native")) -> set[str]:
+    chip, stack = target
+    result = analyse_text(source, "example.py", chip, stack, load().applicable(chip, stack))
     assert result.errors == (), result.errors
     return {f.code for f in result.findings}
 
@@ -26,7 +27,7 @@ def test_invalid_examples_fire(code):
     cls = RULES[code]
     assert cls.INVALID, f"{code} has no INVALID examples"
     for source in cls.INVALID:
-        assert code in codes_in(source), f"{code} did not fire on:\n{source}"
+        assert code in codes_in(source, cls.TARGET), f"{code} did not fire on:\n{source}"
 
 
 @pytest.mark.parametrize("code", sorted(RULES))
@@ -34,7 +35,7 @@ def test_valid_examples_stay_quiet(code):
     cls = RULES[code]
     assert cls.VALID, f"{code} has no VALID examples"
     for source in cls.VALID:
-        assert code not in codes_in(source), f"{code} fired on:\n{source}"
+        assert code not in codes_in(source, cls.TARGET), f"{code} fired on:\n{source}"
 
 
 @pytest.mark.parametrize("code", sorted(RULES))
@@ -54,12 +55,12 @@ def test_every_rule_cites_a_source(code):
 
 
 def test_messages_follow_the_stack():
-    native = analyse_text("import torch\ntorch.cuda.synchronize()\n", "a.py", "native", frozenset(load().rules))
-    xla = analyse_text("import torch\ntorch.cuda.synchronize()\n", "a.py", "xla", frozenset(load().rules))
+    native = analyse_text("import torch\ntorch.cuda.synchronize()\n", "a.py", "trn2", "native", frozenset(load().rules))
+    xla = analyse_text("import torch\ntorch.cuda.synchronize()\n", "a.py", "inf2", "xla", frozenset(load().rules))
     assert "torch.accelerator.synchronize()" in native.findings[0].message
     assert "xm.wait_device_ops()" in xla.findings[0].message
 
 
 def test_unselected_codes_do_not_fire():
-    result = analyse_text("import torch\nx.cuda()\ntorch.cuda.synchronize()\n", "a.py", "native", frozenset({"PC105"}))
+    result = analyse_text("import torch\nx.cuda()\ntorch.cuda.synchronize()\n", "a.py", "trn2", "native", frozenset({"PC105"}))
     assert [f.code for f in result.findings] == ["PC105"]

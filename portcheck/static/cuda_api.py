@@ -100,6 +100,8 @@ def _api_message(qualname: str, api: CudaApi | None, stack: str) -> tuple[str, s
 
 
 def _judge_reference(ctx: Context, node: cst.CSTNode, qualname: str) -> None:
+    if qualname == "torch.cuda.amp" or qualname.startswith("torch.cuda.amp."):
+        return  # autocast and GradScaler are training rules (PC601, PC602): see training.py
     if qualname == "torch.cuda" or qualname.startswith("torch.cuda."):
         code, message = _api_message(qualname, _api_entry(qualname[len("torch.cuda."):]), ctx.stack)
         ctx.report(code, node, message)
@@ -545,7 +547,7 @@ class CudaVisibleDevices(Rule):
 class CudaApiOther(Rule):
     """## What it does
     Finds every other use of `torch.cuda`: legacy tensor types (`torch.cuda.FloatTensor`), `torch.cuda.nvtx`,
-    `torch.cuda.amp`, and the module passed around as a value.
+    and the module passed around as a value. (`torch.cuda.amp` is PC601 / PC602.)
 
     ## Example
     ```python

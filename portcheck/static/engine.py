@@ -18,7 +18,17 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from portcheck.findings import FileError, FileResult, Finding
 from portcheck.knowledge import load
-from portcheck.static import cuda_api  # noqa: F401  (registers the PC1xx checks)
+from portcheck.static import (  # noqa: F401  (importing a family module registers its checks)
+    attention,
+    compile,
+    cuda_api,
+    distributed,
+    dynamic_shape,
+    host_sync,
+    libraries,
+    ops,
+    training,
+)
 from portcheck.static.names import function_scope
 from portcheck.static.rule import CHECKS, RULES, Context, Hit
 from portcheck.static.source import SourceError, decode
@@ -37,6 +47,7 @@ class FileJob:
     """Everything analyse_file needs about one file; picklable for a process pool."""
 
     path: str  # as shown in reports (relative to the working directory)
+    chip: str
     stack: str
     enabled: frozenset[str]
     data: bytes | None = None  # None: read from `location`
@@ -72,6 +83,9 @@ class _Traversal(cst.CSTVisitor):
             self.ctx.statements.append(node)
             if kind is cst.FunctionDef:
                 self.ctx.scopes.append(function_scope(node))  # type: ignore[arg-type]
+                self.ctx.functions.append(node)  # type: ignore[arg-type]
+            elif kind is cst.For or kind is cst.While:
+                self.ctx.loops.append(node)
         descend = True
         for fn in self.table.get(kind, ()):
             if fn(node, self.ctx) is False:
@@ -84,6 +98,9 @@ class _Traversal(cst.CSTVisitor):
             self.ctx.statements.pop()
             if kind is cst.FunctionDef:
                 self.ctx.scopes.pop()
+                self.ctx.functions.pop()
+            elif kind is cst.For or kind is cst.While:
+                self.ctx.loops.pop()
 
 
 def analyse_file(job: FileJob) -> FileResult:
@@ -97,7 +114,7 @@ def analyse_file(job: FileJob) -> FileResult:
         return FileResult(job.path, errors=(FileError(job.path, f"cannot read: {exc.strerror or exc}"),))
     try:
         source = decode(data)
-        return analyse_text(source.text, job.path, job.stack, job.enabled)
+        return analyse_text(source.text, job.path, job.chip, job.stack, job.enabled)
     except SourceError as exc:
         return FileResult(job.path, errors=(FileError(job.path, exc.message, exc.line),))
     except RecursionError:
@@ -106,7 +123,7 @@ def analyse_file(job: FileJob) -> FileResult:
         return FileResult(job.path, errors=(FileError(job.path, f"internal error: {type(exc).__name__}: {exc}"),))
 
 
-def analyse_text(text: str, path: str, stack: str, enabled: frozenset[str]) -> FileResult:
+def analyse_text(text: str, path: str, chip: str, stack: str, enabled: frozenset[str]) -> FileResult:
     # Python's own parser first: its messages and lines are the ones users know, it is a tenth of libcst's
     # cost, and it refuses what would crash libcst's native parser (thousands of nested brackets segfault it).
     try:
@@ -126,7 +143,7 @@ def analyse_text(text: str, path: str, stack: str, enabled: frozenset[str]) -> F
         message = " ".join(exc.message.split())
         return FileResult(path, errors=(FileError(path, f"syntax error: {message}", exc.raw_line),))
 
-    ctx = Context(module, stack, enabled)
+    ctx = Context(module, chip, stack, enabled)
     comments: list[cst.Comment] = []
     module.visit(_Traversal(ctx, table, comments))
 
@@ -151,7 +168,7 @@ def _finding(hit: Hit, path: str, ctx: Context, positions) -> Finding:
         code=info.code,
         name=info.name,
         category=info.category,
-        severity=info.severity,
+        severity=hit.severity or info.severity,
         message=hit.message,
         path=path,
         line=where.start.line,

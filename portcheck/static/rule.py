@@ -15,11 +15,13 @@ from typing import ClassVar
 
 import libcst as cst
 
+from portcheck.findings import Severity
 from portcheck.static.names import Names, Scope, dotted_name
 
 
 class Rule:
     code: ClassVar[str]
+    TARGET: ClassVar[tuple[str, str]] = ("trn2", "native")  # the (chip, stack) its examples are checked for
     VALID: ClassVar[tuple[str, ...]] = ()
     INVALID: ClassVar[tuple[str, ...]] = ()
 
@@ -38,6 +40,7 @@ class Hit:
     node: cst.CSTNode
     message: str
     statement: cst.CSTNode | None
+    severity: Severity | None = None  # None: the rule's severity; set where one occurrence is milder or worse
 
 
 CheckFn = Callable[[cst.CSTNode, "Context"], bool | None]
@@ -65,21 +68,37 @@ def check(*node_types: type[cst.CSTNode], codes: Iterable[str], tokens: Iterable
 class Context:
     """Per-file state shared by all checks during the traversal."""
 
-    def __init__(self, module: cst.Module, stack: str, enabled: frozenset[str]) -> None:
+    def __init__(self, module: cst.Module, chip: str, stack: str, enabled: frozenset[str]) -> None:
         self.module = module
+        self.chip = chip
         self.stack = stack
         self.enabled = enabled
         self.names = Names(module)
         self.hits: list[Hit] = []
         self.statements: list[cst.CSTNode] = []
         self.scopes: list[Scope] = []
+        self.functions: list[cst.FunctionDef] = []
+        self.loops: list[cst.For | cst.While] = []
+        self._memo: dict[tuple[str, int], object] = {}
         # Nodes that are not expressions in load position (attribute names, keywords, parameters) or
         # that an outer node already judged: name resolution skips them.
         self.skip: set[int] = set()
 
-    def report(self, code: str, node: cst.CSTNode, message: str) -> None:
+    def report(self, code: str, node: cst.CSTNode, message: str, severity: Severity | None = None) -> None:
         if code in self.enabled:
-            self.hits.append(Hit(code, node, message, self.statements[-1] if self.statements else None))
+            self.hits.append(Hit(code, node, message, self.statements[-1] if self.statements else None, severity))
+
+    def memo(self, kind: str, node: cst.CSTNode, compute: Callable[[], object]) -> object:
+        """A per-file cache for facts about a node (is this loop a training loop?) that several checks ask."""
+        key = (kind, id(node))
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
+
+    @property
+    def in_forward(self) -> bool:
+        """Inside a `forward` method (or a function nested in one): the code the Neuron compiler sees."""
+        return any(f.name.value == "forward" for f in self.functions)
 
     def qualname(self, node: cst.BaseExpression) -> str | None:
         return self.names.qualname(node)

@@ -13,7 +13,7 @@ from portcheck.static.engine import FileJob, analyse_file
 def scan_paths(paths: list[str], settings: Settings, cwd: Path) -> ScanResult:
     candidates = discover(paths, settings, cwd)
     jobs = [
-        FileJob(path=c.display, stack=settings.stack,
+        FileJob(path=c.display, chip=settings.chip, stack=settings.stack,
                 enabled=settings.enabled_for(relative_to_root(c.location, settings)),
                 location=str(c.location))
         for c in candidates
@@ -26,7 +26,7 @@ def scan_stdin(data: bytes, filename: str | None, settings: Settings, cwd: Path)
     location = (cwd / filename) if filename else cwd / "-"
     if filename and settings.force_exclude and is_excluded(location, settings):
         return ScanResult(target=Target(settings.chip, settings.stack))
-    job = FileJob(path=display, stack=settings.stack,
+    job = FileJob(path=display, chip=settings.chip, stack=settings.stack,
                   enabled=settings.enabled_for(relative_to_root(location, settings)), data=data)
     return _run([job], settings)
 

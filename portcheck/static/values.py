@@ -1,0 +1,169 @@
+"""What checks can tell about an expression or a statement without running it: is this a tensor method call,
+an explicitly integer tensor, a reduction of tensor data; is this import guarded by a fallback?
+
+Every answer errs towards "don't know": a check that cannot tell stays quiet.
+"""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from portcheck.static.names import dotted_name
+from portcheck.static.rule import Context, call_name, keyword, positional
+
+INTEGER_DTYPES = frozenset({
+    "torch.long", "torch.int64", "torch.int", "torch.int32", "torch.int16", "torch.int8", "torch.uint8",
+    "torch.short", "torch.uint16", "torch.uint32", "torch.uint64",
+})
+INT64_DTYPES = frozenset({"torch.long", "torch.int64"})
+_INTEGER_CASTS = {"long": "torch.int64", "int": "torch.int32", "short": "torch.int16", "byte": "torch.uint8"}
+# Tensor methods whose result is computed from the tensor's values (not its shape).
+REDUCTIONS = frozenset({
+    "any", "all", "sum", "max", "min", "mean", "prod", "amax", "amin", "argmax", "argmin", "count_nonzero",
+    "item", "norm", "std", "var", "median", "equal", "nansum",
+})
+_AVAILABILITY = re.compile(r"(^is_\w*available$|_available$|^find_spec$|^is_\w*installed$|^has_\w+$)")
+_IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException", "OSError", "RuntimeError"}
+
+
+def method_call(node: cst.CSTNode, *names: str) -> cst.Call | None:
+    """`node` as a call of one of these methods on some object (`x.nonzero()`), else None."""
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in names:
+        return node
+    return None
+
+
+def dtype_of(ctx: Context, node: cst.BaseExpression) -> str | None:
+    """The torch dtype an expression names: `torch.long` for `torch.long`, `th.int64` or `long` imported
+    from torch."""
+    qualname = ctx.qualname(node)
+    return qualname if qualname is not None and qualname.startswith("torch.") else None
+
+
+def integer_dtype(ctx: Context, node: cst.CSTNode) -> str | None:
+    """The integer dtype an expression is explicitly given, or None when it is not known to be integer:
+    `x.long()`, `x.to(torch.int32)`, `torch.zeros(n, dtype=torch.long)`, or a local name bound to one."""
+    if isinstance(node, cst.Name):
+        bound = ctx.constant(node)
+        return integer_dtype(ctx, bound[1]) if bound else None
+    if not isinstance(node, cst.Call):
+        return None
+    name = call_name(node)
+    if isinstance(node.func, cst.Attribute) and name in _INTEGER_CASTS and not node.args:
+        if ctx.qualname(node.func) is None:  # `x.long()`, not a module function
+            return _INTEGER_CASTS[name]
+    if name in ("to", "type"):
+        arg = keyword(node, "dtype") or positional(node, 0)
+        dtype = arg and dtype_of(ctx, arg.value)
+        return dtype if dtype in INTEGER_DTYPES else None
+    dtype_arg = keyword(node, "dtype")
+    if dtype_arg is not None:
+        dtype = dtype_of(ctx, dtype_arg.value)
+        return dtype if dtype in INTEGER_DTYPES else None
+    return None
+
+
+def reads_tensor_values(ctx: Context, node: cst.CSTNode) -> cst.Call | None:
+    """A call inside `node` that reads tensor data into Python or a value-dependent result: `x.sum()`,
+    `mask.any()`, `t.item()`, `torch.any(x)`. Shape queries (`x.size(0)`, `x.dim()`, `x.shape`) are not."""
+    found: list[cst.Call] = []
+
+    class Finder(cst.CSTVisitor):
+        def visit_Call(self, call: cst.Call) -> bool:
+            if found:
+                return False
+            name = call_name(call)
+            if name in REDUCTIONS:
+                if isinstance(call.func, cst.Attribute):
+                    qualname = ctx.qualname(call.func)
+                    if qualname is None or qualname.startswith("torch."):  # a method, or torch.any(...)
+                        if qualname is not None or _receiver_is_tensor_like(call.func.value):
+                            found.append(call)
+                            return False
+            return True
+
+        def visit_Lambda(self, node: cst.Lambda) -> bool:
+            return False
+
+    node.visit(Finder())
+    return found[0] if found else None
+
+
+def _receiver_is_tensor_like(node: cst.BaseExpression) -> bool:
+    """`max`/`min`/`sum` are also builtins; as methods they need a receiver that is not a literal or a
+    module-level helper namespace. Python lists have none of these methods, numpy arrays do (and are data)."""
+    return not isinstance(node, (cst.SimpleString, cst.Integer, cst.Float, cst.List, cst.Dict))
+
+
+def under_type_checking(ctx: Context) -> bool:
+    for stmt in ctx.statements:
+        if isinstance(stmt, cst.If) and dotted_name(stmt.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
+            return True
+    return False
+
+
+def guard(ctx: Context, node: cst.CSTNode | None = None) -> str | None:
+    """Why the current statement has a fallback, or None: inside `try:` with an ImportError handler, or under
+    an `if` that probes availability (`is_flash_attn_available()`, `importlib.util.find_spec(...)`,
+    `torch.cuda.is_available()`)."""
+    for stmt in reversed(ctx.statements):
+        if isinstance(stmt, (cst.Try, cst.TryStar)) and _catches_import_error(stmt):
+            return "inside `try` with an `except ImportError` fallback"
+        if isinstance(stmt, cst.If):
+            probe = _availability_probe(stmt.test)
+            if probe:
+                return f"under `if {probe}`"
+    for function in reversed(ctx.functions):
+        probe = _availability_probe_in_decorators(function)
+        if probe:
+            return probe
+    return None
+
+
+def _catches_import_error(stmt: cst.Try | cst.TryStar) -> bool:
+    for handler in stmt.handlers:
+        if handler.type is None:
+            return True
+        kinds = handler.type.elements if isinstance(handler.type, cst.Tuple) else [handler.type]
+        for kind in kinds:
+            expr = kind.value if isinstance(kind, cst.Element) else kind
+            name = dotted_name(expr)  # type: ignore[arg-type]
+            if name is not None and name.rsplit(".", 1)[-1] in _IMPORT_ERRORS:
+                return True
+    return False
+
+
+def _availability_probe(test: cst.BaseExpression) -> str | None:
+    found: list[str] = []
+
+    class Finder(cst.CSTVisitor):
+        def visit_Call(self, call: cst.Call) -> bool:
+            name = call_name(call)
+            dotted = dotted_name(call.func) or ""
+            if name and (_AVAILABILITY.search(name) or dotted.endswith("cuda.is_available")):
+                found.append(f"{dotted or name}()")
+            return not found
+
+        def visit_Name(self, node: cst.Name) -> None:
+            if _AVAILABILITY.search(node.value) or node.value.isupper() and "AVAILABLE" in node.value:
+                found.append(node.value)
+
+    test.visit(Finder())
+    return found[0] if found else None
+
+
+def _availability_probe_in_decorators(function: cst.FunctionDef) -> str | None:
+    for decorator in function.decorators:
+        text = dotted_name(decorator.decorator.func if isinstance(decorator.decorator, cst.Call)
+                           else decorator.decorator) or ""
+        if text.endswith(("require_backends", "requires_backends", "requires")):
+            return f"in a function decorated `@{text}`"
+    return None
+
+
+__all__ = [
+    "INT64_DTYPES", "INTEGER_DTYPES", "REDUCTIONS", "dtype_of", "guard", "integer_dtype", "method_call",
+    "reads_tensor_values", "under_type_checking",
+]
