@@ -20,7 +20,7 @@ from portcheck.findings import FileError, FileResult, Finding
 from portcheck.knowledge import load
 from portcheck.static import (  # noqa: F401  (importing a family module registers its checks)
     attention,
-    compile,
+    compilation,
     cuda_api,
     distributed,
     dynamic_shape,
