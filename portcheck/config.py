@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from portcheck.findings import CATEGORIES, Severity
-from portcheck.knowledge import load
+from portcheck.knowledge import CODE_PATTERN, load
 
 
 class ConfigError(Exception):
@@ -183,10 +183,24 @@ def selector_codes(selector: str) -> tuple[frozenset[str], int]:
     return codes, len(upper)
 
 
+def _close_selectors(selector: str) -> list[str]:
+    """Up to three known selectors a mistyped one may mean. A code-shaped typo (`PC1O1`, `pc10l`) is
+    matched position by position first: difflib alone ranks `PC311` level with `PC101` for `PC1O1`."""
+    vocabulary = _vocabulary()
+    upper = selector.upper()
+    if re.fullmatch(r"PC\w{3}", upper):
+        codes = [c for c in vocabulary if CODE_PATTERN.match(c)]
+        by_distance = sorted(codes, key=lambda c: (sum(a != b for a, b in zip(c, upper, strict=True)), c))
+        near = [c for c in by_distance if sum(a != b for a, b in zip(c, upper, strict=True)) <= 1]
+        if near:
+            return near[:3]
+    return difflib.get_close_matches(selector, vocabulary, n=3)
+
+
 def check_selector(selector: str, where: str) -> None:
     codes, _ = selector_codes(selector)
     if not codes:
-        hint = difflib.get_close_matches(selector, _vocabulary(), n=3)
+        hint = _close_selectors(selector)
         suggestion = f"; did you mean {' or '.join(hint)}?" if hint else "; see `portcheck rules`"
         raise ConfigError(f"{where}: unknown rule selector '{selector}'{suggestion}")
 

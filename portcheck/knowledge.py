@@ -117,7 +117,7 @@ def load() -> Knowledge:
     rules: dict[str, RuleInfo] = {}
     retired: dict[str, str] = {}
     entries = [(name, entry) for name, c in catalogs.items() for entry in c.get("rule", [])]
-    for name, c in catalogs.items():
+    for c in catalogs.values():
         retired.update({str(k): str(v) for k, v in c.get("retired", {}).items()})
     for where, entry in entries:
         info = RuleInfo(

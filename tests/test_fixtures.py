@@ -4,6 +4,9 @@ line stays quiet.
 A marker may be limited to a chip or a stack, `# expect(inf2): PC607` or `# expect(xla): PC703`, for rules
 that differ by target. Each fixture is checked on trn2 with the native stack and on inf2 with the xla
 stack, or only on the targets its `# fixture-targets: trn2:native trn1:xla` line names.
+
+Rules run as a user gets them: the default set, plus an off-by-default rule when the fixture expects it or
+names it on a `# fixture-select: PC315` line (so a quiet fixture can prove an opt-in rule stays quiet).
 """
 
 import re
@@ -17,6 +20,7 @@ from portcheck.static.engine import FileJob, analyse_file
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "static"
 EXPECT = re.compile(r"#\s*expect(?:\((?P<where>[\w-]+)\))?:\s*(?P<codes>PC\d{3}(?:\s*,\s*PC\d{3})*)")
 TARGETS_LINE = re.compile(r"#\s*fixture-targets:\s*(.+)")
+SELECT_LINE = re.compile(r"#\s*fixture-select:\s*(.+)")
 DEFAULT_TARGETS = (("trn2", "native"), ("inf2", "xla"))
 
 
@@ -38,6 +42,15 @@ def targets(path: Path) -> tuple[tuple[str, str], ...]:
     return tuple(tuple(item.split(":")) for item in match.group(1).split())  # type: ignore[misc]
 
 
+def enabled(path: Path, chip: str, stack: str) -> frozenset[str]:
+    knowledge = load()
+    opted = {code for _, code in expected(path)}
+    for match in SELECT_LINE.finditer(path.read_text(encoding="utf-8")):
+        opted |= {code.strip() for code in match.group(1).split(",")}
+    return frozenset(code for code in knowledge.applicable(chip, stack)
+                     if knowledge.rules[code].default or code in opted)
+
+
 FILES = sorted(FIXTURES.rglob("*.py"))
 CASES = [(path, target) for path in FILES for target in targets(path)]
 
@@ -50,7 +63,7 @@ def test_fixture_tree_is_not_empty():
                          ids=[f"{p.relative_to(FIXTURES)}-{c}-{s}" for p, (c, s) in CASES])
 def test_fixture(path: Path, target: tuple[str, str]):
     chip, stack = target
-    result = analyse_file(FileJob(path=str(path), chip=chip, stack=stack, enabled=load().applicable(chip, stack),
+    result = analyse_file(FileJob(path=str(path), chip=chip, stack=stack, enabled=enabled(path, chip, stack),
                                   location=str(path)))
     assert result.errors == ()
     got = {(f.line, f.code) for f in result.findings}

@@ -62,5 +62,6 @@ def test_messages_follow_the_stack():
 
 
 def test_unselected_codes_do_not_fire():
-    result = analyse_text("import torch\nx.cuda()\ntorch.cuda.synchronize()\n", "a.py", "trn2", "native", frozenset({"PC105"}))
+    source = "import torch\nx.cuda()\ntorch.cuda.synchronize()\n"
+    result = analyse_text(source, "a.py", "trn2", "native", frozenset({"PC105"}))
     assert [f.code for f in result.findings] == ["PC105"]

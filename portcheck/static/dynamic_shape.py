@@ -150,9 +150,8 @@ def _check_size_arguments(ctx: Context, node: cst.Call) -> None:
                                                                                  "split_size_or_sections")]
         if qualname == "torch.split":
             args = args[1:2]
-    elif isinstance(node.func, cst.Name) and name == "range" and "range" not in ctx.names.aliases:
-        args = list(node.args)
-    elif isinstance(node.func, cst.Attribute) and qualname is None and name in _SIZE_METHODS:
+    elif (isinstance(node.func, cst.Name) and name == "range" and "range" not in ctx.names.aliases) or (
+            isinstance(node.func, cst.Attribute) and qualname is None and name in _SIZE_METHODS):
         args = list(node.args)
     else:
         return

@@ -244,7 +244,8 @@ def _whole_dimension(node: cst.BaseExpression) -> bool:
     """`x.size(-1)`, `x.shape[-1]`, `x.numel()`: k as large as the tensor."""
     if isinstance(node, cst.Call) and call_name(node) in ("size", "numel") and isinstance(node.func, cst.Attribute):
         return True
-    return isinstance(node, cst.Subscript) and isinstance(node.value, cst.Attribute) and node.value.attr.value == "shape"
+    return (isinstance(node, cst.Subscript) and isinstance(node.value, cst.Attribute)
+            and node.value.attr.value == "shape")
 
 
 # ---- layer and op restrictions -------------------------------------------------------------------------------
@@ -741,7 +742,10 @@ class UnsupportedFp8(Rule):
     """
 
     code = "PC312"
-    INVALID = ("import torch\nw = w.to(torch.float8_e4m3fnuz)", "import torch\nz = torch.empty(4, dtype=torch.float8_e5m2fnuz)")
+    INVALID = (
+        "import torch\nw = w.to(torch.float8_e4m3fnuz)",
+        "import torch\nz = torch.empty(4, dtype=torch.float8_e5m2fnuz)",
+    )
     VALID = ("import torch\nw = w.to(torch.float8_e4m3fn)", "import torch\nw = w.to(torch.float8_e5m2)")
 
 
@@ -822,5 +826,9 @@ class Int64Tensor(Rule):
     """
 
     code = "PC315"
-    INVALID = ("x = ids.long()", "import torch\np = torch.arange(8, dtype=torch.int64)", "import torch\nx = y.to(torch.long)")
+    INVALID = (
+        "x = ids.long()",
+        "import torch\np = torch.arange(8, dtype=torch.int64)",
+        "import torch\nx = y.to(torch.long)",
+    )
     VALID = ("import torch\np = torch.arange(8, dtype=torch.int32)", "import torch\nok = x.dtype == torch.long")

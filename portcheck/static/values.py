@@ -51,9 +51,9 @@ def integer_dtype(ctx: Context, node: cst.CSTNode) -> str | None:
     if not isinstance(node, cst.Call):
         return None
     name = call_name(node)
-    if isinstance(node.func, cst.Attribute) and name in _INTEGER_CASTS and not node.args:
-        if ctx.qualname(node.func) is None:  # `x.long()`, not a module function
-            return _INTEGER_CASTS[name]
+    if (isinstance(node.func, cst.Attribute) and name in _INTEGER_CASTS and not node.args
+            and ctx.qualname(node.func) is None):  # `x.long()`, not a module function
+        return _INTEGER_CASTS[name]
     if name in ("to", "type"):
         arg = keyword(node, "dtype") or positional(node, 0)
         dtype = arg and dtype_of(ctx, arg.value)
@@ -75,13 +75,13 @@ def reads_tensor_values(ctx: Context, node: cst.CSTNode) -> cst.Call | None:
             if found:
                 return False
             name = call_name(call)
-            if name in REDUCTIONS:
-                if isinstance(call.func, cst.Attribute):
-                    qualname = ctx.qualname(call.func)
-                    if qualname is None or qualname.startswith("torch."):  # a method, or torch.any(...)
-                        if qualname is not None or _receiver_is_tensor_like(call.func.value):
-                            found.append(call)
-                            return False
+            if name in REDUCTIONS and isinstance(call.func, cst.Attribute):
+                qualname = ctx.qualname(call.func)
+                # a method on something tensor-like, or torch.any(...)
+                if (qualname is not None and qualname.startswith("torch.")) or (
+                        qualname is None and _receiver_is_tensor_like(call.func.value)):
+                    found.append(call)
+                    return False
             return True
 
         def visit_Lambda(self, node: cst.Lambda) -> bool:
@@ -109,20 +109,20 @@ def guard(ctx: Context, node: cst.CSTNode | None = None) -> str | None:
     an `if` that probes availability (`is_flash_attn_available()`, `importlib.util.find_spec(...)`,
     `torch.cuda.is_available()`)."""
     for stmt in reversed(ctx.statements):
-        if isinstance(stmt, (cst.Try, cst.TryStar)) and _catches_import_error(stmt):
+        if isinstance(stmt, (cst.Try, cst.TryStar)) and catches_import_error(stmt):
             return "inside `try` with an `except ImportError` fallback"
         if isinstance(stmt, cst.If):
-            probe = _availability_probe(stmt.test)
+            probe = availability_probe(stmt.test)
             if probe:
                 return f"under `if {probe}`"
     for function in reversed(ctx.functions):
-        probe = _availability_probe_in_decorators(function)
+        probe = _probe_in_decorators(function)
         if probe:
             return probe
     return None
 
 
-def _catches_import_error(stmt: cst.Try | cst.TryStar) -> bool:
+def catches_import_error(stmt: cst.Try | cst.TryStar) -> bool:
     for handler in stmt.handlers:
         if handler.type is None:
             return True
@@ -135,7 +135,7 @@ def _catches_import_error(stmt: cst.Try | cst.TryStar) -> bool:
     return False
 
 
-def _availability_probe(test: cst.BaseExpression) -> str | None:
+def availability_probe(test: cst.BaseExpression) -> str | None:
     found: list[str] = []
 
     class Finder(cst.CSTVisitor):
@@ -147,14 +147,14 @@ def _availability_probe(test: cst.BaseExpression) -> str | None:
             return not found
 
         def visit_Name(self, node: cst.Name) -> None:
-            if _AVAILABILITY.search(node.value) or node.value.isupper() and "AVAILABLE" in node.value:
+            if _AVAILABILITY.search(node.value) or (node.value.isupper() and "AVAILABLE" in node.value):
                 found.append(node.value)
 
     test.visit(Finder())
     return found[0] if found else None
 
 
-def _availability_probe_in_decorators(function: cst.FunctionDef) -> str | None:
+def _probe_in_decorators(function: cst.FunctionDef) -> str | None:
     for decorator in function.decorators:
         text = dotted_name(decorator.decorator.func if isinstance(decorator.decorator, cst.Call)
                            else decorator.decorator) or ""
@@ -164,6 +164,7 @@ def _availability_probe_in_decorators(function: cst.FunctionDef) -> str | None:
 
 
 __all__ = [
-    "INT64_DTYPES", "INTEGER_DTYPES", "REDUCTIONS", "dtype_of", "guard", "integer_dtype", "method_call",
+    "INT64_DTYPES", "INTEGER_DTYPES", "REDUCTIONS", "availability_probe", "catches_import_error", "dtype_of",
+    "guard", "integer_dtype", "method_call",
     "reads_tensor_values", "under_type_checking",
 ]
