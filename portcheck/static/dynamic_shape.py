@@ -109,11 +109,11 @@ def _check_repeat_interleave(ctx: Context, node: cst.Call, method: bool) -> None
 
 # ---- sizes read out of tensor data -------------------------------------------------------------------
 
-_FACTORIES = frozenset({
+SIZE_FACTORIES = frozenset({
     "torch.zeros", "torch.ones", "torch.empty", "torch.full", "torch.rand", "torch.randn", "torch.randint",
     "torch.arange", "torch.linspace", "torch.eye", "torch.split",
 })
-_SIZE_METHODS = frozenset({
+SIZE_METHODS = frozenset({
     "view", "reshape", "expand", "repeat", "new_zeros", "new_ones", "new_empty", "new_full", "split", "narrow",
 })
 
@@ -145,13 +145,13 @@ def _data_read(ctx: Context, node: cst.BaseExpression, depth: int = 0) -> cst.Ca
 def _check_size_arguments(ctx: Context, node: cst.Call) -> None:
     qualname = ctx.qualname(node.func)
     name = call_name(node)
-    if qualname in _FACTORIES:
+    if qualname in SIZE_FACTORIES:
         args = [a for a in node.args if a.keyword is None or a.keyword.value in ("size", "end", "steps",
                                                                                  "split_size_or_sections")]
         if qualname == "torch.split":
             args = args[1:2]
     elif (isinstance(node.func, cst.Name) and name == "range" and "range" not in ctx.names.aliases) or (
-            isinstance(node.func, cst.Attribute) and qualname is None and name in _SIZE_METHODS):
+            isinstance(node.func, cst.Attribute) and qualname is None and name in SIZE_METHODS):
         args = list(node.args)
     else:
         return
