@@ -30,6 +30,23 @@ def test_concise_scan_of_the_shipped_example():
     assert done.stderr == ""
 
 
+def test_the_larger_example_meets_every_family_on_each_target():
+    """The shipped MoE training script: what a user sees for trn2 (native) and inf2 (xla)."""
+    expected = {
+        "trn2": {"PC101", "PC105", "PC201", "PC302", "PC402", "PC501", "PC601", "PC602", "PC604", "PC606", "PC701",
+                 "PC711", "PC712"},
+        "inf2": {"PC101", "PC105", "PC201", "PC302", "PC402", "PC501", "PC601", "PC602", "PC604", "PC605", "PC606",
+                 "PC607", "PC701", "PC713"},
+    }
+    for chip, codes in expected.items():
+        done = run_portcheck("scan", "--format", "json", "--target", chip, "fixtures/examples/llm_gpu.py")
+        assert done.returncode == 1, done.stderr
+        report = json.loads(done.stdout)
+        assert {f["code"] for f in report["findings"]} == codes, chip
+        severities = {(f["code"], f["severity"]) for f in report["findings"]}
+        assert ("PC402", "info") in severities and ("PC501", "info") in severities, "guarded flash-attn is info"
+
+
 def test_json_has_exactly_schema_1():
     done = run_portcheck("scan", "--format", "json", EXAMPLE)
     report = json.loads(done.stdout)

@@ -20,7 +20,9 @@ import libcst as cst
 
 from portcheck.findings import Severity
 from portcheck.static.libraries import fallback
+from portcheck.static.names import dotted_name, sub_blocks
 from portcheck.static.rule import Context, Rule, call_name, check, rule, string_value
+from portcheck.static.values import availability_probe, catches_import_error
 
 HANDWRITTEN_TOKENS = ("softmax",)
 KERNEL_TOKENS = ("flash_attn", "xformers", "memory_efficient_attention", "triton")
@@ -77,7 +79,7 @@ class _Flow:
         if isinstance(stmt, cst.With):
             for item in stmt.items:
                 self.tag(item.item)
-        for part in _sub_blocks(stmt):
+        for part in sub_blocks(stmt):
             self.block(part)
 
     def small(self, small: cst.CSTNode) -> None:
@@ -240,30 +242,6 @@ def _module_softmax(node: cst.Call) -> bool:
         node.func.value.value == "self"
 
 
-def _sub_blocks(stmt: cst.CSTNode) -> list:
-    blocks = []
-    for attr in ("body", "orelse", "finalbody"):
-        part = getattr(stmt, attr, None)
-        if part is None:
-            continue
-        if isinstance(part, (cst.Else, cst.Finally)):
-            part = part.body
-        if isinstance(part, cst.If):
-            blocks.extend(_sub_blocks(part))
-            blocks.append(part.body.body if isinstance(part.body, cst.IndentedBlock) else ())
-            continue
-        if isinstance(part, cst.IndentedBlock):
-            blocks.append(part.body)
-    for handler in getattr(stmt, "handlers", ()):
-        if isinstance(handler.body, cst.IndentedBlock):
-            blocks.append(handler.body.body)
-    if isinstance(stmt, cst.Match):
-        for case in stmt.cases:
-            if isinstance(case.body, cst.IndentedBlock):
-                blocks.append(case.body.body)
-    return blocks
-
-
 def _handwritten_message(ctx: Context, shown: str) -> str:
     if ctx.stack == "native":
         fused = ("an NKI flash-attention kernel (the NKI Library's `attention_cte` for prefill, called from a "
@@ -321,6 +299,38 @@ def _triton_attention_kernels(ctx: Context) -> frozenset[str]:
     return frozenset(found)
 
 
+def _imported_names(body) -> set[str]:
+    names: set[str] = set()
+    for stmt in body:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                if isinstance(small, (cst.Import, cst.ImportFrom)) and not isinstance(small.names, cst.ImportStar):
+                    for alias in small.names:
+                        bound = alias.asname.name if alias.asname else alias.name
+                        names.add((dotted_name(bound) or "").split(".")[0])
+    return names
+
+
+def _names_with_fallback(ctx: Context) -> frozenset[str]:
+    """Local names imported inside `try:` with an ImportError handler or under an availability check
+    (`try: from flash_attn import flash_attn_func / except ImportError: flash_attn_func = None`): a call of
+    one is reached only where the library is installed."""
+    found: set[str] = set()
+
+    def walk(body) -> None:
+        for stmt in body:
+            if isinstance(stmt, (cst.Try, cst.TryStar)) and catches_import_error(stmt):
+                found.update(_imported_names(stmt.body.body))
+            elif isinstance(stmt, cst.If) and availability_probe(stmt.test):
+                found.update(_imported_names(stmt.body.body if isinstance(stmt.body, cst.IndentedBlock) else ()))
+            if not isinstance(stmt, cst.SimpleStatementLine):
+                for block in sub_blocks(stmt):
+                    walk(block)
+
+    walk(ctx.module.body)
+    return frozenset(found)
+
+
 def _replacement(ctx: Context) -> str:
     if ctx.stack == "native":
         return ("use plain PyTorch attention, which the Neuron compiler takes, or an NKI flash-attention kernel "
@@ -348,6 +358,9 @@ def check_kernel_call(node: cst.CSTNode, ctx: Context) -> None:
             return
         shown = qualname
     reason = fallback(ctx)
+    head = (dotted_name(func) or "").split(".")[0]
+    if reason is None and head in ctx.memo("fallback-imports", ctx.module, lambda: _names_with_fallback(ctx)):  # type: ignore[operator]
+        reason = f"with `{head}` imported with an ImportError fallback"
     if reason is not None:
         ctx.report("PC402", node, f"`{shown}` is a CUDA-only {library} attention kernel, called here {reason}: on "
                    f"Neuron the fallback runs instead; make sure it is plain PyTorch attention", Severity.INFO)
@@ -412,7 +425,8 @@ class CudaAttentionKernel(Rule):
     `flash_attn_with_kvcache`, the packed variants, FlashAttention-3's `flash_attn_interface`, flash-attn's
     `MHA` / `FlashSelfAttention` modules), xformers `memory_efficient_attention` and `xformers.ops.fmha`, and
     launches of Triton kernels defined in the file whose name says attention (`_attn_fwd[grid](...)`). A call
-    inside `try`/`except ImportError` or under an availability check is info: the code has a fallback.
+    inside `try`/`except ImportError` or under an availability check, or of a name imported that way, is info:
+    the code has a fallback.
     (The import of the library is PC501.)
 
     ## Example

@@ -17,7 +17,7 @@ import libcst as cst
 _AMBIGUOUS = object()
 
 _BLOCKS = (cst.If, cst.Else, cst.Try, cst.TryStar, cst.ExceptHandler, cst.ExceptStarHandler, cst.Finally,
-           cst.With, cst.For, cst.While)
+           cst.With, cst.For, cst.While, cst.Match)
 
 
 def dotted_name(node: cst.BaseExpression) -> str | None:
@@ -97,7 +97,7 @@ class Names:
             elif isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
                 self._collect_imports(_block_body(stmt.body), top=False)
             elif isinstance(stmt, _BLOCKS):
-                for block in _sub_blocks(stmt):
+                for block in sub_blocks(stmt):
                     self._collect_imports(block, top=top)
 
     def resolve_dotted(self, dotted: str) -> str | None:
@@ -117,7 +117,9 @@ def _block_body(block) -> tuple:
     return tuple(block.body) if isinstance(block, cst.IndentedBlock) else ()
 
 
-def _sub_blocks(stmt) -> list:
+def sub_blocks(stmt) -> list[tuple]:
+    """The statement lists a compound statement holds, in source order: body, each `elif`'s body, `else`,
+    the `except` handlers and `finally` of a `try`, the cases of a `match`."""
     blocks = []
     for attr in ("body", "orelse", "finalbody"):
         part = getattr(stmt, attr, None)
@@ -125,13 +127,14 @@ def _sub_blocks(stmt) -> list:
             continue
         if isinstance(part, (cst.Else, cst.Finally)):
             blocks.append(_block_body(part.body))
-        elif isinstance(part, cst.If):  # elif chain
-            blocks.extend(_sub_blocks(part))
-            blocks.append(_block_body(part.body))
+        elif isinstance(part, cst.If):  # elif chain: its body and its own orelse
+            blocks.extend(sub_blocks(part))
         elif isinstance(part, cst.BaseSuite):
             blocks.append(_block_body(part))
-    for handler in getattr(stmt, "handlers", ()):
-        blocks.append(_block_body(handler.body))
+        if attr == "body":
+            blocks.extend(_block_body(handler.body) for handler in getattr(stmt, "handlers", ()))
+    if isinstance(stmt, cst.Match):
+        blocks.extend(_block_body(case.body) for case in stmt.cases)
     return blocks
 
 
@@ -152,7 +155,7 @@ def _collect_constants(body, scope: Scope) -> None:
         elif isinstance(stmt, _BLOCKS):
             if isinstance(stmt, cst.For):
                 _bind(scope, stmt.target, None)
-            for block in _sub_blocks(stmt):
+            for block in sub_blocks(stmt):
                 _collect_constants(block, scope)
 
 
