@@ -48,6 +48,13 @@ def _parser() -> argparse.ArgumentParser:
     scan.add_argument("--fail-level", choices=("error", "warning", "info"),
                       help="lowest severity that makes the exit code 1 (default info)")
     scan.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
+    scan.add_argument("--fix", action="store_true", help="apply safe fixes to the files")
+    scan.add_argument("--unsafe-fixes", action="store_true",
+                      help="with --fix / --diff, also apply fixes that change numerics, structure or behaviour")
+    scan.add_argument("--diff", action="store_true",
+                      help="print the unified diff --fix would apply, write nothing (exit 1 if not empty)")
+    scan.add_argument("--fix-only", action="store_true", help="apply fixes and report only what was fixed")
+    scan.add_argument("--show-fixes", action="store_true", help="list each fix applied")
 
     rules = commands.add_parser("rules", help="list every rule")
     rules.add_argument("--format", choices=("table", "json"), default="table")
@@ -98,13 +105,22 @@ def _scan(args: argparse.Namespace) -> int:
     root = config_path.parent.resolve() if config_path else cwd
     settings = resolve(layers, root, config_path)
 
+    fixing = None
+    if args.fix or args.fix_only or args.diff:
+        from portcheck.static.scan import Fixing
+
+        fixing = Fixing(write=not args.diff, unsafe=args.unsafe_fixes, diff=args.diff)
     stdin_text: str | None = None
     if reads_stdin:
         data = sys.stdin.buffer.read()
+        if fixing is not None:
+            return _fix_stdin(data, args, settings, cwd, fixing)
         result = scan_stdin(data, args.stdin_filename, settings, cwd)
         stdin_text = data.decode("utf-8", errors="replace")
     else:
-        result = scan_paths(paths, settings, cwd)
+        result = scan_paths(paths, settings, cwd, fixing)
+    if fixing is not None and (fixing.diff or args.fix_only):
+        return _report_fixes(result, args, fixing)
 
     def lines_for(path: str) -> list[str]:
         if stdin_text is not None:
@@ -120,10 +136,88 @@ def _scan(args: argparse.Namespace) -> int:
         render(result, settings.format, sys.stdout, color=_color(sys.stdout, False), statistics=args.statistics,
                lines_for=lines_for)
         sys.stdout.flush()
+    if fixing is not None and not args.output and settings.format in ("concise", "full"):
+        _fix_summary(result, args.show_fixes, sys.stdout)
     if args.exit_zero:
         return EXIT_OK
     failing = any(f.severity >= settings.fail_level for f in result.findings)
     return EXIT_FINDINGS if failing or result.errors else EXIT_OK
+
+
+def _fix_summary(result, show_fixes: bool, stream) -> None:
+    if show_fixes:
+        for f in result.fixed:
+            stream.write(f"fixed {f.path}:{f.line}:{f.column}: {f.code} {f.fix.title}\n")
+    fixable = sum(1 for f in result.findings if f.fix is not None and f.fix.applicability == "unsafe")
+    line = f"{len(result.fixed)} fixed, {len(result.findings)} remaining"
+    if fixable:
+        line += f" ({fixable} with an unsafe fix: --unsafe-fixes)"
+    stream.write(line + ".\n")
+
+
+def _report_fixes(result, args: argparse.Namespace, fixing) -> int:
+    """--diff: the diff on stdout; --fix-only: what was fixed. Either way a summary, and no finding list."""
+    if fixing.diff:
+        sys.stdout.write(result.diff)
+        sys.stdout.flush()
+        stream = sys.stderr
+    else:
+        stream = sys.stdout
+    for e in result.errors:
+        stream.write(f"{e.path}{f':{e.line}' if e.line else ''}: error: {e.message}\n")
+    verb = "would fix" if fixing.diff else "fixed"
+    if args.show_fixes:
+        for f in result.fixed:
+            stream.write(f"{verb} {f.path}:{f.line}:{f.column}: {f.code} {f.fix.title}\n")
+    stream.write(f"{len(result.fixed)} {'to fix' if fixing.diff else 'fixed'}, {len(result.findings)} remaining.\n")
+    if args.exit_zero:
+        return EXIT_OK
+    if result.errors:
+        return EXIT_FINDINGS
+    return EXIT_FINDINGS if fixing.diff and result.diff else EXIT_OK
+
+
+def _fix_stdin(data: bytes, args: argparse.Namespace, settings, cwd: Path, fixing) -> int:
+    """`portcheck scan --fix -`: the fixed source on stdout (or the diff with --diff), findings on stderr."""
+    from portcheck.report import render
+    from portcheck.static.engine import FileJob
+    from portcheck.static.rewrite import fix_text
+    from portcheck.static.source import SourceError, decode
+
+    display = args.stdin_filename or "-"
+    try:
+        source = decode(data)
+    except SourceError as exc:
+        raise ConfigError(f"{display}: {exc.message}") from None
+    from portcheck.static.discover import relative_to_root
+
+    location = cwd / args.stdin_filename if args.stdin_filename else cwd / "-"
+    job = FileJob(path=display, chip=settings.chip, stack=settings.stack,
+                  enabled=settings.enabled_for(relative_to_root(location, settings)))
+    outcome = fix_text(source.text, job, fixing.unsafe)
+    text = outcome.text if outcome.text is not None else source.text
+    if fixing.diff:
+        import difflib
+
+        sys.stdout.write("".join(difflib.unified_diff(source.text.splitlines(keepends=True),
+                                                      text.splitlines(keepends=True),
+                                                      fromfile=f"a/{display}", tofile=f"b/{display}")))
+    else:
+        sys.stdout.write(text)
+    sys.stdout.flush()
+    from portcheck.findings import ScanResult, Target
+
+    result = ScanResult(Target(settings.chip, settings.stack), 1, list(outcome.result.findings),
+                        list(outcome.result.errors), outcome.fixed, True)
+    if not args.fix_only and not fixing.diff:
+        render(result, "concise", sys.stderr, color=False, statistics=False, lines_for=lambda _: [])
+    _fix_summary(result, args.show_fixes, sys.stderr)
+    if args.exit_zero or args.fix_only:
+        return EXIT_OK
+    if fixing.diff:
+        return EXIT_FINDINGS if outcome.text is not None else EXIT_OK
+    failing = any(f.severity >= settings.fail_level for f in result.findings)
+    return EXIT_FINDINGS if result.errors or failing else EXIT_OK
 
 
 def _write_report(path: Path, result, output_format: str, statistics: bool, lines_for) -> None:

@@ -104,3 +104,6 @@ class ScanResult:
     files: int = 0
     findings: list[Finding] = field(default_factory=list)
     errors: list[FileError] = field(default_factory=list)
+    fixed: list[Finding] = field(default_factory=list)  # with --fix / --diff: what the fixes took care of
+    fixing: bool = False  # a --fix / --diff run: the summary says what was fixed
+    diff: str = ""  # with --diff: the unified diff of every file a fix would change

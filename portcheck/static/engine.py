@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from portcheck.findings import FileError, FileResult, Finding
+from portcheck.findings import Edit, FileError, FileResult, Finding, Fix
 from portcheck.knowledge import load
 from portcheck.static import (  # noqa: F401  (importing a family module registers its checks)
     attention,
@@ -30,7 +30,7 @@ from portcheck.static import (  # noqa: F401  (importing a family module registe
     training,
 )
 from portcheck.static.names import function_scope
-from portcheck.static.rule import CHECKS, RULES, Context, Hit
+from portcheck.static.rule import CHECKS, RULES, Context, FixPlan, Hit
 from portcheck.static.source import SourceError, decode
 from portcheck.static.suppress import Suppression, might_hold_suppression, parse_comment
 
@@ -161,6 +161,43 @@ def analyse_text(text: str, path: str, chip: str, stack: str, enabled: frozenset
     return FileResult(path, findings=tuple(_fingerprinted(findings, ctx, path)))
 
 
+def _import_line(module: cst.Module, positions) -> int:
+    """The line a new import goes on: after the last top-level import, else after the docstring and
+    `from __future__` imports, else the first line."""
+    line = 1
+    for index, stmt in enumerate(module.body):
+        if not isinstance(stmt, cst.SimpleStatementLine):
+            break
+        small = stmt.body[0]
+        docstring = index == 0 and isinstance(small, cst.Expr) and isinstance(small.value, cst.SimpleString)
+        if docstring or isinstance(small, (cst.Import, cst.ImportFrom)):
+            line = positions[stmt].end.line + 1
+        else:
+            break
+    else:
+        return line
+    for stmt in module.body:
+        if isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], (cst.Import, cst.ImportFrom)):
+            line = max(line, positions[stmt].end.line + 1)
+    return line
+
+
+def _fix(plan: FixPlan, ctx: Context, positions) -> Fix:
+    edits = []
+    for step in plan.replacements:
+        where = positions[step.node]
+        if step.whole_lines:
+            edits.append(Edit(where.start.line, 1, where.end.line + 1, 1, step.content))
+        else:
+            edits.append(Edit(where.start.line, where.start.column + 1, where.end.line, where.end.column + 1,
+                              step.content))
+    if plan.imports:
+        line = ctx.memo("import-line", ctx.module, lambda: _import_line(ctx.module, positions))
+        newline = ctx.module.default_newline
+        edits.append(Edit(line, 1, line, 1, "".join(f"{imp}{newline}" for imp in plan.imports)))  # type: ignore[arg-type]
+    return Fix("safe" if plan.safe else "unsafe", plan.title, tuple(sorted(edits, key=lambda e: (e.line, e.column))))
+
+
 def _finding(hit: Hit, path: str, ctx: Context, positions) -> Finding:
     info = load().rules[hit.code]
     where = positions[hit.node]
@@ -175,6 +212,7 @@ def _finding(hit: Hit, path: str, ctx: Context, positions) -> Finding:
         column=where.start.column + 1,
         end_line=where.end.line,
         end_column=where.end.column + 1,
+        fix=_fix(hit.fix, ctx, positions) if hit.fix is not None else None,
     )
 
 

@@ -35,12 +35,33 @@ def rule(cls: type[Rule]) -> type[Rule]:
 
 
 @dataclass(frozen=True)
+class Replace:
+    """Put `content` where `node` stands. `whole_lines`: `node` is a statement alone on its lines, and an empty
+    `content` deletes those lines."""
+
+    node: cst.CSTNode
+    content: str
+    whole_lines: bool = False
+
+
+@dataclass(frozen=True)
+class FixPlan:
+    """A fix as a check states it: replacements of nodes, and the imports (`import torch_xla`) they need."""
+
+    title: str
+    safe: bool
+    replacements: tuple[Replace, ...]
+    imports: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Hit:
     code: str
     node: cst.CSTNode
     message: str
     statement: cst.CSTNode | None
     severity: Severity | None = None  # None: the rule's severity; set where one occurrence is milder or worse
+    fix: FixPlan | None = None
 
 
 CheckFn = Callable[[cst.CSTNode, "Context"], bool | None]
@@ -84,9 +105,19 @@ class Context:
         # that an outer node already judged: name resolution skips them.
         self.skip: set[int] = set()
 
-    def report(self, code: str, node: cst.CSTNode, message: str, severity: Severity | None = None) -> None:
+    def report(self, code: str, node: cst.CSTNode, message: str, severity: Severity | None = None,
+               fix: FixPlan | None = None) -> None:
         if code in self.enabled:
-            self.hits.append(Hit(code, node, message, self.statements[-1] if self.statements else None, severity))
+            statement = self.statements[-1] if self.statements else None
+            self.hits.append(Hit(code, node, message, statement, severity, fix))
+
+    def module_name(self, module: str) -> tuple[str, tuple[str, ...]]:
+        """How to spell `module` in this file, and the import a fix must add for it: `("tx", ())` after
+        `import torch_xla as tx`; `("torch_xla", ("import torch_xla",))` where it is not imported."""
+        for local, target in self.names.aliases.items():
+            if target == module:
+                return local, ()
+        return module, (f"import {module}",)
 
     def memo(self, kind: str, node: cst.CSTNode, compute: Callable[[], object]) -> object:
         """A per-file cache for facts about a node (is this loop a training loop?) that several checks ask."""
@@ -162,6 +193,6 @@ def positional(node: cst.Call, index: int) -> cst.Arg | None:
 
 
 __all__ = [
-    "CHECKS", "RULES", "Check", "Context", "Hit", "Rule", "call_name", "check", "dotted_name",
+    "CHECKS", "RULES", "Check", "Context", "FixPlan", "Hit", "Replace", "Rule", "call_name", "check", "dotted_name",
     "keyword", "positional", "rule", "string_prefix", "string_value",
 ]

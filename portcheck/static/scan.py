@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
+import difflib
+from dataclasses import dataclass
 from pathlib import Path
 
 from portcheck.config import Settings
-from portcheck.findings import ScanResult, Target
+from portcheck.findings import FileError, FileResult, ScanResult, Target
 from portcheck.static.discover import discover, is_excluded, relative_to_root
 from portcheck.static.engine import FileJob, analyse_file
 
 
-def scan_paths(paths: list[str], settings: Settings, cwd: Path) -> ScanResult:
+@dataclass(frozen=True)
+class Fixing:
+    """How a scan fixes: `write` the files (--fix) or only show the `diff`; `unsafe` fixes too."""
+
+    write: bool
+    unsafe: bool
+    diff: bool
+
+
+def scan_paths(paths: list[str], settings: Settings, cwd: Path, fixing: Fixing | None = None) -> ScanResult:
     candidates = discover(paths, settings, cwd)
     jobs = [
         FileJob(path=c.display, chip=settings.chip, stack=settings.stack,
@@ -18,7 +29,7 @@ def scan_paths(paths: list[str], settings: Settings, cwd: Path) -> ScanResult:
                 location=str(c.location))
         for c in candidates
     ]
-    return _run(jobs, settings)
+    return _run(jobs, settings) if fixing is None else _fix(jobs, settings, fixing)
 
 
 def scan_stdin(data: bytes, filename: str | None, settings: Settings, cwd: Path) -> ScanResult:
@@ -41,3 +52,33 @@ def _run(jobs: list[FileJob], settings: Settings) -> ScanResult:
     result.errors.sort(key=lambda e: (e.path, e.line or 0))
     return result
 
+
+
+def _fix(jobs: list[FileJob], settings: Settings, fixing: Fixing) -> ScanResult:
+    from portcheck.static.rewrite import fix_file, write_atomically
+
+    result = ScanResult(target=Target(settings.chip, settings.stack), files=len(jobs), fixing=True)
+    diffs = []
+    for job in jobs:
+        outcome, data, encoding = fix_file(job, fixing.unsafe)
+        final = outcome.result
+        if outcome.text is not None and data is not None:
+            if fixing.diff:
+                diffs.append("".join(difflib.unified_diff(
+                    outcome.original.splitlines(keepends=True), outcome.text.splitlines(keepends=True),
+                    fromfile=f"a/{job.path}", tofile=f"b/{job.path}")))
+                result.fixed.extend(outcome.fixed)
+            elif fixing.write:
+                problem = write_atomically(Path(job.location or job.path), outcome.text, encoding, data)
+                if problem is None:
+                    result.fixed.extend(outcome.fixed)
+                else:
+                    final = FileResult(job.path, (outcome.first or final).findings,
+                                       (FileError(job.path, problem),))
+        result.findings.extend(final.findings)
+        result.errors.extend(final.errors)
+    result.findings.sort(key=lambda f: f.sort_key)
+    result.errors.sort(key=lambda e: (e.path, e.line or 0))
+    result.fixed.sort(key=lambda f: f.sort_key)
+    result.diff = "".join(diffs)
+    return result

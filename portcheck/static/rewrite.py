@@ -1,0 +1,149 @@
+"""Applying fixes: edits into text, repeated until nothing more applies, checked, and written atomically.
+
+A file is rewritten only when the result compiles; the write goes to a temporary file beside it and is
+renamed into place (mode, encoding, BOM and line endings kept), and only if the file on disk still holds
+the bytes that were read. Fixing twice equals fixing once: the loop stops when an analysis of the fixed
+text offers no applicable fix.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import stat
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from portcheck.findings import Edit, FileError, FileResult, Finding
+from portcheck.static.engine import FileJob, analyse_text
+from portcheck.static.source import SourceError, decode
+
+MAX_PASSES = 10
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
+
+
+@dataclass
+class FixOutcome:
+    """One file after fixing: what remains, how many findings were fixed, the new text (None: unchanged)."""
+
+    result: FileResult
+    first: FileResult | None = None  # the analysis of the text as read
+    fixed: list[Finding] = field(default_factory=list)
+    original: str = ""
+    text: str | None = None
+
+
+def applicable(finding: Finding, unsafe: bool) -> bool:
+    return finding.fix is not None and (finding.fix.applicability == "safe" or unsafe)
+
+
+def apply_edits(text: str, findings: list[Finding], unsafe: bool) -> tuple[str, list[Finding]]:
+    """Apply the fixes of `findings` that do not overlap an earlier one; return the text and those applied."""
+    starts = [0]
+    for match in _LINE.finditer(text):
+        starts.append(match.end())
+
+    def offset(line: int, column: int) -> int:
+        return min(starts[min(line, len(starts)) - 1] + column - 1, len(text))
+
+    chosen: list[tuple[int, int, str]] = []
+    applied: list[Finding] = []
+    inserted: set[tuple[int, str]] = set()
+    for finding in sorted((f for f in findings if applicable(f, unsafe)), key=lambda f: f.sort_key):
+        spans = []
+        for edit in finding.fix.edits:  # type: ignore[union-attr]
+            spans.append((offset(edit.line, edit.column), offset(edit.end_line, edit.end_column), edit.content))
+        if any(_overlaps(span, taken) for span in spans if span[0] != span[1] for taken in chosen):
+            continue  # the next pass sees it again, on the text this pass produced
+        for span in spans:
+            if span[0] == span[1] and (span[0], span[2]) in inserted:
+                continue  # the same import added by another fix
+            if span[0] == span[1]:
+                inserted.add((span[0], span[2]))
+            chosen.append(span)
+        applied.append(finding)
+    out = text
+    for start, end, content in sorted(chosen, key=lambda s: (s[0], s[1]), reverse=True):
+        out = out[:start] + content + out[end:]
+    return out, applied
+
+
+def _overlaps(a: tuple[int, int, str], b: tuple[int, int, str]) -> bool:
+    if b[0] == b[1]:
+        return a[0] < b[0] < a[1]
+    return a[0] < b[1] and b[0] < a[1]
+
+
+def fix_text(text: str, job: FileJob, unsafe: bool) -> FixOutcome:
+    result = analyse_text(text, job.path, job.chip, job.stack, job.enabled)
+    outcome = FixOutcome(result, first=result, original=text)
+    current = text
+    for _ in range(MAX_PASSES):
+        if result.errors or not any(applicable(f, unsafe) for f in result.findings):
+            break
+        candidate, applied = apply_edits(current, list(result.findings), unsafe)
+        if candidate == current or not applied:
+            break
+        try:
+            ast.parse(candidate)
+            compile(candidate, job.path, "exec", dont_inherit=True)
+        except (SyntaxError, ValueError) as exc:
+            error = FileError(job.path, f"a fix would have broken the file ({exc}); nothing was written: please "
+                                        f"report this (fixes tried: {', '.join(sorted({f.code for f in applied}))})")
+            outcome.result = FileResult(job.path, result.findings, (error,))
+            return outcome
+        outcome.fixed.extend(applied)
+        current = candidate
+        result = analyse_text(current, job.path, job.chip, job.stack, job.enabled)
+    outcome.result = result
+    outcome.text = current if current != text else None
+    return outcome
+
+
+def fix_file(job: FileJob, unsafe: bool) -> tuple[FixOutcome, bytes | None, str]:
+    """Read and fix one file (nothing written): the outcome, the bytes read and their encoding."""
+    try:
+        with open(job.location or job.path, "rb") as handle:
+            data = handle.read()
+    except OSError as exc:
+        error = FileError(job.path, f"cannot read: {exc.strerror or exc}")
+        return FixOutcome(FileResult(job.path, errors=(error,))), None, ""
+    try:
+        source = decode(data)
+    except SourceError as exc:
+        return FixOutcome(FileResult(job.path, errors=(FileError(job.path, exc.message, exc.line),))), None, ""
+    return fix_text(source.text, job, unsafe), data, source.encoding
+
+
+def write_atomically(location: Path, text: str, encoding: str, expected: bytes) -> str | None:
+    """Replace the file's content with `text`; None on success, else why it was not written."""
+    try:
+        with open(location, "rb") as handle:
+            if handle.read() != expected:
+                return "changed on disk since it was read; not fixed, run again"
+        mode = stat.S_IMODE(os.stat(location).st_mode)
+        data = text.encode(encoding)
+    except (OSError, UnicodeEncodeError) as exc:
+        return f"cannot write: {getattr(exc, 'strerror', None) or exc}"
+    try:
+        descriptor, temporary = tempfile.mkstemp(dir=location.parent, prefix=f".{location.name}.", suffix=".tmp")
+    except OSError as exc:
+        return f"cannot write: {exc.strerror or exc}"
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(temporary, mode)
+        os.replace(temporary, location)
+    except BaseException as exc:
+        Path(temporary).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            return f"cannot write: {exc.strerror or exc}"
+        raise
+    return None
+
+
+__all__ = ["Edit", "FixOutcome", "applicable", "apply_edits", "fix_file", "fix_text", "write_atomically"]
