@@ -3,13 +3,16 @@
 The checks here resolve names through the file's imports, so `import torch as th; th.cuda.synchronize()`,
 `from torch import cuda` and `from torch.cuda import synchronize as sync` are all the same call, while
 strings, comments, `args.cuda` and `torch.cuda.is_bf16_supported = lambda: True` (the stub Neuron's own
-docs recommend) stay quiet.
+docs recommend) stay quiet. Code that only runs where CUDA is present (`if torch.cuda.is_available(): ...`,
+`x.cuda() if torch.cuda.is_available() else x`) cannot raise on Neuron: it is reported as info, next to the
+probe that guards it.
 """
 
 from __future__ import annotations
 
 import libcst as cst
 
+from portcheck.findings import Severity
 from portcheck.knowledge import CudaApi, load
 from portcheck.static.rule import (
     Context,
@@ -22,6 +25,7 @@ from portcheck.static.rule import (
     string_prefix,
     string_value,
 )
+from portcheck.static.values import contains
 
 TOKENS = ("cuda", "CUDA", "cudnn")
 REFERENCE_CODES = ("PC104", "PC105", "PC106", "PC107", "PC108", "PC109", "PC111")
@@ -99,12 +103,121 @@ def _api_message(qualname: str, api: CudaApi | None, stack: str) -> tuple[str, s
     return api.code, f"`{qualname}` {_BEHAVIOUR[api.behaviour]}; {advice}"
 
 
+# ---- code reached only where CUDA is present ---------------------------------------------------------------
+#
+# `if torch.cuda.is_available(): torch.cuda.synchronize()` cannot raise on Neuron: the probe is False there, so
+# the body never runs. The probe itself is reported (PC104 / PC106); what it guards is reported as info with a
+# note, since it raises as soon as the probe is ported to `torch.accelerator`.
+
+_RAISING = frozenset({"PC101", "PC102", "PC103", "PC105", "PC107", "PC108", "PC111"})
+_GUARDED = _RAISING | {"PC106"}  # PC106 does nothing without CUDA: under a probe it is not even reached
+_POSITIVE = (cst.GreaterThan, cst.GreaterThanEqual, cst.NotEqual)
+
+
+def _cuda_probe(ctx: Context, node: cst.BaseExpression) -> bool:
+    """`torch.cuda.is_available()`, `torch.cuda.device_count() > 1`, `len(torch.cuda.default_generators) > 0`:
+    true only where CUDA is present (an API that reads False or 0 without it, tested for truth)."""
+    if isinstance(node, cst.Comparison):
+        if len(node.comparisons) != 1 or not isinstance(node.comparisons[0].operator, _POSITIVE):
+            return False
+        node = node.left
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "len" and node.args:
+            node = node.args[0].value
+    if isinstance(node, cst.Call):
+        node = node.func
+    qualname = ctx.qualname(node)
+    if qualname is None or not qualname.startswith("torch.cuda."):
+        return False
+    api = _api_entry(qualname[len("torch.cuda."):])
+    return api is not None and api.behaviour in ("returns-false", "returns-zero")
+
+
+def _probe_in(ctx: Context, test: cst.BaseExpression) -> bool:
+    """The test holds only where CUDA is present: a probe, alone or in an `and` chain."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return _probe_in(ctx, test.left) or _probe_in(ctx, test.right)
+    return _cuda_probe(ctx, test)
+
+
+def _cuda_only(ctx: Context, node: cst.CSTNode) -> str | None:
+    """The probe that keeps `node` from running on Neuron: it sits in the body of `if torch.cuda.is_available():`
+    (or of `x if torch.cuda.is_available() else y`)."""
+    for index, stmt in enumerate(ctx.statements):
+        if isinstance(stmt, cst.If) and _probe_in(ctx, stmt.test):
+            inner = ctx.statements[index + 1] if index + 1 < len(ctx.statements) else node
+            if contains(stmt.body, inner):
+                return _one_line(ctx.source(stmt.test))
+    for body, test in _probe_expressions(ctx):
+        if contains(body, node):
+            return _one_line(ctx.source(test))
+    return None
+
+
+def _probe_expressions(ctx: Context) -> list[tuple[cst.BaseExpression, cst.BaseExpression]]:
+    """(body, test) of each `body if <cuda probe> else other` met so far in the current statement."""
+    if not ctx.statements:
+        return []
+    return ctx.memo("cuda-probe-ifexp", ctx.statements[-1], list)  # type: ignore[return-value]
+
+
+_LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "warning_once", "info_once"})
+
+
+def _logs(ctx: Context, small: cst.BaseSmallStatement) -> bool:
+    """`logger.warning(...)`, `logging.info(...)`, `warnings.warn(...)`, `print(...)` as a statement."""
+    if not isinstance(small, cst.Expr) or not isinstance(small.value, cst.Call):
+        return False
+    func = small.value.func
+    if isinstance(func, cst.Name):
+        return func.value == "print" and "print" not in ctx.names.aliases
+    if not isinstance(func, cst.Attribute) or func.attr.value not in _LOG_METHODS:
+        return False
+    if ctx.qualname(func) == "warnings.warn":
+        return True
+    receiver = func.value.attr.value if isinstance(func.value, cst.Attribute) else getattr(func.value, "value", "")
+    return isinstance(receiver, str) and "log" in receiver.lower()
+
+
+def _only_logs(ctx: Context, node: cst.CSTNode) -> bool:
+    """`node` is in the test of an `if` (without `else`) whose body only logs: the probe decides a message."""
+    stmt = ctx.statements[-1] if ctx.statements else None
+    if not isinstance(stmt, cst.If) or stmt.orelse is not None or not contains(stmt.test, node):
+        return False
+    if isinstance(stmt.body, cst.SimpleStatementSuite):
+        smalls = list(stmt.body.body)
+    elif all(isinstance(line, cst.SimpleStatementLine) for line in stmt.body.body):
+        smalls = [small for line in stmt.body.body for small in line.body]  # type: ignore[union-attr]
+    else:
+        return False
+    return bool(smalls) and all(_logs(ctx, small) for small in smalls)
+
+
+@check(cst.IfExp, codes=_GUARDED, tokens=TOKENS)
+def note_probe_expression(node: cst.CSTNode, ctx: Context) -> None:
+    """Remember `x if torch.cuda.is_available() else y` so that `x` is judged as reached only with CUDA."""
+    assert isinstance(node, cst.IfExp)
+    if _probe_in(ctx, node.test):
+        _probe_expressions(ctx).append((node.body, node.test))
+
+
+def _report(ctx: Context, code: str, node: cst.CSTNode, message: str) -> None:
+    probe = _cuda_only(ctx, node) if code in _GUARDED else None
+    if probe is None:
+        ctx.report(code, node, message)
+        return
+    then = ": it raises once that probe is ported" if code in _RAISING else ""
+    ctx.report(code, node, f"{message} (reached only where CUDA is present, under `{probe}`{then})", Severity.INFO)
+
+
 def _judge_reference(ctx: Context, node: cst.CSTNode, qualname: str) -> None:
     if qualname == "torch.cuda.amp" or qualname.startswith("torch.cuda.amp."):
         return  # autocast and GradScaler are training rules (PC601, PC602): see training.py
     if qualname == "torch.cuda" or qualname.startswith("torch.cuda."):
         code, message = _api_message(qualname, _api_entry(qualname[len("torch.cuda."):]), ctx.stack)
-        ctx.report(code, node, message)
+        if code == "PC104" and _only_logs(ctx, node):
+            ctx.report(code, node, f"{message} (here it only decides whether a message is logged)", Severity.INFO)
+            return
+        _report(ctx, code, node, message)
     elif any(qualname == b or qualname.startswith(b + ".") for b in _BACKENDS):
         ctx.report("PC109", node,
                    f"`{qualname}` configures NVIDIA kernels only; on Neuron it is ignored; remove it")
@@ -182,14 +295,14 @@ def check_call(node: cst.CSTNode, ctx: Context) -> None:
     device = _device(ctx)
     if name == "cuda" and isinstance(node.func, cst.Attribute):
         if ctx.qualname(node.func) != "torch.cuda":
-            ctx.report("PC101", node, f"`{ctx.source(node)}` moves to a CUDA device, which a Neuron instance "
+            _report(ctx, "PC101", node, f"`{ctx.source(node)}` moves to a CUDA device, which a Neuron instance "
                        f"does not have; use `.to({device})`{_stack_hint(ctx)}")
         return
     if name == "to" and isinstance(node.func, cst.Attribute):
         arg = keyword(node, "device") or positional(node, 0)
         where = arg and cuda_device(ctx, arg.value)
         if where:
-            ctx.report("PC101", node, f"`.to({where})` moves to a CUDA device, which a Neuron instance does not "
+            _report(ctx, "PC101", node, f"`.to({where})` moves to a CUDA device, which a Neuron instance does not "
                        f"have; use `.to({device})`{_stack_hint(ctx)}")
         return
     qualname = ctx.qualname(node.func)
@@ -198,7 +311,7 @@ def check_call(node: cst.CSTNode, ctx: Context) -> None:
         where = arg and cuda_device(ctx, arg.value)
         if where:
             replacement = f"torch.device({device})" if ctx.stack == "native" else device
-            ctx.report("PC102", node, f"`{_one_line(ctx.source(node))}` names a CUDA device; tensors placed on it "
+            _report(ctx, "PC102", node, f"`{_one_line(ctx.source(node))}` names a CUDA device; tensors placed on it "
                        f"raise on Neuron; use `{replacement}`{_stack_hint(ctx)}")
         return
     if qualname in _ENV_SETTERS:
@@ -210,14 +323,14 @@ def check_call(node: cst.CSTNode, ctx: Context) -> None:
         arg = keyword(node, kw)
         where = arg and cuda_device(ctx, arg.value)
         if where:
-            ctx.report("PC103", arg, f"`{kw}={where}` places on a CUDA device, which a Neuron instance does not "
+            _report(ctx, "PC103", arg, f"`{kw}={where}` places on a CUDA device, which a Neuron instance does not "
                        f"have; pass `{kw}={device}`{_stack_hint(ctx)}")
     if name == "add_argument":
         default = keyword(node, "default")
         flags = [string_value(a.value) or "" for a in node.args if a.keyword is None]
         where = default and cuda_device(ctx, default.value)
         if where and any("device" in flag for flag in flags):
-            ctx.report("PC103", default, f"the device option defaults to {where}, which a Neuron instance does "
+            _report(ctx, "PC103", default, f"the device option defaults to {where}, which a Neuron instance does "
                        f"not have; default to {device}")
 
 
@@ -335,7 +448,8 @@ class CudaDeviceArgument(Rule):
 class CudaAvailabilityProbe(Rule):
     """## What it does
     Finds `torch.cuda.is_available()`, `device_count()`, `is_bf16_supported()`, `is_initialized()` and
-    `get_arch_list()`.
+    `get_arch_list()`. Reported as info where the probe only decides whether a message is logged
+    (`if torch.cuda.device_count() > 1: logger.warning(...)`).
 
     ## Example
     ```python
@@ -369,7 +483,8 @@ class CudaDeviceCall(Rule):
     """## What it does
     Finds `torch.cuda` calls that need a CUDA device and raise without one: `synchronize`, `set_device`,
     `current_device`, `torch.cuda.device(...)`, `get_device_name` / `_properties` / `_capability`, RNG state,
-    `mem_get_info`, `reset_peak_memory_stats`, `memory_summary` and the like.
+    `mem_get_info`, `reset_peak_memory_stats`, `memory_summary` and the like. Under a CUDA probe
+    (`if torch.cuda.is_available():`) the call is not reached on Neuron until the probe is ported: info.
 
     ## Example
     ```python

@@ -4,21 +4,52 @@ The Neuron compiler needs every shape static (NCC_EMOD025); `torch_neuronx.trace
 intermediate shapes. So an op whose output size depends on the data (`nonzero`, a boolean mask, `unique`),
 a size read out of a tensor (`torch.zeros(int(t.max()))`) or an `if` on a tensor value inside `forward`
 either fails to compile, compiles one graph per value, or bakes the example's value into the graph.
+
+Only code that can reach a compiled graph counts. Functions that run on the host around the model stay quiet
+(`__init__`, `__getitem__`, `collate*`, transformers' `generate` and `*_for_generation` helpers,
+`post_process*`), and so, on the native stack, does code that `torch.compile` skips: the body of
+`if not is_torchdynamo_compiling():` / `torch.compiler.is_compiling()` (observed: Dynamo answers True while
+tracing). The xla stack's `torch_neuronx.trace` runs the model eagerly on XLA tensors and sets neither flag
+nor `torch.jit.is_tracing()` (`xla_trace` calls `func(*example_inputs)` directly: gschaves/torch-neuronx:
+xla_impl/hlo_conversion.py, a public copy of the torch-neuronx wheel), so there those guards change nothing.
 """
 
 from __future__ import annotations
+
+import re
 
 import libcst as cst
 
 from portcheck.findings import Severity
 from portcheck.static.rule import Context, Rule, call_name, check, keyword, positional, rule
-from portcheck.static.values import method_call, reads_tensor_values
+from portcheck.static.values import method_call, numpy_rooted, reads_tensor_values, skipped_when_compiling
 
 TOKENS = ("nonzero", "argwhere", "where", "masked_select", "[", "unique", "repeat_interleave", "bincount",
           "forward", "item", "tolist", "max", "sum")
 
 _STATIC = ("the Neuron compiler needs every shape static (NCC_EMOD025) and `torch_neuronx.trace` rejects "
            "data-dependent shapes")
+
+
+# Functions that run on the host around the compiled model, never inside it: construction, data loading,
+# transformers' generation loop and its input helpers, post-processing of outputs.
+_HOST_FUNCTIONS = re.compile(
+    r"(__init__|__getitem__|generate|_generate|\w+_for_generation|_?post_?process\w*|collate\w*)")
+
+
+def _host_function(ctx: Context) -> str | None:
+    return next((f.name.value for f in ctx.functions if _HOST_FUNCTIONS.fullmatch(f.name.value)), None)
+
+
+def _report(ctx: Context, code: str, node: cst.CSTNode, message: str, severity: Severity | None = None,
+            read: cst.CSTNode | None = None) -> None:
+    """Report unless the code never reaches a compiled graph: it runs in a host-side function, or (native
+    stack) under a test that `torch.compile` answers by skipping it (`if not is_torchdynamo_compiling():`)."""
+    if _host_function(ctx) is not None:
+        return
+    if ctx.stack == "native" and skipped_when_compiling(ctx, read or node) is not None:
+        return
+    ctx.report(code, node, message, severity)
 
 
 def _torch_or_method(ctx: Context, node: cst.Call, *names: str) -> str | None:
@@ -30,7 +61,7 @@ def _torch_or_method(ctx: Context, node: cst.Call, *names: str) -> str | None:
                 return name
         return None
     called = call_name(node)
-    if isinstance(node.func, cst.Attribute) and called in names:
+    if isinstance(node.func, cst.Attribute) and called in names and not numpy_rooted(ctx, node.func.value):
         return called
     return None
 
@@ -39,24 +70,24 @@ def _torch_or_method(ctx: Context, node: cst.Call, *names: str) -> str | None:
 def check_call(node: cst.CSTNode, ctx: Context) -> None:
     assert isinstance(node, cst.Call)
     if name := _torch_or_method(ctx, node, "nonzero", "argwhere"):
-        ctx.report("PC201", node, f"`{name}` returns one row per non-zero element, a shape known only from the "
+        _report(ctx, "PC201", node, f"`{name}` returns one row per non-zero element, a shape known only from the "
                    f"data; {_STATIC}; keep the fixed-size boolean mask and use `torch.where(cond, a, b)` or "
                    "multiply by the mask")
     elif ctx.qualname(node.func) == "torch.where" and len(node.args) == 1 and node.args[0].keyword is None:
-        ctx.report("PC202", node, f"one-argument `torch.where(cond)` is `nonzero(cond, as_tuple=True)`: its size "
+        _report(ctx, "PC202", node, f"one-argument `torch.where(cond)` is `nonzero(cond, as_tuple=True)`: its size "
                    f"depends on the data; {_STATIC}; use the three-argument `torch.where(cond, a, b)`")
     elif name := _torch_or_method(ctx, node, "masked_select"):
-        ctx.report("PC203", node, f"`masked_select` returns as many elements as the mask holds True; {_STATIC}; "
+        _report(ctx, "PC203", node, f"`masked_select` returns as many elements as the mask holds True; {_STATIC}; "
                    "use `torch.where(mask, x, 0)` or `x * mask` and keep the shape")
     elif name := _torch_or_method(ctx, node, "unique", "unique_consecutive"):
-        ctx.report("PC205", node, f"`{name}` returns as many values as the data holds distinct ones; {_STATIC}; "
+        _report(ctx, "PC205", node, f"`{name}` returns as many values as the data holds distinct ones; {_STATIC}; "
                    "compute it outside the compiled model or pad to a fixed maximum")
     elif name := _torch_or_method(ctx, node, "repeat_interleave"):
         _check_repeat_interleave(ctx, node, method=ctx.qualname(node.func) is None)
     elif name := _torch_or_method(ctx, node, "bincount"):
         minlength = keyword(node, "minlength") or positional(node, 1 if ctx.qualname(node.func) is None else 2)
         if minlength is None:
-            ctx.report("PC207", node, f"`bincount` without `minlength` returns `max(input) + 1` bins, a size "
+            _report(ctx, "PC207", node, f"`bincount` without `minlength` returns `max(input) + 1` bins, a size "
                        f"known only from the data; {_STATIC}; pass `minlength=` the number of bins (and keep "
                        "inputs below it)")
     else:
@@ -98,11 +129,11 @@ def _check_repeat_interleave(ctx: Context, node: cst.Call, method: bool) -> None
     repeats = keyword(node, "repeats") or positional(node, 0 if method else 1)
     if repeats is None and not method and positional(node, 0) is not None:
         # torch.repeat_interleave(repeats): the one-argument form takes a tensor of counts.
-        ctx.report("PC206", node, f"`repeat_interleave(repeats)` returns `repeats.sum()` elements; {_STATIC}; "
+        _report(ctx, "PC206", node, f"`repeat_interleave(repeats)` returns `repeats.sum()` elements; {_STATIC}; "
                    "pass `output_size=` or build the index with a fixed size")
         return
     if repeats is not None and _is_tensor_expression(ctx, repeats.value):
-        ctx.report("PC206", node, f"`repeat_interleave` with a tensor of repeats (`{ctx.source(repeats.value)}`) "
+        _report(ctx, "PC206", node, f"`repeat_interleave` with a tensor of repeats (`{ctx.source(repeats.value)}`) "
                    f"has an output size known only from the data; {_STATIC}; pass `output_size=` or repeat by "
                    "a Python int")
 
@@ -129,7 +160,8 @@ def _data_read(ctx: Context, node: cst.BaseExpression, depth: int = 0) -> cst.Ca
     class Finder(cst.CSTVisitor):
         def visit_Call(self, call: cst.Call) -> bool:
             nonlocal found
-            if found is None and method_call(call, "item", "tolist") and not call.args:
+            if (found is None and method_call(call, "item", "tolist") and not call.args
+                    and not numpy_rooted(ctx, call.func.value)):  # type: ignore[attr-defined]
                 found = call
             return found is None
 
@@ -160,7 +192,7 @@ def _check_size_arguments(ctx: Context, node: cst.Call) -> None:
         if read is not None:
             ctx.skip.add(id(read))  # one finding: the host read is part of this problem (PC701 stays quiet)
             shown = ctx.source(arg.value) if isinstance(arg.value, cst.Name) else ctx.source(read)
-            ctx.report("PC209", node, f"a size taken from tensor data (`{' '.join(shown.split())}`) makes the "
+            _report(ctx, "PC209", node, f"a size taken from tensor data (`{' '.join(shown.split())}`) makes the "
                        f"shape depend on the values; {_STATIC}; use a fixed maximum size and mask or pad, or "
                        "bucket the inputs")
             return
@@ -201,10 +233,18 @@ def _is_mask(ctx: Context, node: cst.BaseExpression, depth: int = 0) -> bool:
 @check(cst.Assign, cst.AugAssign, cst.AnnAssign, cst.Del, codes=("PC204",), tokens=("[",))
 def skip_stores(node: cst.CSTNode, ctx: Context) -> None:
     """`x[mask] = 0` writes in place and keeps the shape: only reads through a mask are dynamic."""
-    targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
-    for target in targets:
+    if isinstance(node, cst.Del):
+        targets = [node.target]
+    else:
+        targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+    while targets:
+        target = targets.pop()
         if isinstance(target, cst.Subscript):
             ctx.skip.add(id(target))
+        elif isinstance(target, (cst.Tuple, cst.List)):  # `out[m], log_det[m] = f(...)`
+            targets.extend(element.value for element in target.elements)
+        elif isinstance(target, cst.StarredElement):
+            targets.append(target.value)
 
 
 @check(cst.Subscript, codes=("PC204",), tokens=("[",))
@@ -215,7 +255,7 @@ def check_mask_index(node: cst.CSTNode, ctx: Context) -> None:
     for element in node.slice:
         index = element.slice
         if isinstance(index, cst.Index) and _is_mask(ctx, index.value):
-            ctx.report("PC204", node, f"indexing with a boolean mask (`{' '.join(ctx.source(node).split())}`) "
+            _report(ctx, "PC204", node, f"indexing with a boolean mask (`{' '.join(ctx.source(node).split())}`) "
                        f"returns as many elements as the mask holds True; {_STATIC}; use "
                        "`torch.where(mask, x, fill)` or multiply by the mask")
             return
@@ -224,10 +264,17 @@ def check_mask_index(node: cst.CSTNode, ctx: Context) -> None:
 # ---- control flow on tensor values in forward ----------------------------------------------------------
 
 
-def _control_flow_message(ctx: Context, keyword_: str, read: cst.Call) -> str:
+def _branch_effect(ctx: Context) -> str:
+    if ctx.stack == "native":
+        return ("`torch.compile` cannot trace a branch on a tensor value: the graph breaks there (an error with "
+                "`fullgraph=True`) and the value is read on the host on every call")
+    return ("`torch_neuronx.trace` bakes the example's branch into the graph and PyTorch/XLA compiles a graph per "
+            "outcome")
+
+
+def _control_flow_message(ctx: Context, keyword_: str, read: cst.CSTNode) -> str:
     shown = " ".join(ctx.source(read).split())
-    return (f"`{keyword_}` on a tensor value (`{shown}`) inside `forward`: `torch_neuronx.trace` bakes the "
-            "example's branch into the graph and PyTorch/XLA compiles a graph per outcome; decide it from "
+    return (f"`{keyword_}` on a tensor value (`{shown}`) inside `forward`: {_branch_effect(ctx)}; decide it from "
             "configuration in `__init__`, or compute both sides and select with `torch.where(cond, a, b)`")
 
 
@@ -242,21 +289,77 @@ def _tensor_element_comparison(node: cst.BaseExpression) -> cst.CSTNode | None:
     return None
 
 
+def _only_raises(node: cst.CSTNode) -> bool:
+    """`if <test>: raise ...`: a check in disguise, like `assert`."""
+    if not isinstance(node, cst.If) or node.orelse is not None:
+        return False
+    if isinstance(node.body, cst.SimpleStatementSuite):
+        smalls = list(node.body.body)
+    else:
+        lines = node.body.body
+        if not all(isinstance(line, cst.SimpleStatementLine) for line in lines):
+            return False
+        smalls = [small for line in lines for small in line.body]  # type: ignore[attr-defined]
+    return bool(smalls) and all(isinstance(small, cst.Raise) for small in smalls)
+
+
+_FLOAT16 = frozenset({"torch.float16", "torch.half"})
+
+
+def _float16_only(ctx: Context, test: cst.BaseExpression, read: cst.CSTNode) -> str | None:
+    """`x.dtype == torch.float16 and torch.isinf(x).any()`: the read happens only for float16 tensors (the
+    fp16 overflow clamp); in bfloat16 or float32 the test stops at the dtype check. The dtype test, or None."""
+    operands: list[cst.BaseExpression] = []
+
+    def flatten(expr: cst.BaseExpression) -> None:
+        if isinstance(expr, cst.BooleanOperation) and isinstance(expr.operator, cst.And):
+            flatten(expr.left)
+            flatten(expr.right)
+        else:
+            operands.append(expr)
+
+    flatten(test)
+    for operand in operands:
+        if reads_tensor_values(ctx, operand) is read:
+            return None  # the read comes first
+        if (isinstance(operand, cst.Comparison) and len(operand.comparisons) == 1
+                and isinstance(operand.comparisons[0].operator, (cst.Equal, cst.Is))
+                and isinstance(operand.left, cst.Attribute) and operand.left.attr.value == "dtype"
+                and ctx.qualname(operand.comparisons[0].comparator) in _FLOAT16):
+            return " ".join(ctx.source(operand).split())
+    return None
+
+
 @check(cst.If, cst.While, cst.Assert, cst.IfExp, codes=("PC208",), tokens=("forward",))
 def check_control_flow(node: cst.CSTNode, ctx: Context) -> None:
     if not ctx.in_forward:
         return
     test = node.test
-    read = reads_tensor_values(ctx, test)
     keyword_ = {cst.If: "if", cst.While: "while", cst.Assert: "assert", cst.IfExp: "if"}[type(node)]
+    read: cst.CSTNode | None = reads_tensor_values(ctx, test)
     if read is not None:
         ctx.skip.add(id(read))
-        severity = Severity.INFO if isinstance(node, cst.Assert) else None
-        ctx.report("PC208", node.test, _control_flow_message(ctx, keyword_, read), severity)
+    else:
+        read = _tensor_element_comparison(test)
+        if read is None:
+            return
+    shown = " ".join(ctx.source(read).split())
+    if isinstance(node, cst.Assert) or _only_raises(node):
+        where = ("`torch.compile` breaks the graph there" if ctx.stack == "native"
+                 else "`torch_neuronx.trace` checks only the example")
+        message = (f"`{keyword_}` on a tensor value (`{shown}`) inside `forward` only guards an error: it reads "
+                   f"the tensor on the host and {where}; validate inputs before calling the model, or drop the "
+                   "check")
+        _report(ctx, "PC208", test, message, Severity.INFO, read)
         return
-    element = _tensor_element_comparison(test)
-    if element is not None:
-        ctx.report("PC208", node.test, _control_flow_message(ctx, keyword_, element))  # type: ignore[arg-type]
+    fp16 = _float16_only(ctx, test, read)
+    if fp16 is not None:
+        message = (f"`{keyword_}` on a tensor value (`{shown}`) inside `forward`, reached only for float16 "
+                   f"(`{fp16}`): in bfloat16 or float32 the test stops at the dtype check; in float16, "
+                   f"{_branch_effect(ctx)}; clamp unconditionally instead")
+        _report(ctx, "PC208", test, message, Severity.INFO, read)
+        return
+    _report(ctx, "PC208", test, _control_flow_message(ctx, keyword_, read), None, read)
 
 
 # ---- rules ------------------------------------------------------------------------------------------------
@@ -266,6 +369,9 @@ def check_control_flow(node: cst.CSTNode, ctx: Context) -> None:
 class Nonzero(Rule):
     """## What it does
     Finds `torch.nonzero`, `x.nonzero()`, `torch.argwhere` and `x.argwhere()`, with or without `as_tuple`.
+    Like every dynamic-shape rule it skips code that never reaches a compiled graph: host-side functions
+    (`__init__`, `__getitem__`, `collate*`, `generate`, `*_for_generation`, `post_process*`), numpy arrays, and
+    on the native stack the body of `if not is_torchdynamo_compiling():`.
 
     ## Example
     ```python
@@ -291,8 +397,13 @@ class Nonzero(Rule):
     )
     VALID = (
         "import numpy as np\nidx = np.nonzero(a)",
+        "import numpy as np\na = np.arange(4)\nidx = a.nonzero()",
         "# torch.nonzero(mask) is avoided here\nx = 'nonzero'",
         "import torch\nidx = torch.nonzero_static(mask, size=8)",
+        "import torch\nclass Data:\n    def __init__(self, labels):\n        self.pos = torch.nonzero(labels)",
+        "import torch\nclass M:\n    def generate(self, ids):\n        return torch.nonzero(ids)",
+        "import torch\nfrom transformers.utils import is_torchdynamo_compiling\nclass M:\n"
+        "    def forward(self, m):\n        if not is_torchdynamo_compiling():\n            self.seen = m.nonzero()",
     )
 
 
@@ -349,7 +460,8 @@ class BooleanMaskIndex(Rule):
     """## What it does
     Finds reads through a boolean mask: `x[mask]` where the mask is a comparison (`x[x > 0]`), an inverted
     index (`x[~pad]`), a `.bool()` / `torch.isin` / `torch.isnan` result, or a local name bound to one.
-    Writes (`x[mask] = 0`) keep the shape and stay quiet; so do integer and slice indexing.
+    Writes (`x[mask] = 0`, also inside a tuple target `a[m], b[m] = f(x)`) keep the shape and stay quiet; so do
+    integer and slice indexing.
 
     ## Example
     ```python
@@ -377,6 +489,7 @@ class BooleanMaskIndex(Rule):
     )
     VALID = (
         "x[x > 0] = 0",
+        "out[m > 0], log_det[m > 0] = spline(x)",
         "y = x[idx]",
         "y = x[:, 0]",
         "y = x[1:-1]",
@@ -471,8 +584,11 @@ class TensorControlFlow(Rule):
     """## What it does
     Finds `if`, `while`, `assert` and conditional expressions inside `forward` whose test reads tensor data:
     `if x.sum() > 0`, `if mask.any()`, `while t.item() < n`, `if ids[0, 0] == bos`. Tests on shapes, dtypes,
-    `None`, flags and configuration (`if x.dim() == 3`, `if self.training`) stay quiet. An `assert` is
-    reported as info: it only syncs and checks.
+    `None`, flags and configuration (`if x.dim() == 3`, `if self.training`) stay quiet. Reported as info: an
+    `assert` or an `if` whose body only raises (a check: it syncs, it does not choose a graph), and a test that
+    reads the tensor only for float16 (`if h.dtype == torch.float16 and torch.isinf(h).any():`, the fp16
+    overflow clamp, which bfloat16 and float32 never reach). On the native stack, a read that
+    `if not is_torchdynamo_compiling() and ...` keeps from `torch.compile` stays quiet.
 
     ## Example
     ```python
@@ -498,9 +614,14 @@ class TensorControlFlow(Rule):
         "import torch\nclass M:\n    def forward(self, x):\n        if torch.any(torch.isnan(x)):\n"
         "            raise ValueError('nan')",
         "class M:\n    def forward(self, ids):\n        if ids[0, 0] == 1:\n            return ids",
+        "import torch\nclass M:\n    def forward(self, h):\n"
+        "        if h.dtype == torch.float16 and torch.isinf(h).any():\n"
+        "            h = h.clamp(-9, 9)\n        return h",
     )
     VALID = (
         "class M:\n    def forward(self, x):\n        if x.dim() == 3:\n            return x",
+        "import torch\nclass M:\n    def forward(self, m):\n"
+        "        if not torch.compiler.is_compiling() and m.any():\n            print('masked')",
         "class M:\n    def forward(self, x, m=None):\n        if m is not None and self.training:\n"
         "            return x",
         "def helper(x):\n    if x.sum() > 0:\n        return x",
@@ -540,6 +661,7 @@ class ShapeFromData(Rule):
     )
     VALID = (
         "import torch\nz = torch.zeros(x.size(0), x.shape[1])",
+        "import numpy as np\nn = np.where(d <= 3)[0].max()\nfor i in range(n):\n    pass",
         "for i in range(len(xs)):\n    pass",
         "y = x.view(b, -1, h)",
         "import torch, math\nz = torch.zeros(int(math.sqrt(n)))",

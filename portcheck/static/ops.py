@@ -11,7 +11,7 @@ from __future__ import annotations
 import libcst as cst
 
 from portcheck.findings import Severity
-from portcheck.static.rule import Context, Rule, call_name, check, keyword, positional, rule
+from portcheck.static.rule import Context, FixPlan, Replace, Rule, call_name, check, keyword, positional, rule
 from portcheck.static.values import INT64_DTYPES, dtype_of, integer_dtype
 
 FFT_TOKENS = ("fft", "stft", "Spectrogram", "spectrogram")
@@ -74,6 +74,11 @@ def _float64_message(shown: str) -> str:
             "float32 (NxD Inference) or require a cast before compiling; use float32 (or bfloat16)")
 
 
+def _float32_fix(replace: Replace) -> FixPlan:
+    # Unsafe: narrowing to float32 changes numerics.
+    return FixPlan("Use float32", False, (replace,))
+
+
 def _int64_message(ctx: Context, shown: str) -> str:
     if ctx.chip == "trn2":
         return (f"`{shown}` makes int64 data: on Trn2 the compiler narrows int64 to int32 unless "
@@ -91,7 +96,8 @@ def check_dtype_call(node: cst.CSTNode, ctx: Context) -> None:
     qualname = ctx.qualname(node.func)
     method = isinstance(node.func, cst.Attribute) and qualname is None
     if method and name == "double" and not node.args:
-        ctx.report("PC303", node, _float64_message(".double()"))
+        assert isinstance(node.func, cst.Attribute)
+        ctx.report("PC303", node, _float64_message(".double()"), fix=_float32_fix(Replace(node.func.attr, "float")))
         return
     if method and name == "long" and not node.args:
         ctx.report("PC315", node, _int64_message(ctx, ".long()"), Severity.INFO)
@@ -120,7 +126,10 @@ def _judge_dtype(ctx: Context, value: cst.BaseExpression, where: cst.CSTNode) ->
     if len(shown) > 60:
         shown = dtype
     if dtype in _FLOAT64:
-        ctx.report("PC303", where, _float64_message(shown))
+        fix = None
+        if isinstance(value, cst.Attribute):  # `torch.float64`, `th.double`: the same module's float32
+            fix = _float32_fix(Replace(value.attr, "float32"))
+        ctx.report("PC303", where, _float64_message(shown), fix=fix)
     elif dtype in _COMPLEX:
         ctx.report("PC302", where, _complex_message(ctx, shown), _complex_severity(ctx))
     elif dtype in _FP8_UNSUPPORTED:
@@ -470,7 +479,9 @@ class Float64(Rule):
     ```
 
     ## Fix safety
-    No automatic fix yet; narrowing to float32 changes numerics, so the fix will be unsafe.
+    Unsafe fix (`--unsafe-fixes`): `.double()` becomes `.float()` and `torch.float64` / `torch.double` become
+    `torch.float32`; narrowing to float32 changes numerics. `torch.DoubleTensor(...)` and a dtype imported by
+    name have no fix.
     """
 
     code = "PC303"

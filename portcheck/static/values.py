@@ -79,7 +79,7 @@ def reads_tensor_values(ctx: Context, node: cst.CSTNode) -> cst.Call | None:
                 qualname = ctx.qualname(call.func)
                 # a method on something tensor-like, or torch.any(...)
                 if (qualname is not None and qualname.startswith("torch.")) or (
-                        qualname is None and _receiver_is_tensor_like(call.func.value)):
+                        qualname is None and _receiver_is_tensor_like(ctx, call.func.value)):
                     found.append(call)
                     return False
             return True
@@ -91,10 +91,32 @@ def reads_tensor_values(ctx: Context, node: cst.CSTNode) -> cst.Call | None:
     return found[0] if found else None
 
 
-def _receiver_is_tensor_like(node: cst.BaseExpression) -> bool:
-    """`max`/`min`/`sum` are also builtins; as methods they need a receiver that is not a literal or a
-    module-level helper namespace. Python lists have none of these methods, numpy arrays do (and are data)."""
-    return not isinstance(node, (cst.SimpleString, cst.Integer, cst.Float, cst.List, cst.Dict))
+def _receiver_is_tensor_like(ctx: Context, node: cst.BaseExpression) -> bool:
+    """`max`/`min`/`sum` are also builtins; as methods they need a receiver that is not a literal. Python lists
+    have none of these methods; numpy arrays do, but they live on the host, so a receiver built by numpy
+    (`np.where(a)[0].max()`) is not a tensor."""
+    if isinstance(node, (cst.SimpleString, cst.Integer, cst.Float, cst.List, cst.Dict)):
+        return False
+    return not numpy_rooted(ctx, node)
+
+
+def numpy_rooted(ctx: Context, node: cst.BaseExpression, depth: int = 0) -> bool:
+    """`node` is built by a numpy call: `np.where(a)[0]`, `np.asarray(x).max(0)`, or a local name bound to one."""
+    while True:
+        if isinstance(node, cst.Call):
+            qualname = ctx.qualname(node.func)
+            if qualname is not None:
+                return qualname.startswith("numpy.")
+            if not isinstance(node.func, cst.Attribute):
+                return False
+            node = node.func.value
+        elif isinstance(node, (cst.Subscript, cst.Attribute)):
+            node = node.value
+        elif isinstance(node, cst.Name) and depth < 2:
+            bound = ctx.constant(node)
+            return bound is not None and numpy_rooted(ctx, bound[1], depth + 1)
+        else:
+            return False
 
 
 def under_type_checking(ctx: Context) -> bool:
@@ -120,6 +142,92 @@ def guard(ctx: Context, node: cst.CSTNode | None = None) -> str | None:
         if probe:
             return probe
     return None
+
+
+# `torch.compile` (Dynamo) answers True to these while it traces, so a branch they close is not in the graph.
+# transformers' `is_torchdynamo_compiling` wraps the first; model files import it relatively, so it is matched
+# by name. (torch_neuronx.trace runs the model eagerly on XLA tensors: it sets none of them, nor
+# `torch.jit.is_tracing()`.)
+_COMPILING = frozenset({"torch.compiler.is_compiling", "torch._dynamo.is_compiling"})
+_COMPILING_HELPERS = frozenset({"is_torchdynamo_compiling"})
+
+
+def _compiling_call(ctx: Context, node: cst.BaseExpression) -> bool:
+    if not isinstance(node, cst.Call) or node.args:
+        return False
+    qualname = ctx.qualname(node.func)
+    if qualname is not None:
+        return qualname in _COMPILING or qualname.rsplit(".", 1)[-1] in _COMPILING_HELPERS
+    return call_name(node) in _COMPILING_HELPERS
+
+
+def _compile_polarity(ctx: Context, test: cst.BaseExpression) -> str | None:
+    """"not" when the test is false while compiling (`not is_compiling()`, or an `and` holding it), "is" when
+    it is true while compiling (`is_compiling()`, or an `or` holding it), else None."""
+    if _compiling_call(ctx, test):
+        return "is"
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return "not" if _compiling_call(ctx, test.expression) else None
+    if isinstance(test, cst.BooleanOperation):
+        wanted = "not" if isinstance(test.operator, cst.And) else "is"
+        if wanted in (_compile_polarity(ctx, test.left), _compile_polarity(ctx, test.right)):
+            return wanted
+    return None
+
+
+def contains(tree: cst.CSTNode | None, target: cst.CSTNode) -> bool:
+    """`target` is `tree` or lies inside it (an identity search: call it when reporting, not per node)."""
+    if tree is None:
+        return False
+    if tree is target:
+        return True
+    found = False
+
+    class Finder(cst.CSTVisitor):
+        def on_visit(self, node: cst.CSTNode) -> bool:
+            nonlocal found
+            found = found or node is target
+            return not found
+
+    tree.visit(Finder())
+    return found
+
+
+def skipped_when_compiling(ctx: Context, node: cst.CSTNode) -> str | None:
+    """The test that keeps `node` out of a `torch.compile` graph, or None: `node` sits in the body of
+    `if not is_torchdynamo_compiling():` (or of an `and` holding it), or in the `else` of
+    `if torch.compiler.is_compiling():`. Only tests of enclosing `if` statements count."""
+    for index, stmt in enumerate(ctx.statements):
+        if not isinstance(stmt, (cst.If, cst.While)):
+            continue
+        inner = ctx.statements[index + 1] if index + 1 < len(ctx.statements) else node
+        if inner is node and _short_circuited(ctx, stmt.test, node):
+            return " ".join(ctx.module.code_for_node(stmt.test).split())
+        polarity = _compile_polarity(ctx, stmt.test) if isinstance(stmt, cst.If) else None
+        if polarity is None:
+            continue
+        branch = stmt.body if polarity == "not" else stmt.orelse
+        if contains(branch, inner):
+            return " ".join(ctx.module.code_for_node(stmt.test).split())
+    return None
+
+
+def _short_circuited(ctx: Context, test: cst.BaseExpression, node: cst.CSTNode) -> bool:
+    """`not is_compiling() and <node>`: the operands after the guard are not evaluated while compiling."""
+    operands: list[cst.BaseExpression] = []
+
+    def flatten(expr: cst.BaseExpression) -> None:
+        if isinstance(expr, cst.BooleanOperation) and isinstance(expr.operator, cst.And):
+            flatten(expr.left)
+            flatten(expr.right)
+        else:
+            operands.append(expr)
+
+    flatten(test)
+    for index, operand in enumerate(operands[:-1]):
+        if _compile_polarity(ctx, operand) == "not":
+            return any(contains(later, node) for later in operands[index + 1:])
+    return False
 
 
 def catches_import_error(stmt: cst.Try | cst.TryStar) -> bool:
@@ -164,7 +272,8 @@ def _probe_in_decorators(function: cst.FunctionDef) -> str | None:
 
 
 __all__ = [
-    "INT64_DTYPES", "INTEGER_DTYPES", "REDUCTIONS", "availability_probe", "catches_import_error", "dtype_of",
-    "guard", "integer_dtype", "method_call",
-    "reads_tensor_values", "under_type_checking",
+    "INT64_DTYPES", "INTEGER_DTYPES", "REDUCTIONS", "availability_probe", "catches_import_error", "contains",
+    "dtype_of",
+    "guard", "integer_dtype", "method_call", "numpy_rooted",
+    "reads_tensor_values", "skipped_when_compiling", "under_type_checking",
 ]
