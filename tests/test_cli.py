@@ -55,7 +55,12 @@ def test_json_has_exactly_schema_1():
     assert report["findings"], "the example has findings"
     for finding in report["findings"]:
         assert set(finding) == FINDING_KEYS
-        assert finding["evidence"] == ["static"] and finding["fix"] is None
+        assert finding["evidence"] == ["static"]
+        if finding["fix"] is not None:
+            assert set(finding["fix"]) == {"applicability", "title", "edits"}
+            assert finding["fix"]["applicability"] in ("safe", "unsafe") and finding["fix"]["edits"]
+            for edit in finding["fix"]["edits"]:
+                assert set(edit) == {"line", "column", "end_line", "end_column", "content"}
         assert finding["line"] >= 1 and finding["column"] >= 1 and len(finding["fingerprint"]) == 16
     assert set(report["summary"]) == {"files", "findings", "by_category", "by_severity"}
     assert report["summary"]["findings"] == len(report["findings"])

@@ -62,3 +62,11 @@ def test_fix_pair(source: Path, stack: str, expected: Path):
     ast.parse(got)
     again = fix(got, code, stack, unsafe)
     assert again.text is None, "fixing the fixed output changed it again"
+
+
+def test_fixable_rules_and_fix_pairs_agree():
+    from portcheck.static.engine import RULES
+
+    with_pairs = {source.parent.name for source, _, _ in CASES}
+    declared = {code for code, rule in RULES.items() if rule.FIXABLE}
+    assert declared == with_pairs, "a rule declares FIXABLE exactly when fixtures/fix/<code>/ has pairs"

@@ -20,7 +20,8 @@ def _sections(doc: str) -> dict[str, str]:
 
 
 def fixable(code: str) -> bool:
-    return False  # fixes arrive with `--fix` (issue 4); the column is here so the table does not change then
+    rule = RULES.get(code)
+    return rule is not None and rule.FIXABLE
 
 
 def rule_rows() -> list[RuleInfo]:

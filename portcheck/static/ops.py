@@ -485,6 +485,7 @@ class Float64(Rule):
     """
 
     code = "PC303"
+    FIXABLE = True
     INVALID = (
         "x = x.double()",
         "import torch\nx = torch.zeros(3, dtype=torch.float64)",

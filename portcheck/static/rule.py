@@ -24,6 +24,7 @@ class Rule:
     TARGET: ClassVar[tuple[str, str]] = ("trn2", "native")  # the (chip, stack) its examples are checked for
     VALID: ClassVar[tuple[str, ...]] = ()
     INVALID: ClassVar[tuple[str, ...]] = ()
+    FIXABLE: ClassVar[bool] = False  # some occurrences carry a fix (its safety is decided per occurrence)
 
 
 RULES: dict[str, type[Rule]] = {}
