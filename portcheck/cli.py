@@ -48,6 +48,7 @@ def _parser() -> argparse.ArgumentParser:
     scan.add_argument("--fail-level", choices=("error", "warning", "info"),
                       help="lowest severity that makes the exit code 1 (default info)")
     scan.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
+    scan.add_argument("--jobs", "-j", type=int, metavar="N", help="processes to analyse files with (default: cores)")
     scan.add_argument("--fix", action="store_true", help="apply safe fixes to the files")
     scan.add_argument("--unsafe-fixes", action="store_true",
                       help="with --fix / --diff, also apply fixes that change numerics, structure or behaviour")
@@ -105,6 +106,8 @@ def _scan(args: argparse.Namespace) -> int:
     root = config_path.parent.resolve() if config_path else cwd
     settings = resolve(layers, root, config_path)
 
+    if args.jobs is not None and args.jobs < 1:
+        raise ConfigError(f"--jobs must be 1 or more, not {args.jobs}")
     fixing = None
     if args.fix or args.fix_only or args.diff:
         from portcheck.static.scan import Fixing
@@ -118,7 +121,7 @@ def _scan(args: argparse.Namespace) -> int:
         result = scan_stdin(data, args.stdin_filename, settings, cwd)
         stdin_text = data.decode("utf-8", errors="replace")
     else:
-        result = scan_paths(paths, settings, cwd, fixing)
+        result = scan_paths(paths, settings, cwd, fixing, jobs=args.jobs)
     if fixing is not None and (fixing.diff or args.fix_only):
         return _report_fixes(result, args, fixing)
 

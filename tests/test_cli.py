@@ -292,3 +292,13 @@ def test_colour_only_when_asked_for_and_no_color_wins(tmp_path):
     forced = run_portcheck("scan", "a.py", cwd=tmp_path, env={"FORCE_COLOR": "1", "NO_COLOR": ""})
     assert "\x1b[" in forced.stdout
     assert "\x1b[" not in run_portcheck("scan", "a.py", cwd=tmp_path, env={"FORCE_COLOR": "1"}).stdout
+
+
+def test_parallel_scan_gives_the_same_report_in_the_same_order():
+    one = run_portcheck("scan", "--format", "json", "-j", "1", "fixtures/static")
+    two = run_portcheck("scan", "--format", "json", "-j", "2", "fixtures/static")
+    assert one.returncode == two.returncode == 1
+    assert json.loads(one.stdout)["summary"]["files"] >= 20
+    assert one.stdout == two.stdout
+    bad = run_portcheck("scan", "-j", "0", "fixtures/static")
+    assert bad.returncode == 2 and "--jobs must be 1 or more" in bad.stderr

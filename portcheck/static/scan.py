@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import difflib
+import os
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from portcheck.config import Settings
@@ -21,15 +23,16 @@ class Fixing:
     diff: bool
 
 
-def scan_paths(paths: list[str], settings: Settings, cwd: Path, fixing: Fixing | None = None) -> ScanResult:
+def scan_paths(paths: list[str], settings: Settings, cwd: Path, fixing: Fixing | None = None,
+               jobs: int | None = None) -> ScanResult:
     candidates = discover(paths, settings, cwd)
-    jobs = [
+    file_jobs = [
         FileJob(path=c.display, chip=settings.chip, stack=settings.stack,
                 enabled=settings.enabled_for(relative_to_root(c.location, settings)),
                 location=str(c.location))
         for c in candidates
     ]
-    return _run(jobs, settings) if fixing is None else _fix(jobs, settings, fixing)
+    return _run(file_jobs, settings, jobs) if fixing is None else _fix(file_jobs, settings, fixing, jobs)
 
 
 def scan_stdin(data: bytes, filename: str | None, settings: Settings, cwd: Path) -> ScanResult:
@@ -42,10 +45,22 @@ def scan_stdin(data: bytes, filename: str | None, settings: Settings, cwd: Path)
     return _run([job], settings)
 
 
-def _run(jobs: list[FileJob], settings: Settings) -> ScanResult:
+def _in_parallel(function, jobs: list, workers: int | None):
+    """`function` over `jobs` in a pool of processes (one per core by default); in this process when there is
+    one job or one worker, so a single file pays no start-up."""
+    workers = workers or os.cpu_count() or 1
+    if workers <= 1 or len(jobs) <= 1:
+        yield from map(function, jobs)
+        return
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=min(workers, len(jobs))) as pool:
+        yield from pool.map(function, jobs, chunksize=max(1, min(16, len(jobs) // (workers * 4))))
+
+
+def _run(jobs: list[FileJob], settings: Settings, workers: int | None = 1) -> ScanResult:
     result = ScanResult(target=Target(settings.chip, settings.stack), files=len(jobs))
-    for job in jobs:
-        outcome = analyse_file(job)
+    for outcome in _in_parallel(analyse_file, jobs, workers):
         result.findings.extend(outcome.findings)
         result.errors.extend(outcome.errors)
     result.findings.sort(key=lambda f: f.sort_key)
@@ -54,13 +69,13 @@ def _run(jobs: list[FileJob], settings: Settings) -> ScanResult:
 
 
 
-def _fix(jobs: list[FileJob], settings: Settings, fixing: Fixing) -> ScanResult:
+def _fix(jobs: list[FileJob], settings: Settings, fixing: Fixing, workers: int | None = 1) -> ScanResult:
     from portcheck.static.rewrite import fix_file, write_atomically
 
     result = ScanResult(target=Target(settings.chip, settings.stack), files=len(jobs), fixing=True)
     diffs = []
-    for job in jobs:
-        outcome, data, encoding = fix_file(job, fixing.unsafe)
+    for job, (outcome, data, encoding) in zip(jobs, _in_parallel(partial(fix_file, unsafe=fixing.unsafe), jobs,
+                                                                  workers), strict=True):
         final = outcome.result
         if outcome.text is not None and data is not None:
             if fixing.diff:
