@@ -295,8 +295,8 @@ def test_colour_only_when_asked_for_and_no_color_wins(tmp_path):
 
 
 def test_parallel_scan_gives_the_same_report_in_the_same_order():
-    one = run_portcheck("scan", "--format", "json", "-j", "1", "fixtures/static")
-    two = run_portcheck("scan", "--format", "json", "-j", "2", "fixtures/static")
+    one = run_portcheck("scan", "--isolated", "--format", "json", "-j", "1", "fixtures/static")
+    two = run_portcheck("scan", "--isolated", "--format", "json", "-j", "2", "fixtures/static")
     assert one.returncode == two.returncode == 1
     assert json.loads(one.stdout)["summary"]["files"] >= 20
     assert one.stdout == two.stdout
