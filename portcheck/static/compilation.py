@@ -8,13 +8,26 @@ functions the Neuron/XLA releases deprecated or removed (`XLA_USE_BF16`, `torch_
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import pairwise
+from typing import TypeVar
 
 import libcst as cst
+from libcst._nodes.internal import CodegenState  # see render()
 
 from portcheck.findings import Severity
-from portcheck.static.names import dotted_name
-from portcheck.static.rule import Context, Rule, check, keyword, positional, rule, string_value
+from portcheck.static.names import dotted_name, sub_blocks
+from portcheck.static.rule import (
+    Context,
+    FixPlan,
+    Replace,
+    Rule,
+    check,
+    keyword,
+    positional,
+    rule,
+    string_value,
+)
 from portcheck.static.values import catches_import_error
 
 COMPILE_CODES = ("PC711", "PC712", "PC713", "PC714", "PC715")
@@ -22,6 +35,8 @@ COMPILE_TOKENS = ("compile", "optimize")
 API_CODES = ("PC718", "PC719")
 API_TOKENS = ("nki_jit", "xrt_world_size", "pjrt", "get_ordinal", "get_local_ordinal")
 ENV_VARS = ("XLA_USE_BF16", "XLA_DOWNCAST_BF16")
+
+_Element = TypeVar("_Element", cst.Arg, cst.BaseDictElement)
 
 _COMPILE = "torch.compile"
 _DYNAMO_OPTIMIZE = "torch._dynamo.optimize"
@@ -80,6 +95,203 @@ def _text(ctx: Context, node: cst.BaseExpression) -> str | None:
     return string_value(bound[1]) if bound is not None else None
 
 
+# ---- rewriting helpers (used by the fixes of this module, training.py and distributed.py) ---------------------------
+
+
+def literal_like(node: cst.BaseExpression, text: str) -> str | None:
+    """`text` as a string literal written the way `node` is (prefix and quotes kept: `'neuron'` for `'neuronx'`);
+    None when `node` is not a plain string literal or `text` does not fit in its quotes."""
+    if not isinstance(node, cst.SimpleString) or "\\" in text or node.quote[0] in text:
+        return None
+    return f"{node.prefix}{node.quote}{text}{node.quote}"
+
+
+def new_literal(text: str, near: cst.Call | None = None) -> str:
+    """A new string literal for `text`, in the quotes the strings of `near` use (double quotes otherwise)."""
+    for arg in near.args if near is not None else ():
+        if isinstance(arg.value, cst.SimpleString):
+            quote = arg.value.quote[0]
+            return f"{quote}{text}{quote}"
+    return f'"{text}"'
+
+
+def _blocks(stmt: cst.CSTNode) -> Iterator[cst.BaseSuite]:
+    body = getattr(stmt, "body", None)
+    if isinstance(body, cst.BaseSuite):
+        yield body
+    for handler in getattr(stmt, "handlers", ()):
+        yield handler.body
+    for part in (getattr(stmt, "orelse", None), getattr(stmt, "finalbody", None)):
+        if isinstance(part, (cst.Else, cst.Finally)):
+            yield part.body
+    if isinstance(stmt, cst.Match):
+        for case in stmt.cases:
+            yield case.body
+
+
+def indentation(ctx: Context, depth: int | None = None) -> list[str] | None:
+    """The indentation of the statement being visited (or of `ctx.statements[depth]`), one entry per block that
+    holds it; None when a block is not found."""
+    tokens = []
+    for outer, inner in pairwise(ctx.statements if depth is None else ctx.statements[: depth + 1]):
+        if isinstance(outer, cst.If) and outer.orelse is inner:
+            continue  # `elif`: on the line of its `if`
+        for block in _blocks(outer):
+            if isinstance(block, cst.IndentedBlock) and any(stmt is inner for stmt in block.body):
+                tokens.append(ctx.module.default_indent if block.indent is None else block.indent)
+                break
+        else:
+            return None
+    return tokens
+
+
+def render(ctx: Context, node: cst.CSTNode, indents: list[str]) -> str:
+    """The code of `node` inside blocks indented by `indents`. `Module.code_for_node` renders a node as if at
+    the top level, so the continuation lines of a multi-line call inside a function would lose its indentation."""
+    state = CodegenState(default_indent=ctx.module.default_indent, default_newline=ctx.module.default_newline,
+                         indent_tokens=list(indents))
+    node._codegen(state)
+    return "".join(state.tokens)
+
+
+def rewritten(ctx: Context, original: cst.CSTNode, new: cst.CSTNode, indents: list[str] | None = None) -> str | None:
+    """The code that replaces `original` by `new` (a `with_changes` of it) in the statement being visited, or in
+    blocks indented by `indents`; None when the rendering of `original` is not found in the file as it is."""
+    if indents is None:
+        indents = indentation(ctx)
+        if indents is None:
+            return None
+    before = render(ctx, original, indents)
+    if "\n" in before or "\r" in before:
+        text = ctx.memo("file-text", ctx.module, lambda: ctx.module.code)
+        if before not in text:  # type: ignore[operator]
+            return None
+    return render(ctx, new, indents)
+
+
+def parenthesized(ctx: Context, node: cst.BaseExpression, indents: list[str]) -> str:
+    """The code of `node`, in parentheses unless it is an atom that takes `.attr` as it is."""
+    text = render(ctx, node, indents)
+    atoms = (cst.Name, cst.Attribute, cst.Call, cst.Subscript)
+    return text if isinstance(node, atoms) or node.lpar else f"({text})"
+
+
+def _import_facts(module: cst.Module) -> tuple[dict[str, str], set[str], set[str]]:
+    """Top-level import aliases (`import a.b as x`, `from a import b as x`: local -> module), modules imported
+    plainly at the top level (`import a.b.c` makes `a`, `a.b` and `a.b.c` usable), and every module any
+    import statement of the file loads."""
+    aliases: dict[str, str] = {}
+    top: set[str] = set()
+    loaded: set[str] = set()
+
+    def walk(body: Iterable[cst.CSTNode], at_top: bool) -> None:
+        for stmt in body:
+            if isinstance(stmt, cst.SimpleStatementLine):
+                for small in stmt.body:
+                    if isinstance(small, cst.Import):
+                        for alias in small.names:
+                            name = dotted_name(alias.name)
+                            if name is None:
+                                continue
+                            loaded.add(name)
+                            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                                if at_top:
+                                    aliases[alias.asname.name.value] = name
+                            elif at_top:
+                                parts = name.split(".")
+                                top.update(".".join(parts[: i + 1]) for i in range(len(parts)))
+                    elif (isinstance(small, cst.ImportFrom) and small.module is not None and not small.relative
+                          and not isinstance(small.names, cst.ImportStar)):
+                        module = dotted_name(small.module)
+                        for alias in small.names:
+                            name = dotted_name(alias.name)
+                            if module is None or name is None:
+                                continue
+                            loaded.add(f"{module}.{name}")
+                            local = alias.asname.name.value if isinstance(
+                                getattr(alias.asname, "name", None), cst.Name) else name
+                            if at_top:
+                                aliases[local] = f"{module}.{name}"
+            elif isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+                walk(stmt.body.body if isinstance(stmt.body, cst.IndentedBlock) else (), False)
+            else:
+                for block in sub_blocks(stmt):
+                    walk(block, at_top)
+
+    walk(module.body, True)
+    return aliases, top, loaded
+
+
+def spelling(ctx: Context, module: str) -> tuple[str, tuple[str, ...]]:
+    """How a fix writes `module` here (`xr` after a top-level `import torch_xla.runtime as xr`), and the import
+    it must add for that (none when the file already imports the module where the whole file sees it)."""
+    aliases, top, _ = ctx.memo("fix-imports", ctx.module, lambda: _import_facts(ctx.module))  # type: ignore[misc]
+    for local, target in aliases.items():
+        if target == module and ctx.names.aliases.get(local) == module:
+            return local, ()
+    head = module.split(".", 1)[0]
+    if module in top and ctx.names.aliases.get(head) == head:
+        return module, ()
+    return module, (f"import {module}",)
+
+
+def imports_module(ctx: Context, module: str) -> bool:
+    """Some import statement of the file loads `module` (for imports made for their side effect)."""
+    _, _, loaded = ctx.memo("fix-imports", ctx.module, lambda: _import_facts(ctx.module))  # type: ignore[misc]
+    return module in loaded
+
+
+def without(elements: Sequence[_Element], dropped: Iterable[cst.CSTNode]) -> list[_Element]:
+    """Call arguments or dict elements without `dropped`. The new last one takes the old last one's comma, so
+    a trailing comma and the line break before the closing bracket stay, but keeps the comment of its line."""
+    ids = {id(node) for node in dropped}
+    kept = [element for element in elements if id(element) not in ids]
+    if not kept or kept[-1] is elements[-1]:
+        return kept
+    own, last = kept[-1].comma, elements[-1].comma
+    own_line = own.whitespace_after if isinstance(own, cst.Comma) else None
+    if isinstance(own_line, cst.ParenthesizedWhitespace):
+        if isinstance(last, cst.Comma) and isinstance(last.whitespace_after, cst.ParenthesizedWhitespace):
+            last = last.with_changes(whitespace_after=last.whitespace_after.with_changes(
+                first_line=own_line.first_line))
+        elif own_line.first_line.comment is not None:
+            return kept  # `f(\n    a,  # note\n    b)` without `b`: a trailing comma keeps the note
+    kept[-1] = kept[-1].with_changes(comma=last)
+    return kept
+
+
+def _separator(args: Sequence[cst.Arg]) -> cst.Comma:
+    """The comma a new argument follows: the call's own line break and indentation where its arguments stand
+    one per line (without the comment of that line), else `, `."""
+    for arg in args[:-1]:
+        if isinstance(arg.comma, cst.Comma) and isinstance(arg.comma.whitespace_after, cst.ParenthesizedWhitespace):
+            return arg.comma.with_changes(
+                whitespace_after=arg.comma.whitespace_after.with_changes(first_line=cst.TrailingWhitespace()))
+    return cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+
+
+def with_arg(call: cst.Call, index: int, arg: cst.Arg) -> cst.Call:
+    """`call` with `arg` inserted before argument `index` (at the end when `index` is past the last)."""
+    args = list(call.args)
+    if not args:
+        return call.with_changes(args=(arg,))
+    separator = _separator(args)
+    if index < len(args):
+        args.insert(index, arg.with_changes(comma=separator))
+    else:
+        last = args[-1]
+        args[-1] = last.with_changes(comma=separator)
+        args.append(arg.with_changes(comma=last.comma))
+    return call.with_changes(args=args)
+
+
+def keyword_arg(name: str, value: str) -> cst.Arg:
+    """A new `name=value` argument (`value` is code)."""
+    return cst.Arg(keyword=cst.Name(name), value=cst.parse_expression(value),
+                   equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
+                                         whitespace_after=cst.SimpleWhitespace("")))
+
+
 # ---- torch.compile ----------------------------------------------------------------------------------------------
 
 
@@ -93,42 +305,89 @@ def _judge_compile(ctx: Context, node: cst.CSTNode, call: cst.Call | None, qualn
     backend = None
     if call is not None:
         backend = keyword(call, "backend") or (positional(call, 0) if qualname == _DYNAMO_OPTIMIZE else None)
-    if backend is None:
+    if backend is None and not (call is not None and any(arg.star for arg in call.args)):  # `**kwargs` may hold it
         ctx.report("PC711", node, f"`{_one_line(ctx, node)}` names no backend, so it defaults to TorchInductor; "
                    "TorchNeuron selects its own backend only for a model already on the Neuron device, and its "
-                   "porting checklist asks for it explicitly: pass `backend=\"neuron\"`", Severity.INFO)
-    else:
-        _judge_backend(ctx, backend)
-    mode = keyword(call, "mode") if call is not None else None
+                   "porting checklist asks for it explicitly: pass `backend=\"neuron\"`", Severity.INFO,
+                   _add_backend(ctx, node, call))
+    elif backend is not None:
+        _judge_backend(ctx, backend, call)
+    if call is None:
+        return
+    mode = keyword(call, "mode")
     if mode is not None and _text(ctx, mode.value) in _CUDA_MODES:
         ctx.report("PC712", mode, f"`mode={ctx.source(mode.value)}` asks for CUDA graphs / GPU autotuning; the "
-                   "Neuron backend supports only the default mode (others log a warning and do nothing): remove it")
-    options = keyword(call, "options") if call is not None else None
+                   "Neuron backend supports only the default mode (others log a warning and do nothing): remove it",
+                   fix=_drop(ctx, call, call.with_changes(args=without(call.args, [mode])),
+                             f"Remove `mode={ctx.source(mode.value)}`"))
+    options = keyword(call, "options")
     if options is not None and isinstance(options.value, cst.Dict):
-        for element in options.value.elements:
-            key = string_value(element.key) if isinstance(element, cst.DictElement) else None
-            if key is not None and (key.startswith("triton.") or key in _INDUCTOR_OPTIONS):
-                ctx.report("PC712", element, f"the Inductor option `{key}` (CUDA graphs / GPU kernel tuning) is "
-                           "not read by the Neuron backend, which does not use Inductor: remove it")
-                break
-    dynamic = keyword(call, "dynamic") if call is not None else None
+        inductor = [element for element in options.value.elements if _inductor_option(element)]
+        if inductor:
+            key = string_value(inductor[0].key)  # type: ignore[union-attr, arg-type]
+            if len(inductor) == len(options.value.elements):
+                new = call.with_changes(args=without(call.args, [options]))
+            else:
+                elements = without(options.value.elements, inductor)
+                new = call.with_changes(args=[arg.with_changes(value=options.value.with_changes(elements=elements))
+                                              if arg is options else arg for arg in call.args])
+            ctx.report("PC712", inductor[0], f"the Inductor option `{key}` (CUDA graphs / GPU kernel tuning) is "
+                       "not read by the Neuron backend, which does not use Inductor: remove it",
+                       fix=_drop(ctx, call, new, "Remove the Inductor options"))
+    dynamic = keyword(call, "dynamic")
     if dynamic is not None and dotted_name(dynamic.value) == "True":
+        # Same results, compiled for static shapes: the Neuron backend has no other kind.
+        fix = FixPlan("Use `dynamic=False`", True, (Replace(dynamic.value, "False"),))
         ctx.report("PC715", dynamic, "`dynamic=True` is rejected by the Neuron `torch.compile` backend, which has "
                    "no dynamic shapes (each new shape recompiles): drop it, or pass `dynamic=False`, and pad or "
-                   "bucket the inputs")
+                   "bucket the inputs", fix=fix)
 
 
-def _judge_backend(ctx: Context, backend: cst.Arg) -> None:
+def _inductor_option(element: cst.BaseDictElement) -> bool:
+    key = string_value(element.key) if isinstance(element, cst.DictElement) else None
+    return key is not None and (key.startswith("triton.") or key in _INDUCTOR_OPTIONS)
+
+
+def _drop(ctx: Context, call: cst.Call, new: cst.Call, title: str) -> FixPlan | None:
+    """Remove what the Neuron backend ignores (it runs the default mode and reads no Inductor option): safe."""
+    code = rewritten(ctx, call, new)
+    return None if code is None else FixPlan(title, True, (Replace(call, code),))
+
+
+def _add_backend(ctx: Context, node: cst.CSTNode, call: cst.Call | None) -> FixPlan | None:
+    """`backend="neuron"` where none is named: before the first keyword argument, else after the positional ones.
+    Safe: porting asks for the Neuron backend, and the checklist says to name it."""
+    title = 'Pass `backend="neuron"`'
+    if call is None:  # a bare `@torch.compile`
+        return FixPlan(title, True, (Replace(node, f'{ctx.source(node)}(backend="neuron")'),))
+    index = next((i for i, arg in enumerate(call.args) if arg.keyword is not None), len(call.args))
+    code = rewritten(ctx, call, with_arg(call, index, keyword_arg("backend", new_literal("neuron", call))))
+    return None if code is None else FixPlan(title, True, (Replace(call, code),))
+
+
+def _judge_backend(ctx: Context, backend: cst.Arg, call: cst.Call | None) -> None:
     value = _text(ctx, backend.value)
     if value is None or value == "neuron" or value in _PORTABLE_BACKENDS:
         return  # a callable or a variable: cannot tell
     if value == "neuronx":
+        # The backend a user meant, spelled as a few Neuron pages do: safe, at the literal or at its binding.
+        bound = ctx.constant(backend.value)
+        literal = backend.value if bound is None else bound[1]
+        code = literal_like(literal, "neuron")  # type: ignore[arg-type]
+        fix = None if code is None else FixPlan('Use backend "neuron"', True, (Replace(literal, code),))
         ctx.report("PC714", backend, "`backend=\"neuronx\"` is a doubtful spelling (a few old Neuron pages use it); "
-                   "TorchNeuron registers its TorchDynamo backend as `backend=\"neuron\"`")
+                   "TorchNeuron registers its TorchDynamo backend as `backend=\"neuron\"`", fix=fix)
         return
     reason = _BACKEND_REASON.get(value, "not a Neuron backend")
+    code = literal_like(backend.value, "neuron")
+    fix = None
+    if code is not None:
+        # Inductor and CUDA graphs compile the same graph with the same numerics; a backend with options of its
+        # own (TensorRT precisions), an XLA backend or one registered by the project may mean more: unsafe.
+        safe = value in ("inductor", "cudagraphs") and (call is None or keyword(call, "options") is None)
+        fix = FixPlan('Use backend "neuron"', safe, (Replace(backend.value, code),))
     ctx.report("PC711", backend, f"`backend=\"{value}\"` selects {reason}; TorchNeuron compiles through "
-               "`backend=\"neuron\"` (TorchDynamo, then StableHLO and neuronx-cc)")
+               "`backend=\"neuron\"` (TorchDynamo, then StableHLO and neuronx-cc)", fix=fix)
 
 
 @check(cst.Call, codes=COMPILE_CODES, tokens=COMPILE_TOKENS)
@@ -281,13 +540,75 @@ def _judged(ctx: Context) -> set[int]:
     return ctx.memo("compile-api-judged", ctx.module, set)  # type: ignore[return-value]
 
 
-def _report_api(ctx: Context, node: cst.CSTNode, qualname: str) -> None:
+def _report_api(ctx: Context, node: cst.CSTNode, qualname: str, fix: FixPlan | None = None) -> None:
     found = _match(qualname)
     if found is None or _has_fallback(ctx):
         return
     code, api = found
     message, severity = _api_message(ctx, code, api, _one_line(ctx, node))
-    ctx.report(code, node, message, severity)
+    ctx.report(code, node, message, severity, fix)
+
+
+# The documented successors in torch_xla.runtime (KNOWLEDGE.md §3.4), each called without arguments like the
+# removed function (whose optional `defval` the successors lack: a call passing one gets no fix).
+_RUNTIME_SUCCESSORS = {
+    "torch_xla.core.xla_model.xrt_world_size": "world_size",
+    "torch_xla.core.xla_model.get_ordinal": "global_ordinal",
+    "torch_xla.core.xla_model.get_local_ordinal": "local_ordinal",
+}
+_PJRT = "torch_xla.experimental.pjrt"
+_RUNTIME = "torch_xla.runtime"
+
+
+def _argless_calls(ctx: Context) -> dict[int, cst.Call]:
+    """The calls without arguments seen so far, by the id of what they call."""
+    return ctx.memo("argless-calls", ctx.module, dict)  # type: ignore[return-value]
+
+
+@check(cst.Call, codes=API_CODES, tokens=API_TOKENS)
+def note_argless_call(node: cst.CSTNode, ctx: Context) -> None:
+    assert isinstance(node, cst.Call)
+    if not node.args:
+        _argless_calls(ctx)[id(node.func)] = node
+
+
+def _api_fix(ctx: Context, node: cst.Attribute, qualname: str) -> FixPlan | None:
+    """The fix of a removed or deprecated torch-xla API named by the attribute chain `node`."""
+    call = _argless_calls(ctx).get(id(node))
+    if qualname in _RUNTIME_SUCCESSORS and call is not None:
+        # Same value under PJRT, the only runtime since torch-xla 2.5: safe.
+        runtime, imports = spelling(ctx, _RUNTIME)
+        successor = f"{runtime}.{_RUNTIME_SUCCESSORS[qualname]}"
+        return FixPlan(f"Use `{successor}()`", True, (Replace(node, successor),), imports)
+    if qualname == "torch_xla.runtime.using_pjrt" and call is not None:
+        # PJRT is the only runtime, so the removed probe would answer True: safe.
+        return FixPlan("Replace with `True` (PJRT is the only runtime)", True, (Replace(call, "True"),))
+    if qualname.startswith(_PJRT + "."):
+        inner: cst.BaseExpression = node
+        while isinstance(inner, cst.Attribute) and ctx.qualname(inner) != _PJRT:
+            inner = inner.value
+        if not (isinstance(inner, cst.Attribute) and isinstance(inner.value, cst.Attribute)
+                and ctx.qualname(inner.value.value) == "torch_xla"):
+            return None
+        imports = () if imports_module(ctx, _RUNTIME) or imports_module(ctx, _PJRT) else (f"import {_RUNTIME}",)
+        return FixPlan(f"Use `{_RUNTIME}`", False, (Replace(inner, f"{ctx.source(inner.value.value)}.runtime"),),
+                       imports)
+    return None
+
+
+def _pjrt_import_fix(node: cst.Import | cst.ImportFrom, alias: cst.ImportAlias | None) -> FixPlan | None:
+    """`torch_xla.experimental.pjrt` imported → `torch_xla.runtime`, its documented replacement. Unsafe: some of
+    its functions (`run_multiprocess`, `rendezvous`, ...) did not move there."""
+    title = f"Import `{_RUNTIME}` instead"
+    if isinstance(node, cst.Import):
+        return None if alias is None else FixPlan(title, False, (Replace(alias.name, _RUNTIME),))
+    module = dotted_name(node.module) if node.module is not None else None
+    if module == _PJRT:  # from torch_xla.experimental.pjrt import world_size
+        return FixPlan(title, False, (Replace(node.module, _RUNTIME),))  # type: ignore[arg-type]
+    if module == "torch_xla.experimental" and alias is not None and len(node.names) == 1:  # type: ignore[arg-type]
+        local = alias.asname.name.value if isinstance(getattr(alias.asname, "name", None), cst.Name) else "pjrt"
+        return FixPlan(title, False, (Replace(node, f"from torch_xla import runtime as {local}"),))
+    return None
 
 
 @check(cst.Attribute, codes=API_CODES, tokens=API_TOKENS)
@@ -310,7 +631,7 @@ def check_api_reference(node: cst.CSTNode, ctx: Context) -> None:
     head = ctx.qualname(inner) if isinstance(inner, cst.Name) else None
     if qualname is None or (head is not None and _match(head) is not None):
         return
-    _report_api(ctx, node, qualname)
+    _report_api(ctx, node, qualname, _api_fix(ctx, node, qualname))
 
 
 @check(cst.Import, cst.ImportFrom, codes=API_CODES, tokens=API_TOKENS)
@@ -320,17 +641,18 @@ def check_api_import(node: cst.CSTNode, ctx: Context) -> bool:
         for alias in node.names:
             name = dotted_name(alias.name)
             if name is not None:
-                _report_api(ctx, node, name)
+                _report_api(ctx, node, name, _pjrt_import_fix(node, alias) if name == _PJRT else None)
     elif not node.relative and node.module is not None and not isinstance(node.names, cst.ImportStar):
         module = dotted_name(node.module)
         if module is not None:
             if _match(module) is not None:
-                _report_api(ctx, node, module)
+                _report_api(ctx, node, module, _pjrt_import_fix(node, None) if module == _PJRT else None)
             else:
                 for alias in node.names:
                     name = dotted_name(alias.name)
                     if name is not None:
-                        _report_api(ctx, node, f"{module}.{name}")
+                        fix = _pjrt_import_fix(node, alias) if f"{module}.{name}" == _PJRT else None
+                        _report_api(ctx, node, f"{module}.{name}", fix)
     return False
 
 
@@ -356,10 +678,15 @@ class CompileBackend(Rule):
     ```
 
     ## Fix safety
-    No automatic fix yet.
+    Where no backend is named the fix adds `backend="neuron"` (before the first keyword argument; a bare
+    `@torch.compile` becomes `@torch.compile(backend="neuron")`): safe, porting asks for the Neuron backend.
+    A literal backend becomes `"neuron"`: safe for `"inductor"` and `"cudagraphs"` without `options=` (the same
+    graph, the same numerics), unsafe for other backends (TensorRT's precisions, an XLA backend, one the project
+    registers) and next to `options=`. Backends given as variables or through `**kwargs` get no fix.
     """
 
     code = "PC711"
+    FIXABLE = True
     INVALID = (
         "import torch\nm = torch.compile(m, backend='inductor')",
         "import torch\nm = torch.compile(m)",
@@ -395,10 +722,12 @@ class CompileCudaMode(Rule):
     ```
 
     ## Fix safety
-    No automatic fix yet (removing the argument would be safe).
+    Safe fix: removes the `mode=` argument, or the Inductor keys of `options=` (the whole argument when no other
+    key is left). The Neuron backend ignores them, so nothing it runs changes.
     """
 
     code = "PC712"
+    FIXABLE = True
     INVALID = (
         "import torch\nm = torch.compile(m, backend='neuron', mode='reduce-overhead')",
         "import torch\nm = torch.compile(m, backend='neuron', options={'triton.cudagraphs': True})",
@@ -463,10 +792,11 @@ class CompileBackendNeuronx(Rule):
     ```
 
     ## Fix safety
-    No automatic fix yet.
+    Safe fix: `"neuronx"` becomes `"neuron"`, quotes kept, at the literal or at the binding of the name holding it.
     """
 
     code = "PC714"
+    FIXABLE = True
     INVALID = (
         "import torch\nm = torch.compile(m, backend='neuronx')",
         "import torch\nB = 'neuronx'\nm = torch.compile(m, backend=B)",
@@ -491,10 +821,12 @@ class CompileDynamic(Rule):
     ```
 
     ## Fix safety
-    No automatic fix.
+    Safe fix: `dynamic=True` becomes `dynamic=False`. The results are the same; the Neuron backend compiles
+    static shapes either way (each new shape recompiles), and no longer rejects the call.
     """
 
     code = "PC715"
+    FIXABLE = True
     INVALID = ("import torch\nm = torch.compile(m, backend='neuron', dynamic=True)",)
     VALID = (
         "import torch\nm = torch.compile(m, backend='neuron', dynamic=False)",
@@ -526,7 +858,8 @@ class TorchJitScript(Rule):
     ```
 
     ## Fix safety
-    No automatic fix yet.
+    No automatic fix: code that receives the scripted function or module may rely on what eager code lacks
+    (`.save()`, `.graph`, `.code`).
     """
 
     code = "PC716"
@@ -564,7 +897,8 @@ class XlaBf16EnvVar(Rule):
     ```
 
     ## Fix safety
-    No automatic fix.
+    No automatic fix: the replacement (`model.to(torch.bfloat16)` with `NEURON_RT_STOCHASTIC_ROUNDING_EN=1`, or
+    autocast around the forward pass) goes where the model is built and run, not where the variable is set.
     """
 
     code = "PC717"
@@ -601,7 +935,8 @@ class NkiJitRemoved(Rule):
     ```
 
     ## Fix safety
-    No automatic fix.
+    No automatic fix: the replacement is the kernel itself, decorated with `@nki.jit` and called directly, which
+    depends on how the kernel is written and on the NKI namespace of the SDK in use (`neuronxcc.nki` or `nki`).
     """
 
     code = "PC718"
@@ -637,10 +972,16 @@ class RemovedXlaApi(Rule):
     ```
 
     ## Fix safety
-    No automatic fix yet.
+    Safe fixes: `xm.xrt_world_size()` becomes `torch_xla.runtime.world_size()`, `xm.get_ordinal()`
+    `global_ordinal()` and `xm.get_local_ordinal()` `local_ordinal()` (written with the file's alias of
+    `torch_xla.runtime`, or adding `import torch_xla.runtime`); `xr.using_pjrt()` becomes `True`, PJRT being
+    the only runtime. Calls passing the old `defval` argument get no fix. Unsafe: `torch_xla.experimental.pjrt`
+    becomes `torch_xla.runtime` in imports and attribute chains, since the docs name the module that replaces it,
+    not a function-for-function mapping.
     """
 
     code = "PC719"
+    FIXABLE = True
     TARGET = ("trn1", "xla")
     INVALID = (
         "import torch_xla.core.xla_model as xm\nn = xm.xrt_world_size()",

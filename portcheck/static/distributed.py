@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import libcst as cst
 
+from portcheck.static.compilation import imports_module, literal_like, new_literal
 from portcheck.static.rule import (
     Context,
+    FixPlan,
+    Replace,
     Rule,
     call_name,
     check,
@@ -66,6 +69,32 @@ def _backend_advice(ctx: Context) -> str:
     return 'add `import torch_xla.distributed.xla_backend` and use `init_process_group("xla")`'
 
 
+_XLA_BACKEND = "torch_xla.distributed.xla_backend"
+
+
+def _backend_fix(ctx: Context, node: cst.BaseExpression, near: cst.Call, safe: bool) -> FixPlan | None:
+    """The stack's backend in place of `"nccl"` or `Backend.NCCL` (KNOWLEDGE.md §3.4, §3.5), with the import that
+    registers the "xla" backend. At a name bound to "nccl" the binding changes, which its other uses also see:
+    unsafe. A device map (`"cpu:gloo,cuda:nccl"`) gets no fix."""
+    backend = "neuron" if ctx.stack == "native" else "xla"
+    if ctx.qualname(node) in _NCCL_ENUM:
+        code: str | None = new_literal(backend, near)
+        target: cst.CSTNode = node
+    else:
+        bound = ctx.constant(node)
+        if bound is not None:
+            node, safe = bound[1], False
+            if ctx.qualname(node) in _NCCL_ENUM:
+                return None
+        if (string_value(node) or "").strip().lower() != "nccl":
+            return None
+        code, target = literal_like(node, backend), node
+    if code is None:
+        return None
+    imports = () if backend == "neuron" or imports_module(ctx, _XLA_BACKEND) else (f"import {_XLA_BACKEND}",)
+    return FixPlan(f'Use the "{backend}" backend', safe, (Replace(target, code),), imports)
+
+
 @check(cst.Call, codes=("PC604",), tokens=NCCL_TOKENS)
 def check_nccl_backend(node: cst.CSTNode, ctx: Context) -> None:
     assert isinstance(node, cst.Call)
@@ -77,7 +106,7 @@ def check_nccl_backend(node: cst.CSTNode, ctx: Context) -> None:
             function = qualname.rsplit(".", 1)[-1]
             ctx.report("PC604", arg, f"`{function}` with backend {shown} asks for NVIDIA's NCCL, which a Neuron "
                        "host's torch lacks (\"Distributed package doesn't have NCCL built in\"); "
-                       f"{_backend_advice(ctx)}")
+                       f"{_backend_advice(ctx)}", fix=_backend_fix(ctx, arg.value, node, True))  # type: ignore[union-attr]
         return
     if call_name(node) == "add_argument":
         default = keyword(node, "default")
@@ -85,8 +114,10 @@ def check_nccl_backend(node: cst.CSTNode, ctx: Context) -> None:
         shown = default and _names_nccl(ctx, default.value)
         if shown and any("backend" in flag for flag in flags):
             backend = '"neuron"' if ctx.stack == "native" else '"xla"'
+            # With `choices=` listing the GPU backends, the new default is not among them: unsafe.
+            fix = _backend_fix(ctx, default.value, node, keyword(node, "choices") is None)  # type: ignore[union-attr]
             ctx.report("PC604", default, f"the distributed backend option defaults to {shown}, NVIDIA's NCCL, "
-                       f"which a Neuron host's torch lacks; default to {backend}")
+                       f"which a Neuron host's torch lacks; default to {backend}", fix=fix)
 
 
 @check(cst.Call, codes=("PC605",), tokens=DDP_TOKENS)
@@ -183,10 +214,15 @@ class NcclBackend(Rule):
     ```
 
     ## Fix safety
-    No automatic fix yet.
+    The fix writes the stack's backend: `"neuron"` on TorchNeuron native; on PyTorch/XLA `"xla"` plus
+    `import torch_xla.distributed.xla_backend`, added once and not where the file already imports it. Safe for a
+    literal `"nccl"` (its quotes kept), `Backend.NCCL` and an option's default; unsafe at the binding of a name
+    set to `"nccl"` (its other uses see the new value too) and for an option whose `choices=` list the old
+    backends. Device maps (`"cpu:gloo,cuda:nccl"`) and backends chosen at run time get no fix.
     """
 
     code = "PC604"
+    FIXABLE = True
     INVALID = (
         "import torch.distributed as dist\ndist.init_process_group('nccl')",
         "import torch\ntorch.distributed.init_process_group(backend='nccl', init_method='env://')",
@@ -229,7 +265,8 @@ class DdpDeviceIds(Rule):
     ```
 
     ## Fix safety
-    No automatic fix yet.
+    No automatic fix: the documented conversion removes the wrapper and replaces `optimizer.step()` with
+    `xm.optimizer_step(optimizer)`; removing the wrapper alone would stop the gradient all-reduce.
     """
 
     code = "PC605"

@@ -114,10 +114,11 @@ class Context:
 
     def module_name(self, module: str) -> tuple[str, tuple[str, ...]]:
         """How to spell `module` in this file, and the import a fix must add for it: `("tx", ())` after
-        `import torch_xla as tx`; `("torch_xla", ("import torch_xla",))` where it is not imported."""
-        for local, target in self.names.aliases.items():
-            if target == module:
-                return local, ()
+        `import torch_xla as tx`; `("torch_xla", ("import torch_xla",))` where it is not imported at the top
+        level (an import inside a function is not in scope where the fix lands)."""
+        spelling = self.names.top_level.get(module)
+        if spelling is not None:
+            return spelling, ()
         return module, (f"import {module}",)
 
     def memo(self, kind: str, node: cst.CSTNode, compute: Callable[[], object]) -> object:

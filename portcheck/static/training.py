@@ -14,10 +14,22 @@ from __future__ import annotations
 import libcst as cst
 
 from portcheck.findings import Severity
+from portcheck.static.compilation import (
+    indentation,
+    keyword_arg,
+    literal_like,
+    new_literal,
+    parenthesized,
+    rewritten,
+    spelling,
+    with_arg,
+)
 from portcheck.static.cuda_api import cuda_device
 from portcheck.static.names import dotted_name
 from portcheck.static.rule import (
     Context,
+    FixPlan,
+    Replace,
     Rule,
     call_name,
     check,
@@ -120,6 +132,99 @@ def _custom_message(ctx: Context, shown: str, qualname: str) -> str:
             f"`torch.amp.{name}(device_type={target})`")
 
 
+def _device(ctx: Context) -> str:
+    return "neuron" if ctx.stack == "native" else "xla"
+
+
+def _autocast_title(ctx: Context, dtype: bool) -> str:
+    return f'Autocast on "{_device(ctx)}"' + (" in bfloat16" if dtype else "")
+
+
+# `torch.cuda.amp.autocast(enabled, dtype, cache_enabled)`: its positional parameters, named for torch.autocast
+_CUDA_AUTOCAST_PARAMETERS = ("enabled", "dtype", "cache_enabled")
+
+
+def _autocast_fix(ctx: Context, node: cst.Call, call: cst.Call, qualname: str, dtype: cst.Arg | None,
+                  enabled: cst.Arg | None) -> FixPlan | None:
+    """CUDA autocast → the stack's (KNOWLEDGE.md §3.4, §3.5), in bf16. Safe where no dtype or bf16 was asked for
+    (BF16 is Neuron's mixed-precision type and the region ran in fp32 there, autocast being off); unsafe where
+    fp16 becomes bf16 (fewer mantissa bits). `enabled=False` regions and dtypes chosen at run time keep theirs."""
+    if any(arg.star for arg in call.args):
+        return None
+    off = enabled is not None and _false(enabled.value)
+    fp16 = not off and dtype is not None and dtype_of(ctx, dtype.value) in _FP16
+    add_dtype = not off and dtype is None
+    torch, imports = spelling(ctx, "torch")
+    if not (fp16 or add_dtype or qualname in _CUDA_AUTOCAST):
+        imports = ()
+    bf16 = f"{torch}.bfloat16"
+    title = _autocast_title(ctx, fp16 or add_dtype)
+    if qualname in _CUDA_AUTOCAST:  # a new callee and device: the call is written anew, its arguments kept
+        if call is not node:
+            return None  # `partial(torch.cuda.amp.autocast, ...)`
+        if len(node.args) > len(_CUDA_AUTOCAST_PARAMETERS):
+            return None
+        args = []
+        for index, arg in enumerate(node.args):
+            if arg.keyword is None:
+                arg = arg.with_changes(keyword=cst.Name(_CUDA_AUTOCAST_PARAMETERS[index]), equal=cst.AssignEqual(
+                    whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")))
+            if fp16 and arg.keyword is not None and arg.keyword.value == "dtype":
+                arg = arg.with_changes(value=cst.parse_expression(bf16))
+            args.append(arg)
+        new = node.with_changes(func=cst.parse_expression(f"{torch}.autocast"), args=args)
+        device = new_literal(_device(ctx), node)
+        first = keyword_arg("device_type", device) if ctx.stack == "native" else cst.Arg(cst.parse_expression(device))
+        new = with_arg(new, 0, first)
+        if add_dtype:
+            new = with_arg(new, 1, keyword_arg("dtype", bf16))
+        code = rewritten(ctx, node, new)
+        return None if code is None else FixPlan(title, not fp16, (Replace(node, code),), imports)
+    device = keyword(call, "device_type") or positional(call, 0)
+    literal = literal_like(device.value, _device(ctx)) if device is not None else None
+    if literal is None:
+        return None  # a device named by a variable: fixed where it is bound, if anywhere
+    replacements = [Replace(device.value, f"{literal}, dtype={bf16}" if add_dtype else literal)]  # type: ignore[union-attr]
+    if fp16:
+        replacements.append(Replace(dtype.value, bf16))  # type: ignore[union-attr]
+    return FixPlan(title, not fp16, tuple(replacements), imports)
+
+
+def _custom_fix(ctx: Context, node: cst.CSTNode, qualname: str) -> FixPlan | None:
+    """`torch.cuda.amp.custom_fwd` → `torch.amp.custom_fwd(device_type=<stack>)`: the same autocast rules, for
+    the device the model runs on: safe."""
+    name = qualname.rsplit(".", 1)[-1]
+    device = new_literal(_device(ctx), node if isinstance(node, cst.Call) else None)
+    title = f"Use `torch.amp.{name}(device_type={device})`"
+    if not isinstance(node, cst.Call):  # a bare `@torch.cuda.amp.custom_fwd`
+        if id(node) not in _decorators(ctx):
+            return None
+        torch, imports = spelling(ctx, "torch")
+        return FixPlan(title, True, (Replace(node, f"{torch}.amp.{name}(device_type={device})"),), imports)
+    if qualname in _CUSTOM:
+        arg = keyword(node, "device_type")
+        literal = literal_like(arg.value, _device(ctx)) if arg is not None else None
+        return None if literal is None else FixPlan(title, True, (Replace(arg.value, literal),))  # type: ignore[union-attr]
+    if any(arg.star for arg in node.args):
+        return None
+    torch, imports = spelling(ctx, "torch")
+    index = next((i for i, arg in enumerate(node.args) if arg.keyword is not None), len(node.args))
+    new = with_arg(node.with_changes(func=cst.parse_expression(f"{torch}.amp.{name}")), index,
+                   keyword_arg("device_type", device))
+    code = rewritten(ctx, node, new)
+    return None if code is None else FixPlan(title, True, (Replace(node, code),), imports)
+
+
+def _decorators(ctx: Context) -> set[int]:
+    return ctx.memo("training-decorators", ctx.module, set)  # type: ignore[return-value]
+
+
+@check(cst.Decorator, codes=("PC601",), tokens=AUTOCAST_TOKENS)
+def note_decorator(node: cst.CSTNode, ctx: Context) -> None:
+    assert isinstance(node, cst.Decorator)
+    _decorators(ctx).add(id(node.decorator))
+
+
 @check(cst.Call, codes=("PC601", "PC603"), tokens=AUTOCAST_TOKENS)
 def check_autocast_call(node: cst.CSTNode, ctx: Context) -> None:
     assert isinstance(node, cst.Call)
@@ -131,7 +236,8 @@ def check_autocast_call(node: cst.CSTNode, ctx: Context) -> None:
         device = keyword(node, "device_type")
         if qualname in _CUSTOM and (device is None or cuda_device(ctx, device.value) is None):
             return
-        ctx.report("PC601", node, _custom_message(ctx, _one_line(ctx.source(node)), qualname))
+        ctx.report("PC601", node, _custom_message(ctx, _one_line(ctx.source(node)), qualname),
+                   fix=_custom_fix(ctx, node, qualname))
         return
     call = node
     if qualname == "functools.partial" and node.args and node.args[0].keyword is None:
@@ -146,19 +252,22 @@ def check_autocast_call(node: cst.CSTNode, ctx: Context) -> None:
     is_cuda, dtype, enabled = _autocast_call(ctx, call, qualname)
     shown = _one_line(ctx.source(node))
     if is_cuda:
+        fix = _autocast_fix(ctx, node, call, qualname, dtype, enabled)
         if enabled is not None and _false(enabled.value):
             ctx.report("PC601", node, f"`{shown}` keeps this region in fp32 only under CUDA autocast; once the "
                        "outer autocast targets Neuron it no longer does; write "
-                       f"{_autocast_advice(ctx, 'enabled=False')}", Severity.INFO)
+                       f"{_autocast_advice(ctx, 'enabled=False')}", Severity.INFO, fix)
         else:
-            ctx.report("PC601", node, _cuda_autocast_message(ctx, shown, dtype))
+            ctx.report("PC601", node, _cuda_autocast_message(ctx, shown, dtype), fix=fix)
         return
     device = keyword(call, "device_type") or positional(call, 0)
     if device is not None and string_value(device.value) == "cpu":
         return  # CPU autocast runs on the host, not on the NeuronCore
     if dtype is not None and dtype_of(ctx, dtype.value) in _FP16 and not (enabled and _false(enabled.value)):
+        torch, imports = spelling(ctx, "torch")
+        fix = FixPlan("Use `dtype=torch.bfloat16`", False, (Replace(dtype.value, f"{torch}.bfloat16"),), imports)
         ctx.report("PC603", node, f"`{shown}` autocasts to fp16; Neuron's documented mixed precision is BF16 "
-                   "(FP32's range, no loss scaling needed); use `dtype=torch.bfloat16`")
+                   "(FP32's range, no loss scaling needed); use `dtype=torch.bfloat16`", fix=fix)
 
 
 @check(cst.Attribute, cst.Name, codes=("PC601",), tokens=AUTOCAST_TOKENS)
@@ -180,7 +289,7 @@ def check_autocast_reference(node: cst.CSTNode, ctx: Context) -> None:
         return  # importing it is not using it
     judged.add(id(node))
     if qualname in _CUDA_CUSTOM:
-        ctx.report("PC601", node, _custom_message(ctx, qualname, qualname))
+        ctx.report("PC601", node, _custom_message(ctx, qualname, qualname), fix=_custom_fix(ctx, node, qualname))
         return
     ctx.report("PC601", node, f"`{qualname}` is CUDA autocast, which disables itself without a CUDA device (and "
                f"whenever torch_xla is imported), so the region silently runs in fp32; use {_autocast_advice(ctx)}")
@@ -195,6 +304,137 @@ def skip_binding_names(node: cst.CSTNode, ctx: Context) -> None:
 
 
 # ---- PC602 GradScaler ---------------------------------------------------------------------------------------
+
+
+class _ScalerUses(cst.CSTVisitor):
+    """One pass over the file for the scaler bound by `construction` (`scaler = GradScaler()`): how each of its
+    uses goes away with it. `known` is False after any use other than `scaler.scale(loss).backward()`,
+    `scaler.step(optimizer)`, `scaler.update()` and `scaler.unscale_(optimizer)` as statements of their own."""
+
+    def __init__(self, ctx: Context, name: str, construction: cst.SimpleStatementLine, indents: list[str]) -> None:
+        self.ctx = ctx
+        self.name = name
+        self.construction = construction
+        self.known = True
+        self.accounted: set[int] = set()  # Name nodes of recognised uses
+        self.not_references: set[int] = set()  # attribute and keyword names
+        self.indents = indents  # of the blocks the visit is in
+        self.blocks: list[cst.Module | cst.IndentedBlock] = []
+        self.replacements: list[Replace] = []
+        # block -> (statements a block must keep: 0 in the module, 1 in an indented block; its size; deletions)
+        self.deleted: dict[int, tuple[int, int, list[cst.SimpleStatementLine]]] = {}
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self.blocks.append(node)
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        self.blocks.append(node)
+        self.indents.append(self.ctx.module.default_indent if node.indent is None else node.indent)
+
+    def leave_IndentedBlock(self, original_node: cst.IndentedBlock) -> None:
+        self.blocks.pop()
+        self.indents.pop()
+
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+        if len(node.body) != 1:
+            return
+        use = self._use(node, node.body[0])
+        if use == "delete":
+            block = self.blocks[-1]
+            least = 0 if isinstance(block, cst.Module) else 1
+            self.deleted.setdefault(id(block), (least, len(block.body), []))[2].append(node)
+        elif isinstance(use, Replace):
+            self.replacements.append(use)
+
+    def visit_SimpleStatementSuite(self, node: cst.SimpleStatementSuite) -> None:
+        """`else: scaler.update()`: a body on the line of its header keeps a `pass`."""
+        if len(node.body) == 1:
+            use = self._use(node, node.body[0])
+            if use is not None:
+                self.replacements.append(Replace(node.body[0], "pass") if use == "delete" else use)  # type: ignore[arg-type]
+
+    def _use(self, line: cst.CSTNode, small: cst.BaseSmallStatement) -> str | Replace | None:
+        if line is self.construction:
+            self.accounted.add(id(small.targets[0].target))  # type: ignore[attr-defined]
+            return "delete"
+        call = small.value if isinstance(small, cst.Expr) else None
+        if not isinstance(call, cst.Call) or not isinstance(call.func, cst.Attribute):
+            return None
+        receiver, method = call.func.value, call.func.attr.value
+        if self._is_scaler(receiver) and method in ("update", "unscale_"):  # no-ops once the scaler is gone
+            self.accounted.add(id(receiver))
+            return "delete"
+        if self._is_scaler(receiver) and method == "step" and self._one_positional(call):
+            self.accounted.add(id(receiver))  # `scaler.step(opt)` steps `opt` unless it skips the step
+            return Replace(call, f"{parenthesized(self.ctx, call.args[0].value, self.indents)}.step()")
+        scale = receiver
+        if (method == "backward" and isinstance(scale, cst.Call) and isinstance(scale.func, cst.Attribute)
+                and scale.func.attr.value == "scale" and self._is_scaler(scale.func.value)
+                and self._one_positional(scale)):
+            self.accounted.add(id(scale.func.value))
+            return Replace(scale, parenthesized(self.ctx, scale.args[0].value, self.indents))
+        return None
+
+    def _is_scaler(self, node: cst.BaseExpression) -> bool:
+        return isinstance(node, cst.Name) and node.value == self.name
+
+    @staticmethod
+    def _one_positional(call: cst.Call) -> bool:
+        return len(call.args) == 1 and call.args[0].keyword is None and not call.args[0].star
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        self.not_references.add(id(node.attr))
+
+    def visit_Arg(self, node: cst.Arg) -> None:
+        if node.keyword is not None:
+            self.not_references.add(id(node.keyword))
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if node.value == self.name and id(node) not in self.accounted and id(node) not in self.not_references:
+            self.known = False
+
+    def plan(self) -> tuple[Replace, ...]:
+        """The replacements, with `pass` for the first statement of a block that would be left empty."""
+        steps = list(self.replacements)
+        for least, size, lines in self.deleted.values():
+            first = 0
+            if size - len(lines) < least:
+                steps.append(Replace(lines[0].body[0], "pass"))
+                first = 1
+            steps.extend(Replace(line, "", whole_lines=True) for line in lines[first:])
+        return tuple(steps)
+
+
+def _scaler_fix(ctx: Context, node: cst.Call) -> FixPlan | None:
+    """Remove the scaler and rewrite its uses (KNOWLEDGE.md §3.4: BF16 needs no loss scaling). Unsafe: it
+    removes statements, and the loss is no longer scaled. Only for `name = GradScaler(...)` on a line of its own
+    whose every use in its scope is a recognised statement."""
+    line = ctx.statements[-1] if ctx.statements else None
+    if not isinstance(line, cst.SimpleStatementLine) or len(line.body) != 1:
+        return None
+    assign = line.body[0]
+    if not (isinstance(assign, cst.Assign) and assign.value is node and len(assign.targets) == 1
+            and isinstance(assign.targets[0].target, cst.Name)):
+        return None
+    # The scope whose code can see the name: the function binding it (its nested functions included), or the
+    # whole file for a module-level scaler. In a class body it is an attribute, used as `self.scaler`: no fix.
+    scope = next((i for i in range(len(ctx.statements) - 2, -1, -1)
+                  if isinstance(ctx.statements[i], (cst.FunctionDef, cst.ClassDef))), None)
+    if scope is None:
+        node_to_visit: cst.CSTNode = ctx.module
+        indents: list[str] | None = []
+    elif isinstance(ctx.statements[scope], cst.ClassDef):
+        return None
+    else:
+        node_to_visit = ctx.statements[scope]
+        indents = indentation(ctx, scope)
+    if indents is None:
+        return None
+    uses = _ScalerUses(ctx, assign.targets[0].target.value, line, indents)
+    node_to_visit.visit(uses)
+    if not uses.known:
+        return None
+    return FixPlan("Remove the GradScaler: `loss.backward()`, `optimizer.step()`", False, uses.plan())
 
 
 @check(cst.Call, codes=("PC602",), tokens=SCALER_TOKENS)
@@ -219,7 +459,8 @@ def check_grad_scaler(node: cst.CSTNode, ctx: Context) -> None:
                 "`model.to(torch.bfloat16)` with `NEURON_RT_STOCHASTIC_ROUNDING_EN=1`")
     ctx.report("PC602", node, f"`{_one_line(ctx.source(node))}` scales an fp16 loss for CUDA and disables itself "
                "without a CUDA device; BF16, Neuron's mixed-precision type, needs no loss scaling: remove the "
-               f"scaler (call `loss.backward()` and `optimizer.step()` directly) and train with {bf16}")
+               f"scaler (call `loss.backward()` and `optimizer.step()` directly) and train with {bf16}",
+               fix=_scaler_fix(ctx, node))
 
 
 # ---- PC603 fp16 mixed precision ------------------------------------------------------------------------------
@@ -233,8 +474,11 @@ def check_fp16_training(node: cst.CSTNode, ctx: Context) -> None:
     if qualname in _TRAINING_ARGUMENTS:
         arg = keyword(node, "fp16")
         if arg is not None and _true(arg.value):
+            # fp16 → bf16 changes numerics: unsafe; and no fix where `bf16=` is passed too.
+            fix = None if keyword(node, "bf16") is not None else FixPlan(
+                "Use `bf16=True`", False, (Replace(arg.keyword, "bf16"),))  # type: ignore[arg-type]
             ctx.report("PC603", arg, "`fp16=True` trains in fp16 with a CUDA loss scaler; Neuron's documented "
-                       "mixed precision is BF16 (its HF Trainer tutorial passes `--bf16`); use `bf16=True`")
+                       "mixed precision is BF16 (its HF Trainer tutorial passes `--bf16`); use `bf16=True`", fix=fix)
     elif qualname in _ACCELERATOR:
         arg = keyword(node, "mixed_precision")
         if arg is None:
@@ -244,8 +488,11 @@ def check_fp16_training(node: cst.CSTNode, ctx: Context) -> None:
         if value is None and bound is not None:
             value = string_value(bound[1])
         if value == "fp16":
+            literal = literal_like(arg.value, "bf16")
+            fix = None if literal is None else FixPlan('Use `mixed_precision="bf16"`', False,
+                                                       (Replace(arg.value, literal),))
             ctx.report("PC603", arg, '`mixed_precision="fp16"` trains in fp16 with a CUDA loss scaler; Neuron\'s '
-                       'documented mixed precision is BF16 (no loss scaling); use `mixed_precision="bf16"`')
+                       'documented mixed precision is BF16 (no loss scaling); use `mixed_precision="bf16"`', fix=fix)
 
 
 # ---- PC607 training aimed at Inf2 --------------------------------------------------------------------------------
@@ -453,10 +700,19 @@ class CudaAutocast(Rule):
     ```
 
     ## Fix safety
-    No automatic fix yet.
+    The fix moves autocast to the target's device in bf16: `torch.cuda.amp.autocast(...)` becomes
+    `torch.autocast(device_type="neuron", dtype=torch.bfloat16, ...)` (`torch.autocast("xla", ...)` on
+    PyTorch/XLA), keeping `enabled=` and `cache_enabled=`; in `torch.autocast("cuda", ...)` only the device
+    literal changes (its quotes kept), with `dtype=torch.bfloat16` added where no dtype was given.
+    `torch.cuda.amp.custom_fwd` / `custom_bwd` become `torch.amp.custom_fwd(device_type="neuron")`. It is safe
+    where no dtype or bf16 was asked for (BF16 is Neuron's mixed-precision type, and without CUDA the region ran
+    in fp32 anyway), for `enabled=False` regions and for a dtype chosen at run time (kept as written); unsafe
+    where fp16 becomes bf16 (fewer mantissa bits). A device named by a variable, `**kwargs`, and CUDA autocast
+    used as a value get no fix. On PyTorch/XLA, set `NEURON_CC_FLAGS="--auto-cast=none"` yourself.
     """
 
     code = "PC601"
+    FIXABLE = True
     INVALID = (
         "import torch\nwith torch.cuda.amp.autocast():\n    y = m(x)",
         "import torch\nwith torch.autocast('cuda', dtype=torch.float16):\n    y = m(x)",
@@ -508,10 +764,17 @@ class GradScaler(Rule):
     ```
 
     ## Fix safety
-    No automatic fix yet: removing the scaler also rewrites its uses.
+    One unsafe fix removes the scaler: the `scaler = GradScaler(...)` line goes, `scaler.scale(loss).backward()`
+    becomes `loss.backward()`, `scaler.step(optimizer)` becomes `optimizer.step()`, and `scaler.update()` /
+    `scaler.unscale_(optimizer)` go (a block left empty keeps a `pass`). It is offered only where every use of
+    the name in its scope (the function that builds it, or the file for a module-level scaler) is one of those
+    statements: a scaler passed to a function, checkpointed (`scaler.state_dict()`), tested (`if scaler:`) or
+    kept on `self` gets no fix. Unsafe because it deletes statements, and a region still in fp16 loses its loss
+    scaling: apply it with the PC601 fix, which moves autocast to bf16.
     """
 
     code = "PC602"
+    FIXABLE = True
     INVALID = (
         "import torch\nscaler = torch.cuda.amp.GradScaler()",
         "import torch\nscaler = torch.amp.GradScaler('cuda')",
@@ -548,10 +811,13 @@ class Fp16MixedPrecision(Rule):
     ```
 
     ## Fix safety
-    No automatic fix yet.
+    Unsafe fixes, since fp16 to bf16 changes numerics: `dtype=torch.float16` becomes `torch.bfloat16` in
+    autocast, `fp16=True` becomes `bf16=True` (no fix when `bf16=` is passed too), and `mixed_precision="fp16"`
+    becomes `"bf16"` (a literal only).
     """
 
     code = "PC603"
+    FIXABLE = True
     INVALID = (
         "import torch\nwith torch.autocast('xla', dtype=torch.float16):\n    pass",
         "import torch\nwith torch.autocast(device_type=x.device.type, dtype=torch.half):\n    pass",
@@ -640,7 +906,8 @@ class MissingStepBoundary(Rule):
     ```
 
     ## Fix safety
-    No automatic fix yet.
+    No automatic fix: where the step ends, and whether `xm.optimizer_step` (which also all-reduces gradients)
+    fits, depends on the loop.
     """
 
     code = "PC608"
