@@ -127,3 +127,33 @@ def test_fixing_the_shipped_examples_touches_only_fixed_lines(tmp_path):
     assert len(rows) == 4 and all(r["compiles"] and r["only_fixed_lines"] for r in rows)
     assert sum(r["fixed"] for r in rows) >= 8, "the examples exercise real fixes"
     assert all(r["remaining_fixable"] == 0 for r in rows), "nothing fixable is left after --unsafe-fixes"
+
+
+def test_fixes_that_clash_are_applied_one_at_a_time(monkeypatch):
+    """Two deletions, each fine alone, would together empty a block: one is applied, the file still compiles."""
+    text = "if flag:\n    a = 1\n    b = 2\n"
+
+    def deletion(line: int) -> Finding:
+        return Finding(code="PC109", name="x", category="cuda-api", severity=Severity.WARNING, message="m",
+                       path="m.py", line=line, column=5, end_line=line, end_column=10,
+                       fix=Fix("safe", "delete", (Edit(line, 1, line + 1, 1, ""),)))
+
+    real_analyse = rewrite.analyse_text
+
+    def analyse(source, *args):
+        result = real_analyse(source, *args)
+        return type(result)(result.path, (deletion(2), deletion(3)), ()) if source == text else result
+
+    monkeypatch.setattr(rewrite, "analyse_text", analyse)
+    job = FileJob(path="m.py", chip="trn2", stack="native", enabled=load().applicable("trn2", "native"))
+    outcome = rewrite.fix_text(text, job, unsafe=False)
+    assert outcome.text == "if flag:\n    b = 2\n" and len(outcome.fixed) == 1
+    assert outcome.result.errors == ()
+
+
+def test_an_edit_two_fixes_share_counts_for_both(tmp_path):
+    source = 'import torch\nDEVICE = "cuda"\nx = torch.zeros(2).to(DEVICE)\ny = torch.ones(2).to(DEVICE)\n'
+    write(tmp_path / "m.py", source)
+    done = run_portcheck("scan", "--fix", "--isolated", "m.py", cwd=tmp_path)
+    assert (tmp_path / "m.py").read_text() == source.replace('"cuda"', '"neuron"')
+    assert "2 fixed, 0 remaining." in done.stdout, done.stdout

@@ -55,9 +55,10 @@ def apply_edits(text: str, findings: list[Finding], unsafe: bool) -> tuple[str, 
         spans = []
         for edit in finding.fix.edits:  # type: ignore[union-attr]
             spans.append((offset(edit.line, edit.column), offset(edit.end_line, edit.end_column), edit.content))
-        if any(_overlaps(span, taken) for span in spans if span[0] != span[1] for taken in chosen):
+        fresh = [span for span in spans if span not in chosen]  # an edit another fix makes too is shared
+        if any(_overlaps(span, taken) for span in fresh if span[0] != span[1] for taken in chosen):
             continue  # the next pass sees it again, on the text this pass produced
-        for span in spans:
+        for span in fresh:
             if span[0] == span[1] and (span[0], span[2]) in inserted:
                 continue  # the same import added by another fix
             if span[0] == span[1]:
@@ -86,20 +87,45 @@ def fix_text(text: str, job: FileJob, unsafe: bool) -> FixOutcome:
         candidate, applied = apply_edits(current, list(result.findings), unsafe)
         if candidate == current or not applied:
             break
-        try:
-            ast.parse(candidate)
-            compile(candidate, job.path, "exec", dont_inherit=True)
-        except (SyntaxError, ValueError) as exc:
-            error = FileError(job.path, f"a fix would have broken the file ({exc}); nothing was written: please "
-                                        f"report this (fixes tried: {', '.join(sorted({f.code for f in applied}))})")
-            outcome.result = FileResult(job.path, result.findings, (error,))
-            return outcome
+        problem = _breaks(candidate, job.path)
+        if problem is not None:
+            # Fixes that are right alone can clash together (two deletions emptying one block): apply them one
+            # at a time and keep each that leaves the file compiling.
+            candidate, applied = _one_at_a_time(current, result.findings, unsafe, job.path)
+            if not applied:
+                codes = ", ".join(sorted({f.code for f in result.findings if applicable(f, unsafe)}))
+                error = FileError(job.path, f"a fix would have broken the file ({problem}); nothing was written: "
+                                            f"please report this (fixes tried: {codes})")
+                outcome.result = FileResult(job.path, result.findings, (error,))
+                return outcome
         outcome.fixed.extend(applied)
         current = candidate
         result = analyse_text(current, job.path, job.chip, job.stack, job.enabled)
     outcome.result = result
     outcome.text = current if current != text else None
     return outcome
+
+
+def _breaks(text: str, path: str) -> str | None:
+    """Why `text` would not be a valid Python file, or None."""
+    try:
+        ast.parse(text)
+        compile(text, path, "exec", dont_inherit=True)
+    except (SyntaxError, ValueError) as exc:
+        return str(exc)
+    return None
+
+
+def _one_at_a_time(text: str, findings, unsafe: bool, path: str) -> tuple[str, list[Finding]]:
+    kept: list[Finding] = []
+    current = text
+    for finding in sorted((f for f in findings if applicable(f, unsafe)), key=lambda f: f.sort_key):
+        if kept:
+            break  # positions of the rest refer to the text before this fix: the next pass re-analyses
+        candidate, applied = apply_edits(current, [finding], unsafe)
+        if applied and candidate != current and _breaks(candidate, path) is None:
+            current, kept = candidate, applied
+    return current, kept
 
 
 def fix_file(job: FileJob, unsafe: bool) -> tuple[FixOutcome, bytes | None, str]:
