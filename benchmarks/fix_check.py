@@ -1,5 +1,6 @@
 """Check portcheck's fixes on real files: fixed copies still compile, a rescan no longer shows what was fixed,
-and the diff touches only the lines of fixed findings plus added imports.
+and the diff touches only the lines of fixed findings plus added imports (and removed imports the fixes made
+unused).
 
 Each file given (or each ``.py`` under a directory given) is copied into a temporary directory and, for each
 ``--target chip:stack`` (default ``trn2:native`` and ``inf2:xla``), run through::
@@ -71,7 +72,9 @@ def check_file(source: Path, chip: str, stack: str, work: Path) -> dict:
     matcher = difflib.SequenceMatcher(a=before_text.splitlines(), b=after_text.splitlines(), autojunk=False)
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         if tag in ("replace", "delete"):
-            stray += [i + 1 for i in range(i1, i2) if i + 1 not in allowed]
+            # a `from x import y` the fixes left unused is removed: allowed, like an added import
+            stray += [i + 1 for i in range(i1, i2) if i + 1 not in allowed
+                      and not (tag == "delete" and matcher.a[i].startswith("from "))]
         if tag == "insert":
             added = matcher.b[j1:j2]
             if not all(line.startswith(("import ", "from ")) for line in added) and i1 + 1 not in allowed:

@@ -101,9 +101,52 @@ def fix_text(text: str, job: FileJob, unsafe: bool) -> FixOutcome:
         outcome.fixed.extend(applied)
         current = candidate
         result = analyse_text(current, job.path, job.chip, job.stack, job.enabled)
+    if current != text:
+        pruned = drop_imports_made_unused(text, current)
+        if pruned != current and _breaks(pruned, job.path) is None:
+            current = pruned
+            result = analyse_text(current, job.path, job.chip, job.stack, job.enabled)
     outcome.result = result
     outcome.text = current if current != text else None
     return outcome
+
+
+def _used_names(module: ast.Module) -> set[str]:
+    """Names read anywhere outside import statements, plus the strings of `__all__`."""
+    used: set[str] = set()
+    for node in ast.walk(module):
+        if isinstance(node, ast.Name):
+            used.add(node.id)
+        elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            used.update(e.value for e in ast.walk(node.value) if isinstance(e, ast.Constant) and
+                        isinstance(e.value, str))
+    return used
+
+
+def drop_imports_made_unused(before: str, after: str) -> str:
+    """Remove the top-level imports that the fixes left unused: a name used in `before` and nowhere in `after`
+    (string annotations, `__all__`, `globals()` and star imports keep every import, since use cannot be ruled
+    out). Only whole `from x import a, b` lines whose every name went unused are removed; `import x` stays."""
+    try:
+        old, new = ast.parse(before), ast.parse(after)
+    except SyntaxError:
+        return after
+    if "globals()" in after or "import *" in after or "__getattr__" in after:
+        return after
+    was_used, now_used = _used_names(old), _used_names(new)
+    lines = after.splitlines(keepends=True)
+    doomed: list[tuple[int, int]] = []
+    for stmt in new.body:
+        if not isinstance(stmt, ast.ImportFrom) or stmt.end_lineno is None:
+            continue  # `import x` may be there for its side effects (registering a backend): kept
+        names = [(alias.asname or alias.name).split(".")[0] for alias in stmt.names]
+        if names and all(n in was_used and n not in now_used for n in names):
+            line = lines[stmt.lineno - 1]
+            if stmt.lineno == stmt.end_lineno and line.strip().startswith(("import ", "from ")) and ";" not in line:
+                doomed.append((stmt.lineno, stmt.end_lineno))
+    for start, end in reversed(doomed):
+        del lines[start - 1 : end]
+    return "".join(lines)
 
 
 def _breaks(text: str, path: str) -> str | None:
