@@ -23,7 +23,7 @@ import libcst as cst
 
 from portcheck.findings import Severity
 from portcheck.knowledge import CudaApi, load, rules_dir
-from portcheck.static.compilation import literal_like, rewritten, spelling
+from portcheck.static.codegen import literal_like, rewritten, spelling
 from portcheck.static.names import dotted_name, sub_blocks
 from portcheck.static.rule import (
     Context,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from portcheck.static.compilation import imports_module, literal_like, new_literal
+from portcheck.static.codegen import imports_module, literal_like, new_literal
 from portcheck.static.rule import (
     Context,
     FixPlan,

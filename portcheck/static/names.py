@@ -47,9 +47,6 @@ class Scope:
 class Names:
     def __init__(self, module: cst.Module) -> None:
         self.aliases: dict[str, str] = {}
-        # Modules the file imports at its top level, and how to spell them there: `import a.b` -> {"a": "a",
-        # "a.b": "a.b"}; `import a.b as x` -> {"a.b": "x"}; `from a import b` -> {"a.b": "b"}.
-        self.top_level: dict[str, str] = {}
         self.module_scope = Scope()
         self._ambiguous: set[str] = set()
         self._collect_imports(module.body, top=True)
@@ -75,16 +72,9 @@ class Names:
                                 continue
                             if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
                                 self._bind_alias(alias.asname.name.value, full)
-                                if top:
-                                    self.top_level.setdefault(full, alias.asname.name.value)
                             else:
                                 head = full.split(".", 1)[0]
                                 self._bind_alias(head, head)
-                                if top:
-                                    parts = full.split(".")
-                                    for end in range(1, len(parts) + 1):
-                                        prefix = ".".join(parts[:end])
-                                        self.top_level.setdefault(prefix, prefix)
                     elif isinstance(small, cst.ImportFrom) and not small.relative and small.module is not None:
                         module = dotted_name(small.module)
                         if module is None or isinstance(small.names, cst.ImportStar):
@@ -97,8 +87,6 @@ class Names:
                             if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
                                 local = alias.asname.name.value
                             self._bind_alias(local, f"{module}.{name}")
-                            if top:
-                                self.top_level.setdefault(f"{module}.{name}", local)
                     elif top and isinstance(small, cst.Assign) and len(small.targets) == 1:
                         target = small.targets[0].target
                         source = dotted_name(small.value)

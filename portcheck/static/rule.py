@@ -112,15 +112,6 @@ class Context:
             statement = self.statements[-1] if self.statements else None
             self.hits.append(Hit(code, node, message, statement, severity, fix))
 
-    def module_name(self, module: str) -> tuple[str, tuple[str, ...]]:
-        """How to spell `module` in this file, and the import a fix must add for it: `("tx", ())` after
-        `import torch_xla as tx`; `("torch_xla", ("import torch_xla",))` where it is not imported at the top
-        level (an import inside a function is not in scope where the fix lands)."""
-        spelling = self.names.top_level.get(module)
-        if spelling is not None:
-            return spelling, ()
-        return module, (f"import {module}",)
-
     def memo(self, kind: str, node: cst.CSTNode, compute: Callable[[], object]) -> object:
         """A per-file cache for facts about a node (is this loop a training loop?) that several checks ask."""
         key = (kind, id(node))

@@ -14,7 +14,7 @@ from __future__ import annotations
 import libcst as cst
 
 from portcheck.findings import Severity
-from portcheck.static.compilation import (
+from portcheck.static.codegen import (
     indentation,
     keyword_arg,
     literal_like,
