@@ -22,7 +22,13 @@ import libcst as cst
 
 from portcheck.findings import Severity
 from portcheck.static.rule import Context, Rule, call_name, check, keyword, positional, rule
-from portcheck.static.values import method_call, numpy_rooted, reads_tensor_values, skipped_when_compiling
+from portcheck.static.values import (
+    and_operands,
+    method_call,
+    numpy_rooted,
+    reads_tensor_values,
+    skipped_when_compiling,
+)
 
 TOKENS = ("nonzero", "argwhere", "where", "masked_select", "[", "unique", "repeat_interleave", "bincount",
           "forward", "item", "tolist", "max", "sum")
@@ -309,16 +315,7 @@ _FLOAT16 = frozenset({"torch.float16", "torch.half"})
 def _float16_only(ctx: Context, test: cst.BaseExpression, read: cst.CSTNode) -> str | None:
     """`x.dtype == torch.float16 and torch.isinf(x).any()`: the read happens only for float16 tensors (the
     fp16 overflow clamp); in bfloat16 or float32 the test stops at the dtype check. The dtype test, or None."""
-    operands: list[cst.BaseExpression] = []
-
-    def flatten(expr: cst.BaseExpression) -> None:
-        if isinstance(expr, cst.BooleanOperation) and isinstance(expr.operator, cst.And):
-            flatten(expr.left)
-            flatten(expr.right)
-        else:
-            operands.append(expr)
-
-    flatten(test)
+    operands = and_operands(test)
     for operand in operands:
         if reads_tensor_values(ctx, operand) is read:
             return None  # the read comes first

@@ -212,18 +212,16 @@ def skipped_when_compiling(ctx: Context, node: cst.CSTNode) -> str | None:
     return None
 
 
+def and_operands(test: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The operands of `a and b and c`, left to right (the test itself when it is not an `and`)."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return [*and_operands(test.left), *and_operands(test.right)]
+    return [test]
+
+
 def _short_circuited(ctx: Context, test: cst.BaseExpression, node: cst.CSTNode) -> bool:
     """`not is_compiling() and <node>`: the operands after the guard are not evaluated while compiling."""
-    operands: list[cst.BaseExpression] = []
-
-    def flatten(expr: cst.BaseExpression) -> None:
-        if isinstance(expr, cst.BooleanOperation) and isinstance(expr.operator, cst.And):
-            flatten(expr.left)
-            flatten(expr.right)
-        else:
-            operands.append(expr)
-
-    flatten(test)
+    operands = and_operands(test)
     for index, operand in enumerate(operands[:-1]):
         if _compile_polarity(ctx, operand) == "not":
             return any(contains(later, node) for later in operands[index + 1:])
@@ -272,8 +270,19 @@ def _probe_in_decorators(function: cst.FunctionDef) -> str | None:
 
 
 __all__ = [
-    "INT64_DTYPES", "INTEGER_DTYPES", "REDUCTIONS", "availability_probe", "catches_import_error", "contains",
+    "INT64_DTYPES",
+    "INTEGER_DTYPES",
+    "REDUCTIONS",
+    "and_operands",
+    "availability_probe",
+    "catches_import_error",
+    "contains",
     "dtype_of",
-    "guard", "integer_dtype", "method_call", "numpy_rooted",
-    "reads_tensor_values", "skipped_when_compiling", "under_type_checking",
+    "guard",
+    "integer_dtype",
+    "method_call",
+    "numpy_rooted",
+    "reads_tensor_values",
+    "skipped_when_compiling",
+    "under_type_checking",
 ]
