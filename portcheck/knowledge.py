@@ -6,7 +6,7 @@ import functools
 import hashlib
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from portcheck.findings import CATEGORIES, Severity
@@ -53,6 +53,18 @@ class Stack:
 
 
 @dataclass(frozen=True)
+class ApiFix:
+    """How calls of one torch.cuda API are rewritten on one stack (`native_fix` / `xla_fix` in cuda_api.toml):
+    exactly one of a drop-in callee, a constant value, or removal of the statement."""
+
+    call: str = ""  # "module:attribute", a drop-in callee
+    arguments: str = "same"  # "none": a drop-in only for a call without arguments
+    value: str = ""  # what the call always returns on Neuron
+    remove: bool = False  # the call does nothing on this stack: its statement goes
+    safe: bool = True
+
+
+@dataclass(frozen=True)
 class CudaApi:
     """One `torch.cuda` attribute: its rule, its behaviour without CUDA, and its replacements."""
 
@@ -63,6 +75,7 @@ class CudaApi:
     xla: str
     xla_source: str = ""
     xla_note: str = ""
+    fixes: dict[str, ApiFix] = field(default_factory=dict)  # stack -> fix
 
     def replacement(self, stack: str) -> str:
         return self.native if stack == "native" else self.xla
@@ -157,7 +170,7 @@ def load() -> Knowledge:
     apis = {}
     for name, a in cuda["api"].items():
         api = CudaApi(name, a["code"], a["behaviour"], a.get("native", ""), a.get("xla", ""),
-                      a.get("xla_source", ""), a.get("xla_note", ""))
+                      a.get("xla_source", ""), a.get("xla_note", ""), _api_fixes(name, a))
         if api.xla and not api.xla_source:
             raise KnowledgeError(f"cuda_api.toml: {name} names an xla replacement without its source")
         if api.code not in rules or api.behaviour not in BEHAVIOURS:
@@ -165,6 +178,26 @@ def load() -> Knowledge:
         apis[name] = api
 
     return Knowledge(rules, chips, stacks, apis, retired, data_version())
+
+
+_FIX_KEYS = {f.name for f in fields(ApiFix)}
+
+
+def _api_fixes(name: str, entry: dict) -> dict[str, ApiFix]:
+    fixes = {}
+    for stack in ("native", "xla"):
+        spec = entry.get(f"{stack}_fix")
+        if spec is None:
+            continue
+        if not isinstance(spec, dict) or not set(spec) <= _FIX_KEYS:
+            raise KnowledgeError(f"cuda_api.toml: {name}.{stack}_fix has unknown keys")
+        fix = ApiFix(**spec)
+        kinds = [bool(fix.call), bool(fix.value), fix.remove]
+        if sum(kinds) != 1 or fix.arguments not in ("same", "none") or (fix.call and ":" not in fix.call):
+            raise KnowledgeError(f"cuda_api.toml: {name}.{stack}_fix needs exactly one of call (module:attr), value, "
+                                 "remove, and arguments 'same' or 'none'")
+        fixes[stack] = fix
+    return fixes
 
 
 def data_version() -> str:

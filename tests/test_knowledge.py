@@ -73,3 +73,23 @@ def test_recorded_behaviour_without_cuda(name):
     elif api.behaviour == "returns-zero":
         assert not result
     # "ignored": returning at all without CUDA is the recorded behaviour, checked above.
+
+
+@needs_torch
+def test_every_torch_fix_callee_exists_in_torch():
+    """A `native_fix` / `xla_fix` with a `torch:` callee names a function of the installed torch."""
+    import torch
+
+    checked = 0
+    for api in load().cuda_api.values():
+        for fix in api.fixes.values():
+            module, _, attribute = fix.call.partition(":")
+            if module != "torch":
+                continue
+            obj = torch
+            for part in attribute.split("."):
+                assert hasattr(obj, part), f"{api.name}: torch.{attribute} does not exist in torch {torch.__version__}"
+                obj = getattr(obj, part)
+            assert callable(obj)
+            checked += 1
+    assert checked >= 5

@@ -13,16 +13,13 @@ names, and remove settings and calls that do nothing on Neuron; each rule's "Fix
 
 from __future__ import annotations
 
-import functools
 import re
-import tomllib
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import libcst as cst
 
 from portcheck.findings import Severity
-from portcheck.knowledge import CudaApi, load, rules_dir
+from portcheck.knowledge import CudaApi, load
 from portcheck.static.codegen import literal_like, rewritten, spelling
 from portcheck.static.names import dotted_name, sub_blocks
 from portcheck.static.rule import (
@@ -237,24 +234,6 @@ _PLACEMENT_KEYWORDS = ("device", "map_location", "device_map")
 # Where the stack's device string can stand in for "cuda" (torch.load cannot map storages onto "xla").
 _TEXT_PLACES = {"native": frozenset({"to", "torch.device", "device", "map_location", "default"}),
                 "xla": frozenset({"to", "torch.device", "device", "default"})}
-
-
-@dataclass(frozen=True)
-class ApiFix:
-    """How calls of one torch.cuda API are rewritten on one stack: `native_fix` / `xla_fix` in cuda_api.toml."""
-
-    call: str = ""  # "module:attribute", a drop-in callee
-    arguments: str = "same"  # "none": a drop-in only for a call without arguments
-    value: str = ""  # what the call always returns on Neuron
-    remove: bool = False  # the call does nothing on this stack: its statement goes
-    safe: bool = True
-
-
-@functools.cache
-def _api_fixes() -> dict[tuple[str, str], ApiFix]:
-    data = tomllib.loads((rules_dir() / "cuda_api.toml").read_text(encoding="utf-8"))
-    return {(name, stack): ApiFix(**entry[f"{stack}_fix"])
-            for name, entry in data["api"].items() for stack in ("native", "xla") if f"{stack}_fix" in entry}
 
 
 def _placements(ctx: Context, node: cst.Call) -> list[tuple[str, cst.Arg]]:
@@ -582,7 +561,7 @@ def _probe_steps(ctx: Context, call: cst.Call) -> tuple[list[Replace], tuple[str
 
 def _api_fix(ctx: Context, node: cst.BaseExpression, api: CudaApi) -> FixPlan | None:
     """A call of a torch.cuda API, rewritten as cuda_api.toml says for the stack; an uncalled reference is not."""
-    spec = _api_fixes().get((api.name, ctx.stack))
+    spec = api.fixes.get(ctx.stack)
     call = _find_call(ctx, lambda c: c.func is node) if spec is not None else None
     if call is None or spec is None:
         return None
@@ -617,7 +596,7 @@ def _removable(ctx: Context, stmt: cst.CSTNode) -> bool:
     if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and "PC106" in ctx.enabled:
         qualname = ctx.qualname(small.value.func) or ""
         api = _api_entry(qualname[len("torch.cuda."):]) if qualname.startswith("torch.cuda.") else None
-        spec = _api_fixes().get((api.name, ctx.stack)) if api is not None else None
+        spec = api.fixes.get(ctx.stack) if api is not None else None
         return spec is not None and spec.remove
     return False
 
