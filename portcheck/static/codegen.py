@@ -81,10 +81,8 @@ def rewritten(ctx: Context, original: cst.CSTNode, new: cst.CSTNode, indents: li
         if indents is None:
             return None
     before = render(ctx, original, indents)
-    if "\n" in before or "\r" in before:
-        text = ctx.memo("file-text", ctx.module, lambda: ctx.module.code)
-        if before not in text:  # type: ignore[operator]
-            return None
+    if ("\n" in before or "\r" in before) and before not in ctx.text:
+        return None  # a multi-line node whose rendering is not what the file holds
     return render(ctx, new, indents)
 
 

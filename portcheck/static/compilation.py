@@ -225,7 +225,7 @@ def check_bare_decorator(node: cst.CSTNode, ctx: Context) -> None:
 
 def _uses_neuron_bucketing(ctx: Context) -> bool:
     """torch_neuronx's bucketing takes a `torch.jit.script`-ed bucket kernel: scripting is required there."""
-    code = ctx.module.code
+    code = ctx.text
     return "torch_neuronx" in code and ("BucketModelConfig" in code or "bucket_model_trace" in code)
 
 

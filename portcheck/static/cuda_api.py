@@ -258,15 +258,11 @@ def _placements(ctx: Context, node: cst.Call) -> list[tuple[str, cst.Arg]]:
     return found
 
 
-def _file_text(ctx: Context) -> str:
-    return ctx.memo("file-text", ctx.module, lambda: ctx.module.code)  # type: ignore[return-value]
-
-
 def _selects_device(ctx: Context) -> bool:
     """The file picks a device by index somewhere (`set_device`, `torch.cuda.device(i)`): then device 0 need not
     be the current one. A text search, so a mention in a comment also counts (a fix is then only unsafe)."""
     return ctx.memo("cuda-selects-device", ctx.module,  # type: ignore[return-value]
-                    lambda: re.search(r"set_device|device_index|cuda\.device\(", _file_text(ctx)) is not None)
+                    lambda: re.search(r"set_device|device_index|cuda\.device\(", ctx.text) is not None)
 
 
 def _first_device(ctx: Context, index: cst.BaseExpression) -> bool:
@@ -284,7 +280,7 @@ def _current_device(ctx: Context, text: cst.BaseExpression) -> bool:
 
 def _mentions(ctx: Context, word: str) -> bool:
     return ctx.memo(f"cuda-mentions-{word}", ctx.module,  # type: ignore[return-value]
-                    lambda: re.search(rf"\b{word}\b", _file_text(ctx)) is not None)
+                    lambda: re.search(rf"\b{word}\b", ctx.text) is not None)
 
 
 def _module_spelling(ctx: Context, module: str) -> tuple[str, tuple[str, ...]]:

@@ -143,7 +143,7 @@ def analyse_text(text: str, path: str, chip: str, stack: str, enabled: frozenset
         message = " ".join(exc.message.split())
         return FileResult(path, errors=(FileError(path, f"syntax error: {message}", exc.raw_line),))
 
-    ctx = Context(module, chip, stack, enabled)
+    ctx = Context(module, chip, stack, enabled, text)
     comments: list[cst.Comment] = []
     module.visit(_Traversal(ctx, table, comments))
 
@@ -281,7 +281,7 @@ _SPACE = re.compile(r"\s+")
 
 def _fingerprinted(findings: list[Finding], ctx: Context, path: str) -> list[Finding]:
     """A fingerprint from the code, the path and the flagged text (not its line), so moving code keeps it."""
-    lines = ctx.module.code.splitlines()
+    lines = ctx.text.splitlines()
     seen: dict[tuple[str, str], int] = defaultdict(int)
     out = []
     for f in sorted(findings, key=lambda f: f.sort_key):

@@ -90,8 +90,10 @@ def check(*node_types: type[cst.CSTNode], codes: Iterable[str], tokens: Iterable
 class Context:
     """Per-file state shared by all checks during the traversal."""
 
-    def __init__(self, module: cst.Module, chip: str, stack: str, enabled: frozenset[str]) -> None:
+    def __init__(self, module: cst.Module, chip: str, stack: str, enabled: frozenset[str],
+                 text: str | None = None) -> None:
         self.module = module
+        self._text = text
         self.chip = chip
         self.stack = stack
         self.enabled = enabled
@@ -137,6 +139,13 @@ class Context:
                 return None if value is None else (node.value, value)
         value = self.names.module_scope.constant(node.value)
         return None if value is None else (node.value, value)
+
+    @property
+    def text(self) -> str:
+        """The file's source as read (regenerating it from the tree costs a whole code generation)."""
+        if self._text is None:
+            self._text = self.module.code
+        return self._text
 
     def source(self, node: cst.CSTNode) -> str:
         return self.module.code_for_node(node)
