@@ -147,10 +147,15 @@ def _scan(args: argparse.Namespace) -> int:
     return EXIT_FINDINGS if failing or result.errors else EXIT_OK
 
 
+def _write_fixed(result, stream, verb: str = "fixed") -> None:
+    """--show-fixes: one line a fix applied (or, with --diff, that would be)."""
+    for f in result.fixed:
+        stream.write(f"{verb} {f.path}:{f.line}:{f.column}: {f.code} {f.fix.title}\n")
+
+
 def _fix_summary(result, show_fixes: bool, stream) -> None:
     if show_fixes:
-        for f in result.fixed:
-            stream.write(f"fixed {f.path}:{f.line}:{f.column}: {f.code} {f.fix.title}\n")
+        _write_fixed(result, stream)
     fixable = sum(1 for f in result.findings if f.fix is not None and f.fix.applicability == "unsafe")
     line = f"{len(result.fixed)} fixed, {len(result.findings)} remaining"
     if fixable:
@@ -168,10 +173,8 @@ def _report_fixes(result, args: argparse.Namespace, fixing) -> int:
         stream = sys.stdout
     for e in result.errors:
         stream.write(f"{e.path}{f':{e.line}' if e.line else ''}: error: {e.message}\n")
-    verb = "would fix" if fixing.diff else "fixed"
     if args.show_fixes:
-        for f in result.fixed:
-            stream.write(f"{verb} {f.path}:{f.line}:{f.column}: {f.code} {f.fix.title}\n")
+        _write_fixed(result, stream, "would fix" if fixing.diff else "fixed")
     stream.write(f"{len(result.fixed)} {'to fix' if fixing.diff else 'fixed'}, {len(result.findings)} remaining.\n")
     if args.exit_zero:
         return EXIT_OK
@@ -184,7 +187,7 @@ def _fix_stdin(data: bytes, args: argparse.Namespace, settings, cwd: Path, fixin
     """`portcheck scan --fix -`: the fixed source on stdout (or the diff with --diff), findings on stderr."""
     from portcheck.report import render
     from portcheck.static.engine import FileJob
-    from portcheck.static.rewrite import fix_text
+    from portcheck.static.rewrite import fix_text, unified_diff
     from portcheck.static.source import SourceError, decode
 
     display = args.stdin_filename or "-"
@@ -200,11 +203,7 @@ def _fix_stdin(data: bytes, args: argparse.Namespace, settings, cwd: Path, fixin
     outcome = fix_text(source.text, job, fixing.unsafe)
     text = outcome.text if outcome.text is not None else source.text
     if fixing.diff:
-        import difflib
-
-        sys.stdout.write("".join(difflib.unified_diff(source.text.splitlines(keepends=True),
-                                                      text.splitlines(keepends=True),
-                                                      fromfile=f"a/{display}", tofile=f"b/{display}")))
+        sys.stdout.write(unified_diff(display, source.text, text))
     else:
         sys.stdout.write(text)
     sys.stdout.flush()

@@ -9,6 +9,7 @@ text offers no applicable fix.
 from __future__ import annotations
 
 import ast
+import difflib
 import os
 import re
 import stat
@@ -149,6 +150,12 @@ def drop_imports_made_unused(before: str, after: str) -> str:
     return "".join(lines)
 
 
+def unified_diff(path: str, before: str, after: str) -> str:
+    """The unified diff `--diff` prints for one file (`a/path` -> `b/path`)."""
+    return "".join(difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
+                                        fromfile=f"a/{path}", tofile=f"b/{path}"))
+
+
 def _breaks(text: str, path: str) -> str | None:
     """Why `text` would not be a valid Python file, or None."""
     try:
@@ -215,4 +222,6 @@ def write_atomically(location: Path, text: str, encoding: str, expected: bytes) 
     return None
 
 
-__all__ = ["Edit", "FixOutcome", "applicable", "apply_edits", "fix_file", "fix_text", "write_atomically"]
+__all__ = [
+    "Edit", "FixOutcome", "applicable", "apply_edits", "fix_file", "fix_text", "unified_diff", "write_atomically",
+]

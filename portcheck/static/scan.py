@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import os
 from dataclasses import dataclass
 from functools import partial
@@ -70,7 +69,7 @@ def _run(jobs: list[FileJob], settings: Settings, workers: int | None = 1) -> Sc
 
 
 def _fix(jobs: list[FileJob], settings: Settings, fixing: Fixing, workers: int | None = 1) -> ScanResult:
-    from portcheck.static.rewrite import fix_file, write_atomically
+    from portcheck.static.rewrite import fix_file, unified_diff, write_atomically
 
     result = ScanResult(target=Target(settings.chip, settings.stack), files=len(jobs), fixing=True)
     diffs = []
@@ -79,9 +78,7 @@ def _fix(jobs: list[FileJob], settings: Settings, fixing: Fixing, workers: int |
         final = outcome.result
         if outcome.text is not None and data is not None:
             if fixing.diff:
-                diffs.append("".join(difflib.unified_diff(
-                    outcome.original.splitlines(keepends=True), outcome.text.splitlines(keepends=True),
-                    fromfile=f"a/{job.path}", tofile=f"b/{job.path}")))
+                diffs.append(unified_diff(job.path, outcome.original, outcome.text))
                 result.fixed.extend(outcome.fixed)
             elif fixing.write:
                 problem = write_atomically(Path(job.location or job.path), outcome.text, encoding, data)
