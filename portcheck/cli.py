@@ -57,6 +57,43 @@ def _parser() -> argparse.ArgumentParser:
     scan.add_argument("--fix-only", action="store_true", help="apply fixes and report only what was fixed")
     scan.add_argument("--show-fixes", action="store_true", help="list each fix applied")
 
+    trace = commands.add_parser(
+        "trace", help="build the model, capture its ATen graph and check it against Neuron (needs torch)")
+    trace.add_argument("model", nargs="?", default="", metavar="MODEL",
+                       help="path/to/file.py:build or package.module:build; the callable returns a model, or "
+                            "(model, example_inputs) with a tuple of positional or a dict of keyword inputs")
+    trace.add_argument("--hf-config", metavar="DIR_OR_JSON",
+                       help="build a transformers model with random weights from a local config.json (no hub)")
+    trace.add_argument("--hf-option", action="append", default=[], metavar="KEY=VALUE",
+                       help="keyword for the transformers model, e.g. attn_implementation=eager (repeatable)")
+    trace.add_argument("--input", action="append", default=[], metavar="NAME=DTYPE[D0,D1,...]",
+                       help="an example input to make up, e.g. input_ids=int64[1,128] (repeatable)")
+    trace.add_argument("--dynamic", action="append", default=[], metavar="NAME:AXIS",
+                       help="an input axis whose size varies, e.g. input_ids:1 (default: found from the inputs)")
+    trace.add_argument("--device", choices=("auto", "cpu", "meta"), default="auto",
+                       help="build on the meta device (no weights in memory); auto: when they would not fit")
+    trace.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS",
+                       help="stop the model's process after this long (default 300)")
+    trace.add_argument("--memory-limit", metavar="SIZE",
+                       help="cap the model's process memory, e.g. 8G (default: 3/4 of the machine)")
+    trace.add_argument("--no-shapes", action="store_true", help="skip the dynamic batch / sequence export")
+    trace.add_argument("--no-static", action="store_true",
+                       help="report graph evidence only, without the static pass over the model's files")
+    trace.add_argument("--neuron-analyze", action="store_true",
+                       help="also run torch_neuronx.analyze (a Neuron host with torch-neuronx only)")
+    for name, kwargs in (("--target", {"choices": ("trn2", "inf2", "trn1"), "help": "chip (default trn2)"}),
+                         ("--stack", {"choices": ("native", "xla"), "help": "PyTorch stack"}),
+                         ("--format", {"choices": FORMATS, "help": "output format (default concise)"}),
+                         ("--output", {"metavar": "FILE", "help": "write the report to FILE"}),
+                         ("--select", {"type": _codes, "metavar": "CODES", "help": "only these codes"}),
+                         ("--extend-select", {"type": _codes, "default": [], "metavar": "CODES"}),
+                         ("--ignore", {"type": _codes, "default": [], "metavar": "CODES"}),
+                         ("--config", {"metavar": "FILE", "help": "use this portcheck.toml / pyproject.toml"}),
+                         ("--fail-level", {"choices": ("error", "warning", "info")})):
+        trace.add_argument(name, **kwargs)
+    trace.add_argument("--isolated", action="store_true", help="ignore every configuration file")
+    trace.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
+
     rules = commands.add_parser("rules", help="list every rule")
     rules.add_argument("--format", choices=("table", "json"), default="table")
     rule = commands.add_parser("rule", help="show one rule's documentation")
@@ -252,6 +289,106 @@ def _common_parent(paths: list[str], cwd: Path) -> Path:
     return common
 
 
+def _size(text: str) -> int:
+    units = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+    cleaned = text.strip().upper().removesuffix("B").removesuffix("I")
+    try:
+        if cleaned and cleaned[-1] in units:
+            return int(float(cleaned[:-1]) * units[cleaned[-1]])
+        return int(cleaned)
+    except ValueError:
+        raise ConfigError(f"--memory-limit {text!r}: expected a size such as 8G or 512M") from None
+
+
+def _trace(args: argparse.Namespace) -> int:
+    from portcheck.dynamic.request import DynamicAxis, InputSpec, RequestError, TraceRequest
+
+    cwd = Path.cwd()
+    if bool(args.model) == bool(args.hf_config):
+        raise ConfigError("trace needs a model (path/to/file.py:build or package.module:build) or --hf-config")
+    if args.timeout <= 0:
+        raise ConfigError(f"--timeout must be more than 0, not {args.timeout:g}")
+    try:
+        options = dict(_key_value(o) for o in args.hf_option)
+        request = TraceRequest(
+            model=args.model, hf_config=args.hf_config or "",
+            inputs=tuple(InputSpec.parse(i) for i in args.input),
+            dynamic=tuple(DynamicAxis.parse(d) for d in args.dynamic), device=args.device,
+            memory_limit=_size(args.memory_limit) if args.memory_limit else _default_memory(),
+            hf_options=options, neuron_analyze=args.neuron_analyze, shapes=not args.no_shapes)
+    except RequestError as exc:
+        raise ConfigError(str(exc)) from None
+    if args.config:
+        config_path: Path | None = Path(args.config)
+        if not config_path.is_file():
+            raise ConfigError(f"{args.config}: no such configuration file")
+    else:
+        config_path = None if args.isolated else find_config(cwd)
+    layers = [read_config(config_path)] if config_path else []
+    layers.append(Layer(target=args.target, stack=args.stack, select=args.select, extend_select=args.extend_select,
+                        ignore=args.ignore, fail_level=args.fail_level, format=args.format))
+    for selector in [*(args.select or []), *args.extend_select, *args.ignore]:
+        check_selector(selector, "command line")
+    settings = resolve(layers, config_path.parent.resolve() if config_path else cwd, config_path, command="trace")
+
+    from portcheck.dynamic.report import build_report
+    from portcheck.dynamic.runner import TraceError, run_child
+    from portcheck.report import render
+    from portcheck.report.trace import progress, write_trace_summary
+
+    try:
+        with progress(f"tracing {args.model or args.hf_config}"):
+            raw = run_child(request, cwd, args.timeout)
+    except TraceError as exc:
+        raise ConfigError(str(exc)) from None
+    if raw.get("error"):
+        raise ConfigError(_trace_error(raw["error"], cwd))
+    result = build_report(raw, settings, cwd, static=not args.no_static)
+
+    def lines_for(path: str) -> list[str]:
+        try:
+            return (cwd / path).read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            return []
+
+    if args.output:
+        _write_report(Path(args.output), result, settings.format, False, lines_for)
+    else:
+        render(result, settings.format, sys.stdout, color=_color(sys.stdout, False), statistics=False,
+               lines_for=lines_for)
+        if settings.format in ("concise", "full"):
+            write_trace_summary(result, sys.stdout)
+        sys.stdout.flush()
+    if args.exit_zero:
+        return EXIT_OK
+    return EXIT_FINDINGS if any(f.severity >= settings.fail_level for f in result.findings) else EXIT_OK
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip().isidentifier():
+        raise ConfigError(f"--hf-option {text!r}: expected key=value, e.g. attn_implementation=eager")
+    return key.strip(), value.strip()
+
+
+def _default_memory() -> int:
+    from portcheck.dynamic.runner import default_memory_limit
+
+    return default_memory_limit()
+
+
+def _trace_error(error: dict, cwd: Path) -> str:
+    from portcheck.dynamic.report import display_path
+
+    message = error.get("message", "the trace failed")
+    place = error.get("place")
+    if place and place.get("file"):
+        message = f"{display_path(place['file'], cwd)}:{place['line']}: {message}"
+    if "allocate" in message or "out of memory" in message:
+        message += " (try --device meta)"
+    return message
+
+
 def _rules(args: argparse.Namespace) -> int:
     from portcheck.report.ruledoc import write_rules
 
@@ -282,7 +419,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return EXIT_ERROR
-    handler = {"scan": _scan, "rules": _rules, "rule": _rule}[args.command]
+    handler = {"scan": _scan, "trace": _trace, "rules": _rules, "rule": _rule}[args.command]
     try:
         return handler(args)
     except ConfigError as exc:

@@ -226,9 +226,9 @@ def _resolve_layer(current: set[str], layer: Layer) -> set[str]:
     return result
 
 
-def resolve(layers: list[Layer], root: Path, config_path: Path | None) -> Settings:
+def resolve(layers: list[Layer], root: Path, config_path: Path | None, command: str = "scan") -> Settings:
     knowledge = load()
-    enabled = {code for code, r in knowledge.rules.items() if r.default}
+    enabled = {code for code, r in knowledge.rules.items() if r.default or (command == "trace" and r.trace_default)}
     for layer in layers:
         enabled = _resolve_layer(enabled, layer)
 

@@ -107,3 +107,4 @@ class ScanResult:
     fixed: list[Finding] = field(default_factory=list)  # with --fix / --diff: what the fixes took care of
     fixing: bool = False  # a --fix / --diff run: the summary says what was fixed
     diff: str = ""  # with --diff: the unified diff of every file a fix would change
+    trace: dict | None = None  # `portcheck trace`: graph, ops, shapes and model facts for the reports

@@ -30,6 +30,8 @@ class RuleInfo:
     source: str
     stacks: tuple[str, ...] = ("native", "xla")
     default: bool = True
+    passes: tuple[str, ...] = ("scan", "trace")  # which commands can report it ("trace" only: graph evidence)
+    trace_default: bool = False  # on by default in `trace` although off in `scan`
 
     def applies_to(self, chip: str, stack: str) -> bool:
         return chip in self.targets and stack in self.stacks
@@ -144,6 +146,8 @@ def load() -> Knowledge:
             source=entry["source"],
             stacks=tuple(entry.get("stacks", ("native", "xla"))),
             default=entry.get("default", True),
+            passes=tuple(entry.get("passes", ("scan", "trace"))),
+            trace_default=entry.get("trace_default", False),
         )
         if not CODE_PATTERN.match(info.code) or info.code in rules:
             raise KnowledgeError(f"catalog/{where}: bad or repeated code {info.code!r}")
@@ -207,3 +211,38 @@ def data_version() -> str:
     for path in sorted(root.rglob("*.toml")):
         digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()[:12]
+
+
+OP_STATUSES = ("supported", "cpu-fallback", "restricted", "unsupported")
+
+
+@dataclass(frozen=True)
+class OpSupport:
+    """One ATen op's support per stack (rules/ops.toml); a stack without a status is unknown."""
+
+    op: str
+    status: dict[str, str]  # stack -> one of OP_STATUSES
+    source: str
+    restriction: str = ""
+    error_code: str = ""
+
+    def on(self, stack: str) -> str:
+        return self.status.get(stack, "unknown")
+
+
+@functools.cache
+def load_ops() -> dict[str, OpSupport]:
+    """rules/ops.toml, read only by `trace` (the static pass does not need it)."""
+    data = _read("ops.toml")
+    sources = data.get("sources", {})
+    ops = {}
+    for name, entry in data.get("ops", {}).items():
+        status = {stack: entry[stack] for stack in ("native", "xla") if stack in entry}
+        if not name.startswith(("aten::", "prims::")) or any(s not in OP_STATUSES for s in status.values()):
+            raise KnowledgeError(f"ops.toml: {name} has a bad name or status")
+        if status and not entry.get("source"):
+            raise KnowledgeError(f"ops.toml: {name} has a status without a source")
+        cited = [part.strip() for part in entry.get("source", "").split(";")]
+        source = "; ".join(sources.get(part, part) for part in cited if part)
+        ops[name] = OpSupport(name, status, source, entry.get("restriction", ""), entry.get("error_code", ""))
+    return ops

@@ -33,7 +33,7 @@ def finding_dict(f: Finding) -> dict:
 
 
 def report_dict(result: ScanResult) -> dict:
-    return {
+    report = {
         "schema_version": SCHEMA_VERSION,
         "portcheck_version": __version__,
         "target": {"chip": result.target.chip, "stack": result.target.stack},
@@ -46,6 +46,10 @@ def report_dict(result: ScanResult) -> dict:
             "by_severity": dict(sorted(Counter(f.severity.label for f in result.findings).items())),
         },
     }
+    if result.trace is not None:
+        # `portcheck trace`: what was captured and how, every op with its Neuron status, the shape probe.
+        report.update(result.trace)
+    return report
 
 
 def write_json(result: ScanResult, stream: TextIO) -> None:

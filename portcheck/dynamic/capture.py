@@ -1,0 +1,155 @@
+"""Child side: the capture ladder. torch.export (non-strict) to ATen first; where it fails, the reason
+becomes a finding at the user's line, torch._dynamo.explain lists the graph breaks, torch.compile with an
+AOTAutograd recorder still yields the ATen graphs between the breaks, and torch.fx.symbolic_trace is the
+last resort. Every step's outcome is reported."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from portcheck.dynamic.load import Loaded
+from portcheck.dynamic.sourcemap import exception_place, frames_place
+
+
+@dataclass
+class Step:
+    method: str
+    ok: bool
+    seconds: float
+    nodes: int = 0
+    detail: str = ""
+
+    def as_dict(self) -> dict:
+        return {"method": self.method, "ok": self.ok, "seconds": round(self.seconds, 3), "nodes": self.nodes,
+                "detail": self.detail}
+
+
+@dataclass
+class Capture:
+    method: str = ""  # the step whose ATen graphs are analysed; "" when none gave any
+    graphs: list[torch.fx.Graph] = field(default_factory=list)
+    program: torch.export.ExportedProgram | None = None
+    steps: list[Step] = field(default_factory=list)
+    graph_breaks: int = 0
+    findings: list[dict] = field(default_factory=list)
+
+
+def one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    first = next((line.strip() for line in text if line.strip()), "")
+    if len(first) > 240:
+        first = first[:237] + "..."
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
+def _data_dependent(exc: BaseException) -> bool:
+    from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+
+    return isinstance(exc, GuardOnDataDependentSymNode) or "data-dependent" in str(exc) or \
+        "data dependent" in str(exc)
+
+
+def capture(loaded: Loaded) -> Capture:
+    result = Capture()
+    started = time.perf_counter()
+    try:
+        with torch.no_grad():
+            program = torch.export.export(loaded.model, loaded.args, loaded.kwargs, strict=False)
+    except Exception as exc:
+        result.steps.append(Step("torch.export", False, time.perf_counter() - started, detail=one_line(exc)))
+        _export_failure(exc, result)
+    else:
+        result.program = program
+        result.graphs = [program.graph]
+        result.method = "torch.export"
+        result.steps.append(Step("torch.export", True, time.perf_counter() - started, len(program.graph.nodes)))
+        return result
+    _explain(loaded, result)
+    if loaded.device != "meta":
+        _aot(loaded, result)
+    if not result.graphs:
+        _fx(loaded, result)
+    return result
+
+
+def _export_failure(exc: BaseException, result: Capture) -> None:
+    place = exception_place(exc)
+    where = place.as_dict() if place else None
+    if _data_dependent(exc):
+        result.findings.append({"code": "PC208", "place": where, "message": "", "detail": {
+            "kind": "guard", "reason": one_line(exc)}})
+    else:
+        result.findings.append({"code": "PC721", "place": where, "message": "", "detail": {
+            "kind": "export", "reason": one_line(exc)}})
+
+
+def _explain(loaded: Loaded, result: Capture) -> None:
+    started = time.perf_counter()
+    torch._dynamo.reset()
+    try:
+        with torch.no_grad():
+            explanation = torch._dynamo.explain(loaded.model)(*loaded.args, **loaded.kwargs)
+    except Exception as exc:
+        result.steps.append(Step("torch._dynamo.explain", False, time.perf_counter() - started,
+                                 detail=one_line(exc)))
+        return
+    nodes = sum(len(g.graph.nodes) for g in explanation.graphs)
+    result.graph_breaks = explanation.graph_break_count
+    result.steps.append(Step("torch._dynamo.explain", True, time.perf_counter() - started, nodes,
+                             f"{explanation.graph_count} graphs, {explanation.graph_break_count} graph breaks"))
+    seen = set()
+    for reason in explanation.break_reasons:
+        place = frames_place(list(reason.user_stack or []))
+        key = (place, reason.reason)
+        if key in seen:
+            continue
+        seen.add(key)
+        result.findings.append({"code": "PC720", "place": place.as_dict() if place else None, "message": "",
+                                "detail": {"kind": "break", "reason": " ".join(str(reason.reason).split())[:300]}})
+
+
+def _aot(loaded: Loaded, result: Capture) -> None:
+    """torch.compile with a backend that records the ATen graphs AOTAutograd hands a compiler — what
+    `torch.compile(backend="neuron")` receives — without compiling anything."""
+    from functorch.compile import make_boxed_func
+    from torch._functorch.aot_autograd import aot_module_simplified
+
+    graphs: list[torch.fx.Graph] = []
+
+    def record(gm: torch.fx.GraphModule, _inputs):
+        graphs.append(gm.graph)
+        return make_boxed_func(gm.forward)
+
+    def backend(gm: torch.fx.GraphModule, example_inputs):
+        return aot_module_simplified(gm, example_inputs, fw_compiler=record)
+
+    started = time.perf_counter()
+    torch._dynamo.reset()
+    try:
+        with torch.no_grad():
+            torch.compile(loaded.model, backend=backend)(*loaded.args, **loaded.kwargs)
+    except Exception as exc:
+        result.steps.append(Step("torch.compile+aot_autograd", False, time.perf_counter() - started,
+                                 detail=one_line(exc)))
+        return
+    finally:
+        torch._dynamo.reset()
+    result.graphs = graphs
+    result.method = "torch.compile+aot_autograd"
+    result.steps.append(Step("torch.compile+aot_autograd", True, time.perf_counter() - started,
+                             sum(len(g.nodes) for g in graphs), f"{len(graphs)} ATen graphs"))
+
+
+def _fx(loaded: Loaded, result: Capture) -> None:
+    started = time.perf_counter()
+    try:
+        traced = torch.fx.symbolic_trace(loaded.model)
+    except Exception as exc:
+        result.steps.append(Step("torch.fx.symbolic_trace", False, time.perf_counter() - started,
+                                 detail=one_line(exc)))
+        return
+    result.steps.append(Step("torch.fx.symbolic_trace", True, time.perf_counter() - started,
+                             len(traced.graph.nodes), "torch-level graph; no ATen ops to check"))

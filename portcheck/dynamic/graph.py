@@ -1,0 +1,338 @@
+"""Child side: read an exported ATen graph — the op inventory, what Neuron restricts in it (dtypes and
+arguments), data-dependent shapes, and attention — each mapped back to the user's source line."""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass, field
+
+import torch
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+
+from portcheck.dynamic.sourcemap import Place, node_place
+
+# Export bookkeeping and symbolic-size plumbing: not computation, never sent to the compiler as work.
+BOOKKEEPING = frozenset({
+    "aten::_assert_tensor_metadata", "aten::_assert_scalar", "aten::_assert_async", "aten::sym_size",
+    "aten::sym_numel", "aten::sym_stride", "aten::sym_storage_offset", "aten::sym_constrain_range",
+    "aten::sym_constrain_range_for_size", "aten::_check_is_size",
+})
+MATMULS = frozenset({"aten::matmul", "aten::bmm", "aten::mm", "aten::baddbmm", "aten::einsum"})
+SOFTMAXES = frozenset({"aten::softmax", "aten::_softmax", "aten::_safe_softmax"})
+SDPA = frozenset({
+    "aten::scaled_dot_product_attention", "aten::_scaled_dot_product_flash_attention_for_cpu",
+    "aten::_scaled_dot_product_attention_math", "aten::_scaled_dot_product_efficient_attention",
+    "aten::_scaled_dot_product_flash_attention", "aten::_scaled_dot_product_cudnn_attention",
+})
+# Between q @ kᵀ and the softmax (scale, mask, cast), and between the softmax and the @ v (dropout, cast).
+_SCORE_STEPS = frozenset({
+    "aten::add", "aten::sub", "aten::mul", "aten::div", "aten::masked_fill", "aten::where", "aten::to",
+    "aten::_to_copy", "aten::type_as", "aten::clamp", "aten::tanh", "aten::view", "aten::reshape",
+    "aten::contiguous", "aten::clone", "aten::alias",
+})
+_WEIGHT_STEPS = frozenset({"aten::dropout", "aten::native_dropout", "aten::to", "aten::_to_copy", "aten::type_as",
+                           "aten::view", "aten::reshape", "aten::contiguous", "aten::clone", "aten::alias"})
+# Ops whose output size depends on the input's values, and the rule each one is.
+_DATA_DEPENDENT = {
+    "aten::nonzero": "PC201", "aten::nonzero_static": "", "aten::argwhere": "PC201",
+    "aten::where": "PC202", "aten::masked_select": "PC203", "aten::index": "PC204",
+    "aten::_unique2": "PC205", "aten::unique_dim": "PC205", "aten::unique_consecutive": "PC205",
+    "aten::_unique": "PC205", "aten::repeat_interleave": "PC206", "aten::bincount": "PC207",
+    "aten::item": "PC701", "aten::_local_scalar_dense": "PC701",
+}
+_INTEGER = frozenset({torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8, torch.bool})
+_COMPLEX = frozenset({torch.complex32, torch.complex64, torch.complex128})
+_FP8_UNSUPPORTED = frozenset(getattr(torch, name) for name in ("float8_e4m3fnuz", "float8_e5m2fnuz")
+                             if hasattr(torch, name))
+
+
+@dataclass
+class OpUse:
+    op: str
+    count: int = 0
+    dtypes: set[str] = field(default_factory=set)
+    place: Place | None = None
+    example: torch.fx.Node | None = None
+
+
+@dataclass
+class GraphReport:
+    ops: dict[str, OpUse] = field(default_factory=dict)
+    findings: list[dict] = field(default_factory=list)
+    nodes: int = 0
+
+    def add(self, code: str, place: Place | None, message: str, **detail) -> None:
+        self.findings.append({"code": code, "place": place.as_dict() if place else None, "message": message,
+                              "detail": detail})
+
+
+def op_name(node: torch.fx.Node) -> str:
+    target = node.target
+    if isinstance(target, torch._ops.OpOverload):
+        return target._schema.name
+    if isinstance(target, torch._ops.OpOverloadPacket):
+        return target._qualified_op_name
+    return ""
+
+
+def _val(x):
+    return x.meta.get("val") if isinstance(x, torch.fx.Node) else None
+
+
+def _tensor_inputs(node: torch.fx.Node) -> list[torch.Tensor]:
+    found = []
+    for arg in [*node.args, *node.kwargs.values()]:
+        for item in arg if isinstance(arg, (list, tuple)) else [arg]:
+            value = _val(item)
+            if isinstance(value, torch.Tensor):
+                found.append(value)
+    return found
+
+
+def _outputs(node: torch.fx.Node) -> list[torch.Tensor]:
+    value = node.meta.get("val")
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [v for v in value if isinstance(v, torch.Tensor)]
+    return []
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _shape(t: torch.Tensor) -> list:
+    return [int(s) if isinstance(s, int) or str(s).isdigit() else str(s) for s in t.shape]
+
+
+def analyse_graph(graph: torch.fx.Graph) -> GraphReport:
+    report = GraphReport()
+    for node in graph.nodes:
+        if node.op != "call_function":
+            continue
+        report.nodes += 1
+        name = op_name(node)
+        if not name or name in BOOKKEEPING:
+            continue
+        use = report.ops.setdefault(name, OpUse(name))
+        use.count += 1
+        inputs = _tensor_inputs(node)
+        use.dtypes |= {_dtype_name(t.dtype) for t in inputs}
+        place = node_place(node)
+        if use.place is None and place is not None:
+            use.place, use.example = place, node
+        elif use.example is None:
+            use.example = node
+        _check_node(node, name, inputs, place, report)
+    _match_attention(graph, report)
+    return report
+
+
+def _check_node(node: torch.fx.Node, name: str, inputs: list[torch.Tensor], place: Place | None,
+                report: GraphReport) -> None:
+    outputs = _outputs(node)
+    in_dtypes = {t.dtype for t in inputs}
+    out_dtypes = {t.dtype for t in outputs}
+    short = name.removeprefix("aten::")
+    # Where float64 / complex enters the graph: an op whose output has it and whose inputs do not.
+    if torch.float64 in out_dtypes and torch.float64 not in in_dtypes and short not in ("_local_scalar_dense",):
+        report.add("PC303", place, f"`{name}` makes a float64 tensor: no NeuronCore has an FP64 type, so it is "
+                   "narrowed or refused; make it float32", op=name)
+    elif any(_val(a) is not None and getattr(_val(a), "dtype", None) == torch.float64
+             for a in node.all_input_nodes if a.op == "placeholder"):
+        report.add("PC303", place, f"`{name}` takes a float64 input, parameter or buffer: no NeuronCore has an FP64 "
+                   "type, so it is narrowed or refused; make it float32", op=name)
+    if out_dtypes & _COMPLEX and not in_dtypes & _COMPLEX:
+        report.add("PC302", place, f"`{name}` makes a complex tensor: complex dtypes are not supported on a "
+                   "NeuronCore (NCC_EVRF004); split into real and imaginary parts or run this part on the CPU",
+                   op=name)
+    if (in_dtypes | out_dtypes) & _FP8_UNSUPPORTED:
+        report.add("PC312", place, f"`{name}` uses an FNUZ float8 type, which neuronx-cc rejects (NCC_EVRF005)",
+                   op=name)
+    if short.startswith("fft_") or short in ("stft", "istft", "_fft_r2c", "_fft_c2r", "_fft_c2c"):
+        report.add("PC301", place, f"`{name}`: FFT does not compile for a NeuronCore (NCC_EVRF004); run it on the "
+                   "CPU or emulate it with real arithmetic", op=name)
+    elif short in ("triangular_solve", "linalg_solve_triangular"):
+        report.add("PC311", place, f"`{name}` is not supported by neuronx-cc (NCC_EUOC002); use "
+                   "`torch.inverse(A) @ b`", op=name)
+    elif short == "topk":
+        k = node.args[1] if len(node.args) > 1 else node.kwargs.get("k")
+        if inputs and inputs[0].dtype in _INTEGER:
+            report.add("PC305", place, f"`topk` on a {_dtype_name(inputs[0].dtype)} tensor: TopK cannot take "
+                       "integer inputs (NCC_EVRF013); cast to float first", op=name)
+        if isinstance(k, int) and k > 16384:
+            report.add("PC306", place, f"`topk` with k={k}: neuronx-cc allows k <= 16384 (NCC_EVRF014)", op=name)
+    elif short in ("sort", "argsort") and inputs and inputs[0].dtype in _INTEGER:
+        report.add("PC305", place, f"`{short}` on a {_dtype_name(inputs[0].dtype)} tensor: integer sorts have "
+                   "failed to compile on some neuronx-cc versions; sort a float copy", op=name, severity="warning")
+    elif name in MATMULS | {"aten::addmm", "aten::linear", "aten::addbmm", "aten::dot", "aten::mv"} and \
+            inputs and all(t.dtype in _INTEGER for t in inputs[:2]):
+        report.add("PC313", place, f"`{name}` on integer tensors: Neuron has no integer matmul, it computes in FP32 "
+                   "and loses precision above 2^24 (NCC_EVRF035); cast to float explicitly", op=name)
+    elif short in ("scatter_add", "index_add", "scatter_reduce", "index_put") and inputs and \
+            inputs[0].dtype in _INTEGER and (short != "index_put" or _accumulates(node)):
+        report.add("PC314", place, f"`{name}` accumulating into a {_dtype_name(inputs[0].dtype)} tensor: Neuron "
+                   "computes integer scatter-with-compute in FP32 (NCC_EVRF016)", op=name)
+    elif short in ("max_pool2d", "max_pool1d", "max_pool3d", "max_pool2d_with_indices") and _dilated(node, 4):
+        report.add("PC309", place, f"`{name}` with dilation: neuronx-cc does not support dilated pooling "
+                   "(NCC_EVRF017 / NCC_EVRF018)", op=name)
+    elif short in ("convolution", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"):
+        if short == "convolution" and len(node.args) > 6 and node.args[6] and _dilated(node, 5):
+            report.add("PC310", place, f"`{name}`: a transposed convolution with dilation lowers to a strided "
+                       "convolution of a dilated input, which neuronx-cc rejects (NCC_EVRF011)", op=name)
+    elif short == "one_hot":
+        report.add("PC307", place, "`one_hot`: older torch-neuronx releases failed on it in training; a "
+                   "comparison with `arange` is the portable spelling", op=name)
+    if name in _DATA_DEPENDENT and any(free_unbacked_symbols(t) for t in outputs) or \
+            short in ("item", "_local_scalar_dense"):
+        code = _DATA_DEPENDENT.get(name) or "PC210"
+        if code == "PC204" and not any(t.dtype == torch.bool for t in inputs[1:]):
+            code = "PC210"
+        shape = _shape(outputs[0]) if outputs else []
+        report.add(code, place, _data_dependent_message(name, code, shape), op=name, shape=shape)
+    elif name not in _DATA_DEPENDENT and any(free_unbacked_symbols(t) for t in outputs) and \
+            not any(free_unbacked_symbols(t) for t in inputs):
+        shape = _shape(outputs[0])
+        report.add("PC210", place, _data_dependent_message(name, "PC210", shape), op=name, shape=shape)
+
+
+def _accumulates(node: torch.fx.Node) -> bool:
+    return bool(node.args[3] if len(node.args) > 3 else node.kwargs.get("accumulate", False))
+
+
+def _dilated(node: torch.fx.Node, index: int) -> bool:
+    value = node.args[index] if len(node.args) > index else node.kwargs.get("dilation")
+    values = value if isinstance(value, (list, tuple)) else [value]
+    return any(isinstance(v, int) and v > 1 for v in values)
+
+
+def _data_dependent_message(name: str, code: str, shape: list) -> str:
+    if code == "PC701":
+        return (f"`{name}` reads a tensor's value into Python inside the traced code: on Neuron that stops the "
+                "graph and waits for the device; keep the value on the device")
+    sizes = "x".join(str(s) for s in shape)
+    return (f"`{name}` returns a tensor whose size depends on the data ({sizes}): Neuron compiles static shapes "
+            "only (NCC_EMOD025); use a fixed-size form (a mask, `torch.where(c, a, b)`, a padded index)")
+
+
+def _match_attention(graph: torch.fx.Graph, report: GraphReport) -> None:
+    for node in graph.nodes:
+        if node.op != "call_function":
+            continue
+        name = op_name(node)
+        if name in SDPA:
+            _report_sdpa(node, name, report)
+        elif name in SOFTMAXES:
+            _report_handwritten(node, report)
+
+
+def _report_sdpa(node: torch.fx.Node, name: str, report: GraphReport) -> None:
+    q, k = _val(node.args[0]), _val(node.args[1]) if len(node.args) > 1 else None
+    if not isinstance(q, torch.Tensor) or not isinstance(k, torch.Tensor) or q.dim() < 2:
+        return
+    head_dim, seq_q, seq_k = q.shape[-1], q.shape[-2], k.shape[-2]
+    causal = bool(node.kwargs.get("is_causal", node.args[5] if len(node.args) > 5 else False))
+    report.add("PC403", node_place(node), "", op=name, head_dim=_int(head_dim), seq_q=_int(seq_q),
+               seq_k=_int(seq_k), heads=_int(q.shape[-3]) if q.dim() > 2 else 1, causal=causal)
+
+
+def _report_handwritten(softmax: torch.fx.Node, report: GraphReport) -> None:
+    scores = _walk_back(softmax.args[0], _SCORE_STEPS)
+    if scores is None or op_name(scores) not in MATMULS:
+        return
+    weights_out = _walk_forward(softmax, _WEIGHT_STEPS)
+    if weights_out is None:
+        return
+    q = _val(scores.args[0]) if op_name(scores) != "aten::einsum" else None
+    s = _val(scores)
+    if not isinstance(s, torch.Tensor) or s.dim() < 2:
+        return
+    head_dim = _int(q.shape[-1]) if isinstance(q, torch.Tensor) else None
+    report.add("PC401", node_place(weights_out) or node_place(softmax), "", op=op_name(softmax),
+               head_dim=head_dim, seq_q=_int(s.shape[-2]), seq_k=_int(s.shape[-1]),
+               heads=_int(s.shape[-3]) if s.dim() > 2 else 1)
+
+
+def _walk_back(node, steps: frozenset[str]) -> torch.fx.Node | None:
+    for _ in range(8):
+        if not isinstance(node, torch.fx.Node) or node.op != "call_function":
+            return None
+        name = op_name(node)
+        if name in MATMULS:
+            return node
+        if name not in steps:
+            return None
+        # Follow the operand that carries the scores: the first tensor argument.
+        node = next((a for a in node.args if isinstance(a, torch.fx.Node)), None)
+    return None
+
+
+def _walk_forward(node: torch.fx.Node, steps: frozenset[str]) -> torch.fx.Node | None:
+    frontier = [node]
+    for _ in range(6):
+        following = []
+        for current in frontier:
+            for user in current.users:
+                if user.target is operator.getitem:
+                    following.append(user)
+                    continue
+                name = op_name(user)
+                if name in MATMULS and user.args and user.args[0] is current:
+                    return user
+                if name in steps:
+                    following.append(user)
+        if not following:
+            return None
+        frontier = following
+    return None
+
+
+def _int(value) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+
+def decomposition(use: OpUse) -> list[str] | None:
+    """The ops a CompositeImplicitAutograd op (`aten::linear`, `aten::scaled_dot_product_attention`, ...)
+    turns into before a backend sees it: traced once on meta tensors of the first call's shapes. None for an
+    op that is not composite, or whose decomposition could not be traced."""
+    node = use.example
+    target = node.target if node is not None else None
+    if not isinstance(target, torch._ops.OpOverload):
+        return None
+    if not torch._C._dispatch_has_kernel_for_dispatch_key(target.name(), "CompositeImplicitAutograd"):
+        return None
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from torch.utils._pytree import tree_map
+
+    def on_meta(arg):
+        value = _val(arg) if isinstance(arg, torch.fx.Node) else arg
+        if isinstance(value, torch.Tensor):
+            try:
+                shape = [int(s) for s in value.shape]
+            except (TypeError, ValueError):
+                raise _Symbolic from None
+            return torch.empty(shape, dtype=value.dtype, device="meta")
+        if isinstance(value, torch.SymInt):
+            raise _Symbolic
+        return value
+
+    try:
+        args, kwargs = tree_map(on_meta, (node.args, node.kwargs))
+        traced = make_fx(lambda *a, **k: target(*a, **k))(*args, **kwargs)
+    except Exception:
+        return None
+    names = []
+    for inner in traced.graph.nodes:
+        name = op_name(inner) if inner.op == "call_function" else ""
+        if name and name not in BOOKKEEPING and name not in names:
+            names.append(name)
+    return names
+
+
+class _Symbolic(Exception):
+    """A symbolic size: the decomposition is traced only for concrete shapes."""

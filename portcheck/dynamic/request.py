@@ -1,0 +1,93 @@
+"""What `portcheck trace` was asked to do, as plain data that crosses into the child process as JSON."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field
+
+DTYPES = ("float32", "float16", "bfloat16", "float64", "int64", "int32", "int16", "int8", "uint8", "bool",
+          "complex64")
+_INPUT = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<dtype>[a-z0-9]+)\[(?P<dims>[0-9, ]*)\]$")
+_DYNAMIC = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*):(?P<axis>-?[0-9]+)(?:=(?P<label>[a-z_]+))?$")
+
+
+class RequestError(Exception):
+    """A trace request that cannot be carried out as given: one line for the user."""
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """`--input name=dtype[d0,d1,...]`: one example input made up from its shape."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+
+    @classmethod
+    def parse(cls, text: str) -> InputSpec:
+        match = _INPUT.match(text.replace(" ", ""))
+        if not match:
+            raise RequestError(f"--input {text!r}: expected name=dtype[d0,d1,...], e.g. input_ids=int64[1,128]")
+        dtype = match["dtype"]
+        if dtype not in DTYPES:
+            raise RequestError(f"--input {text!r}: unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}")
+        dims = tuple(int(d) for d in match["dims"].split(",") if d)
+        if any(d < 0 for d in dims):
+            raise RequestError(f"--input {text!r}: sizes must be 0 or more")
+        return cls(match["name"], dtype, dims)
+
+
+@dataclass(frozen=True)
+class DynamicAxis:
+    """`--dynamic name:axis[=batch|seq]`: an input axis whose size varies at run time."""
+
+    name: str
+    axis: int
+    label: str = ""
+
+    @classmethod
+    def parse(cls, text: str) -> DynamicAxis:
+        match = _DYNAMIC.match(text.strip())
+        if not match:
+            raise RequestError(f"--dynamic {text!r}: expected name:axis, e.g. input_ids:1")
+        return cls(match["name"], int(match["axis"]), match["label"] or "")
+
+
+@dataclass(frozen=True)
+class TraceRequest:
+    """Everything the child needs. `model` is `path/to/file.py:callable` or `package.module:callable`;
+    with `hf_config` it is empty and the model is a transformers model built from that config."""
+
+    model: str = ""
+    hf_config: str = ""
+    inputs: tuple[InputSpec, ...] = ()
+    dynamic: tuple[DynamicAxis, ...] = ()
+    device: str = "auto"  # "auto" | "cpu" | "meta"
+    memory_limit: int = 0  # bytes of address space for the child; 0 = no cap
+    hf_options: dict[str, str] = field(default_factory=dict)  # --hf-option key=value (attn_implementation=eager)
+    neuron_analyze: bool = False
+    shapes: bool = True  # export again with dynamic batch / sequence axes
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> TraceRequest:
+        data = json.loads(text)
+        data["inputs"] = tuple(InputSpec(i["name"], i["dtype"], tuple(i["shape"])) for i in data["inputs"])
+        data["dynamic"] = tuple(DynamicAxis(**d) for d in data["dynamic"])
+        return cls(**data)
+
+
+def split_model_spec(spec: str) -> tuple[str, str]:
+    """`models/net.py:build` -> ("models/net.py", "build"); `pkg.mod:build` -> ("pkg.mod", "build").
+    The callable may be omitted for a file (`net.py` means `net.py:build`)."""
+    location, _, attribute = spec.rpartition(":")
+    if not location or "/" in attribute or "\\" in attribute or attribute.endswith(".py"):
+        location, attribute = spec, "build"
+    if not attribute.replace(".", "_").isidentifier():
+        raise RequestError(f"{spec!r}: the part after ':' must name a callable, e.g. model.py:build")
+    if not location:
+        raise RequestError(f"{spec!r}: expected path/to/file.py:build or package.module:build")
+    return location, attribute

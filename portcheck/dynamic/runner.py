@@ -1,0 +1,85 @@
+"""Parent side: run the child process that builds and traces the model, with a time limit and a memory cap,
+and turn whatever happens to it (an exception, `sys.exit`, a hang, an OOM kill, a crash) into one line."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from portcheck.dynamic.request import TraceRequest
+
+
+class TraceError(Exception):
+    """The model could not be traced: one line saying why, for the user."""
+
+
+def default_memory_limit() -> int:
+    """Three quarters of the machine's memory: a runaway model is stopped before the machine swaps."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024 * 3 // 4
+    return 16 * 2**30
+
+
+def run_child(request: TraceRequest, cwd: Path, timeout: float) -> dict:
+    if importlib.util.find_spec("torch") is None:
+        raise TraceError("portcheck trace needs torch: pip install 'portcheck[trace]'")
+    package_parent = str(Path(__file__).resolve().parents[2])
+    env = dict(os.environ)
+    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1",
+               TOKENIZERS_PARALLELISM="false", PYTHONUNBUFFERED="1",
+               PYTHONPATH=os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH", "")) if p))
+    with tempfile.TemporaryDirectory(prefix="portcheck-trace-") as scratch:
+        request_path, result_path, log_path = (Path(scratch) / n for n in ("request.json", "result.json", "log"))
+        request_path.write_text(request.to_json(), encoding="utf-8")
+        with open(log_path, "wb") as log:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "portcheck.dynamic.child", str(request_path), str(result_path)],
+                cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True)
+            try:
+                returncode = process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                _kill(process)
+                raise TraceError(f"the model did not finish building and tracing within {timeout:g} s "
+                                 "(--timeout); it was stopped") from None
+            except BaseException:
+                _kill(process)
+                raise
+        if result_path.is_file():
+            try:
+                return json.loads(result_path.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                raise TraceError(f"the trace process left an unreadable result ({exc})") from None
+        raise TraceError(_death(returncode, request, log_path))
+
+
+def _kill(process: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+def _death(returncode: int, request: TraceRequest, log_path: Path) -> str:
+    tail = ""
+    with contextlib.suppress(OSError):
+        lines = [line.strip() for line in log_path.read_text(errors="replace").splitlines() if line.strip()]
+        if lines:
+            tail = f"; its last output: {lines[-1][:200]}"
+    if returncode < 0:
+        number = -returncode
+        name = signal.Signals(number).name if number in signal.Signals._value2member_map_ else str(number)
+        if number == signal.SIGKILL:
+            cap = f"{request.memory_limit / 2**30:.1f} GiB" if request.memory_limit else "the machine's memory"
+            return (f"the model's process was killed ({name}), most likely out of memory (the cap is {cap}); "
+                    f"try --device meta{tail}")
+        return f"the model's process crashed ({name}){tail}"
+    return f"the model's process exited with status {returncode} before reporting{tail}"

@@ -1,0 +1,149 @@
+"""Child side: export once more with the batch and sequence axes dynamic (`Dim.AUTO`) and read back what
+export learned: which axes stayed dynamic, their ranges (guards), and which the model's code fixed."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import torch
+
+from portcheck.dynamic.capture import one_line
+from portcheck.dynamic.load import Loaded
+from portcheck.dynamic.request import DynamicAxis
+
+_TOKEN_INPUTS = (torch.int64, torch.int32, torch.bool)
+
+
+@dataclass(frozen=True)
+class Axis:
+    input: str  # a keyword name, or "args[0]"
+    axis: int
+    label: str
+    size: int
+
+
+def find_axes(loaded: Loaded, given: tuple[DynamicAxis, ...]) -> list[Axis]:
+    """`--dynamic` axes if given; else axis 0 of every input (batch) and axis 1 of 2-D token inputs (ids,
+    masks: the sequence), decoder inputs apart from encoder ones."""
+    tensors = _named_inputs(loaded)
+    if given:
+        axes = []
+        for d in given:
+            tensor = tensors.get(d.name)
+            if tensor is None or not -tensor.dim() <= d.axis < tensor.dim():
+                raise ValueError(f"--dynamic {d.name}:{d.axis}: no such input or axis")
+            axis = d.axis % tensor.dim()
+            label = d.label or ("batch" if axis == 0 else "seq")
+            axes.append(Axis(d.name, axis, label, int(tensor.shape[axis])))
+        return axes
+    axes = []
+    batch_sizes = {int(t.shape[0]) for t in tensors.values() if t.dim() >= 1}
+    if len(batch_sizes) == 1:
+        axes += [Axis(name, 0, "batch", int(t.shape[0])) for name, t in tensors.items() if t.dim() >= 1]
+    for name, t in tensors.items():
+        if t.dim() == 2 and t.dtype in _TOKEN_INPUTS:
+            label = "decoder_seq" if name.startswith("decoder_") else "seq"
+            axes.append(Axis(name, 1, label, int(t.shape[1])))
+    return axes
+
+
+def _named_inputs(loaded: Loaded) -> dict[str, torch.Tensor]:
+    named = {f"args[{i}]": a for i, a in enumerate(loaded.args) if isinstance(a, torch.Tensor)}
+    named.update({k: v for k, v in loaded.kwargs.items() if isinstance(v, torch.Tensor)})
+    return named
+
+
+def probe_shapes(loaded: Loaded, axes: list[Axis]) -> dict:
+    """Export with those axes as `Dim.AUTO`. An axis whose example size is 0 or 1 is widened to 2 first:
+    export fixes sizes 0 and 1, which would hide whether the model itself does."""
+    started = time.perf_counter()
+    args, kwargs = list(loaded.args), dict(loaded.kwargs)
+    for axis in axes:
+        if axis.size < 2:
+            _set(args, kwargs, axis.input, lambda t, a=axis.axis: torch.cat([t, t], dim=a))
+    specs_args: list = [None] * len(args)
+    specs_kwargs: dict = {}
+    for axis in axes:
+        spec = specs_kwargs if not axis.input.startswith("args[") else None
+        if spec is None:
+            i = int(axis.input[5:-1])
+            specs_args[i] = specs_args[i] or {}
+            specs_args[i][axis.axis] = torch.export.Dim.AUTO
+        else:
+            spec.setdefault(axis.input, {})[axis.axis] = torch.export.Dim.AUTO
+    for i, a in enumerate(args):
+        if specs_args[i] is None and isinstance(a, torch.Tensor):
+            specs_args[i] = {}
+    dynamic_shapes: dict | tuple
+    if kwargs and not args:
+        dynamic_shapes = {k: specs_kwargs.get(k) for k in kwargs}
+    elif not kwargs:
+        dynamic_shapes = tuple(specs_args)
+    else:
+        dynamic_shapes = {"args": tuple(specs_args), "kwargs": {k: specs_kwargs.get(k) for k in kwargs}}
+    try:
+        with torch.no_grad():
+            program = torch.export.export(loaded.model, tuple(args), kwargs, dynamic_shapes=dynamic_shapes,
+                                          strict=False)
+    except Exception as exc:
+        return {"ok": False, "seconds": round(time.perf_counter() - started, 3), "detail": one_line(exc),
+                "axes": [_axis_dict(a, None) for a in axes]}
+    found = _placeholder_shapes(program, args, kwargs)
+    out = []
+    for axis in axes:
+        dim = found.get(axis.input)
+        size = dim[axis.axis] if dim is not None and axis.axis < len(dim) else None
+        out.append(_axis_dict(axis, _range(program, size)))
+    return {"ok": True, "seconds": round(time.perf_counter() - started, 3), "detail": "", "axes": out}
+
+
+def _set(args: list, kwargs: dict, name: str, change) -> None:
+    if name.startswith("args["):
+        i = int(name[5:-1])
+        args[i] = change(args[i])
+    else:
+        kwargs[name] = change(kwargs[name])
+
+
+def _placeholder_shapes(program, args, kwargs) -> dict[str, tuple]:
+    """The shapes export gave each user input, by the same names `find_axes` uses."""
+    names = [f"args[{i}]" for i in range(len(args))] + list(kwargs)
+    user_inputs = [spec for spec in program.graph_signature.input_specs
+                   if spec.kind == torch.export.graph_signature.InputKind.USER_INPUT]
+    placeholders = {n.name: n for n in program.graph.nodes if n.op == "placeholder"}
+    shapes = {}
+    flat = [n for n in names if (n in kwargs and isinstance(kwargs[n], torch.Tensor)) or
+            (n.startswith("args[") and isinstance(args[int(n[5:-1])], torch.Tensor))]
+    for name, spec in zip(flat, user_inputs, strict=False):
+        node = placeholders.get(spec.arg.name)
+        value = node.meta.get("val") if node is not None else None
+        if isinstance(value, torch.Tensor):
+            shapes[name] = tuple(value.shape)
+    return shapes
+
+
+def _range(program, size) -> dict | None:
+    if size is None:
+        return None
+    if isinstance(size, int):
+        return {"dynamic": False, "min": size, "max": size}
+    expr = size.node.expr
+    bounds = program.range_constraints.get(expr)
+    if bounds is None:
+        return {"dynamic": True, "min": None, "max": None}
+    return {"dynamic": True, "min": _finite(bounds.lower), "max": _finite(bounds.upper)}
+
+
+def _finite(bound) -> int | None:
+    """A range bound as an int; None for export's unbounded (int_oo)."""
+    try:
+        return int(bound) if bool(bound.is_finite) and bool(bound.is_integer) else None
+    except (TypeError, ValueError, AttributeError, OverflowError):
+        return None
+
+
+def _axis_dict(axis: Axis, found: dict | None) -> dict:
+    entry = {"input": axis.input, "axis": axis.axis, "label": axis.label, "size": axis.size}
+    entry.update(found or {"dynamic": None, "min": None, "max": None})
+    return entry

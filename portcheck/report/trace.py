@@ -1,0 +1,46 @@
+"""The lines `portcheck trace` adds under its findings for people: how the graph was captured, and the op
+inventory's verdict per chip. (The JSON report carries all of it, op by op.)"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from typing import TextIO
+
+from portcheck.findings import ScanResult
+
+
+@contextlib.contextmanager
+def progress(what: str) -> Iterator[None]:
+    """A spinner on a terminal; nothing when stderr is piped or CI is set."""
+    if os.environ.get("CI") or not sys.stderr.isatty():
+        yield
+        return
+    from rich.console import Console
+
+    with Console(stderr=True).status(what):
+        yield
+
+
+def write_trace_summary(result: ScanResult, stream: TextIO) -> None:
+    trace = result.trace or {}
+    graph = trace.get("graph") or {}
+    steps = graph.get("steps") or []
+    for step in steps:
+        outcome = f"ok, {step['nodes']} nodes" if step["ok"] else f"failed: {step['detail']}"
+        stream.write(f"capture: {step['method']}: {outcome} ({step['seconds']:.1f} s)\n")
+    ops = trace.get("ops") or []
+    if ops:
+        chips = list(ops[0]["status"])
+        for chip in chips:
+            counts = Counter(op["status"][chip] for op in ops)
+            verdict = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+            stream.write(f"ops on {chip}: {len(ops)} distinct ATen ops: {verdict}\n")
+    model = trace.get("model") or {}
+    if model:
+        stream.write(f"model: {model.get('class')}, {model.get('parameters', 0):,} parameters, built on "
+                     f"{model.get('device')}; graph: {graph.get('method') or 'none'}, {graph.get('nodes', 0)} "
+                     f"nodes, {graph.get('graph_breaks', 0)} graph breaks, {graph.get('seconds', 0):.1f} s\n")
