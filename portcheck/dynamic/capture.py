@@ -5,13 +5,20 @@ last resort. Every step's outcome is reported."""
 
 from __future__ import annotations
 
+import contextlib
+import re
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import torch
 
+from portcheck.dynamic.graph import DATA_DEPENDENT, data_dependent_message
 from portcheck.dynamic.load import Loaded
 from portcheck.dynamic.sourcemap import exception_place, frames_place
+
+
+_DYNAMIC_OPERATOR = re.compile(r"Dynamic shape operator.*?`?aten\.(\w+)\.")
 
 
 @dataclass
@@ -52,11 +59,40 @@ def _data_dependent(exc: BaseException) -> bool:
         "data dependent" in str(exc)
 
 
+@contextlib.contextmanager
+def full_stack_traces() -> Iterator[None]:
+    """Non-strict export keeps only the frames of `forward` methods in a node's stack trace, so an op in a
+    helper (`eager_attention_forward`, a function in another file) points at the forward that called it.
+    For portcheck the helper's line is the place to change: keep every frame from the first forward on.
+    (A private hook of torch; where it is missing, export's own stack traces are used.)"""
+    from torch.fx.experimental import proxy_tensor
+
+    tracer = getattr(proxy_tensor, "_ModuleStackTracer", None)
+    original = getattr(tracer, "_filter_traceback_frames", None)
+    if tracer is None or original is None:
+        yield
+        return
+
+    def keep_all(self, summary):
+        saved = getattr(self, "_record_forward_stack_traces_only", False)
+        self._record_forward_stack_traces_only = False
+        try:
+            return original(self, summary)
+        finally:
+            self._record_forward_stack_traces_only = saved
+
+    tracer._filter_traceback_frames = keep_all
+    try:
+        yield
+    finally:
+        tracer._filter_traceback_frames = original
+
+
 def capture(loaded: Loaded) -> Capture:
     result = Capture()
     started = time.perf_counter()
     try:
-        with torch.no_grad():
+        with torch.no_grad(), full_stack_traces():
             program = torch.export.export(loaded.model, loaded.args, loaded.kwargs, strict=False)
     except Exception as exc:
         result.steps.append(Step("torch.export", False, time.perf_counter() - started, detail=one_line(exc)))
@@ -107,8 +143,15 @@ def _explain(loaded: Loaded, result: Capture) -> None:
         if key in seen:
             continue
         seen.add(key)
+        text = " ".join(str(reason.reason).split())
         result.findings.append({"code": "PC720", "place": place.as_dict() if place else None, "message": "",
-                                "detail": {"kind": "break", "reason": " ".join(str(reason.reason).split())[:300]}})
+                                "detail": {"kind": "break", "reason": text[:300]}})
+        operator = _DYNAMIC_OPERATOR.search(text)
+        if operator and f"aten::{operator[1]}" in DATA_DEPENDENT:
+            name = f"aten::{operator[1]}"
+            result.findings.append({"code": DATA_DEPENDENT[name] or "PC210", "place": place.as_dict() if place
+                                    else None, "message": data_dependent_message(name, "PC210", []),
+                                    "detail": {"op": name}})
 
 
 def _aot(loaded: Loaded, result: Capture) -> None:

@@ -33,7 +33,7 @@ _SCORE_STEPS = frozenset({
 _WEIGHT_STEPS = frozenset({"aten::dropout", "aten::native_dropout", "aten::to", "aten::_to_copy", "aten::type_as",
                            "aten::view", "aten::reshape", "aten::contiguous", "aten::clone", "aten::alias"})
 # Ops whose output size depends on the input's values, and the rule each one is.
-_DATA_DEPENDENT = {
+DATA_DEPENDENT = {
     "aten::nonzero": "PC201", "aten::nonzero_static": "", "aten::argwhere": "PC201",
     "aten::where": "PC202", "aten::masked_select": "PC203", "aten::index": "PC204",
     "aten::_unique2": "PC205", "aten::unique_dim": "PC205", "aten::unique_consecutive": "PC205",
@@ -184,17 +184,17 @@ def _check_node(node: torch.fx.Node, name: str, inputs: list[torch.Tensor], plac
     elif short == "one_hot":
         report.add("PC307", place, "`one_hot`: older torch-neuronx releases failed on it in training; a "
                    "comparison with `arange` is the portable spelling", op=name)
-    if name in _DATA_DEPENDENT and any(free_unbacked_symbols(t) for t in outputs) or \
+    if name in DATA_DEPENDENT and any(free_unbacked_symbols(t) for t in outputs) or \
             short in ("item", "_local_scalar_dense"):
-        code = _DATA_DEPENDENT.get(name) or "PC210"
+        code = DATA_DEPENDENT.get(name) or "PC210"
         if code == "PC204" and not any(t.dtype == torch.bool for t in inputs[1:]):
             code = "PC210"
         shape = _shape(outputs[0]) if outputs else []
-        report.add(code, place, _data_dependent_message(name, code, shape), op=name, shape=shape)
-    elif name not in _DATA_DEPENDENT and any(free_unbacked_symbols(t) for t in outputs) and \
+        report.add(code, place, data_dependent_message(name, code, shape), op=name, shape=shape)
+    elif name not in DATA_DEPENDENT and any(free_unbacked_symbols(t) for t in outputs) and \
             not any(free_unbacked_symbols(t) for t in inputs):
         shape = _shape(outputs[0])
-        report.add("PC210", place, _data_dependent_message(name, "PC210", shape), op=name, shape=shape)
+        report.add("PC210", place, data_dependent_message(name, "PC210", shape), op=name, shape=shape)
 
 
 def _accumulates(node: torch.fx.Node) -> bool:
@@ -207,12 +207,12 @@ def _dilated(node: torch.fx.Node, index: int) -> bool:
     return any(isinstance(v, int) and v > 1 for v in values)
 
 
-def _data_dependent_message(name: str, code: str, shape: list) -> str:
+def data_dependent_message(name: str, code: str, shape: list) -> str:
     if code == "PC701":
         return (f"`{name}` reads a tensor's value into Python inside the traced code: on Neuron that stops the "
                 "graph and waits for the device; keep the value on the device")
-    sizes = "x".join(str(s) for s in shape)
-    return (f"`{name}` returns a tensor whose size depends on the data ({sizes}): Neuron compiles static shapes "
+    sizes = f" ({'x'.join(str(s) for s in shape)})" if shape else ""
+    return (f"`{name}` returns a tensor whose size depends on the data{sizes}: Neuron compiles static shapes "
             "only (NCC_EMOD025); use a fixed-size form (a mask, `torch.where(c, a, b)`, a padded index)")
 
 

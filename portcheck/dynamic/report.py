@@ -267,21 +267,21 @@ def _merge_static(traced: list[Finding], files: list[str], settings: Settings, c
     from portcheck.static.engine import FileJob, analyse_file
 
     rules = load().rules
-    # Rules on by default only in trace (PC401) are on for their graph evidence, not for the static pass.
+    # Rules on by default only in trace (PC401) report static evidence only where the graph confirms it.
     trace_only_default = {c for c, r in rules.items() if r.trace_default and not r.default}
     static: list[Finding] = []
     for path in files:
         location = cwd / path
         if location.suffix != ".py" or not location.is_file():
             continue
-        enabled = settings.enabled_for(relative_to_root(location.resolve(), settings)) - trace_only_default
+        enabled = settings.enabled_for(relative_to_root(location.resolve(), settings))
         result = analyse_file(FileJob(path=path, chip=settings.chip, stack=settings.stack, enabled=enabled,
                                       location=str(location)))
         static += result.findings
     by_line: dict[tuple[str, int], list[int]] = defaultdict(list)
     for index, f in enumerate(static):
         by_line[(f.path, f.line)].append(index)
-    merged = list(static)
+    merged: list[Finding | None] = list(static)
     for f in traced:
         same = _SAME_PROBLEM.get(f.code, frozenset({f.code}))
         match = next((i for i in by_line.get((f.path, f.line), []) if merged[i].code in same), None)
@@ -291,4 +291,4 @@ def _merge_static(traced: list[Finding], files: list[str], settings: Settings, c
         old = merged[match]
         merged[match] = replace(old, evidence=("static", "traced"), severity=max(old.severity, f.severity),
                                 message=f"{old.message} [traced: {f.message}]")
-    return merged
+    return [f for f in merged if f is not None and (f.code not in trace_only_default or "traced" in f.evidence)]
