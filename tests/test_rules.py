@@ -18,8 +18,22 @@ def codes_in(source: str, target: tuple[str, str] = ("trn2", "native")) -> set[s
     return {f.code for f in result.findings}
 
 
+TRACE_ONLY = sorted(code for code, info in load().rules.items() if info.passes == ("trace",))
+
+
 def test_every_catalog_rule_has_a_class_and_every_class_a_catalog_entry():
-    assert set(RULES) | {"PC900"} == set(CODES)
+    assert set(RULES) | {"PC900"} | set(TRACE_ONLY) == set(CODES)
+    assert not set(RULES) & set(TRACE_ONLY)
+
+
+@pytest.mark.parametrize("code", TRACE_ONLY)
+def test_trace_only_rules_have_docs(code):
+    from portcheck.dynamic.rules import DOCS
+
+    text = rule_doc(load().rules[code])
+    for section in ("## What it does", "## Why it matters on Neuron", "## Example", "## Use instead", "## Fix safety"):
+        assert section in text, f"{code} lacks {section}"
+    assert set(DOCS) == set(TRACE_ONLY)
 
 
 @pytest.mark.parametrize("code", sorted(RULES))

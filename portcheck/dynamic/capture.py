@@ -17,7 +17,6 @@ from portcheck.dynamic.graph import DATA_DEPENDENT, data_dependent_message
 from portcheck.dynamic.load import Loaded
 from portcheck.dynamic.sourcemap import exception_place, frames_place
 
-
 _DYNAMIC_OPERATOR = re.compile(r"Dynamic shape operator.*?`?aten\.(\w+)\.")
 
 
@@ -133,9 +132,11 @@ def _explain(loaded: Loaded, result: Capture) -> None:
                                  detail=one_line(exc)))
         return
     nodes = sum(len(g.graph.nodes) for g in explanation.graphs)
-    result.graph_breaks = explanation.graph_break_count
+    # A break where the frame ends (an `if` on a tensor, then return) leaves one graph and a count of 0,
+    # but its reason is listed: count the reasons.
+    result.graph_breaks = max(explanation.graph_break_count, len(explanation.break_reasons))
     result.steps.append(Step("torch._dynamo.explain", True, time.perf_counter() - started, nodes,
-                             f"{explanation.graph_count} graphs, {explanation.graph_break_count} graph breaks"))
+                             f"{explanation.graph_count} graphs, {result.graph_breaks} graph breaks"))
     seen = set()
     for reason in explanation.break_reasons:
         place = frames_place(list(reason.user_stack or []))

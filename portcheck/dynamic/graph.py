@@ -184,7 +184,7 @@ def _check_node(node: torch.fx.Node, name: str, inputs: list[torch.Tensor], plac
     elif short == "one_hot":
         report.add("PC307", place, "`one_hot`: older torch-neuronx releases failed on it in training; a "
                    "comparison with `arange` is the portable spelling", op=name)
-    if name in DATA_DEPENDENT and any(free_unbacked_symbols(t) for t in outputs) or \
+    if (name in DATA_DEPENDENT and any(free_unbacked_symbols(t) for t in outputs)) or \
             short in ("item", "_local_scalar_dense"):
         code = DATA_DEPENDENT.get(name) or "PC210"
         if code == "PC204" and not any(t.dtype == torch.bool for t in inputs[1:]):

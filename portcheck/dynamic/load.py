@@ -173,7 +173,15 @@ def _split(built: Any, request: TraceRequest) -> tuple[Any, tuple, dict]:
                          f"not {type(inputs).__name__}")
     model = built
     if request.inputs:
-        return model, (), {spec.name: make_input(spec) for spec in request.inputs}
+        made = {spec.name: make_input(spec) for spec in request.inputs}
+        try:
+            parameters = inspect.signature(model.forward).parameters
+        except (TypeError, ValueError, AttributeError):
+            parameters = {}
+        if all(name in parameters for name in made):
+            return model, (), made
+        # Names the forward does not have (`x` for Sequential's `input`): positional, in the order given.
+        return model, tuple(made.values()), {}
     config = getattr(model, "config", None)
     if config is not None:
         return model, (), _hf_inputs(model, config)

@@ -57,12 +57,18 @@ def write_rules(stream: TextIO, *, as_json: bool, rich_table: bool) -> None:
 
 def rule_doc(info: RuleInfo) -> str:
     cls = RULES.get(info.code)
-    sections = _sections(inspect.cleandoc(cls.__doc__ or "")) if cls else {}
+    if cls is not None:
+        sections = _sections(inspect.cleandoc(cls.__doc__ or ""))
+    else:
+        from portcheck.dynamic.rules import DOCS
+
+        sections = _sections(inspect.cleandoc(DOCS.get(info.code, "")))
     lines = [
         f"# {info.code} {info.name}",
         "",
         f"Category: {info.category} · severity: {info.severity.label} · targets: {', '.join(info.targets)}"
-        f" · fixable: {'yes' if fixable(info.code) else 'no'} · enabled by default: {'yes' if info.default else 'no'}",
+        f" · fixable: {'yes' if fixable(info.code) else 'no'} · enabled by default: {'yes' if info.default else 'no'}"
+        + (" · reported by: `portcheck trace`" if info.passes == ("trace",) else ""),
         "",
         "## What it does",
         sections.get("What it does", info.summary),

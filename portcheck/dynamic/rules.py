@@ -1,0 +1,131 @@
+"""Documentation of the rules only `portcheck trace` reports (graph evidence has no static check class to
+carry it). Same sections as a static rule's docstring; `portcheck rule CODE` prints them. Each rule's
+example is a model in fixtures/models/, checked by tests/test_trace.py."""
+
+from __future__ import annotations
+
+DOCS = {
+    "PC210": """## What it does
+    Finds an op in the traced ATen graph whose output size torch.export could only express as an unbacked
+    (data-dependent) size, when it is not one of the ops with a rule of their own (PC201–PC207).
+
+    ## Example
+    A custom op or an indexing pattern whose result length is computed from the data.
+
+    ## Use instead
+    A fixed-size computation: a mask with `torch.where(cond, a, b)`, padding to a maximum, bucketing.
+
+    ## Fix safety
+    No automatic fix.
+    """,
+    "PC211": """## What it does
+    Exports the model once more with its batch and sequence axes dynamic (`torch.export.Dim.AUTO`) and reports
+    which axes stay dynamic, the bounds export found (a `seq <= 128` guard from a position table), the
+    model's position limit, and the sequence buckets to compile for (powers of two from 128).
+
+    ## Example
+    `portcheck trace --hf-config bert/` reports `input_ids` axis 1 dynamic up to 128: buckets 128.
+
+    ## Use instead
+    Compile one graph per bucket (`torch_neuronx.bucket_model_trace`, NxD Inference buckets) and pad inputs to
+    the next bucket.
+
+    ## Fix safety
+    Advice only.
+    """,
+    "PC212": """## What it does
+    Reports an input axis that export specialised to the example's size although it was asked to keep it
+    dynamic: something in the model fixes that size (a reshape to literal sizes, a buffer of that length).
+
+    ## Example
+    `x.view(2, 16, 64)` in forward pins batch 2 and sequence 16.
+
+    ## Use instead
+    Sizes from the input (`x.view(b, s, -1)` with `b, s = x.shape[:2]`).
+
+    ## Fix safety
+    No automatic fix.
+    """,
+    "PC316": """## What it does
+    Reports each ATen op of the traced graph whose status in rules/ops.toml is `unsupported` on the
+    target's stack, with the documented reason and error code. With `--neuron-analyze` on a Neuron host it
+    also reports what `torch_neuronx.analyze` finds unsupported.
+
+    ## Example
+    `torch.triangular_solve` traced to `aten::triangular_solve` (NCC_EUOC002).
+
+    ## Use instead
+    What the op's entry names: a supported formulation, or running that part on the CPU.
+
+    ## Fix safety
+    No automatic fix.
+    """,
+    "PC317": """## What it does
+    Reports each ATen op of the traced graph that the target's stack runs on the host CPU (status
+    `cpu-fallback` in rules/ops.toml).
+
+    ## Example
+    An op the TorchNeuron compatibility table marks CPU_FALLBACK.
+
+    ## Use instead
+    A supported formulation of the same computation, or accept the copy where the op is rare.
+
+    ## Fix safety
+    No automatic fix.
+    """,
+    "PC318": """## What it does
+    One finding listing the ATen ops of the traced graph that no source in rules/ops.toml covers for the
+    target's stack. Composite ops (`aten::linear`) are judged by what they decompose into. Unknown is
+    reported as unknown, never as supported; the JSON report lists every op with its status per chip.
+
+    ## Example
+    On the native stack, whose per-op table portcheck does not have yet, every op is unknown.
+
+    ## Use instead
+    Check the listed ops with `torch_neuronx.analyze` on a Neuron host (`portcheck trace --neuron-analyze`).
+
+    ## Fix safety
+    Advice only.
+    """,
+    "PC403": """## What it does
+    Reports each `scaled_dot_product_attention` node of the traced graph with its heads, head_dim and
+    query × key lengths, and says which fused NKI attention kernel fits those shapes. Info only: the Neuron
+    compiler takes SDPA, so a model that uses it gets no warning for its attention.
+
+    ## Example
+    `F.scaled_dot_product_attention(q, k, v, is_causal=True)` with head_dim 128.
+
+    ## Use instead
+    For long sequences, the NKI kernel the message names (head_dim <= 128).
+
+    ## Fix safety
+    Advice only.
+    """,
+    "PC720": """## What it does
+    Where torch.export fails, runs `torch._dynamo.explain` and reports each graph break at the user's line
+    with Dynamo's reason; a break at a dynamic-shape operator (`nonzero`) also reports that op's rule.
+
+    ## Example
+    `if y.sum() > 0:` in forward breaks the graph ("generic_jump TensorVariable").
+
+    ## Use instead
+    Tensor operations for the decision (`torch.where`), or the decision outside forward.
+
+    ## Fix safety
+    No automatic fix.
+    """,
+    "PC721": """## What it does
+    Reports where torch.export could not capture the model, when the reason is not a data-dependent branch
+    (those are PC208): an unsupported Python construct, a failing shape check, a custom op without a fake
+    implementation.
+
+    ## Example
+    A forward that calls into a C extension torch.export cannot trace.
+
+    ## Use instead
+    What export's message suggests; a fake (meta) implementation for custom ops.
+
+    ## Fix safety
+    No automatic fix.
+    """,
+}

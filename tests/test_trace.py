@@ -1,0 +1,225 @@
+"""`portcheck trace`: the dynamic pass run for real — the CLI, a child process, real torch, real
+transformers models from tiny configs — on the models in fixtures/models/ and their `# trace:` markers."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from portcheck.dynamic.report import op_status
+from portcheck.dynamic.request import DynamicAxis, InputSpec, RequestError, split_model_spec
+from portcheck.knowledge import OP_STATUSES, load_ops
+
+pytest.importorskip("torch", reason="portcheck trace needs torch (pip install 'portcheck[trace]')")
+
+ROOT = Path(__file__).resolve().parent.parent
+MODELS = ROOT / "fixtures" / "models"
+MARK = re.compile(r"#\s*trace:\s*([A-Z0-9 ]+)")
+
+
+def trace(*args: str, cwd: Path = ROOT, timeout: float = 240) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "portcheck", "trace", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def trace_json(*args: str) -> dict:
+    done = trace(*args, "--format", "json")
+    assert done.returncode in (0, 1), done.stderr
+    assert "Traceback" not in done.stderr
+    return json.loads(done.stdout)
+
+
+def markers(path: Path) -> set[tuple[int, str]]:
+    expected = set()
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if match := MARK.search(line):
+            expected |= {(number, code) for code in match[1].split()}
+    return expected
+
+
+FIXTURE_MODELS = sorted(p for p in MODELS.glob("*.py") if markers(p) or p.name == "clean_mlp.py")
+
+
+@pytest.mark.parametrize("path", FIXTURE_MODELS, ids=lambda p: p.stem)
+def test_fixture_models_report_their_markers(path):
+    report = trace_json(f"{path.relative_to(ROOT)}:build", "--no-shapes")
+    rel = path.relative_to(ROOT).as_posix()
+    traced = {(f["line"], f["code"]) for f in report["findings"] if "traced" in f["evidence"] and f["path"] == rel}
+    assert markers(path) <= traced, report["findings"]
+    loud = {(f["line"], f["code"]) for f in report["findings"]
+            if "traced" in f["evidence"] and f["severity"] != "info"}
+    assert loud <= markers(path), f"unmarked traced warnings/errors: {loud - markers(path)}"
+
+
+def test_static_and_traced_evidence_of_one_problem_merge():
+    report = trace_json("fixtures/models/nonzero.py:build", "--no-shapes")
+    hits = [f for f in report["findings"] if f["code"] == "PC201"]
+    assert len(hits) == 1 and hits[0]["evidence"] == ["static", "traced"]
+
+
+def test_json_report_has_graph_ops_and_shapes():
+    report = trace_json("fixtures/models/handwritten_attention.py:build", "--no-shapes")
+    assert report["graph"]["method"] == "torch.export" and report["graph"]["nodes"] > 10
+    assert report["graph"]["graph_breaks"] == 0 and report["graph"]["seconds"] > 0
+    ops = {op["op"]: op for op in report["ops"]}
+    assert ops["aten::softmax"]["count"] == 1 and ops["aten::softmax"]["dtypes"] == ["float32"]
+    assert set(ops["aten::linear"]["status"]) == {"trn2", "inf2"}
+    assert all(op["status"]["inf2"] in (*OP_STATUSES, "unknown") for op in report["ops"])
+    assert report["shapes"] is None
+    shaped = trace_json("fixtures/models/mask_index.py:build", "--no-static")
+    axes = {(a["input"], a["axis"]): a for a in shaped["shapes"]["axes"]}
+    assert axes[("x", 0)]["dynamic"] is True and axes[("x", 0)]["size"] == 2
+
+
+def test_failed_export_falls_back_to_dynamo_and_reports_each_step():
+    report = trace_json("fixtures/models/tensor_branch.py:build", "--no-static")
+    steps = {s["method"]: s for s in report["graph"]["steps"]}
+    assert not steps["torch.export"]["ok"] and "data-dependent" in steps["torch.export"]["detail"]
+    assert steps["torch._dynamo.explain"]["ok"] and report["graph"]["graph_breaks"] == 1
+    assert report["graph"]["method"] == "torch.compile+aot_autograd"
+    assert {op["op"] for op in report["ops"]} >= {"aten::addmm", "aten::sum", "aten::gt"}
+
+
+def test_inputs_from_the_command_line():
+    done = trace("fixtures/models/model_only.py", "--input", "x=float32[2,8]", "--format", "json")
+    assert done.returncode in (0, 1), done.stderr
+    assert {op["op"] for op in json.loads(done.stdout)["ops"]} == {"aten::linear", "aten::relu"}
+    missing = trace("fixtures/models/model_only.py")
+    assert missing.returncode == 2 and "--input" in missing.stderr
+
+
+def test_module_spec_from_the_working_directory():
+    done = trace("nonzero:build", "--no-shapes", "--no-static", cwd=MODELS)
+    assert done.returncode == 1, done.stderr
+    assert "nonzero.py:9:" in done.stdout and "PC201" in done.stdout
+
+
+@pytest.mark.parametrize(("model", "args", "says"), [
+    ("raises.py:build", (), "raises.py:9: building the model raised ValueError: checkpoint shape mismatch"),
+    ("exits.py:build", (), "SystemExit: 3"),
+    ("crashes.py:build", (), "crashed (SIGSEGV)"),
+    ("hangs.py:build", ("--timeout", "8"), "did not finish building and tracing within 8 s"),
+    ("greedy.py:build", ("--memory-limit", "2G"), "can't allocate memory"),
+    ("nowhere.py:build", (), "no such file"),
+    ("raises.py:missing", (), "has no attribute 'missing'"),
+])
+def test_a_model_that_fails_gets_one_line_and_exit_2(model, args, says):
+    done = trace(f"fixtures/models/bad/{model}", *args, timeout=120)
+    assert done.returncode == 2
+    assert done.stdout == ""
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("portcheck: error: ") and says in lines[0], done.stderr
+
+
+def test_usage_errors():
+    assert trace().returncode == 2
+    bad = trace("fixtures/models/nonzero.py", "--input", "x=float99[2]")
+    assert bad.returncode == 2 and "unknown dtype" in bad.stderr
+
+
+def test_neuron_analyze_reports_its_absence():
+    try:
+        import torch_neuronx  # noqa: F401
+    except ImportError:
+        report = trace_json("fixtures/models/clean_mlp.py:build", "--neuron-analyze", "--no-shapes")
+        assert report["neuron_analyze"]["ok"] is False
+        assert "torch_neuronx" in report["neuron_analyze"]["detail"]
+    else:
+        pytest.skip("torch-neuronx is importable: test_neuron_analyze_on_a_neuron_host covers it")
+
+
+def test_neuron_analyze_on_a_neuron_host():
+    pytest.importorskip("torch_neuronx", reason="torch-neuronx is only on AWS's package index / Neuron hosts")
+    report = trace_json("fixtures/models/fft.py:build", "--neuron-analyze", "--no-shapes")
+    assert report["neuron_analyze"]["ok"] is True
+
+
+# ---- transformers models from tiny configs (no hub, random weights) --------------------------------------
+
+HF = MODELS / "hf"
+
+
+def hf(name: str, *options: str, shapes: bool = False) -> dict:
+    pytest.importorskip("transformers", reason="the Hugging Face checks need transformers")
+    extra = [arg for option in options for arg in ("--hf-option", option)]
+    return trace_json("--hf-config", f"fixtures/models/hf/{name}", "--no-static", *extra,
+                      *(() if shapes else ("--no-shapes",)))
+
+
+def codes(report: dict) -> set[str]:
+    return {f["code"] for f in report["findings"]}
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama", "bert", "t5", "mistral", "qwen2", "vit"])
+def test_transformers_models_trace_clean(name):
+    report = hf(name)
+    assert report["graph"]["method"] == "torch.export"
+    # SDPA is advice only: a model that uses it gets no warning for its attention, and nothing above info.
+    assert "PC403" in codes(report)
+    assert {f["severity"] for f in report["findings"]} == {"info"}, report["findings"]
+    # Nothing supported is reported as unsupported.
+    supported = {op["op"] for op in report["ops"] if op["status"]["inf2"] == "supported"}
+    flagged = {m for f in report["findings"] if f["code"] in ("PC316", "PC317")
+               for m in re.findall(r"`(aten::\w+)`", f["message"])}
+    assert not supported & flagged
+
+
+def test_eager_attention_is_an_attention_subgraph():
+    report = hf("llama", "attn_implementation=eager")
+    hits = [f for f in report["findings"] if f["code"] == "PC401"]
+    assert hits and hits[0]["severity"] == "warning" and hits[0]["path"].endswith("modeling_llama.py")
+    assert "head_dim 16" in hits[0]["message"]
+
+
+def test_mixtral_eager_experts_are_data_dependent():
+    report = hf("mixtral", "experts_implementation=eager")
+    assert report["graph"]["graph_breaks"] >= 1
+    found = {(f["code"], Path(f["path"]).name) for f in report["findings"]}
+    assert ("PC201", "modeling_mixtral.py") in found  # expert_hit = ...nonzero()
+    assert ("PC208", "modeling_mixtral.py") in found  # for expert_idx in expert_hit:
+
+
+def test_mixtral_grouped_and_batched_dispatch_get_their_real_status():
+    grouped = hf("mixtral")
+    ops = {op["op"]: op for op in grouped["ops"]}
+    custom = [name for name in ops if not name.startswith("aten::")]
+    assert custom, "the grouped_mm dispatch should show up as its custom op"
+    assert all(ops[name]["status"]["inf2"] == "unknown" for name in custom)
+    batched = hf("mixtral", "experts_implementation=batched_mm")
+    assert {"aten::bmm", "aten::topk"} <= {op["op"] for op in batched["ops"]}
+    assert "PC201" not in codes(batched) and "PC208" not in codes(batched)
+
+
+def test_sequence_buckets_follow_the_position_limit():
+    report = hf("bert", shapes=True)
+    seq = next(a for a in report["shapes"]["axes"] if a["label"] == "seq")
+    assert seq["dynamic"] is True and seq["max"] == 128  # the position_ids buffer bounds it
+    message = next(f["message"] for f in report["findings"] if f["code"] == "PC211")
+    assert "compile sequence buckets 128" in message
+
+
+# ---- the parts that need no model ------------------------------------------------------------------------
+
+def test_request_parsing():
+    assert InputSpec.parse("input_ids=int64[1, 128]") == InputSpec("input_ids", "int64", (1, 128))
+    assert DynamicAxis.parse("input_ids:1") == DynamicAxis("input_ids", 1)
+    assert split_model_spec("models/net.py:build") == ("models/net.py", "build")
+    assert split_model_spec("models/net.py") == ("models/net.py", "build")
+    assert split_model_spec("pkg.mod:make.model") == ("pkg.mod", "make.model")
+    for bad in ("ids=int64", "ids=int64[1,-2]", "=int64[1]"):
+        with pytest.raises(RequestError):
+            InputSpec.parse(bad)
+
+
+def test_op_status_is_never_supported_without_a_source():
+    ops = load_ops()
+    assert op_status("aten::made_up_op", None, "xla", ops) == "unknown"
+    assert op_status("aten::made_up_op", ["aten::mm", "aten::made_up_too"], "xla", ops) == "unknown"
+    assert op_status("aten::made_up_op", ["aten::add"], "xla", ops) == ops["aten::add"].on("xla")
+    assert op_status("aten::nonzero", None, "xla", ops) == "unsupported"
+    assert all(entry.source for entry in ops.values() if entry.status)
