@@ -196,13 +196,11 @@ def _shape_findings(raw: dict, settings: Settings, anchor: dict) -> list[dict]:
         return []
     limit = (raw.get("model") or {}).get("max_positions") or 0
     out = []
-    dynamic = []
+    dynamic, pinned = [], []
     for axis in shapes.get("axes", []):
         name = f"`{axis['input']}` axis {axis['axis']} ({axis['label']}, traced at {axis['size']})"
         if axis.get("dynamic") is False:
-            out.append({"code": "PC212", "place": anchor, "message":
-                        f"{name}: export fixed it to {axis['max']}: the model's code pins this size, so it "
-                        "compiles for this size only and cannot be bucketed"})
+            pinned.append(f"{name} to {axis['max']}")
         elif axis.get("dynamic"):
             high = axis.get("max")
             bound = f"up to {high}" if high else "with no upper bound export could see"
@@ -218,6 +216,10 @@ def _shape_findings(raw: dict, settings: Settings, anchor: dict) -> list[dict]:
             else:
                 text += "; compile one graph per batch size you serve (or pad to one)"
             dynamic.append(text)
+    if pinned:
+        out.append({"code": "PC212", "place": anchor, "message":
+                    f"export fixed {', '.join(pinned)}: the model's code pins these sizes, so it compiles for "
+                    "them only and cannot be bucketed"})
     if dynamic:
         out.append({"code": "PC211", "place": anchor, "message":
                     "Neuron compiles static shapes: " + "; ".join(dynamic)})

@@ -129,6 +129,11 @@ def _range(program, size) -> dict | None:
     if isinstance(size, int):
         return {"dynamic": False, "min": size, "max": size}
     expr = size.node.expr
+    shape_env = getattr(size.node, "shape_env", None)
+    if shape_env is not None:
+        expr = shape_env.replace(expr)  # a symbol export specialised resolves to its number here
+    if expr.is_number:
+        return {"dynamic": False, "min": int(expr), "max": int(expr)}
     bounds = program.range_constraints.get(expr)
     if bounds is None:
         return {"dynamic": True, "min": None, "max": None}
