@@ -57,7 +57,7 @@ def main() -> None:
     parser.add_argument("models", nargs="*", default=["gpt2", "llama", "bert", "mixtral", "vit", "llama-2-7b"])
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-    print(f"| model | device | torch.export s | portcheck trace s | ratio | export peak MiB | trace peak MiB |")
+    print("| model | device | torch.export s | portcheck trace s | ratio | export peak MiB | trace peak MiB |")
     print("|---|---|---:|---:|---:|---:|---:|")
     ratios = []
     for name in args.models:

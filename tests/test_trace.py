@@ -94,6 +94,13 @@ def test_inputs_from_the_command_line():
     assert missing.returncode == 2 and "--input" in missing.stderr
 
 
+def test_dynamic_axes_from_the_command_line():
+    report = trace_json("fixtures/models/float64.py:build", "--dynamic", "args[0]:0", "--no-static")
+    assert [(a["input"], a["axis"], a["dynamic"]) for a in report["shapes"]["axes"]] == [("args[0]", 0, True)]
+    wrong = trace("fixtures/models/float64.py:build", "--dynamic", "x:5")
+    assert wrong.returncode == 2 and "no such input or axis" in wrong.stderr
+
+
 def test_module_spec_from_the_working_directory():
     done = trace("nonzero:build", "--no-shapes", "--no-static", cwd=MODELS)
     assert done.returncode == 1, done.stderr
@@ -250,6 +257,7 @@ def test_status_and_data_dependent_findings_from_a_graph_result():
 def test_request_parsing():
     assert InputSpec.parse("input_ids=int64[1, 128]") == InputSpec("input_ids", "int64", (1, 128))
     assert DynamicAxis.parse("input_ids:1") == DynamicAxis("input_ids", 1)
+    assert DynamicAxis.parse("args[0]:-1=seq") == DynamicAxis("args[0]", -1, "seq")
     assert split_model_spec("models/net.py:build") == ("models/net.py", "build")
     assert split_model_spec("models/net.py") == ("models/net.py", "build")
     assert split_model_spec("pkg.mod:make.model") == ("pkg.mod", "make.model")

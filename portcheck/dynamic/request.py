@@ -9,7 +9,8 @@ from dataclasses import asdict, dataclass, field
 DTYPES = ("float32", "float16", "bfloat16", "float64", "int64", "int32", "int16", "int8", "uint8", "bool",
           "complex64")
 _INPUT = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<dtype>[a-z0-9]+)\[(?P<dims>[0-9, ]*)\]$")
-_DYNAMIC = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*):(?P<axis>-?[0-9]+)(?:=(?P<label>[a-z_]+))?$")
+# A keyword input by name, or a positional one as reports name it: `args[0]`.
+_DYNAMIC = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*(?:\[[0-9]+\])?):(?P<axis>-?[0-9]+)(?:=(?P<label>[a-z_]+))?$")
 
 
 class RequestError(Exception):
@@ -50,7 +51,7 @@ class DynamicAxis:
     def parse(cls, text: str) -> DynamicAxis:
         match = _DYNAMIC.match(text.strip())
         if not match:
-            raise RequestError(f"--dynamic {text!r}: expected name:axis, e.g. input_ids:1")
+            raise RequestError(f"--dynamic {text!r}: expected name:axis, e.g. input_ids:1 or args[0]:0")
         return cls(match["name"], int(match["axis"]), match["label"] or "")
 
 
