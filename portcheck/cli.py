@@ -122,26 +122,13 @@ def _scan(args: argparse.Namespace) -> int:
     reads_stdin = paths == ["-"]
     if "-" in paths and not reads_stdin:
         raise ConfigError("'-' (stdin) cannot be combined with other paths")
-    if args.config:
-        config_path: Path | None = Path(args.config)
-        if not config_path.is_file():
-            raise ConfigError(f"{args.config}: no such configuration file")
-    elif args.isolated:
-        config_path = None
-    else:
-        start = cwd / (args.stdin_filename or ".") if reads_stdin else _common_parent(paths, cwd)
-        config_path = find_config(start if start.is_dir() else start.parent)
-    layers = [read_config(config_path)] if config_path else []
-    layers.append(Layer(
+    start = cwd / (args.stdin_filename or ".") if reads_stdin else _common_parent(paths, cwd)
+    settings = _settings(args, start if start.is_dir() else start.parent, cwd, Layer(
         target=args.target, stack=args.stack, select=args.select, extend_select=args.extend_select,
         ignore=args.ignore, exclude=args.exclude, extend_exclude=args.extend_exclude,
         force_exclude=args.force_exclude, respect_gitignore=args.respect_gitignore,
         fail_level=args.fail_level, format=args.format,
     ))
-    for selector in [*(args.select or []), *args.extend_select, *args.ignore]:
-        check_selector(selector, "command line")
-    root = config_path.parent.resolve() if config_path else cwd
-    settings = resolve(layers, root, config_path)
 
     if args.jobs is not None and args.jobs < 1:
         raise ConfigError(f"--jobs must be 1 or more, not {args.jobs}")
@@ -162,14 +149,7 @@ def _scan(args: argparse.Namespace) -> int:
     if fixing is not None and (fixing.diff or args.fix_only):
         return _report_fixes(result, args, fixing)
 
-    def lines_for(path: str) -> list[str]:
-        if stdin_text is not None:
-            return stdin_text.splitlines()
-        try:
-            return (cwd / path).read_text(encoding="utf-8", errors="replace").splitlines()
-        except OSError:
-            return []
-
+    lines_for = _source_lines(cwd, stdin_text)
     if args.output:
         _write_report(Path(args.output), result, settings.format, args.statistics, lines_for)
     else:
@@ -182,6 +162,36 @@ def _scan(args: argparse.Namespace) -> int:
         return EXIT_OK
     failing = any(f.severity >= settings.fail_level for f in result.findings)
     return EXIT_FINDINGS if failing or result.errors else EXIT_OK
+
+
+def _settings(args: argparse.Namespace, start: Path, cwd: Path, options: Layer, command: str = "scan"):
+    """The configuration file (--config, else the nearest one above `start`, none with --isolated) under the
+    command line's options."""
+    if args.config:
+        config_path: Path | None = Path(args.config)
+        if not config_path.is_file():
+            raise ConfigError(f"{args.config}: no such configuration file")
+    else:
+        config_path = None if args.isolated else find_config(start)
+    layers = [read_config(config_path)] if config_path else []
+    layers.append(options)
+    for selector in [*(args.select or []), *args.extend_select, *args.ignore]:
+        check_selector(selector, "command line")
+    root = config_path.parent.resolve() if config_path else cwd
+    return resolve(layers, root, config_path, command)
+
+
+def _source_lines(cwd: Path, stdin_text: str | None = None):
+    """For the full report's code frames: a file's lines, or stdin's."""
+    def lines_for(path: str) -> list[str]:
+        if stdin_text is not None:
+            return stdin_text.splitlines()
+        try:
+            return (cwd / path).read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            return []
+
+    return lines_for
 
 
 def _write_fixed(result, stream, verb: str = "fixed") -> None:
@@ -302,6 +312,7 @@ def _size(text: str) -> int:
 
 def _trace(args: argparse.Namespace) -> int:
     from portcheck.dynamic.request import DynamicAxis, InputSpec, RequestError, TraceRequest
+    from portcheck.dynamic.runner import default_memory_limit
 
     cwd = Path.cwd()
     if bool(args.model) == bool(args.hf_config):
@@ -314,22 +325,13 @@ def _trace(args: argparse.Namespace) -> int:
             model=args.model, hf_config=args.hf_config or "",
             inputs=tuple(InputSpec.parse(i) for i in args.input),
             dynamic=tuple(DynamicAxis.parse(d) for d in args.dynamic), device=args.device,
-            memory_limit=_size(args.memory_limit) if args.memory_limit else _default_memory(),
+            memory_limit=_size(args.memory_limit) if args.memory_limit else default_memory_limit(),
             hf_options=options, neuron_analyze=args.neuron_analyze, shapes=not args.no_shapes)
     except RequestError as exc:
         raise ConfigError(str(exc)) from None
-    if args.config:
-        config_path: Path | None = Path(args.config)
-        if not config_path.is_file():
-            raise ConfigError(f"{args.config}: no such configuration file")
-    else:
-        config_path = None if args.isolated else find_config(cwd)
-    layers = [read_config(config_path)] if config_path else []
-    layers.append(Layer(target=args.target, stack=args.stack, select=args.select, extend_select=args.extend_select,
-                        ignore=args.ignore, fail_level=args.fail_level, format=args.format))
-    for selector in [*(args.select or []), *args.extend_select, *args.ignore]:
-        check_selector(selector, "command line")
-    settings = resolve(layers, config_path.parent.resolve() if config_path else cwd, config_path, command="trace")
+    settings = _settings(args, cwd, cwd, Layer(
+        target=args.target, stack=args.stack, select=args.select, extend_select=args.extend_select,
+        ignore=args.ignore, fail_level=args.fail_level, format=args.format), command="trace")
 
     from portcheck.dynamic.report import build_report
     from portcheck.dynamic.runner import TraceError, run_child
@@ -345,12 +347,7 @@ def _trace(args: argparse.Namespace) -> int:
         raise ConfigError(_trace_error(raw["error"], cwd))
     result = build_report(raw, settings, cwd, static=not args.no_static)
 
-    def lines_for(path: str) -> list[str]:
-        try:
-            return (cwd / path).read_text(encoding="utf-8", errors="replace").splitlines()
-        except OSError:
-            return []
-
+    lines_for = _source_lines(cwd)
     if args.output:
         _write_report(Path(args.output), result, settings.format, False, lines_for)
     else:
@@ -369,12 +366,6 @@ def _key_value(text: str) -> tuple[str, str]:
     if not sep or not key.strip().isidentifier():
         raise ConfigError(f"--hf-option {text!r}: expected key=value, e.g. attn_implementation=eager")
     return key.strip(), value.strip()
-
-
-def _default_memory() -> int:
-    from portcheck.dynamic.runner import default_memory_limit
-
-    return default_memory_limit()
 
 
 def _trace_error(error: dict, cwd: Path) -> str:
