@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+import hashlib
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field, replace
 
 
 class Severity(enum.IntEnum):
@@ -108,3 +111,23 @@ class ScanResult:
     fixing: bool = False  # a --fix / --diff run: the summary says what was fixed
     diff: str = ""  # with --diff: the unified diff of every file a fix would change
     trace: dict | None = None  # `portcheck trace`: graph, ops, shapes and model facts for the reports
+
+
+_SPACE = re.compile(r"\s+")
+
+
+def fingerprinted(findings: list[Finding], lines: list[str], path: str) -> list[Finding]:
+    """A fingerprint from the code, the path and the flagged text (not its line), so moving code keeps it;
+    `lines` are the file's. The static and the traced findings of a file get theirs the same way."""
+    seen: dict[tuple[str, str], int] = defaultdict(int)
+    out = []
+    for f in sorted(findings, key=lambda f: f.sort_key):
+        snippet = "\n".join(lines[f.line - 1 : f.end_line])
+        if f.line == f.end_line:
+            snippet = snippet[f.column - 1 : f.end_column - 1]
+        snippet = _SPACE.sub(" ", snippet).strip()
+        key = (f.code, snippet)
+        digest = hashlib.sha256(f"{f.code}\0{path}\0{snippet}\0{seen[key]}".encode()).hexdigest()[:16]
+        seen[key] += 1
+        out.append(replace(f, fingerprint=digest))
+    return out

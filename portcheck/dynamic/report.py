@@ -3,13 +3,12 @@ with each op's Neuron status, and merge them with the static pass's findings on 
 
 from __future__ import annotations
 
-import hashlib
 from collections import defaultdict
 from dataclasses import replace
 from pathlib import Path
 
 from portcheck.config import Settings
-from portcheck.findings import Finding, ScanResult, Severity, Target
+from portcheck.findings import Finding, ScanResult, Severity, Target, fingerprinted
 from portcheck.knowledge import OpSupport, load, load_ops
 
 # A traced finding joins a static one at the same line when the static rule names the same problem.
@@ -73,7 +72,7 @@ def build_report(raw: dict, settings: Settings, cwd: Path, static: bool) -> Scan
     findings = _graph_findings(raw, settings, inventory, ops_data, anchor)
     findings += _shape_findings(raw, settings, anchor)
     built = [_finding(item, settings, cwd, lines) for item in findings]
-    built = _dedupe([f for f in built if f is not None])
+    built = _fingerprinted(_dedupe([f for f in built if f is not None]), lines, cwd)
     files = sorted({f.path for f in built} | ({display_path(anchor["file"], cwd)} if anchor["file"] else set()))
     if static:
         built = _merge_static(built, files, settings, cwd)
@@ -242,12 +241,15 @@ def _finding(item: dict, settings: Settings, cwd: Path, lines: Lines) -> Finding
     end_column = max(len(source_line.rstrip()) + 1, column)
     severity = Severity.parse(item["severity"]) if item.get("severity") else info.severity
     return Finding(code, info.name, info.category, severity, item["message"], path, line, column, line,
-                   end_column, evidence=("traced",),
-                   fingerprint=_fingerprint(code, path, source_line.strip(), item["message"]))
+                   end_column, evidence=("traced",))
 
 
-def _fingerprint(code: str, path: str, text: str, message: str) -> str:
-    return hashlib.sha256(f"{code}\0{path}\0{text}\0{message}".encode()).hexdigest()[:16]
+def _fingerprinted(findings: list[Finding], lines: Lines, cwd: Path) -> list[Finding]:
+    by_path: dict[str, list[Finding]] = defaultdict(list)
+    for f in findings:
+        by_path[f.path].append(f)
+    # A display path is relative to cwd, or absolute outside it: joining it to cwd finds the file either way.
+    return [g for path, group in by_path.items() for g in fingerprinted(group, lines.get(str(cwd / path)), path)]
 
 
 def _dedupe(findings: list[Finding]) -> list[Finding]:

@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import ast
 import functools
-import hashlib
-import re
 from collections import defaultdict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from portcheck.findings import Edit, FileError, FileResult, Finding, Fix
+from portcheck.findings import Edit, FileError, FileResult, Finding, Fix, fingerprinted
 from portcheck.knowledge import load
 from portcheck.static import (  # noqa: F401  (importing a family module registers its checks)
     attention,
@@ -158,7 +156,7 @@ def analyse_text(text: str, path: str, chip: str, stack: str, enabled: frozenset
         suppressions.extend(
             parse_comment(comment.value, where.start.line, where.start.column + 1, where.end.column + 1))
     findings = _apply_suppressions(findings, ctx.hits, positions, suppressions, enabled, path)
-    return FileResult(path, findings=tuple(_fingerprinted(findings, ctx, path)))
+    return FileResult(path, findings=tuple(fingerprinted(findings, ctx.text.splitlines(), path)))
 
 
 def _import_line(module: cst.Module, positions) -> int:
@@ -273,26 +271,6 @@ def _unused(suppressions: list[Suppression], enabled: frozenset[str], path: str)
                 message=f"unused {kind}: {'; '.join(problems)}; remove it",
                 path=path, line=s.line, column=s.column, end_line=s.line, end_column=s.end_column,
             ))
-    return out
-
-
-_SPACE = re.compile(r"\s+")
-
-
-def _fingerprinted(findings: list[Finding], ctx: Context, path: str) -> list[Finding]:
-    """A fingerprint from the code, the path and the flagged text (not its line), so moving code keeps it."""
-    lines = ctx.text.splitlines()
-    seen: dict[tuple[str, str], int] = defaultdict(int)
-    out = []
-    for f in sorted(findings, key=lambda f: f.sort_key):
-        snippet = "\n".join(lines[f.line - 1 : f.end_line])
-        if f.line == f.end_line:
-            snippet = snippet[f.column - 1 : f.end_column - 1]
-        snippet = _SPACE.sub(" ", snippet).strip()
-        key = (f.code, snippet)
-        digest = hashlib.sha256(f"{f.code}\0{path}\0{snippet}\0{seen[key]}".encode()).hexdigest()[:16]
-        seen[key] += 1
-        out.append(replace(f, fingerprint=digest))
     return out
 
 
