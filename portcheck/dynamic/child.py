@@ -27,7 +27,7 @@ def _write(path: Path, result: dict) -> None:
     os.replace(temporary, path)
 
 
-def run(request_path: Path, result_path: Path) -> dict:
+def run(request_path: Path) -> dict:
     from portcheck.dynamic.request import TraceRequest
 
     request = TraceRequest.from_json(request_path.read_text(encoding="utf-8"))
@@ -135,7 +135,7 @@ def _neuron_analyze(loaded, result: dict) -> None:
 def main() -> int:
     request_path, result_path = Path(sys.argv[1]), Path(sys.argv[2])
     try:
-        result = run(request_path, result_path)
+        result = run(request_path)
     except MemoryError:
         result = {"error": {"stage": "trace", "message": "ran out of memory (the --memory-limit cap); try "
                             "--device meta"}}

@@ -59,7 +59,6 @@ class OpUse:
 class GraphReport:
     ops: dict[str, OpUse] = field(default_factory=dict)
     findings: list[dict] = field(default_factory=list)
-    nodes: int = 0
 
     def add(self, code: str, place: Place | None, message: str, **detail) -> None:
         self.findings.append({"code": code, "place": place.as_dict() if place else None, "message": message,
@@ -111,7 +110,6 @@ def analyse_graph(graph: torch.fx.Graph) -> GraphReport:
     for node in graph.nodes:
         if node.op != "call_function":
             continue
-        report.nodes += 1
         name = op_name(node)
         if not name or name in BOOKKEEPING:
             continue

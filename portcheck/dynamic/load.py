@@ -202,7 +202,7 @@ def _hf_inputs(model: torch.nn.Module, config: Any) -> dict[str, torch.Tensor]:
     """Inputs for a transformers model when none were given: batch 1, a sequence of 128 (or the model's
     limit, if smaller), images at the configured size."""
     name = getattr(model, "main_input_name", "input_ids")
-    limit = _max_positions(config) or 128
+    limit = max_positions(config) or 128
     seq = min(128, limit)
     vocab = getattr(config, "vocab_size", None) or 2
     if name == "pixel_values":
@@ -219,16 +219,13 @@ def _hf_inputs(model: torch.nn.Module, config: Any) -> dict[str, torch.Tensor]:
     return inputs
 
 
-def _max_positions(config: Any) -> int:
+def max_positions(config: Any) -> int:
+    """The longest sequence a transformers config allows; 0 when it names none (or there is no config)."""
     for key in ("max_position_embeddings", "n_positions", "max_target_positions"):
         value = getattr(config, key, None)
         if isinstance(value, int) and value > 0:
             return value
     return 0
-
-
-def max_positions(config: Any) -> int:
-    return _max_positions(config) if config is not None else 0
 
 
 def _to_meta(value: Any) -> Any:

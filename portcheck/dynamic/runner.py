@@ -76,7 +76,10 @@ def _death(returncode: int, request: TraceRequest, log_path: Path) -> str:
             tail = f"; its last output: {lines[-1][:200]}"
     if returncode < 0:
         number = -returncode
-        name = signal.Signals(number).name if number in signal.Signals._value2member_map_ else str(number)
+        try:
+            name = signal.Signals(number).name
+        except ValueError:
+            name = str(number)
         if number == signal.SIGKILL:
             cap = f"{request.memory_limit / 2**30:.1f} GiB" if request.memory_limit else "the machine's memory"
             return (f"the model's process was killed ({name}), most likely out of memory (the cap is {cap}); "

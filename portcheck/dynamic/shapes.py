@@ -62,19 +62,12 @@ def probe_shapes(loaded: Loaded, axes: list[Axis]) -> dict:
     for axis in axes:
         if axis.size < 2:
             _set(args, kwargs, axis.input, lambda t, a=axis.axis: torch.cat([t, t], dim=a))
-    specs_args: list = [None] * len(args)
-    specs_kwargs: dict = {}
+    # Per input, by the names find_axes uses: {axis: Dim.AUTO}; a positional tensor without one gets {}.
+    wanted: dict[str, dict] = {}
     for axis in axes:
-        spec = specs_kwargs if not axis.input.startswith("args[") else None
-        if spec is None:
-            i = int(axis.input[5:-1])
-            specs_args[i] = specs_args[i] or {}
-            specs_args[i][axis.axis] = torch.export.Dim.AUTO
-        else:
-            spec.setdefault(axis.input, {})[axis.axis] = torch.export.Dim.AUTO
-    for i, a in enumerate(args):
-        if specs_args[i] is None and isinstance(a, torch.Tensor):
-            specs_args[i] = {}
+        wanted.setdefault(axis.input, {})[axis.axis] = torch.export.Dim.AUTO
+    specs_args = [wanted.get(f"args[{i}]", {} if isinstance(a, torch.Tensor) else None) for i, a in enumerate(args)]
+    specs_kwargs = {k: wanted[k] for k in kwargs if k in wanted}
     dynamic_shapes: dict | tuple
     if kwargs and not args:
         dynamic_shapes = {k: specs_kwargs.get(k) for k in kwargs}
