@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from portcheck import __version__
+from portcheck.advise.model import KINDS
 from portcheck.config import FORMATS, ConfigError, Layer, check_selector, find_config, read_config, resolve
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -59,23 +60,7 @@ def _parser() -> argparse.ArgumentParser:
 
     trace = commands.add_parser(
         "trace", help="build the model, capture its ATen graph and check it against Neuron (needs torch)")
-    trace.add_argument("model", nargs="?", default="", metavar="MODEL",
-                       help="path/to/file.py:build or package.module:build; the callable returns a model, or "
-                            "(model, example_inputs) with a tuple of positional or a dict of keyword inputs")
-    trace.add_argument("--hf-config", metavar="DIR_OR_JSON",
-                       help="build a transformers model with random weights from a local config.json (no hub)")
-    trace.add_argument("--hf-option", action="append", default=[], metavar="KEY=VALUE",
-                       help="keyword for the transformers model, e.g. attn_implementation=eager (repeatable)")
-    trace.add_argument("--input", action="append", default=[], metavar="NAME=DTYPE[D0,D1,...]",
-                       help="an example input to make up, e.g. input_ids=int64[1,128] (repeatable)")
-    trace.add_argument("--dynamic", action="append", default=[], metavar="NAME:AXIS",
-                       help="an input axis whose size varies, e.g. input_ids:1 (default: found from the inputs)")
-    trace.add_argument("--device", choices=("auto", "cpu", "meta"), default="auto",
-                       help="build on the meta device (no weights in memory); auto: when they would not fit")
-    trace.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS",
-                       help="stop the model's process after this long (default 300)")
-    trace.add_argument("--memory-limit", metavar="SIZE",
-                       help="cap the model's process memory, e.g. 8G (default: 3/4 of the machine)")
+    _model_arguments(trace)
     trace.add_argument("--no-shapes", action="store_true", help="skip the dynamic batch / sequence export")
     trace.add_argument("--no-static", action="store_true",
                        help="report graph evidence only, without the static pass over the model's files")
@@ -94,11 +79,88 @@ def _parser() -> argparse.ArgumentParser:
     trace.add_argument("--isolated", action="store_true", help="ignore every configuration file")
     trace.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
 
+    advise = commands.add_parser(
+        "advise", help="the compile plan: memory per core, tensor parallelism, instance, neuronx-cc flags, buckets")
+    _model_arguments(advise)
+    numbers = advise.add_argument_group("a model given as numbers (alone, or overriding what the trace found)")
+    numbers.add_argument("--params", type=_count, metavar="N", help="parameter count, e.g. 7e9 or 6738415616")
+    for name, what in (("--layers", "transformer layers"), ("--hidden", "hidden size"),
+                       ("--heads", "attention heads"), ("--kv-heads", "key/value heads (GQA; default: --heads)"),
+                       ("--head-dim", "head dimension (default: hidden / heads)"),
+                       ("--intermediate", "MLP intermediate size (default: 4 × hidden)"),
+                       ("--vocab", "vocabulary size"), ("--max-positions", "longest sequence the model takes")):
+        numbers.add_argument(name, type=_positive, metavar="N", help=what)
+    numbers.add_argument("--kind", choices=KINDS, help="decoder (default with --layers/--heads), encoder, "
+                                                       "encoder-decoder, vision or other")
+    advise.add_argument("--target", choices=("trn2", "inf2", "trn1"), help="chip (default trn2)")
+    advise.add_argument("--stack", choices=("native", "xla"), help="PyTorch stack (default: the chip's)")
+    advise.add_argument("--task", choices=("inference", "training"), default="inference")
+    advise.add_argument("--batch", type=_positive, default=1, metavar="N", help="batch size (default 1)")
+    advise.add_argument("--seq-len", type=_positive, metavar="N",
+                        help="longest sequence to serve (default: the model's limit, at most 4096)")
+    advise.add_argument("--dtype", choices=("bf16", "fp16", "fp32", "fp8"), default="bf16",
+                        help="weights' dtype on the device (default bf16)")
+    advise.add_argument("--tp", type=_positive, metavar="N", help="check this tensor-parallel degree")
+    advise.add_argument("--lnc", type=int, choices=(1, 2), help="trn2 logical core size (default 2)")
+    advise.add_argument("--prefer", choices=("accuracy", "speed"), default="accuracy",
+                        help="accuracy: no compiler auto-cast (default); speed: matmult auto-cast, -O3")
+    advise.add_argument("--format", choices=("table", "json"), default="table", help="output format")
+    advise.add_argument("--output", metavar="FILE", help="write the plan to FILE")
+    advise.add_argument("--emit-script", metavar="FILE",
+                        help="write a bring-up script that compiles and times the model with the plan (needs a "
+                             "model; without torch-neuronx it runs the model eagerly on the CPU: a dry run)")
+    advise.add_argument("--config", metavar="FILE", help="use this portcheck.toml / pyproject.toml")
+    advise.add_argument("--isolated", action="store_true", help="ignore every configuration file")
+    advise.add_argument("--fail-level", choices=("error", "warning", "info"))
+    advise.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
+    advise.set_defaults(select=None, extend_select=[], ignore=[])
+
     rules = commands.add_parser("rules", help="list every rule")
     rules.add_argument("--format", choices=("table", "json"), default="table")
     rule = commands.add_parser("rule", help="show one rule's documentation")
     rule.add_argument("code", help="a rule code (PC101) or name (cuda-tensor-placement)")
     return parser
+
+
+def _count(text: str) -> int:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number such as 7e9, not {text!r}") from None
+    if not value >= 1 or value != value or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number, not {text!r}")
+    return int(value)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number of at least 1, not {text!r}")
+    return value
+
+
+def _model_arguments(parser: argparse.ArgumentParser) -> None:
+    """How `trace` and `advise` name a model and run its code."""
+    parser.add_argument("model", nargs="?", default="", metavar="MODEL",
+                       help="path/to/file.py:build or package.module:build; the callable returns a model, or "
+                            "(model, example_inputs) with a tuple of positional or a dict of keyword inputs")
+    parser.add_argument("--hf-config", metavar="DIR_OR_JSON",
+                       help="build a transformers model with random weights from a local config.json (no hub)")
+    parser.add_argument("--hf-option", action="append", default=[], metavar="KEY=VALUE",
+                       help="keyword for the transformers model, e.g. attn_implementation=eager (repeatable)")
+    parser.add_argument("--input", action="append", default=[], metavar="NAME=DTYPE[D0,D1,...]",
+                       help="an example input to make up, e.g. input_ids=int64[1,128] (repeatable)")
+    parser.add_argument("--dynamic", action="append", default=[], metavar="NAME:AXIS",
+                       help="an input axis whose size varies, e.g. input_ids:1 (default: found from the inputs)")
+    parser.add_argument("--device", choices=("auto", "cpu", "meta"), default="auto",
+                       help="build on the meta device (no weights in memory); auto: when they would not fit")
+    parser.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS",
+                       help="stop the model's process after this long (default 300)")
+    parser.add_argument("--memory-limit", metavar="SIZE",
+                       help="cap the model's process memory, e.g. 8G (default: 3/4 of the machine)")
 
 
 def _color(stream, to_file: bool) -> bool:
@@ -311,40 +373,17 @@ def _size(text: str) -> int:
 
 
 def _trace(args: argparse.Namespace) -> int:
-    from portcheck.dynamic.request import DynamicAxis, InputSpec, RequestError, TraceRequest
-    from portcheck.dynamic.runner import default_memory_limit
-
     cwd = Path.cwd()
-    if bool(args.model) == bool(args.hf_config):
-        raise ConfigError("trace needs a model (path/to/file.py:build or package.module:build) or --hf-config")
-    if args.timeout <= 0:
-        raise ConfigError(f"--timeout must be more than 0, not {args.timeout:g}")
-    try:
-        options = dict(_key_value(o) for o in args.hf_option)
-        request = TraceRequest(
-            model=args.model, hf_config=args.hf_config or "",
-            inputs=tuple(InputSpec.parse(i) for i in args.input),
-            dynamic=tuple(DynamicAxis.parse(d) for d in args.dynamic), device=args.device,
-            memory_limit=_size(args.memory_limit) if args.memory_limit else default_memory_limit(),
-            hf_options=options, neuron_analyze=args.neuron_analyze, shapes=not args.no_shapes)
-    except RequestError as exc:
-        raise ConfigError(str(exc)) from None
+    request = _trace_request(args, require_model=True)
     settings = _settings(args, cwd, cwd, Layer(
         target=args.target, stack=args.stack, select=args.select, extend_select=args.extend_select,
         ignore=args.ignore, fail_level=args.fail_level, format=args.format), command="trace")
 
     from portcheck.dynamic.report import build_report
-    from portcheck.dynamic.runner import TraceError, run_child
     from portcheck.report import render
-    from portcheck.report.trace import progress, write_trace_summary
+    from portcheck.report.trace import write_trace_summary
 
-    try:
-        with progress(f"tracing {args.model or args.hf_config}"):
-            raw = run_child(request, cwd, args.timeout)
-    except TraceError as exc:
-        raise ConfigError(str(exc)) from None
-    if raw.get("error"):
-        raise ConfigError(_trace_error(raw["error"], cwd))
+    raw = _run_model(args, request, cwd)
     result = build_report(raw, settings, cwd, static=not args.no_static)
 
     lines_for = _source_lines(cwd)
@@ -359,6 +398,46 @@ def _trace(args: argparse.Namespace) -> int:
     if args.exit_zero:
         return EXIT_OK
     return EXIT_FINDINGS if any(f.severity >= settings.fail_level for f in result.findings) else EXIT_OK
+
+
+def _trace_request(args: argparse.Namespace, require_model: bool):
+    """The child's request from `trace`'s or `advise`'s model arguments."""
+    from portcheck.dynamic.request import DynamicAxis, InputSpec, RequestError, TraceRequest
+    from portcheck.dynamic.runner import default_memory_limit
+
+    if args.model and args.hf_config:
+        raise ConfigError("give a model (path/to/file.py:build or package.module:build) or --hf-config, not both")
+    if require_model and not (args.model or args.hf_config):
+        raise ConfigError(f"{args.command} needs a model (path/to/file.py:build or package.module:build) or "
+                          "--hf-config")
+    if args.timeout <= 0:
+        raise ConfigError(f"--timeout must be more than 0, not {args.timeout:g}")
+    try:
+        options = dict(_key_value(o) for o in args.hf_option)
+        return TraceRequest(
+            model=args.model, hf_config=args.hf_config or "",
+            inputs=tuple(InputSpec.parse(i) for i in args.input),
+            dynamic=tuple(DynamicAxis.parse(d) for d in args.dynamic), device=args.device,
+            memory_limit=_size(args.memory_limit) if args.memory_limit else default_memory_limit(),
+            hf_options=options, neuron_analyze=getattr(args, "neuron_analyze", False),
+            shapes=not getattr(args, "no_shapes", False))
+    except RequestError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def _run_model(args: argparse.Namespace, request, cwd: Path) -> dict:
+    """Run the model's code in the child process: its raw result, or one line and exit 2."""
+    from portcheck.dynamic.runner import TraceError, run_child
+    from portcheck.report.trace import progress
+
+    try:
+        with progress(f"tracing {args.model or args.hf_config}"):
+            raw = run_child(request, cwd, args.timeout)
+    except TraceError as exc:
+        raise ConfigError(str(exc)) from None
+    if raw.get("error"):
+        raise ConfigError(_trace_error(raw["error"], cwd))
+    return raw
 
 
 def _key_value(text: str) -> tuple[str, str]:
@@ -378,6 +457,27 @@ def _trace_error(error: dict, cwd: Path) -> str:
     if "allocate" in message or "out of memory" in message:
         message += " (try --device meta)"
     return message
+
+
+def _advise(args: argparse.Namespace) -> int:
+    from portcheck.advise.command import advise
+
+    cwd = Path.cwd()
+    numbers = {"params": args.params, "layers": args.layers, "hidden": args.hidden, "heads": args.heads,
+               "kv_heads": args.kv_heads, "head_dim": args.head_dim, "intermediate": args.intermediate,
+               "vocab": args.vocab, "max_positions": args.max_positions, "kind": args.kind}
+    spec = bool(args.model or args.hf_config)
+    if not spec and not args.params:
+        raise ConfigError("advise needs a model (path/to/file.py:build, package.module:build, --hf-config) or "
+                          "its size (--params, with --layers --hidden --heads for a transformer)")
+    if args.emit_script and not spec:
+        raise ConfigError("--emit-script needs a model to compile (path/to/file.py:build or --hf-config), not "
+                          "only numbers")
+    request = _trace_request(args, require_model=False) if spec else None
+    settings = _settings(args, cwd, cwd, Layer(target=args.target, stack=args.stack, fail_level=args.fail_level),
+                         command="advise")
+    raw = _run_model(args, request, cwd) if request else None
+    return advise(args, settings, numbers, raw, request, cwd)
 
 
 def _rules(args: argparse.Namespace) -> int:
@@ -410,7 +510,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return EXIT_ERROR
-    handler = {"scan": _scan, "trace": _trace, "rules": _rules, "rule": _rule}[args.command]
+    handler = {"scan": _scan, "trace": _trace, "advise": _advise, "rules": _rules, "rule": _rule}[args.command]
     try:
         return handler(args)
     except ConfigError as exc:

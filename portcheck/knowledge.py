@@ -246,3 +246,127 @@ def load_ops() -> dict[str, OpSupport]:
         source = "; ".join(sources.get(part, part) for part in cited if part)
         ops[name] = OpSupport(name, status, source, entry.get("restriction", ""), entry.get("error_code", ""))
     return ops
+
+
+@dataclass(frozen=True)
+class ChipHardware:
+    """One chip's schedulable cores and the device memory each may use, per logical-NeuronCore setting."""
+
+    name: str
+    neuron_core: str
+    physical_cores: int
+    hbm_gib: float
+    lnc: tuple[int, ...]
+    default_lnc: int
+    cores_per_chip: dict[int, int]
+    memory_per_core_gib: dict[int, float]
+    source: str
+
+
+@dataclass(frozen=True)
+class Instance:
+    name: str
+    chip: str
+    chips: int
+    vcpus: int  # 0: not documented
+    host_memory_gib: float  # 0: not documented
+    source: str
+
+
+@dataclass(frozen=True)
+class Hardware:
+    chips: dict[str, ChipHardware]
+    instances: tuple[Instance, ...]  # smallest first, per chip
+    microcode_mib_per_physical_core: float
+    runtime_source: str
+
+
+@functools.cache
+def load_hardware() -> Hardware:
+    """rules/hardware.toml, read only by `advise`."""
+    data = _read("hardware.toml")
+    chips = {}
+    for name, c in data["chips"].items():
+        chip = ChipHardware(
+            name, c["neuron_core"], c["physical_cores"], float(c["hbm_gib"]), tuple(c["lnc"]), c["default_lnc"],
+            {int(k): int(v) for k, v in c["cores_per_chip"].items()},
+            {int(k): float(v) for k, v in c["memory_per_core_gib"].items()}, c["source"])
+        if set(chip.cores_per_chip) != set(chip.lnc) or set(chip.memory_per_core_gib) != set(chip.lnc) \
+                or chip.default_lnc not in chip.lnc or not chip.source:
+            raise KnowledgeError(f"hardware.toml: chip {name} needs cores and memory for each of its LNC values")
+        chips[name] = chip
+    instances = tuple(sorted((Instance(i["name"], i["chip"], i["chips"], i["vcpus"], float(i["host_memory_gib"]),
+                                       i["source"]) for i in data["instance"]),
+                             key=lambda i: (i.chip, i.chips, i.host_memory_gib)))
+    for instance in instances:
+        if instance.chip not in chips or instance.chips < 1 or not instance.source:
+            raise KnowledgeError(f"hardware.toml: instance {instance.name} names an unknown chip or no source")
+    runtime = data["runtime"]
+    return Hardware(chips, instances, float(runtime["microcode_mib_per_physical_core"]), runtime["source"])
+
+
+@dataclass(frozen=True)
+class CompilerFlag:
+    name: str
+    values: tuple[str, ...]  # empty: a switch without a value
+    targets: tuple[str, ...]
+    source: str
+    default: str = ""
+    since: str = ""  # first Neuron SDK release whose compiler takes it
+
+
+@dataclass(frozen=True)
+class EnvVar:
+    name: str
+    values: tuple[str, ...]  # empty: any value
+    targets: tuple[str, ...]
+    source: str
+
+
+@dataclass(frozen=True)
+class Compiler:
+    flags: dict[str, CompilerFlag]
+    env: dict[str, EnvVar]
+    newest_sdk: dict[str, str]  # stack -> newest SDK release it runs on ("" = current)
+
+    def check(self, args: list[str], env: dict[str, str], chip: str, stack: str) -> None:
+        """Every flag of a plan exists, takes that value and is allowed for the chip and the stack's SDK;
+        every environment variable too. A violation is portcheck's bug, never the user's."""
+        i = 0
+        while i < len(args):
+            name = args[i]
+            flag = self.flags.get(name)
+            if flag is None:
+                raise KnowledgeError(f"compiler flag {name} is not in rules/compiler.toml")
+            if chip not in flag.targets:
+                raise KnowledgeError(f"compiler flag {name} is not allowed for target {chip}")
+            if flag.since and self.newest_sdk.get(stack) and _release(self.newest_sdk[stack]) < _release(flag.since):
+                raise KnowledgeError(f"compiler flag {name} needs Neuron {flag.since}; the {stack} stack "
+                                     f"stops at {self.newest_sdk[stack]}")
+            if flag.values:
+                if i + 1 >= len(args) or args[i + 1] not in flag.values:
+                    raise KnowledgeError(f"compiler flag {name} needs one of {', '.join(flag.values)}")
+                i += 1
+            i += 1
+        for name, value in env.items():
+            var = self.env.get(name)
+            if var is None or chip not in var.targets or (var.values and value not in var.values):
+                raise KnowledgeError(f"environment variable {name}={value} is not allowed for target {chip}")
+
+
+def _release(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split("."))
+
+
+@functools.cache
+def load_compiler() -> Compiler:
+    """rules/compiler.toml, read only by `advise`."""
+    data = _read("compiler.toml")
+    flags = {f["name"]: CompilerFlag(f["name"], tuple(f["values"]), tuple(f["targets"]), f["source"],
+                                     f.get("default", ""), f.get("since", "")) for f in data["flag"]}
+    env = {e["name"]: EnvVar(e["name"], tuple(e["values"]), tuple(e["targets"]), e["source"]) for e in data["env"]}
+    for item in (*flags.values(), *env.values()):
+        if not item.source or not item.targets:
+            raise KnowledgeError(f"compiler.toml: {item.name} needs targets and a source")
+    newest = {k: v for k, v in data["sdk"].items() if k != "source"}
+    return Compiler(flags, env, newest)

@@ -58,6 +58,7 @@ def run(request_path: Path) -> dict:
                        "parameters": loaded.parameters, "device": loaded.device,
                        "source_file": loaded.source_file, "max_positions": max_positions(loaded.config),
                        "build_place": loaded.build_place}
+    result["model"].update(_model_facts(loaded))
     try:
         taken = capture(loaded)
     except (Exception, SystemExit) as exc:
@@ -69,6 +70,9 @@ def run(request_path: Path) -> dict:
     result["findings"] = list(taken.findings)
     result["graph"] = {"method": taken.method, "nodes": sum(len(g.nodes) for g in taken.graphs),
                        "graph_breaks": taken.graph_breaks}
+    from portcheck.dynamic.facts import graph_memory
+
+    result["graph"].update(graph_memory(taken.program))
     _analyse(taken, result)
     if request.shapes and taken.program is not None:
         from portcheck.dynamic.shapes import find_axes, probe_shapes
@@ -90,6 +94,17 @@ def run(request_path: Path) -> dict:
         _neuron_analyze(loaded, result)
     result["graph"]["seconds"] = round(time.perf_counter() - started, 3)
     return result
+
+
+def _model_facts(loaded) -> dict:
+    from portcheck.dynamic.facts import config_facts, module_classes
+
+    inputs = list(loaded.inputs)
+    tokens = next((i for i in inputs if len(i["shape"]) == 2 and "int" in i["dtype"]), None)
+    first = tokens or next((i for i in inputs if i["shape"]), None)
+    return {"config": config_facts(loaded.config), "modules": module_classes(loaded.model), "inputs": inputs,
+            "example_batch": first["shape"][0] if first else 0,
+            "example_seq": tokens["shape"][1] if tokens else 0}
 
 
 def _analyse(taken, result: dict) -> None:

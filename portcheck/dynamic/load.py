@@ -33,6 +33,7 @@ class Loaded:
     config: Any = None  # a transformers config, when the model has one
     source_file: str = ""  # the file holding the build callable or the model class
     build_place: dict | None = None  # {"file", "line"} of the build callable, or of the --hf-config file
+    inputs: tuple[dict, ...] = ()  # each example input's name, dtype, shape and value range (see input_facts)
 
 
 def load_model(request: TraceRequest) -> Loaded:
@@ -47,12 +48,33 @@ def load_model(request: TraceRequest) -> Loaded:
         raise ModelError(f"the build callable returned {type(model).__name__}, not a torch.nn.Module "
                          "(return a model, or (model, example_inputs))")
     model.eval()
+    inputs = input_facts(model, args, kwargs)
     if device == "meta":
         args = tuple(_to_meta(a) for a in args)
         kwargs = {k: _to_meta(v) for k, v in kwargs.items()}
     config = getattr(model, "config", None)
     return Loaded(model, args, kwargs, device, _count(model), config, _source_file(request, model),
-                  _build_place(request, build))
+                  _build_place(request, build), inputs)
+
+
+def input_facts(model: torch.nn.Module, args: tuple, kwargs: dict) -> tuple[dict, ...]:
+    """Name, dtype, shape and value range of each tensor input, so a bring-up script can make inputs like
+    them (`portcheck advise --emit-script`); positional inputs are named after forward's parameters."""
+    try:
+        names = [n for n in inspect.signature(model.forward).parameters if n not in ("self",)]
+    except (TypeError, ValueError):
+        names = []
+    named = [(names[i] if i < len(names) else f"args[{i}]", a) for i, a in enumerate(args)]
+    out = []
+    for position, (name, value) in enumerate([*named, *kwargs.items()]):
+        if not isinstance(value, torch.Tensor):
+            continue
+        fact = {"name": name, "positional": position < len(args), "dtype": str(value.dtype).removeprefix("torch."),
+                "shape": list(value.shape), "low": None, "high": None}
+        if value.device.type != "meta" and value.numel() and not value.dtype.is_complex:
+            fact["low"], fact["high"] = value.min().item(), value.max().item()
+        out.append(fact)
+    return tuple(out)
 
 
 def _build_place(request: TraceRequest, build) -> dict | None:

@@ -179,7 +179,7 @@ def _message(code: str, given: str, detail: dict, stack: str) -> tuple[str, str 
     return f"{code} in the traced graph", None
 
 
-def _buckets(low: int, high: int) -> list[int]:
+def sequence_buckets(low: int, high: int) -> list[int]:
     """Powers of two from 128 (NxD Inference's automatic buckets) up to the longest sequence."""
     buckets, size = [], 128
     while size < high:
@@ -208,7 +208,7 @@ def _shape_findings(raw: dict, settings: Settings, anchor: dict) -> list[dict]:
                 longest = min(x for x in (high, limit) if x) if (high or limit) else 0
                 if longest:
                     source = "the model's position limit" if longest == limit else "export's bound"
-                    text += (f"; compile sequence buckets {', '.join(map(str, _buckets(1, longest)))} "
+                    text += (f"; compile sequence buckets {', '.join(map(str, sequence_buckets(1, longest)))} "
                              f"({source}: {longest})")
                 else:
                     text += "; compile powers of two from 128 up to your longest sequence"

@@ -60,15 +60,16 @@ def rule_doc(info: RuleInfo) -> str:
     if cls is not None:
         sections = _sections(inspect.cleandoc(cls.__doc__ or ""))
     else:
+        from portcheck.advise.rules import DOCS as ADVISE_DOCS
         from portcheck.dynamic.rules import DOCS
 
-        sections = _sections(inspect.cleandoc(DOCS.get(info.code, "")))
+        sections = _sections(inspect.cleandoc(DOCS.get(info.code) or ADVISE_DOCS.get(info.code, "")))
     lines = [
         f"# {info.code} {info.name}",
         "",
         f"Category: {info.category} · severity: {info.severity.label} · targets: {', '.join(info.targets)}"
         f" · fixable: {'yes' if fixable(info.code) else 'no'} · enabled by default: {'yes' if info.default else 'no'}"
-        + (" · reported by: `portcheck trace`" if info.passes == ("trace",) else ""),
+        + ("" if "scan" in info.passes else f" · reported by: `portcheck {' and '.join(info.passes)}`"),
         "",
         "## What it does",
         sections.get("What it does", info.summary),

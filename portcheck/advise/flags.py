@@ -1,0 +1,125 @@
+"""The plan's neuronx-cc flags, environment variables and buckets, each with its reason and source; what may
+be emitted at all is rules/compiler.toml's to say (Plan.check runs after)."""
+
+from __future__ import annotations
+
+from portcheck.dynamic.report import sequence_buckets
+from portcheck.knowledge import load_compiler
+
+NXDI_BUCKETS = ("SDK:libraries/nxd-inference/developer_guides/feature-guide.rst (automatic buckets: powers of two "
+                "from 128 to the maximum sequence length)")
+TRACE_API = "SDK:frameworks/torch/torch-neuronx/api-reference-guide/inference/api-torch-neuronx-trace.rst"
+NATIVE = "SDK:frameworks/torch/pytorch-native-overview.rst; NeuronDocs:torch/compile/reference-torch-compile.html"
+
+
+def compiler_settings(plan, options) -> None:
+    flags = load_compiler().flags
+    model = plan.model
+    args: list[str] = []
+
+    def add(name: str, value: str | None, why: str, extra_source: str = "") -> None:
+        args.extend([name] if value is None else [name, value])
+        shown = name if value is None else f"{name} {value}"
+        source = flags[name].source + (f"; {extra_source}" if extra_source else "")
+        plan.reason(shown, why, source)
+
+    add("--target", plan.chip, f"compile for {plan.chip} ({_core(plan.chip)}); a NEFF only runs on the core "
+        "generation it was built for")
+    model_type, why = model.model_type_flag()
+    add("--model-type", model_type, why)
+    if options.dtype == "fp8":
+        add("--auto-cast", "matmult", "fp8 weights: matrix multiplies run in FP8")
+        add("--auto-cast-type", "fp8_e4m3", "the compiler's FP8 auto-cast type")
+    elif options.prefer == "speed":
+        add("--auto-cast", "matmult", "--prefer speed: FP32 matrix multiplies are cast down (the pre-2.27 "
+            "default); accuracy can drop, e.g. with RoPE position ids",
+            "SDK:libraries/nxd-inference/misc/nxdi-troubleshooting.rst")
+        add("--auto-cast-type", "bf16", "BF16 keeps FP32's range (no loss scaling, no overflow)")
+    else:
+        add("--auto-cast", "none", "--prefer accuracy: no compiler downcasting, the same numerics as the model "
+            "(the default since Neuron 2.27)", "SDK:compiler/neuronx-cc/faq.rst")
+    if options.prefer == "speed" and plan.task == "inference":
+        add("--optlevel", "3", "--prefer speed: more optimisation for a longer compile with more host memory")
+    else:
+        add("--optlevel", "2", "the balance of compile time and performance (the default)")
+    if plan.lnc is not None:
+        add("--lnc", str(plan.lnc), f"{plan.lnc} physical cores per logical core; the runtime must agree "
+            "(NEURON_LOGICAL_NC_CONFIG)")
+        plan.env["NEURON_LOGICAL_NC_CONFIG"] = str(plan.lnc)
+        plan.reason(f"NEURON_LOGICAL_NC_CONFIG={plan.lnc}", "the runtime's LNC must equal the compiler's --lnc",
+                    load_compiler().env["NEURON_LOGICAL_NC_CONFIG"].source)
+    _int64(plan, options, add)
+    if plan.chip == "trn1" and model_type == "transformer" and options.prefer == "accuracy":
+        add("--enable-saturate-infinity", None, "trn1: clamps ±inf in compiler-inserted transposes so attention "
+            "masks do not turn into NaN")
+    plan.compiler_args = args
+    if plan.tp_degree:
+        last = plan.tp_degree - 1
+        plan.env["NEURON_RT_VISIBLE_CORES"] = "0" if not last else f"0-{last}"
+        plan.reason(f"NEURON_RT_VISIBLE_CORES={plan.env['NEURON_RT_VISIBLE_CORES']}",
+                    f"one replica on the first {plan.tp_degree} core(s); start further replicas at multiples of "
+                    f"{plan.tp_degree}", load_compiler().env["NEURON_RT_VISIBLE_CORES"].source)
+    if plan.stack == "native":
+        plan.env["NEURON_CC_FLAGS"] = " ".join(args)
+        plan.reason("NEURON_CC_FLAGS", "torch.compile(backend=\"neuron\") compiles with neuronx-cc: the flags "
+                    "reach it through the framework's NEURON_CC_FLAGS", load_compiler().env["NEURON_CC_FLAGS"].source)
+    if plan.task == "training" and options.dtype in ("bf16", "fp16"):
+        plan.env["NEURON_RT_STOCHASTIC_ROUNDING_EN"] = "1"
+        plan.reason("NEURON_RT_STOCHASTIC_ROUNDING_EN=1", "16-bit training: stochastic rounding keeps small "
+                    "updates", load_compiler().env["NEURON_RT_STOCHASTIC_ROUNDING_EN"].source)
+
+
+def _core(chip: str) -> str:
+    return "NeuronCore-v3" if chip == "trn2" else "NeuronCore-v2"
+
+
+def _int64(plan, options, add) -> None:
+    model = plan.model
+    if plan.chip != "trn2":
+        if model.int64_in_graph:
+            plan.reason("int64", f"{plan.chip} has no int64 datapath: the compiler computes int64 tensors as "
+                        "int32 (ids and positions below 2^31 are unaffected)",
+                        "SDK:about-neuron/arch/neuron-features/data-types.rst")
+        return
+    if model.int64_in_graph is None:
+        plan.reason("int64", "not traced: give a model spec to learn whether its graph holds int64 tensors "
+                    "(then --native-int64 enabled applies on trn2)", "portcheck")
+        return
+    if not model.int64_in_graph:
+        return
+    if plan.stack == "xla":
+        plan.reason("int64", "the graph holds int64 tensors, but --native-int64 is new in Neuron 2.32 and the xla "
+                    "stack stops at 2.31: they are computed as int32", load_compiler().flags["--native-int64"].source)
+    elif options.prefer == "speed":
+        plan.reason("int64", "the graph holds int64 tensors; --prefer speed keeps the default downcast to int32 "
+                    "(native int64 costs about 20-30%)", load_compiler().flags["--native-int64"].source)
+    else:
+        add("--native-int64", "enabled", "the graph holds int64 tensors (ids, positions): computed natively, as "
+            "on the GPU, instead of silently as int32; the default after Neuron 2.32")
+
+
+def buckets(plan, options) -> None:
+    model = plan.model
+    seq_axes = [a for a in model.dynamic_axes if a.endswith(":1")]
+    batch_axes = [a for a in model.dynamic_axes if a.endswith(":0")]
+    token_model = model.kind in ("decoder", "encoder", "encoder-decoder") and model.is_transformer
+    if model.source == "numbers":
+        variable_seq = token_model
+    else:
+        variable_seq = bool(seq_axes)
+    if variable_seq and plan.workload.seq >= 2:
+        plan.buckets = sequence_buckets(1, plan.workload.seq)
+        how = ("torch_neuronx.bucket_model_trace: one compiled graph per bucket in one artifact, inputs padded "
+               "up to the next bucket" if plan.stack == "xla" else
+               "torch.compile(backend=\"neuron\", dynamic=False) compiles one graph per shape: pad inputs to the "
+               "next bucket so only these shapes compile")
+        found = f" ({', '.join(seq_axes)} stays dynamic in the trace)" if seq_axes else ""
+        plan.reason("buckets", f"sequences vary{found}: {how}",
+                    f"{NXDI_BUCKETS}; " + (TRACE_API if plan.stack == "xla" else NATIVE))
+    elif model.source != "numbers" and token_model:
+        plan.reason("buckets", "the trace found no dynamic sequence axis: one compiled shape", "portcheck trace")
+    if batch_axes or (model.source == "numbers" and plan.task == "inference"):
+        plan.dynamic_batch = True
+        how = ("torch_neuronx.dynamic_batch splits and pads larger batches along dim 0 to the compiled batch"
+               if plan.stack == "xla" else "pad the batch to the compiled size (dynamic=False)")
+        plan.reason("dynamic_batch", how, TRACE_API if plan.stack == "xla" else NATIVE)

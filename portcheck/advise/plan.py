@@ -1,0 +1,268 @@
+"""Make the plan: memory per core, the tensor-parallel degree, cores, chips, instance, compiler flags,
+environment, buckets, each choice with its reason and source, and the findings (PC8xx) when something does not
+fit. Pure arithmetic on rules/ data and the model's numbers: no torch here."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from portcheck.advise.model import ModelShape
+from portcheck.advise.sizing import (
+    GIB,
+    RESERVE_SHARE,
+    Memory,
+    Workload,
+    choose_instance,
+    degrees,
+    divides_heads,
+    memory_at,
+    padded_heads,
+    weights_bytes,
+)
+from portcheck.knowledge import Instance, load_compiler, load_hardware
+
+OPTIMUM_CONVERT = "huggingface/optimum-neuron@213224e6:optimum/exporters/neuron/convert.py"
+PORTCHECK = "portcheck's estimate (not a Neuron figure)"
+
+
+class PlanError(Exception):
+    """No plan can be made for this request (training on inf2): one line for the user."""
+
+
+@dataclass(frozen=True)
+class AdviseOptions:
+    chip: str
+    stack: str
+    task: str = "inference"
+    batch: int = 1
+    seq_len: int = 0  # 0: from the model
+    dtype: str = "bf16"
+    tp: int = 0  # 0: choose
+    prefer: str = "accuracy"
+    lnc: int = 0  # 0: the chip's default
+
+
+@dataclass
+class Plan:
+    chip: str
+    stack: str
+    task: str
+    workload: Workload
+    model: ModelShape
+    memory: Memory | None = None
+    tp_degree: int = 0
+    cores: int = 0
+    chips: int = 0
+    lnc: int | None = None
+    instance: Instance | None = None
+    replicas: int = 0
+    compiler_args: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    buckets: list[int] = field(default_factory=list)
+    dynamic_batch: bool = False
+    reasons: list[dict] = field(default_factory=list)
+    findings: list[dict] = field(default_factory=list)  # {"code", "message"}
+    alternatives: list[dict] = field(default_factory=list)
+
+    def reason(self, item: str, why: str, source: str) -> None:
+        self.reasons.append({"item": item, "why": why, "source": source})
+
+    def as_dict(self) -> dict:
+        return {
+            "instance": self.instance.name if self.instance else None,
+            "tp_degree": self.tp_degree or None, "cores": self.cores or None, "chips": self.chips or None,
+            "lnc": self.lnc, "replicas": self.replicas or None, "task": self.task,
+            "workload": {"batch": self.workload.batch, "seq_len": self.workload.seq, "dtype": self.workload.dtype},
+            "memory": self.memory.as_dict() if self.memory else None,
+            "compiler_args": list(self.compiler_args), "env": dict(self.env), "buckets": list(self.buckets),
+            "dynamic_batch": self.dynamic_batch, "reasons": list(self.reasons),
+            "alternatives": list(self.alternatives),
+        }
+
+
+def make_plan(model: ModelShape, options: AdviseOptions) -> Plan:
+    hardware = load_hardware()
+    chip = hardware.chips[options.chip]
+    if options.task == "training" and options.chip == "inf2":
+        raise PlanError("training is not planned for inf2: the Neuron docs put Inferentia2 under inference and "
+                        "training under Trainium (NxD Training covers Trn1/Trn2 only); use --target trn2")
+    lnc = options.lnc or chip.default_lnc
+    if lnc not in chip.lnc:
+        raise PlanError(f"--lnc {lnc} is not available on {chip.name} (allowed: "
+                        f"{', '.join(map(str, chip.lnc))})")
+    seq, seq_why = _sequence(model, options)
+    work = Workload(options.task, options.batch, seq, options.dtype)
+    plan = Plan(options.chip, options.stack, options.task, work, model, lnc=lnc if len(chip.lnc) > 1 else None)
+    plan.reason("workload", f"batch {work.batch}, sequence {seq} ({seq_why}), {work.dtype} weights, "
+                f"{work.task}", "command line and model")
+    _size(plan, chip, lnc, options, hardware)
+    _flags(plan, options)
+    _buckets(plan, options)
+    load_compiler().check(plan.compiler_args, plan.env, options.chip, options.stack)
+    return plan
+
+
+def _sequence(model: ModelShape, options: AdviseOptions) -> tuple[int, str]:
+    if options.seq_len:
+        return options.seq_len, "--seq-len"
+    limits = [x for x in (model.max_positions, model.seq_bound) if x]
+    if limits:
+        limit = min(limits)
+        if limit > 4096:
+            return 4096, f"the model allows {limit}; portcheck plans for 4096 unless --seq-len says otherwise"
+        return limit, "the model's longest sequence"
+    if model.example_seq:
+        return model.example_seq, "the traced example's sequence"
+    return (2048, "assumed: give --seq-len") if model.is_transformer else (1, "no sequence axis")
+
+
+def _size(plan: Plan, chip, lnc: int, options: AdviseOptions, hardware) -> None:
+    model, work = plan.model, plan.workload
+    total_gib = weights_bytes(model, work.dtype) / GIB
+    candidates = degrees(chip, lnc, hardware)
+    at = {tp: memory_at(model, work, chip, lnc, tp, hardware) for tp in candidates}
+    fitting = [tp for tp in candidates if at[tp].fits and choose_instance(chip, lnc, tp, total_gib, hardware)]
+    smallest = fitting[0] if fitting else 0
+    budget = chip.memory_per_core_gib[lnc]
+    lnc_text = f" at LNC={lnc}" if len(chip.lnc) > 1 else ""
+    plan.reason("budget_per_core_gib", f"{budget:g} GiB of HBM per schedulable {chip.neuron_core} core{lnc_text}",
+                chip.source)
+    plan.reason("overhead_gib", f"{hardware.microcode_mib_per_physical_core:g} MiB micro-code per physical core, "
+                f"plus {RESERVE_SHARE:.0%} of the core kept for scratchpad, DMA rings and collectives "
+                "(not sized by the docs)", f"{hardware.runtime_source}; {PORTCHECK} for the reserve")
+    _memory_reasons(plan)
+
+    if options.tp:
+        tp = options.tp
+        memory = at.get(tp) or memory_at(model, work, chip, lnc, tp, hardware)
+        largest = candidates[-1]
+        if tp > largest:
+            plan.findings.append({"code": "PC804", "message": f"--tp {tp} is more than the {largest} cores of "
+                                  f"the largest {chip.name} instance" + _hint(smallest)})
+        elif not memory.fits:
+            plan.findings.append({"code": "PC804", "message": f"--tp {tp}: each core needs "
+                                  f"{memory.per_core:.2f} GiB, more than its {budget:g} GiB" + _hint(smallest)})
+        why = "given with --tp"
+    elif fitting:
+        tp = next((t for t in fitting if divides_heads(model, t)), smallest)
+        memory = at[tp]
+        why = (f"the smallest degree whose per-core share ({memory.per_core:.2f} GiB) fits {budget:g} GiB"
+               + (" and divides the attention heads" if model.heads and divides_heads(model, tp) else ""))
+        if tp != smallest:
+            why += f" ({smallest} fits too, but does not divide {model.heads} heads)"
+    else:
+        plan.memory = at[candidates[-1]]
+        _fits_nowhere(plan, chip, lnc, total_gib, hardware)
+        return
+    plan.memory = memory
+    plan.tp_degree = plan.cores = tp
+    plan.chips = math.ceil(tp / chip.cores_per_chip[lnc])
+    plan.instance = choose_instance(chip, lnc, tp, total_gib, hardware)
+    plan.reason("tp_degree", why, "SDK:libraries/neuronx-distributed/api_guide.rst (tensor parallelism); "
+                f"per-core memory: {chip.source}")
+    if at[1].fits is False and not options.tp:
+        plan.findings.append({"code": "PC801", "message": f"one core would need {at[1].per_core:.2f} GiB "
+                              f"(weights {at[1].weights:.2f}, KV cache {at[1].kv_cache:.2f}, activations "
+                              f"{at[1].activations:.2f}) of its {budget:g} GiB: shard it with tensor parallelism "
+                              f"degree {tp}"})
+    if model.heads and not divides_heads(model, tp):
+        plan.findings.append({"code": "PC803", "message": f"tensor parallelism {tp} does not divide "
+                              f"{model.heads} attention heads ({model.kv_heads or model.heads} KV heads): pad to "
+                              f"{padded_heads(model, tp)} heads with pad_model"})
+    if plan.instance is not None:
+        cores_there = plan.instance.chips * chip.cores_per_chip[lnc]
+        plan.replicas = cores_there // tp
+        host = (f"{plan.instance.host_memory_gib:g} GiB host memory holds the {total_gib:.1f} GiB of weights while "
+                "they load" if plan.instance.host_memory_gib else
+                f"host memory is not in the Neuron docs: check it holds the {total_gib:.1f} GiB of weights")
+        plan.reason("instance", f"the smallest {chip.name} shape with {plan.chips} chip(s) for {tp} core(s); "
+                    f"{cores_there} cores there run {plan.replicas} replica(s); {host}", plan.instance.source)
+    elif options.tp and tp <= candidates[-1]:
+        plan.findings.append({"code": "PC804", "message": f"--tp {tp}: no {chip.name} instance has the chips and "
+                              f"the host memory for {total_gib:.1f} GiB of weights"})
+    if len(chip.lnc) > 1:
+        _other_lnc(plan, chip, lnc, total_gib, hardware)
+
+
+def _hint(smallest: int) -> str:
+    return f"; the smallest degree that fits is {smallest}" if smallest else "; no degree fits"
+
+
+def _memory_reasons(plan: Plan) -> None:
+    model, work = plan.model, plan.workload
+    plan.reason("weights_gib", f"{model.params:,} parameters × {DTYPE_NAMES[work.dtype]} / tp",
+                "parameter count " + ("of the traced model" if model.source != "numbers" else "given with --params"))
+    if model.kind in ("decoder", "encoder-decoder") and work.task == "inference" and model.is_transformer:
+        plan.reason("kv_cache_gib", f"{model.layers} layers × {model.kv_heads or model.heads} KV heads × head dim "
+                    f"{model.attention_head_dim} × sequence {work.seq} × batch {work.batch} × 2 (K, V) × bytes, "
+                    "split over tp (at least one KV head per core)", "issue #6's formula; NxD Inference replicates "
+                    "KV heads when tp exceeds them")
+    if model.is_transformer:
+        source = ("Korthikanti et al. 2022 (arXiv:2205.05198) §4, no sequence parallelism"
+                  if work.task == "training" else PORTCHECK)
+        what = ("every layer's activations kept for the backward pass" if work.task == "training" else
+                "the largest layer's live tensors: 4 × hidden + 2 × intermediate / tp + heads / tp × sequence "
+                "per token")
+        plan.reason("activations_gib", what, source)
+    elif model.peak_activation_bytes:
+        plan.reason("activations_gib", f"the traced graph's largest set of live tensors "
+                    f"({model.peak_activation_bytes / 2**20:.1f} MiB at batch {model.example_batch or 1}, fp32), "
+                    "scaled to the plan's batch and dtype", "torch.export graph, liveness walk")
+    if work.task == "training":
+        plan.reason("optimizer_gib", "gradients in the weights' dtype and Adam's state (fp32 moments, plus an "
+                    "fp32 master copy for 16-bit weights) per parameter, split over tp",
+                    "Rajbhandari et al. 2020 (ZeRO) §3.1: mixed-precision Adam keeps 16 bytes per parameter")
+
+
+DTYPE_NAMES = {"fp32": "4 bytes (fp32)", "bf16": "2 bytes (bf16)", "fp16": "2 bytes (fp16)", "fp8": "1 byte (fp8)"}
+
+
+def _fits_nowhere(plan: Plan, chip, lnc: int, total_gib: float, hardware) -> None:
+    largest = max((i for i in hardware.instances if i.chip == chip.name), key=lambda i: i.chips)
+    cores = largest.chips * chip.cores_per_chip[lnc]
+    memory = plan.memory
+    ideas = []
+    if plan.workload.dtype in ("fp32", "bf16", "fp16"):
+        ideas.append("fp8 weights (" + ("a quarter" if plan.workload.dtype == "fp32" else "half") + " the size)")
+    if memory.kv_cache > memory.weights / 4:
+        ideas.append("a shorter --seq-len or smaller --batch (the KV cache is "
+                     f"{memory.kv_cache:.2f} GiB per core)")
+    if chip.name != "trn2":
+        trn2 = hardware.chips["trn2"]
+        ideas.append(f"--target trn2 (trn2.48xlarge: {16 * trn2.hbm_gib:g} GiB of device memory)")
+    ideas.append("pipeline parallelism across instances" + (" (a Trn2 UltraServer joins four trn2u.48xlarge)"
+                                                            if chip.name == "trn2" else ""))
+    plan.findings.append({"code": "PC802", "message": f"needs {memory.per_core:.2f} GiB per core even at "
+                          f"tensor parallelism {cores} on {largest.name} ({cores} cores of "
+                          f"{chip.memory_per_core_gib[lnc]:g} GiB, {total_gib:.1f} GiB of weights); would fit "
+                          "with " + " or ".join(ideas)})
+
+
+def _other_lnc(plan: Plan, chip, lnc: int, total_gib: float, hardware) -> None:
+    other = next(x for x in chip.lnc if x != lnc)
+    model, work = plan.model, plan.workload
+    for tp in degrees(chip, other, hardware):
+        memory = memory_at(model, work, chip, other, tp, hardware)
+        if memory.fits and divides_heads(model, tp) and choose_instance(chip, other, tp, total_gib, hardware):
+            chips = math.ceil(tp / chip.cores_per_chip[other])
+            plan.alternatives.append({"lnc": other, "tp_degree": tp, "chips": chips,
+                                      "per_core_gib": round(memory.per_core, 3),
+                                      "budget_per_core_gib": chip.memory_per_core_gib[other]})
+            plan.reason("lnc", f"LNC={lnc} (the default) gives {chip.cores_per_chip[lnc]} cores of "
+                        f"{chip.memory_per_core_gib[lnc]:g} GiB per chip; LNC={other} gives "
+                        f"{chip.cores_per_chip[other]} of {chip.memory_per_core_gib[other]:g} GiB and would need "
+                        f"tp {tp} on {chips} chip(s)", chip.source)
+            return
+
+
+def _flags(plan: Plan, options: AdviseOptions) -> None:
+    from portcheck.advise.flags import compiler_settings
+
+    compiler_settings(plan, options)
+
+
+def _buckets(plan: Plan, options: AdviseOptions) -> None:
+    from portcheck.advise.flags import buckets
+
+    buckets(plan, options)

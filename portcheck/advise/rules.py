@@ -1,0 +1,62 @@
+"""Documentation of the rules only `portcheck advise` reports (PC8xx: the plan's memory arithmetic has no static
+check class to carry it). Same sections as a static rule's docstring; `portcheck rule CODE` prints them."""
+
+from __future__ import annotations
+
+DOCS = {
+    "PC801": """## What it does
+    Adds up what one core must hold — the weights, the KV cache, the activations of the largest layer and the
+    runtime's own memory — and reports a model that needs more than one schedulable core, with the smallest
+    tensor-parallel degree that fits.
+
+    ## Example
+    `portcheck advise --params 7e9 --layers 32 --hidden 4096 --heads 32 --target inf2 --seq-len 4096`:
+    13 GiB of bf16 weights and 2 GiB of KV cache exceed a NeuronCore-v2's 16 GiB; tensor parallelism 2 fits.
+
+    ## Use instead
+    The plan's `tp_degree`: neuronx-distributed parallel layers or NxD Inference with that degree, on the
+    instance the plan names.
+
+    ## Fix safety
+    Advice only.
+    """,
+    "PC802": """## What it does
+    Reports a model that no tensor-parallel degree fits on any single instance of the target, and what would
+    make it fit: another target, lower-precision weights, a shorter sequence or smaller batch.
+
+    ## Example
+    A 400B-parameter model in bf16 on inf2: 745 GiB of weights, more than inf2.48xlarge's 384 GiB.
+
+    ## Use instead
+    fp8 weights, the larger target (trn2.48xlarge has 1,536 GiB), or pipeline parallelism across instances.
+
+    ## Fix safety
+    Advice only.
+    """,
+    "PC803": """## What it does
+    Reports a tensor-parallel degree that does not divide the number of attention heads (or of KV heads, when
+    it is not a multiple of them), with the padded head count.
+
+    ## Example
+    BERT-base's 12 heads at tensor parallelism 8: padded to 16 heads.
+
+    ## Use instead
+    A degree that divides the heads, or `pad_model(model, tp_degree, n_heads)` before sharding.
+
+    ## Fix safety
+    Advice only.
+    """,
+    "PC804": """## What it does
+    Checks the degree given with `--tp`: a core short of memory at that degree, or a degree larger than the
+    cores of the largest instance, is an error that names the smallest degree that fits.
+
+    ## Example
+    `--tp 1` for Llama-2-7B on inf2 at sequence 4096.
+
+    ## Use instead
+    The degree the plan chooses without `--tp`.
+
+    ## Fix safety
+    Advice only.
+    """,
+}

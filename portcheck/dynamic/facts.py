@@ -1,0 +1,97 @@
+"""Child side: the facts `portcheck advise` sizes a plan with — the model's config numbers and module classes,
+the int64 tensors of its graph, and the largest set of activations alive at once while it runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+CONFIG_KEYS = ("model_type", "architectures", "is_encoder_decoder", "is_decoder", "num_hidden_layers",
+               "hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim", "intermediate_size",
+               "vocab_size", "num_local_experts", "num_experts", "num_experts_per_tok", "torch_dtype")
+ALIASES = {"n_layer": "num_hidden_layers", "n_embd": "hidden_size", "n_head": "num_attention_heads",
+           "n_inner": "intermediate_size", "d_model": "hidden_size", "num_layers": "num_hidden_layers",
+           "num_heads": "num_attention_heads", "d_ff": "intermediate_size", "d_kv": "head_dim"}
+
+# Ops whose output shares its input's storage: no new memory.
+VIEWS = frozenset({"view", "_unsafe_view", "reshape", "expand", "permute", "transpose", "t", "slice", "select",
+                   "unsqueeze", "squeeze", "alias", "as_strided", "detach", "unflatten", "flatten", "split",
+                   "chunk", "unbind", "narrow", "view_as", "expand_as"})
+
+
+def config_facts(config: Any) -> dict:
+    """The numbers of a transformers config (its text part for multimodal ones) under transformers' usual names."""
+    if config is None:
+        return {}
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    facts = {}
+    for source in (config, text):
+        for key in (*CONFIG_KEYS, *ALIASES):
+            value = getattr(source, key, None)
+            if isinstance(value, (int, float, str, bool, list)) and not isinstance(value, type):
+                facts[ALIASES.get(key, key)] = value
+    if facts.get("torch_dtype") is not None:
+        facts["torch_dtype"] = str(facts["torch_dtype"]).removeprefix("torch.")
+    return facts
+
+
+def module_classes(model: torch.nn.Module) -> list[str]:
+    return sorted({type(m).__name__ for m in model.modules()})
+
+
+def graph_memory(program) -> dict:
+    """Walk the exported graph in order, keeping each tensor until its last use: the peak bytes of activations
+    alive at once (weights and buffers not counted, views free), and where int64 tensors appear."""
+    if program is None:
+        return {"int64": [], "peak_activation_bytes": 0}
+    signature = program.graph_signature
+    weights = set(signature.inputs_to_parameters) | set(signature.inputs_to_buffers) | set(
+        getattr(signature, "inputs_to_lifted_tensor_constants", {}))
+    nodes = list(program.graph.nodes)
+    last_use = {}
+    for index, node in enumerate(nodes):
+        for used in node.all_input_nodes:
+            last_use[used] = index
+    live: dict[Any, int] = {}
+    peak = 0
+    int64 = []
+    for index, node in enumerate(nodes):
+        if node.op == "placeholder" and node.name in weights:
+            continue
+        size = 0
+        for value in _tensors(node.meta.get("val")):
+            if value.dtype == torch.int64 and len(int64) < 8:
+                int64.append(_label(node))
+            size += int(value.numel()) * value.element_size()
+        if node.op != "output" and not _is_view(node):
+            live[node] = size
+        peak = max(peak, sum(live.values()))
+        for used in node.all_input_nodes:
+            if last_use.get(used) == index:
+                live.pop(used, None)
+    return {"int64": sorted(set(int64)), "peak_activation_bytes": int(peak)}
+
+
+def _tensors(value: Any):
+    if isinstance(value, torch.Tensor):
+        try:
+            value.numel()
+        except Exception:  # a size export could only express symbolically
+            return
+        yield value
+    elif isinstance(value, (tuple, list)):
+        for item in value:
+            yield from _tensors(item)
+
+
+def _is_view(node) -> bool:
+    target = getattr(node.target, "__name__", str(node.target))
+    return node.op == "call_function" and target.split(".")[0] in VIEWS
+
+
+def _label(node) -> str:
+    if node.op == "placeholder":
+        return f"input {node.name}"
+    target = getattr(node.target, "__name__", str(node.target))
+    return f"aten.{target.split('.')[0]}"

@@ -1,0 +1,97 @@
+"""`portcheck advise`'s report: a table for people, JSON (schema 1 plus `model` and `plan`) for programs."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import TextIO
+
+from portcheck import __version__
+from portcheck.findings import ScanResult
+from portcheck.report.json import SCHEMA_VERSION, finding_dict
+
+
+def plan_report(plan, result: ScanResult) -> dict:
+    model = plan.model
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "portcheck_version": __version__,
+        "target": {"chip": plan.chip, "stack": plan.stack},
+        "model": {"name": model.name, "source": model.source, "kind": model.kind, "parameters": model.params,
+                  "layers": model.layers or None, "hidden": model.hidden or None, "heads": model.heads or None,
+                  "kv_heads": (model.kv_heads or model.heads) or None,
+                  "head_dim": model.attention_head_dim or None, "intermediate": model.intermediate or None,
+                  "max_positions": model.max_positions or None, "int64_in_graph": model.int64_in_graph,
+                  "dynamic_axes": list(model.dynamic_axes)},
+        "plan": plan.as_dict(),
+        "findings": [finding_dict(f) for f in result.findings],
+        "summary": {"findings": len(result.findings),
+                    "by_severity": dict(sorted(Counter(f.severity.label for f in result.findings).items()))},
+    }
+
+
+def write_plan(plan, result: ScanResult, output_format: str, stream: TextIO, color: bool) -> None:
+    if output_format == "json":
+        json.dump(plan_report(plan, result), stream, indent=2, ensure_ascii=False)
+        stream.write("\n")
+        return
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    console = Console(file=stream, force_terminal=color, no_color=not color, width=120, highlight=False)
+    model = plan.model
+    title = (f"{model.name}: {model.params / 1e9:.2f} B parameters" if model.params >= 1e8 else
+             f"{model.name}: {model.params:,} parameters")
+    console.print(f"[bold]{title}[/bold] → {plan.chip} ({plan.stack} stack), {plan.task}, batch "
+                  f"{plan.workload.batch}, sequence {plan.workload.seq}, {plan.workload.dtype}")
+    table = Table(show_header=True, header_style="bold", expand=False)
+    table.add_column("setting")
+    table.add_column("value", overflow="fold")
+    memory = plan.memory
+    rows = [
+        ("instance", plan.instance.name if plan.instance else "none fits"),
+        ("tensor parallelism", str(plan.tp_degree or "-")),
+        ("cores / chips", f"{plan.cores or '-'} / {plan.chips or '-'}"
+         + (f" (LNC={plan.lnc})" if plan.lnc else "")),
+        ("replicas on the instance", str(plan.replicas or "-")),
+    ]
+    if memory is not None:
+        parts = [f"weights {memory.weights:.2f}", f"KV cache {memory.kv_cache:.2f}",
+                 f"activations {memory.activations:.2f}"]
+        if memory.gradients or memory.optimizer:
+            parts += [f"gradients {memory.gradients:.2f}", f"optimizer {memory.optimizer:.2f}"]
+        parts.append(f"overhead {memory.overhead:.2f}")
+        rows.append(("memory per core (GiB)", f"{memory.per_core:.2f} of {memory.budget:g}: " + ", ".join(parts)))
+    rows += [
+        ("compiler args", " ".join(plan.compiler_args)),
+        ("environment", " ".join(f"{k}={_quote(v)}" for k, v in plan.env.items()) or "-"),
+        ("sequence buckets", ", ".join(map(str, plan.buckets)) or "-"),
+        ("dynamic batch", "yes" if plan.dynamic_batch else "no"),
+    ]
+    for alternative in plan.alternatives:
+        rows.append((f"at LNC={alternative['lnc']}", f"tp {alternative['tp_degree']} on {alternative['chips']} "
+                     f"chip(s), {alternative['per_core_gib']:.2f} of {alternative['budget_per_core_gib']:g} GiB "
+                     "per core"))
+    for name, value in rows:
+        table.add_row(name, escape(value))
+    console.print(table)
+    console.print("[bold]why[/bold] (full sources in --format json)")
+    for reason in plan.reasons:
+        console.print(f"  [bold]{escape(reason['item'])}[/bold]: {escape(reason['why'])} "
+                      f"[dim]({escape(_short(reason['source']))})[/dim]", soft_wrap=True)
+    for f in result.findings:
+        where = f"{f.path}:{f.line}: " if f.path else ""
+        style = {"error": "red", "warning": "yellow"}.get(f.severity.label, "cyan")
+        console.print(f"{escape(where)}[{style}]{f.code}[/{style}] {f.severity.label}: {escape(f.message)}",
+                      soft_wrap=True)
+
+
+def _quote(value: str) -> str:
+    return f"'{value}'" if " " in value else value
+
+
+def _short(source: str) -> str:
+    """The first document a reason cites, without its remarks."""
+    first = source.split(";")[0].strip()
+    return first.split(" (")[0]
