@@ -103,10 +103,7 @@ def buckets(plan, options) -> None:
     seq_axes = [a for a in model.dynamic_axes if a.endswith(":1")]
     batch_axes = [a for a in model.dynamic_axes if a.endswith(":0")]
     token_model = model.kind in ("decoder", "encoder", "encoder-decoder") and model.is_transformer
-    if model.source == "numbers":
-        variable_seq = token_model
-    else:
-        variable_seq = bool(seq_axes)
+    variable_seq = token_model if model.source == "numbers" else bool(seq_axes)
     if variable_seq and plan.workload.seq >= 2:
         plan.buckets = sequence_buckets(1, plan.workload.seq)
         how = ("torch_neuronx.bucket_model_trace: one compiled graph per bucket in one artifact, inputs padded "

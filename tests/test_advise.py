@@ -1,0 +1,385 @@
+"""`portcheck advise`: plans worked out by hand from the documented per-core memory, for full-size public
+models given as config numbers and for tiny models traced for real; the flags checked against the compiler-flag
+data; every emitted bring-up script run here in its dry-run mode.
+
+Where the numbers come from:
+- per-core memory: 16 GiB per NeuronCore-v2 (inf2, trn1) and 24 GiB per Trn2 logical core at LNC=2, 12 GiB at
+  LNC=1 (shared/neuron/KNOWLEDGE.md §5.1, §5.2: SDK trainium2.rst, logical-neuroncore-config.rst,
+  aws-neuron/aws-neuron-sdk#884); 96 MiB of micro-code per physical core (Neuron device-memory page, 2.33);
+- instances: inf2.xlarge 1 chip / 16 GiB host, inf2.24xlarge 6 chips / 384 GiB, trn2.3xlarge 1 chip,
+  trn2.48xlarge 16 chips (KNOWLEDGE.md §5.2);
+- model numbers: the public config.json of each model (fixtures/models/hf/*/config.json); the parameter counts
+  are checked against transformers building those configs on the meta device (test_parameter_counts).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from portcheck.advise.model import with_numbers
+from portcheck.advise.plan import AdviseOptions, PlanError, make_plan
+from portcheck.knowledge import KnowledgeError, load_compiler
+
+ROOT = Path(__file__).resolve().parent.parent
+HF = ROOT / "fixtures" / "models" / "hf"
+GIB = 2**30
+MICROCODE = 96 / 1024  # GiB per physical core
+
+# name: (parameters, layers, hidden, heads, kv heads, intermediate, max positions, kind)
+MODELS = {
+    "llama-2-7b": (6_738_415_616, 32, 4096, 32, 32, 11008, 4096, "decoder"),
+    "llama-3-8b": (8_030_261_248, 32, 4096, 32, 8, 14336, 8192, "decoder"),
+    "mistral-7b": (7_241_732_096, 32, 4096, 32, 8, 14336, 32768, "decoder"),
+    "mixtral-8x7b": (46_702_792_704, 32, 4096, 32, 8, 14336, 32768, "decoder"),
+    "bert-base": (109_514_298, 12, 768, 12, 12, 3072, 512, "encoder"),
+    "vit-base": (86_567_656, 12, 768, 12, 12, 3072, 0, "vision"),
+}
+
+
+def shape(name: str):
+    params, layers, hidden, heads, kv, inter, positions, kind = MODELS[name]
+    return with_numbers(None, {"params": params, "layers": layers, "hidden": hidden, "heads": heads,
+                               "kv_heads": kv, "intermediate": inter, "max_positions": positions, "kind": kind,
+                               "name": name})
+
+
+def plan(name: str, chip: str = "inf2", stack: str | None = None, **options):
+    stack = stack or {"inf2": "xla", "trn1": "xla", "trn2": "native"}[chip]
+    return make_plan(shape(name), AdviseOptions(chip, stack, **options))
+
+
+def by_hand(name: str, tp: int, seq: int, budget: float, physical_per_core: int, batch: int = 1,
+            size: int = 2) -> dict:
+    """The per-core memory of an inference plan, from the formulas in the issue and the plan's reasons."""
+    params, layers, hidden, heads, kv, inter, _, kind = MODELS[name]
+    head_dim = hidden // heads
+    weights = params * size / tp / GIB
+    kv_cache = 0.0
+    if kind == "decoder":
+        kv_cache = layers * math.ceil(kv / tp) * head_dim * seq * batch * 2 * size / GIB
+    activations = batch * seq * (4 * hidden + 2 * math.ceil(inter / tp) + math.ceil(heads / tp) * seq) * size / GIB
+    overhead = MICROCODE * physical_per_core + 0.10 * budget
+    return {"weights": weights, "kv": kv_cache, "activations": activations, "overhead": overhead,
+            "total": weights + kv_cache + activations + overhead}
+
+
+def check_memory(result, expected: dict) -> None:
+    memory = result.memory
+    assert memory.weights == pytest.approx(expected["weights"])
+    assert memory.kv_cache == pytest.approx(expected["kv"])
+    assert memory.activations == pytest.approx(expected["activations"])
+    assert memory.overhead == pytest.approx(expected["overhead"])
+    assert memory.per_core == pytest.approx(expected["total"])
+
+
+def test_parameter_counts_are_what_transformers_builds():
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    for name, (params, *_rest) in MODELS.items():
+        data = json.loads((HF / name / "config.json").read_text())
+        config = transformers.AutoConfig.for_model(data.pop("model_type"), **data)
+        with torch.device("meta"):
+            model = getattr(transformers, config.architectures[0])._from_config(config)
+        assert sum(p.numel() for p in model.parameters()) == params, name
+
+
+def test_llama_2_7b_on_inf2_needs_two_cores_of_one_inf2_xlarge():
+    result = plan("llama-2-7b", "inf2")
+    # One core: 12.55 GiB of bf16 weights + 2 GiB of KV cache (32 × 32 × 128 × 4096 × 2 × 2 bytes) + activations
+    # + overhead > 16 GiB; two cores halve weights and KV cache.
+    one = by_hand("llama-2-7b", 1, 4096, 16, 1)
+    assert one["weights"] == pytest.approx(12.551, abs=1e-3) and one["kv"] == 2.0 and one["total"] > 16
+    check_memory(result, by_hand("llama-2-7b", 2, 4096, 16, 1))
+    assert (result.tp_degree, result.cores, result.chips, result.lnc) == (2, 2, 1, None)
+    assert result.instance.name == "inf2.xlarge"  # 1 chip = 2 cores; 16 GiB host ≥ 12.55 GiB of weights
+    assert [f["code"] for f in result.findings] == ["PC801"]
+    assert result.buckets == [128, 256, 512, 1024, 2048, 4096]
+
+
+def test_llama_2_7b_fits_one_trn2_logical_core():
+    result = plan("llama-2-7b", "trn2")
+    # 24 GiB per logical core at LNC=2, which is 2 physical cores (2 × 96 MiB of micro-code).
+    check_memory(result, by_hand("llama-2-7b", 1, 4096, 24, 2))
+    assert (result.tp_degree, result.chips, result.lnc, result.instance.name) == (1, 1, 2, "trn2.3xlarge")
+    assert result.replicas == 4  # 4 logical cores per chip
+    assert result.findings == []
+    # LNC=1: 12 GiB per core, so two cores; still one chip.
+    assert result.alternatives == [{"lnc": 1, "tp_degree": 2, "chips": 1, "per_core_gib": pytest.approx(
+        by_hand("llama-2-7b", 2, 4096, 12, 1)["total"], abs=1e-3), "budget_per_core_gib": 12.0}]
+
+
+def test_llama_2_7b_at_lnc_1_uses_12_gib_cores():
+    result = plan("llama-2-7b", "trn2", lnc=1)
+    check_memory(result, by_hand("llama-2-7b", 2, 4096, 12, 1))
+    assert (result.tp_degree, result.chips, result.lnc) == (2, 1, 1)
+    assert result.compiler_args[result.compiler_args.index("--lnc") + 1] == "1"
+    assert result.env["NEURON_LOGICAL_NC_CONFIG"] == "1"
+
+
+@pytest.mark.parametrize("name", ["llama-3-8b", "mistral-7b"])
+def test_gqa_8b_class_models_on_inf2(name):
+    # 8 KV heads: at tp 2 each core keeps 4 of them; the 8192 / 32768 position limits are planned at 4096.
+    result = plan(name, "inf2")
+    assert result.workload.seq == 4096
+    check_memory(result, by_hand(name, 2, 4096, 16, 1))
+    assert (result.tp_degree, result.instance.name) == (2, "inf2.xlarge")
+    # Llama-3-8B's 14.96 GiB of weights still fit inf2.xlarge's 16 GiB of host memory.
+
+
+def test_mixtral_8x7b_needs_eight_inf2_cores_and_two_trn2_chips():
+    inf2 = plan("mixtral-8x7b", "inf2")
+    # 86.99 GiB of weights: tp 4 leaves 21.7 GiB a core (> 16); tp 8 fits; 8 cores = 4 chips → inf2.24xlarge.
+    assert by_hand("mixtral-8x7b", 4, 4096, 16, 1)["total"] > 16
+    check_memory(inf2, by_hand("mixtral-8x7b", 8, 4096, 16, 1))
+    assert (inf2.tp_degree, inf2.chips, inf2.instance.name) == (8, 4, "inf2.24xlarge")
+    trn2 = plan("mixtral-8x7b", "trn2")
+    # tp 4 at LNC=2: 21.75 + KV + activations + 2.59 overhead > 24 GiB; tp 8 = 2 chips → trn2.48xlarge.
+    assert by_hand("mixtral-8x7b", 4, 4096, 24, 2)["total"] > 24
+    check_memory(trn2, by_hand("mixtral-8x7b", 8, 4096, 24, 2))
+    assert (trn2.tp_degree, trn2.chips, trn2.instance.name) == (8, 2, "trn2.48xlarge")
+
+
+def test_bert_base_is_one_core_without_kv_cache():
+    result = plan("bert-base", "inf2")
+    check_memory(result, by_hand("bert-base", 1, 512, 16, 1))
+    assert result.memory.kv_cache == 0
+    assert (result.tp_degree, result.instance.name, result.replicas) == (1, "inf2.xlarge", 2)
+    assert result.buckets == [128, 256, 512]
+
+
+def test_vit_base_is_one_core_with_a_fixed_shape():
+    result = plan("vit-base", "inf2", seq_len=197)  # (224 / 16)² patches + the class token
+    check_memory(result, by_hand("vit-base", 1, 197, 16, 1))
+    assert result.buckets == [] and result.tp_degree == 1
+    assert "--model-type" in result.compiler_args
+    assert result.compiler_args[result.compiler_args.index("--model-type") + 1] == "transformer"
+
+
+def test_training_adds_gradients_and_adam_state():
+    result = plan("llama-2-7b", "trn2", task="training", seq_len=4096)
+    params, layers, hidden, heads, *_ = MODELS["llama-2-7b"]
+    tp = result.tp_degree
+    # Korthikanti et al. 2022: s·b·h·(10 + 24/t + 5·a·s/(h·t)) bytes per layer; ZeRO: 2 + 2 + 12 bytes/param.
+    activations = 4096 * hidden * (10 + 24 / tp + 5 * heads * 4096 / (hidden * tp)) * layers / GIB
+    per_core = params * 16 / tp / GIB + activations + MICROCODE * 2 + 2.4
+    assert result.memory.per_core == pytest.approx(per_core)
+    assert result.memory.per_core <= 24
+    smaller = tp // 2
+    smaller_activations = 4096 * hidden * (10 + 24 / smaller + 5 * heads * 4096 / (hidden * smaller)) * layers
+    assert params * 16 / smaller / GIB + smaller_activations / GIB + MICROCODE * 2 + 2.4 > 24
+    assert result.env["NEURON_RT_STOCHASTIC_ROUNDING_EN"] == "1"
+    assert result.memory.kv_cache == 0
+
+
+def test_training_on_inf2_is_refused_with_trn2_recommended():
+    with pytest.raises(PlanError, match="--target trn2"):
+        plan("bert-base", "inf2", task="training")
+    done = run("advise", "--params", "1e8", "--target", "inf2", "--task", "training")
+    assert done.returncode == 2 and "--target trn2" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_model_that_fits_nowhere_says_what_would_make_it_fit():
+    result = make_plan(with_numbers(None, {"params": 400e9, "layers": 120, "hidden": 16384, "heads": 128,
+                                           "kv_heads": 8, "max_positions": 4096}),
+                       AdviseOptions("inf2", "xla"))
+    assert result.instance is None and result.tp_degree == 0
+    (finding,) = result.findings
+    assert finding["code"] == "PC802"
+    assert "fp8" in finding["message"] and "--target trn2" in finding["message"]
+    assert "inf2.48xlarge" in finding["message"]
+
+
+def test_a_given_tp_that_does_not_fit_is_an_error_naming_the_smallest():
+    result = plan("llama-2-7b", "inf2", tp=1)
+    assert [f["code"] for f in result.findings] == ["PC804"]
+    assert "smallest degree that fits is 2" in result.findings[0]["message"]
+    result = plan("llama-2-7b", "inf2", tp=48)
+    assert "more than the 24 cores" in result.findings[0]["message"]
+
+
+def test_heads_the_degree_does_not_divide_need_padding():
+    result = plan("bert-base", "inf2", tp=8)
+    (finding,) = result.findings
+    assert finding["code"] == "PC803" and "pad to 16 heads" in finding["message"]
+    # Chosen degrees divide the heads: 12 heads skip tp 8 for 12 when memory forces more than 4.
+    wide = make_plan(with_numbers(None, {"params": 60e9, "layers": 48, "hidden": 6144, "heads": 48,
+                                         "kv_heads": 48, "max_positions": 2048}), AdviseOptions("inf2", "xla"))
+    assert 48 % wide.tp_degree == 0
+
+
+@pytest.mark.parametrize("prefer", ["accuracy", "speed"])
+@pytest.mark.parametrize("dtype", ["bf16", "fp16", "fp32", "fp8"])
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_trn2_only_flags_never_reach_an_inf2_plan(name, dtype, prefer):
+    result = make_plan(shape(name).__class__(**{**shape(name).__dict__, "int64_in_graph": True}),
+                       AdviseOptions("inf2", "xla", dtype=dtype, prefer=prefer))
+    trn2_only = {f.name for f in load_compiler().flags.values() if f.targets == ("trn2",)}
+    assert trn2_only >= {"--lnc", "--native-int64"}
+    assert not trn2_only & set(result.compiler_args)
+    assert "NEURON_LOGICAL_NC_CONFIG" not in result.env
+    assert "--enable-saturate-infinity" not in result.compiler_args  # trn1 only
+    assert result.compiler_args[:2] == ["--target", "inf2"]
+
+
+def test_the_flag_check_rejects_what_the_data_does_not_allow():
+    compiler = load_compiler()
+    with pytest.raises(KnowledgeError, match="not allowed for target inf2"):
+        compiler.check(["--lnc", "2"], {}, "inf2", "xla")
+    with pytest.raises(KnowledgeError, match="needs Neuron 2.32"):
+        compiler.check(["--native-int64", "enabled"], {}, "trn2", "xla")
+    with pytest.raises(KnowledgeError, match="needs one of"):
+        compiler.check(["--auto-cast", "fp8"], {}, "trn2", "native")
+    with pytest.raises(KnowledgeError, match="not in rules/compiler.toml"):
+        compiler.check(["--made-up"], {}, "trn2", "native")
+    with pytest.raises(KnowledgeError, match="NEURON_LOGICAL_NC_CONFIG"):
+        compiler.check([], {"NEURON_LOGICAL_NC_CONFIG": "2"}, "inf2", "xla")
+    compiler.check(["--target", "trn2", "--lnc", "2", "--native-int64", "enabled"],
+                   {"NEURON_LOGICAL_NC_CONFIG": "2"}, "trn2", "native")
+
+
+def test_prefer_speed_casts_matmults_and_optimises_harder():
+    accurate = plan("llama-2-7b", "trn2")
+    fast = plan("llama-2-7b", "trn2", prefer="speed")
+    assert " ".join(accurate.compiler_args).count("--auto-cast none") == 1
+    assert "--auto-cast matmult --auto-cast-type bf16" in " ".join(fast.compiler_args)
+    assert fast.compiler_args[fast.compiler_args.index("--optlevel") + 1] == "3"
+    assert accurate.compiler_args[accurate.compiler_args.index("--optlevel") + 1] == "2"
+    fp8 = plan("llama-2-7b", "trn2", dtype="fp8")
+    assert "--auto-cast-type fp8_e4m3" in " ".join(fp8.compiler_args)
+    assert fp8.memory.weights == pytest.approx(MODELS["llama-2-7b"][0] / GIB)
+
+
+def test_native_stack_passes_the_flags_in_the_environment():
+    result = plan("llama-2-7b", "trn2")
+    assert result.env["NEURON_CC_FLAGS"] == " ".join(result.compiler_args)
+    assert plan("llama-2-7b", "trn2", stack="xla").env.get("NEURON_CC_FLAGS") is None
+
+
+def test_every_reason_has_a_source():
+    for name in MODELS:
+        for chip in ("inf2", "trn2", "trn1"):
+            result = plan(name, chip)
+            assert result.reasons and all(r["item"] and r["why"] and r["source"] for r in result.reasons)
+            flags = [a for a in result.compiler_args if a.startswith("--")]
+            items = " ".join(r["item"] for r in result.reasons)
+            assert all(flag in items for flag in flags), (name, chip)
+
+
+# --- the command, for real: a child process, real torch and transformers, tiny models -----------------------
+
+def run(*args: str, cwd: Path = ROOT, timeout: float = 240) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "portcheck", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def advise_json(*args: str) -> dict:
+    done = run("advise", *args, "--format", "json")
+    assert done.returncode in (0, 1), done.stderr
+    assert "Traceback" not in done.stderr
+    return json.loads(done.stdout)
+
+
+def test_json_has_the_documented_keys():
+    report = advise_json("--params", "7e9", "--layers", "32", "--hidden", "4096", "--heads", "32",
+                         "--kv-heads", "8", "--target", "inf2", "--seq-len", "2048")
+    assert report["schema_version"] == 1 and report["target"] == {"chip": "inf2", "stack": "xla"}
+    plan_ = report["plan"]
+    for key in ("instance", "tp_degree", "cores", "chips", "lnc", "memory", "compiler_args", "env", "buckets",
+                "reasons"):
+        assert key in plan_, key
+    assert set(plan_["memory"]) >= {"weights_gib", "kv_cache_gib", "activations_gib", "overhead_gib",
+                                    "per_core_gib", "budget_per_core_gib"}
+    assert plan_["lnc"] is None and plan_["compiler_args"][:2] == ["--target", "inf2"]
+    assert all(set(r) == {"item", "why", "source"} for r in plan_["reasons"])
+    assert isinstance(report["findings"], list)
+
+
+def test_table_output_names_the_instance_and_the_flags():
+    done = run("advise", "--params", "7e9", "--layers", "32", "--hidden", "4096", "--heads", "32", "--target",
+               "trn2")
+    assert done.returncode == 0, done.stderr
+    assert "trn2.3xlarge" in done.stdout and "--lnc 2" in done.stdout and "why" in done.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    ((), "advise needs a model"),
+    (("--params", "7e9", "--emit-script", "x.py"), "--emit-script needs a model"),
+    (("--params", "0"), "expected a positive number"),
+    (("--params", "7e9", "--seq-len", "-3"), "at least 1"),
+    (("--params", "7e9", "--target", "inf2", "--lnc", "2"), "--lnc 2 is not available on inf2"),
+    (("fixtures/models/missing.py:build",), "no such file"),
+])
+def test_bad_requests_get_one_line_and_exit_2(args, message, tmp_path):
+    done = run("advise", *args, cwd=ROOT)
+    assert done.returncode == 2
+    assert message in done.stderr and "Traceback" not in done.stderr
+    assert not (ROOT / "x.py").exists()
+
+
+def test_a_traced_model_gives_int64_flags_on_trn2_native_only():
+    pytest.importorskip("torch")
+    native = advise_json("--hf-config", "fixtures/models/hf/llama", "--target", "trn2")
+    assert native["model"]["int64_in_graph"] is True and native["model"]["source"] == "trace"
+    assert "--native-int64" in native["plan"]["compiler_args"]
+    assert native["model"]["kv_heads"] == 2 and native["model"]["layers"] == 2
+    assert native["plan"]["buckets"] == [128, 256]  # dynamic input_ids:1 up to the 256 positions
+    xla = advise_json("--hf-config", "fixtures/models/hf/llama", "--target", "trn2", "--stack", "xla")
+    assert "--native-int64" not in xla["plan"]["compiler_args"]
+    assert any(r["item"] == "int64" and "2.31" in r["why"] for r in xla["plan"]["reasons"])
+    # the trace's own findings come along
+    assert {f["code"] for f in native["findings"]} >= {"PC211"}
+
+
+def test_numbers_override_what_the_trace_found():
+    pytest.importorskip("torch")
+    report = advise_json("--hf-config", "fixtures/models/hf/llama", "--params", "7e9", "--layers", "32")
+    assert report["model"]["parameters"] == 7_000_000_000 and report["model"]["layers"] == 32
+    assert report["model"]["source"] == "trace+numbers" and report["model"]["hidden"] == 64
+
+
+def script_run(tmp_path: Path, *advise_args: str) -> tuple[dict, subprocess.CompletedProcess]:
+    script = tmp_path / "bringup.py"
+    report = advise_json(*advise_args, "--emit-script", str(script))
+    assert script.is_file() and script.stat().st_mode & 0o111
+    compile(script.read_text(), str(script), "exec")
+    done = subprocess.run([sys.executable, str(script), "--warmup", "1", "--runs", "2", "--output",
+                           str(tmp_path / "out")], cwd=tmp_path, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr
+    assert "dry run: torch-neuronx is not installed here" in done.stdout
+    result = json.loads(done.stdout.rsplit("result: ", 1)[1])
+    assert result["mode"] == "dry-run"
+    result["stdout"] = done.stdout
+    return report, result
+
+
+@pytest.mark.parametrize("config, target", [("llama", "inf2"), ("bert", "trn2"), ("vit", "inf2"),
+                                            ("gpt2", "trn1")])
+def test_emitted_scripts_run_here_as_dry_runs(tmp_path, config, target):
+    pytest.importorskip("torch")
+    report, result = script_run(tmp_path, "--hf-config", str(HF / config), "--target", target)
+    buckets = report["plan"]["buckets"]
+    assert [r["seq"] for r in result["runs"]] == (buckets or [result["runs"][0]["seq"]])
+    assert all(r["p50_ms"] > 0 and r["samples_per_s"] > 0 for r in result["runs"])
+    script = (tmp_path / "bringup.py").read_text()
+    assert json.dumps(report["plan"]["compiler_args"])[1:-1].split(", ")[0] in script
+
+
+def test_a_script_for_a_build_callable_with_positional_inputs(tmp_path):
+    pytest.importorskip("torch")
+    report, result = script_run(tmp_path, "fixtures/models/clean_mlp.py:build", "--target", "trn2")
+    assert report["plan"]["compiler_args"][:2] == ["--target", "trn2"]
+    assert len(result["runs"]) == 1 and result["runs"][0]["samples_per_s"] > 0
+
+
+def test_a_script_with_tensor_parallelism_says_what_it_compiles(tmp_path):
+    pytest.importorskip("torch")
+    report, result = script_run(tmp_path, "--hf-config", str(HF / "llama"), "--target", "inf2", "--tp", "2")
+    assert report["plan"]["tp_degree"] == 2 and report["plan"]["env"]["NEURON_RT_VISIBLE_CORES"] == "0-1"
+    assert "note: the plan shards the model over 2 cores" in result["stdout"]
+    assert len(result["runs"]) == len(report["plan"]["buckets"])
