@@ -69,13 +69,13 @@ def _parser() -> argparse.ArgumentParser:
     for name, kwargs in (("--target", {"choices": ("trn2", "inf2", "trn1"), "help": "chip (default trn2)"}),
                          ("--stack", {"choices": ("native", "xla"), "help": "PyTorch stack"}),
                          ("--format", {"choices": FORMATS, "help": "output format (default concise)"}),
-                         ("--output", {"metavar": "FILE", "help": "write the report to FILE"}),
                          ("--select", {"type": _codes, "metavar": "CODES", "help": "only these codes"}),
                          ("--extend-select", {"type": _codes, "default": [], "metavar": "CODES"}),
                          ("--ignore", {"type": _codes, "default": [], "metavar": "CODES"}),
                          ("--config", {"metavar": "FILE", "help": "use this portcheck.toml / pyproject.toml"}),
                          ("--fail-level", {"choices": ("error", "warning", "info")})):
         trace.add_argument(name, **kwargs)
+    trace.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE")
     trace.add_argument("--isolated", action="store_true", help="ignore every configuration file")
     trace.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
 
@@ -105,7 +105,7 @@ def _parser() -> argparse.ArgumentParser:
     advise.add_argument("--prefer", choices=("accuracy", "speed"), default="accuracy",
                         help="accuracy: no compiler auto-cast (default); speed: matmult auto-cast, -O3")
     advise.add_argument("--format", choices=("table", "json"), default="table", help="output format")
-    advise.add_argument("--output", metavar="FILE", help="write the plan to FILE")
+    advise.add_argument("--output", "-o", metavar="FILE", help="write the plan to FILE")
     advise.add_argument("--emit-script", metavar="FILE",
                         help="write a bring-up script that compiles and times the model with the plan (needs a "
                              "model; without torch-neuronx it runs the model eagerly on the CPU: a dry run)")

@@ -260,6 +260,7 @@ class ChipHardware:
     default_lnc: int
     cores_per_chip: dict[int, int]
     memory_per_core_gib: dict[int, float]
+    tp_degrees: dict[int, tuple[int, ...]]
     source: str
 
 
@@ -290,8 +291,9 @@ def load_hardware() -> Hardware:
         chip = ChipHardware(
             name, c["neuron_core"], c["physical_cores"], float(c["hbm_gib"]), tuple(c["lnc"]), c["default_lnc"],
             {int(k): int(v) for k, v in c["cores_per_chip"].items()},
-            {int(k): float(v) for k, v in c["memory_per_core_gib"].items()}, c["source"])
-        if set(chip.cores_per_chip) != set(chip.lnc) or set(chip.memory_per_core_gib) != set(chip.lnc) \
+            {int(k): float(v) for k, v in c["memory_per_core_gib"].items()},
+            {int(k): tuple(v) for k, v in c["tp_degrees"].items()}, c["source"])
+        if not set(chip.lnc) == set(chip.cores_per_chip) == set(chip.memory_per_core_gib) == set(chip.tp_degrees) \
                 or chip.default_lnc not in chip.lnc or not chip.source:
             raise KnowledgeError(f"hardware.toml: chip {name} needs cores and memory for each of its LNC values")
         chips[name] = chip

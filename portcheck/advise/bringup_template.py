@@ -2,10 +2,11 @@
 """__TITLE__
 
 On a Neuron host with torch-neuronx, it compiles the model with the plan's neuronx-cc flags and environment
-(xla stack: torch_neuronx.trace, one graph per sequence bucket, saved under --output; native stack:
-torch.compile(backend="neuron", dynamic=False) on device "neuron"), then times warm runs and prints latency
-and throughput. Where torch-neuronx is absent it says so and runs the same model with the same inputs eagerly
-on the CPU: a dry run that checks the script, the model and the inputs, not Neuron.
+(xla stack: torch_neuronx.trace, or torch_neuronx.bucket_model_trace with one graph per sequence bucket, saved
+under --output; native stack: torch.compile(backend="neuron", dynamic=False) on device "neuron", inputs padded
+to a bucket), then times warm runs and prints latency and throughput. Where torch-neuronx is absent it says so
+and runs the same model with the same inputs eagerly on the CPU: a dry run that checks the script, the model,
+the inputs and the bucket kernel, not Neuron.
 
     python THIS_SCRIPT [--warmup 3] [--runs 20] [--output neuron_artifacts] [--dry-run]
 """
@@ -14,6 +15,7 @@ import argparse
 import importlib
 import importlib.util
 import json
+import math
 import os
 import statistics
 import sys
@@ -94,7 +96,7 @@ class Positional(torch.nn.Module):
 
     def forward(self, *tensors):
         args = tensors[: self.positional]
-        kwargs = dict(zip(self.names[self.positional:], tensors[self.positional:]))
+        kwargs = dict(zip(self.names[self.positional:], tensors[self.positional:], strict=True))
         return _tensors(self.model(*args, **kwargs))
 
 
@@ -104,6 +106,32 @@ def _tensors(out):
     values = out.values() if isinstance(out, dict) else out if isinstance(out, (tuple, list)) else [out]
     kept = tuple(v for v in values if isinstance(v, torch.Tensor))
     return kept[0] if len(kept) == 1 else kept
+
+
+def bucket_kernel(inputs: list[torch.Tensor]) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """Pad every input whose axis 1 is the sequence up to the smallest bucket that holds it (zeros: pad ids
+    and a masked attention), and say which bucket. TorchScript: bucket_model_trace runs it on the device side."""
+    length = inputs[0].size(1)
+    index = 0
+    target = length
+    for i, size in enumerate(__BUCKETS__):
+        if length <= size:
+            index = i
+            target = size
+            break
+    out: list[torch.Tensor] = []
+    for tensor in inputs:
+        if tensor.dim() >= 2 and tensor.size(1) == length and target > length:
+            shape = tensor.size()
+            shape[1] = target - length
+            out.append(torch.cat([tensor, torch.zeros(shape, dtype=tensor.dtype, device=tensor.device)], dim=1))
+        else:
+            out.append(tensor)
+    return out, torch.tensor([index])
+
+
+def get_bucket_kernel(*_):
+    return torch.jit.script(bucket_kernel)
 
 
 def neuron_mode(force_dry_run):
@@ -123,20 +151,30 @@ def neuron_mode(force_dry_run):
 
 
 def shapes_to_run():
-    """Each sequence bucket at the plan's batch, or the one shape."""
+    """(batch, length of the inputs made, bucket): each sequence bucket with inputs one token longer than the
+    bucket below it (so the kernel pads them), or the one shape."""
     if PLAN["buckets"] and PLAN["example_seq"]:
-        return [(PLAN["batch"], seq) for seq in PLAN["buckets"]]
-    return [(PLAN["batch"], PLAN["seq_len"] if PLAN["example_seq"] else 0)]
+        below = [PLAN["buckets"][0] // 2, *PLAN["buckets"][:-1]]
+        return [(PLAN["batch"], low + 1, bucket) for low, bucket in zip(below, PLAN["buckets"], strict=True)]
+    seq = PLAN["seq_len"] if PLAN["example_seq"] else 0
+    return [(PLAN["batch"], seq, seq)]
 
 
-def compile_xla(model, example, seq, output):
+def compile_xla(model, examples, output):
+    """One traced graph, or one per bucket packed into one module with the bucket kernel in front."""
     import torch_neuronx
 
-    traced = torch_neuronx.trace(model, tuple(example), compiler_args=PLAN["compiler_args"],
-                                 compiler_workdir=str(output / f"workdir-{seq}"))
-    if PLAN["dynamic_batch"]:
-        torch_neuronx.dynamic_batch(traced)
-    torch.jit.save(traced, str(output / f"model-seq{seq}.pt"))
+    if len(examples) > 1:
+        config = torch_neuronx.BucketModelConfig(get_bucket_kernel)
+        traced = torch_neuronx.bucket_model_trace(lambda *_: (model, {}), [tuple(e) for e in examples], config,
+                                                  compiler_workdir=str(output / "workdir"),
+                                                  compiler_args=PLAN["compiler_args"])
+    else:
+        traced = torch_neuronx.trace(model, tuple(examples[0]), compiler_args=PLAN["compiler_args"],
+                                     compiler_workdir=str(output / "workdir"))
+        if PLAN["dynamic_batch"]:
+            traced = torch_neuronx.dynamic_batch(traced)
+    torch.jit.save(traced, str(output / "model.pt"))
     return traced
 
 
@@ -193,42 +231,54 @@ def main():
         model = model.to(dtype)
     wrapped = Positional(model).eval()
     output = Path(args.output)
-    if mode == "xla":
-        output.mkdir(parents=True, exist_ok=True)
-    synchronize = getattr(getattr(torch, "neuron", None), "synchronize", None) if mode == "native" else None
-    results = []
-    for batch, seq in shapes_to_run():
-        inputs = make_inputs(batch, seq)
+    shapes = shapes_to_run()
+    kernel = get_bucket_kernel() if len(shapes) > 1 else None
+
+    def inputs_for(batch, length):
+        made = make_inputs(batch, length)
         if dtype is not None:
-            inputs = [i.to(dtype) if i.is_floating_point() else i for i in inputs]
-        if meta:
-            inputs = [i.to("meta") for i in inputs]
-        label = f"batch {batch}" + (f", sequence {seq}" if seq else "")
+            made = [i.to(dtype) if i.is_floating_point() else i for i in made]
+        return [i.to("meta") for i in made] if meta else made
+
+    with torch.inference_mode():
+        if mode == "xla":
+            output.mkdir(parents=True, exist_ok=True)
+            started = time.perf_counter()
+            run = compile_xla(wrapped, [inputs_for(batch, bucket) for batch, _, bucket in shapes], output)
+            print(f"compiled {len(shapes)} graph(s) in {time.perf_counter() - started:.1f} s: {output / 'model.pt'}")
+        elif mode == "native":
+            run = compile_native(wrapped)
+        else:
+            run = wrapped
+    synchronize = torch.neuron.synchronize if mode == "native" else (lambda: None)
+    results = []
+    for number, (batch, length, bucket) in enumerate(shapes):
+        inputs = inputs_for(batch, length)
+        if kernel is not None and mode != "xla":  # the xla bucket model pads inside; elsewhere pad here
+            inputs, index = kernel(inputs)
+            if int(index[0]) != number:
+                raise SystemExit(f"the bucket kernel chose bucket {int(index[0])} for length {length}, "
+                                 f"not {number}")
+        if mode == "native":
+            inputs = [i.to("neuron") for i in inputs]
+        label = f"batch {batch}" + (f", sequence {length} in bucket {bucket}" if length else "")
         with torch.inference_mode():
-            if mode == "xla":
-                started = time.perf_counter()
-                run = compile_xla(wrapped, inputs, seq, output)
-                print(f"{label}: compiled in {time.perf_counter() - started:.1f} s")
-            elif mode == "native":
-                run = compile_native(wrapped)
-                inputs = [i.to("neuron") for i in inputs]
-            else:
-                run = wrapped
             if meta:
                 run(*inputs)
                 print(f"{label}: ran on the meta device (shapes only)")
-                results.append({"batch": batch, "seq": seq, "meta": True})
+                results.append({"batch": batch, "seq": length, "bucket": bucket, "meta": True})
                 continue
-            times = measure(run, inputs, args.warmup, args.runs, synchronize or (lambda: None))
+            times = measure(run, inputs, args.warmup, args.runs, synchronize)
         mean = statistics.fmean(times)
-        entry = {"batch": batch, "seq": seq, "p50_ms": round(statistics.median(times), 3),
-                 "p90_ms": round(sorted(times)[int(0.9 * (len(times) - 1))], 3), "mean_ms": round(mean, 3),
+        entry = {"batch": batch, "seq": length, "bucket": bucket, "p50_ms": round(statistics.median(times), 3),
+                 "p90_ms": round(sorted(times)[math.ceil(0.9 * len(times)) - 1], 3), "mean_ms": round(mean, 3),
                  "samples_per_s": round(batch * 1000 / mean, 2)}
-        if seq:
-            entry["tokens_per_s"] = round(batch * seq * 1000 / mean, 1)
+        if length:
+            entry["tokens_per_s"] = round(batch * length * 1000 / mean, 1)
         results.append(entry)
         print(f"{label}: p50 {entry['p50_ms']:.2f} ms, p90 {entry['p90_ms']:.2f} ms, "
-              f"{entry['samples_per_s']:.1f} samples/s" + (f", {entry['tokens_per_s']:.0f} tokens/s" if seq else ""))
+              f"{entry['samples_per_s']:.1f} samples/s" + (f", {entry['tokens_per_s']:.0f} tokens/s" if length
+                                                          else ""))
     print("result: " + json.dumps({"mode": mode or "dry-run", "reason": why, "runs": results}))
     return 0
 

@@ -43,7 +43,7 @@ def compiler_settings(plan, options) -> None:
     else:
         add("--optlevel", "2", "the balance of compile time and performance (the default)")
     if plan.lnc is not None:
-        add("--lnc", str(plan.lnc), f"{plan.lnc} physical cores per logical core; the runtime must agree "
+        add("--logical-nc-config", str(plan.lnc), f"{plan.lnc} physical cores per logical core; the runtime must agree "
             "(NEURON_LOGICAL_NC_CONFIG)")
         plan.env["NEURON_LOGICAL_NC_CONFIG"] = str(plan.lnc)
         plan.reason(f"NEURON_LOGICAL_NC_CONFIG={plan.lnc}", "the runtime's LNC must equal the compiler's --lnc",
@@ -60,13 +60,37 @@ def compiler_settings(plan, options) -> None:
                     f"one replica on the first {plan.tp_degree} core(s); start further replicas at multiples of "
                     f"{plan.tp_degree}", load_compiler().env["NEURON_RT_VISIBLE_CORES"].source)
     if plan.stack == "native":
-        plan.env["NEURON_CC_FLAGS"] = " ".join(args)
-        plan.reason("NEURON_CC_FLAGS", "torch.compile(backend=\"neuron\") compiles with neuronx-cc: the flags "
-                    "reach it through the framework's NEURON_CC_FLAGS", load_compiler().env["NEURON_CC_FLAGS"].source)
+        _native_env(plan, args)
     if plan.task == "training" and options.dtype in ("bf16", "fp16"):
         plan.env["NEURON_RT_STOCHASTIC_ROUNDING_EN"] = "1"
         plan.reason("NEURON_RT_STOCHASTIC_ROUNDING_EN=1", "16-bit training: stochastic rounding keeps small "
                     "updates", load_compiler().env["NEURON_RT_STOCHASTIC_ROUNDING_EN"].source)
+
+
+AUTOMATIC = ("--target", "--logical-nc-config")
+TNX_SOURCE = ("parmoham-aws/test-repo-parmoham (a public, unofficial copy of TorchNeuron's source): "
+              "torch_neuronx/csrc/core/utils/PlatformUtils.cpp@5577a2d8 (target and LNC from the instance) and "
+              "compilation/NeuronCompiler.cpp@5577a2d8 (NEURON_CC_FLAGS appended to the compile)")
+
+
+def _native_env(plan, args: list[str]) -> None:
+    """TorchNeuron picks --target and the LNC from the instance (NEURON_LOGICAL_NC_CONFIG) and appends
+    NEURON_CC_FLAGS to its own compile command: the rest of the flags go there."""
+    compiler = load_compiler()
+    rest, i = [], 0
+    while i < len(args):
+        takes_value = bool(compiler.flags[args[i]].values)
+        if args[i] not in AUTOMATIC:
+            rest.extend(args[i : i + 1 + takes_value])
+        i += 1 + takes_value
+    plan.env["NEURON_CC_FLAGS"] = " ".join(rest)
+    plan.reason("NEURON_CC_FLAGS", "torch.compile(backend=\"neuron\") compiles with neuronx-cc and appends "
+                "NEURON_CC_FLAGS; --target and the LNC it sets itself from the instance",
+                f"{compiler.env['NEURON_CC_FLAGS'].source}; {TNX_SOURCE}")
+    plan.env["TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION"] = "1"
+    plan.reason("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=1", "a graph that fails to compile raises instead of "
+                "silently running eagerly: a bring-up must see it (set explicitly: the default changed)",
+                compiler.env["TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION"].source)
 
 
 def _core(chip: str) -> str:

@@ -24,6 +24,8 @@ from portcheck.knowledge import Instance, load_compiler, load_hardware
 
 OPTIMUM_CONVERT = "huggingface/optimum-neuron@213224e6:optimum/exporters/neuron/convert.py"
 PORTCHECK = "portcheck's estimate (not a Neuron figure)"
+NXDI_TP = ("SDK:libraries/nxd-inference/developer_guides/feature-guide.rst (Tensor-parallelism support: supported "
+           "degrees; weights + KV cache < tp_degree x memory per core; heads divisible by tp)")
 
 
 class PlanError(Exception):
@@ -159,17 +161,15 @@ def _size(plan: Plan, chip, lnc: int, options: AdviseOptions, hardware) -> None:
     plan.tp_degree = plan.cores = tp
     plan.chips = math.ceil(tp / chip.cores_per_chip[lnc])
     plan.instance = choose_instance(chip, lnc, tp, total_gib, hardware)
-    plan.reason("tp_degree", why, "SDK:libraries/neuronx-distributed/api_guide.rst (tensor parallelism); "
-                f"per-core memory: {chip.source}")
+    plan.reason("tp_degree", why + f"; degrees the runtime supports on {chip.name}: "
+                f"{', '.join(map(str, chip.tp_degrees[lnc]))}", NXDI_TP)
     if at[1].fits is False and not options.tp:
         plan.findings.append({"code": "PC801", "message": f"one core would need {at[1].per_core:.2f} GiB "
                               f"(weights {at[1].weights:.2f}, KV cache {at[1].kv_cache:.2f}, activations "
                               f"{at[1].activations:.2f}) of its {budget:g} GiB: shard it with tensor parallelism "
                               f"degree {tp}"})
     if model.heads and not divides_heads(model, tp):
-        plan.findings.append({"code": "PC803", "message": f"tensor parallelism {tp} does not divide "
-                              f"{model.heads} attention heads ({model.kv_heads or model.heads} KV heads): pad to "
-                              f"{padded_heads(model, tp)} heads with pad_model"})
+        plan.findings.append({"code": "PC803", "message": _padding(model, tp)})
     if plan.instance is not None:
         cores_there = plan.instance.chips * chip.cores_per_chip[lnc]
         plan.replicas = cores_there // tp
@@ -185,6 +185,18 @@ def _size(plan: Plan, chip, lnc: int, options: AdviseOptions, hardware) -> None:
         _other_lnc(plan, chip, lnc, total_gib, hardware)
 
 
+def _padding(model: ModelShape, tp: int) -> str:
+    parts = []
+    if model.heads % tp:
+        parts.append(f"tensor parallelism {tp} does not divide the {model.heads} attention heads: pad them to "
+                     f"{padded_heads(model, tp)} with pad_model")
+    kv = model.kv_heads or model.heads
+    if kv != model.heads and kv % tp and tp % kv:
+        parts.append(f"its {kv} KV heads neither divide tensor parallelism {tp} nor are divided by it, so NxD "
+                     "Inference converts them to multi-head attention (CONVERT_TO_MHA: a KV head per query head)")
+    return "; ".join(parts)
+
+
 def _hint(smallest: int) -> str:
     return f"; the smallest degree that fits is {smallest}" if smallest else "; no degree fits"
 
@@ -196,11 +208,15 @@ def _memory_reasons(plan: Plan) -> None:
     if model.kind in ("decoder", "encoder-decoder") and work.task == "inference" and model.is_transformer:
         plan.reason("kv_cache_gib", f"{model.layers} layers × {model.kv_heads or model.heads} KV heads × head dim "
                     f"{model.attention_head_dim} × sequence {work.seq} × batch {work.batch} × 2 (K, V) × bytes, "
-                    "split over tp (at least one KV head per core)", "issue #6's formula; NxD Inference replicates "
-                    "KV heads when tp exceeds them")
+                    "with each core's share of the KV heads (split when tp divides them, one replicated head when "
+                    "they divide tp, else converted to multi-head attention)",
+                    "SDK:vllm-neuron/docs/design/vllm/kv-cache-quantization.md (2 × layers × KV heads × head dim "
+                    "× bytes per token); aws-neuron/neuronx-distributed-inference@00612a66:src/"
+                    "neuronx_distributed_inference/modules/attention/gqa.py (GQA sharding strategies)")
     if model.is_transformer:
-        source = ("Korthikanti et al. 2022 (arXiv:2205.05198) §4, no sequence parallelism"
-                  if work.task == "training" else PORTCHECK)
+        source = ("SDK:libraries/neuronx-distributed/activation_memory_reduction.rst (s·b·h·(34 + 5·a·s/h) per "
+                  "layer; about 10·s·b·h of it is not sharded by tensor parallelism alone); Korthikanti et al. 2022 "
+                  "(arXiv:2205.05198) §4" if work.task == "training" else PORTCHECK)
         what = ("every layer's activations kept for the backward pass" if work.task == "training" else
                 "the largest layer's live tensors: 4 × hidden + 2 × intermediate / tp + heads / tp × sequence "
                 "per token")
@@ -212,7 +228,9 @@ def _memory_reasons(plan: Plan) -> None:
     if work.task == "training":
         plan.reason("optimizer_gib", "gradients in the weights' dtype and Adam's state (fp32 moments, plus an "
                     "fp32 master copy for 16-bit weights) per parameter, split over tp",
-                    "Rajbhandari et al. 2020 (ZeRO) §3.1: mixed-precision Adam keeps 16 bytes per parameter")
+                    "SDK:about-neuron/arch/neuron-features/neuroncore-batching.rst (weights and gradients 2 bytes "
+                    "each, optimizer state 4-12 bytes per parameter); Rajbhandari et al. 2020 (ZeRO) §3.1 (Adam: "
+                    "12 bytes)")
 
 
 DTYPE_NAMES = {"fp32": "4 bytes (fp32)", "bf16": "2 bytes (bf16)", "fp16": "2 bytes (fp16)", "fp8": "1 byte (fp8)"}

@@ -48,5 +48,5 @@ def bringup_script(plan, request, cwd: Path) -> str:
     title = (f"Bring-up script for {model.name} on {data['instance'] or plan.chip} ({plan.chip}, {plan.stack} "
              f"stack), written by portcheck {__version__} advise.")
     text = TEMPLATE.read_text(encoding="utf-8")
-    text = text.replace("__TITLE__", title)
+    text = text.replace("__TITLE__", title).replace("__BUCKETS__", json.dumps(plan.buckets or [0]))
     return text.replace("__PLAN__", json.dumps(data, indent=4, sort_keys=False))

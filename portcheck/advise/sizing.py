@@ -67,15 +67,25 @@ def weights_bytes(model: ModelShape, dtype: str) -> int:
     return model.params * DTYPE_BYTES[dtype]
 
 
+def kv_heads_per_core(model: ModelShape, tp: int) -> int:
+    """NxD Inference's GQA sharding: KV heads split evenly when tp divides them, replicated to one a core when
+    they divide tp (REPLICATE_TO_TP_DEGREE), otherwise converted to multi-head attention with the query heads,
+    padded to a multiple of tp (CONVERT_TO_MHA)."""
+    kv = model.kv_heads or model.heads
+    if kv % tp == 0:
+        return kv // tp
+    if tp % kv == 0:
+        return 1
+    return math.ceil(model.heads / tp)
+
+
 def kv_cache_bytes(model: ModelShape, work: Workload, tp: int = 1) -> int:
-    """layers × KV heads × head dim × sequence × batch × 2 (K and V) × bytes, for decoders at inference. At a
-    degree above the KV heads each core keeps one replicated head (ceil)."""
+    """layers × KV heads × head dim × sequence × batch × 2 (K and V) × bytes, for decoders at inference, with
+    each core's share of the KV heads."""
     if work.task != "inference" or model.kind not in ("decoder", "encoder-decoder") or not model.is_transformer:
         return 0
-    kv_heads = model.kv_heads or model.heads
-    per_core_heads = math.ceil(kv_heads / tp)
-    return model.layers * per_core_heads * model.attention_head_dim * work.seq * work.batch * 2 * DTYPE_BYTES[
-        work.dtype]
+    return (model.layers * kv_heads_per_core(model, tp) * model.attention_head_dim * work.seq * work.batch * 2
+            * DTYPE_BYTES[work.dtype])
 
 
 def activation_bytes(model: ModelShape, work: Workload, tp: int = 1) -> int:
@@ -118,11 +128,9 @@ def memory_at(model: ModelShape, work: Workload, chip: ChipHardware, lnc: int, t
 
 
 def degrees(chip: ChipHardware, lnc: int, hardware: Hardware) -> list[int]:
-    """Tensor-parallel degrees worth trying: powers of two and each instance's core count, up to the largest."""
-    counts = [i.chips * chip.cores_per_chip[lnc] for i in hardware.instances if i.chip == chip.name]
-    largest = max(counts)
-    powers = [2**k for k in range(largest.bit_length()) if 2**k <= largest]
-    return sorted(set(powers) | set(counts))
+    """The tensor-parallel degrees the runtime supports on this chip, up to the cores of its largest instance."""
+    largest = max(i.chips * chip.cores_per_chip[lnc] for i in hardware.instances if i.chip == chip.name)
+    return [tp for tp in chip.tp_degrees[lnc] if tp <= largest]
 
 
 def divides_heads(model: ModelShape, tp: int) -> bool:
