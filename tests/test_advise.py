@@ -398,3 +398,18 @@ def test_a_script_with_tensor_parallelism_says_what_it_compiles(tmp_path):
     assert report["plan"]["tp_degree"] == 2 and report["plan"]["env"]["NEURON_RT_VISIBLE_CORES"] == "0-1"
     assert "note: the plan shards the model over 2 cores" in result["stdout"]
     assert len(result["runs"]) == len(report["plan"]["buckets"])
+
+
+def test_a_full_size_script_dry_runs_on_the_meta_device(tmp_path):
+    """Llama-2-7B: traced on meta by advise; its script's --meta dry run exports every bucket without weights."""
+    pytest.importorskip("torch")
+    script = tmp_path / "bringup.py"
+    report = advise_json("--hf-config", str(HF / "llama-2-7b"), "--target", "inf2", "--emit-script", str(script))
+    assert report["model"]["parameters"] == MODELS["llama-2-7b"][0]
+    assert (report["plan"]["instance"], report["plan"]["tp_degree"]) == ("inf2.xlarge", 2)
+    done = subprocess.run([sys.executable, str(script), "--meta"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.rsplit("result: ", 1)[1])
+    assert [r["bucket"] for r in result["runs"]] == report["plan"]["buckets"] == [128, 256, 512, 1024, 2048, 4096]
+    assert all(r["meta"] for r in result["runs"])

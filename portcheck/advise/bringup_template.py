@@ -8,7 +8,7 @@ to a bucket), then times warm runs and prints latency and throughput. Where torc
 and runs the same model with the same inputs eagerly on the CPU: a dry run that checks the script, the model,
 the inputs and the bucket kernel, not Neuron.
 
-    python THIS_SCRIPT [--warmup 3] [--runs 20] [--output neuron_artifacts] [--dry-run]
+    python THIS_SCRIPT [--warmup 3] [--runs 20] [--output neuron_artifacts] [--dry-run | --meta]
 """
 
 import argparse
@@ -201,9 +201,11 @@ def main():
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--output", default="neuron_artifacts", help="where compiled models are saved")
     parser.add_argument("--dry-run", action="store_true", help="run eagerly on the CPU even on a Neuron host")
+    parser.add_argument("--meta", action="store_true",
+                        help="dry run on the meta device: export each shape without weights (shapes only)")
     args = parser.parse_args()
 
-    mode, why = neuron_mode(args.dry_run)
+    mode, why = neuron_mode(args.dry_run or args.meta)
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(PLAN["dtype"])
     print(f"plan: {PLAN['model_name']} on {PLAN['instance']} ({PLAN['target']['chip']}, "
           f"{PLAN['target']['stack']}), tp {PLAN['tp_degree']}, compiler args: {' '.join(PLAN['compiler_args'])}")
@@ -215,8 +217,8 @@ def main():
             available = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES") / 2**30
         except (ValueError, OSError, AttributeError):
             available = float("inf")
-        meta = PLAN["weights_gib"] * 2 > available
-        if meta:
+        meta = args.meta or PLAN["weights_gib"] * 2 > available
+        if meta and not args.meta:
             print(f"dry run on the meta device: {PLAN['weights_gib']:.1f} GiB of weights do not fit this host's "
                   f"{available:.1f} GiB free; shapes are checked, nothing is timed")
     if PLAN["tp_degree"] and PLAN["tp_degree"] > 1:
@@ -263,9 +265,9 @@ def main():
             inputs = [i.to("neuron") for i in inputs]
         label = f"batch {batch}" + (f", sequence {length} in bucket {bucket}" if length else "")
         with torch.inference_mode():
-            if meta:
-                run(*inputs)
-                print(f"{label}: ran on the meta device (shapes only)")
+            if meta:  # eager code may read values (.item()) a meta tensor has not: export traces it instead
+                torch.export.export(run, tuple(inputs), strict=False)
+                print(f"{label}: exported on the meta device (shapes only)")
                 results.append({"batch": batch, "seq": length, "bucket": bucket, "meta": True})
                 continue
             times = measure(run, inputs, args.warmup, args.runs, synchronize)
