@@ -201,6 +201,8 @@ def test_a_given_tp_that_does_not_fit_is_an_error_naming_the_smallest():
     assert "smallest degree that fits is 2" in result.findings[0]["message"]
     result = plan("llama-2-7b", "inf2", tp=48)
     assert "more than the 24 cores" in result.findings[0]["message"]
+    result = plan("llama-2-7b", "inf2", tp=12)  # fits, but NxD Inference lists 1, 2, 4, 8, 24 for inf2
+    assert "not a degree the Neuron runtime supports on inf2 (1, 2, 4, 8, 24)" in result.findings[0]["message"]
 
 
 def test_heads_the_degree_does_not_divide_need_padding():
@@ -236,6 +238,8 @@ def test_trn2_only_flags_never_reach_an_inf2_plan(name, dtype, prefer):
     assert "NEURON_LOGICAL_NC_CONFIG" not in result.env
     assert "--enable-saturate-infinity" not in result.compiler_args  # trn1 only
     assert result.compiler_args[:2] == ["--target", "inf2"]
+    trn2 = make_plan(shape(name), AdviseOptions("trn2", "native", dtype=dtype, prefer=prefer))
+    assert "--enable-saturate-infinity" not in trn2.compiler_args and "--logical-nc-config" in trn2.compiler_args
 
 
 def test_the_flag_check_rejects_what_the_data_does_not_allow():
@@ -347,6 +351,50 @@ def test_a_traced_model_gives_int64_flags_on_trn2_native_only():
     assert any(r["item"] == "int64" and "2.31" in r["why"] for r in xla["plan"]["reasons"])
     # the trace's own findings come along
     assert {f["code"] for f in native["findings"]} >= {"PC211"}
+
+
+def test_a_tiny_traced_model_sized_by_hand():
+    """fixtures/models/hf/llama: 202,048 parameters, 2 layers, hidden 64, 4 heads, 2 KV heads (head dim 16),
+    intermediate 128, 256 positions; traced, then planned for inf2 at its 256 positions."""
+    pytest.importorskip("torch")
+    report = advise_json("--hf-config", "fixtures/models/hf/llama", "--target", "inf2")
+    memory = report["plan"]["memory"]
+    assert report["model"]["parameters"] == 202_048
+    weights = 202_048 * 2 / GIB
+    kv_cache = 2 * 2 * 16 * 256 * 1 * 2 * 2 / GIB
+    activations = 256 * (4 * 64 + 2 * 128 + 4 * 256) * 2 / GIB
+    overhead = MICROCODE + 1.6
+    assert memory["weights_gib"] == round(weights, 3) and memory["kv_cache_gib"] == round(kv_cache, 3)
+    assert memory["activations_gib"] == round(activations, 3) and memory["overhead_gib"] == round(overhead, 3)
+    assert memory["per_core_gib"] == round(weights + kv_cache + activations + overhead, 3)
+    assert (report["plan"]["instance"], report["plan"]["tp_degree"], report["plan"]["replicas"]) == (
+        "inf2.xlarge", 1, 2)
+
+
+def test_a_unet_is_compiled_as_one_and_sized_from_its_graph():
+    """fixtures/models/tiny_unet.py at 1×3×512×512 fp32: the most alive at once is the input (3 MiB) with a
+    16×256×256 conv output and its ReLU (4 MiB each): 11,534,336 bytes; the plan scales it to batch 4 in bf16."""
+    pytest.importorskip("torch")
+    report = advise_json("fixtures/models/tiny_unet.py:build", "--target", "inf2", "--batch", "4")
+    assert report["model"]["peak_activation_bytes"] == 3 * 512 * 512 * 4 + 2 * 16 * 256 * 256 * 4 == 11_534_336
+    assert report["plan"]["memory"]["activations_gib"] == round(11_534_336 * 4 * 2 / 4 / GIB, 3)
+    args = report["plan"]["compiler_args"]
+    assert args[args.index("--model-type") + 1] == "unet-inference"
+    assert report["plan"]["buckets"] == [] and report["plan"]["dynamic_batch"] is True
+    generic = advise_json("fixtures/models/mask_index.py:build", "--target", "inf2")
+    assert generic["plan"]["compiler_args"][3] == "generic"
+    assert "PC204" in {f["code"] for f in generic["findings"]}  # the trace's blockers come with the plan
+
+
+def test_advise_from_numbers_does_not_import_torch(tmp_path):
+    code = ("import sys; from portcheck.cli import main; "
+            "rc = main(['advise', '--params', '7e9', '--layers', '32', '--hidden', '4096', '--heads', '32', "
+            "'--format', 'json', '-o', sys.argv[1]]); "
+            "assert 'torch' not in sys.modules, 'torch imported'; sys.exit(rc)")
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "plan.json")], cwd=ROOT,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert json.loads((tmp_path / "plan.json").read_text())["plan"]["instance"] == "trn2.3xlarge"
 
 
 def test_numbers_override_what_the_trace_found():

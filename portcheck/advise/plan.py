@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from portcheck.advise.flags import buckets, compiler_settings
 from portcheck.advise.model import ModelShape
 from portcheck.advise.sizing import (
     GIB,
@@ -99,8 +100,8 @@ def make_plan(model: ModelShape, options: AdviseOptions) -> Plan:
     plan.reason("workload", f"batch {work.batch}, sequence {seq} ({seq_why}), {work.dtype} weights, "
                 f"{work.task}", "command line and model")
     _size(plan, chip, lnc, options, hardware)
-    _flags(plan, options)
-    _buckets(plan, options)
+    compiler_settings(plan, options)
+    buckets(plan, options)
     load_compiler().check(plan.compiler_args, plan.env, options.chip, options.stack)
     return plan
 
@@ -145,6 +146,9 @@ def _size(plan: Plan, chip, lnc: int, options: AdviseOptions, hardware) -> None:
         elif not memory.fits:
             plan.findings.append({"code": "PC804", "message": f"--tp {tp}: each core needs "
                                   f"{memory.per_core:.2f} GiB, more than its {budget:g} GiB" + _hint(smallest)})
+        elif tp not in candidates:
+            plan.findings.append({"code": "PC804", "message": f"--tp {tp} is not a degree the Neuron runtime "
+                                  f"supports on {chip.name} ({', '.join(map(str, candidates))})"})
         why = "given with --tp"
     elif fitting:
         tp = next((t for t in fitting if divides_heads(model, t)), smallest)
@@ -272,15 +276,3 @@ def _other_lnc(plan: Plan, chip, lnc: int, total_gib: float, hardware) -> None:
                         f"{chip.cores_per_chip[other]} of {chip.memory_per_core_gib[other]:g} GiB and would need "
                         f"tp {tp} on {chips} chip(s)", chip.source)
             return
-
-
-def _flags(plan: Plan, options: AdviseOptions) -> None:
-    from portcheck.advise.flags import compiler_settings
-
-    compiler_settings(plan, options)
-
-
-def _buckets(plan: Plan, options: AdviseOptions) -> None:
-    from portcheck.advise.flags import buckets
-
-    buckets(plan, options)

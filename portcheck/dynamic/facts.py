@@ -63,7 +63,7 @@ def graph_memory(program) -> dict:
         for value in _tensors(node.meta.get("val")):
             if value.dtype == torch.int64 and len(int64) < 8:
                 int64.append(_label(node))
-            size += int(value.numel()) * value.element_size()
+            size += _bytes(value)
         if node.op != "output" and not _is_view(node):
             live[node] = size
         peak = max(peak, sum(live.values()))
@@ -73,12 +73,15 @@ def graph_memory(program) -> dict:
     return {"int64": sorted(set(int64)), "peak_activation_bytes": int(peak)}
 
 
+def _bytes(value: torch.Tensor) -> int:
+    try:
+        return int(value.numel()) * value.element_size()
+    except Exception:  # a data-dependent size (nonzero's output): unknown until run, counted as nothing
+        return 0
+
+
 def _tensors(value: Any):
     if isinstance(value, torch.Tensor):
-        try:
-            value.numel()
-        except Exception:  # a size export could only express symbolically
-            return
         yield value
     elif isinstance(value, (tuple, list)):
         for item in value:

@@ -22,6 +22,8 @@ def plan_report(plan, result: ScanResult) -> dict:
                   "kv_heads": (model.kv_heads or model.heads) or None,
                   "head_dim": model.attention_head_dim or None, "intermediate": model.intermediate or None,
                   "max_positions": model.max_positions or None, "int64_in_graph": model.int64_in_graph,
+                  "peak_activation_bytes": model.peak_activation_bytes or None,
+                  "example_batch": model.example_batch or None,
                   "dynamic_axes": list(model.dynamic_axes)},
         "plan": plan.as_dict(),
         "findings": [finding_dict(f) for f in result.findings],
