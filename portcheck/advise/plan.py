@@ -126,7 +126,6 @@ def _size(plan: Plan, chip, lnc: int, options: AdviseOptions, hardware) -> None:
     candidates = degrees(chip, lnc, hardware)
     at = {tp: memory_at(model, work, chip, lnc, tp, hardware) for tp in candidates}
     fitting = [tp for tp in candidates if at[tp].fits and choose_instance(chip, lnc, tp, total_gib, hardware)]
-    smallest = fitting[0] if fitting else 0
     budget = chip.memory_per_core_gib[lnc]
     lnc_text = f" at LNC={lnc}" if len(chip.lnc) > 1 else ""
     plan.reason("budget_per_core_gib", f"{budget:g} GiB of HBM per schedulable {chip.neuron_core} core{lnc_text}",
@@ -135,28 +134,13 @@ def _size(plan: Plan, chip, lnc: int, options: AdviseOptions, hardware) -> None:
                 f"plus {RESERVE_SHARE:.0%} of the core kept for scratchpad, DMA rings and collectives "
                 "(not sized by the docs)", f"{hardware.runtime_source}; {PORTCHECK} for the reserve")
     _memory_reasons(plan)
-
     if options.tp:
-        tp = options.tp
+        tp, why = options.tp, "given with --tp"
         memory = at.get(tp) or memory_at(model, work, chip, lnc, tp, hardware)
-        largest = candidates[-1]
-        if tp > largest:
-            plan.findings.append({"code": "PC804", "message": f"--tp {tp} is more than the {largest} cores of "
-                                  f"the largest {chip.name} instance" + _hint(smallest)})
-        elif not memory.fits:
-            plan.findings.append({"code": "PC804", "message": f"--tp {tp}: each core needs "
-                                  f"{memory.per_core:.2f} GiB, more than its {budget:g} GiB" + _hint(smallest)})
-        elif tp not in candidates:
-            plan.findings.append({"code": "PC804", "message": f"--tp {tp} is not a degree the Neuron runtime "
-                                  f"supports on {chip.name} ({', '.join(map(str, candidates))})"})
-        why = "given with --tp"
+        _check_given(plan, memory, candidates, fitting[0] if fitting else 0, chip)
     elif fitting:
-        tp = next((t for t in fitting if divides_heads(model, t)), smallest)
+        tp, why = _smallest_divisor(model, fitting, at, budget)
         memory = at[tp]
-        why = (f"the smallest degree whose per-core share ({memory.per_core:.2f} GiB) fits {budget:g} GiB"
-               + (" and divides the attention heads" if model.heads and divides_heads(model, tp) else ""))
-        if tp != smallest:
-            why += f" ({smallest} fits too, but does not divide {model.heads} heads)"
     else:
         plan.memory = at[candidates[-1]]
         _fits_nowhere(plan, chip, lnc, total_gib, hardware)
@@ -164,29 +148,62 @@ def _size(plan: Plan, chip, lnc: int, options: AdviseOptions, hardware) -> None:
     plan.memory = memory
     plan.tp_degree = plan.cores = tp
     plan.chips = math.ceil(tp / chip.cores_per_chip[lnc])
-    plan.instance = choose_instance(chip, lnc, tp, total_gib, hardware)
     plan.reason("tp_degree", why + f"; degrees the runtime supports on {chip.name}: "
                 f"{', '.join(map(str, chip.tp_degrees[lnc]))}", NXDI_TP)
-    if at[1].fits is False and not options.tp:
+    if not at[1].fits and not options.tp:
         plan.findings.append({"code": "PC801", "message": f"one core would need {at[1].per_core:.2f} GiB "
                               f"(weights {at[1].weights:.2f}, KV cache {at[1].kv_cache:.2f}, activations "
                               f"{at[1].activations:.2f}) of its {budget:g} GiB: shard it with tensor parallelism "
                               f"degree {tp}"})
     if model.heads and not divides_heads(model, tp):
         plan.findings.append({"code": "PC803", "message": _padding(model, tp)})
-    if plan.instance is not None:
-        cores_there = plan.instance.chips * chip.cores_per_chip[lnc]
-        plan.replicas = cores_there // tp
-        host = (f"{plan.instance.host_memory_gib:g} GiB host memory holds the {total_gib:.1f} GiB of weights while "
-                "they load" if plan.instance.host_memory_gib else
-                f"host memory is not in the Neuron docs: check it holds the {total_gib:.1f} GiB of weights")
-        plan.reason("instance", f"the smallest {chip.name} shape with {plan.chips} chip(s) for {tp} core(s); "
-                    f"{cores_there} cores there run {plan.replicas} replica(s); {host}", plan.instance.source)
-    elif options.tp and tp <= candidates[-1]:
-        plan.findings.append({"code": "PC804", "message": f"--tp {tp}: no {chip.name} instance has the chips and "
-                              f"the host memory for {total_gib:.1f} GiB of weights"})
+    _place(plan, chip, lnc, total_gib, hardware, given=bool(options.tp) and tp <= candidates[-1])
     if len(chip.lnc) > 1:
         _other_lnc(plan, chip, lnc, total_gib, hardware)
+
+
+def _smallest_divisor(model: ModelShape, fitting: list[int], at: dict, budget: float) -> tuple[int, str]:
+    """The smallest fitting degree that divides the heads, else the smallest fitting one (padded: PC803)."""
+    smallest = fitting[0]
+    tp = next((t for t in fitting if divides_heads(model, t)), smallest)
+    why = (f"the smallest degree whose per-core share ({at[tp].per_core:.2f} GiB) fits {budget:g} GiB"
+           + (" and divides the attention heads" if model.heads and divides_heads(model, tp) else ""))
+    if tp != smallest:
+        why += f" ({smallest} fits too, but does not divide {model.heads} heads)"
+    return tp, why
+
+
+def _check_given(plan: Plan, memory: Memory, candidates: list[int], smallest: int, chip) -> None:
+    tp = memory.tp
+    hint = f"; the smallest degree that fits is {smallest}" if smallest else "; no degree fits"
+    if tp > candidates[-1]:
+        message = f"--tp {tp} is more than the {candidates[-1]} cores of the largest {chip.name} instance" + hint
+    elif not memory.fits:
+        message = f"--tp {tp}: each core needs {memory.per_core:.2f} GiB, more than its {memory.budget:g} GiB" + hint
+    elif tp not in candidates:
+        message = (f"--tp {tp} is not a degree the Neuron runtime supports on {chip.name} "
+                   f"({', '.join(map(str, candidates))})")
+    else:
+        return
+    plan.findings.append({"code": "PC804", "message": message})
+
+
+def _place(plan: Plan, chip, lnc: int, total_gib: float, hardware, given: bool) -> None:
+    """The smallest instance for the plan's cores, and how many replicas it runs."""
+    tp = plan.tp_degree
+    plan.instance = choose_instance(chip, lnc, tp, total_gib, hardware)
+    if plan.instance is None:
+        if given:
+            plan.findings.append({"code": "PC804", "message": f"--tp {tp}: no {chip.name} instance has the chips "
+                                  f"and the host memory for {total_gib:.1f} GiB of weights"})
+        return
+    cores_there = plan.instance.chips * chip.cores_per_chip[lnc]
+    plan.replicas = cores_there // tp
+    host = (f"{plan.instance.host_memory_gib:g} GiB host memory holds the {total_gib:.1f} GiB of weights while "
+            "they load" if plan.instance.host_memory_gib else
+            f"host memory is not in the Neuron docs: check it holds the {total_gib:.1f} GiB of weights")
+    plan.reason("instance", f"the smallest {chip.name} shape with {plan.chips} chip(s) for {tp} core(s); "
+                f"{cores_there} cores there run {plan.replicas} replica(s); {host}", plan.instance.source)
 
 
 def _padding(model: ModelShape, tp: int) -> str:
@@ -199,10 +216,6 @@ def _padding(model: ModelShape, tp: int) -> str:
         parts.append(f"its {kv} KV heads neither divide tensor parallelism {tp} nor are divided by it, so NxD "
                      "Inference converts them to multi-head attention (CONVERT_TO_MHA: a KV head per query head)")
     return "; ".join(parts)
-
-
-def _hint(smallest: int) -> str:
-    return f"; the smallest degree that fits is {smallest}" if smallest else "; no degree fits"
 
 
 def _memory_reasons(plan: Plan) -> None:
