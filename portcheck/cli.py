@@ -88,7 +88,7 @@ def _parser() -> argparse.ArgumentParser:
                        ("--heads", "attention heads"), ("--kv-heads", "key/value heads (GQA; default: --heads)"),
                        ("--head-dim", "head dimension (default: hidden / heads)"),
                        ("--intermediate", "MLP intermediate size (default: 4 × hidden)"),
-                       ("--vocab", "vocabulary size"), ("--max-positions", "longest sequence the model takes")):
+                       ("--max-positions", "longest sequence the model takes")):
         numbers.add_argument(name, type=_positive, metavar="N", help=what)
     numbers.add_argument("--kind", choices=KINDS, help="decoder (default with --layers/--heads), encoder, "
                                                        "encoder-decoder, vision or other")
@@ -465,7 +465,7 @@ def _advise(args: argparse.Namespace) -> int:
     cwd = Path.cwd()
     numbers = {"params": args.params, "layers": args.layers, "hidden": args.hidden, "heads": args.heads,
                "kv_heads": args.kv_heads, "head_dim": args.head_dim, "intermediate": args.intermediate,
-               "vocab": args.vocab, "max_positions": args.max_positions, "kind": args.kind}
+               "max_positions": args.max_positions, "kind": args.kind}
     spec = bool(args.model or args.hf_config)
     if not spec and not args.params:
         raise ConfigError("advise needs a model (path/to/file.py:build, package.module:build, --hf-config) or "

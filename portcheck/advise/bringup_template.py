@@ -206,7 +206,8 @@ def main():
     args = parser.parse_args()
 
     mode, why = neuron_mode(args.dry_run or args.meta)
-    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(PLAN["dtype"])
+    # fp8 plans size quantized weights; the model as written runs here in bf16
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp8": torch.bfloat16}.get(PLAN["dtype"])
     print(f"plan: {PLAN['model_name']} on {PLAN['instance']} ({PLAN['target']['chip']}, "
           f"{PLAN['target']['stack']}), tp {PLAN['tp_degree']}, compiler args: {' '.join(PLAN['compiler_args'])}")
     meta = False
@@ -217,9 +218,10 @@ def main():
             available = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES") / 2**30
         except (ValueError, OSError, AttributeError):
             available = float("inf")
-        meta = args.meta or PLAN["weights_gib"] * 2 > available
+        built_gib = PLAN["params"] * 4 / 2**30  # built in fp32 before the cast
+        meta = args.meta or built_gib * 1.5 > available
         if meta and not args.meta:
-            print(f"dry run on the meta device: {PLAN['weights_gib']:.1f} GiB of weights do not fit this host's "
+            print(f"dry run on the meta device: {built_gib:.1f} GiB of fp32 weights do not fit this host's "
                   f"{available:.1f} GiB free; shapes are checked, nothing is timed")
     if PLAN["tp_degree"] and PLAN["tp_degree"] > 1:
         print(f"note: the plan shards the model over {PLAN['tp_degree']} cores; this script compiles the model "

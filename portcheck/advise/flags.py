@@ -27,17 +27,20 @@ def compiler_settings(plan, options) -> None:
         "generation it was built for")
     model_type, why = model.model_type_flag()
     add("--model-type", model_type, why)
-    if options.dtype == "fp8":
-        add("--auto-cast", "matmult", "fp8 weights: matrix multiplies run in FP8")
-        add("--auto-cast-type", "fp8_e4m3", "the compiler's FP8 auto-cast type")
-    elif options.prefer == "speed":
+    if options.prefer == "speed":
+        cast_type = "fp8_e4m3" if options.dtype == "fp8" else "bf16"
         add("--auto-cast", "matmult", "--prefer speed: FP32 matrix multiplies are cast down (the pre-2.27 "
             "default); accuracy can drop, e.g. with RoPE position ids",
             "SDK:libraries/nxd-inference/misc/nxdi-troubleshooting.rst")
-        add("--auto-cast-type", "bf16", "BF16 keeps FP32's range (no loss scaling, no overflow)")
+        add("--auto-cast-type", cast_type, "FP8 (e4m3) compute for a model sized with fp8 weights" if
+            cast_type == "fp8_e4m3" else "BF16 keeps FP32's range (no loss scaling, no overflow)")
     else:
         add("--auto-cast", "none", "--prefer accuracy: no compiler downcasting, the same numerics as the model "
             "(the default since Neuron 2.27)", "SDK:compiler/neuronx-cc/faq.rst")
+    if options.dtype == "fp8":
+        plan.reason("fp8", "weights sized at 1 byte, as an fp8-quantized checkpoint stores them; the compiler "
+                    "does not quantize weights, and the bring-up script runs the model in bf16",
+                    "SDK:about-neuron/arch/neuron-features/data-types.rst (FP8 formats per NeuronCore)")
     if options.prefer == "speed" and plan.task == "inference":
         add("--optlevel", "3", "--prefer speed: more optimisation for a longer compile with more host memory")
     else:
@@ -50,8 +53,8 @@ def compiler_settings(plan, options) -> None:
                     load_compiler().env["NEURON_LOGICAL_NC_CONFIG"].source)
     _int64(plan, options, add)
     if plan.chip == "trn1" and model_type == "transformer" and options.prefer == "accuracy":
-        add("--enable-saturate-infinity", None, "trn1: clamps ±inf in compiler-inserted transposes so attention "
-            "masks do not turn into NaN")
+        add("--enable-saturate-infinity", None, "trn1: clamps ±inf to the largest finite values in "
+            "compiler-inserted transposes, which avoids NaN there")
     plan.compiler_args = args
     if plan.tp_degree:
         last = plan.tp_degree - 1
@@ -67,7 +70,7 @@ def compiler_settings(plan, options) -> None:
                     "updates", load_compiler().env["NEURON_RT_STOCHASTIC_ROUNDING_EN"].source)
 
 
-AUTOMATIC = ("--target", "--logical-nc-config")
+AUTOMATIC = ("--target", "--logical-nc-config", "--optlevel")
 TNX_SOURCE = ("parmoham-aws/test-repo-parmoham (a public, unofficial copy of TorchNeuron's source): "
               "torch_neuronx/csrc/core/utils/PlatformUtils.cpp@5577a2d8 (target and LNC from the instance) and "
               "compilation/NeuronCompiler.cpp@5577a2d8 (NEURON_CC_FLAGS appended to the compile)")
@@ -85,7 +88,8 @@ def _native_env(plan, args: list[str]) -> None:
         i += 1 + takes_value
     plan.env["NEURON_CC_FLAGS"] = " ".join(rest)
     plan.reason("NEURON_CC_FLAGS", "torch.compile(backend=\"neuron\") compiles with neuronx-cc and appends "
-                "NEURON_CC_FLAGS; --target and the LNC it sets itself from the instance",
+                "NEURON_CC_FLAGS to its own arguments; --target and the LNC it takes from the instance, the "
+                "optimisation level it sets itself (-O2 for compiled graphs)",
                 f"{compiler.env['NEURON_CC_FLAGS'].source}; {TNX_SOURCE}")
     plan.env["TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION"] = "1"
     plan.reason("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=1", "a graph that fails to compile raises instead of "

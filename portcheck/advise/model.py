@@ -26,13 +26,12 @@ class ModelShape:
     kv_heads: int = 0
     head_dim: int = 0
     intermediate: int = 0
-    vocab: int = 0
     max_positions: int = 0
-    experts: int = 0
+    image_tokens: int = 0  # a vision transformer's patches + class token, from its config
     hf_model_type: str = ""
     modules: tuple[str, ...] = ()  # module class names, from a traced model
-    int64_in_graph: bool | None = None  # None: not traced
-    peak_activation_bytes: int = 0  # largest live set of the traced graph at its example inputs
+    int64_in_graph: bool | None = None  # None: not traced, or the graph was not exported
+    peak_activation_bytes: int = 0  # largest live set of the exported graph at its example inputs
     example_batch: int = 0
     example_seq: int = 0
     dynamic_axes: tuple[str, ...] = ()  # "input_ids:1", from the trace's shape probe
@@ -61,17 +60,42 @@ class ModelShape:
         return "generic", "no attention layers found: the compiler's default"
 
 
+TRANSFORMER_NUMBERS = ("layers", "hidden", "heads", "kv_heads", "head_dim", "intermediate")
+
+
 def with_numbers(shape: ModelShape | None, numbers: dict) -> ModelShape:
-    """Numbers given on the command line override what the trace found (or make the whole shape)."""
+    """Numbers given on the command line override what the trace found (or make the whole shape). A ValueError
+    names what is missing or inconsistent."""
     given = {k: v for k, v in numbers.items() if v not in (None, 0, "")}
     if shape is None:
         if not given.get("params"):
             raise ValueError("give a model (SPEC or --hf-config) or its size with --params")
         kind = given.pop("kind", "decoder" if given.get("layers") and given.get("heads") else "other")
-        return ModelShape(name=given.pop("name", "model given as numbers"), kind=kind, **given)
-    if not given:
+        shape = ModelShape(name=given.pop("name", "model given as numbers"), kind=kind, **given)
+    elif given:
+        shape = replace(shape, **given, source="trace+numbers")
+    else:  # traced alone: a config without the numbers is sized from its graph instead
+        try:
+            _check(shape)
+        except ValueError:
+            return replace(shape, **dict.fromkeys(TRANSFORMER_NUMBERS, 0))
         return shape
-    return replace(shape, **given, source="trace+numbers")
+    _check(shape)
+    return shape
+
+
+def _check(shape: ModelShape) -> None:
+    claims_transformer = any(getattr(shape, n) for n in TRANSFORMER_NUMBERS) or shape.kind != "other"
+    if claims_transformer and not (shape.layers and shape.heads and shape.hidden):
+        raise ValueError(f"a {shape.kind if shape.kind != 'other' else 'transformer'} is sized from --layers, "
+                             "--hidden and --heads together (the KV cache and activations need all three)")
+    if not shape.heads:
+        return
+    kv = shape.kv_heads or shape.heads
+    if kv > shape.heads or shape.heads % kv:
+        raise ValueError(f"{kv} KV heads must divide the {shape.heads} attention heads (grouped-query attention)")
+    if not shape.head_dim and shape.hidden % shape.heads:
+        raise ValueError(f"--hidden {shape.hidden} is not a multiple of --heads {shape.heads}: give --head-dim")
 
 
 def from_trace(raw: dict) -> ModelShape:
@@ -95,12 +119,11 @@ def from_trace(raw: dict) -> ModelShape:
         kv_heads=int(kv),
         head_dim=int(config.get("head_dim") or 0),
         intermediate=int(config.get("intermediate_size") or 0),
-        vocab=int(config.get("vocab_size") or 0),
         max_positions=int(model.get("max_positions") or 0),
-        experts=int(config.get("num_local_experts") or config.get("num_experts") or 0),
+        image_tokens=_image_tokens(config),
         hf_model_type=str(config.get("model_type") or ""),
         modules=tuple(model.get("modules") or ()),
-        int64_in_graph=bool(graph.get("int64")),
+        int64_in_graph=None if graph.get("int64") is None else bool(graph["int64"]),
         peak_activation_bytes=int(graph.get("peak_activation_bytes") or 0),
         example_batch=int(model.get("example_batch") or 0),
         example_seq=int(model.get("example_seq") or 0),
@@ -109,6 +132,18 @@ def from_trace(raw: dict) -> ModelShape:
         inputs=tuple(model.get("inputs") or ()),
         source="trace",
     )
+
+
+def _image_tokens(config: dict) -> int:
+    """(image size / patch size)² patches and the class token: a ViT's sequence."""
+    image, patch = config.get("image_size"), config.get("patch_size")
+    if isinstance(image, list):
+        image = image[0]
+    if isinstance(patch, list):
+        patch = patch[0]
+    if isinstance(image, int) and isinstance(patch, int) and patch > 0:
+        return (image // patch) ** 2 + 1
+    return 0
 
 
 def _kind(config: dict, model: dict) -> str:

@@ -5,7 +5,7 @@ fit. Pure arithmetic on rules/ data and the model's numbers: no torch here."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from portcheck.advise.flags import buckets, compiler_settings
 from portcheck.advise.model import ModelShape
@@ -25,6 +25,7 @@ from portcheck.knowledge import Instance, load_compiler, load_hardware
 
 OPTIMUM_CONVERT = "huggingface/optimum-neuron@213224e6:optimum/exporters/neuron/convert.py"
 PORTCHECK = "portcheck's estimate (not a Neuron figure)"
+COMPILE_HOST_FACTOR = 2
 NXDI_TP = ("SDK:libraries/nxd-inference/developer_guides/feature-guide.rst (Tensor-parallelism support: supported "
            "degrees; weights + KV cache < tp_degree x memory per core; heads divisible by tp)")
 
@@ -59,6 +60,7 @@ class Plan:
     chips: int = 0
     lnc: int | None = None
     instance: Instance | None = None
+    compile_instance: Instance | None = None  # a larger host to compile on, when the instance's is small
     replicas: int = 0
     compiler_args: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
@@ -74,10 +76,11 @@ class Plan:
     def as_dict(self) -> dict:
         return {
             "instance": self.instance.name if self.instance else None,
+            "compile_instance": self.compile_instance.name if self.compile_instance else None,
             "tp_degree": self.tp_degree or None, "cores": self.cores or None, "chips": self.chips or None,
             "lnc": self.lnc, "replicas": self.replicas or None, "task": self.task,
             "workload": {"batch": self.workload.batch, "seq_len": self.workload.seq, "dtype": self.workload.dtype},
-            "memory": self.memory.as_dict() if self.memory else None,
+            "memory": {"tp_degree": self.memory.tp, **self.memory.as_dict()} if self.memory else None,
             "compiler_args": list(self.compiler_args), "env": dict(self.env), "buckets": list(self.buckets),
             "dynamic_batch": self.dynamic_batch, "reasons": list(self.reasons),
             "alternatives": list(self.alternatives),
@@ -90,6 +93,9 @@ def make_plan(model: ModelShape, options: AdviseOptions) -> Plan:
     if options.task == "training" and options.chip == "inf2":
         raise PlanError("training is not planned for inf2: the Neuron docs put Inferentia2 under inference and "
                         "training under Trainium (NxD Training covers Trn1/Trn2 only); use --target trn2")
+    if options.task == "training" and options.stack == "xla":
+        raise PlanError("training is not planned on the xla stack: PyTorch/XLA training is unsupported from Neuron "
+                        "2.30; plan it for TorchNeuron with --target trn2 --stack native")
     lnc = options.lnc or chip.default_lnc
     if lnc not in chip.lnc:
         raise PlanError(f"--lnc {lnc} is not available on {chip.name} (allowed: "
@@ -107,9 +113,18 @@ def make_plan(model: ModelShape, options: AdviseOptions) -> Plan:
 
 
 def _sequence(model: ModelShape, options: AdviseOptions) -> tuple[int, str]:
-    if options.seq_len:
-        return options.seq_len, "--seq-len"
     limits = [x for x in (model.max_positions, model.seq_bound) if x]
+    if options.seq_len:
+        if limits and options.seq_len > min(limits):
+            raise PlanError(f"--seq-len {options.seq_len} is longer than the {min(limits)} positions the model "
+                            "takes")
+        return options.seq_len, "--seq-len"
+    if model.kind == "vision":
+        if model.image_tokens:
+            return model.image_tokens, "(image size / patch size)² patches + the class token, from the config"
+        if model.is_transformer:
+            raise PlanError("a vision transformer's sequence is its patches + 1 (197 for 224-pixel images in 16-pixel "
+                            "patches): give --seq-len")
     if limits:
         limit = min(limits)
         if limit > 4096:
@@ -152,14 +167,19 @@ def _size(plan: Plan, chip, lnc: int, options: AdviseOptions, hardware) -> None:
                 f"{', '.join(map(str, chip.tp_degrees[lnc]))}", NXDI_TP)
     if not at[1].fits and not options.tp:
         plan.findings.append({"code": "PC801", "message": f"one core would need {at[1].per_core:.2f} GiB "
-                              f"(weights {at[1].weights:.2f}, KV cache {at[1].kv_cache:.2f}, activations "
-                              f"{at[1].activations:.2f}) of its {budget:g} GiB: shard it with tensor parallelism "
+                              f"({_parts(at[1])}) of its {budget:g} GiB: shard it with tensor parallelism "
                               f"degree {tp}"})
-    if model.heads and not divides_heads(model, tp):
+    if model.heads and not divides_heads(model, tp) and tp <= candidates[-1]:
         plan.findings.append({"code": "PC803", "message": _padding(model, tp)})
     _place(plan, chip, lnc, total_gib, hardware, given=bool(options.tp) and tp <= candidates[-1])
     if len(chip.lnc) > 1:
         _other_lnc(plan, chip, lnc, total_gib, hardware)
+
+
+def _parts(memory: Memory) -> str:
+    parts = {"weights": memory.weights, "gradients": memory.gradients, "optimizer": memory.optimizer,
+             "KV cache": memory.kv_cache, "activations": memory.activations, "overhead": memory.overhead}
+    return ", ".join(f"{name} {value:.2f}" for name, value in parts.items() if value)
 
 
 def _smallest_divisor(model: ModelShape, fitting: list[int], at: dict, budget: float) -> tuple[int, str]:
@@ -204,6 +224,16 @@ def _place(plan: Plan, chip, lnc: int, total_gib: float, hardware, given: bool) 
             f"host memory is not in the Neuron docs: check it holds the {total_gib:.1f} GiB of weights")
     plan.reason("instance", f"the smallest {chip.name} shape with {plan.chips} chip(s) for {tp} core(s); "
                 f"{cores_there} cores there run {plan.replicas} replica(s); {host}", plan.instance.source)
+    host_gib = plan.instance.host_memory_gib
+    if host_gib and host_gib < COMPILE_HOST_FACTOR * total_gib:
+        plan.compile_instance = next((i for i in hardware.instances if i.chip == chip.name
+                                      and i.host_memory_gib >= COMPILE_HOST_FACTOR * total_gib), None)
+        where = (f"compile on {plan.compile_instance.name} ({plan.compile_instance.host_memory_gib:g} GiB) and copy "
+                 "the compiled artifacts" if plan.compile_instance else "compile on a larger host")
+        plan.reason("compile_instance", f"{host_gib:g} GiB of host memory is less than twice the "
+                    f"{total_gib:.1f} GiB of weights: {where} (portcheck's margin: the compiler needs host memory "
+                    "beyond the weights)", "shared/neuron/KNOWLEDGE.md §4 (neuronx-cc killed (-9 / F137) when "
+                    "compiling on small hosts: aws-neuron/aws-neuron-samples#64)")
 
 
 def _padding(model: ModelShape, tp: int) -> str:
@@ -254,24 +284,43 @@ DTYPE_NAMES = {"fp32": "4 bytes (fp32)", "bf16": "2 bytes (bf16)", "fp16": "2 by
 
 
 def _fits_nowhere(plan: Plan, chip, lnc: int, total_gib: float, hardware) -> None:
+    """PC802, with the changes that would make the model fit, each tried: lower-precision weights, a shorter
+    sequence or a smaller batch, the larger target; else pipeline parallelism across instances."""
     largest = max((i for i in hardware.instances if i.chip == chip.name), key=lambda i: i.chips)
     cores = largest.chips * chip.cores_per_chip[lnc]
-    memory = plan.memory
-    ideas = []
-    if plan.workload.dtype in ("fp32", "bf16", "fp16"):
-        ideas.append("fp8 weights (" + ("a quarter" if plan.workload.dtype == "fp32" else "half") + " the size)")
-    if memory.kv_cache > memory.weights / 4:
-        ideas.append("a shorter --seq-len or smaller --batch (the KV cache is "
-                     f"{memory.kv_cache:.2f} GiB per core)")
+    model, work, memory = plan.model, plan.workload, plan.memory
+    tries = []
+    if work.dtype != "fp8":
+        tries.append(("fp8 weights (--dtype fp8)", replace(work, dtype="fp8"), chip, lnc))
+    if work.batch > 1:
+        tries.append(("--batch 1", replace(work, batch=1), chip, lnc))
+    if work.seq > 128 and (memory.kv_cache or memory.activations):
+        tries.append((f"--seq-len {work.seq // 2}", replace(work, seq=work.seq // 2), chip, lnc))
     if chip.name != "trn2":
         trn2 = hardware.chips["trn2"]
-        ideas.append(f"--target trn2 (trn2.48xlarge: {16 * trn2.hbm_gib:g} GiB of device memory)")
+        tries.append(("--target trn2", work, trn2, trn2.default_lnc))
+    ideas = []
+    for text, changed, other_chip, other_lnc in tries:
+        found = _first_fit(model, changed, other_chip, other_lnc, hardware)
+        if found:
+            tp, instance, per_core = found
+            ideas.append(f"{text} (tp {tp} on {instance}, {per_core:.2f} GiB a core)")
     ideas.append("pipeline parallelism across instances" + (" (a Trn2 UltraServer joins four trn2u.48xlarge)"
                                                             if chip.name == "trn2" else ""))
     plan.findings.append({"code": "PC802", "message": f"needs {memory.per_core:.2f} GiB per core even at "
-                          f"tensor parallelism {cores} on {largest.name} ({cores} cores of "
-                          f"{chip.memory_per_core_gib[lnc]:g} GiB, {total_gib:.1f} GiB of weights); would fit "
+                          f"tensor parallelism {memory.tp} on {largest.name} ({cores} cores of "
+                          f"{chip.memory_per_core_gib[lnc]:g} GiB, {total_gib:.1f} GiB of weights); it would fit "
                           "with " + " or ".join(ideas)})
+
+
+def _first_fit(model: ModelShape, work: Workload, chip, lnc: int, hardware) -> tuple[int, str, float] | None:
+    total_gib = weights_bytes(model, work.dtype) / GIB
+    for tp in degrees(chip, lnc, hardware):
+        memory = memory_at(model, work, chip, lnc, tp, hardware)
+        instance = choose_instance(chip, lnc, tp, total_gib, hardware) if memory.fits else None
+        if instance is not None:
+            return tp, instance.name, memory.per_core
+    return None
 
 
 def _other_lnc(plan: Plan, chip, lnc: int, total_gib: float, hardware) -> None:
@@ -284,7 +333,8 @@ def _other_lnc(plan: Plan, chip, lnc: int, total_gib: float, hardware) -> None:
             plan.alternatives.append({"lnc": other, "tp_degree": tp, "chips": chips,
                                       "per_core_gib": round(memory.per_core, 3),
                                       "budget_per_core_gib": chip.memory_per_core_gib[other]})
-            plan.reason("lnc", f"LNC={lnc} (the default) gives {chip.cores_per_chip[lnc]} cores of "
+            default = " (the default)" if lnc == chip.default_lnc else ""
+            plan.reason("lnc", f"LNC={lnc}{default} gives {chip.cores_per_chip[lnc]} cores of "
                         f"{chip.memory_per_core_gib[lnc]:g} GiB per chip; LNC={other} gives "
                         f"{chip.cores_per_chip[other]} of {chip.memory_per_core_gib[other]:g} GiB and would need "
                         f"tp {tp} on {chips} chip(s)", chip.source)

@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 
 from portcheck import __version__
-from portcheck.advise.sizing import GIB, weights_bytes
 
 TEMPLATE = Path(__file__).with_name("bringup_template.py")
 
@@ -43,7 +42,7 @@ def bringup_script(plan, request, cwd: Path) -> str:
         "inputs": list(model.inputs),
         "example_batch": model.example_batch,
         "example_seq": model.example_seq,
-        "weights_gib": round(weights_bytes(model, plan.workload.dtype) / GIB, 3),
+        "params": model.params,
     }
     title = (f"Bring-up script for {model.name} on {data['instance'] or plan.chip} ({plan.chip}, {plan.stack} "
              f"stack), written by portcheck {__version__} advise.")

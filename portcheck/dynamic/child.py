@@ -75,7 +75,7 @@ def run(request_path: Path) -> dict:
     try:
         result["graph"].update(graph_memory(taken.program))
     except Exception as exc:  # sizing facts for `advise`: never worth the trace
-        result["graph"].update(int64=[], peak_activation_bytes=0, memory_detail=one_line(exc))
+        result["graph"].update(int64=None, peak_activation_bytes=0, memory_detail=one_line(exc))
     _analyse(taken, result)
     if request.shapes and taken.program is not None:
         from portcheck.dynamic.shapes import find_axes, probe_shapes

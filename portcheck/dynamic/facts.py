@@ -9,7 +9,8 @@ import torch
 
 CONFIG_KEYS = ("model_type", "architectures", "is_encoder_decoder", "is_decoder", "num_hidden_layers",
                "hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim", "intermediate_size",
-               "vocab_size", "num_local_experts", "num_experts", "num_experts_per_tok", "torch_dtype")
+               "vocab_size", "num_local_experts", "num_experts", "num_experts_per_tok", "torch_dtype", "dtype",
+               "image_size", "patch_size")
 ALIASES = {"n_layer": "num_hidden_layers", "n_embd": "hidden_size", "n_head": "num_attention_heads",
            "n_inner": "intermediate_size", "d_model": "hidden_size", "num_layers": "num_hidden_layers",
            "num_heads": "num_attention_heads", "d_ff": "intermediate_size", "d_kv": "head_dim"}
@@ -43,8 +44,8 @@ def module_classes(model: torch.nn.Module) -> list[str]:
 def graph_memory(program) -> dict:
     """Walk the exported graph in order, keeping each tensor until its last use: the peak bytes of activations
     alive at once (weights and buffers not counted, views free), and where int64 tensors appear."""
-    if program is None:
-        return {"int64": [], "peak_activation_bytes": 0}
+    if program is None:  # not exported: unknown, not none
+        return {"int64": None, "peak_activation_bytes": 0}
     signature = program.graph_signature
     weights = set(signature.inputs_to_parameters) | set(signature.inputs_to_buffers) | set(
         getattr(signature, "inputs_to_lifted_tensor_constants", {}))
