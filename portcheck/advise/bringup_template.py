@@ -3,10 +3,10 @@
 
 On a Neuron host with torch-neuronx, it compiles the model with the plan's neuronx-cc flags and environment
 (xla stack: torch_neuronx.trace, or torch_neuronx.bucket_model_trace with one graph per sequence bucket, saved
-under --output; native stack: torch.compile(backend="neuron", dynamic=False) on device "neuron", inputs padded
-to a bucket), then times warm runs and prints latency and throughput. Where torch-neuronx is absent it says so
-and runs the same model with the same inputs eagerly on the CPU: a dry run that checks the script, the model,
-the inputs and the bucket kernel, not Neuron.
+under --output; native stack: torch.compile(backend="neuron", dynamic=False, fullgraph=True) on device
+"neuron", inputs padded to a bucket), then times warm runs and prints latency and throughput. Where it cannot
+compile for Neuron it says why and runs the same model with the same inputs eagerly on the CPU: a dry run that
+checks the script, the model, the inputs and the bucket kernel, not Neuron.
 
     python THIS_SCRIPT [--warmup 3] [--runs 20] [--output neuron_artifacts] [--dry-run | --meta]
 """
@@ -21,6 +21,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import List, Tuple
 
 PLAN = json.loads(r"""__PLAN__""")
 
@@ -29,8 +30,12 @@ for _name, _value in PLAN["env"].items():
 
 import torch  # noqa: E402  (after the environment: the Neuron runtime reads it at import)
 
+# fp8 plans size quantized weights; the model as written runs in bf16
+DTYPE = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp8": torch.bfloat16}.get(PLAN["dtype"])
+
 
 def build_model():
+    """The model as `portcheck advise` built it: a transformers config with random weights, or the callable."""
     spec = PLAN["model"]
     if spec["hf_config"]:
         import transformers
@@ -52,7 +57,7 @@ def build_model():
         module_spec.loader.exec_module(module)
         attribute = spec["callable"]
     else:
-        sys.path.insert(0, os.getcwd())
+        sys.path.insert(0, spec["cwd"])
         location, _, attribute = spec["callable"].rpartition(":")
         module = importlib.import_module(location)
     target = module
@@ -62,41 +67,22 @@ def build_model():
     return built[0] if isinstance(built, tuple) else built
 
 
-def make_inputs(batch, seq):
-    """Inputs like the traced example's: its dtypes and value ranges, at this batch and sequence length."""
-    out = []
-    for fact in PLAN["inputs"]:
-        shape = list(fact["shape"])
-        if shape and shape[0] == PLAN["example_batch"]:
-            shape[0] = batch
-        if seq and len(shape) >= 2 and shape[1] == PLAN["example_seq"] and PLAN["example_seq"]:
-            shape[1] = seq
-        dtype = getattr(torch, fact["dtype"])
-        if dtype.is_floating_point:
-            value = torch.randn(shape, dtype=torch.float32).to(dtype)
-        elif dtype == torch.bool:
-            value = torch.ones(shape, dtype=dtype)
-        else:
-            low = int(fact["low"] if fact["low"] is not None else 0)
-            high = int(fact["high"] if fact["high"] is not None else 1)
-            value = torch.randint(low, high + 1, shape, dtype=dtype)
-        out.append(value)
-    return out
-
-
 class Positional(torch.nn.Module):
-    """The model called with tensors in a fixed order (torch_neuronx.trace passes inputs positionally),
-    returning only tensors."""
+    """The model called with its tensor inputs in a fixed order (torch_neuronx.trace passes them positionally),
+    its other arguments as traced, and only tensors returned."""
 
     def __init__(self, model):
         super().__init__()
         self.model = model
-        self.names = [f["name"] for f in PLAN["inputs"]]
-        self.positional = sum(1 for f in PLAN["inputs"] if f["positional"])
 
     def forward(self, *tensors):
-        args = tensors[: self.positional]
-        kwargs = dict(zip(self.names[self.positional:], tensors[self.positional:], strict=True))
+        args, kwargs, given = [], {}, iter(tensors)
+        for fact in PLAN["inputs"]:
+            value = fact["constant"] if "constant" in fact else next(given)
+            if fact["positional"]:
+                args.append(value)
+            else:
+                kwargs[fact["name"]] = value
         return _tensors(self.model(*args, **kwargs))
 
 
@@ -108,21 +94,52 @@ def _tensors(out):
     return kept[0] if len(kept) == 1 else kept
 
 
-def bucket_kernel(inputs: list[torch.Tensor]) -> tuple[list[torch.Tensor], torch.Tensor]:
-    """Pad every input whose axis 1 is the sequence up to the smallest bucket that holds it (zeros: pad ids
-    and a masked attention), and say which bucket. TorchScript: bucket_model_trace runs it on the device side."""
+def get_model(*_):
+    """What bucket_model_trace calls in each of its workers: the model, ready to trace, and no aliases."""
+    model = Positional(build_model()).eval()
+    return (model.to(DTYPE) if DTYPE is not None else model), {}
+
+
+def make_inputs(batch, seq):
+    """Tensors like the traced example's: its dtypes and value ranges, at this batch and sequence length."""
+    out = []
+    for fact in PLAN["inputs"]:
+        if "constant" in fact:
+            continue
+        shape = list(fact["shape"])
+        if shape and shape[0] == PLAN["example_batch"]:
+            shape[0] = batch
+        if seq and len(shape) >= 2 and PLAN["example_seq"] and shape[1] == PLAN["example_seq"]:
+            shape[1] = seq
+        dtype = getattr(torch, fact["dtype"])
+        if dtype.is_floating_point:
+            value = torch.randn(shape, dtype=torch.float32).to(DTYPE or dtype)
+        elif dtype == torch.bool:
+            value = torch.ones(shape, dtype=dtype)
+        else:
+            low = int(fact["low"] if fact["low"] is not None else 0)
+            high = int(fact["high"] if fact["high"] is not None else 1)
+            value = torch.randint(low, high + 1, shape, dtype=dtype)
+        out.append(value)
+    return out
+
+
+def bucket_kernel(inputs: List[torch.Tensor]) -> Tuple[List[torch.Tensor], torch.Tensor]:
+    """Pad every input whose axis 1 is the sequence up to the smallest bucket that holds it (zeros: pad ids and a
+    masked attention) and say which bucket. TorchScript: bucket_model_trace runs it in front of the graphs."""
+    buckets: List[int] = __BUCKETS__
     length = inputs[0].size(1)
-    index = 0
-    target = length
-    for i, size in enumerate(__BUCKETS__):
-        if length <= size:
+    index = -1
+    for i, size in enumerate(buckets):
+        if index < 0 and length <= size:
             index = i
-            target = size
-            break
-    out: list[torch.Tensor] = []
+    if index < 0:
+        raise ValueError("the sequence is longer than the largest compiled bucket")
+    target = buckets[index]
+    out: List[torch.Tensor] = []
     for tensor in inputs:
         if tensor.dim() >= 2 and tensor.size(1) == length and target > length:
-            shape = tensor.size()
+            shape: List[int] = list(tensor.size())
             shape[1] = target - length
             out.append(torch.cat([tensor, torch.zeros(shape, dtype=tensor.dtype, device=tensor.device)], dim=1))
         else:
@@ -135,51 +152,52 @@ def get_bucket_kernel(*_):
 
 
 def neuron_mode(force_dry_run):
-    """"xla" or "native" when this host can compile for the plan's stack, else the reason it cannot."""
+    """("xla" | "native", "") when this host can compile and run the plan's stack, else (None, why not)."""
     if force_dry_run:
-        return None, "--dry-run given"
+        return None, "a dry run was asked for"
     try:
-        import torch_neuronx  # noqa: F401
+        import torch_neuronx
     except ImportError as exc:
         return None, f"torch-neuronx is not installed here ({exc})"
     if PLAN["target"]["stack"] == "native":
         device = getattr(torch, "neuron", None)
         if device is None or not device.is_available():
-            return None, "torch-neuronx is installed but no Neuron device is visible"
+            return None, "torch-neuronx is installed but no Neuron device is visible to TorchNeuron"
         return "native", ""
+    if not hasattr(torch_neuronx, "trace"):
+        return None, "this torch-neuronx is the native (TorchNeuron) backend: the xla stack needs Neuron <= 2.31"
+    if not Path("/dev/neuron0").exists():
+        return None, "no Neuron device here (/dev/neuron0)"
     return "xla", ""
 
 
 def shapes_to_run():
-    """(batch, length of the inputs made, bucket): each sequence bucket with inputs one token longer than the
-    bucket below it (so the kernel pads them), or the one shape."""
+    """(batch, length of the inputs made, bucket): for each sequence bucket, inputs one token longer than the
+    bucket below (so the kernel pads them); or the one shape."""
     if PLAN["buckets"] and PLAN["example_seq"]:
         below = [PLAN["buckets"][0] // 2, *PLAN["buckets"][:-1]]
-        return [(PLAN["batch"], low + 1, bucket) for low, bucket in zip(below, PLAN["buckets"], strict=True)]
+        return [(PLAN["batch"], low + 1, bucket) for low, bucket in zip(below, PLAN["buckets"])]
     seq = PLAN["seq_len"] if PLAN["example_seq"] else 0
     return [(PLAN["batch"], seq, seq)]
 
 
-def compile_xla(model, examples, output):
-    """One traced graph, or one per bucket packed into one module with the bucket kernel in front."""
+def compile_xla(examples, output):
+    """One traced graph (dynamic batch on dim 0 where the plan says so), or one per bucket packed into one module
+    behind the bucket kernel; saved for torch.jit.load."""
     import torch_neuronx
 
     if len(examples) > 1:
-        config = torch_neuronx.BucketModelConfig(get_bucket_kernel)
-        traced = torch_neuronx.bucket_model_trace(lambda *_: (model, {}), [tuple(e) for e in examples], config,
+        traced = torch_neuronx.bucket_model_trace(get_model, [tuple(e) for e in examples],
+                                                  torch_neuronx.BucketModelConfig(get_bucket_kernel),
                                                   compiler_workdir=str(output / "workdir"),
                                                   compiler_args=PLAN["compiler_args"])
     else:
-        traced = torch_neuronx.trace(model, tuple(examples[0]), compiler_args=PLAN["compiler_args"],
+        traced = torch_neuronx.trace(get_model()[0], tuple(examples[0]), compiler_args=PLAN["compiler_args"],
                                      compiler_workdir=str(output / "workdir"))
         if PLAN["dynamic_batch"]:
             traced = torch_neuronx.dynamic_batch(traced)
     torch.jit.save(traced, str(output / "model.pt"))
     return traced
-
-
-def compile_native(model):
-    return torch.compile(model.to("neuron"), backend="neuron", dynamic=False)
 
 
 def measure(run, inputs, warmup, runs, synchronize):
@@ -195,65 +213,61 @@ def measure(run, inputs, warmup, runs, synchronize):
     return times
 
 
+def free_memory_gib():
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES") / 2**30
+    except (ValueError, OSError, AttributeError):
+        return float("inf")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--runs", type=int, default=20)
-    parser.add_argument("--output", default="neuron_artifacts", help="where compiled models are saved")
+    parser.add_argument("--output", default="neuron_artifacts", help="where the compiled model is saved")
     parser.add_argument("--dry-run", action="store_true", help="run eagerly on the CPU even on a Neuron host")
     parser.add_argument("--meta", action="store_true",
                         help="dry run on the meta device: export each shape without weights (shapes only)")
     args = parser.parse_args()
 
     mode, why = neuron_mode(args.dry_run or args.meta)
-    # fp8 plans size quantized weights; the model as written runs here in bf16
-    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp8": torch.bfloat16}.get(PLAN["dtype"])
     print(f"plan: {PLAN['model_name']} on {PLAN['instance']} ({PLAN['target']['chip']}, "
           f"{PLAN['target']['stack']}), tp {PLAN['tp_degree']}, compiler args: {' '.join(PLAN['compiler_args'])}")
-    meta = False
+    meta = args.meta
     if mode is None:
         print(f"dry run: {why}; running the same model and inputs eagerly on the CPU (no Neuron compile; the "
               "times below are CPU times)")
-        try:
-            available = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES") / 2**30
-        except (ValueError, OSError, AttributeError):
-            available = float("inf")
         built_gib = PLAN["params"] * 4 / 2**30  # built in fp32 before the cast
-        meta = args.meta or built_gib * 1.5 > available
-        if meta and not args.meta:
-            print(f"dry run on the meta device: {built_gib:.1f} GiB of fp32 weights do not fit this host's "
-                  f"{available:.1f} GiB free; shapes are checked, nothing is timed")
+        if not meta and built_gib * 1.5 > free_memory_gib():
+            meta = True
+            print(f"dry run on the meta device: {built_gib:.1f} GiB of fp32 weights do not fit this host's free "
+                  "memory; shapes are checked, nothing is timed")
     if PLAN["tp_degree"] and PLAN["tp_degree"] > 1:
-        print(f"note: the plan shards the model over {PLAN['tp_degree']} cores; this script compiles the model "
-              "as written, which fits one core only once it is sharded (neuronx-distributed parallel layers, "
-              "NxD Inference with tp_degree)")
+        print(f"note: the plan shards the model over {PLAN['tp_degree']} cores; this script compiles the model as "
+              "written, which fits one core only once it is sharded (neuronx-distributed parallel layers, NxD "
+              "Inference with tp_degree): unsharded, expect the compile or the load to run out of device memory")
 
-    with torch.device("meta") if meta else torch.device("cpu"):
-        model = build_model()
-    model.eval()
-    if dtype is not None and not meta:
-        model = model.to(dtype)
-    wrapped = Positional(model).eval()
-    output = Path(args.output)
     shapes = shapes_to_run()
     kernel = get_bucket_kernel() if len(shapes) > 1 else None
+    output = Path(args.output)
 
     def inputs_for(batch, length):
         made = make_inputs(batch, length)
-        if dtype is not None:
-            made = [i.to(dtype) if i.is_floating_point() else i for i in made]
         return [i.to("meta") for i in made] if meta else made
 
-    with torch.inference_mode():
+    with torch.no_grad():
         if mode == "xla":
             output.mkdir(parents=True, exist_ok=True)
             started = time.perf_counter()
-            run = compile_xla(wrapped, [inputs_for(batch, bucket) for batch, _, bucket in shapes], output)
+            run = compile_xla([inputs_for(batch, bucket) for batch, _, bucket in shapes], output)
             print(f"compiled {len(shapes)} graph(s) in {time.perf_counter() - started:.1f} s: {output / 'model.pt'}")
-        elif mode == "native":
-            run = compile_native(wrapped)
+        elif meta:
+            with torch.device("meta"):
+                run = Positional(build_model()).eval()
         else:
-            run = wrapped
+            run = get_model()[0]
+            if mode == "native":
+                run = torch.compile(run.to("neuron"), backend="neuron", dynamic=False, fullgraph=True)
     synchronize = torch.neuron.synchronize if mode == "native" else (lambda: None)
     results = []
     for number, (batch, length, bucket) in enumerate(shapes):
@@ -261,28 +275,36 @@ def main():
         if kernel is not None and mode != "xla":  # the xla bucket model pads inside; elsewhere pad here
             inputs, index = kernel(inputs)
             if int(index[0]) != number:
-                raise SystemExit(f"the bucket kernel chose bucket {int(index[0])} for length {length}, "
-                                 f"not {number}")
+                raise SystemExit(f"the bucket kernel chose bucket {int(index[0])} for length {length}, not {number}")
         if mode == "native":
             inputs = [i.to("neuron") for i in inputs]
         label = f"batch {batch}" + (f", sequence {length} in bucket {bucket}" if length else "")
-        with torch.inference_mode():
+        with torch.no_grad():
             if meta:  # eager code may read values (.item()) a meta tensor has not: export traces it instead
                 torch.export.export(run, tuple(inputs), strict=False)
                 print(f"{label}: exported on the meta device (shapes only)")
                 results.append({"batch": batch, "seq": length, "bucket": bucket, "meta": True})
                 continue
+            try:
+                started = time.perf_counter()
+                run(*inputs)
+                synchronize()
+                first = time.perf_counter() - started
+            except Exception as exc:  # e.g. an fp32 constant made in forward meeting bf16 weights
+                raise SystemExit(f"{label}: the first call failed: {type(exc).__name__}: {exc}"[:500]) from None
             times = measure(run, inputs, args.warmup, args.runs, synchronize)
         mean = statistics.fmean(times)
-        entry = {"batch": batch, "seq": length, "bucket": bucket, "p50_ms": round(statistics.median(times), 3),
+        entry = {"batch": batch, "seq": length, "bucket": bucket, "first_call_s": round(first, 3),
+                 "p50_ms": round(statistics.median(times), 3),
                  "p90_ms": round(sorted(times)[math.ceil(0.9 * len(times)) - 1], 3), "mean_ms": round(mean, 3),
                  "samples_per_s": round(batch * 1000 / mean, 2)}
         if length:
             entry["tokens_per_s"] = round(batch * length * 1000 / mean, 1)
         results.append(entry)
-        print(f"{label}: p50 {entry['p50_ms']:.2f} ms, p90 {entry['p90_ms']:.2f} ms, "
-              f"{entry['samples_per_s']:.1f} samples/s" + (f", {entry['tokens_per_s']:.0f} tokens/s" if length
-                                                          else ""))
+        compiled = " (compiles this shape)" if mode == "native" else ""
+        print(f"{label}: first call {first:.2f} s{compiled}, p50 {entry['p50_ms']:.2f} ms, p90 "
+              f"{entry['p90_ms']:.2f} ms, {entry['samples_per_s']:.1f} samples/s"
+              + (f", {entry['tokens_per_s']:.0f} tokens/s" if length else ""))
     print("result: " + json.dumps({"mode": mode or "dry-run", "reason": why, "runs": results}))
     return 0
 

@@ -38,6 +38,11 @@ def advise(args: argparse.Namespace, settings: Settings, numbers: dict, raw: dic
     if args.emit_script:
         from portcheck.advise.script import bringup_script
 
+        odd = [f"{i['name']} ({i['unsupported']})" for i in shape.inputs if "unsupported" in i]
+        if odd:
+            raise ConfigError(f"--emit-script: the script cannot recreate the input(s) {', '.join(odd)}; give the "
+                              "model tensors and plain values (numbers, strings, booleans, None)")
+
         _write_atomically(Path(args.emit_script), bringup_script(plan, request, cwd), executable=True)
     if args.output:
         _write_atomically(Path(args.output), _render(plan, result, args.format, color=False))

@@ -14,7 +14,7 @@ TEMPLATE = Path(__file__).with_name("bringup_template.py")
 
 def bringup_script(plan, request, cwd: Path) -> str:
     model = plan.model
-    spec = {"callable": "", "file": "", "hf_config": "", "hf_options": dict(request.hf_options)}
+    spec = {"callable": "", "file": "", "hf_config": "", "hf_options": dict(request.hf_options), "cwd": str(cwd)}
     if request.hf_config:
         path = Path(request.hf_config)
         spec["hf_config"] = str((cwd / path / "config.json" if (cwd / path).is_dir() else cwd / path).resolve())

@@ -102,10 +102,11 @@ def run(request_path: Path) -> dict:
 def _model_facts(loaded) -> dict:
     from portcheck.dynamic.facts import config_facts, module_classes
 
-    inputs = list(loaded.inputs)
+    inputs = [i for i in loaded.inputs if "dtype" in i]
     tokens = next((i for i in inputs if len(i["shape"]) == 2 and "int" in i["dtype"]), None)
     first = tokens or next((i for i in inputs if i["shape"]), None)
-    return {"config": config_facts(loaded.config), "modules": module_classes(loaded.model), "inputs": inputs,
+    return {"config": config_facts(loaded.config), "modules": module_classes(loaded.model),
+            "inputs": list(loaded.inputs),
             "example_batch": first["shape"][0] if first else 0,
             "example_seq": tokens["shape"][1] if tokens else 0}
 

@@ -42,18 +42,24 @@ def module_classes(model: torch.nn.Module) -> list[str]:
 
 
 def graph_memory(program) -> dict:
-    """Walk the exported graph in order, keeping each tensor until its last use: the peak bytes of activations
-    alive at once (weights and buffers not counted, views free), and where int64 tensors appear."""
+    """Walk the exported graph in order, keeping each tensor until its last use (or its views' last use): the peak
+    bytes of inputs and activations alive at once (weights and buffers not counted, views free), and where int64
+    tensors appear."""
     if program is None:  # not exported: unknown, not none
         return {"int64": None, "peak_activation_bytes": 0}
     signature = program.graph_signature
     weights = set(signature.inputs_to_parameters) | set(signature.inputs_to_buffers) | set(
         getattr(signature, "inputs_to_lifted_tensor_constants", {}))
     nodes = list(program.graph.nodes)
-    last_use = {}
+    # A view keeps its base's storage alive: the base lives until the last use of any view of it.
+    root = {}
+    for node in nodes:
+        root[node] = root.get(node.all_input_nodes[0], node.all_input_nodes[0]) if _is_view(node) else node
+    # A result nobody uses dies at once; the inputs are the caller's and live throughout.
+    last_use = {node: len(nodes) if node.op == "placeholder" else index for index, node in enumerate(nodes)}
     for index, node in enumerate(nodes):
         for used in node.all_input_nodes:
-            last_use[used] = index
+            last_use[root[used]] = max(last_use[root[used]], index)
     live: dict[Any, int] = {}
     peak = 0
     int64 = []
@@ -65,12 +71,11 @@ def graph_memory(program) -> dict:
             if value.dtype == torch.int64 and len(int64) < 8:
                 int64.append(_label(node))
             size += _bytes(value)
-        if node.op != "output" and not _is_view(node):
+        if node.op != "output" and root[node] is node:
             live[node] = size
         peak = max(peak, sum(live.values()))
-        for used in node.all_input_nodes:
-            if last_use.get(used) == index:
-                live.pop(used, None)
+        for gone in [n for n in live if last_use[n] <= index]:
+            del live[gone]
     return {"int64": sorted(set(int64)), "peak_activation_bytes": int(peak)}
 
 
@@ -91,7 +96,7 @@ def _tensors(value: Any):
 
 def _is_view(node) -> bool:
     target = getattr(node.target, "__name__", str(node.target))
-    return node.op == "call_function" and target.split(".")[0] in VIEWS
+    return node.op == "call_function" and bool(node.all_input_nodes) and target.split(".")[0] in VIEWS
 
 
 def _label(node) -> str:

@@ -58,8 +58,9 @@ def load_model(request: TraceRequest) -> Loaded:
 
 
 def input_facts(model: torch.nn.Module, args: tuple, kwargs: dict) -> tuple[dict, ...]:
-    """Name, dtype, shape and value range of each tensor input, so a bring-up script can make inputs like
-    them (`portcheck advise --emit-script`); positional inputs are named after forward's parameters."""
+    """Each example input in call order — a tensor's name, dtype, shape and value range, or a plain value — so a
+    bring-up script can call the model the same way (`portcheck advise --emit-script`); positional inputs are
+    named after forward's parameters."""
     try:
         names = [n for n in inspect.signature(model.forward).parameters if n not in ("self",)]
     except (TypeError, ValueError):
@@ -67,12 +68,15 @@ def input_facts(model: torch.nn.Module, args: tuple, kwargs: dict) -> tuple[dict
     named = [(names[i] if i < len(names) else f"args[{i}]", a) for i, a in enumerate(args)]
     out = []
     for position, (name, value) in enumerate([*named, *kwargs.items()]):
-        if not isinstance(value, torch.Tensor):
-            continue
-        fact = {"name": name, "positional": position < len(args), "dtype": str(value.dtype).removeprefix("torch."),
-                "shape": list(value.shape), "low": None, "high": None}
-        if value.device.type != "meta" and value.numel() and not value.dtype.is_complex:
-            fact["low"], fact["high"] = value.min().item(), value.max().item()
+        fact: dict = {"name": name, "positional": position < len(args)}
+        if isinstance(value, torch.Tensor):
+            fact.update(dtype=str(value.dtype).removeprefix("torch."), shape=list(value.shape), low=None, high=None)
+            if value.device.type != "meta" and value.numel() and not value.dtype.is_complex:
+                fact["low"], fact["high"] = value.min().item(), value.max().item()
+        elif value is None or isinstance(value, (bool, int, float, str)):
+            fact["constant"] = value
+        else:
+            fact["unsupported"] = type(value).__name__
         out.append(fact)
     return tuple(out)
 
