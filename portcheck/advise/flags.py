@@ -3,8 +3,13 @@ be emitted at all is rules/compiler.toml's to say (Plan.check runs after)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from portcheck.dynamic.report import sequence_buckets
-from portcheck.knowledge import load_compiler
+from portcheck.knowledge import load_compiler, load_hardware
+
+if TYPE_CHECKING:
+    from portcheck.advise.plan import AdviseOptions, Plan
 
 NXDI_BUCKETS = ("SDK:libraries/nxd-inference/developer_guides/feature-guide.rst (automatic buckets: powers of two "
                 "from 128 to the maximum sequence length)")
@@ -12,7 +17,8 @@ TRACE_API = "SDK:frameworks/torch/torch-neuronx/api-reference-guide/inference/ap
 NATIVE = "SDK:frameworks/torch/pytorch-native-overview.rst; NeuronDocs:torch/compile/reference-torch-compile.html"
 
 
-def compiler_settings(plan, options) -> None:
+def compiler_settings(plan: Plan, options: AdviseOptions) -> None:
+    """The neuronx-cc flags and environment variables the plan needs, each with its reason."""
     flags = load_compiler().flags
     model = plan.model
     args: list[str] = []
@@ -23,8 +29,9 @@ def compiler_settings(plan, options) -> None:
         source = flags[name].source + (f"; {extra_source}" if extra_source else "")
         plan.reason(shown, why, source)
 
-    add("--target", plan.chip, f"compile for {plan.chip} ({_core(plan.chip)}); a NEFF only runs on the core "
-        "generation it was built for")
+    core = load_hardware().chips[plan.chip].neuron_core
+    add("--target", plan.chip, f"compile for {plan.chip} ({core}); a NEFF only runs on the core generation it "
+        "was built for")
     model_type, why = model.model_type_flag()
     add("--model-type", model_type, why)
     if options.prefer == "speed":
@@ -76,7 +83,7 @@ TNX_SOURCE = ("parmoham-aws/test-repo-parmoham (a public, unofficial copy of Tor
               "compilation/NeuronCompiler.cpp@5577a2d8 (NEURON_CC_FLAGS appended to the compile)")
 
 
-def _native_env(plan, args: list[str]) -> None:
+def _native_env(plan: Plan, args: list[str]) -> None:
     """TorchNeuron picks --target and the LNC from the instance (NEURON_LOGICAL_NC_CONFIG) and appends
     NEURON_CC_FLAGS to its own compile command: the rest of the flags go there."""
     compiler = load_compiler()
@@ -97,11 +104,7 @@ def _native_env(plan, args: list[str]) -> None:
                 compiler.env["TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION"].source)
 
 
-def _core(chip: str) -> str:
-    return "NeuronCore-v3" if chip == "trn2" else "NeuronCore-v2"
-
-
-def _int64(plan, options, add) -> None:
+def _int64(plan: Plan, options: AdviseOptions, add) -> None:
     model = plan.model
     if plan.chip != "trn2":
         if model.int64_in_graph:
@@ -126,7 +129,8 @@ def _int64(plan, options, add) -> None:
             "on the GPU, instead of silently as int32; the default after Neuron 2.32")
 
 
-def buckets(plan, options) -> None:
+def choose_buckets(plan: Plan, options: AdviseOptions) -> None:
+    """Sequence buckets where the sequence varies, and dynamic batching, with how each stack compiles them."""
     model = plan.model
     seq_axes = [a for a in model.dynamic_axes if a.endswith(":1")]
     batch_axes = [a for a in model.dynamic_axes if a.endswith(":0")]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-from portcheck.advise.flags import buckets, compiler_settings
+from portcheck.advise.flags import choose_buckets, compiler_settings
 from portcheck.advise.model import ModelShape
 from portcheck.advise.sizing import (
     GIB,
@@ -17,6 +17,7 @@ from portcheck.advise.sizing import (
     choose_instance,
     degrees,
     divides_heads,
+    has_kv_cache,
     memory_at,
     padded_heads,
     weights_bytes,
@@ -25,6 +26,7 @@ from portcheck.knowledge import Instance, load_compiler, load_hardware
 
 OPTIMUM_CONVERT = "huggingface/optimum-neuron@213224e6:optimum/exporters/neuron/convert.py"
 PORTCHECK = "portcheck's estimate (not a Neuron figure)"
+DTYPE_NAMES = {"fp32": "4 bytes (fp32)", "bf16": "2 bytes (bf16)", "fp16": "2 bytes (fp16)", "fp8": "1 byte (fp8)"}
 COMPILE_HOST_FACTOR = 2
 NXDI_TP = ("SDK:libraries/nxd-inference/developer_guides/feature-guide.rst (Tensor-parallelism support: supported "
            "degrees; weights + KV cache < tp_degree x memory per core; heads divisible by tp)")
@@ -107,7 +109,7 @@ def make_plan(model: ModelShape, options: AdviseOptions) -> Plan:
                 f"{work.task}", "command line and model")
     _size(plan, chip, lnc, options, hardware)
     compiler_settings(plan, options)
-    buckets(plan, options)
+    choose_buckets(plan, options)
     load_compiler().check(plan.compiler_args, plan.env, options.chip, options.stack)
     return plan
 
@@ -252,7 +254,7 @@ def _memory_reasons(plan: Plan) -> None:
     model, work = plan.model, plan.workload
     plan.reason("weights_gib", f"{model.params:,} parameters × {DTYPE_NAMES[work.dtype]} / tp",
                 "parameter count " + ("of the traced model" if model.source != "numbers" else "given with --params"))
-    if model.kind in ("decoder", "encoder-decoder") and work.task == "inference" and model.is_transformer:
+    if has_kv_cache(model, work):
         plan.reason("kv_cache_gib", f"{model.layers} layers × {model.kv_heads or model.heads} KV heads × head dim "
                     f"{model.attention_head_dim} × sequence {work.seq} × batch {work.batch} × 2 (K, V) × bytes, "
                     "with each core's share of the KV heads (split when tp divides them, one replicated head when "
@@ -280,7 +282,6 @@ def _memory_reasons(plan: Plan) -> None:
                     "12 bytes)")
 
 
-DTYPE_NAMES = {"fp32": "4 bytes (fp32)", "bf16": "2 bytes (bf16)", "fp16": "2 bytes (fp16)", "fp8": "1 byte (fp8)"}
 
 
 def _fits_nowhere(plan: Plan, chip, lnc: int, total_gib: float, hardware) -> None:

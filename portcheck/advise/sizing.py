@@ -79,10 +79,15 @@ def kv_heads_per_core(model: ModelShape, tp: int) -> int:
     return math.ceil(model.heads / tp)
 
 
+def has_kv_cache(model: ModelShape, work: Workload) -> bool:
+    """Decoders keep keys and values of every earlier token while they generate."""
+    return work.task == "inference" and model.kind in ("decoder", "encoder-decoder") and model.is_transformer
+
+
 def kv_cache_bytes(model: ModelShape, work: Workload, tp: int = 1) -> int:
-    """layers × KV heads × head dim × sequence × batch × 2 (K and V) × bytes, for decoders at inference, with
-    each core's share of the KV heads."""
-    if work.task != "inference" or model.kind not in ("decoder", "encoder-decoder") or not model.is_transformer:
+    """layers × KV heads × head dim × sequence × batch × 2 (K and V) × bytes, with each core's share of the KV
+    heads."""
+    if not has_kv_cache(model, work):
         return 0
     return (model.layers * kv_heads_per_core(model, tp) * model.attention_head_dim * work.seq * work.batch * 2
             * DTYPE_BYTES[work.dtype])
