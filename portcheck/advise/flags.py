@@ -1,5 +1,5 @@
 """The plan's neuronx-cc flags, environment variables and buckets, each with its reason and source; what may
-be emitted at all is rules/compiler.toml's to say (Plan.check runs after)."""
+be emitted at all is rules/compiler.toml's to say (make_plan checks every flag against it)."""
 
 from __future__ import annotations
 
