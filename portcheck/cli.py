@@ -50,6 +50,9 @@ def _parser() -> argparse.ArgumentParser:
                       help="lowest severity that makes the exit code 1 (default info)")
     scan.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
     scan.add_argument("--jobs", "-j", type=int, metavar="N", help="processes to analyse files with (default: cores)")
+    scan.add_argument("--baseline", metavar="FILE", help="report only findings this baseline file does not hold")
+    scan.add_argument("--write-baseline", metavar="FILE",
+                      help="record the current findings in FILE (for --baseline) and exit 0")
     scan.add_argument("--fix", action="store_true", help="apply safe fixes to the files")
     scan.add_argument("--unsafe-fixes", action="store_true",
                       help="with --fix / --diff, also apply fixes that change numerics, structure or behaviour")
@@ -210,6 +213,16 @@ def _scan(args: argparse.Namespace) -> int:
         result = scan_paths(paths, settings, cwd, fixing, jobs=args.jobs)
     if fixing is not None and (fixing.diff or args.fix_only):
         return _report_fixes(result, args, fixing)
+    if args.write_baseline:
+        from portcheck.baseline import write_baseline
+
+        write_baseline(Path(args.write_baseline), result.findings)
+        sys.stderr.write(f"portcheck: wrote {len(result.findings)} finding(s) to the baseline {args.write_baseline}\n")
+        return EXIT_OK
+    if args.baseline:
+        from portcheck.baseline import apply_baseline, read_baseline
+
+        apply_baseline(result, read_baseline(Path(args.baseline)))
 
     lines_for = _source_lines(cwd, stdin_text)
     if args.output:

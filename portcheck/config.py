@@ -26,7 +26,7 @@ DEFAULT_EXCLUDE = (
     "site-packages", "venv", ".portcheck_cache", "__pycache__",
 )
 
-FORMATS = ("concise", "full", "json", "json-lines")
+FORMATS = ("concise", "full", "json", "json-lines", "sarif", "github", "rdjson")
 
 
 @dataclass

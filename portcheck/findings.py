@@ -93,6 +93,7 @@ class FileResult:
     path: str
     findings: tuple[Finding, ...] = ()
     errors: tuple[FileError, ...] = ()
+    suppressed: tuple[Finding, ...] = ()  # silenced by a suppression comment (SARIF reports them as such)
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,8 @@ class ScanResult:
     fixing: bool = False  # a --fix / --diff run: the summary says what was fixed
     diff: str = ""  # with --diff: the unified diff of every file a fix would change
     trace: dict | None = None  # `portcheck trace`: graph, ops, shapes and model facts for the reports
+    suppressed: list[Finding] = field(default_factory=list)
+    baselined: int = 0  # findings left out because the baseline file holds them
 
 
 _SPACE = re.compile(r"\s+")

@@ -18,6 +18,18 @@ def render(result: ScanResult, output_format: str, stream: TextIO, *, color: boo
         from portcheck.report.json import write_json_lines
 
         write_json_lines(result, stream)
+    elif output_format == "sarif":
+        from portcheck.report.sarif import write_sarif
+
+        write_sarif(result, stream)
+    elif output_format == "github":
+        from portcheck.report.github import write_github
+
+        write_github(result, stream)
+    elif output_format == "rdjson":
+        from portcheck.report.rdjson import write_rdjson
+
+        write_rdjson(result, stream)
     elif output_format == "full" and not statistics:
         from portcheck.report.full import write_full
 

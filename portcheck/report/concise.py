@@ -12,8 +12,10 @@ _SEVERITY_COLOR = {Severity.ERROR: _RED, Severity.WARNING: _YELLOW, Severity.INF
 
 
 def summary_line(result: ScanResult) -> str:
+    baselined = f" {result.baselined} baselined finding{'s' if result.baselined != 1 else ''} not shown." \
+        if result.baselined else ""
     if not result.findings and not result.errors:
-        return f"All checks passed ({result.files} file{'s' if result.files != 1 else ''} scanned)."
+        return f"All checks passed ({result.files} file{'s' if result.files != 1 else ''} scanned).{baselined}"
     counts = Counter(f.severity for f in result.findings)
     parts = [f"{counts[s]} {s.label}{'s' if counts[s] != 1 else ''}" for s in sorted(counts, reverse=True)]
     text = f"Found {len(result.findings)} finding{'s' if len(result.findings) != 1 else ''}"
@@ -23,7 +25,7 @@ def summary_line(result: ScanResult) -> str:
     if result.errors:
         text += f"; {len(result.errors)} file{'s' if len(result.errors) != 1 else ''} could not be analysed"
     target = result.target
-    return f"{text}. Target: {target.chip} ({target.stack} stack)."
+    return f"{text}. Target: {target.chip} ({target.stack} stack).{baselined}"
 
 
 def write_concise(result: ScanResult, stream: TextIO, *, color: bool) -> None:

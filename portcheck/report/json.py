@@ -44,6 +44,7 @@ def report_dict(result: ScanResult) -> dict:
             "findings": len(result.findings),
             "by_category": dict(sorted(Counter(f.category for f in result.findings).items())),
             "by_severity": dict(sorted(Counter(f.severity.label for f in result.findings).items())),
+            "baselined": result.baselined,
         },
     }
     if result.trace is not None:

@@ -155,8 +155,10 @@ def analyse_text(text: str, path: str, chip: str, stack: str, enabled: frozenset
         where = positions[comment]
         suppressions.extend(
             parse_comment(comment.value, where.start.line, where.start.column + 1, where.end.column + 1))
-    findings = _apply_suppressions(findings, ctx.hits, positions, suppressions, enabled, path)
-    return FileResult(path, findings=tuple(fingerprinted(findings, ctx.text.splitlines(), path)))
+    findings, suppressed = _apply_suppressions(findings, ctx.hits, positions, suppressions, enabled, path)
+    lines = ctx.text.splitlines()
+    return FileResult(path, findings=tuple(fingerprinted(findings, lines, path)),
+                      suppressed=tuple(fingerprinted(suppressed, lines, path)))
 
 
 def _import_line(module: cst.Module, positions) -> int:
@@ -230,13 +232,15 @@ def _statement_lines(hit: Hit, finding: Finding, positions) -> tuple[int, int]:
     return first, last
 
 
-def _apply_suppressions(findings, hits, positions, suppressions: list[Suppression], enabled, path) -> list[Finding]:
+def _apply_suppressions(findings, hits, positions, suppressions: list[Suppression], enabled,
+                        path) -> tuple[list[Finding], list[Finding]]:
+    """The findings kept, and those a suppression comment silenced."""
     file_level = [s for s in suppressions if s.file_level]
     by_line: dict[int, list[Suppression]] = defaultdict(list)
     for s in suppressions:
         if not s.file_level:
             by_line[s.line].append(s)
-    kept = []
+    kept, silenced = [], []
     for finding, hit in zip(findings, hits, strict=True):
         first, last = _statement_lines(hit, finding, positions)
         suppressed = False
@@ -244,11 +248,10 @@ def _apply_suppressions(findings, hits, positions, suppressions: list[Suppressio
             if s.covers(finding.code):
                 s.used.add(finding.code)
                 suppressed = True
-        if not suppressed:
-            kept.append(finding)
+        (silenced if suppressed else kept).append(finding)
     if UNUSED_SUPPRESSION in enabled:
         kept.extend(_unused(suppressions, enabled, path))
-    return kept
+    return kept, silenced
 
 
 def _unused(suppressions: list[Suppression], enabled: frozenset[str], path: str) -> list[Finding]:

@@ -62,7 +62,9 @@ def _run(jobs: list[FileJob], settings: Settings, workers: int | None = 1) -> Sc
     for outcome in _in_parallel(analyse_file, jobs, workers):
         result.findings.extend(outcome.findings)
         result.errors.extend(outcome.errors)
+        result.suppressed.extend(outcome.suppressed)
     result.findings.sort(key=lambda f: f.sort_key)
+    result.suppressed.sort(key=lambda f: f.sort_key)
     result.errors.sort(key=lambda e: (e.path, e.line or 0))
     return result
 
@@ -89,7 +91,9 @@ def _fix(jobs: list[FileJob], settings: Settings, fixing: Fixing, workers: int |
                                        (FileError(job.path, problem),))
         result.findings.extend(final.findings)
         result.errors.extend(final.errors)
+        result.suppressed.extend(final.suppressed)
     result.findings.sort(key=lambda f: f.sort_key)
+    result.suppressed.sort(key=lambda f: f.sort_key)
     result.errors.sort(key=lambda e: (e.path, e.line or 0))
     result.fixed.sort(key=lambda f: f.sort_key)
     result.diff = "".join(diffs)
