@@ -5,14 +5,13 @@ baselined; two identical findings in one file are counted, not merged."""
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections import Counter
 from pathlib import Path
 
 from portcheck import __version__
 from portcheck.config import ConfigError
 from portcheck.findings import Finding, ScanResult
+from portcheck.report import write_atomically
 
 KIND = "portcheck-baseline"
 
@@ -21,19 +20,7 @@ def write_baseline(path: Path, findings: list[Finding]) -> None:
     entries = [{"fingerprint": f.fingerprint, "code": f.code, "path": f.path, "line": f.line}
                for f in sorted(findings, key=lambda f: f.sort_key)]
     document = {"kind": KIND, "version": 1, "portcheck_version": __version__, "findings": entries}
-    temporary = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            json.dump(document, stream, indent=1)
-            stream.write("\n")
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, path)
-    except OSError as exc:
-        if temporary:
-            Path(temporary).unlink(missing_ok=True)
-        raise ConfigError(f"cannot write the baseline {path}: {exc.strerror or exc}") from None
+    write_atomically(path, json.dumps(document, indent=1) + "\n")
 
 
 def read_baseline(path: Path) -> Counter[str]:

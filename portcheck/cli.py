@@ -118,6 +118,29 @@ def _parser() -> argparse.ArgumentParser:
     advise.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
     advise.set_defaults(select=None, extend_select=[], ignore=[])
 
+    review = commands.add_parser(
+        "review", help="findings on the lines a change adds or modifies (git diff), as a pull-request review")
+    review.add_argument("--base", required=True, metavar="REF", help="the branch or commit the change is against")
+    review.add_argument("--head", metavar="REF", help="the change's commit (default: the working tree)")
+    review.add_argument("--format", choices=(*FORMATS, "github-review", "markdown"),
+                        help="concise (default), github-review (GitHub's create-a-review body), markdown, or any "
+                             "scan format")
+    review.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE")
+    review.add_argument("--post", action="store_true",
+                        help="post the review to the pull request (GITHUB_TOKEN, GITHUB_REPOSITORY, GITHUB_API_URL)")
+    review.add_argument("--pr", type=_positive, metavar="N",
+                        help="pull request number for --post (default: from GITHUB_EVENT_PATH)")
+    for name, kwargs in (("--target", {"choices": ("trn2", "inf2", "trn1"), "help": "chip (default trn2)"}),
+                         ("--stack", {"choices": ("native", "xla"), "help": "PyTorch stack"}),
+                         ("--select", {"type": _codes, "metavar": "CODES", "help": "only these codes"}),
+                         ("--extend-select", {"type": _codes, "default": [], "metavar": "CODES"}),
+                         ("--ignore", {"type": _codes, "default": [], "metavar": "CODES"}),
+                         ("--config", {"metavar": "FILE", "help": "use this portcheck.toml / pyproject.toml"}),
+                         ("--fail-level", {"choices": ("error", "warning", "info")})):
+        review.add_argument(name, **kwargs)
+    review.add_argument("--isolated", action="store_true", help="ignore every configuration file")
+    review.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
+
     rules = commands.add_parser("rules", help="list every rule")
     rules.add_argument("--format", choices=("table", "json"), default="table")
     rule = commands.add_parser("rule", help="show one rule's documentation")
@@ -345,24 +368,14 @@ def _fix_stdin(data: bytes, args: argparse.Namespace, settings, cwd: Path, fixin
 
 
 def _write_report(path: Path, result, output_format: str, statistics: bool, lines_for) -> None:
-    """Write the report next to its destination and rename it into place: never a half-written file."""
-    import tempfile
+    """Render the report and move it into place whole: never a half-written file."""
+    import io
 
-    from portcheck.report import render
+    from portcheck.report import render, write_atomically
 
-    directory = path.parent if str(path.parent) else Path(".")
-    try:
-        handle = tempfile.NamedTemporaryFile(  # noqa: SIM115 (closed below, then renamed into place)
-            "w", encoding="utf-8", dir=directory, prefix=f".{path.name}.", suffix=".tmp", delete=False)
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot write the report: {exc.strerror or exc}") from None
-    try:
-        with handle:
-            render(result, output_format, handle, color=False, statistics=statistics, lines_for=lines_for)
-        os.replace(handle.name, path)
-    except BaseException:
-        Path(handle.name).unlink(missing_ok=True)
-        raise
+    buffer = io.StringIO()
+    render(result, output_format, buffer, color=False, statistics=statistics, lines_for=lines_for)
+    write_atomically(path, buffer.getvalue())
 
 
 def _common_parent(paths: list[str], cwd: Path) -> Path:
@@ -493,6 +506,62 @@ def _advise(args: argparse.Namespace) -> int:
     return advise(args, settings, numbers, raw, request, cwd)
 
 
+def _review(args: argparse.Namespace) -> int:
+    from portcheck.report import render
+    from portcheck.review import changed_lines, destination, git_show, post_review, review
+
+    cwd = Path.cwd()
+    output_format = args.format or "concise"
+    settings = _settings(args, cwd, cwd, Layer(
+        target=args.target, stack=args.stack, select=args.select, extend_select=args.extend_select,
+        ignore=args.ignore, fail_level=args.fail_level))
+    where = destination(args.pr) if args.post else None  # a missing token or PR fails before any work
+    change = changed_lines(args.base, args.head, cwd)
+    result = review(change, settings, cwd)
+
+    def lines_for(path: str) -> list[str]:
+        if change.head:
+            from portcheck.review import git as run_git
+
+            root = Path(run_git(["rev-parse", "--show-toplevel"], cwd).strip())
+            relative = (cwd / path).resolve().relative_to(root).as_posix()
+            return git_show(change.head, relative, root).decode("utf-8", errors="replace").splitlines()
+        return _source_lines(cwd)(path)
+
+    import io
+
+    buffer = io.StringIO()
+    if output_format in ("github-review", "markdown"):
+        from portcheck.report.review import write_github_review, write_markdown
+
+        if output_format == "github-review":
+            write_github_review(result, buffer, change.head_sha, lines_for)
+        else:
+            write_markdown(result, buffer)
+    else:
+        render(result, output_format, buffer, color=not args.output and _color(sys.stdout, False),
+               statistics=False, lines_for=lines_for)
+    if args.output:
+        from portcheck.report import write_atomically
+
+        write_atomically(Path(args.output), buffer.getvalue())
+    else:
+        sys.stdout.write(buffer.getvalue())
+        sys.stdout.flush()
+    if where is not None:
+        from portcheck.report.review import review_body
+
+        if result.findings:
+            url = post_review(review_body(result, change.head_sha, lines_for), where)
+            sys.stderr.write(f"portcheck: posted a review with {len(result.findings)} comment(s): {url}\n")
+        else:
+            sys.stderr.write("portcheck: nothing on the changed lines; no review posted\n")
+    if args.exit_zero:
+        return EXIT_OK
+    failing = any(f.severity >= settings.fail_level for f in result.findings)
+    return EXIT_FINDINGS if failing or result.errors else EXIT_OK
+
+
 def _rules(args: argparse.Namespace) -> int:
     from portcheck.report.ruledoc import write_rules
 
@@ -523,7 +592,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return EXIT_ERROR
-    handler = {"scan": _scan, "trace": _trace, "advise": _advise, "rules": _rules, "rule": _rule}[args.command]
+    handler = {"scan": _scan, "trace": _trace, "advise": _advise, "review": _review, "rules": _rules,
+               "rule": _rule}[args.command]
     try:
         return handler(args)
     except ConfigError as exc:

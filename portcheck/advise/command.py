@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 from portcheck.advise.model import from_trace, with_numbers
@@ -14,6 +13,7 @@ from portcheck.advise.plan import AdviseOptions, Plan, PlanError, make_plan
 from portcheck.config import ConfigError, Settings
 from portcheck.findings import Finding, ScanResult, Target, fingerprinted
 from portcheck.knowledge import load
+from portcheck.report import write_atomically
 
 
 def advise(args: argparse.Namespace, settings: Settings, numbers: dict, raw: dict | None, request,
@@ -43,9 +43,9 @@ def advise(args: argparse.Namespace, settings: Settings, numbers: dict, raw: dic
             raise ConfigError(f"--emit-script: the script cannot recreate the input(s) {', '.join(odd)}; give the "
                               "model tensors and plain values (numbers, strings, booleans, None)")
 
-        _write_atomically(Path(args.emit_script), bringup_script(plan, request, cwd), executable=True)
+        write_atomically(Path(args.emit_script), bringup_script(plan, request, cwd), mode=0o755)
     if args.output:
-        _write_atomically(Path(args.output), _render(plan, result, args.format, color=False))
+        write_atomically(Path(args.output), _render(plan, result, args.format, color=False))
     else:
         sys.stdout.write(_render(plan, result, args.format, color=sys.stdout.isatty() and not os.environ.get(
             "NO_COLOR")))
@@ -88,19 +88,3 @@ def _plan_findings(plan: Plan, settings: Settings, raw: dict | None, cwd: Path) 
         out.append(Finding(info.code, info.name, info.category, info.severity, item["message"], path, line,
                            1 if path else 0, line, 1 if path else 0, evidence=("plan",)))
     return fingerprinted(out, [], path)
-
-
-def _write_atomically(path: Path, text: str, executable: bool = False) -> None:
-    """Write beside the target and rename: a reader sees the old file or the whole new one."""
-    temporary = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
-        os.chmod(temporary, 0o755 if executable else 0o644)
-        os.replace(temporary, path)
-    except OSError as exc:
-        if temporary:
-            Path(temporary).unlink(missing_ok=True)
-        raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import TextIO
 
 from portcheck.findings import ScanResult
@@ -38,3 +39,26 @@ def render(result: ScanResult, output_format: str, stream: TextIO, *, color: boo
         from portcheck.report.concise import write_concise, write_statistics
 
         (write_statistics if statistics else write_concise)(result, stream, color=color)
+
+
+def write_atomically(path: Path, text: str, mode: int = 0o644) -> None:
+    """Write beside the destination and rename into place: a reader sees the old file or the whole new one,
+    never half of one. A failure is one line (ConfigError), and no temporary file is left."""
+    import os
+    import tempfile
+
+    from portcheck.config import ConfigError
+
+    temporary = None
+    try:
+        directory = path.parent if str(path.parent) else Path(".")
+        directory.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+        os.chmod(temporary, mode)
+        os.replace(temporary, path)
+    except OSError as exc:
+        if temporary:
+            Path(temporary).unlink(missing_ok=True)
+        raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from None

@@ -44,9 +44,10 @@ def report_dict(result: ScanResult) -> dict:
             "findings": len(result.findings),
             "by_category": dict(sorted(Counter(f.category for f in result.findings).items())),
             "by_severity": dict(sorted(Counter(f.severity.label for f in result.findings).items())),
-            "baselined": result.baselined,
         },
     }
+    if result.baselined:  # --baseline: how many known findings were left out
+        report["summary"]["baselined"] = result.baselined
     if result.trace is not None:
         # `portcheck trace`: what was captured and how, every op with its Neuron status, the shape probe.
         report.update(result.trace)

@@ -1,0 +1,88 @@
+"""A pull-request review of portcheck's findings: the JSON body of GitHub's create-a-review call (one comment a
+finding on its changed line, a ```suggestion where a safe fix rewrites whole lines) and a markdown comment."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable
+from typing import TextIO
+
+from portcheck.findings import Finding, ScanResult, Severity
+
+ICONS = {Severity.ERROR: "🔴 error", Severity.WARNING: "🟡 warning", Severity.INFO: "🔵 info"}
+
+
+def review_body(result: ScanResult, commit: str, lines_for: Callable[[str], list[str]]) -> dict:
+    comments = []
+    for f in result.findings:
+        comment = {"path": f.path, "line": f.end_line, "side": "RIGHT", "body": _comment(f, lines_for(f.path))}
+        if f.end_line > f.line:
+            comment.update(start_line=f.line, start_side="RIGHT")
+        comments.append(comment)
+    return {"commit_id": commit, "event": "COMMENT", "body": summary_markdown(result), "comments": comments}
+
+
+def summary_markdown(result: ScanResult) -> str:
+    target = f"{result.target.chip} ({result.target.stack} stack)"
+    if not result.findings and not result.errors:
+        return f"**portcheck** found nothing to fix for {target} on the changed lines."
+    by = Counter((f.category, f.severity) for f in result.findings)
+    rows = ["| category | errors | warnings | info |", "|---|---:|---:|---:|"]
+    for category in sorted({c for c, _ in by}):
+        rows.append(f"| {category} | {by[(category, Severity.ERROR)]} | {by[(category, Severity.WARNING)]} | "
+                    f"{by[(category, Severity.INFO)]} |")
+    text = [f"**portcheck**: {len(result.findings)} finding(s) on the changed lines for {target}.", "", *rows]
+    if result.errors:
+        text += ["", f"{len(result.errors)} changed file(s) could not be analysed: "
+                 + ", ".join(f"`{e.path}` ({e.message})" for e in result.errors)]
+    return "\n".join(text)
+
+
+def _comment(f: Finding, lines: list[str]) -> str:
+    text = f"**{f.code}** `{f.name}` ({ICONS[f.severity]}): {f.message}"
+    suggestion = _suggestion(f, lines)
+    if suggestion is not None:
+        text += "\n\n```suggestion\n" + suggestion + "\n```"
+    elif f.fix is not None:
+        text += f"\n\n`portcheck scan --fix{' --unsafe-fixes' if f.fix.applicability == 'unsafe' else ''}`: " \
+                f"{f.fix.title}"
+    return text
+
+
+def _suggestion(f: Finding, lines: list[str]) -> str | None:
+    """The finding's whole lines with its safe fix applied, when every edit stays inside them."""
+    if f.fix is None or f.fix.applicability != "safe" or not lines or f.end_line > len(lines):
+        return None
+    first, last = f.line, f.end_line
+    for e in f.fix.edits:
+        inside = first <= e.line and (e.end_line <= last or (e.end_line == last + 1 and e.end_column == 1))
+        if not inside:
+            return None
+    block = "\n".join(lines[first - 1 : last]) + "\n"
+    starts = [0]
+    for line in lines[first - 1 : last]:
+        starts.append(starts[-1] + len(line) + 1)
+
+    def offset(line: int, column: int) -> int:
+        return starts[line - first] + column - 1
+
+    for e in sorted(f.fix.edits, key=lambda e: (e.line, e.column), reverse=True):
+        block = block[: offset(e.line, e.column)] + e.content + block[offset(e.end_line, e.end_column):]
+    return block.rstrip("\n")
+
+
+def write_github_review(result: ScanResult, stream: TextIO, commit: str,
+                        lines_for: Callable[[str], list[str]]) -> None:
+    json.dump(review_body(result, commit, lines_for), stream, indent=2, ensure_ascii=False)
+    stream.write("\n")
+
+
+def write_markdown(result: ScanResult, stream: TextIO) -> None:
+    out = [summary_markdown(result)]
+    if result.findings:
+        out += ["", "| where | rule | severity | what |", "|---|---|---|---|"]
+        for f in result.findings:
+            message = f.message.replace("|", "\\|").replace("\n", " ")
+            out.append(f"| `{f.path}:{f.line}` | {f.code} `{f.name}` | {f.severity.label} | {message} |")
+    stream.write("\n".join(out) + "\n")
