@@ -50,7 +50,7 @@ def changed_lines(base: str, head: str | None, cwd: Path) -> Change:
     current: str | None = None
     for line in diff.splitlines():
         if line.startswith("+++ "):
-            name = line[4:]
+            name = line[4:].rstrip("\t")  # git ends a name holding a space with a tab
             current = None if name == "/dev/null" else _unquote(name).removeprefix("b/")
             if current is not None and not current.endswith((".py", ".pyi")):
                 current = None

@@ -1,0 +1,200 @@
+"""`portcheck review`: real git repositories in temporary directories, and a real HTTP server on 127.0.0.1 standing
+in for GitHub's API, checking every request it gets."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+
+TOKEN = "ghs_secret-token-123"
+
+OLD = "import torch\n\nx = torch.zeros(3).cuda()\n"
+MOVED = "import torch\n\n\ndef f(t):\n    return t.cuda()\n"
+
+
+def git(*args: str, cwd: Path) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout
+
+
+def portcheck(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "portcheck", *args], cwd=cwd, capture_output=True, text=True,
+                          env=env, timeout=120)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    (root / "models").mkdir(parents=True)
+    git("init", "-q", "-b", "main", cwd=root)
+    git("config", "user.email", "dev@example.com", cwd=root)
+    git("config", "user.name", "dev", cwd=root)
+    (root / "models" / "old.py").write_text(OLD)
+    (root / "models" / "moved.py").write_text(MOVED)
+    (root / "README.md").write_text("x.cuda() in prose\n")
+    git("add", ".", cwd=root)
+    git("commit", "-q", "-m", "base", cwd=root)
+    git("checkout", "-q", "-b", "feature", cwd=root)
+    (root / "models" / "old.py").write_text(OLD + "y = torch.ones(3).cuda()\n")  # one added line
+    git("mv", "models/moved.py", "models/renamed.py", cwd=root)
+    (root / "models" / "renamed.py").write_text(MOVED + "\n\ndef g(t):\n    return torch.nonzero(t)\n")
+    (root / "models" / "new file.py").write_text("import torch\n\nz = torch.randn(2).cuda()\n")
+    (root / "README.md").write_text("x.cuda() in prose, again\n")
+    git("add", "-A", cwd=root)
+    git("commit", "-q", "-m", "feature", cwd=root)
+    return root
+
+
+def test_only_added_and_changed_lines_are_reported(repo):
+    done = portcheck("review", "--base", "main", "--head", "feature", "--format", "json", cwd=repo)
+    assert done.returncode == 1, done.stderr
+    found = sorted((f["path"], f["line"], f["code"]) for f in json.loads(done.stdout)["findings"])
+    assert found == [
+        ("models/new file.py", 3, "PC101"),   # a new file: every line is new
+        ("models/old.py", 4, "PC101"),         # the added line, not line 3's older finding
+        ("models/renamed.py", 9, "PC201"),     # renamed: only the lines added under the new name
+    ]
+
+
+def test_the_working_tree_is_the_default_head(repo):
+    (repo / "models" / "old.py").write_text(OLD + "w = torch.empty(1).cuda()\n")
+    done = portcheck("review", "--base", "feature", "--format", "json", cwd=repo)
+    assert [(f["path"], f["line"]) for f in json.loads(done.stdout)["findings"]] == [("models/old.py", 4)]
+    clean = portcheck("review", "--base", "HEAD", cwd=repo)
+    git("checkout", "--", ".", cwd=repo)
+    assert portcheck("review", "--base", "HEAD", cwd=repo).returncode == 0
+    assert clean.returncode == 1
+
+
+def test_github_review_body_with_suggestions(repo):
+    done = portcheck("review", "--base", "main", "--head", "feature", "--format", "github-review", cwd=repo)
+    body = json.loads(done.stdout)
+    assert body["commit_id"] == git("rev-parse", "feature", cwd=repo).strip()
+    assert body["event"] == "COMMENT"
+    assert "| category | errors | warnings | info |" in body["body"] and "trn2 (native stack)" in body["body"]
+    comments = {(c["path"], c["line"]): c for c in body["comments"]}
+    assert set(comments) == {("models/new file.py", 3), ("models/old.py", 4), ("models/renamed.py", 9)}
+    assert all(c["side"] == "RIGHT" for c in comments.values())
+    old = comments[("models/old.py", 4)]["body"]
+    assert old.startswith("**PC101** `cuda-tensor-placement`")
+    assert old.endswith('```suggestion\ny = torch.ones(3).to("neuron")\n```')
+    assert "```suggestion" not in comments[("models/renamed.py", 9)]["body"]  # no safe fix for nonzero
+
+
+def test_markdown_for_one_comment(repo):
+    done = portcheck("review", "--base", "main", "--head", "feature", "--format", "markdown", "--target", "inf2",
+                     cwd=repo)
+    assert done.stdout.startswith("**portcheck**: 3 finding(s) on the changed lines for inf2 (xla stack).")
+    assert "| `models/old.py:4` | PC101 `cuda-tensor-placement` | error |" in done.stdout
+
+
+def test_a_bad_base_is_one_line(repo):
+    done = portcheck("review", "--base", "no-such-branch", cwd=repo)
+    assert done.returncode == 2 and "Traceback" not in done.stderr and done.stderr.count("\n") == 1
+
+
+class FakeGitHub(http.server.BaseHTTPRequestHandler):
+    """Answers POST /repos/<owner>/<name>/pulls/<n>/reviews with the status the test sets; records requests."""
+
+    status = 200
+    requests: ClassVar[list] = []
+
+    def do_POST(self):  # http.server's name for the POST handler
+        length = int(self.headers.get("Content-Length", 0))
+        type(self).requests.append({"path": self.path, "headers": dict(self.headers),
+                                    "body": json.loads(self.rfile.read(length))})
+        status = type(self).status
+        answer = ({"html_url": "https://github.example/o/r/pull/7#review-1"} if status == 200 else
+                  {"message": f"Bad credentials for {TOKEN}"})
+        data = json.dumps(answer).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def github():
+    FakeGitHub.requests = []
+    FakeGitHub.status = 200
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FakeGitHub)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def env_for(api: str, tmp_path: Path, **extra) -> dict:
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps({"pull_request": {"number": 7}}))
+    env = {**os.environ, "GITHUB_TOKEN": TOKEN, "GITHUB_REPOSITORY": "owner/repo", "GITHUB_API_URL": api,
+           "GITHUB_EVENT_PATH": str(event)}
+    env.update(extra)
+    return env
+
+
+def test_post_sends_the_review_github_expects(repo, github, tmp_path):
+    done = portcheck("review", "--base", "main", "--head", "feature", "--post", cwd=repo,
+                     env=env_for(github, tmp_path))
+    assert done.returncode == 1, done.stderr
+    assert "posted a review with 3 comment(s): https://github.example/o/r/pull/7#review-1" in done.stderr
+    (request,) = FakeGitHub.requests
+    assert request["path"] == "/repos/owner/repo/pulls/7/reviews"
+    headers = {k.lower(): v for k, v in request["headers"].items()}
+    assert headers["authorization"] == f"Bearer {TOKEN}"
+    assert headers["accept"] == "application/vnd.github+json" and headers["x-github-api-version"] == "2022-11-28"
+    expected = json.loads(portcheck("review", "--base", "main", "--head", "feature", "--format", "github-review",
+                                    cwd=repo).stdout)
+    assert request["body"] == expected
+    assert TOKEN not in done.stdout + done.stderr
+
+
+def test_post_takes_the_pr_from_the_argument(repo, github, tmp_path):
+    env = env_for(github, tmp_path)
+    del env["GITHUB_EVENT_PATH"]
+    done = portcheck("review", "--base", "main", "--head", "feature", "--post", "--pr", "12", cwd=repo, env=env)
+    assert done.returncode == 1 and FakeGitHub.requests[0]["path"] == "/repos/owner/repo/pulls/12/reviews"
+
+
+@pytest.mark.parametrize("status, words", [(401, "token was refused"), (403, "may not write reviews"),
+                                           (404, "no pull request 7 in owner/repo"),
+                                           (422, "could not place the review")])
+def test_github_errors_are_one_line_without_the_token(repo, github, tmp_path, status, words):
+    FakeGitHub.status = status
+    done = portcheck("review", "--base", "main", "--head", "feature", "--post", cwd=repo,
+                     env=env_for(github, tmp_path))
+    assert done.returncode == 2
+    assert f"HTTP {status}" in done.stderr and words in done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert TOKEN not in done.stdout + done.stderr and "***" in done.stderr  # GitHub's message, token masked
+
+
+def test_network_errors_and_missing_settings_are_one_line(repo, tmp_path):
+    closed = "http://127.0.0.1:9"  # discard port: nothing listens
+    done = portcheck("review", "--base", "main", "--head", "feature", "--post", cwd=repo,
+                     env=env_for(closed, tmp_path))
+    assert done.returncode == 2 and "could not reach http://127.0.0.1:9" in done.stderr
+    assert TOKEN not in done.stderr
+    env = env_for(closed, tmp_path)
+    del env["GITHUB_TOKEN"]
+    missing = portcheck("review", "--base", "main", "--post", cwd=repo, env=env)
+    assert missing.returncode == 2 and "needs GITHUB_TOKEN" in missing.stderr
+
+
+def test_non_ascii_file_names_that_git_quotes(repo):
+    (repo / "models" / "naïve.py").write_text("import torch\n\nq = torch.zeros(1).cuda()\n")
+    git("add", "-A", cwd=repo)
+    git("commit", "-q", "-m", "naive", cwd=repo)
+    done = portcheck("review", "--base", "HEAD~1", "--head", "HEAD", "--format", "json", cwd=repo)
+    assert [(f["path"], f["line"]) for f in json.loads(done.stdout)["findings"]] == [("models/naïve.py", 3)]
