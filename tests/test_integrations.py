@@ -111,6 +111,17 @@ def test_rdjson_is_reviewdogs_diagnostic_result_with_suggestions(project):
     assert all(set(d) >= {"message", "location", "severity"} for d in report["diagnostics"])
 
 
+def test_rdjson_columns_count_utf8_bytes(tmp_path):
+    (tmp_path / "m.py").write_text('import torch\n\nnote = "é"; x = torch.zeros(3).cuda()\n')
+    report = json.loads(portcheck("scan", ".", "--format", "rdjson", cwd=tmp_path).stdout)
+    (cuda,) = [d for d in report["diagnostics"] if d["code"]["value"] == "PC101"]
+    # `torch.zeros(3).cuda()` starts at character 17 but byte 18: "é" is two bytes in UTF-8
+    assert cuda["location"]["range"]["start"] == {"line": 3, "column": 18}
+    sarif = json.loads(portcheck("scan", ".", "--format", "sarif", cwd=tmp_path).stdout)
+    (result,) = [r for r in sarif["runs"][0]["results"] if r["ruleId"] == "PC101"]
+    assert result["locations"][0]["physicalLocation"]["region"]["startColumn"] == 17  # SARIF: code points
+
+
 def test_a_baseline_reports_only_new_findings_and_survives_edits_above(project):
     written = portcheck("scan", ".", "--write-baseline", "baseline.json", cwd=project)
     assert written.returncode == 0 and "wrote 2 finding(s)" in written.stderr
@@ -169,6 +180,17 @@ def test_the_pre_commit_hook_fails_on_findings_and_passes_once_fixed(tmp_path):
                              env=env, timeout=600)
     assert passing.returncode == 0, passing.stdout + passing.stderr
     assert "Passed" in passing.stdout
+    # the opt-in fixing hook rewrites the file: pre-commit fails the run that changed it, passes the next
+    (repo / ".pre-commit-config.yaml").write_text(
+        f"repos:\n- repo: {ROOT}\n  rev: {head}\n  hooks:\n  - id: portcheck-fix\n")
+    (repo / "train.py").write_text("import torch\n\nmodel = torch.nn.Linear(2, 2).cuda()\n")
+    fixing = subprocess.run([str(pre_commit), "run", "--all-files"], cwd=repo, capture_output=True, text=True,
+                            env=env, timeout=600)
+    assert fixing.returncode == 1 and "files were modified by this hook" in fixing.stdout
+    assert (repo / "train.py").read_text() == 'import torch\n\nmodel = torch.nn.Linear(2, 2).to("neuron")\n'
+    again = subprocess.run([str(pre_commit), "run", "--all-files"], cwd=repo, capture_output=True, text=True,
+                           env=env, timeout=600)
+    assert again.returncode == 0, again.stdout
     # the hook's environment has portcheck without torch
     venvs = list((tmp_path / "cache").glob("repo*/py_env-*/bin/python"))
     assert venvs

@@ -30,7 +30,7 @@ def render(result: ScanResult, output_format: str, stream: TextIO, *, color: boo
     elif output_format == "rdjson":
         from portcheck.report.rdjson import write_rdjson
 
-        write_rdjson(result, stream)
+        write_rdjson(result, stream, lines_for)
     elif output_format == "full" and not statistics:
         from portcheck.report.full import write_full
 

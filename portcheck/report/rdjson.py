@@ -1,30 +1,33 @@
 """Reviewdog Diagnostic Format (rdjson): the findings as reviewdog's DiagnosticResult, fixes as suggestions
-(`reviewdog -f=rdjson`)."""
+(`reviewdog -f=rdjson`). Its columns count UTF-8 bytes (reviewdog/reviewdog proto/rdf: Position.column), where
+portcheck's count characters: positions are converted with the file's lines."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import TextIO
 
-from portcheck.findings import Edit, ScanResult, Severity
+from portcheck.findings import ScanResult, Severity
 
 SEVERITIES = {Severity.ERROR: "ERROR", Severity.WARNING: "WARNING", Severity.INFO: "INFO"}
 
 
-def rdjson(result: ScanResult) -> dict:
+def rdjson(result: ScanResult, lines_for: Callable[[str], list[str]] = lambda path: []) -> dict:
     diagnostics = []
     for f in result.findings:
+        lines = lines_for(f.path)
         diagnostic = {
             "message": f.message,
-            "location": {"path": f.path, "range": {"start": {"line": f.line, "column": f.column},
-                                                   "end": {"line": f.end_line, "column": f.end_column}}},
+            "location": {"path": f.path, "range": _range(lines, f.line, f.column, f.end_line, f.end_column)},
             "severity": SEVERITIES[f.severity],
             "source": {"name": "portcheck"},
             "code": {"value": f.code},
             "original_output": f"{f.path}:{f.line}:{f.column}: {f.code} {f.message}",
         }
         if f.fix is not None and f.fix.applicability == "safe":
-            diagnostic["suggestions"] = [_suggestion(e) for e in f.fix.edits]
+            diagnostic["suggestions"] = [{"range": _range(lines, e.line, e.column, e.end_line, e.end_column),
+                                          "text": e.content} for e in f.fix.edits]
         diagnostics.append(diagnostic)
     for e in result.errors:
         diagnostics.append({"message": e.message, "severity": "ERROR", "source": {"name": "portcheck"},
@@ -33,11 +36,17 @@ def rdjson(result: ScanResult) -> dict:
             "diagnostics": diagnostics}
 
 
-def write_rdjson(result: ScanResult, stream: TextIO) -> None:
-    json.dump(rdjson(result), stream, indent=2, ensure_ascii=False)
+def write_rdjson(result: ScanResult, stream: TextIO, lines_for: Callable[[str], list[str]]) -> None:
+    json.dump(rdjson(result, lines_for), stream, indent=2, ensure_ascii=False)
     stream.write("\n")
 
 
-def _suggestion(edit: Edit) -> dict:
-    return {"range": {"start": {"line": edit.line, "column": edit.column},
-                      "end": {"line": edit.end_line, "column": edit.end_column}}, "text": edit.content}
+def _range(lines: list[str], line: int, column: int, end_line: int, end_column: int) -> dict:
+    return {"start": {"line": line, "column": _byte_column(lines, line, column)},
+            "end": {"line": end_line, "column": _byte_column(lines, end_line, end_column)}}
+
+
+def _byte_column(lines: list[str], line: int, column: int) -> int:
+    if 0 < line <= len(lines):
+        return len(lines[line - 1][: column - 1].encode("utf-8")) + 1
+    return column
