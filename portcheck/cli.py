@@ -507,43 +507,37 @@ def _advise(args: argparse.Namespace) -> int:
 
 
 def _review(args: argparse.Namespace) -> int:
-    from portcheck.report import render
-    from portcheck.review import changed_lines, destination, git_show, post_review, review
+    import io
+
+    from portcheck.report import render, write_atomically
+    from portcheck.review import changed_lines, destination, lines_at_head, post_review, review
 
     cwd = Path.cwd()
     output_format = args.format or "concise"
     settings = _settings(args, cwd, cwd, Layer(
         target=args.target, stack=args.stack, select=args.select, extend_select=args.extend_select,
         ignore=args.ignore, fail_level=args.fail_level))
+    if args.post and not args.head:
+        raise ConfigError("--post needs --head: review comments must sit on a commit of the pull request")
     where = destination(args.pr) if args.post else None  # a missing token or PR fails before any work
     change = changed_lines(args.base, args.head, cwd)
-    result = review(change, settings, cwd)
+    result = review(change, settings)
 
     def lines_for(path: str) -> list[str]:
-        if change.head:
-            from portcheck.review import git as run_git
-
-            root = Path(run_git(["rev-parse", "--show-toplevel"], cwd).strip())
-            relative = (cwd / path).resolve().relative_to(root).as_posix()
-            return git_show(change.head, relative, root).decode("utf-8", errors="replace").splitlines()
-        return _source_lines(cwd)(path)
-
-    import io
+        return lines_at_head(change, path)
 
     buffer = io.StringIO()
     if output_format in ("github-review", "markdown"):
         from portcheck.report.review import write_github_review, write_markdown
 
         if output_format == "github-review":
-            write_github_review(result, buffer, change.head_sha, lines_for)
+            write_github_review(result, buffer, change, lines_for)
         else:
             write_markdown(result, buffer)
     else:
         render(result, output_format, buffer, color=not args.output and _color(sys.stdout, False),
                statistics=False, lines_for=lines_for)
     if args.output:
-        from portcheck.report import write_atomically
-
         write_atomically(Path(args.output), buffer.getvalue())
     else:
         sys.stdout.write(buffer.getvalue())
@@ -552,7 +546,7 @@ def _review(args: argparse.Namespace) -> int:
         from portcheck.report.review import review_body
 
         if result.findings:
-            url = post_review(review_body(result, change.head_sha, lines_for), where)
+            url = post_review(review_body(result, change, lines_for), where)
             sys.stderr.write(f"portcheck: posted a review with {len(result.findings)} comment(s): {url}\n")
         else:
             sys.stderr.write("portcheck: nothing on the changed lines; no review posted\n")

@@ -3,6 +3,7 @@ head (or the working tree) — and, with --post, a GitHub pull-request review wi
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import re
@@ -20,11 +21,17 @@ HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@")
 
 @dataclass
 class Change:
-    """What a diff adds: per file (its path at the head), the added or modified line numbers."""
+    """What a diff adds: per file (its path from the repository root, at the head), the hunks of added or
+    modified lines as (first, last) line numbers."""
 
+    root: Path
     head: str  # a commit, or "" for the working tree
     head_sha: str
-    lines: dict[str, set[int]] = field(default_factory=dict)
+    hunks: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+
+    def hunk_of(self, path: str, first: int, last: int) -> tuple[int, int] | None:
+        """The first hunk of `path` that overlaps lines first..last."""
+        return next((h for h in self.hunks.get(path, ()) if h[0] <= last and first <= h[1]), None)
 
 
 def git(args: list[str], cwd: Path) -> str:
@@ -33,32 +40,51 @@ def git(args: list[str], cwd: Path) -> str:
     except FileNotFoundError:
         raise ConfigError("portcheck review needs git on the PATH") from None
     if done.returncode != 0:
-        message = (done.stderr.strip().splitlines() or ["git failed"])[-1]
-        raise ConfigError(f"git {' '.join(args[:2])}: {message}")
+        message = (done.stderr.strip().splitlines() or ["failed"])[-1].removeprefix("fatal: ")
+        verb = next((a for a in args if not a.startswith("-") and "=" not in a), "")
+        raise ConfigError(f"git {verb}: {message}")
     return done.stdout
+
+
+def _commit(ref: str, option: str, cwd: Path) -> str:
+    done = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], cwd=cwd,
+                          capture_output=True, text=True, timeout=60)
+    if done.returncode != 0:
+        raise ConfigError(f"{option} {ref}: no such commit here (a shallow clone? with actions/checkout, set "
+                          "fetch-depth: 0)")
+    return done.stdout.strip()
 
 
 def changed_lines(base: str, head: str | None, cwd: Path) -> Change:
     """Added and modified lines of Python files between the merge base of `base` and `head` (the working tree
-    when head is None); renamed files under their new name, new files whole."""
-    git(["rev-parse", "--verify", "--quiet", f"{base}^{{commit}}"], cwd)
-    target = head or "HEAD"
-    sha = git(["rev-parse", "--verify", f"{target}^{{commit}}"], cwd).strip()
+    when head is None); renamed files under their new name, new files whole. The diff's form is pinned
+    (prefixes, quoting, paths from the root) whatever the user's git configuration says."""
+    try:
+        root = Path(git(["rev-parse", "--show-toplevel"], cwd).strip())
+    except ConfigError:
+        raise ConfigError("portcheck review runs inside a git repository") from None
+    _commit(base, "--base", cwd)
+    sha = _commit(head or "HEAD", "--head", cwd)
     span = [f"{base}...{head}"] if head else ["--merge-base", base]
-    diff = git(["diff", "--no-color", "--no-ext-diff", "--unified=0", "-M", "--diff-filter=AMR", *span, "--"], cwd)
-    change = Change(head or "", sha)
+    diff = git(["-c", "core.quotepath=on", "diff", "--no-color", "--no-ext-diff", "--unified=0", "-M",
+                "--diff-filter=AMR", "--src-prefix=a/", "--dst-prefix=b/", "--no-relative", *span, "--"], root)
+    change = Change(root, head or "", sha)
     current: str | None = None
+    in_header = False
     for line in diff.splitlines():
-        if line.startswith("+++ "):
-            name = line[4:].rstrip("\t")  # git ends a name holding a space with a tab
-            current = None if name == "/dev/null" else _unquote(name).removeprefix("b/")
-            if current is not None and not current.endswith((".py", ".pyi")):
-                current = None
+        if line.startswith("diff --git "):
+            current, in_header = None, True
+        elif in_header and line.startswith("+++ "):
+            name = _unquote(line[4:].rstrip("\t"))  # git ends a name holding a space with a tab
+            python = name.startswith("b/") and name.endswith((".py", ".pyi"))
+            current = name[2:] if python else None
             if current is not None:
-                change.lines.setdefault(current, set())
-        elif current is not None and (match := HUNK.match(line)):
+                change.hunks.setdefault(current, [])
+        elif match := HUNK.match(line):
+            in_header = False
             start, count = int(match.group(1)), int(match.group(2) or 1)
-            change.lines[current].update(range(start, start + count))
+            if current is not None and count:
+                change.hunks[current].append((start, start + count - 1))
     return change
 
 
@@ -70,24 +96,25 @@ def _unquote(name: str) -> str:
     return name
 
 
-def review(change: Change, settings: Settings, cwd: Path) -> ScanResult:
-    """Scan the changed files as they are at the head and keep the findings that touch a changed line."""
+def review(change: Change, settings: Settings) -> ScanResult:
+    """Scan the changed files as they are at the head, as `scan` would (excludes, per-file ignores), and keep
+    the findings that touch a changed line. Paths are the repository root's, as GitHub wants them."""
+    from portcheck.static.discover import is_excluded, relative_to_root
     from portcheck.static.engine import FileJob, analyse_file
 
     result = ScanResult(Target(settings.chip, settings.stack))
-    root = Path(git(["rev-parse", "--show-toplevel"], cwd).strip())
-    for path, lines in sorted(change.lines.items()):
-        if not lines:
+    for path, hunks in sorted(change.hunks.items()):
+        location = change.root / path
+        if not hunks or is_excluded(location, settings):
             continue
-        location = root / path
-        display = os.path.relpath(location, cwd)
-        data = git_show(change.head, path, root) if change.head else None
-        job = FileJob(path=display, chip=settings.chip, stack=settings.stack,
-                      enabled=settings.enabled_for(path), location=str(location), data=data)
+        data = git_show(change.head, path, change.root) if change.head else None
+        job = FileJob(path=path, chip=settings.chip, stack=settings.stack,
+                      enabled=settings.enabled_for(relative_to_root(location, settings)), location=str(location),
+                      data=data)
         outcome = analyse_file(job)
         result.files += 1
         result.errors.extend(outcome.errors)
-        result.findings.extend(f for f in outcome.findings if lines & set(range(f.line, f.end_line + 1)))
+        result.findings.extend(f for f in outcome.findings if change.hunk_of(path, f.line, f.end_line))
     result.findings.sort(key=lambda f: f.sort_key)
     return result
 
@@ -99,6 +126,15 @@ def git_show(head: str, path: str, root: Path) -> bytes:
     return done.stdout
 
 
+def lines_at_head(change: Change, path: str) -> list[str]:
+    if change.head:
+        return git_show(change.head, path, change.root).decode("utf-8", errors="replace").splitlines()
+    try:
+        return (change.root / path).read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return []
+
+
 # --- posting to GitHub -------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -106,7 +142,7 @@ class Destination:
     api: str
     repository: str
     number: int
-    token: str
+    token: str = field(repr=False)
 
 
 def destination(pr: int | None) -> Destination:
@@ -116,6 +152,10 @@ def destination(pr: int | None) -> Destination:
     api = os.environ.get("GITHUB_API_URL", "https://api.github.com").rstrip("/")
     if not token:
         raise ConfigError("--post needs GITHUB_TOKEN in the environment")
+    if not token.isprintable() or any(c.isspace() for c in token):
+        raise ConfigError("GITHUB_TOKEN is malformed (it holds whitespace or control characters)")
+    if not api.startswith(("https://", "http://127.0.0.1", "http://localhost")):
+        raise ConfigError(f"GITHUB_API_URL must be an https:// URL, not {api!r}")
     if not re.fullmatch(r"[\w.-]+/[\w.-]+", repository):
         raise ConfigError("--post needs GITHUB_REPOSITORY (owner/name) in the environment")
     if pr is None:
@@ -133,20 +173,29 @@ def destination(pr: int | None) -> Destination:
 def post_review(body: dict, where: Destination) -> str:
     """POST the review; the URL of the review made, or one line saying why not (the token never appears)."""
     url = f"{where.api}/repos/{where.repository}/pulls/{where.number}/reviews"
-    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST", headers={
-        "Authorization": f"Bearer {where.token}", "Accept": "application/vnd.github+json",
-        "X-GitHub-Api-Version": "2022-11-28", "Content-Type": "application/json", "User-Agent": "portcheck"})
     try:
-        with urllib.request.urlopen(request, timeout=60) as response:
-            answer = json.loads(response.read() or b"{}")
+        request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST", headers={
+            "Authorization": f"Bearer {where.token}", "Accept": "application/vnd.github+json",
+            "X-GitHub-Api-Version": "2022-11-28", "Content-Type": "application/json", "User-Agent": "portcheck"})
+        with urllib.request.build_opener(_NoRedirect).open(request, timeout=60) as response:
+            payload = response.read()
     except urllib.error.HTTPError as exc:
         raise ConfigError(_http_problem(exc, where)) from None
-    except (urllib.error.URLError, TimeoutError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
+    except (urllib.error.URLError, TimeoutError, OSError, http.client.HTTPException, ValueError) as exc:
+        reason = str(getattr(exc, "reason", exc)).replace(where.token, "***")
         raise ConfigError(f"could not reach {where.api}: {reason}") from None
+    try:
+        answer = json.loads(payload or b"{}")
     except ValueError:
         return url
-    return str(answer.get("html_url") or url)
+    return str(answer.get("html_url") or url) if isinstance(answer, dict) else url
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A redirect would resend the token to another place: refuse it (it surfaces as an HTTPError)."""
+
+    def redirect_request(self, *args, **kwargs):
+        return None
 
 
 def _http_problem(exc: urllib.error.HTTPError, where: Destination) -> str:

@@ -80,14 +80,29 @@ def test_github_workflow_commands_escape_and_say_what_is_not_shown(tmp_path):
     done = portcheck("scan", ".", "--format", "github", cwd=tmp_path)
     assert done.returncode == 1
     commands = done.stdout.splitlines()
+    # first, so it is shown: the summary of what GitHub's 10-a-kind limit hides
+    assert commands[0] == ("::warning title=portcheck::GitHub shows 10 annotations of each kind a step: "
+                           "2 of 12 errors are only in this log (upload --format sarif to code scanning for all "
+                           "of them)")
     errors = [c for c in commands if c.startswith("::error ")]
     assert len(errors) == 12
     first = errors[0]
     # properties escape `,` and `:`; the title names the rule
     assert first.startswith("::error file=many%2C files%3A here.py,line=2,col=")
     assert ",endLine=2,endColumn=" in first and ",title=PC101 cuda-tensor-placement::" in first
-    assert commands[-1].startswith("::notice title=portcheck::GitHub shows 10 annotations of each kind a step: "
-                                   "2 of 12 errors are only in this log")
+    multi = tmp_path / "multi.py"
+    multi.write_text("import torch\n\nx = torch.zeros(\n    3,\n).cuda()\n")
+    (line,) = portcheck("scan", "multi.py", "--format", "github", cwd=tmp_path).stdout.splitlines()
+    assert line.startswith("::error file=multi.py,line=3,endLine=5,title=PC101")  # no columns across lines
+
+
+def test_a_silenced_finding_and_its_live_twin_have_different_fingerprints(tmp_path):
+    (tmp_path / "twins.py").write_text("import torch\n\n\ndef f(t):\n    return t.cuda()\n\n\n"
+                                       "def g(t):\n    return t.cuda()  # noqa: PC101\n")
+    log = json.loads(portcheck("scan", ".", "--format", "sarif", cwd=tmp_path).stdout)
+    results = log["runs"][0]["results"]
+    assert len(results) == 2 and sum("suppressions" in r for r in results) == 1
+    assert len({r["partialFingerprints"]["portcheck/v1"] for r in results}) == 2
 
 
 def test_github_data_escapes_newlines_and_percent():
@@ -105,9 +120,12 @@ def test_rdjson_is_reviewdogs_diagnostic_result_with_suggestions(project):
     assert cuda["location"]["path"] == "models/net.py"
     assert cuda["location"]["range"]["start"] == {"line": 3, "column": 5}
     assert cuda["severity"] == "ERROR"
-    (suggestion,) = cuda["suggestions"]
-    assert suggestion["text"] == 'torch.zeros(3).to("neuron")'
-    assert suggestion["range"] == {"start": {"line": 3, "column": 5}, "end": {"line": 3, "column": 26}}
+    (suggestion,) = cuda["suggestions"]  # one, over the finding's whole lines, as reviewdog wants
+    assert suggestion == {"range": {"start": {"line": 3, "column": 1}, "end": {"line": 4, "column": 1}},
+                          "text": 'x = torch.zeros(3).to("neuron")\n'}
+    inf2 = json.loads(portcheck("scan", ".", "--format", "rdjson", "--target", "inf2", cwd=project).stdout)
+    cuda_xla = next(d for d in inf2["diagnostics"] if d["code"]["value"] == "PC101")
+    assert "suggestions" not in cuda_xla  # its fix also adds `import torch_xla` elsewhere: not one suggestion
     assert all(set(d) >= {"message", "location", "severity"} for d in report["diagnostics"])
 
 

@@ -188,8 +188,68 @@ def test_network_errors_and_missing_settings_are_one_line(repo, tmp_path):
     assert TOKEN not in done.stderr
     env = env_for(closed, tmp_path)
     del env["GITHUB_TOKEN"]
-    missing = portcheck("review", "--base", "main", "--post", cwd=repo, env=env)
+    missing = portcheck("review", "--base", "main", "--head", "feature", "--post", cwd=repo, env=env)
     assert missing.returncode == 2 and "needs GITHUB_TOKEN" in missing.stderr
+    no_head = portcheck("review", "--base", "main", "--post", cwd=repo, env=env_for(closed, tmp_path))
+    assert no_head.returncode == 2 and "--post needs --head" in no_head.stderr
+    odd = portcheck("review", "--base", "main", "--head", "feature", "--post", cwd=repo,
+                    env=env_for(closed, tmp_path, GITHUB_TOKEN="abc\ndef"))
+    assert odd.returncode == 2 and "GITHUB_TOKEN is malformed" in odd.stderr and "abc" not in odd.stderr
+
+
+def test_paths_are_the_repositorys_from_a_subdirectory_too(repo):
+    done = portcheck("review", "--base", "main", "--head", "feature", "--format", "github-review",
+                     cwd=repo / "models")
+    assert {c["path"] for c in json.loads(done.stdout)["comments"]} == {
+        "models/new file.py", "models/old.py", "models/renamed.py"}
+
+
+def test_the_diff_is_read_the_same_whatever_the_git_configuration(repo):
+    for setting in ("diff.mnemonicPrefix=true", "diff.noprefix=true", "diff.relative=true", "core.quotepath=off"):
+        key, value = setting.split("=")
+        git("config", key, value, cwd=repo)
+        done = portcheck("review", "--base", "main", "--head", "feature", "--format", "json", cwd=repo / "models")
+        assert len(json.loads(done.stdout)["findings"]) == 3, (setting, done.stderr)
+        git("config", "--unset", key, cwd=repo)
+
+
+def test_a_line_starting_with_plus_signs_is_code_not_a_header(repo):
+    source = "import torch\n\n++ 1\n" + "pad = 0\n" * 5 + "late = torch.zeros(1).cuda()\n"
+    (repo / "models" / "plus.py").write_text(source)
+    git("add", "-A", cwd=repo)
+    git("commit", "-q", "-m", "plus", cwd=repo)
+    done = portcheck("review", "--base", "HEAD~1", "--head", "HEAD", "--format", "json", cwd=repo)
+    assert [(f["path"], f["line"]) for f in json.loads(done.stdout)["findings"]] == [("models/plus.py", 9)]
+
+
+def test_a_base_that_moved_on_is_compared_from_the_merge_base(repo):
+    git("checkout", "-q", "main", cwd=repo)
+    (repo / "models" / "base_only.py").write_text("import torch\n\nb = torch.zeros(1).cuda()\n")
+    git("add", "-A", cwd=repo)
+    git("commit", "-q", "-m", "main moves on", cwd=repo)
+    git("checkout", "-q", "feature", cwd=repo)
+    done = portcheck("review", "--base", "main", "--head", "feature", "--format", "json", cwd=repo)
+    assert "models/base_only.py" not in {f["path"] for f in json.loads(done.stdout)["findings"]}
+
+
+def test_excludes_and_per_file_ignores_apply(repo):
+    (repo / "pyproject.toml").write_text('[tool.portcheck]\nextend-exclude = ["models/new file.py"]\n'
+                                         '[tool.portcheck.per-file-ignores]\n"models/old.py" = ["PC101"]\n')
+    done = portcheck("review", "--base", "main", "--head", "feature", "--format", "json", cwd=repo)
+    assert [f["path"] for f in json.loads(done.stdout)["findings"]] == ["models/renamed.py"]
+
+
+def test_a_comment_stays_on_the_changed_lines_of_a_long_statement(repo):
+    call = "x = torch.zeros(\n" + "".join(f"    {i},\n" for i in range(8)) + ").cuda()\n"
+    (repo / "models" / "long.py").write_text("import torch\n\n" + call)
+    git("add", "-A", cwd=repo)
+    git("commit", "-q", "-m", "long", cwd=repo)
+    (repo / "models" / "long.py").write_text("import torch\n\n" + call.replace("    4,", "    40,"))
+    git("commit", "-q", "-am", "edit one line", cwd=repo)
+    done = portcheck("review", "--base", "HEAD~1", "--head", "HEAD", "--format", "github-review", cwd=repo)
+    (comment,) = json.loads(done.stdout)["comments"]
+    assert comment["line"] == 8 and "start_line" not in comment  # only line 8 changed; the finding spans 3-11
+    assert "```suggestion" not in comment["body"]  # its fix rewrites lines outside the diff
 
 
 def test_non_ascii_file_names_that_git_quotes(repo):

@@ -58,7 +58,9 @@ def write_atomically(path: Path, text: str, mode: int = 0o644) -> None:
             stream.write(text)
         os.chmod(temporary, mode)
         os.replace(temporary, path)
-    except OSError as exc:
+    except BaseException as exc:
         if temporary:
             Path(temporary).unlink(missing_ok=True)
-        raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from None
+        if isinstance(exc, OSError):
+            raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from None
+        raise

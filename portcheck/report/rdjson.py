@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import TextIO
 
 from portcheck.findings import ScanResult, Severity
+from portcheck.report.review import fixed_lines
 
 SEVERITIES = {Severity.ERROR: "ERROR", Severity.WARNING: "WARNING", Severity.INFO: "INFO"}
 
@@ -25,9 +26,11 @@ def rdjson(result: ScanResult, lines_for: Callable[[str], list[str]] = lambda pa
             "code": {"value": f.code},
             "original_output": f"{f.path}:{f.line}:{f.column}: {f.code} {f.message}",
         }
-        if f.fix is not None and f.fix.applicability == "safe":
-            diagnostic["suggestions"] = [{"range": _range(lines, e.line, e.column, e.end_line, e.end_column),
-                                          "text": e.content} for e in f.fix.edits]
+        fixed = fixed_lines(f, lines)
+        if fixed is not None:  # one suggestion over the finding's whole lines, as reviewdog wants it
+            diagnostic["suggestions"] = [{"range": {"start": {"line": f.line, "column": 1},
+                                                    "end": {"line": f.end_line + 1, "column": 1}},
+                                          "text": fixed + "\n" if fixed else ""}]
         diagnostics.append(diagnostic)
     for e in result.errors:
         diagnostics.append({"message": e.message, "severity": "ERROR", "source": {"name": "portcheck"},

@@ -6,21 +6,31 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Callable
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from portcheck.findings import Finding, ScanResult, Severity
+
+if TYPE_CHECKING:
+    from portcheck.review import Change
 
 ICONS = {Severity.ERROR: "🔴 error", Severity.WARNING: "🟡 warning", Severity.INFO: "🔵 info"}
 
 
-def review_body(result: ScanResult, commit: str, lines_for: Callable[[str], list[str]]) -> dict:
+def review_body(result: ScanResult, change: Change, lines_for: Callable[[str], list[str]]) -> dict:
+    """GitHub's create-a-review body. Each comment sits on the changed lines of one hunk (GitHub refuses lines
+    outside the diff); a suggestion only where the finding lies wholly inside that hunk."""
     comments = []
     for f in result.findings:
-        comment = {"path": f.path, "line": f.end_line, "side": "RIGHT", "body": _comment(f, lines_for(f.path))}
-        if f.end_line > f.line:
-            comment.update(start_line=f.line, start_side="RIGHT")
+        hunk = change.hunk_of(f.path, f.line, f.end_line) or (f.line, f.end_line)
+        first, last = max(f.line, hunk[0]), min(f.end_line, hunk[1])
+        inside = hunk[0] <= f.line and f.end_line <= hunk[1]
+        comment = {"path": f.path, "line": last, "side": "RIGHT",
+                   "body": _comment(f, lines_for(f.path) if inside else [])}
+        if last > first:
+            comment.update(start_line=first, start_side="RIGHT")
         comments.append(comment)
-    return {"commit_id": commit, "event": "COMMENT", "body": summary_markdown(result), "comments": comments}
+    return {"commit_id": change.head_sha, "event": "COMMENT", "body": summary_markdown(result),
+            "comments": comments}
 
 
 def summary_markdown(result: ScanResult) -> str:
@@ -41,17 +51,27 @@ def summary_markdown(result: ScanResult) -> str:
 
 def _comment(f: Finding, lines: list[str]) -> str:
     text = f"**{f.code}** `{f.name}` ({ICONS[f.severity]}): {f.message}"
-    suggestion = _suggestion(f, lines)
+    suggestion = fixed_lines(f, lines)
     if suggestion is not None:
-        text += "\n\n```suggestion\n" + suggestion + "\n```"
+        fence = "`" * max(3, _longest_backticks(suggestion) + 1)
+        text += f"\n\n{fence}suggestion\n" + (suggestion + "\n" if suggestion else "") + fence
     elif f.fix is not None:
         text += f"\n\n`portcheck scan --fix{' --unsafe-fixes' if f.fix.applicability == 'unsafe' else ''}`: " \
                 f"{f.fix.title}"
     return text
 
 
-def _suggestion(f: Finding, lines: list[str]) -> str | None:
-    """The finding's whole lines with its safe fix applied, when every edit stays inside them."""
+def _longest_backticks(text: str) -> int:
+    longest = run = 0
+    for char in text:
+        run = run + 1 if char == "`" else 0
+        longest = max(longest, run)
+    return longest
+
+
+def fixed_lines(f: Finding, lines: list[str]) -> str | None:
+    """The finding's whole lines with its safe fix applied (without their final newline; "" when the fix
+    deletes them), when every edit stays inside those lines; else None."""
     if f.fix is None or f.fix.applicability != "safe" or not lines or f.end_line > len(lines):
         return None
     first, last = f.line, f.end_line
@@ -69,12 +89,12 @@ def _suggestion(f: Finding, lines: list[str]) -> str | None:
 
     for e in sorted(f.fix.edits, key=lambda e: (e.line, e.column), reverse=True):
         block = block[: offset(e.line, e.column)] + e.content + block[offset(e.end_line, e.end_column):]
-    return block.rstrip("\n")
+    return block.removesuffix("\n")
 
 
-def write_github_review(result: ScanResult, stream: TextIO, commit: str,
+def write_github_review(result: ScanResult, stream: TextIO, change: Change,
                         lines_for: Callable[[str], list[str]]) -> None:
-    json.dump(review_body(result, commit, lines_for), stream, indent=2, ensure_ascii=False)
+    json.dump(review_body(result, change, lines_for), stream, indent=2, ensure_ascii=False)
     stream.write("\n")
 
 

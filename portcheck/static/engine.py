@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ast
 import functools
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 
 import libcst as cst
@@ -156,9 +156,17 @@ def analyse_text(text: str, path: str, chip: str, stack: str, enabled: frozenset
         suppressions.extend(
             parse_comment(comment.value, where.start.line, where.start.column + 1, where.end.column + 1))
     findings, suppressed = _apply_suppressions(findings, ctx.hits, positions, suppressions, enabled, path)
-    lines = ctx.text.splitlines()
-    return FileResult(path, findings=tuple(fingerprinted(findings, lines, path)),
-                      suppressed=tuple(fingerprinted(suppressed, lines, path)))
+    # one numbering for both, so a silenced finding never shares a fingerprint with a live twin
+    silenced = Counter((f.sort_key, f.message) for f in suppressed)
+    kept, quiet = [], []
+    for f in fingerprinted([*findings, *suppressed], ctx.text.splitlines(), path):
+        key = (f.sort_key, f.message)
+        if silenced[key]:
+            silenced[key] -= 1
+            quiet.append(f)
+        else:
+            kept.append(f)
+    return FileResult(path, findings=tuple(kept), suppressed=tuple(quiet))
 
 
 def _import_line(module: cst.Module, positions) -> int:
