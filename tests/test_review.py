@@ -258,3 +258,21 @@ def test_non_ascii_file_names_that_git_quotes(repo):
     git("commit", "-q", "-m", "naive", cwd=repo)
     done = portcheck("review", "--base", "HEAD~1", "--head", "HEAD", "--format", "json", cwd=repo)
     assert [(f["path"], f["line"]) for f in json.loads(done.stdout)["findings"]] == [("models/naïve.py", 3)]
+
+
+def test_suggestions_for_deleted_lines_and_code_holding_backticks():
+    from portcheck.findings import Edit, Finding, Fix, Severity
+    from portcheck.report.review import _comment, fixed_lines
+
+    def finding(line: int, edit: Edit) -> Finding:
+        return Finding("PC106", "cuda-noop-call", "cuda-api", Severity.WARNING, "drop it", "m.py", line, 1, line,
+                       20, fix=Fix("safe", "Remove the call", (edit,)))
+
+    lines = ["import torch", "", "torch.cuda.empty_cache()", 'doc = "```"; x.cuda()']
+    deleted = finding(3, Edit(3, 1, 4, 1, ""))
+    assert fixed_lines(deleted, lines) == ""
+    assert _comment(deleted, lines).endswith("```suggestion\n```")  # an empty suggestion deletes the line
+    fenced = finding(4, Edit(4, 14, 4, 22, 'x.to("neuron")'))
+    assert _comment(fenced, lines).endswith('````suggestion\ndoc = "```"; x.to("neuron")\n````')
+    outside = finding(3, Edit(1, 1, 1, 1, "import torch_xla\n"))
+    assert fixed_lines(outside, lines) is None
