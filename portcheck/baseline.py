@@ -1,11 +1,12 @@
 """Baselines: the findings a codebase already has, recorded by fingerprint, so CI fails only on new ones. A
 fingerprint comes from the code, the path and the flagged text, not the line, so edits above a finding keep it
-baselined; two identical findings in one file are counted, not merged."""
+baselined. Identical findings of one file share a stem: a recorded one covers the current twin nearest to the
+line it was recorded at, so a copy added above an old finding is the one reported."""
 
 from __future__ import annotations
 
 import json
-from collections import Counter
+from collections import defaultdict
 from pathlib import Path
 
 from portcheck import __version__
@@ -17,13 +18,14 @@ KIND = "portcheck-baseline"
 
 
 def write_baseline(path: Path, findings: list[Finding]) -> None:
-    entries = [{"fingerprint": f.fingerprint, "code": f.code, "path": f.path, "line": f.line}
+    entries = [{"fingerprint": f.fingerprint, "stem": f.stem, "code": f.code, "path": f.path, "line": f.line}
                for f in sorted(findings, key=lambda f: f.sort_key)]
     document = {"kind": KIND, "version": 1, "portcheck_version": __version__, "findings": entries}
     write_atomically(path, json.dumps(document, indent=1) + "\n")
 
 
-def read_baseline(path: Path) -> Counter[str]:
+def read_baseline(path: Path) -> dict[str, list[int]]:
+    """Stem -> the lines its findings were recorded at."""
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -33,17 +35,26 @@ def read_baseline(path: Path) -> Counter[str]:
     if not isinstance(document, dict) or document.get("kind") != KIND or not isinstance(
             document.get("findings"), list):
         raise ConfigError(f"{path}: not a portcheck baseline (write one with --write-baseline)")
-    return Counter(str(e.get("fingerprint", "")) for e in document["findings"] if isinstance(e, dict))
+    known: dict[str, list[int]] = defaultdict(list)
+    for entry in document["findings"]:
+        if isinstance(entry, dict) and entry.get("stem"):
+            known[str(entry["stem"])].append(int(entry.get("line") or 0))
+    return known
 
 
-def apply_baseline(result: ScanResult, known: Counter[str]) -> None:
-    """Drop the findings the baseline holds (each recorded fingerprint covers one finding)."""
-    left = Counter(known)
-    kept = []
+def apply_baseline(result: ScanResult, known: dict[str, list[int]]) -> None:
+    """Drop the findings the baseline holds: each recorded entry covers one current finding of its stem, the
+    one nearest the line it was recorded at."""
+    groups: dict[str, list[Finding]] = defaultdict(list)
     for f in result.findings:
-        if left[f.fingerprint] > 0:
-            left[f.fingerprint] -= 1
-            result.baselined += 1
-        else:
-            kept.append(f)
-    result.findings = kept
+        groups[f.stem].append(f)
+    covered: set[int] = set()
+    for stem, recorded in known.items():
+        candidates = groups.get(stem, [])
+        for line in sorted(recorded):
+            free = [f for f in candidates if id(f) not in covered]
+            if not free:
+                break
+            covered.add(id(min(free, key=lambda f: (abs(f.line - line), f.line))))
+    result.baselined += len(covered)
+    result.findings = [f for f in result.findings if id(f) not in covered]

@@ -73,6 +73,7 @@ class Finding:
     evidence: tuple[str, ...] = ("static",)
     fix: Fix | None = None
     fingerprint: str = ""
+    stem: str = ""  # the fingerprint without the occurrence number: what identical findings of a file share
 
     @property
     def sort_key(self) -> tuple[str, int, int, str]:
@@ -117,11 +118,30 @@ class ScanResult:
 
 
 _SPACE = re.compile(r"\s+")
+_SCOPE = re.compile(r"^(\s*)(?:async\s+def|def|class)\s+(\w+)")
+
+
+def _scope(lines: list[str], line: int) -> str:
+    """The dotted names of the functions and classes around a line (by indentation, read upward)."""
+    if not 0 < line <= len(lines):
+        return ""
+    text = lines[line - 1]
+    indent = len(text) - len(text.lstrip())
+    names = []
+    for above in reversed(lines[: line - 1]):
+        match = _SCOPE.match(above)
+        if match and len(match.group(1)) < indent:
+            names.append(match.group(2))
+            indent = len(match.group(1))
+            if indent == 0:
+                break
+    return ".".join(reversed(names))
 
 
 def fingerprinted(findings: list[Finding], lines: list[str], path: str) -> list[Finding]:
-    """A fingerprint from the code, the path and the flagged text (not its line), so moving code keeps it;
-    `lines` are the file's. The static and the traced findings of a file get theirs the same way."""
+    """A fingerprint from the code, the path, the enclosing functions and classes and the flagged text (not its
+    line), so moving code keeps it; `lines` are the file's. The static and the traced findings of a file get
+    theirs the same way."""
     seen: dict[tuple[str, str], int] = defaultdict(int)
     out = []
     for f in sorted(findings, key=lambda f: f.sort_key):
@@ -129,8 +149,10 @@ def fingerprinted(findings: list[Finding], lines: list[str], path: str) -> list[
         if f.line == f.end_line:
             snippet = snippet[f.column - 1 : f.end_column - 1]
         snippet = _SPACE.sub(" ", snippet).strip()
-        key = (f.code, snippet)
-        digest = hashlib.sha256(f"{f.code}\0{path}\0{snippet}\0{seen[key]}".encode()).hexdigest()[:16]
+        scope = _scope(lines, f.line)
+        key = (f.code, scope, snippet)
+        stem = f"{f.code}\0{path}\0{scope}\0{snippet}"
+        digest = hashlib.sha256(f"{stem}\0{seen[key]}".encode()).hexdigest()[:16]
         seen[key] += 1
-        out.append(replace(f, fingerprint=digest))
+        out.append(replace(f, fingerprint=digest, stem=hashlib.sha256(stem.encode()).hexdigest()[:16]))
     return out

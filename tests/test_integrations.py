@@ -154,6 +154,15 @@ def test_a_baseline_reports_only_new_findings_and_survives_edits_above(project):
     assert report["summary"]["baselined"] == 2
 
 
+def test_a_copy_added_above_a_baselined_finding_is_the_one_reported(tmp_path):
+    body = "import torch\n\n\ndef f(t):\n    return t.cuda()\n"
+    (tmp_path / "a.py").write_text(body)
+    assert portcheck("scan", ".", "--write-baseline", "b.json", cwd=tmp_path).returncode == 0
+    (tmp_path / "a.py").write_text("import torch\n\n\ndef g(t):\n    return t.cuda()\n" + body[12:])
+    report = json.loads(portcheck("scan", ".", "--baseline", "b.json", "--format", "json", cwd=tmp_path).stdout)
+    assert [f["line"] for f in report["findings"]] == [5]  # the new copy; the old one (now line 9) is known
+
+
 @pytest.mark.parametrize("content, message", [("{not json", "not a portcheck baseline"),
                                                ('{"kind": "other"}', "not a portcheck baseline")])
 def test_a_bad_baseline_is_one_line_and_exit_2(project, content, message):
