@@ -42,25 +42,12 @@ def render(result: ScanResult, output_format: str, stream: TextIO, *, color: boo
 
 
 def write_atomically(path: Path, text: str, mode: int = 0o644) -> None:
-    """Write beside the destination and rename into place: a reader sees the old file or the whole new one,
-    never half of one. A failure is one line (ConfigError), and no temporary file is left."""
-    import os
-    import tempfile
-
+    """Write a report, plan, script or baseline whole (portcheck.atomic); a failure is one line (ConfigError)."""
+    from portcheck.atomic import replace_file
     from portcheck.config import ConfigError
 
-    temporary = None
     try:
-        directory = path.parent if str(path.parent) else Path(".")
-        directory.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
-        os.chmod(temporary, mode)
-        os.replace(temporary, path)
-    except BaseException as exc:
-        if temporary:
-            Path(temporary).unlink(missing_ok=True)
-        if isinstance(exc, OSError):
-            raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from None
-        raise
+        path.parent.mkdir(parents=True, exist_ok=True)
+        replace_file(path, text.encode("utf-8"), mode)
+    except OSError as exc:
+        raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from None

@@ -13,10 +13,10 @@ import difflib
 import os
 import re
 import stat
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from portcheck.atomic import replace_file
 from portcheck.findings import Edit, FileError, FileResult, Finding
 from portcheck.static.engine import FileJob, analyse_text
 from portcheck.static.source import SourceError, decode
@@ -204,21 +204,9 @@ def write_atomically(location: Path, text: str, encoding: str, expected: bytes) 
     except (OSError, UnicodeEncodeError) as exc:
         return f"cannot write: {getattr(exc, 'strerror', None) or exc}"
     try:
-        descriptor, temporary = tempfile.mkstemp(dir=location.parent, prefix=f".{location.name}.", suffix=".tmp")
+        replace_file(location, data, mode)
     except OSError as exc:
         return f"cannot write: {exc.strerror or exc}"
-    try:
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(temporary, mode)
-        os.replace(temporary, location)
-    except BaseException as exc:
-        Path(temporary).unlink(missing_ok=True)
-        if isinstance(exc, OSError):
-            return f"cannot write: {exc.strerror or exc}"
-        raise
     return None
 
 

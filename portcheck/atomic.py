@@ -1,0 +1,24 @@
+"""Replacing a file whole: write beside it, flush to disk, rename into place. A reader sees the old file or the
+whole new one, never half of one, and no temporary file is left behind, whatever goes wrong."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+
+def replace_file(path: Path, data: bytes, mode: int) -> None:
+    """Put `data` at `path` with permission bits `mode`; an OSError says why not."""
+    directory = path.parent if str(path.parent) else Path(".")
+    descriptor, temporary = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(temporary, mode)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
