@@ -17,6 +17,7 @@ from portcheck.advise.sizing import (
     choose_instance,
     degrees,
     divides_heads,
+    fitting,
     has_kv_cache,
     memory_at,
     padded_heads,
@@ -142,7 +143,7 @@ def _size(plan: Plan, chip, lnc: int, options: AdviseOptions, hardware) -> None:
     total_gib = weights_bytes(model, work.dtype) / GIB
     candidates = degrees(chip, lnc, hardware)
     at = {tp: memory_at(model, work, chip, lnc, tp, hardware) for tp in candidates}
-    fitting = [tp for tp in candidates if at[tp].fits and choose_instance(chip, lnc, tp, total_gib, hardware)]
+    fits = [memory.tp for memory, _ in fitting(model, work, chip, lnc, hardware)]
     budget = chip.memory_per_core_gib[lnc]
     lnc_text = f" at LNC={lnc}" if len(chip.lnc) > 1 else ""
     plan.reason("budget_per_core_gib", f"{budget:g} GiB of HBM per schedulable {chip.neuron_core} core{lnc_text}",
@@ -154,9 +155,9 @@ def _size(plan: Plan, chip, lnc: int, options: AdviseOptions, hardware) -> None:
     if options.tp:
         tp, why = options.tp, "given with --tp"
         memory = at.get(tp) or memory_at(model, work, chip, lnc, tp, hardware)
-        _check_given(plan, memory, candidates, fitting[0] if fitting else 0, chip)
-    elif fitting:
-        tp, why = _smallest_divisor(model, fitting, at, budget)
+        _check_given(plan, memory, candidates, fits[0] if fits else 0, chip)
+    elif fits:
+        tp, why = _smallest_divisor(model, fits, at, budget)
         memory = at[tp]
     else:
         plan.memory = at[candidates[-1]]
@@ -175,7 +176,7 @@ def _size(plan: Plan, chip, lnc: int, options: AdviseOptions, hardware) -> None:
         plan.findings.append({"code": "PC803", "message": _padding(model, tp)})
     _place(plan, chip, lnc, total_gib, hardware, given=bool(options.tp) and tp <= candidates[-1])
     if len(chip.lnc) > 1:
-        _other_lnc(plan, chip, lnc, total_gib, hardware)
+        _other_lnc(plan, chip, lnc, hardware)
 
 
 def _parts(memory: Memory) -> str:
@@ -184,10 +185,10 @@ def _parts(memory: Memory) -> str:
     return ", ".join(f"{name} {value:.2f}" for name, value in parts.items() if value)
 
 
-def _smallest_divisor(model: ModelShape, fitting: list[int], at: dict, budget: float) -> tuple[int, str]:
+def _smallest_divisor(model: ModelShape, fits: list[int], at: dict, budget: float) -> tuple[int, str]:
     """The smallest fitting degree that divides the heads, else the smallest fitting one (padded: PC803)."""
-    smallest = fitting[0]
-    tp = next((t for t in fitting if divides_heads(model, t)), smallest)
+    smallest = fits[0]
+    tp = next((t for t in fits if divides_heads(model, t)), smallest)
     why = (f"the smallest degree whose per-core share ({at[tp].per_core:.2f} GiB) fits {budget:g} GiB"
            + (" and divides the attention heads" if model.heads and divides_heads(model, tp) else ""))
     if tp != smallest:
@@ -302,10 +303,10 @@ def _fits_nowhere(plan: Plan, chip, lnc: int, total_gib: float, hardware) -> Non
         tries.append(("--target trn2", work, trn2, trn2.default_lnc))
     ideas = []
     for text, changed, other_chip, other_lnc in tries:
-        found = _first_fit(model, changed, other_chip, other_lnc, hardware)
+        found = fitting(model, changed, other_chip, other_lnc, hardware)
         if found:
-            tp, instance, per_core = found
-            ideas.append(f"{text} (tp {tp} on {instance}, {per_core:.2f} GiB a core)")
+            first, instance = found[0]
+            ideas.append(f"{text} (tp {first.tp} on {instance.name}, {first.per_core:.2f} GiB a core)")
     ideas.append("pipeline parallelism across instances" + (" (a Trn2 UltraServer joins four trn2u.48xlarge)"
                                                             if chip.name == "trn2" else ""))
     plan.findings.append({"code": "PC802", "message": f"needs {memory.per_core:.2f} GiB per core even at "
@@ -314,29 +315,18 @@ def _fits_nowhere(plan: Plan, chip, lnc: int, total_gib: float, hardware) -> Non
                           "with " + " or ".join(ideas)})
 
 
-def _first_fit(model: ModelShape, work: Workload, chip, lnc: int, hardware) -> tuple[int, str, float] | None:
-    total_gib = weights_bytes(model, work.dtype) / GIB
-    for tp in degrees(chip, lnc, hardware):
-        memory = memory_at(model, work, chip, lnc, tp, hardware)
-        instance = choose_instance(chip, lnc, tp, total_gib, hardware) if memory.fits else None
-        if instance is not None:
-            return tp, instance.name, memory.per_core
-    return None
-
-
-def _other_lnc(plan: Plan, chip, lnc: int, total_gib: float, hardware) -> None:
+def _other_lnc(plan: Plan, chip, lnc: int, hardware) -> None:
     other = next(x for x in chip.lnc if x != lnc)
-    model, work = plan.model, plan.workload
-    for tp in degrees(chip, other, hardware):
-        memory = memory_at(model, work, chip, other, tp, hardware)
-        if memory.fits and divides_heads(model, tp) and choose_instance(chip, other, tp, total_gib, hardware):
-            chips = math.ceil(tp / chip.cores_per_chip[other])
-            plan.alternatives.append({"lnc": other, "tp_degree": tp, "chips": chips,
-                                      "per_core_gib": round(memory.per_core, 3),
-                                      "budget_per_core_gib": chip.memory_per_core_gib[other]})
-            default = " (the default)" if lnc == chip.default_lnc else ""
-            plan.reason("lnc", f"LNC={lnc}{default} gives {chip.cores_per_chip[lnc]} cores of "
-                        f"{chip.memory_per_core_gib[lnc]:g} GiB per chip; LNC={other} gives "
-                        f"{chip.cores_per_chip[other]} of {chip.memory_per_core_gib[other]:g} GiB and would need "
-                        f"tp {tp} on {chips} chip(s)", chip.source)
-            return
+    there = next((m for m, _ in fitting(plan.model, plan.workload, chip, other, hardware)
+                  if divides_heads(plan.model, m.tp)), None)
+    if there is None:
+        return
+    chips = math.ceil(there.tp / chip.cores_per_chip[other])
+    plan.alternatives.append({"lnc": other, "tp_degree": there.tp, "chips": chips,
+                              "per_core_gib": round(there.per_core, 3),
+                              "budget_per_core_gib": chip.memory_per_core_gib[other]})
+    default = " (the default)" if lnc == chip.default_lnc else ""
+    plan.reason("lnc", f"LNC={lnc}{default} gives {chip.cores_per_chip[lnc]} cores of "
+                f"{chip.memory_per_core_gib[lnc]:g} GiB per chip; LNC={other} gives "
+                f"{chip.cores_per_chip[other]} of {chip.memory_per_core_gib[other]:g} GiB and would need "
+                f"tp {there.tp} on {chips} chip(s)", chip.source)

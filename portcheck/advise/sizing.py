@@ -132,6 +132,20 @@ def memory_at(model: ModelShape, work: Workload, chip: ChipHardware, lnc: int, t
                   overhead, budget, gradients, optimizer)
 
 
+def fitting(model: ModelShape, work: Workload, chip: ChipHardware, lnc: int,
+            hardware: Hardware) -> list[tuple[Memory, Instance]]:
+    """The supported degrees whose per-core share fits a core and that some instance holds, smallest first,
+    with that share and the smallest such instance."""
+    total_gib = weights_bytes(model, work.dtype) / GIB
+    out = []
+    for tp in degrees(chip, lnc, hardware):
+        memory = memory_at(model, work, chip, lnc, tp, hardware)
+        instance = choose_instance(chip, lnc, tp, total_gib, hardware) if memory.fits else None
+        if instance is not None:
+            out.append((memory, instance))
+    return out
+
+
 def degrees(chip: ChipHardware, lnc: int, hardware: Hardware) -> list[int]:
     """The tensor-parallel degrees the runtime supports on this chip, up to the cores of its largest instance."""
     largest = max(i.chips * chip.cores_per_chip[lnc] for i in hardware.instances if i.chip == chip.name)
