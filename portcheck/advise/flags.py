@@ -21,10 +21,10 @@ def compiler_settings(plan: Plan, options: AdviseOptions) -> None:
     """The neuronx-cc flags and environment variables the plan needs, each with its reason."""
     flags = load_compiler().flags
     model = plan.model
-    args: list[str] = []
+    pairs: list[tuple[str, str | None]] = []  # (flag, value or None for a switch)
 
     def add(name: str, value: str | None, why: str, extra_source: str = "") -> None:
-        args.extend([name] if value is None else [name, value])
+        pairs.append((name, value))
         shown = name if value is None else f"{name} {value}"
         source = flags[name].source + (f"; {extra_source}" if extra_source else "")
         plan.reason(shown, why, source)
@@ -62,7 +62,7 @@ def compiler_settings(plan: Plan, options: AdviseOptions) -> None:
     if plan.chip == "trn1" and model_type == "transformer" and options.prefer == "accuracy":
         add("--enable-saturate-infinity", None, "trn1: clamps ±inf to the largest finite values in "
             "compiler-inserted transposes, which avoids NaN there")
-    plan.compiler_args = args
+    plan.compiler_args = [part for name, value in pairs for part in (name, value) if part is not None]
     if plan.tp_degree:
         last = plan.tp_degree - 1
         plan.env["NEURON_RT_VISIBLE_CORES"] = "0" if not last else f"0-{last}"
@@ -70,7 +70,7 @@ def compiler_settings(plan: Plan, options: AdviseOptions) -> None:
                     f"one replica on the first {plan.tp_degree} core(s); start further replicas at multiples of "
                     f"{plan.tp_degree}", load_compiler().env["NEURON_RT_VISIBLE_CORES"].source)
     if plan.stack == "native":
-        _native_env(plan, args)
+        _native_env(plan, pairs)
     if plan.task == "training" and options.dtype in ("bf16", "fp16"):
         plan.env["NEURON_RT_STOCHASTIC_ROUNDING_EN"] = "1"
         plan.reason("NEURON_RT_STOCHASTIC_ROUNDING_EN=1", "16-bit training: stochastic rounding keeps small "
@@ -83,16 +83,11 @@ TNX_SOURCE = ("parmoham-aws/test-repo-parmoham (a public, unofficial copy of Tor
               "compilation/NeuronCompiler.cpp@5577a2d8 (NEURON_CC_FLAGS appended to the compile)")
 
 
-def _native_env(plan: Plan, args: list[str]) -> None:
+def _native_env(plan: Plan, pairs: list[tuple[str, str | None]]) -> None:
     """TorchNeuron picks --target and the LNC from the instance (NEURON_LOGICAL_NC_CONFIG) and appends
     NEURON_CC_FLAGS to its own compile command: the rest of the flags go there."""
     compiler = load_compiler()
-    rest, i = [], 0
-    while i < len(args):
-        takes_value = bool(compiler.flags[args[i]].values)
-        if args[i] not in AUTOMATIC:
-            rest.extend(args[i : i + 1 + takes_value])
-        i += 1 + takes_value
+    rest = [part for name, value in pairs if name not in AUTOMATIC for part in (name, value) if part is not None]
     plan.env["NEURON_CC_FLAGS"] = " ".join(rest)
     plan.reason("NEURON_CC_FLAGS", "torch.compile(backend=\"neuron\") compiles with neuronx-cc and appends "
                 "NEURON_CC_FLAGS to its own arguments; --target and the LNC it takes from the instance, the "
