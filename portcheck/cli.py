@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import functools
 import os
 import sys
 from pathlib import Path
@@ -523,8 +524,7 @@ def _review(args: argparse.Namespace) -> int:
     change = changed_lines(args.base, args.head, cwd)
     result = review(change, settings)
 
-    def lines_for(path: str) -> list[str]:
-        return lines_at_head(change, path)
+    lines_for = functools.partial(lines_at_head, change)
 
     buffer = io.StringIO()
     if output_format in ("github-review", "markdown"):

@@ -28,6 +28,20 @@ class Change:
     head: str  # a commit, or "" for the working tree
     head_sha: str
     hunks: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    _read: dict[str, bytes] = field(default_factory=dict, repr=False)
+
+    def source(self, path: str) -> bytes:
+        """The file as it is at the head, or in the working tree (b"" if it cannot be read), read once: scanning
+        and every suggestion in the file share it."""
+        if path not in self._read:
+            if self.head:
+                self._read[path] = git_show(self.head, path, self.root)
+            else:
+                try:
+                    self._read[path] = (self.root / path).read_bytes()
+                except OSError:
+                    self._read[path] = b""
+        return self._read[path]
 
     def hunk_of(self, path: str, first: int, last: int) -> tuple[int, int] | None:
         """The first hunk of `path` that overlaps lines first..last."""
@@ -107,7 +121,7 @@ def review(change: Change, settings: Settings) -> ScanResult:
         location = change.root / path
         if not hunks or is_excluded(location, settings):
             continue
-        data = git_show(change.head, path, change.root) if change.head else None
+        data = change.source(path) if change.head else None
         job = FileJob(path=path, chip=settings.chip, stack=settings.stack,
                       enabled=settings.enabled_for(relative_to_root(location, settings)), location=str(location),
                       data=data)
@@ -127,12 +141,7 @@ def git_show(head: str, path: str, root: Path) -> bytes:
 
 
 def lines_at_head(change: Change, path: str) -> list[str]:
-    if change.head:
-        return git_show(change.head, path, change.root).decode("utf-8", errors="replace").splitlines()
-    try:
-        return (change.root / path).read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        return []
+    return change.source(path).decode("utf-8", errors="replace").splitlines()
 
 
 # --- posting to GitHub -------------------------------------------------------------------------------------------
