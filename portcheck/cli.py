@@ -70,17 +70,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="report graph evidence only, without the static pass over the model's files")
     trace.add_argument("--neuron-analyze", action="store_true",
                        help="also run torch_neuronx.analyze (a Neuron host with torch-neuronx only)")
-    for name, kwargs in (("--target", {"choices": ("trn2", "inf2", "trn1"), "help": "chip (default trn2)"}),
-                         ("--stack", {"choices": ("native", "xla"), "help": "PyTorch stack"}),
-                         ("--format", {"choices": FORMATS, "help": "output format (default concise)"}),
-                         ("--select", {"type": _codes, "metavar": "CODES", "help": "only these codes"}),
-                         ("--extend-select", {"type": _codes, "default": [], "metavar": "CODES"}),
-                         ("--ignore", {"type": _codes, "default": [], "metavar": "CODES"}),
-                         ("--config", {"metavar": "FILE", "help": "use this portcheck.toml / pyproject.toml"}),
-                         ("--fail-level", {"choices": ("error", "warning", "info")})):
-        trace.add_argument(name, **kwargs)
+    trace.add_argument("--format", choices=FORMATS, help="output format (default concise)")
+    _target_and_selection(trace)
     trace.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE")
-    trace.add_argument("--isolated", action="store_true", help="ignore every configuration file")
     trace.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
 
     advise = commands.add_parser(
@@ -131,15 +123,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="post the review to the pull request (GITHUB_TOKEN, GITHUB_REPOSITORY, GITHUB_API_URL)")
     review.add_argument("--pr", type=_positive, metavar="N",
                         help="pull request number for --post (default: from GITHUB_EVENT_PATH)")
-    for name, kwargs in (("--target", {"choices": ("trn2", "inf2", "trn1"), "help": "chip (default trn2)"}),
-                         ("--stack", {"choices": ("native", "xla"), "help": "PyTorch stack"}),
-                         ("--select", {"type": _codes, "metavar": "CODES", "help": "only these codes"}),
-                         ("--extend-select", {"type": _codes, "default": [], "metavar": "CODES"}),
-                         ("--ignore", {"type": _codes, "default": [], "metavar": "CODES"}),
-                         ("--config", {"metavar": "FILE", "help": "use this portcheck.toml / pyproject.toml"}),
-                         ("--fail-level", {"choices": ("error", "warning", "info")})):
-        review.add_argument(name, **kwargs)
-    review.add_argument("--isolated", action="store_true", help="ignore every configuration file")
+    _target_and_selection(review)
     review.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
 
     rules = commands.add_parser("rules", help="list every rule")
@@ -167,6 +151,18 @@ def _positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a number of at least 1, not {text!r}")
     return value
+
+
+def _target_and_selection(parser: argparse.ArgumentParser) -> None:
+    """The target, rule selection and configuration options `trace` and `review` share."""
+    parser.add_argument("--target", choices=("trn2", "inf2", "trn1"), help="chip (default trn2)")
+    parser.add_argument("--stack", choices=("native", "xla"), help="PyTorch stack")
+    parser.add_argument("--select", type=_codes, metavar="CODES", help="only these codes")
+    parser.add_argument("--extend-select", type=_codes, default=[], metavar="CODES")
+    parser.add_argument("--ignore", type=_codes, default=[], metavar="CODES")
+    parser.add_argument("--config", metavar="FILE", help="use this portcheck.toml / pyproject.toml")
+    parser.add_argument("--fail-level", choices=("error", "warning", "info"))
+    parser.add_argument("--isolated", action="store_true", help="ignore every configuration file")
 
 
 def _model_arguments(parser: argparse.ArgumentParser) -> None:
