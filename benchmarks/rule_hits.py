@@ -31,87 +31,16 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
-import zipfile
 from collections import defaultdict
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
-DEFAULT_VERSION = "5.24.0"
+from corpus import DEFAULT_CACHE, DEFAULT_VERSION, Fail, download, extract, py_files
+
 DEFAULT_TARGETS = ("trn2:native", "inf2:xla")
-DEFAULT_CACHE = Path(__file__).resolve().parent / ".cache"
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
-
-
-class Fail(Exception):
-    """An error the user can act on: printed as one line, exit code 2."""
-
-
-# ---- corpus -------------------------------------------------------------------------------------
-
-
-def _wanted(member: str) -> bool:
-    """True for ``transformers/models/**/modeling_*.py`` inside the wheel."""
-    parts = PurePosixPath(member).parts
-    name = parts[-1] if parts else ""
-    return (len(parts) >= 4 and parts[0] == "transformers" and parts[1] == "models"
-            and name.startswith("modeling_") and name.endswith(".py"))
-
-
-def _find_wheel(cache: Path, version: str) -> Path | None:
-    wheels = sorted(cache.glob(f"transformers-{version}-*.whl"))
-    return wheels[0] if wheels else None
-
-
-def _download(cache: Path, version: str) -> Path:
-    wheel = _find_wheel(cache, version)
-    if wheel is not None:
-        return wheel
-    cache.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "pip", "download", f"transformers=={version}", "--no-deps",
-               "--only-binary=:all:", "--disable-pip-version-check", "-d", str(cache)]
-    print(f"downloading transformers {version} into {cache} ...", file=sys.stderr)
-    try:
-        proc = subprocess.run(command, capture_output=True, text=True, check=False)
-    except OSError as exc:
-        raise Fail(f"cannot run pip: {exc}") from None
-    wheel = _find_wheel(cache, version)
-    if proc.returncode != 0 or wheel is None:
-        lines = [ln.strip() for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip()]
-        errors = [ln for ln in lines if ln.startswith("ERROR")] or lines[-1:] or ["no output"]
-        raise Fail(f"pip download transformers=={version} failed (no network, or no such release?): {errors[-1]}")
-    return wheel
-
-
-def _extract(wheel: Path, destination: Path) -> Path:
-    """Extract the modeling files once; a half-finished extraction is never taken for a finished one."""
-    if destination.is_dir():
-        return destination
-    try:
-        with zipfile.ZipFile(wheel) as archive:
-            members = [m for m in archive.namelist() if _wanted(m)]
-            if not members:
-                raise Fail(f"{wheel}: no transformers/models/**/modeling_*.py in the wheel")
-            staging = Path(tempfile.mkdtemp(prefix=f".{destination.name}.", dir=destination.parent))
-            try:
-                for member in members:
-                    target = staging.joinpath(*PurePosixPath(member).parts)
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    target.write_bytes(archive.read(member))
-                staging.rename(destination)
-            except BaseException:
-                shutil.rmtree(staging, ignore_errors=True)
-                raise
-    except zipfile.BadZipFile:
-        raise Fail(f"{wheel}: not a valid wheel (delete it and rerun)") from None
-    return destination
-
-
-def _py_files(root: Path) -> list[Path]:
-    return sorted(p for p in root.rglob("*.py") if p.is_file())
 
 
 # ---- scanning -----------------------------------------------------------------------------------
@@ -131,7 +60,7 @@ def _parse_target(text: str) -> tuple[str, str]:
 
 def _scan(corpus: Path, chip: str, stack: str) -> tuple[dict, float]:
     command = [*_portcheck(), "scan", "--isolated", "--select", "ALL", "--format", "json", "--exit-zero",
-               "--no-respect-gitignore", "--target", chip, "--stack", stack, "."]
+               "--no-respect-gitignore", "--no-cache", "--target", chip, "--stack", stack, "."]
     started = time.perf_counter()
     try:
         proc = subprocess.run(command, cwd=corpus, capture_output=True, text=True, check=False)
@@ -259,13 +188,13 @@ def run(args: argparse.Namespace) -> int:
         source = {"corpus": str(corpus)}
     else:
         cache = args.cache_dir.expanduser().resolve()
-        wheel = _download(cache, args.transformers_version)
-        corpus = _extract(wheel, cache / f"transformers-{args.transformers_version}")
+        wheel = download(cache, args.transformers_version)
+        corpus = extract(wheel, cache / f"transformers-{args.transformers_version}")
         source = {"transformers_version": args.transformers_version, "wheel": wheel.name, "corpus": str(corpus)}
-    py_files = _py_files(corpus)
-    if not py_files:
+    corpus_files = py_files(corpus)
+    if not corpus_files:
         raise Fail(f"{corpus}: the corpus is empty (no .py files)")
-    print(f"corpus: {corpus} ({len(py_files)} .py files)")
+    print(f"corpus: {corpus} ({len(corpus_files)} .py files)")
 
     codes = {c.strip().upper() for c in args.code if c.strip()}
     results = []
@@ -274,15 +203,15 @@ def run(args: argparse.Namespace) -> int:
         report, elapsed = _scan(corpus, chip, stack)
         findings = report.get("findings", [])
         errors = report.get("errors", [])
-        files = report.get("summary", {}).get("files", len(py_files))
+        files = report.get("summary", {}).get("files", len(corpus_files))
         result = {"target": chip, "stack": stack, "files": files, "findings": len(findings),
                   "files_with_findings": len({f["path"] for f in findings}), "errors": len(errors),
                   "wall_seconds": round(elapsed, 3), "rules": _tally(findings), "error_details": errors}
         if args.sample:
             result["samples"] = _samples(findings, corpus, args.sample, args.seed, codes, label)
         _print_table(label, result)
-        if files != len(py_files):
-            print(f"note: portcheck scanned {files} files, the corpus has {len(py_files)} .py files")
+        if files != len(corpus_files):
+            print(f"note: portcheck scanned {files} files, the corpus has {len(corpus_files)} .py files")
         _print_samples(label, result.get("samples", []))
         results.append(result)
 

@@ -8,15 +8,17 @@ import tempfile
 from pathlib import Path
 
 
-def replace_file(path: Path, data: bytes, mode: int) -> None:
-    """Put `data` at `path` with permission bits `mode`; an OSError says why not."""
+def replace_file(path: Path, data: bytes, mode: int, durable: bool = True) -> None:
+    """Put `data` at `path` with permission bits `mode`; an OSError says why not. `durable=False` skips the
+    flush to disk, for files a crash may lose (a cache entry) but must never leave half-written."""
     directory = path.parent if str(path.parent) else Path(".")
     descriptor, temporary = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(descriptor, "wb") as handle:
             handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
+            if durable:
+                handle.flush()
+                os.fsync(handle.fileno())
         os.chmod(temporary, mode)
         os.replace(temporary, path)
     except BaseException:

@@ -51,6 +51,9 @@ def _parser() -> argparse.ArgumentParser:
                       help="lowest severity that makes the exit code 1 (default info)")
     scan.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
     scan.add_argument("--jobs", "-j", type=int, metavar="N", help="processes to analyse files with (default: cores)")
+    scan.add_argument("--no-cache", action="store_true", help="neither read nor write the results cache")
+    scan.add_argument("--cache-dir", metavar="DIR",
+                      help="keep the results cache in DIR (default: $PORTCHECK_CACHE_DIR, else .portcheck_cache)")
     scan.add_argument("--baseline", metavar="FILE", help="report only findings this baseline file does not hold")
     scan.add_argument("--write-baseline", metavar="FILE",
                       help="record the current findings in FILE (for --baseline) and exit 0")
@@ -230,7 +233,15 @@ def _scan(args: argparse.Namespace) -> int:
         result = scan_stdin(data, args.stdin_filename, settings, cwd)
         stdin_text = data.decode("utf-8", errors="replace")
     else:
-        result = scan_paths(paths, settings, cwd, fixing, jobs=args.jobs)
+        cache = None
+        if fixing is None:
+            from portcheck.cache import Cache, directory_for
+
+            directory = directory_for(args.cache_dir, args.no_cache, settings.root)
+            cache = Cache(directory if directory.is_absolute() else cwd / directory) if directory else None
+        result = scan_paths(paths, settings, cwd, fixing, jobs=args.jobs, cache=cache)
+        if cache is not None and cache.problem:
+            sys.stderr.write(f"portcheck: warning: {cache.problem}\n")
     if fixing is not None and (fixing.diff or args.fix_only):
         return _report_fixes(result, args, fixing)
     if args.write_baseline:

@@ -98,6 +98,18 @@ class FileResult:
 
 
 @dataclass(frozen=True)
+class FileJob:
+    """Everything analyse_file needs about one file; picklable for a process pool."""
+
+    path: str  # as shown in reports (relative to the working directory)
+    chip: str
+    stack: str
+    enabled: frozenset[str]
+    data: bytes | None = None  # None: read from `location`
+    location: str | None = None
+
+
+@dataclass(frozen=True)
 class Target:
     chip: str
     stack: str

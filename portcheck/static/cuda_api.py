@@ -36,6 +36,7 @@ from portcheck.static.rule import (
     string_value,
 )
 from portcheck.static.values import contains
+from portcheck.static.walk import visit
 
 TOKENS = ("cuda", "CUDA", "cudnn")
 REFERENCE_CODES = ("PC104", "PC105", "PC106", "PC107", "PC108", "PC109", "PC111")
@@ -359,7 +360,7 @@ class _NameUses(cst.CSTVisitor):
 
 def _only_placed(ctx: Context, scope: cst.CSTNode, name: str) -> bool:
     uses = _NameUses(ctx, name)
-    scope.visit(uses)
+    visit(scope, uses)
     return not uses.other
 
 
@@ -487,7 +488,7 @@ def _find_call(ctx: Context, match: Callable[[cst.Call], bool]) -> cst.Call | No
     if not ctx.statements:
         return None
     finder = _CallFinder(match)
-    ctx.statements[-1].visit(finder)
+    visit(ctx.statements[-1], finder)
     return finder.found
 
 
@@ -534,7 +535,7 @@ class _StrayCuda(cst.CSTVisitor):
 
 def _stray_cuda(ctx: Context, node: cst.CSTNode, allowed: set[int]) -> bool:
     finder = _StrayCuda(ctx, allowed)
-    node.visit(finder)
+    visit(node, finder)
     return finder.found
 
 

@@ -26,7 +26,7 @@ from portcheck.static.rule import (
 )
 
 NCCL_TOKENS = ("nccl", "NCCL")
-DDP_TOKENS = ("device_ids", "output_device")
+DDP_TOKENS = ("DistributedDataParallel",)  # any spelling of the call imports or names the class
 ENV_TOKENS = ("NCCL_",)
 
 # function -> index of `backend` when passed positionally

@@ -29,6 +29,7 @@ from portcheck.static.values import (
     reads_tensor_values,
     skipped_when_compiling,
 )
+from portcheck.static.walk import visit
 
 TOKENS = ("nonzero", "argwhere", "where", "masked_select", "[", "unique", "repeat_interleave", "bincount",
           "forward", "item", "tolist", "max", "sum")
@@ -171,7 +172,7 @@ def _data_read(ctx: Context, node: cst.BaseExpression, depth: int = 0) -> cst.Ca
                 found = call
             return found is None
 
-    node.visit(Finder())
+    visit(node, Finder())
     if found is not None:
         return found
     reduction = reads_tensor_values(ctx, node)

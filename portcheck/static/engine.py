@@ -9,12 +9,12 @@ from __future__ import annotations
 import ast
 import functools
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
-from portcheck.findings import Edit, FileError, FileResult, Finding, Fix, fingerprinted
+from portcheck.findings import Edit, FileError, FileJob, FileResult, Finding, Fix, fingerprinted
 from portcheck.knowledge import load
 from portcheck.static import (  # noqa: F401  (importing a family module registers its checks)
     attention,
@@ -28,77 +28,86 @@ from portcheck.static import (  # noqa: F401  (importing a family module registe
     training,
 )
 from portcheck.static.names import function_scope
-from portcheck.static.rule import CHECKS, RULES, Context, FixPlan, Hit
+from portcheck.static.positions import Positions
+from portcheck.static.rule import CHECKS, RULES, Check, Context, FixPlan, Hit
 from portcheck.static.source import SourceError, decode
 from portcheck.static.suppress import Suppression, might_hold_suppression, parse_comment
+from portcheck.static.walk import STATEMENTS, walk
 
 UNUSED_SUPPRESSION = "PC900"
 
-_STATEMENTS = (
-    cst.SimpleStatementLine, cst.If, cst.For, cst.While, cst.With, cst.Try, cst.TryStar,
-    cst.FunctionDef, cst.ClassDef, cst.Match,
-)
-
-
-@dataclass(frozen=True)
-class FileJob:
-    """Everything analyse_file needs about one file; picklable for a process pool."""
-
-    path: str  # as shown in reports (relative to the working directory)
-    chip: str
-    stack: str
-    enabled: frozenset[str]
-    data: bytes | None = None  # None: read from `location`
-    location: str | None = None
 
 
 @functools.cache
-def _plan(enabled: frozenset[str]) -> tuple[dict[type, tuple], tuple[str, ...]]:
-    """For one set of enabled codes, once per process: node type -> check functions, and the tokens
-    without which no enabled check can fire."""
+def _plan(enabled: frozenset[str]) -> tuple[tuple[Check, ...], tuple[str, ...]]:
+    """For one set of enabled codes, once per process: the checks that may report one of them, and the tokens
+    without which none of them can fire."""
+    checks = tuple(c for c in CHECKS if c.codes & enabled)
+    return checks, tuple(dict.fromkeys(t for c in checks for t in c.tokens))
+
+
+def _table(checks: tuple[Check, ...], text: str) -> dict[type, tuple]:
+    """Node type -> the check functions to run on it, for the checks whose tokens this file holds: a file that
+    never says `autocast` runs no autocast check on its 70,000 names."""
+    present: dict[str, bool] = {}
+    active = []
+    for c in checks:
+        for token in c.tokens:
+            found = present.get(token)
+            if found is None:
+                found = present[token] = token in text
+            if found:
+                active.append(c)
+                break
+    return _dispatch(tuple(active))
+
+
+@functools.lru_cache(maxsize=256)
+def _dispatch(checks: tuple[Check, ...]) -> dict[type, tuple]:
     table: dict[type, list] = defaultdict(list)
-    tokens: dict[str, None] = {}
-    for c in CHECKS:
-        if c.codes & enabled:
-            for kind in c.node_types:
-                table[kind].append(c.fn)
-            tokens.update(dict.fromkeys(c.tokens))
-    return {kind: tuple(fns) for kind, fns in table.items()}, tuple(tokens)
+    for c in checks:
+        for kind in c.node_types:
+            table[kind].append(c.fn)
+    return {kind: tuple(fns) for kind, fns in table.items()}
 
 
-class _Traversal(cst.CSTVisitor):
-    def __init__(self, ctx: Context, table: dict[type, tuple], comments: list[cst.Comment]) -> None:
-        self.ctx = ctx
-        self.table = table
-        self.comments = comments
+def _traverse(module: cst.Module, ctx: Context, table: dict[type, tuple],
+              comments: list[tuple[cst.Comment, tuple]] | None) -> None:
+    """The one batched traversal: every enabled check on the nodes it registered for, with the statement,
+    function and loop stacks kept for them. With `comments`, also collect the comments (and where they are)."""
+    statements, scopes, functions, loops, chains = ctx.statements, ctx.scopes, ctx.functions, ctx.loops, ctx.chains
+    get = table.get
 
-    def on_visit(self, node: cst.CSTNode) -> bool:
+    def enter(node: cst.CSTNode) -> bool:
         kind = type(node)
         if kind is cst.Comment:
-            self.comments.append(node)  # type: ignore[arg-type]
+            comments.append((node, tuple(statements)))  # type: ignore[union-attr, arg-type]
             return False
-        if kind in _STATEMENTS:
-            self.ctx.statements.append(node)
+        if kind in STATEMENTS:
+            statements.append(node)
+            chains[node] = tuple(statements)
             if kind is cst.FunctionDef:
-                self.ctx.scopes.append(function_scope(node))  # type: ignore[arg-type]
-                self.ctx.functions.append(node)  # type: ignore[arg-type]
+                scopes.append(function_scope(node))  # type: ignore[arg-type]
+                functions.append(node)  # type: ignore[arg-type]
             elif kind is cst.For or kind is cst.While:
-                self.ctx.loops.append(node)
+                loops.append(node)  # type: ignore[arg-type]
         descend = True
-        for fn in self.table.get(kind, ()):
-            if fn(node, self.ctx) is False:
+        for fn in get(kind, ()):
+            if fn(node, ctx) is False:
                 descend = False
         return descend
 
-    def on_leave(self, original_node: cst.CSTNode) -> None:
-        kind = type(original_node)
-        if kind in _STATEMENTS:
-            self.ctx.statements.pop()
+    def leave(node: cst.CSTNode) -> None:
+        kind = type(node)
+        if kind in STATEMENTS:
+            statements.pop()
             if kind is cst.FunctionDef:
-                self.ctx.scopes.pop()
-                self.ctx.functions.pop()
+                scopes.pop()
+                functions.pop()
             elif kind is cst.For or kind is cst.While:
-                self.ctx.loops.pop()
+                loops.pop()
+
+    walk(module, enter, leave, comments=comments is not None)
 
 
 def analyse_file(job: FileJob) -> FileResult:
@@ -121,38 +130,65 @@ def analyse_file(job: FileJob) -> FileResult:
         return FileResult(job.path, errors=(FileError(job.path, f"internal error: {type(exc).__name__}: {exc}"),))
 
 
+def parse(text: str) -> cst.Module:
+    """`libcst.parse_module` without re-validating each node the parser has just built from valid source.
+
+    Every node's `__post_init__` runs libcst's `_validate`, which only refuses trees that code could have
+    assembled by hand wrongly (a parse of valid text never is one; libcst's own note on `__post_init__` says
+    as much). Skipping it takes a seventh off the parse. Construction is restored afterwards, so the nodes fixes
+    build are validated as usual.
+    """
+    with _validation_off():
+        return cst.parse_module(text)
+
+
+@contextmanager
+def _validation_off() -> Iterator[None]:
+    base = cst.CSTNode
+    saved = base.__dict__["__post_init__"]
+    base.__post_init__ = _no_validation  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        base.__post_init__ = saved  # type: ignore[method-assign]
+
+
+def _no_validation(self: cst.CSTNode) -> None:
+    return None
+
+
 def analyse_text(text: str, path: str, chip: str, stack: str, enabled: frozenset[str]) -> FileResult:
     # Python's own parser first: its messages and lines are the ones users know, it is a tenth of libcst's
     # cost, and it refuses what would crash libcst's native parser (thousands of nested brackets segfault it).
     try:
-        compile(text, path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+        tree = compile(text, path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
     except SyntaxError as exc:
         return FileResult(path, errors=(FileError(path, f"syntax error: {exc.msg}", exc.lineno),))
     except RecursionError:
         return FileResult(path, errors=(FileError(path, "too deeply nested to analyse (Python's parser gave up)"),))
     except (ValueError, MemoryError) as exc:
         return FileResult(path, errors=(FileError(path, f"cannot parse: {exc}"),))
-    table, tokens = _plan(enabled)
+    checks, tokens = _plan(enabled)
     if not might_hold_suppression(text) and not any(token in text for token in tokens):
         return FileResult(path)  # nothing here can fire
     try:
-        module = cst.parse_module(text)
+        module = parse(text)
     except cst.ParserSyntaxError as exc:
         message = " ".join(exc.message.split())
         return FileResult(path, errors=(FileError(path, f"syntax error: {message}", exc.raw_line),))
 
     ctx = Context(module, chip, stack, enabled, text)
-    comments: list[cst.Comment] = []
-    module.visit(_Traversal(ctx, table, comments))
+    comments: list[tuple[cst.Comment, tuple]] | None = [] if might_hold_suppression(text) else None
+    _traverse(module, ctx, _table(checks, text), comments)
 
-    suppressing = [c for c in comments if might_hold_suppression(c.value)]
+    suppressing = [(c, chain) for c, chain in comments or () if might_hold_suppression(c.value)]
     if not ctx.hits and not suppressing:
         return FileResult(path)
-    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    positions = Positions(module, tree, text)
     findings = [_finding(hit, path, ctx, positions) for hit in ctx.hits]
     suppressions = []
-    for comment in suppressing:
-        where = positions[comment]
+    for comment, chain in suppressing:
+        where = positions.of(comment, chain)
         suppressions.extend(
             parse_comment(comment.value, where.start.line, where.start.column + 1, where.end.column + 1))
     findings, suppressed = _apply_suppressions(findings, ctx.hits, positions, suppressions, enabled, path)
@@ -169,7 +205,7 @@ def analyse_text(text: str, path: str, chip: str, stack: str, enabled: frozenset
     return FileResult(path, findings=tuple(kept), suppressed=tuple(quiet))
 
 
-def _import_line(module: cst.Module, positions) -> int:
+def _import_line(module: cst.Module, positions: Positions) -> int:
     """The line a new import goes on: after the last top-level import, else after the docstring and
     `from __future__` imports, else the first line."""
     line = 1
@@ -179,21 +215,21 @@ def _import_line(module: cst.Module, positions) -> int:
         small = stmt.body[0]
         docstring = index == 0 and isinstance(small, cst.Expr) and isinstance(small.value, cst.SimpleString)
         if docstring or isinstance(small, (cst.Import, cst.ImportFrom)):
-            line = positions[stmt].end.line + 1
+            line = positions.of(stmt, (stmt,)).end.line + 1
         else:
             break
     else:
         return line
     for stmt in module.body:
         if isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], (cst.Import, cst.ImportFrom)):
-            line = max(line, positions[stmt].end.line + 1)
+            line = max(line, positions.of(stmt, (stmt,)).end.line + 1)
     return line
 
 
-def _fix(plan: FixPlan, ctx: Context, positions) -> Fix:
+def _fix(plan: FixPlan, hit: Hit, ctx: Context, positions: Positions) -> Fix:
     edits = []
     for step in plan.replacements:
-        where = positions[step.node]
+        where = positions.of(step.node, ctx.chains.get(step.node, hit.chain))
         if step.whole_lines:
             edits.append(Edit(where.start.line, 1, where.end.line + 1, 1, step.content))
         else:
@@ -206,9 +242,9 @@ def _fix(plan: FixPlan, ctx: Context, positions) -> Fix:
     return Fix("safe" if plan.safe else "unsafe", plan.title, tuple(sorted(edits, key=lambda e: (e.line, e.column))))
 
 
-def _finding(hit: Hit, path: str, ctx: Context, positions) -> Finding:
+def _finding(hit: Hit, path: str, ctx: Context, positions: Positions) -> Finding:
     info = load().rules[hit.code]
-    where = positions[hit.node]
+    where = positions.of(hit.node, ctx.chains.get(hit.node, hit.chain))
     return Finding(
         code=info.code,
         name=info.name,
@@ -220,23 +256,26 @@ def _finding(hit: Hit, path: str, ctx: Context, positions) -> Finding:
         column=where.start.column + 1,
         end_line=where.end.line,
         end_column=where.end.column + 1,
-        fix=_fix(hit.fix, ctx, positions) if hit.fix is not None else None,
+        fix=_fix(hit.fix, hit, ctx, positions) if hit.fix is not None else None,
     )
 
 
-def _statement_lines(hit: Hit, finding: Finding, positions) -> tuple[int, int]:
+def _statement_lines(hit: Hit, finding: Finding, positions: Positions) -> tuple[int, int]:
     first, last = finding.line, finding.end_line
     statement = hit.statement
     if statement is not None:
-        where = positions[statement]
-        first = min(first, where.start.line)
-        if isinstance(statement, cst.SimpleStatementLine):
-            last = max(last, where.end.line)
-        else:
+        lines = positions.statement_lines(statement, hit.chain)
+        if lines is None:  # not where Python's tree has it: generate the code to find out
+            where = positions.of(statement, hit.chain)
             body = getattr(statement, "body", None)
-            has_body = isinstance(body, cst.CSTNode) and body in positions
-            header_end = positions[body].start.line if has_body else where.start.line
-            last = max(last, header_end)
+            if isinstance(statement, cst.SimpleStatementLine):
+                lines = where.start.line, where.end.line
+            elif isinstance(body, cst.BaseSuite):
+                lines = where.start.line, positions.of(body, hit.chain).start.line
+            else:
+                lines = where.start.line, where.start.line
+        first = min(first, lines[0])
+        last = max(last, lines[1])
     return first, last
 
 

@@ -22,6 +22,7 @@ from portcheck.findings import Severity
 from portcheck.static.dynamic_shape import SIZE_FACTORIES, SIZE_METHODS
 from portcheck.static.names import dotted_name
 from portcheck.static.rule import Context, Rule, call_name, check, keyword, positional, rule, string_value
+from portcheck.static.walk import visit
 
 CODES = ("PC701", "PC702", "PC703")
 TOKENS = ("item", "tolist", "cpu", "numpy", "print", "float(", "int(", "bool(")
@@ -163,7 +164,7 @@ def _scan_loop(ctx: Context, loop: cst.For | cst.While) -> _Loop:
     scan = Scan()
     for index, statement in enumerate(body):
         facts.positions[id(statement)] = index
-        statement.visit(scan)
+        visit(statement, scan)
         if scan.synced and facts.synced_at is None:
             facts.synced_at = index
     return facts
@@ -381,7 +382,7 @@ def _size_names(ctx: Context, scope: cst.CSTNode) -> frozenset[str]:
                 return
             found.update(a.value.value for a in args if isinstance(a.value, cst.Name))
 
-    scope.visit(Finder())
+    visit(scope, Finder())
     return frozenset(found)
 
 
@@ -500,7 +501,7 @@ def _calls_in(node: cst.CSTNode) -> set[int]:
         def visit_Call(self, call: cst.Call) -> None:
             found.add(id(call))
 
-    node.visit(Finder())
+    visit(node, Finder())
     return found
 
 

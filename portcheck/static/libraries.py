@@ -26,6 +26,7 @@ from portcheck.knowledge import KnowledgeError, rules_dir
 from portcheck.static.names import dotted_name
 from portcheck.static.rule import Context, Rule, call_name, check, keyword, positional, rule, string_value
 from portcheck.static.values import availability_probe, catches_import_error, under_type_checking
+from portcheck.static.walk import visit
 
 
 @dataclass(frozen=True)
@@ -291,7 +292,7 @@ def _cuda_source_in(ctx: Context, node: cst.BaseExpression) -> str | None:
                 found.append(text.value)
             return False
 
-    node.visit(Finder())
+    visit(node, Finder())
     return found[0] if found else None
 
 

@@ -63,6 +63,7 @@ class Hit:
     statement: cst.CSTNode | None
     severity: Severity | None = None  # None: the rule's severity; set where one occurrence is milder or worse
     fix: FixPlan | None = None
+    chain: tuple[cst.CSTNode, ...] = ()  # the statements enclosing `node`, outermost first
 
 
 CheckFn = Callable[[cst.CSTNode, "Context"], bool | None]
@@ -103,7 +104,9 @@ class Context:
         self.scopes: list[Scope] = []
         self.functions: list[cst.FunctionDef] = []
         self.loops: list[cst.For | cst.While] = []
+        self.chains: dict[cst.CSTNode, tuple[cst.CSTNode, ...]] = {}  # statement -> the statements holding it
         self._memo: dict[tuple[str, int], object] = {}
+        self._qualnames: dict[int, str | None] = {}
         # Nodes that are not expressions in load position (attribute names, keywords, parameters) or
         # that an outer node already judged: name resolution skips them.
         self.skip: set[int] = set()
@@ -112,7 +115,7 @@ class Context:
                fix: FixPlan | None = None) -> None:
         if code in self.enabled:
             statement = self.statements[-1] if self.statements else None
-            self.hits.append(Hit(code, node, message, statement, severity, fix))
+            self.hits.append(Hit(code, node, message, statement, severity, fix, tuple(self.statements)))
 
     def memo(self, kind: str, node: cst.CSTNode, compute: Callable[[], object]) -> object:
         """A per-file cache for facts about a node (is this loop a training loop?) that several checks ask."""
@@ -127,7 +130,13 @@ class Context:
         return any(f.name.value == "forward" for f in self.functions)
 
     def qualname(self, node: cst.BaseExpression) -> str | None:
-        return self.names.qualname(node)
+        # Several checks ask about the same callee or attribute chain: resolve each node once.
+        key = id(node)
+        try:
+            return self._qualnames[key]
+        except KeyError:
+            found = self._qualnames[key] = self.names.qualname(node)
+            return found
 
     def constant(self, node: cst.BaseExpression) -> tuple[str, cst.BaseExpression] | None:
         """For a bare name bound once to an expression in the nearest scope that binds it: (name, expr)."""

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
+from portcheck.cache import Cache, content_hash
 from portcheck.config import Settings
-from portcheck.findings import FileError, FileResult, ScanResult, Target
+from portcheck.findings import FileError, FileJob, FileResult, ScanResult, Target
 from portcheck.static.discover import discover, is_excluded, relative_to_root
-from portcheck.static.engine import FileJob, analyse_file
 
 
 @dataclass(frozen=True)
@@ -23,7 +24,7 @@ class Fixing:
 
 
 def scan_paths(paths: list[str], settings: Settings, cwd: Path, fixing: Fixing | None = None,
-               jobs: int | None = None) -> ScanResult:
+               jobs: int | None = None, cache: Cache | None = None) -> ScanResult:
     candidates = discover(paths, settings, cwd)
     file_jobs = [
         FileJob(path=c.display, chip=settings.chip, stack=settings.stack,
@@ -31,7 +32,7 @@ def scan_paths(paths: list[str], settings: Settings, cwd: Path, fixing: Fixing |
                 location=str(c.location))
         for c in candidates
     ]
-    return _run(file_jobs, settings, jobs) if fixing is None else _fix(file_jobs, settings, fixing, jobs)
+    return _run(file_jobs, settings, jobs, cache) if fixing is None else _fix(file_jobs, settings, fixing, jobs)
 
 
 def scan_stdin(data: bytes, filename: str | None, settings: Settings, cwd: Path) -> ScanResult:
@@ -57,9 +58,35 @@ def _in_parallel(function, jobs: list, workers: int | None):
         yield from pool.map(function, jobs, chunksize=max(1, min(16, len(jobs) // (workers * 4))))
 
 
-def _run(jobs: list[FileJob], settings: Settings, workers: int | None = 1) -> ScanResult:
+def _run(jobs: list[FileJob], settings: Settings, workers: int | None = 1, cache: Cache | None = None) -> ScanResult:
     result = ScanResult(target=Target(settings.chip, settings.stack), files=len(jobs))
-    for outcome in _in_parallel(analyse_file, jobs, workers):
+    outcomes: list[FileResult] = []
+    pending: list[tuple[FileJob, str | None, str | None]] = []  # the job, its cache key, its content hash
+    for job in jobs:
+        if cache is None:
+            pending.append((job, None, None))
+            continue
+        try:
+            data = _read(job)
+        except OSError:
+            pending.append((job, None, None))  # analysing it says why it cannot be read
+            continue
+        content, key = content_hash(data), cache.key(job.path, job.chip, job.stack, job.enabled)
+        cached = cache.get(key, content)
+        if cached is not None:
+            outcomes.append(cached)
+        else:
+            pending.append((replace(job, data=data, location=None), key, content))
+    analysed: Iterable[FileResult] = ()
+    if pending:  # libcst and the rules load only when some file is not in the cache
+        from portcheck.static.engine import analyse_file
+
+        analysed = _in_parallel(analyse_file, [job for job, _, _ in pending], workers)
+    for (_, key, content), outcome in zip(pending, analysed, strict=True):
+        outcomes.append(outcome)
+        if cache is not None and key is not None and content is not None and _cacheable(outcome):
+            cache.put(key, content, outcome)
+    for outcome in outcomes:
         result.findings.extend(outcome.findings)
         result.errors.extend(outcome.errors)
         result.suppressed.extend(outcome.suppressed)
@@ -68,6 +95,17 @@ def _run(jobs: list[FileJob], settings: Settings, workers: int | None = 1) -> Sc
     result.errors.sort(key=lambda e: (e.path, e.line or 0))
     return result
 
+
+def _read(job: FileJob) -> bytes:
+    if job.data is not None:
+        return job.data
+    with open(job.location or job.path, "rb") as handle:
+        return handle.read()
+
+
+def _cacheable(outcome: FileResult) -> bool:
+    """A result is the file's for good, except where portcheck itself failed on it."""
+    return not any(e.message.startswith("internal error") for e in outcome.errors)
 
 
 def _fix(jobs: list[FileJob], settings: Settings, fixing: Fixing, workers: int | None = 1) -> ScanResult:

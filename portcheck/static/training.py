@@ -39,6 +39,7 @@ from portcheck.static.rule import (
     string_value,
 )
 from portcheck.static.values import dtype_of
+from portcheck.static.walk import visit
 
 AUTOCAST_TOKENS = ("autocast", "custom_fwd", "custom_bwd")  # `partial(torch.autocast, ...)` too
 SCALER_TOKENS = ("GradScaler",)
@@ -431,7 +432,7 @@ def _scaler_fix(ctx: Context, node: cst.Call) -> FixPlan | None:
     if indents is None:
         return None
     uses = _ScalerUses(ctx, assign.targets[0].target.value, line, indents)
-    node_to_visit.visit(uses)
+    visit(node_to_visit, uses)
     if not uses.known:
         return None
     return FixPlan("Remove the GradScaler: `loss.backward()`, `optimizer.step()`", False, uses.plan())
@@ -620,7 +621,7 @@ def _training(facts: dict) -> bool:
 def _unbounded_steps(ctx: Context, loop: cst.For | cst.While, analysed: set[int]) -> set[int]:
     """The `.step()` calls of the innermost training loops under `loop` that have no step boundary."""
     finder = _LoopFacts(ctx)
-    loop.visit(finder)
+    visit(loop, finder)
     analysed.update(id(facts["node"]) for facts in finder.loops)
     flagged = set()
     for facts in finder.loops:

@@ -12,6 +12,7 @@ import libcst as cst
 
 from portcheck.static.names import dotted_name
 from portcheck.static.rule import Context, call_name, keyword, positional
+from portcheck.static.walk import visit
 
 INTEGER_DTYPES = frozenset({
     "torch.long", "torch.int64", "torch.int", "torch.int32", "torch.int16", "torch.int8", "torch.uint8",
@@ -87,7 +88,7 @@ def reads_tensor_values(ctx: Context, node: cst.CSTNode) -> cst.Call | None:
         def visit_Lambda(self, node: cst.Lambda) -> bool:
             return False
 
-    node.visit(Finder())
+    visit(node, Finder())
     return found[0] if found else None
 
 
@@ -189,7 +190,7 @@ def contains(tree: cst.CSTNode | None, target: cst.CSTNode) -> bool:
             found = found or node is target
             return not found
 
-    tree.visit(Finder())
+    visit(tree, Finder())
     return found
 
 
@@ -256,7 +257,7 @@ def availability_probe(test: cst.BaseExpression) -> str | None:
             if _AVAILABILITY.search(node.value) or (node.value.isupper() and "AVAILABLE" in node.value):
                 found.append(node.value)
 
-    test.visit(Finder())
+    visit(test, Finder())
     return found[0] if found else None
 
 

@@ -1,0 +1,124 @@
+"""A pre-order walk over a libcst tree that reads the nodes' fields instead of going through `node.visit`.
+
+libcst's `visit` rebuilds every node it passes, since a transformer may have replaced a child: on real model
+code that is two thirds of a scan (benchmarks/speed.py). portcheck's checks never replace nodes, so this
+walks the same nodes in the same source order straight from the dataclass fields. Whitespace, brackets and
+operator tokens are left out unless `comments=True` (only a file that may hold a suppression needs its
+comments). `tests/test_walk.py` holds the order to libcst's own visit on every fixture.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import libcst as cst
+from libcst._nodes import op as _op
+from libcst._nodes import whitespace as _whitespace
+
+# Types whose subtrees hold nothing but whitespace, comments and fixed tokens.
+_TOKENS = (cst.LeftParen, cst.RightParen, cst.LeftSquareBracket, cst.RightSquareBracket, cst.LeftCurlyBrace,
+           cst.RightCurlyBrace, cst.EmptyLine, cst.TrailingWhitespace, cst.Newline, cst.Comment,
+           cst.Asynchronous)
+UNWALKED: frozenset[type] = frozenset(
+    kind for module in (_op, _whitespace) for kind in vars(module).values()
+    if isinstance(kind, type) and issubclass(kind, cst.CSTNode) and kind.__module__ == module.__name__
+) | frozenset(_TOKENS)
+
+# The statements the traversal keeps a stack of: a finding's suppression comment may sit on any line of the
+# innermost one, and positions are worked out one statement at a time.
+STATEMENTS: frozenset[type] = frozenset({
+    cst.SimpleStatementLine, cst.If, cst.For, cst.While, cst.With, cst.Try, cst.TryStar, cst.FunctionDef,
+    cst.ClassDef, cst.Match,
+})
+
+# Where a node's dataclass fields are not in the order their code is written: decorators come before the
+# `def`, a keyword before its value, the body of `a if c else b` before its test.
+_SOURCE_ORDER: dict[type, tuple[str, ...]] = {
+    cst.FunctionDef: ("leading_lines", "decorators", "lines_after_decorators", "asynchronous", "name",
+                      "type_parameters", "params", "returns", "body"),
+    cst.ClassDef: ("leading_lines", "decorators", "lines_after_decorators", "name", "type_parameters", "lpar",
+                   "bases", "keywords", "rpar", "body"),
+    cst.Arg: ("star", "keyword", "equal", "value", "comma"),
+    cst.Param: ("star", "name", "annotation", "equal", "default", "comma"),
+    cst.IfExp: ("lpar", "body", "test", "orelse", "rpar"),
+    cst.ExceptHandler: ("leading_lines", "type", "name", "body"),
+    cst.ExceptStarHandler: ("leading_lines", "type", "name", "body"),
+    cst.With: ("leading_lines", "asynchronous", "lpar", "items", "rpar", "body"),
+    cst.For: ("leading_lines", "asynchronous", "target", "iter", "body", "orelse"),
+    cst.CompFor: ("asynchronous", "target", "iter", "ifs", "inner_for_in"),
+    cst.MatchCase: ("leading_lines", "pattern", "guard", "body"),
+    cst.Decorator: ("leading_lines", "decorator", "trailing_whitespace"),
+    cst.SimpleStatementLine: ("leading_lines", "body", "trailing_whitespace"),
+    cst.IndentedBlock: ("header", "body", "footer"),
+    cst.Module: ("header", "body", "footer"),
+    cst.Subscript: ("lpar", "value", "lbracket", "slice", "rbracket", "rpar"),
+    cst.UnaryOperation: ("lpar", "operator", "expression", "rpar"),
+}
+
+
+# Fields that hold only whitespace, brackets or fixed tokens, left alone unless comments are wanted.
+_TOKEN_FIELDS = frozenset({
+    "lpar", "rpar", "lbracket", "rbracket", "lbrace", "rbrace", "leading_lines", "lines_after_decorators",
+    "trailing_whitespace", "header", "footer", "comma", "semicolon", "equal", "dot", "colon", "first_colon",
+    "second_colon", "asynchronous", "newline", "leading_whitespace", "relative", "operator", "star", "indent",
+    "encoding", "default_indent", "default_newline", "has_trailing_newline",
+})
+
+_cache: dict[tuple[type, bool], tuple[str, ...]] = {}
+
+
+def child_fields(kind: type, comments: bool) -> tuple[str, ...]:
+    """The fields of `kind` that may hold child nodes, in source order."""
+    key = (kind, comments)
+    names = _cache.get(key)
+    if names is None:
+        declared = [f.name for f in dataclasses.fields(kind)]
+        order = _SOURCE_ORDER.get(kind, ())
+        ordered = [n for n in order if n in declared] + [n for n in declared if n not in order]
+        if not comments:
+            ordered = [n for n in ordered if n not in _TOKEN_FIELDS and not n.startswith("whitespace")]
+        names = _cache[key] = tuple(ordered)
+    return names
+
+
+Enter = Callable[[cst.CSTNode], "bool | None"]
+Leave = Callable[[cst.CSTNode], None]
+
+
+def walk(root: cst.CSTNode, enter: Enter, leave: Leave | None = None, *, comments: bool = False) -> None:
+    """Call `enter` on every node below and including `root` in source order (its children are skipped when it
+    returns False) and `leave` after each node's children."""
+    walked = _WALKED_ALL if comments else _WALKED
+    fields = _cache
+
+    def is_walked(kind: type) -> bool:
+        answer = walked[kind] = issubclass(kind, cst.CSTNode) and (comments or kind not in UNWALKED)
+        return answer
+
+    def go(node: cst.CSTNode) -> None:
+        if enter(node) is not False:
+            kind = node.__class__
+            for name in fields.get((kind, comments)) or child_fields(kind, comments):
+                value = getattr(node, name)
+                value_kind = value.__class__
+                if value_kind is tuple or value_kind is list:
+                    for child in value:
+                        child_kind = child.__class__
+                        if walked[child_kind] if child_kind in walked else is_walked(child_kind):
+                            go(child)
+                elif walked[value_kind] if value_kind in walked else is_walked(value_kind):
+                    go(value)
+        if leave is not None:
+            leave(node)
+
+    go(root)
+
+
+_WALKED: dict[type, bool] = {}
+_WALKED_ALL: dict[type, bool] = {}
+
+
+def visit(root: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
+    """`root.visit(visitor)` for a visitor that only reads: its visit_/leave_ methods in the same order."""
+    walk(root, visitor.on_visit, visitor.on_leave)
