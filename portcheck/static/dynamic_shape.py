@@ -59,39 +59,43 @@ def _report(ctx: Context, code: str, node: cst.CSTNode, message: str, severity: 
     ctx.report(code, node, message, severity)
 
 
-def _torch_or_method(ctx: Context, node: cst.Call, *names: str) -> str | None:
-    """`torch.<name>(x)` (through any alias) or `x.<name>()` on something that is not a module: the name."""
+_DATA_SIZED = frozenset({"nonzero", "argwhere", "masked_select", "unique", "unique_consecutive",
+                         "repeat_interleave", "bincount"})
+
+
+def _torch_or_method(ctx: Context, node: cst.Call) -> str | None:
+    """For `torch.<name>(x)` (through any alias) or `x.<name>()` on something that is not a module, where
+    <name> is one of the calls whose output size is data: the name."""
     qualname = ctx.qualname(node.func)
     if qualname is not None:
-        for name in names:
-            if qualname == f"torch.{name}":
-                return name
-        return None
-    called = call_name(node)
-    if isinstance(node.func, cst.Attribute) and called in names and not numpy_rooted(ctx, node.func.value):
-        return called
+        name = qualname[6:] if qualname.startswith("torch.") else None
+        return name if name in _DATA_SIZED else None
+    func = node.func
+    if isinstance(func, cst.Attribute) and func.attr.value in _DATA_SIZED and not numpy_rooted(ctx, func.value):
+        return func.attr.value
     return None
 
 
 @check(cst.Call, codes=("PC201", "PC202", "PC203", "PC205", "PC206", "PC207", "PC209"), tokens=TOKENS)
 def check_call(node: cst.CSTNode, ctx: Context) -> None:
     assert isinstance(node, cst.Call)
-    if name := _torch_or_method(ctx, node, "nonzero", "argwhere"):
+    name = _torch_or_method(ctx, node)
+    if name in ("nonzero", "argwhere"):
         _report(ctx, "PC201", node, f"`{name}` returns one row per non-zero element, a shape known only from the "
                    f"data; {_STATIC}; keep the fixed-size boolean mask and use `torch.where(cond, a, b)` or "
                    "multiply by the mask")
     elif ctx.qualname(node.func) == "torch.where" and len(node.args) == 1 and node.args[0].keyword is None:
         _report(ctx, "PC202", node, f"one-argument `torch.where(cond)` is `nonzero(cond, as_tuple=True)`: its size "
                    f"depends on the data; {_STATIC}; use the three-argument `torch.where(cond, a, b)`")
-    elif name := _torch_or_method(ctx, node, "masked_select"):
+    elif name == "masked_select":
         _report(ctx, "PC203", node, f"`masked_select` returns as many elements as the mask holds True; {_STATIC}; "
                    "use `torch.where(mask, x, 0)` or `x * mask` and keep the shape")
-    elif name := _torch_or_method(ctx, node, "unique", "unique_consecutive"):
+    elif name in ("unique", "unique_consecutive"):
         _report(ctx, "PC205", node, f"`{name}` returns as many values as the data holds distinct ones; {_STATIC}; "
                    "compute it outside the compiled model or pad to a fixed maximum")
-    elif name := _torch_or_method(ctx, node, "repeat_interleave"):
+    elif name == "repeat_interleave":
         _check_repeat_interleave(ctx, node, method=ctx.qualname(node.func) is None)
-    elif name := _torch_or_method(ctx, node, "bincount"):
+    elif name == "bincount":
         minlength = keyword(node, "minlength") or positional(node, 1 if ctx.qualname(node.func) is None else 2)
         if minlength is None:
             _report(ctx, "PC207", node, f"`bincount` without `minlength` returns `max(input) + 1` bins, a size "

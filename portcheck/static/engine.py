@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -39,11 +40,9 @@ UNUSED_SUPPRESSION = "PC900"
 
 
 @functools.cache
-def _plan(enabled: frozenset[str]) -> tuple[tuple[Check, ...], tuple[str, ...]]:
-    """For one set of enabled codes, once per process: the checks that may report one of them, and the tokens
-    without which none of them can fire."""
-    checks = tuple(c for c in CHECKS if c.codes & enabled)
-    return checks, tuple(dict.fromkeys(t for c in checks for t in c.tokens))
+def _plan(enabled: frozenset[str]) -> tuple[Check, ...]:
+    """For one set of enabled codes, once per process: the checks that may report one of them."""
+    return tuple(c for c in CHECKS if c.codes & enabled)
 
 
 def _table(checks: tuple[Check, ...], text: str) -> dict[type, tuple]:
@@ -55,11 +54,24 @@ def _table(checks: tuple[Check, ...], text: str) -> dict[type, tuple]:
         for token in c.tokens:
             found = present.get(token)
             if found is None:
-                found = present[token] = token in text
+                # `import apex`, `from apex`, `"apex`...: one search for the word they share rules most out.
+                core = _core(token)
+                found = present.get(core)
+                if found is None:
+                    found = present[core] = core in text
+                if found and core != token:
+                    found = token in text
+                present[token] = found
             if found:
                 active.append(c)
                 break
     return _dispatch(tuple(active))
+
+
+@functools.cache
+def _core(token: str) -> str:
+    """The longest word in a token (`apex` in `import apex`), or the token itself."""
+    return max(re.findall(r"\w+", token), key=len, default=token)
 
 
 @functools.lru_cache(maxsize=256)
@@ -107,7 +119,8 @@ def _traverse(module: cst.Module, ctx: Context, table: dict[type, tuple],
             elif kind is cst.For or kind is cst.While:
                 loops.pop()
 
-    walk(module, enter, leave, comments=comments is not None)
+    only = frozenset(table) | STATEMENTS | {cst.Comment}
+    walk(module, enter, leave, comments=comments is not None, only=only)
 
 
 def analyse_file(job: FileJob) -> FileResult:
@@ -168,8 +181,9 @@ def analyse_text(text: str, path: str, chip: str, stack: str, enabled: frozenset
         return FileResult(path, errors=(FileError(path, "too deeply nested to analyse (Python's parser gave up)"),))
     except (ValueError, MemoryError) as exc:
         return FileResult(path, errors=(FileError(path, f"cannot parse: {exc}"),))
-    checks, tokens = _plan(enabled)
-    if not might_hold_suppression(text) and not any(token in text for token in tokens):
+    table = _table(_plan(enabled), text)
+    may_suppress = might_hold_suppression(text)
+    if not table and not may_suppress:
         return FileResult(path)  # nothing here can fire
     try:
         module = parse(text)
@@ -178,8 +192,8 @@ def analyse_text(text: str, path: str, chip: str, stack: str, enabled: frozenset
         return FileResult(path, errors=(FileError(path, f"syntax error: {message}", exc.raw_line),))
 
     ctx = Context(module, chip, stack, enabled, text)
-    comments: list[tuple[cst.Comment, tuple]] | None = [] if might_hold_suppression(text) else None
-    _traverse(module, ctx, _table(checks, text), comments)
+    comments: list[tuple[cst.Comment, tuple]] | None = [] if may_suppress else None
+    _traverse(module, ctx, table, comments)
 
     suppressing = [(c, chain) for c, chain in comments or () if might_hold_suppression(c.value)]
     if not ctx.hits and not suppressing:

@@ -55,7 +55,8 @@ def _in_parallel(function, jobs: list, workers: int | None):
     from concurrent.futures import ProcessPoolExecutor
 
     with ProcessPoolExecutor(max_workers=min(workers, len(jobs))) as pool:
-        yield from pool.map(function, jobs, chunksize=max(1, min(16, len(jobs) // (workers * 4))))
+        # Small chunks, so that no worker is left with a long tail while the others wait.
+        yield from pool.map(function, jobs, chunksize=max(1, min(4, len(jobs) // (workers * 8))))
 
 
 def _run(jobs: list[FileJob], settings: Settings, workers: int | None = 1, cache: Cache | None = None) -> ScanResult:
@@ -81,6 +82,7 @@ def _run(jobs: list[FileJob], settings: Settings, workers: int | None = 1, cache
     if pending:  # libcst and the rules load only when some file is not in the cache
         from portcheck.static.engine import analyse_file
 
+        pending.sort(key=lambda item: -_size(item[0]))  # largest first: the pool ends together
         analysed = _in_parallel(analyse_file, [job for job, _, _ in pending], workers)
     for (_, key, content), outcome in zip(pending, analysed, strict=True):
         outcomes.append(outcome)
@@ -101,6 +103,15 @@ def _read(job: FileJob) -> bytes:
         return job.data
     with open(job.location or job.path, "rb") as handle:
         return handle.read()
+
+
+def _size(job: FileJob) -> int:
+    if job.data is not None:
+        return len(job.data)
+    try:
+        return os.stat(job.location or job.path).st_size
+    except OSError:
+        return 0
 
 
 def _cacheable(outcome: FileResult) -> bool:

@@ -65,54 +65,71 @@ _TOKEN_FIELDS = frozenset({
     "encoding", "default_indent", "default_newline", "has_trailing_newline",
 })
 
-_cache: dict[tuple[type, bool], tuple[str, ...]] = {}
+_FIELDS: dict[type, tuple[str, ...]] = {}
+_FIELDS_ALL: dict[type, tuple[str, ...]] = {}
 
 
 def child_fields(kind: type, comments: bool) -> tuple[str, ...]:
     """The fields of `kind` that may hold child nodes, in source order."""
-    key = (kind, comments)
-    names = _cache.get(key)
+    cache = _FIELDS_ALL if comments else _FIELDS
+    names = cache.get(kind)
     if names is None:
-        declared = [f.name for f in dataclasses.fields(kind)]
+        declared = [f.name for f in dataclasses.fields(kind) if not _plain(f.type)]
         order = _SOURCE_ORDER.get(kind, ())
         ordered = [n for n in order if n in declared] + [n for n in declared if n not in order]
         if not comments:
             ordered = [n for n in ordered if n not in _TOKEN_FIELDS and not n.startswith("whitespace")]
-        names = _cache[key] = tuple(ordered)
+        names = cache[kind] = tuple(ordered)
     return names
+
+
+def _plain(annotation: object) -> bool:
+    """A field declared as a plain value (`value: str` of a Name): never a node."""
+    return isinstance(annotation, type) and not issubclass(annotation, cst.CSTNode)
 
 
 Enter = Callable[[cst.CSTNode], "bool | None"]
 Leave = Callable[[cst.CSTNode], None]
 
 
-def walk(root: cst.CSTNode, enter: Enter, leave: Leave | None = None, *, comments: bool = False) -> None:
+def walk(root: cst.CSTNode, enter: Enter, leave: Leave | None = None, *, comments: bool = False,
+         only: frozenset[type] | None = None) -> None:
     """Call `enter` on every node below and including `root` in source order (its children are skipped when it
-    returns False) and `leave` after each node's children."""
+    returns False) and `leave` after each node's children. With `only`, the callbacks run for nodes of those
+    types alone and the walk passes through the others without a call."""
     walked = _WALKED_ALL if comments else _WALKED
-    fields = _cache
-
-    def is_walked(kind: type) -> bool:
-        answer = walked[kind] = issubclass(kind, cst.CSTNode) and (comments or kind not in UNWALKED)
-        return answer
+    fields = _FIELDS_ALL if comments else _FIELDS
 
     def go(node: cst.CSTNode) -> None:
-        if enter(node) is not False:
-            kind = node.__class__
-            for name in fields.get((kind, comments)) or child_fields(kind, comments):
-                value = getattr(node, name)
-                value_kind = value.__class__
-                if value_kind is tuple or value_kind is list:
-                    for child in value:
-                        child_kind = child.__class__
-                        if walked[child_kind] if child_kind in walked else is_walked(child_kind):
-                            go(child)
-                elif walked[value_kind] if value_kind in walked else is_walked(value_kind):
+        kind = node.__class__
+        called = only is None or kind in only
+        if called and enter(node) is False:
+            if leave is not None:
+                leave(node)
+            return
+        names = fields.get(kind)
+        for name in child_fields(kind, comments) if names is None else names:
+            value = getattr(node, name)
+            value_kind = value.__class__
+            if value_kind is tuple or value_kind is list:
+                for child in value:
+                    child_kind = child.__class__
+                    flag = walked.get(child_kind)
+                    if flag or (flag is None and _learn(walked, child_kind, comments)):
+                        go(child)
+            else:
+                flag = walked.get(value_kind)
+                if flag or (flag is None and _learn(walked, value_kind, comments)):
                     go(value)
-        if leave is not None:
+        if called and leave is not None:
             leave(node)
 
     go(root)
+
+
+def _learn(walked: dict[type, bool], kind: type, comments: bool) -> bool:
+    answer = walked[kind] = issubclass(kind, cst.CSTNode) and (comments or kind not in UNWALKED)
+    return answer
 
 
 _WALKED: dict[type, bool] = {}
