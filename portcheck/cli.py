@@ -52,6 +52,8 @@ def _parser() -> argparse.ArgumentParser:
     scan.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
     scan.add_argument("--jobs", "-j", type=int, metavar="N", help="processes to analyse files with (default: cores)")
     scan.add_argument("--no-cache", action="store_true", help="neither read nor write the results cache")
+    scan.add_argument("--max-file-size", type=float, metavar="MB",
+                      help="report larger files instead of analysing them (default 2)")
     scan.add_argument("--cache-dir", metavar="DIR",
                       help="keep the results cache in DIR (default: $PORTCHECK_CACHE_DIR, else .portcheck_cache)")
     scan.add_argument("--baseline", metavar="FILE", help="report only findings this baseline file does not hold")
@@ -215,7 +217,7 @@ def _scan(args: argparse.Namespace) -> int:
         target=args.target, stack=args.stack, select=args.select, extend_select=args.extend_select,
         ignore=args.ignore, exclude=args.exclude, extend_exclude=args.extend_exclude,
         force_exclude=args.force_exclude, respect_gitignore=args.respect_gitignore,
-        fail_level=args.fail_level, format=args.format,
+        fail_level=args.fail_level, format=args.format, max_file_size=args.max_file_size,
     ))
 
     if args.jobs is not None and args.jobs < 1:

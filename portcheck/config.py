@@ -12,7 +12,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from portcheck.findings import CATEGORIES, Severity
+from portcheck.findings import CATEGORIES, DEFAULT_MAX_FILE_BYTES, Severity
 from portcheck.knowledge import CODE_PATTERN, load
 
 
@@ -46,6 +46,7 @@ class Layer:
     respect_gitignore: bool | None = None
     fail_level: str | None = None
     format: str | None = None
+    max_file_size: float | None = None  # megabytes
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,7 @@ class Settings:
     format: str
     root: Path
     config_path: Path | None
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
 
     def enabled_for(self, relative_path: str) -> frozenset[str]:
         ignored: set[str] = set()
@@ -86,7 +88,7 @@ def path_matches(relative: str, pattern: str) -> bool:
 _KEYS = {
     "target": str, "stack": str, "select": list, "extend-select": list, "ignore": list,
     "per-file-ignores": dict, "exclude": list, "extend-exclude": list, "force-exclude": bool,
-    "respect-gitignore": bool, "fail-level": str, "format": str,
+    "respect-gitignore": bool, "fail-level": str, "format": str, "max-file-size": (int, float),
 }
 
 
@@ -143,8 +145,12 @@ def read_config(path: Path) -> Layer:
             hint = difflib.get_close_matches(key, list(_KEYS), n=1)
             suggestion = f"; did you mean '{hint[0]}'?" if hint else f"; valid keys: {', '.join(_KEYS)}"
             raise ConfigError(f"{where(key)}: unknown key '{key}'{suggestion}")
-        if not isinstance(value, expected) or (expected is list and not all(isinstance(v, str) for v in value)):
-            kind = {str: "a string", list: "a list of strings", dict: "a table", bool: "true or false"}[expected]
+        wrong = not isinstance(value, expected) or (expected is list and not all(isinstance(v, str) for v in value))
+        if expected == (int, float) and not wrong:
+            wrong = isinstance(value, bool) or value <= 0
+        if wrong:
+            kind = {str: "a string", list: "a list of strings", dict: "a table", bool: "true or false",
+                    (int, float): "a positive number of megabytes"}[expected]
             raise ConfigError(f"{where(key)}: '{key}' must be {kind}, not {value!r}")
         if key == "per-file-ignores":
             for pattern, codes in value.items():
@@ -269,8 +275,12 @@ def resolve(layers: list[Layer], root: Path, config_path: Path | None, command: 
     enabled = {code for code in enabled if knowledge.rules[code].applies_to(chip, stack)}
     force_exclude, _ = last("force_exclude", False)
     respect_gitignore, _ = last("respect_gitignore", True)
+    max_size, origin = last("max_file_size", DEFAULT_MAX_FILE_BYTES / 2**20)
+    if max_size <= 0:
+        raise ConfigError(f"{origin}: max-file-size must be a positive number of megabytes, not {max_size}")
     return Settings(
         chip=chip, stack=stack, enabled=frozenset(enabled), per_file_ignores=tuple(per_file),
         exclude=tuple(exclude), force_exclude=force_exclude, respect_gitignore=respect_gitignore,
         fail_level=fail, format=output_format, root=root, config_path=config_path,
+        max_file_bytes=int(max_size * 2**20),
     )

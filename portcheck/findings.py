@@ -97,6 +97,12 @@ class FileResult:
     suppressed: tuple[Finding, ...] = ()  # silenced by a suppression comment (SARIF reports them as such)
 
 
+# libcst holds a parsed file in several hundred times its size (a 3 MB generated file took 2.5 GB and half a
+# minute): larger files are reported, not analysed, so that one of them cannot exhaust a machine's memory.
+# `max-file-size` in the configuration changes it.
+DEFAULT_MAX_FILE_BYTES = 2 * 2**20
+
+
 @dataclass(frozen=True)
 class FileJob:
     """Everything analyse_file needs about one file; picklable for a process pool."""
@@ -107,6 +113,7 @@ class FileJob:
     enabled: frozenset[str]
     data: bytes | None = None  # None: read from `location`
     location: str | None = None
+    max_bytes: int = DEFAULT_MAX_FILE_BYTES  # larger files are an error entry, not analysed
 
 
 @dataclass(frozen=True)

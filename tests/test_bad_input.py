@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import random
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -105,3 +108,78 @@ def test_stdin_with_bad_bytes(tmp_path):
     done = scan("-", "--stdin-filename", "piped.py", cwd=tmp_path, stdin=b"\xff\xfe x = 1\n")
     report = report_of(done)
     assert done.returncode == 1 and report["errors"][0]["path"] == "piped.py"
+
+
+def test_fix_killed_at_random_moments_leaves_every_file_wholly_old_or_wholly_new(tmp_path):
+    """SIGKILL a `--fix` run over many files at random moments, again and again: after each kill every file is
+    the original or the fixed text, byte for byte, and a last run finishes the job."""
+    source = (Path(__file__).resolve().parent.parent / "fixtures" / "fix" / "PC101" / "method.in.py").read_bytes()
+    originals = {f"m{i:03}.py": source + f"\n# file {i}\n".encode() + b"x = 1\n" * (i % 7) for i in range(120)}
+    expected = tmp_path / "expected"
+    work = tmp_path / "work"
+    for directory in (expected, work):
+        directory.mkdir()
+        for name, data in originals.items():
+            (directory / name).write_bytes(data)
+    command = [sys.executable, "-m", "portcheck", "scan", "--fix", "--no-cache", "--exit-zero", "-j", "2", "."]
+    subprocess.run(command, cwd=expected, capture_output=True, timeout=300, check=True)
+    fixed = {name: (expected / name).read_bytes() for name in originals}
+    assert all(fixed[name] != originals[name] for name in originals)
+
+    rng = random.Random(20261203)
+    kills = 0
+    for _ in range(10):
+        process = subprocess.Popen(command, cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                   start_new_session=True)
+        time.sleep(rng.uniform(0.2, 2.5))
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)  # the scan and its workers, mid-write or not
+            kills += 1
+        process.wait()
+        for name in originals:
+            assert (work / name).read_bytes() in (originals[name], fixed[name]), f"{name} is half-written"
+        left = [p.name for p in work.iterdir() if p.name not in originals]
+        # A killed process cannot remove its temporary file: only the writer's own `.<name>.<random>.tmp` may stay.
+        assert all(n.startswith(".m") and n.endswith(".tmp") for n in left), left
+        for name in left:
+            (work / name).unlink()
+    assert kills >= 3  # most rounds were killed mid-run, not after the scan had finished
+    subprocess.run(command, cwd=work, capture_output=True, timeout=300, check=True)
+    assert {name: (work / name).read_bytes() for name in originals} == fixed
+
+
+def _generated(size: int) -> str:
+    """Code as an exporter writes it: thousands of small layer functions and constant tables."""
+    parts = ['"""Generated: layer definitions exported from a training framework."""\nimport torch\n\n']
+    total, index = len(parts[0]), 0
+    while total < size:
+        table = ", ".join(str((index * 7 + k) % 1000) for k in range(24))
+        block = (f"def layer_{index}(x, w):\n    # layer {index}\n    y = torch.relu(x @ w) + {index}\n"
+                 f"    return y.cuda() if {index} % 2 else y.float()\n\n\nTABLE_{index} = [{table}]\n\n")
+        parts.append(block)
+        total += len(block)
+        index += 1
+    return "".join(parts)
+
+
+def test_a_10_mb_generated_file_is_an_error_entry_and_the_limit_is_configurable(tmp_path):
+    (tmp_path / "generated.py").write_text(_generated(10_000_000))
+    (tmp_path / "good.py").write_text(GOOD)
+    (tmp_path / "small.py").write_text(_generated(20_000))
+    for _ in range(2):  # the second run has a cache: a too-large file is still reported, never cached
+        done = scan(".", cwd=tmp_path)
+        report = report_of(done)
+        assert done.returncode == 1
+        (error,) = report["errors"]
+        assert error["path"] == "generated.py"
+        assert error["message"].startswith("too large to analyse: 9.5 MB, over the 2 MB limit")
+        assert "max-file-size" in error["message"]
+        assert [f["line"] for f in report["findings"] if f["path"] == "good.py"] == [3]
+        assert len([f for f in report["findings"] if f["path"] == "small.py"]) > 50
+    tight = report_of(scan("--max-file-size", "0.01", "good.py", "small.py", cwd=tmp_path))
+    assert [e["path"] for e in tight["errors"]] == ["small.py"]
+    (tmp_path / "pyproject.toml").write_text("[tool.portcheck]\nmax-file-size = 0.01\n")
+    assert [e["path"] for e in report_of(scan("good.py", "small.py", cwd=tmp_path))["errors"]] == ["small.py"]
+    (tmp_path / "pyproject.toml").write_text("[tool.portcheck]\nmax-file-size = true\n")
+    wrong = scan("good.py", cwd=tmp_path)
+    assert wrong.returncode == 2 and b"pyproject.toml:2: 'max-file-size' must be a positive number" in wrong.stderr

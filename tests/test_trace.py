@@ -4,6 +4,7 @@ transformers models from tiny configs — on the models in fixtures/models/ and 
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -22,9 +23,9 @@ MODELS = ROOT / "fixtures" / "models"
 MARK = re.compile(r"#\s*trace:\s*([A-Z0-9 ]+)")
 
 
-def trace(*args: str, cwd: Path = ROOT, timeout: float = 240) -> subprocess.CompletedProcess:
+def trace(*args: str, cwd: Path = ROOT, timeout: float = 240, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "portcheck", "trace", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=timeout)
+                          text=True, timeout=timeout, env={**os.environ, **(env or {})})
 
 
 def trace_json(*args: str) -> dict:
@@ -113,15 +114,19 @@ def test_module_spec_from_the_working_directory():
     ("crashes.py:build", (), "crashed (SIGSEGV)"),
     ("hangs.py:build", ("--timeout", "8"), "did not finish building and tracing within 8 s"),
     ("greedy.py:build", ("--memory-limit", "2G"), "can't allocate memory"),
+    ("floods.py:build", (), "printed more than 64 MiB; it was stopped; its last output: loading shard ###"),
     ("nowhere.py:build", (), "no such file"),
     ("raises.py:missing", (), "has no attribute 'missing'"),
 ])
-def test_a_model_that_fails_gets_one_line_and_exit_2(model, args, says):
-    done = trace(f"fixtures/models/bad/{model}", *args, timeout=120)
+def test_a_model_that_fails_gets_one_line_and_exit_2(model, args, says, tmp_path):
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    done = trace(f"fixtures/models/bad/{model}", *args, timeout=120, env={"TMPDIR": str(scratch)})
     assert done.returncode == 2
     assert done.stdout == ""
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("portcheck: error: ") and says in lines[0], done.stderr
+    assert not list(scratch.iterdir())  # no temporary files left behind, whatever became of the model
 
 
 def test_usage_errors():

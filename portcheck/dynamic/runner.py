@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 from portcheck.dynamic.request import TraceRequest
@@ -38,28 +39,65 @@ def run_child(request: TraceRequest, cwd: Path, timeout: float) -> dict:
                TOKENIZERS_PARALLELISM="false", PYTHONUNBUFFERED="1",
                PYTHONPATH=os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH", "")) if p))
     with tempfile.TemporaryDirectory(prefix="portcheck-trace-") as scratch:
-        request_path, result_path, log_path = (Path(scratch) / n for n in ("request.json", "result.json", "log"))
+        request_path, result_path = (Path(scratch) / n for n in ("request.json", "result.json"))
         request_path.write_text(request.to_json(), encoding="utf-8")
-        with open(log_path, "wb") as log:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "portcheck.dynamic.child", str(request_path), str(result_path)],
-                cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True)
-            try:
-                returncode = process.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                _kill(process)
-                raise TraceError(f"the model did not finish building and tracing within {timeout:g} s "
-                                 "(--timeout); it was stopped") from None
-            except BaseException:
-                _kill(process)
-                raise
+        process = subprocess.Popen(
+            [sys.executable, "-m", "portcheck.dynamic.child", str(request_path), str(result_path)],
+            cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            start_new_session=True)
+        output = _Output(process)
+        output.start()
+        try:
+            returncode = process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill(process)
+            raise TraceError(f"the model did not finish building and tracing within {timeout:g} s "
+                             "(--timeout); it was stopped") from None
+        except BaseException:
+            _kill(process)
+            raise
+        finally:
+            output.join()
+        if output.flooded:
+            raise TraceError(f"the model printed more than {OUTPUT_LIMIT // 2**20} MiB; it was stopped"
+                             f"{output.last_line()}")
         if result_path.is_file():
             try:
                 return json.loads(result_path.read_text(encoding="utf-8"))
             except (OSError, ValueError) as exc:
                 raise TraceError(f"the trace process left an unreadable result ({exc})") from None
-        raise TraceError(_death(returncode, request, log_path))
+        raise TraceError(_death(returncode, request, output.last_line()))
+
+
+OUTPUT_LIMIT = 64 * 2**20  # what a model may print while it is built and traced
+
+
+class _Output(threading.Thread):
+    """Drains the child's stdout and stderr as they come, so that it never blocks on a full pipe and nothing
+    lands on disk: counts the bytes, keeps the end for the error message, and stops a child that floods."""
+
+    def __init__(self, process: subprocess.Popen) -> None:
+        super().__init__(daemon=True)
+        self.process = process
+        self.total = 0
+        self.tail = b""
+        self.flooded = False
+
+    def run(self) -> None:
+        stream = self.process.stdout
+        assert stream is not None
+        with stream:
+            while chunk := stream.read1(65536):
+                self.total += len(chunk)
+                self.tail = (self.tail + chunk)[-4096:]
+                if self.total > OUTPUT_LIMIT and not self.flooded:
+                    self.flooded = True
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(self.process.pid, signal.SIGKILL)
+
+    def last_line(self) -> str:
+        lines = [line.strip() for line in self.tail.decode(errors="replace").splitlines() if line.strip()]
+        return f"; its last output: {lines[-1][:200]}" if lines else ""
 
 
 def _kill(process: subprocess.Popen) -> None:
@@ -68,12 +106,7 @@ def _kill(process: subprocess.Popen) -> None:
     process.wait()
 
 
-def _death(returncode: int, request: TraceRequest, log_path: Path) -> str:
-    tail = ""
-    with contextlib.suppress(OSError):
-        lines = [line.strip() for line in log_path.read_text(errors="replace").splitlines() if line.strip()]
-        if lines:
-            tail = f"; its last output: {lines[-1][:200]}"
+def _death(returncode: int, request: TraceRequest, tail: str) -> str:
     if returncode < 0:
         number = -returncode
         try:

@@ -4,9 +4,11 @@ libcst's PositionProvider generates the code of the whole module to count lines 
 about as much as the parse. A finding needs the position of a handful of nodes, so this generates only the
 innermost statement holding each of them: Python's own parse (which the engine has already run, as a syntax
 check) gives that statement's line, its indentation comes from the source line, and libcst's position-keeping
-code generation does the rest from there, giving the same positions PositionProvider would. Anything that does
-not line up falls back to PositionProvider for the whole file (`tests/test_positions.py` compares the two on
-every fixture).
+code generation does the rest from there, giving the same positions PositionProvider would. A node in the
+header of a compound statement (an `if` test, a decorator) is placed by generating the header alone, the body
+cut to `pass`. Anything that does not line up (a form feed before a statement, which libcst drops) falls back
+to PositionProvider for the whole file. `tests/test_static_engine.py` compares the two on every node of every
+fixture.
 """
 
 from __future__ import annotations
@@ -49,9 +51,11 @@ class Positions:
         self.module = module
         self.tree = tree
         self.lines = _NEWLINE.split(text)  # as Python numbers lines: \r\n, \r and \n end one, \f does not
-        self._generated: list[tuple[dict[cst.CSTNode, CodeRange], int]] = []  # (ranges from line 1, shift)
+        self._generated: dict[cst.CSTNode, tuple[CodeRange, int]] = {}  # node -> (range from line 1, shift)
         self._done: set[tuple[int, bool]] = set()  # (statement id, header only) already generated
         self._located: dict[int, ast.stmt | None] = {}
+        self._indexes: dict[tuple[int, int], dict[int, int]] = {}  # block -> id(statement) -> Python's index
+        self._places: dict[int, tuple[list[ast.stmt], int]] = {}  # id(statement) -> (ast block, index)
         self._whole: dict[cst.CSTNode, CodeRange] | None = None
 
     def of(self, node: cst.CSTNode, chain: Chain) -> CodeRange:
@@ -104,11 +108,8 @@ class Positions:
     def _known(self, node: cst.CSTNode) -> CodeRange | None:
         if self._whole is not None:
             return self._whole.get(node)
-        for ranges, shift in self._generated:
-            where = ranges.get(node)
-            if where is not None:
-                return _shifted(where, shift)
-        return None
+        found = self._generated.get(node)
+        return _shifted(*found) if found is not None else None
 
     def _everything(self) -> dict[cst.CSTNode, CodeRange]:
         if self._whole is None:
@@ -148,35 +149,47 @@ class Positions:
         return self._located[key]
 
     def _search(self, chain: Chain) -> ast.stmt | None:
-        blocks: list[tuple[Sequence[cst.CSTNode], list[ast.stmt]]] = [(self.module.body, self.tree.body)]
+        # (the node that owns the block and its number there, the block, Python's block)
+        blocks: list[tuple[tuple[int, int], Sequence[cst.CSTNode], list[ast.stmt]]] = [
+            ((id(self.module), 0), self.module.body, self.tree.body)]
         found: ast.stmt | None = None
         for statement in chain:
             found = None
-            for cst_block, ast_block in blocks:
-                index = _index(cst_block, statement)
+            for key, cst_block, ast_block in blocks:
+                index = self._index(key, cst_block).get(id(statement))
                 if index is not None:
                     found = ast_block[index] if index < len(ast_block) else None
+                    if found is not None:
+                        self._places[id(statement)] = (ast_block, index)
                     break
             if found is None:
                 return None
             inner, outer = _cst_blocks(statement), _ast_blocks(found)
             if len(inner) != len(outer):
                 return None
-            blocks = list(zip(inner, outer, strict=True))
+            blocks = [((id(statement), number), cst_block, ast_block)
+                      for number, (cst_block, ast_block) in enumerate(zip(inner, outer, strict=True))]
         return found
+
+    def _index(self, key: tuple[int, int], block: Sequence[cst.CSTNode]) -> dict[int, int]:
+        """Where each statement of `block` sits, counted as Python counts statements (`a; b` is two); once per
+        block, since a generated file's module may hold a hundred thousand statements."""
+        index = self._indexes.get(key)
+        if index is None:
+            index, count = {}, 0
+            for item in block:
+                index[id(item)] = count
+                count += len(item.body) if isinstance(item, cst.SimpleStatementLine) else 1
+            self._indexes[key] = index
+        return index
 
     def _locate_last(self, chain: Chain, line: cst.SimpleStatementLine) -> ast.stmt | None:
         """For a line of small statements, the ast statement of its last one."""
-        first = self._locate(chain)
-        if first is None:
+        if self._locate(chain) is None:
             return None
-        parent = self._locate(chain[:-1]) if len(chain) > 1 else None
-        for block in (_ast_blocks(parent) if parent is not None else [self.tree.body]):
-            for index, candidate in enumerate(block):
-                if candidate is first:
-                    last = index + len(line.body) - 1
-                    return block[last] if last < len(block) else None
-        return None
+        block, index = self._places[id(line)]
+        last = index + len(line.body) - 1
+        return block[last] if last < len(block) else None
 
     def _generate(self, statement: cst.CSTNode, located: ast.stmt, header_only: bool) -> None:
         key = (id(statement), header_only)
@@ -201,7 +214,13 @@ class Positions:
             return
         if header_only:
             del recorder._computed[shown]  # the stand-in's own range ends where the stub does
-        self._generated.append((recorder._computed, located.lineno - start.line))
+        self._keep(recorder._computed, located.lineno - start.line)
+
+    def _keep(self, ranges: dict[cst.CSTNode, CodeRange], shift: int) -> None:
+        generated = self._generated
+        for node, where in ranges.items():
+            if node not in generated:
+                generated[node] = (where, shift)
 
     def _module_margins(self) -> None:
         """Comments above the first statement and below the last one: whole lines at either end."""
@@ -220,7 +239,7 @@ class Positions:
                     default_indent=module.default_indent, default_newline=module.default_newline,
                     provider=recorder, line=first + offset)
                 empty._codegen(state)
-                self._generated.append((recorder._computed, 0))
+                self._keep(recorder._computed, 0)
 
 
 def _header(statement: cst.CSTNode) -> cst.CSTNode | None:
@@ -244,16 +263,6 @@ def _shifted(where: CodeRange, shift: int) -> CodeRange:
         return where
     return CodeRange(CodePosition(where.start.line + shift, where.start.column),
                      CodePosition(where.end.line + shift, where.end.column))
-
-
-def _index(block: Sequence[cst.CSTNode], statement: cst.CSTNode) -> int | None:
-    """Where `statement` sits in `block` counted as Python counts statements (`a; b` is two)."""
-    count = 0
-    for item in block:
-        if item is statement:
-            return count
-        count += len(item.body) if isinstance(item, cst.SimpleStatementLine) else 1
-    return None
 
 
 def _suite(suite: cst.BaseSuite | None) -> Sequence[cst.CSTNode]:

@@ -27,7 +27,7 @@ def scan_paths(paths: list[str], settings: Settings, cwd: Path, fixing: Fixing |
                jobs: int | None = None, cache: Cache | None = None) -> ScanResult:
     candidates = discover(paths, settings, cwd)
     file_jobs = [
-        FileJob(path=c.display, chip=settings.chip, stack=settings.stack,
+        FileJob(path=c.display, chip=settings.chip, stack=settings.stack, max_bytes=settings.max_file_bytes,
                 enabled=settings.enabled_for(relative_to_root(c.location, settings)),
                 location=str(c.location))
         for c in candidates
@@ -40,7 +40,7 @@ def scan_stdin(data: bytes, filename: str | None, settings: Settings, cwd: Path)
     location = (cwd / filename) if filename else cwd / "-"
     if filename and settings.force_exclude and is_excluded(location, settings):
         return ScanResult(target=Target(settings.chip, settings.stack))
-    job = FileJob(path=display, chip=settings.chip, stack=settings.stack,
+    job = FileJob(path=display, chip=settings.chip, stack=settings.stack, max_bytes=settings.max_file_bytes,
                   enabled=settings.enabled_for(relative_to_root(location, settings)), data=data)
     return _run([job], settings)
 
@@ -71,6 +71,9 @@ def _run(jobs: list[FileJob], settings: Settings, workers: int | None = 1, cache
             data = _read(job)
         except OSError:
             pending.append((job, None, None))  # analysing it says why it cannot be read
+            continue
+        if len(data) > job.max_bytes:  # reported as too large, whatever a cache with another limit says
+            pending.append((replace(job, data=data, location=None), None, None))
             continue
         content, key = content_hash(data), cache.key(job.path, job.chip, job.stack, job.enabled)
         cached = cache.get(key, content)
