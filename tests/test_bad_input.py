@@ -183,3 +183,44 @@ def test_a_10_mb_generated_file_is_an_error_entry_and_the_limit_is_configurable(
     (tmp_path / "pyproject.toml").write_text("[tool.portcheck]\nmax-file-size = true\n")
     wrong = scan("good.py", cwd=tmp_path)
     assert wrong.returncode == 2 and b"pyproject.toml:2: 'max-file-size' must be a positive number" in wrong.stderr
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process table from /proc (Linux)")
+def test_killing_a_scan_ends_its_workers_too(tmp_path):
+    for index in range(6):
+        (tmp_path / f"big{index}.py").write_text(_generated(1_500_000))
+    process = subprocess.Popen([sys.executable, "-m", "portcheck", "scan", "--no-cache", "-j", "2", "."],
+                               cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    workers: list[int] = []
+    while len(workers) < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+        workers = _children(process.pid)
+    assert len(workers) >= 2, "the scan never started its workers"
+    process.kill()  # the scan alone, as a CI runner or an editor would stop it
+    process.wait()
+    deadline = time.monotonic() + 10
+    while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [w for w in workers if _alive(w)], "workers outlived the scan"

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from functools import partial
@@ -54,9 +57,22 @@ def _in_parallel(function, jobs: list, workers: int | None):
         return
     from concurrent.futures import ProcessPoolExecutor
 
-    with ProcessPoolExecutor(max_workers=min(workers, len(jobs))) as pool:
+    with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), initializer=_die_with_parent,
+                             initargs=(os.getpid(),)) as pool:
         # Small chunks, so that no worker is left with a long tail while the others wait.
         yield from pool.map(function, jobs, chunksize=max(1, min(4, len(jobs) // (workers * 8))))
+
+
+def _die_with_parent(parent: int) -> None:
+    """Pool workers end when the scan ends, even when it is killed (Linux's parent-death signal; elsewhere a
+    worker finishes the file it is on). Without it a killed scan leaves a worker parsing a huge file."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # the scan was gone before the signal was armed
+        os._exit(1)
 
 
 def _run(jobs: list[FileJob], settings: Settings, workers: int | None = 1, cache: Cache | None = None) -> ScanResult:
