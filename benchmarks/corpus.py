@@ -88,6 +88,18 @@ def py_files(root: Path) -> list[Path]:
 
 
 
+def main_of(name: str, run, args) -> int:
+    """A script's `main`: `run(args)`, with a user error or an interrupt as one line and exit code 2."""
+    try:
+        return run(args)
+    except Fail as exc:
+        print(f"{name}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"{name}: error: interrupted", file=sys.stderr)
+        return 2
+
+
 def modeling_files(cache: Path = DEFAULT_CACHE, version: str = DEFAULT_VERSION) -> Path:
     """The directory holding the release's modeling files, downloaded and extracted on first use."""
     return extract(download(cache, version), cache / f"transformers-{version}")

@@ -37,7 +37,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from corpus import DEFAULT_CACHE, DEFAULT_VERSION, Fail, download, extract, py_files
+from corpus import DEFAULT_CACHE, DEFAULT_VERSION, Fail, download, extract, main_of, py_files
 
 DEFAULT_TARGETS = ("trn2:native", "inf2:xla")
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
@@ -227,15 +227,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _arguments(argv)
-    try:
-        return run(args)
-    except Fail as exc:
-        print(f"rule_hits: error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("rule_hits: error: interrupted", file=sys.stderr)
-        return 2
+    return main_of("rule_hits", run, _arguments(argv))
 
 
 if __name__ == "__main__":

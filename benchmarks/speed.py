@@ -45,7 +45,7 @@ import venv
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from corpus import DEFAULT_CACHE, DEFAULT_VERSION, Fail, modeling_files, py_files
+from corpus import DEFAULT_CACHE, DEFAULT_VERSION, Fail, main_of, modeling_files, py_files
 
 HERE = Path(__file__).resolve().parent
 PEERS = {  # venv name -> (pip requirements, the command's executable in that venv)
@@ -359,15 +359,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, metavar="N",
                         help="alternating runs of portcheck cold and the libcst parse (default 3)")
     parser.add_argument("--results", type=Path, default=HERE / "results" / "speed.json", metavar="FILE")
-    args = parser.parse_args(argv)
-    try:
-        return run(args)
-    except Fail as exc:
-        print(f"speed.py: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("speed.py: interrupted", file=sys.stderr)
-        return 2
+    return main_of("speed.py", run, parser.parse_args(argv))
 
 
 if __name__ == "__main__":

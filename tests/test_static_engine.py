@@ -111,12 +111,17 @@ def _chains(module: cst.Module, comments: bool = True):
     return out
 
 
+def _both(name: str, text: str):
+    """The module, the positions PositionProvider gives every node, and portcheck's Positions for it."""
+    module = cst.parse_module(text)
+    tree = compile(text, name, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+    return module, MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider), Positions(
+        module, tree, text)
+
+
 def test_positions_of_any_node_match_position_provider_without_generating_the_module():
     for name, text in MODULES:
-        module = cst.parse_module(text)
-        tree = compile(text, name, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
-        expected = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
-        positions = Positions(module, tree, text)
+        module, expected, positions = _both(name, text)
         for node, chain in _chains(module):
             if node is module or node not in expected:  # libcst positions a few whitespace nodes of `match` nowhere
                 continue
@@ -127,23 +132,18 @@ def test_positions_of_any_node_match_position_provider_without_generating_the_mo
 
 def test_a_node_outside_its_chain_is_found_by_searching_and_the_chain_may_be_wrong():
     text = "import torch\nDEVICE = 'cuda'\n\ndef f(x):\n    if x:\n        y = 1\n    else: return x.to(DEVICE)\n"
-    module = cst.parse_module(text)
-    tree = compile(text, "m.py", "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
-    expected = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    module, expected, _ = _both("m.py", text)
     wrong_chain = (module.body[0],)
     for node, _ in _chains(module):
         if node is not module:
-            positions = Positions(module, tree, text)
+            positions = Positions(module, compile(text, "m.py", "exec", flags=ast.PyCF_ONLY_AST), text)
             assert positions.of(node, wrong_chain) == expected[node]
             assert positions._whole is None, (type(node).__name__, expected[node])
 
 
 def test_statement_lines_match_what_generated_positions_say():
     for name, text in MODULES:
-        module = cst.parse_module(text)
-        tree = compile(text, name, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
-        expected = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
-        positions = Positions(module, tree, text)
+        module, expected, positions = _both(name, text)
         for node, chain in _chains(module, comments=False):
             if type(node) not in STATEMENTS:
                 continue
