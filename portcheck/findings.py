@@ -115,6 +115,13 @@ class FileJob:
     location: str | None = None
     max_bytes: int = DEFAULT_MAX_FILE_BYTES  # larger files are an error entry, not analysed
 
+    def read(self) -> bytes:
+        """The file's bytes: those given, else the file's (an OSError says why not)."""
+        if self.data is not None:
+            return self.data
+        with open(self.location or self.path, "rb") as handle:
+            return handle.read()
+
 
 @dataclass(frozen=True)
 class Target:

@@ -166,7 +166,7 @@ def _slow_analysis(text: str, path: str, target: tuple[str, str], enabled: froze
             return self._everything()[node]
 
         def statement_lines(self, statement, chain):
-            return None
+            return self._lines_from_code(statement, chain)
 
     with monkeypatch.context() as patch:
         patch.setattr(engine, "Positions", Everything)

@@ -126,11 +126,7 @@ def _traverse(module: cst.Module, ctx: Context, table: dict[type, tuple],
 
 def analyse_file(job: FileJob) -> FileResult:
     try:
-        if job.data is None:
-            with open(job.location or job.path, "rb") as handle:
-                data = handle.read()
-        else:
-            data = job.data
+        data = job.read()
     except OSError as exc:
         return FileResult(job.path, errors=(FileError(job.path, f"cannot read: {exc.strerror or exc}"),))
     if len(data) > job.max_bytes:
@@ -290,18 +286,9 @@ def _statement_lines(hit: Hit, finding: Finding, positions: Positions) -> tuple[
     first, last = finding.line, finding.end_line
     statement = hit.statement
     if statement is not None:
-        lines = positions.statement_lines(statement, hit.chain)
-        if lines is None:  # not where Python's tree has it: generate the code to find out
-            where = positions.of(statement, hit.chain)
-            body = getattr(statement, "body", None)
-            if isinstance(statement, cst.SimpleStatementLine):
-                lines = where.start.line, where.end.line
-            elif isinstance(body, cst.BaseSuite):
-                lines = where.start.line, positions.of(body, hit.chain).start.line
-            else:
-                lines = where.start.line, where.start.line
-        first = min(first, lines[0])
-        last = max(last, lines[1])
+        start, end = positions.statement_lines(statement, hit.chain)
+        first = min(first, start)
+        last = max(last, end)
     return first, last
 
 

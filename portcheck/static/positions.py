@@ -90,10 +90,23 @@ class Positions:
             self._generate(statement, located, header_only=False)
             yield
 
-    def statement_lines(self, statement: cst.CSTNode, chain: Chain) -> tuple[int, int] | None:
+    def statement_lines(self, statement: cst.CSTNode, chain: Chain) -> tuple[int, int]:
         """The first line of a statement and the last line a suppression comment for it may sit on: a simple
         statement's last line, or for a compound statement the line its body starts on. From Python's own
-        tree, with no code generation; None when the statement cannot be found there."""
+        tree with no code generation, or, where the statement is not found there, from generated positions."""
+        lines = self._lines_from_tree(statement, chain)
+        return lines if lines is not None else self._lines_from_code(statement, chain)
+
+    def _lines_from_code(self, statement: cst.CSTNode, chain: Chain) -> tuple[int, int]:
+        where = self.of(statement, chain)
+        body = getattr(statement, "body", None)
+        if isinstance(statement, cst.SimpleStatementLine):
+            return where.start.line, where.end.line
+        if isinstance(body, cst.BaseSuite):
+            return where.start.line, self.of(body, chain).start.line
+        return where.start.line, where.start.line
+
+    def _lines_from_tree(self, statement: cst.CSTNode, chain: Chain) -> tuple[int, int] | None:
         located = self._locate(chain)
         if located is None:
             return None

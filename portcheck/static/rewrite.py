@@ -181,8 +181,7 @@ def _one_at_a_time(text: str, findings, unsafe: bool, path: str) -> tuple[str, l
 def fix_file(job: FileJob, unsafe: bool) -> tuple[FixOutcome, bytes | None, str]:
     """Read and fix one file (nothing written): the outcome, the bytes read and their encoding."""
     try:
-        with open(job.location or job.path, "rb") as handle:
-            data = handle.read()
+        data = job.read()
     except OSError as exc:
         error = FileError(job.path, f"cannot read: {exc.strerror or exc}")
         return FixOutcome(FileResult(job.path, errors=(error,))), None, ""

@@ -84,7 +84,7 @@ def _run(jobs: list[FileJob], settings: Settings, workers: int | None = 1, cache
             pending.append((job, None, None))
             continue
         try:
-            data = _read(job)
+            data = job.read()
         except OSError:
             pending.append((job, None, None))  # analysing it says why it cannot be read
             continue
@@ -107,6 +107,11 @@ def _run(jobs: list[FileJob], settings: Settings, workers: int | None = 1, cache
         outcomes.append(outcome)
         if cache is not None and key is not None and content is not None and _cacheable(outcome):
             cache.put(key, content, outcome)
+    return _gathered(result, outcomes)
+
+
+def _gathered(result: ScanResult, outcomes: list[FileResult]) -> ScanResult:
+    """The files' results in one report, in a stable order whatever order the pool returned them in."""
     for outcome in outcomes:
         result.findings.extend(outcome.findings)
         result.errors.extend(outcome.errors)
@@ -115,13 +120,6 @@ def _run(jobs: list[FileJob], settings: Settings, workers: int | None = 1, cache
     result.suppressed.sort(key=lambda f: f.sort_key)
     result.errors.sort(key=lambda e: (e.path, e.line or 0))
     return result
-
-
-def _read(job: FileJob) -> bytes:
-    if job.data is not None:
-        return job.data
-    with open(job.location or job.path, "rb") as handle:
-        return handle.read()
 
 
 def _size(job: FileJob) -> int:
@@ -142,7 +140,7 @@ def _fix(jobs: list[FileJob], settings: Settings, fixing: Fixing, workers: int |
     from portcheck.static.rewrite import fix_file, unified_diff, write_atomically
 
     result = ScanResult(target=Target(settings.chip, settings.stack), files=len(jobs), fixing=True)
-    diffs = []
+    diffs, finals = [], []
     for job, (outcome, data, encoding) in zip(jobs, _in_parallel(partial(fix_file, unsafe=fixing.unsafe), jobs,
                                                                   workers), strict=True):
         final = outcome.result
@@ -157,12 +155,7 @@ def _fix(jobs: list[FileJob], settings: Settings, fixing: Fixing, workers: int |
                 else:
                     final = FileResult(job.path, (outcome.first or final).findings,
                                        (FileError(job.path, problem),))
-        result.findings.extend(final.findings)
-        result.errors.extend(final.errors)
-        result.suppressed.extend(final.suppressed)
-    result.findings.sort(key=lambda f: f.sort_key)
-    result.suppressed.sort(key=lambda f: f.sort_key)
-    result.errors.sort(key=lambda e: (e.path, e.line or 0))
+        finals.append(final)
     result.fixed.sort(key=lambda f: f.sort_key)
     result.diff = "".join(diffs)
-    return result
+    return _gathered(result, finals)

@@ -4,7 +4,7 @@ libcst's `visit` rebuilds every node it passes, since a transformer may have rep
 code that is two thirds of a scan (benchmarks/speed.py). portcheck's checks never replace nodes, so this
 walks the same nodes in the same source order straight from the dataclass fields. Whitespace, brackets and
 operator tokens are left out unless `comments=True` (only a file that may hold a suppression needs its
-comments). `tests/test_walk.py` holds the order to libcst's own visit on every fixture.
+comments). `tests/test_static_engine.py` holds the order to libcst's own visit on every fixture.
 """
 
 from __future__ import annotations
