@@ -1,0 +1,126 @@
+"""What a rule is, for every pass, and the one registry of them.
+
+A rule is a small class. Its docstring is the user documentation in ruff's sections (`portcheck rule PC101`
+prints it), its `message` is the template its findings are worded from, `fix_title` names its rewrite, and
+`passes` says which passes report it: `static` (the libcst checks of `portcheck scan`, which `trace` also runs
+over the model's files), `trace` (evidence from the captured graph) and `advise` (the plan's arithmetic). What
+Neuron says about the construct (name, category, severity, targets, the reason and its source) is data, in
+rules/catalog/<category>.toml, and `Rule.info()` reads it.
+
+Static rules live in `portcheck/static/<category>/`, each module beginning with its rule classes and followed by
+the checks that report them; rules only the trace reports live in `portcheck/dynamic/rules.py`, those only the
+advisor reports in `portcheck/advise/rules.py`. `registry()` imports those modules and nothing else: no engine,
+no torch, so `portcheck rule` and the SARIF help read it cheaply.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import importlib
+import inspect
+import re
+import string
+from typing import Any, ClassVar, TypeVar
+
+from portcheck.knowledge import RuleInfo, load
+
+
+class Pass(enum.StrEnum):
+    STATIC = "static"  # libcst checks over source files
+    TRACE = "trace"  # the captured ATen graph
+    ADVISE = "advise"  # the compile plan
+
+
+class Rule:
+    """The base of every rule class; subclasses set `code` and the attributes below."""
+
+    code: ClassVar[str]
+    passes: ClassVar[tuple[Pass, ...]] = (Pass.STATIC,)
+    message: ClassVar[str] = ""  # the finding's wording, a str.format template; "" where each check words it
+    fix_title: ClassVar[str] = ""  # what its fix does, where every occurrence's fix does the same
+    TARGET: ClassVar[tuple[str, str]] = ("trn2", "native")  # the (chip, stack) its examples are checked for
+    VALID: ClassVar[tuple[str, ...]] = ()  # code that must stay quiet
+    INVALID: ClassVar[tuple[str, ...]] = ()  # code that must fire
+    FIXABLE: ClassVar[bool] = False  # some occurrences carry a fix (its safety is decided per occurrence)
+
+    @classmethod
+    def info(cls) -> RuleInfo:
+        """The catalog's entry: name, category, severity, targets, the reason on Neuron and its source."""
+        return load().rules[cls.code]
+
+    @classmethod
+    def sections(cls) -> dict[str, str]:
+        """The docstring's `## Heading` sections, by heading."""
+        return doc_sections(inspect.cleandoc(cls.__doc__ or ""))
+
+    @classmethod
+    def format(cls, **fields: Any) -> str:
+        """The message template with its fields filled in."""
+        return cls.message.format(**fields)
+
+    @classmethod
+    def template_fields(cls) -> frozenset[str]:
+        return frozenset(name for _, name, _, _ in string.Formatter().parse(cls.message) if name)
+
+
+_HEADING = re.compile(r"^## (.+)$", re.MULTILINE)
+
+
+def doc_sections(doc: str) -> dict[str, str]:
+    parts = _HEADING.split(doc)
+    return {parts[i].strip(): parts[i + 1].strip("\n") for i in range(1, len(parts) - 1, 2)}
+
+
+RULES: dict[str, type[Rule]] = {}
+
+
+R = TypeVar("R", bound=type[Rule])
+
+
+def rule(cls: R) -> R:
+    """Register a rule class (a class decorator). A code registered twice is a programming error."""
+    existing = RULES.get(cls.code)
+    if existing is not None and existing is not cls:
+        raise ValueError(f"{cls.code} is registered twice: {existing.__qualname__} and {cls.__qualname__}")
+    RULES[cls.code] = cls
+    return cls
+
+
+# The modules that define rule classes: the static category packages (each imports its modules), the trace's
+# and the advisor's rules.
+HOMES = (
+    "portcheck.static.cuda_api",
+    "portcheck.static.cuda_library",
+    "portcheck.static.dynamic_shape",
+    "portcheck.static.unsupported_op",
+    "portcheck.static.dtype",
+    "portcheck.static.custom_attention",
+    "portcheck.static.host_sync",
+    "portcheck.static.training",
+    "portcheck.static.distributed",
+    "portcheck.static.compile",
+    "portcheck.static.suppression",
+    "portcheck.dynamic.rules",
+    "portcheck.advise.rules",
+)
+
+
+@functools.cache
+def registry() -> dict[str, type[Rule]]:
+    """Every rule class by code, once per process."""
+    for home in HOMES:
+        importlib.import_module(home)
+    return dict(sorted(RULES.items()))
+
+
+def rule_class(code: str) -> type[Rule] | None:
+    return registry().get(code)
+
+
+def package_of(category: str) -> str:
+    """The static package a category's rules live in: `cuda-api` -> `cuda_api`."""
+    return category.replace("-", "_")
+
+
+__all__ = ["HOMES", "RULES", "Pass", "Rule", "doc_sections", "package_of", "registry", "rule", "rule_class"]
