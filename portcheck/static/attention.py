@@ -20,8 +20,9 @@ import libcst as cst
 
 from portcheck.findings import Severity
 from portcheck.static.libraries import fallback
-from portcheck.static.names import dotted_name, sub_blocks
 from portcheck.static.rule import Context, Rule, call_name, check, rule, string_value
+from portcheck.static.syntax import blocks as sub_blocks
+from portcheck.static.syntax import dotted_name
 from portcheck.static.values import availability_probe, catches_import_error
 
 HANDWRITTEN_TOKENS = ("softmax",)

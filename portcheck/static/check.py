@@ -17,7 +17,7 @@ import libcst as cst
 
 from portcheck.findings import Severity
 from portcheck.rules import Rule
-from portcheck.static.names import Names, Scope, dotted_name
+from portcheck.static.names import Names, Scope
 
 
 @dataclass(frozen=True)
@@ -155,50 +155,4 @@ class Context:
         return self.module.code_for_node(node)
 
 
-def string_value(node: cst.BaseExpression) -> str | None:
-    """The text of a string literal (plain or implicitly concatenated), or None."""
-    if isinstance(node, (cst.SimpleString, cst.ConcatenatedString)):
-        value = node.evaluated_value
-        return value if isinstance(value, str) else None
-    return None
-
-
-def string_prefix(node: cst.BaseExpression) -> str | None:
-    """The literal text a string expression starts with: `"cuda:"` for `f"cuda:{rank}"`, `"cuda:" + r`,
-    `"cuda:%d" % r` or `"cuda:{}".format(r)`; the whole text for a plain literal."""
-    value = string_value(node)
-    if value is not None:
-        return value
-    if isinstance(node, cst.FormattedString):
-        first = node.parts[0] if node.parts else None
-        return first.value if isinstance(first, cst.FormattedStringText) else ""
-    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.Add, cst.Modulo)):
-        return string_prefix(node.left)
-    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "format":
-        return string_prefix(node.func.value)
-    return None
-
-
-def call_name(node: cst.Call) -> str | None:
-    """The last segment of what is called: `to` for `x.to(...)`, `device` for `torch.device(...)`."""
-    func = node.func
-    if isinstance(func, cst.Attribute):
-        return func.attr.value
-    if isinstance(func, cst.Name):
-        return func.value
-    return None
-
-
-def keyword(node: cst.Call, name: str) -> cst.Arg | None:
-    return next((arg for arg in node.args if arg.keyword is not None and arg.keyword.value == name), None)
-
-
-def positional(node: cst.Call, index: int) -> cst.Arg | None:
-    args = [arg for arg in node.args if arg.keyword is None and not arg.star]
-    return args[index] if index < len(args) else None
-
-
-__all__ = [
-    "CHECKS", "Check", "Context", "FixPlan", "Hit", "Replace", "call_name", "check", "dotted_name", "keyword",
-    "positional", "string_prefix", "string_value",
-]
+__all__ = ["CHECKS", "Check", "Context", "FixPlan", "Hit", "Replace", "check"]

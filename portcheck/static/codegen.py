@@ -4,15 +4,15 @@ of a module a replacement names. Shared by every family's fixes."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from itertools import pairwise
 from typing import TypeVar
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState  # see render()
 
-from portcheck.static.names import dotted_name, sub_blocks
-from portcheck.static.rule import Context
+from portcheck.static.check import Context
+from portcheck.static.syntax import bound_name, dotted_name, import_statements, suites
 
 _Element = TypeVar("_Element", cst.Arg, cst.BaseDictElement)
 
@@ -34,20 +34,6 @@ def new_literal(text: str, near: cst.Call | None = None) -> str:
     return f'"{text}"'
 
 
-def _blocks(stmt: cst.CSTNode) -> Iterator[cst.BaseSuite]:
-    body = getattr(stmt, "body", None)
-    if isinstance(body, cst.BaseSuite):
-        yield body
-    for handler in getattr(stmt, "handlers", ()):
-        yield handler.body
-    for part in (getattr(stmt, "orelse", None), getattr(stmt, "finalbody", None)):
-        if isinstance(part, (cst.Else, cst.Finally)):
-            yield part.body
-    if isinstance(stmt, cst.Match):
-        for case in stmt.cases:
-            yield case.body
-
-
 def indentation(ctx: Context, depth: int | None = None) -> list[str] | None:
     """The indentation of the statement being visited (or of `ctx.statements[depth]`), one entry per block that
     holds it; None when a block is not found."""
@@ -55,7 +41,7 @@ def indentation(ctx: Context, depth: int | None = None) -> list[str] | None:
     for outer, inner in pairwise(ctx.statements if depth is None else ctx.statements[: depth + 1]):
         if isinstance(outer, cst.If) and outer.orelse is inner:
             continue  # `elif`: on the line of its `if`
-        for block in _blocks(outer):
+        for block in suites(outer):
             if isinstance(block, cst.IndentedBlock) and any(stmt is inner for stmt in block.body):
                 tokens.append(ctx.module.default_indent if block.indent is None else block.indent)
                 break
@@ -101,41 +87,28 @@ def _import_facts(module: cst.Module) -> tuple[dict[str, str], set[str], set[str
     top: set[str] = set()
     loaded: set[str] = set()
 
-    def walk(body: Iterable[cst.CSTNode], at_top: bool) -> None:
-        for stmt in body:
-            if isinstance(stmt, cst.SimpleStatementLine):
-                for small in stmt.body:
-                    if isinstance(small, cst.Import):
-                        for alias in small.names:
-                            name = dotted_name(alias.name)
-                            if name is None:
-                                continue
-                            loaded.add(name)
-                            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
-                                if at_top:
-                                    aliases[alias.asname.name.value] = name
-                            elif at_top:
-                                parts = name.split(".")
-                                top.update(".".join(parts[: i + 1]) for i in range(len(parts)))
-                    elif (isinstance(small, cst.ImportFrom) and small.module is not None and not small.relative
-                          and not isinstance(small.names, cst.ImportStar)):
-                        module = dotted_name(small.module)
-                        for alias in small.names:
-                            name = dotted_name(alias.name)
-                            if module is None or name is None:
-                                continue
-                            loaded.add(f"{module}.{name}")
-                            local = alias.asname.name.value if isinstance(
-                                getattr(alias.asname, "name", None), cst.Name) else name
-                            if at_top:
-                                aliases[local] = f"{module}.{name}"
-            elif isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
-                walk(stmt.body.body if isinstance(stmt.body, cst.IndentedBlock) else (), False)
-            else:
-                for block in sub_blocks(stmt):
-                    walk(block, at_top)
-
-    walk(module.body, True)
+    for small, at_top in import_statements(module.body):
+        if isinstance(small, cst.Import):
+            for alias in small.names:
+                name = dotted_name(alias.name)
+                if name is None:
+                    continue
+                loaded.add(name)
+                if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                    if at_top:
+                        aliases[alias.asname.name.value] = name
+                elif at_top:
+                    parts = name.split(".")
+                    top.update(".".join(parts[: i + 1]) for i in range(len(parts)))
+        elif small.module is not None and not small.relative and not isinstance(small.names, cst.ImportStar):
+            module_name = dotted_name(small.module)
+            for alias in small.names:
+                name = dotted_name(alias.name)
+                if module_name is None or name is None:
+                    continue
+                loaded.add(f"{module_name}.{name}")
+                if at_top:
+                    aliases[bound_name(alias)] = f"{module_name}.{name}"
     return aliases, top, loaded
 
 

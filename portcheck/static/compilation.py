@@ -23,7 +23,6 @@ from portcheck.static.codegen import (
     with_arg,
     without,
 )
-from portcheck.static.names import dotted_name
 from portcheck.static.rule import (
     Context,
     FixPlan,
@@ -35,6 +34,7 @@ from portcheck.static.rule import (
     rule,
     string_value,
 )
+from portcheck.static.syntax import dotted_name
 from portcheck.static.values import catches_import_error
 
 COMPILE_CODES = ("PC711", "PC712", "PC713", "PC714", "PC715")

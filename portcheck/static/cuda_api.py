@@ -21,7 +21,6 @@ import libcst as cst
 from portcheck.findings import Severity
 from portcheck.knowledge import CudaApi, load
 from portcheck.static.codegen import literal_like, rewritten, spelling
-from portcheck.static.names import dotted_name, sub_blocks
 from portcheck.static.rule import (
     Context,
     FixPlan,
@@ -35,6 +34,8 @@ from portcheck.static.rule import (
     string_prefix,
     string_value,
 )
+from portcheck.static.syntax import blocks as sub_blocks
+from portcheck.static.syntax import dotted_name
 from portcheck.static.values import contains
 from portcheck.static.walk import visit
 

@@ -18,25 +18,17 @@ import libcst as cst
 
 from portcheck.findings import Edit, FileError, FileJob, FileResult, Finding, Fix, fingerprinted
 from portcheck.knowledge import load
-from portcheck.static import (  # noqa: F401  (importing a family module registers its checks)
-    attention,
-    compilation,
-    cuda_api,
-    distributed,
-    dynamic_shape,
-    host_sync,
-    libraries,
-    ops,
-    training,
-)
+from portcheck.rules import RULES, registry
+from portcheck.static.check import CHECKS, Check, Context, FixPlan, Hit
 from portcheck.static.names import function_scope
 from portcheck.static.positions import Positions
-from portcheck.static.rule import CHECKS, RULES, Check, Context, FixPlan, Hit
 from portcheck.static.source import SourceError, decode
 from portcheck.static.suppress import Suppression, might_hold_suppression, parse_comment
 from portcheck.static.walk import STATEMENTS, walk
 
 UNUSED_SUPPRESSION = "PC900"
+
+registry()  # importing the rule modules registers their checks
 
 
 

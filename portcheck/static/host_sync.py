@@ -20,8 +20,8 @@ import libcst as cst
 
 from portcheck.findings import Severity
 from portcheck.static.dynamic_shape import SIZE_FACTORIES, SIZE_METHODS
-from portcheck.static.names import dotted_name
 from portcheck.static.rule import Context, Rule, call_name, check, keyword, positional, rule, string_value
+from portcheck.static.syntax import dotted_name
 from portcheck.static.walk import visit
 
 CODES = ("PC701", "PC702", "PC703")

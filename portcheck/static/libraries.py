@@ -23,8 +23,8 @@ import libcst as cst
 
 from portcheck.findings import Severity
 from portcheck.knowledge import KnowledgeError, rules_dir
-from portcheck.static.names import dotted_name
 from portcheck.static.rule import Context, Rule, call_name, check, keyword, positional, rule, string_value
+from portcheck.static.syntax import dotted_name
 from portcheck.static.values import availability_probe, catches_import_error, under_type_checking
 from portcheck.static.walk import visit
 

@@ -14,22 +14,12 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from portcheck.static.syntax import block_body, blocks, dotted_name
+
 _AMBIGUOUS = object()
 
 _BLOCKS = (cst.If, cst.Else, cst.Try, cst.TryStar, cst.ExceptHandler, cst.ExceptStarHandler, cst.Finally,
            cst.With, cst.For, cst.While, cst.Match)
-
-
-def dotted_name(node: cst.BaseExpression) -> str | None:
-    """`a.b.c` as text, or None when the expression is not a plain dotted name."""
-    parts = []
-    while isinstance(node, cst.Attribute):
-        parts.append(node.attr.value)
-        node = node.value
-    if not isinstance(node, cst.Name):
-        return None
-    parts.append(node.value)
-    return ".".join(reversed(parts))
 
 
 @dataclass
@@ -95,9 +85,9 @@ class Names:
                             if resolved is not None:
                                 self._bind_alias(target.value, resolved)
             elif isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
-                self._collect_imports(_block_body(stmt.body), top=False)
+                self._collect_imports(block_body(stmt.body), top=False)
             elif isinstance(stmt, _BLOCKS):
-                for block in sub_blocks(stmt):
+                for block in blocks(stmt):
                     self._collect_imports(block, top=top)
 
     def resolve_dotted(self, dotted: str) -> str | None:
@@ -111,31 +101,6 @@ class Names:
         """The qualified name an expression stands for (`th.cuda.sync` -> `torch.cuda.sync`), or None."""
         dotted = dotted_name(node)
         return None if dotted is None else self.resolve_dotted(dotted)
-
-
-def _block_body(block) -> tuple:
-    return tuple(block.body) if isinstance(block, cst.IndentedBlock) else ()
-
-
-def sub_blocks(stmt) -> list[tuple]:
-    """The statement lists a compound statement holds, in source order: body, each `elif`'s body, `else`,
-    the `except` handlers and `finally` of a `try`, the cases of a `match`."""
-    blocks = []
-    for attr in ("body", "orelse", "finalbody"):
-        part = getattr(stmt, attr, None)
-        if part is None:
-            continue
-        if isinstance(part, (cst.Else, cst.Finally)):
-            blocks.append(_block_body(part.body))
-        elif isinstance(part, cst.If):  # elif chain: its body and its own orelse
-            blocks.extend(sub_blocks(part))
-        elif isinstance(part, cst.BaseSuite):
-            blocks.append(_block_body(part))
-        if attr == "body":
-            blocks.extend(_block_body(handler.body) for handler in getattr(stmt, "handlers", ()))
-    if isinstance(stmt, cst.Match):
-        blocks.extend(_block_body(case.body) for case in stmt.cases)
-    return blocks
 
 
 def _collect_constants(body, scope: Scope) -> None:
@@ -155,7 +120,7 @@ def _collect_constants(body, scope: Scope) -> None:
         elif isinstance(stmt, _BLOCKS):
             if isinstance(stmt, cst.For):
                 _bind(scope, stmt.target, None)
-            for block in sub_blocks(stmt):
+            for block in blocks(stmt):
                 _collect_constants(block, scope)
 
 
@@ -184,5 +149,5 @@ def function_scope(node: cst.FunctionDef) -> Scope:
         if isinstance(star, cst.Param):
             scope.constants[star.name.value] = _AMBIGUOUS
             scope.bound.add(star.name.value)
-    _collect_constants(_block_body(node.body), scope)
+    _collect_constants(block_body(node.body), scope)
     return scope

@@ -8,20 +8,8 @@ from collections.abc import Callable, Iterable
 import libcst as cst
 
 from portcheck.rules import RULES, Rule, rule
-from portcheck.static.check import (
-    CHECKS,
-    Check,
-    Context,
-    FixPlan,
-    Hit,
-    Replace,
-    call_name,
-    dotted_name,
-    keyword,
-    positional,
-    string_prefix,
-    string_value,
-)
+from portcheck.static.check import CHECKS, Check, Context, FixPlan, Hit, Replace
+from portcheck.static.syntax import call_name, dotted_name, keyword, positional, string_prefix, string_value
 
 
 def check(*node_types: type[cst.CSTNode], codes: Iterable[str], tokens: Iterable[str]) -> Callable:

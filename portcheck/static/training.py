@@ -25,7 +25,6 @@ from portcheck.static.codegen import (
     with_arg,
 )
 from portcheck.static.cuda_api import cuda_device
-from portcheck.static.names import dotted_name
 from portcheck.static.rule import (
     Context,
     FixPlan,
@@ -38,6 +37,7 @@ from portcheck.static.rule import (
     rule,
     string_value,
 )
+from portcheck.static.syntax import dotted_name
 from portcheck.static.values import dtype_of
 from portcheck.static.walk import visit
 

@@ -10,8 +10,8 @@ import re
 
 import libcst as cst
 
-from portcheck.static.names import dotted_name
-from portcheck.static.rule import Context, call_name, keyword, positional
+from portcheck.static.check import Context
+from portcheck.static.syntax import call_name, dotted_name, keyword, positional
 from portcheck.static.walk import visit
 
 INTEGER_DTYPES = frozenset({
