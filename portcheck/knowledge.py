@@ -30,7 +30,6 @@ class RuleInfo:
     source: str
     stacks: tuple[str, ...] = ("native", "xla")
     default: bool = True
-    passes: tuple[str, ...] = ("scan", "trace")  # which commands can report it ("trace" only: graph evidence)
     trace_default: bool = False  # on by default in `trace` although off in `scan`
 
     def applies_to(self, chip: str, stack: str) -> bool:
@@ -146,13 +145,15 @@ def load() -> Knowledge:
             source=entry["source"],
             stacks=tuple(entry.get("stacks", ("native", "xla"))),
             default=entry.get("default", True),
-            passes=tuple(entry.get("passes", ("scan", "trace"))),
             trace_default=entry.get("trace_default", False),
         )
         if not CODE_PATTERN.match(info.code) or info.code in rules:
             raise KnowledgeError(f"catalog/{where}: bad or repeated code {info.code!r}")
         if info.category not in CATEGORIES:
             raise KnowledgeError(f"catalog/{where}: {info.code} has unknown category {info.category!r}")
+        if where != f"{info.category}.toml":
+            raise KnowledgeError(f"catalog/{where}: {info.code} is in category {info.category}, whose rules belong in "
+                                 f"catalog/{info.category}.toml")
         if not info.neuron or not info.source:
             raise KnowledgeError(f"catalog/{where}: {info.code} has no `neuron` reason or no `source`")
         rules[info.code] = info

@@ -174,12 +174,12 @@ def test_a_different_selection_is_not_served_from_another_selections_entry(proje
 
 
 def test_entries_round_trip_every_field_of_a_result(tmp_path):
+    from portcheck.rules import registry
     from portcheck.static.engine import analyse_text
-    from portcheck.static.rule import RULES
 
     text = (ROOT / "fixtures" / "fix" / "PC101" / "method.in.py").read_text()
     result = analyse_text(text + "x = 1  # portcheck: ignore[PC101]\n", "m.py", "trn2", "native",
-                          frozenset(RULES) | {"PC900"})
+                          frozenset(registry()))
     assert result.findings and any(f.fix for f in result.findings)
     cache = Cache(tmp_path)
     cache.put("k", "c", result)

@@ -65,8 +65,8 @@ def test_fix_pair(source: Path, stack: str, expected: Path):
 
 
 def test_fixable_rules_and_fix_pairs_agree():
-    from portcheck.static.engine import RULES
+    from portcheck.rules import registry
 
     with_pairs = {source.parent.name for source, _, _ in CASES}
-    declared = {code for code, rule in RULES.items() if rule.FIXABLE}
+    declared = {code for code, rule in registry().items() if rule.FIXABLE}
     assert declared == with_pairs, "a rule declares FIXABLE exactly when fixtures/fix/<code>/ has pairs"

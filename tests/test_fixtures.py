@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from portcheck.knowledge import load
+from portcheck.rules import Pass, registry
 from portcheck.static.engine import FileJob, analyse_file
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "static"
@@ -72,7 +73,7 @@ def test_fixture(path: Path, target: tuple[str, str]):
     assert sorted(want - got) == [], "quiet where the fixture expects a finding"
 
 
-@pytest.mark.parametrize("code", sorted(c for c, r in load().rules.items() if c != "PC900" and "scan" in r.passes))
+@pytest.mark.parametrize("code", sorted(c for c, r in registry().items() if c != "PC900" and Pass.STATIC in r.passes))
 def test_every_rule_has_a_firing_fixture_in_its_category_folder(code):
     # Rules only `trace` reports have their firing models in fixtures/models/ (tests/test_trace.py).
     category = load().rules[code].category

@@ -19,11 +19,11 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from portcheck.findings import FileJob, FileResult
-from portcheck.knowledge import load
+from portcheck.rules import Pass, registry
 from portcheck.static.engine import analyse_text
 from portcheck.static.rewrite import fix_text
 
-ENABLED = frozenset(code for code, info in load().rules.items() if "scan" in info.passes)
+ENABLED = frozenset(code for code, rule in registry().items() if Pass.STATIC in rule.passes)
 TARGETS = (("trn2", "native"), ("inf2", "xla"))
 
 IMPORTS = {

@@ -1,10 +1,14 @@
-"""Documentation of the rules only `portcheck advise` reports (PC8xx: the plan's memory arithmetic has no static
-check class to carry it). Same sections as a static rule's docstring; `portcheck rule CODE` prints them."""
+"""The rules only `portcheck advise` reports (PC8xx: the plan's memory arithmetic). `portcheck rule CODE` prints
+a class's docstring."""
 
 from __future__ import annotations
 
-DOCS = {
-    "PC801": """## What it does
+from portcheck.rules import Pass, Rule, rule
+
+
+@rule
+class NeedsTensorParallelism(Rule):
+    """## What it does
     Adds up what one core must hold — the weights, the KV cache, the activations of the largest layer and the
     runtime's own memory — and reports a model that needs more than one schedulable core, with the smallest
     tensor-parallel degree that fits.
@@ -20,8 +24,15 @@ DOCS = {
 
     ## Fix safety
     Advice only.
-    """,
-    "PC802": """## What it does
+    """
+
+    code = "PC801"
+    passes = (Pass.ADVISE,)
+
+
+@rule
+class FitsNoInstance(Rule):
+    """## What it does
     Reports a model that no tensor-parallel degree fits on any single instance of the target, and what would
     make it fit: another target, lower-precision weights, a shorter sequence or smaller batch.
 
@@ -33,8 +44,15 @@ DOCS = {
 
     ## Fix safety
     Advice only.
-    """,
-    "PC803": """## What it does
+    """
+
+    code = "PC802"
+    passes = (Pass.ADVISE,)
+
+
+@rule
+class HeadsNotDivisible(Rule):
+    """## What it does
     Reports a tensor-parallel degree that does not divide the number of attention heads (or of KV heads, when
     it is not a multiple of them), with the padded head count.
 
@@ -46,8 +64,15 @@ DOCS = {
 
     ## Fix safety
     Advice only.
-    """,
-    "PC804": """## What it does
+    """
+
+    code = "PC803"
+    passes = (Pass.ADVISE,)
+
+
+@rule
+class TensorParallelDegree(Rule):
+    """## What it does
     Checks the degree given with `--tp`: a core short of memory at that degree, or a degree larger than the
     cores of the largest instance, is an error that names the smallest degree that fits.
 
@@ -59,5 +84,10 @@ DOCS = {
 
     ## Fix safety
     Advice only.
-    """,
-}
+    """
+
+    code = "PC804"
+    passes = (Pass.ADVISE,)
+
+
+__all__ = ["FitsNoInstance", "HeadsNotDivisible", "NeedsTensorParallelism", "TensorParallelDegree"]

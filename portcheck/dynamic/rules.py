@@ -1,11 +1,16 @@
-"""Documentation of the rules only `portcheck trace` reports (graph evidence has no static check class to
-carry it). Same sections as a static rule's docstring; `portcheck rule CODE` prints them. Each rule's
-example is a model in fixtures/models/, checked by tests/test_trace.py."""
+"""The rules only `portcheck trace` reports: evidence from the captured graph that no static check gives.
+`portcheck rule CODE` prints a class's docstring; each rule's example is a model in fixtures/models/, checked
+by tests/test_trace.py. Rules with static checks as well (PC201, PC303, ...) live in their category package under
+portcheck/static/ and list `Pass.TRACE` among their passes."""
 
 from __future__ import annotations
 
-DOCS = {
-    "PC210": """## What it does
+from portcheck.rules import Pass, Rule, rule
+
+
+@rule
+class UnbackedSize(Rule):
+    """## What it does
     Finds an op in the traced ATen graph whose output size torch.export could only express as an unbacked
     (data-dependent) size, when it is not one of the ops with a rule of their own (PC201–PC207).
 
@@ -17,8 +22,15 @@ DOCS = {
 
     ## Fix safety
     No automatic fix.
-    """,
-    "PC211": """## What it does
+    """
+
+    code = "PC210"
+    passes = (Pass.TRACE,)
+
+
+@rule
+class DynamicAxes(Rule):
+    """## What it does
     Exports the model once more with its batch and sequence axes dynamic (`torch.export.Dim.AUTO`) and reports
     which axes stay dynamic, the bounds export found (a `seq <= 128` guard from a position table), the
     model's position limit, and the sequence buckets to compile for (powers of two from 128).
@@ -32,8 +44,15 @@ DOCS = {
 
     ## Fix safety
     Advice only.
-    """,
-    "PC212": """## What it does
+    """
+
+    code = "PC211"
+    passes = (Pass.TRACE,)
+
+
+@rule
+class SpecialisedAxis(Rule):
+    """## What it does
     Reports an input axis that export specialised to the example's size although it was asked to keep it
     dynamic: something in the model fixes that size (a reshape to literal sizes, a buffer of that length).
 
@@ -45,8 +64,15 @@ DOCS = {
 
     ## Fix safety
     No automatic fix.
-    """,
-    "PC316": """## What it does
+    """
+
+    code = "PC212"
+    passes = (Pass.TRACE,)
+
+
+@rule
+class TracedUnsupportedOp(Rule):
+    """## What it does
     Reports each ATen op of the traced graph whose status in rules/ops.toml is `unsupported` on the
     target's stack, with the documented reason and error code. With `--neuron-analyze` on a Neuron host it
     also reports what `torch_neuronx.analyze` finds unsupported.
@@ -59,8 +85,15 @@ DOCS = {
 
     ## Fix safety
     No automatic fix.
-    """,
-    "PC317": """## What it does
+    """
+
+    code = "PC316"
+    passes = (Pass.TRACE,)
+
+
+@rule
+class CpuFallbackOp(Rule):
+    """## What it does
     Reports each ATen op of the traced graph that the target's stack runs on the host CPU (status
     `cpu-fallback` in rules/ops.toml).
 
@@ -72,8 +105,15 @@ DOCS = {
 
     ## Fix safety
     No automatic fix.
-    """,
-    "PC318": """## What it does
+    """
+
+    code = "PC317"
+    passes = (Pass.TRACE,)
+
+
+@rule
+class UnknownOps(Rule):
+    """## What it does
     One finding listing the ATen ops of the traced graph that no source in rules/ops.toml covers for the
     target's stack. Composite ops (`aten::linear`) are judged by what they decompose into. Unknown is
     reported as unknown, never as supported; the JSON report lists every op with its status per chip.
@@ -86,8 +126,15 @@ DOCS = {
 
     ## Fix safety
     Advice only.
-    """,
-    "PC403": """## What it does
+    """
+
+    code = "PC318"
+    passes = (Pass.TRACE,)
+
+
+@rule
+class AttentionKernelFit(Rule):
+    """## What it does
     Reports each `scaled_dot_product_attention` node of the traced graph with its heads, head_dim and
     query × key lengths, and says which fused NKI attention kernel fits those shapes. Info only: the Neuron
     compiler takes SDPA, so a model that uses it gets no warning for its attention.
@@ -100,8 +147,15 @@ DOCS = {
 
     ## Fix safety
     Advice only.
-    """,
-    "PC720": """## What it does
+    """
+
+    code = "PC403"
+    passes = (Pass.TRACE,)
+
+
+@rule
+class GraphBreak(Rule):
+    """## What it does
     Where torch.export fails, runs `torch._dynamo.explain` and reports each graph break at the user's line
     with Dynamo's reason; a break at a dynamic-shape operator (`nonzero`) also reports that op's rule.
 
@@ -113,8 +167,15 @@ DOCS = {
 
     ## Fix safety
     No automatic fix.
-    """,
-    "PC721": """## What it does
+    """
+
+    code = "PC720"
+    passes = (Pass.TRACE,)
+
+
+@rule
+class ExportFailure(Rule):
+    """## What it does
     Reports where torch.export could not capture the model, when the reason is not a data-dependent branch
     (those are PC208): an unsupported Python construct, a failing shape check, a custom op without a fake
     implementation.
@@ -127,5 +188,10 @@ DOCS = {
 
     ## Fix safety
     No automatic fix.
-    """,
-}
+    """
+
+    code = "PC721"
+    passes = (Pass.TRACE,)
+
+
+__all__ = ["AttentionKernelFit", "CpuFallbackOp", "DynamicAxes", "ExportFailure", "GraphBreak", "SpecialisedAxis", "TracedUnsupportedOp", "UnbackedSize", "UnknownOps"]

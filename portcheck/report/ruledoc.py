@@ -3,24 +3,15 @@ ruff's section order plus "Why it matters on Neuron" with its source)."""
 
 from __future__ import annotations
 
-import inspect
 import json
-import re
 from typing import TextIO
 
 from portcheck.knowledge import RuleInfo, load
-from portcheck.static.engine import RULES  # registered rule classes
-
-_HEADING = re.compile(r"^## (.+)$", re.MULTILINE)
-
-
-def _sections(doc: str) -> dict[str, str]:
-    parts = _HEADING.split(doc)
-    return {parts[i].strip(): parts[i + 1].strip("\n") for i in range(1, len(parts) - 1, 2)}
+from portcheck.rules import Pass, rule_class
 
 
 def fixable(code: str) -> bool:
-    rule = RULES.get(code)
+    rule = rule_class(code)
     return rule is not None and rule.FIXABLE
 
 
@@ -56,20 +47,15 @@ def write_rules(stream: TextIO, *, as_json: bool, rich_table: bool) -> None:
 
 
 def rule_doc(info: RuleInfo) -> str:
-    cls = RULES.get(info.code)
-    if cls is not None:
-        sections = _sections(inspect.cleandoc(cls.__doc__ or ""))
-    else:
-        from portcheck.advise.rules import DOCS as ADVISE_DOCS
-        from portcheck.dynamic.rules import DOCS
-
-        sections = _sections(inspect.cleandoc(DOCS.get(info.code) or ADVISE_DOCS.get(info.code, "")))
+    cls = rule_class(info.code)
+    sections = cls.sections() if cls is not None else {}
+    passes = cls.passes if cls is not None else (Pass.STATIC,)
     lines = [
         f"# {info.code} {info.name}",
         "",
         f"Category: {info.category} · severity: {info.severity.label} · targets: {', '.join(info.targets)}"
         f" · fixable: {'yes' if fixable(info.code) else 'no'} · enabled by default: {'yes' if info.default else 'no'}"
-        + ("" if "scan" in info.passes else f" · reported by: `portcheck {' and '.join(info.passes)}`"),
+        + ("" if Pass.STATIC in passes else f" · reported by: `portcheck {' and '.join(passes)}`"),
         "",
         "## What it does",
         sections.get("What it does", info.summary),

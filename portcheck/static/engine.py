@@ -18,15 +18,13 @@ import libcst as cst
 
 from portcheck.findings import Edit, FileError, FileJob, FileResult, Finding, Fix, fingerprinted
 from portcheck.knowledge import load
-from portcheck.rules import RULES, registry
+from portcheck.rules import registry
 from portcheck.static.check import CHECKS, Check, Context, FixPlan, Hit
 from portcheck.static.names import function_scope
 from portcheck.static.positions import Positions
 from portcheck.static.source import SourceError, decode
-from portcheck.static.suppress import Suppression, might_hold_suppression, parse_comment
+from portcheck.static.suppression import apply_suppressions, might_hold_suppression, parse_comment
 from portcheck.static.walk import STATEMENTS, walk
-
-UNUSED_SUPPRESSION = "PC900"
 
 registry()  # importing the rule modules registers their checks
 
@@ -205,7 +203,7 @@ def analyse_text(text: str, path: str, chip: str, stack: str, enabled: frozenset
         where = positions.of(comment, chain)
         suppressions.extend(
             parse_comment(comment.value, where.start.line, where.start.column + 1, where.end.column + 1))
-    findings, suppressed = _apply_suppressions(findings, ctx.hits, positions, suppressions, enabled, path)
+    findings, suppressed = apply_suppressions(findings, ctx.hits, positions, suppressions, enabled, path)
     # one numbering for both, so a silenced finding never shares a fingerprint with a live twin
     silenced = Counter((f.sort_key, f.message) for f in suppressed)
     kept, quiet = [], []
@@ -274,60 +272,4 @@ def _finding(hit: Hit, path: str, ctx: Context, positions: Positions) -> Finding
     )
 
 
-def _statement_lines(hit: Hit, finding: Finding, positions: Positions) -> tuple[int, int]:
-    first, last = finding.line, finding.end_line
-    statement = hit.statement
-    if statement is not None:
-        start, end = positions.statement_lines(statement, hit.chain)
-        first = min(first, start)
-        last = max(last, end)
-    return first, last
-
-
-def _apply_suppressions(findings, hits, positions, suppressions: list[Suppression], enabled,
-                        path) -> tuple[list[Finding], list[Finding]]:
-    """The findings kept, and those a suppression comment silenced."""
-    file_level = [s for s in suppressions if s.file_level]
-    by_line: dict[int, list[Suppression]] = defaultdict(list)
-    for s in suppressions:
-        if not s.file_level:
-            by_line[s.line].append(s)
-    kept, silenced = [], []
-    for finding, hit in zip(findings, hits, strict=True):
-        first, last = _statement_lines(hit, finding, positions)
-        suppressed = False
-        for s in file_level + [s for line in range(first, last + 1) for s in by_line.get(line, ())]:
-            if s.covers(finding.code):
-                s.used.add(finding.code)
-                suppressed = True
-        (silenced if suppressed else kept).append(finding)
-    if UNUSED_SUPPRESSION in enabled:
-        kept.extend(_unused(suppressions, enabled, path))
-    return kept, silenced
-
-
-def _unused(suppressions: list[Suppression], enabled: frozenset[str], path: str) -> list[Finding]:
-    rules = load().rules
-    info = rules[UNUSED_SUPPRESSION]
-    out = []
-    for s in suppressions:
-        if not s.ours:
-            continue
-        if s.codes is None:
-            problems = [] if s.used else ["it suppresses nothing"]
-        else:
-            unknown = sorted(c for c in s.codes if c not in rules)
-            unused = sorted(c for c in s.codes if c in rules and c in enabled and c not in s.used)
-            problems = [f"no {c} finding here" for c in unused] + [f"{c} is not a portcheck rule" for c in unknown]
-        if problems:
-            kind = "file-level suppression" if s.file_level else "suppression"
-            out.append(Finding(
-                code=info.code, name=info.name, category=info.category, severity=info.severity,
-                message=f"unused {kind}: {'; '.join(problems)}; remove it",
-                path=path, line=s.line, column=s.column, end_line=s.line, end_column=s.end_column,
-            ))
-    return out
-
-
-# RULES is re-exported: importing the engine is what registers every rule class.
-__all__ = ["RULES", "FileJob", "analyse_file", "analyse_text"]
+__all__ = ["FileJob", "analyse_file", "analyse_text"]

@@ -1,0 +1,7 @@
+"""suppression (PC9xx): portcheck's own comments, `# noqa: PC101` and `# portcheck: ignore[PC101]`, and the rule
+that reports one suppressing nothing."""
+
+from portcheck.static.suppression.comments import Suppression, might_hold_suppression, parse_comment
+from portcheck.static.suppression.unused import UnusedSuppression, apply_suppressions
+
+__all__ = ["Suppression", "UnusedSuppression", "apply_suppressions", "might_hold_suppression", "parse_comment"]
