@@ -340,8 +340,8 @@ def _report_fixes(result, args: argparse.Namespace, fixing) -> int:
 
 def _fix_stdin(data: bytes, args: argparse.Namespace, settings, cwd: Path, fixing) -> int:
     """`portcheck scan --fix -`: the fixed source on stdout (or the diff with --diff), findings on stderr."""
+    from portcheck.findings import FileTooLarge
     from portcheck.report import render
-    from portcheck.static.engine import FileJob
     from portcheck.static.rewrite import fix_text, unified_diff
     from portcheck.static.source import SourceError, decode
 
@@ -350,11 +350,12 @@ def _fix_stdin(data: bytes, args: argparse.Namespace, settings, cwd: Path, fixin
         source = decode(data)
     except SourceError as exc:
         raise ConfigError(f"{display}: {exc.message}") from None
-    from portcheck.static.discover import relative_to_root
-
     location = cwd / args.stdin_filename if args.stdin_filename else cwd / "-"
-    job = FileJob(path=display, chip=settings.chip, stack=settings.stack,
-                  enabled=settings.enabled_for(relative_to_root(location, settings)))
+    job = settings.job(display, location, data)
+    try:
+        job.read()
+    except FileTooLarge as exc:
+        raise ConfigError(f"{display}: {exc}") from None
     outcome = fix_text(source.text, job, fixing.unsafe)
     text = outcome.text if outcome.text is not None else source.text
     if fixing.diff:

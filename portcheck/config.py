@@ -12,7 +12,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from portcheck.findings import CATEGORIES, DEFAULT_MAX_FILE_BYTES, Severity
+from portcheck.findings import CATEGORIES, DEFAULT_MAX_FILE_BYTES, FileJob, Severity
 from portcheck.knowledge import CODE_PATTERN, load
 
 
@@ -63,6 +63,19 @@ class Settings:
     root: Path
     config_path: Path | None
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
+
+    def relative(self, path: Path) -> str:
+        """The path as exclude and per-file-ignores patterns see it: relative to the config's directory."""
+        try:
+            return path.resolve().relative_to(self.root.resolve()).as_posix()
+        except (ValueError, OSError):
+            return path.as_posix()
+
+    def job(self, display: str, location: Path, data: bytes | None = None) -> FileJob:
+        """The one way to make a file's job: the target, the rules enabled for that file and the size limit."""
+        return FileJob(path=display, chip=self.chip, stack=self.stack,
+                       enabled=self.enabled_for(self.relative(location)), data=data,
+                       location=None if data is not None else str(location), max_bytes=self.max_file_bytes)
 
     def enabled_for(self, relative_path: str) -> frozenset[str]:
         ignored: set[str] = set()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import hashlib
+import os
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
@@ -116,11 +117,28 @@ class FileJob:
     max_bytes: int = DEFAULT_MAX_FILE_BYTES  # larger files are an error entry, not analysed
 
     def read(self) -> bytes:
-        """The file's bytes: those given, else the file's (an OSError says why not)."""
+        """The file's bytes: those given, else the file's (an OSError says why not; FileTooLarge, a file over
+        `max_bytes`, which is never read whole)."""
         if self.data is not None:
-            return self.data
-        with open(self.location or self.path, "rb") as handle:
-            return handle.read()
+            data = self.data
+        else:
+            with open(self.location or self.path, "rb") as handle:
+                size = os.fstat(handle.fileno()).st_size
+                if size > self.max_bytes:
+                    raise FileTooLarge(size, self.max_bytes)
+                data = handle.read(self.max_bytes + 1)
+        if len(data) > self.max_bytes:
+            raise FileTooLarge(len(data), self.max_bytes)
+        return data
+
+
+class FileTooLarge(Exception):
+    """A file over the size limit: reported, not analysed."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(
+            f"too large to analyse: {size / 2**20:.1f} MB, over the {limit / 2**20:g} MB limit "
+            "(libcst needs several hundred times a file's size in memory); raise max-file-size to analyse it")
 
 
 @dataclass(frozen=True)

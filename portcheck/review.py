@@ -113,8 +113,8 @@ def _unquote(name: str) -> str:
 def review(change: Change, settings: Settings) -> ScanResult:
     """Scan the changed files as they are at the head, as `scan` would (excludes, per-file ignores), and keep
     the findings that touch a changed line. Paths are the repository root's, as GitHub wants them."""
-    from portcheck.static.discover import is_excluded, relative_to_root
-    from portcheck.static.engine import FileJob, analyse_file
+    from portcheck.static.discover import is_excluded
+    from portcheck.static.engine import analyse_file
 
     result = ScanResult(Target(settings.chip, settings.stack))
     for path, hunks in sorted(change.hunks.items()):
@@ -122,9 +122,7 @@ def review(change: Change, settings: Settings) -> ScanResult:
         if not hunks or is_excluded(location, settings):
             continue
         data = change.source(path) if change.head else None
-        job = FileJob(path=path, chip=settings.chip, stack=settings.stack,
-                      enabled=settings.enabled_for(relative_to_root(location, settings)), location=str(location),
-                      data=data)
+        job = settings.job(path, location, data)
         outcome = analyse_file(job)
         result.files += 1
         result.errors.extend(outcome.errors)

@@ -267,8 +267,7 @@ def _dedupe(findings: list[Finding]) -> list[Finding]:
 
 
 def _merge_static(traced: list[Finding], files: list[str], settings: Settings, cwd: Path) -> list[Finding]:
-    from portcheck.static.discover import relative_to_root
-    from portcheck.static.engine import FileJob, analyse_file
+    from portcheck.static.engine import analyse_file
 
     rules = load().rules
     # Rules on by default only in trace (PC401) report static evidence only where the graph confirms it.
@@ -278,9 +277,7 @@ def _merge_static(traced: list[Finding], files: list[str], settings: Settings, c
         location = cwd / path
         if location.suffix != ".py" or not location.is_file():
             continue
-        enabled = settings.enabled_for(relative_to_root(location.resolve(), settings))
-        result = analyse_file(FileJob(path=path, chip=settings.chip, stack=settings.stack, enabled=enabled,
-                                      location=str(location)))
+        result = analyse_file(settings.job(path, location))
         static += result.findings
     by_line: dict[tuple[str, int], list[int]] = defaultdict(list)
     for index, f in enumerate(static):

@@ -29,10 +29,7 @@ def display_path(path: Path, cwd: Path) -> str:
 
 def relative_to_root(path: Path, settings: Settings) -> str:
     """The path as exclude and per-file-ignores patterns see it: relative to the config's directory."""
-    try:
-        return path.resolve().relative_to(settings.root.resolve()).as_posix()
-    except (ValueError, OSError):
-        return path.as_posix()
+    return settings.relative(path)
 
 
 def is_excluded(path: Path, settings: Settings) -> bool:

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 
 import libcst as cst
 
-from portcheck.findings import Edit, FileError, FileJob, FileResult, Finding, Fix, fingerprinted
+from portcheck.findings import Edit, FileError, FileJob, FileResult, FileTooLarge, Finding, Fix, fingerprinted
 from portcheck.knowledge import load
 from portcheck.rules import registry
 from portcheck.static.check import CHECKS, Check, Context, FixPlan, Hit
@@ -119,10 +119,8 @@ def analyse_file(job: FileJob) -> FileResult:
         data = job.read()
     except OSError as exc:
         return FileResult(job.path, errors=(FileError(job.path, f"cannot read: {exc.strerror or exc}"),))
-    if len(data) > job.max_bytes:
-        return FileResult(job.path, errors=(FileError(job.path, (
-            f"too large to analyse: {len(data) / 2**20:.1f} MB, over the {job.max_bytes / 2**20:g} MB limit "
-            "(libcst needs several hundred times a file's size in memory); raise max-file-size to analyse it")),))
+    except FileTooLarge as exc:
+        return FileResult(job.path, errors=(FileError(job.path, str(exc)),))
     collecting = gc.isenabled()
     # A parse allocates a million small objects and frees them by reference counting (a libcst tree has no
     # cycles): the cyclic collector would only walk them again and again, a fifth of a scan's time.

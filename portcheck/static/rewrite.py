@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from portcheck.atomic import replace_file
-from portcheck.findings import Edit, FileError, FileResult, Finding
+from portcheck.findings import Edit, FileError, FileResult, FileTooLarge, Finding
 from portcheck.static.engine import FileJob, analyse_text
 from portcheck.static.source import SourceError, decode
 
@@ -185,6 +185,8 @@ def fix_file(job: FileJob, unsafe: bool) -> tuple[FixOutcome, bytes | None, str]
     except OSError as exc:
         error = FileError(job.path, f"cannot read: {exc.strerror or exc}")
         return FixOutcome(FileResult(job.path, errors=(error,))), None, ""
+    except FileTooLarge as exc:
+        return FixOutcome(FileResult(job.path, errors=(FileError(job.path, str(exc)),))), None, ""
     try:
         source = decode(data)
     except SourceError as exc:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from portcheck.cache import Cache, content_hash
 from portcheck.config import Settings
-from portcheck.findings import FileError, FileJob, FileResult, ScanResult, Target
-from portcheck.static.discover import discover, is_excluded, relative_to_root
+from portcheck.findings import FileError, FileJob, FileResult, FileTooLarge, ScanResult, Target
+from portcheck.static.discover import discover, is_excluded
 
 
 @dataclass(frozen=True)
@@ -29,12 +29,7 @@ class Fixing:
 def scan_paths(paths: list[str], settings: Settings, cwd: Path, fixing: Fixing | None = None,
                jobs: int | None = None, cache: Cache | None = None) -> ScanResult:
     candidates = discover(paths, settings, cwd)
-    file_jobs = [
-        FileJob(path=c.display, chip=settings.chip, stack=settings.stack, max_bytes=settings.max_file_bytes,
-                enabled=settings.enabled_for(relative_to_root(c.location, settings)),
-                location=str(c.location))
-        for c in candidates
-    ]
+    file_jobs = [settings.job(c.display, c.location) for c in candidates]
     return _run(file_jobs, settings, jobs, cache) if fixing is None else _fix(file_jobs, settings, fixing, jobs)
 
 
@@ -43,8 +38,7 @@ def scan_stdin(data: bytes, filename: str | None, settings: Settings, cwd: Path)
     location = (cwd / filename) if filename else cwd / "-"
     if filename and settings.force_exclude and is_excluded(location, settings):
         return ScanResult(target=Target(settings.chip, settings.stack))
-    job = FileJob(path=display, chip=settings.chip, stack=settings.stack, max_bytes=settings.max_file_bytes,
-                  enabled=settings.enabled_for(relative_to_root(location, settings)), data=data)
+    job = settings.job(display, location, data)
     return _run([job], settings)
 
 
@@ -85,11 +79,10 @@ def _run(jobs: list[FileJob], settings: Settings, workers: int | None = 1, cache
             continue
         try:
             data = job.read()
-        except OSError:
-            pending.append((job, None, None))  # analysing it says why it cannot be read
-            continue
-        if len(data) > job.max_bytes:  # reported as too large, whatever a cache with another limit says
-            pending.append((replace(job, data=data, location=None), None, None))
+        except (OSError, FileTooLarge):
+            # Analysing it says why it cannot be read, or that it is too large, whatever a cache with another
+            # limit says.
+            pending.append((job, None, None))
             continue
         content, key = content_hash(data), cache.key(job.path, job.chip, job.stack, job.enabled)
         cached = cache.get(key, content)
