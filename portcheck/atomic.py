@@ -7,6 +7,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from portcheck.errors import UserError
+
 
 def replace_file(path: Path, data: bytes, mode: int, durable: bool = True) -> None:
     """Put `data` at `path` with permission bits `mode`; an OSError says why not. `durable=False` skips the
@@ -24,3 +26,12 @@ def replace_file(path: Path, data: bytes, mode: int, durable: bool = True) -> No
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+
+
+def write_text(path: Path, text: str, mode: int = 0o644) -> None:
+    """Write a report, plan, script or baseline whole; a failure is one line (UserError)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        replace_file(path, text.encode("utf-8"), mode)
+    except OSError as exc:
+        raise UserError(f"cannot write {path}: {exc.strerror or exc}") from None

@@ -10,9 +10,9 @@ from collections import defaultdict
 from pathlib import Path
 
 from portcheck import __version__
+from portcheck.atomic import write_text
 from portcheck.config import ConfigError
 from portcheck.findings import Finding, ScanResult
-from portcheck.report import write_atomically
 
 KIND = "portcheck-baseline"
 
@@ -21,7 +21,7 @@ def write_baseline(path: Path, findings: list[Finding]) -> None:
     entries = [{"fingerprint": f.fingerprint, "stem": f.stem, "code": f.code, "path": f.path, "line": f.line}
                for f in sorted(findings, key=lambda f: f.sort_key)]
     document = {"kind": KIND, "version": 1, "portcheck_version": __version__, "findings": entries}
-    write_atomically(path, json.dumps(document, indent=1) + "\n")
+    write_text(path, json.dumps(document, indent=1) + "\n")
 
 
 def read_baseline(path: Path) -> dict[str, list[int]]:

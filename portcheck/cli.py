@@ -1,17 +1,38 @@
-"""Command-line parsing only: each command calls one function of the package and prints its result."""
+"""The command line: arguments -> options, one call into the application layer (commands.py), the result
+rendered, and the exit code from one function."""
 
 from __future__ import annotations
 
 import argparse
 import difflib
-import functools
+import io
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
 
 from portcheck import __version__
 from portcheck.advise.model import KINDS
-from portcheck.config import FORMATS, ConfigError, Layer, check_selector, find_config, read_config, resolve
+from portcheck.atomic import write_text
+from portcheck.commands import LinesFor, source_lines
+from portcheck.config import (
+    FORMATS,
+    ConfigError,
+    Layer,
+    Settings,
+    check_selector,
+    find_config,
+    read_config,
+    resolve,
+)
+from portcheck.errors import UserError
+from portcheck.findings import ScanResult, Severity
+
+if TYPE_CHECKING:
+    from portcheck.dynamic.request import TraceRequest
+    from portcheck.static.scan import Fixing
+
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -203,9 +224,23 @@ def _say_error(message: str) -> None:
     sys.stderr.write(f"portcheck: error: {message}\n")
 
 
+def exit_code(result: ScanResult, fail_level: Severity, *, exit_zero: bool = False, fixes: str = "") -> int:
+    """The one exit-code rule (ruff's): 0 with --exit-zero; else 1 when a file could not be analysed, or when
+    findings at or above the fail level remain. `fixes`: "diff" (1 when there is a diff), "fix-only" (the
+    remaining findings do not count)."""
+    if exit_zero:
+        return EXIT_OK
+    if result.errors:
+        return EXIT_FINDINGS
+    if fixes == "diff":
+        return EXIT_FINDINGS if result.diff else EXIT_OK
+    if fixes == "fix-only":
+        return EXIT_OK
+    return EXIT_FINDINGS if any(f.severity >= fail_level for f in result.findings) else EXIT_OK
+
+
 def _scan(args: argparse.Namespace) -> int:
-    from portcheck.report import render
-    from portcheck.static.scan import scan_paths, scan_stdin
+    from portcheck.commands import ScanOptions, fix_stdin, scan
 
     cwd = Path.cwd()
     paths = args.paths or ["."]
@@ -219,60 +254,44 @@ def _scan(args: argparse.Namespace) -> int:
         force_exclude=args.force_exclude, respect_gitignore=args.respect_gitignore,
         fail_level=args.fail_level, format=args.format, max_file_size=args.max_file_size,
     ))
-
-    if args.jobs is not None and args.jobs < 1:
-        raise ConfigError(f"--jobs must be 1 or more, not {args.jobs}")
     fixing = None
     if args.fix or args.fix_only or args.diff:
         from portcheck.static.scan import Fixing
 
         fixing = Fixing(write=not args.diff, unsafe=args.unsafe_fixes, diff=args.diff)
-    stdin_text: str | None = None
-    if reads_stdin:
-        data = sys.stdin.buffer.read()
-        if fixing is not None:
-            return _fix_stdin(data, args, settings, cwd, fixing)
-        result = scan_stdin(data, args.stdin_filename, settings, cwd)
-        stdin_text = data.decode("utf-8", errors="replace")
-    else:
-        cache = None
-        if fixing is None:
-            from portcheck.cache import Cache, directory_for
-
-            directory = directory_for(args.cache_dir, args.no_cache, settings.root)
-            cache = Cache(directory if directory.is_absolute() else cwd / directory) if directory else None
-        result = scan_paths(paths, settings, cwd, fixing, jobs=args.jobs, cache=cache)
-        if cache is not None and cache.problem:
-            sys.stderr.write(f"portcheck: warning: {cache.problem}\n")
+    fix_mode = "diff" if args.diff else "fix-only" if args.fix_only else ""
+    data = sys.stdin.buffer.read() if reads_stdin else None
+    if data is not None and fixing is not None:
+        fixed = fix_stdin(data, args.stdin_filename, settings, cwd, fixing)
+        sys.stdout.write(fixed.diff if fixing.diff else fixed.text)
+        sys.stdout.flush()
+        if not args.fix_only and not fixing.diff:
+            _render(fixed.result, "concise", sys.stderr, color=False, lines_for=lambda _: [])
+        _fix_summary(fixed.result, args.show_fixes, sys.stderr)
+        fixed.result.diff = fixed.diff if fixed.changed else ""
+        return exit_code(fixed.result, settings.fail_level, exit_zero=args.exit_zero, fixes=fix_mode)
+    outcome = scan(ScanOptions(
+        settings, cwd, tuple(paths), stdin=data, stdin_filename=args.stdin_filename, fixing=fixing, jobs=args.jobs,
+        cache_dir=args.cache_dir, use_cache=not args.no_cache,
+        baseline=Path(args.baseline) if args.baseline and not args.write_baseline else None))
+    for warning in outcome.warnings:
+        sys.stderr.write(f"portcheck: warning: {warning}\n")
+    result = outcome.result
     if fixing is not None and (fixing.diff or args.fix_only):
-        return _report_fixes(result, args, fixing)
+        return _report_fixes(result, args, fixing, settings.fail_level, fix_mode)
     if args.write_baseline:
         from portcheck.baseline import write_baseline
 
         write_baseline(Path(args.write_baseline), result.findings)
         sys.stderr.write(f"portcheck: wrote {len(result.findings)} finding(s) to the baseline {args.write_baseline}\n")
         return EXIT_OK
-    if args.baseline:
-        from portcheck.baseline import apply_baseline, read_baseline
-
-        apply_baseline(result, read_baseline(Path(args.baseline)))
-
-    lines_for = _source_lines(cwd, stdin_text)
-    if args.output:
-        _write_report(Path(args.output), result, settings.format, args.statistics, lines_for)
-    else:
-        render(result, settings.format, sys.stdout, color=_color(sys.stdout, False), statistics=args.statistics,
-               lines_for=lines_for)
-        sys.stdout.flush()
+    _output(result, settings.format, args.output, statistics=args.statistics, lines_for=outcome.lines_for)
     if fixing is not None and not args.output and settings.format in ("concise", "full"):
         _fix_summary(result, args.show_fixes, sys.stdout)
-    if args.exit_zero:
-        return EXIT_OK
-    failing = any(f.severity >= settings.fail_level for f in result.findings)
-    return EXIT_FINDINGS if failing or result.errors else EXIT_OK
+    return exit_code(result, settings.fail_level, exit_zero=args.exit_zero)
 
 
-def _settings(args: argparse.Namespace, start: Path, cwd: Path, options: Layer, command: str = "scan"):
+def _settings(args: argparse.Namespace, start: Path, cwd: Path, options: Layer, command: str = "scan") -> Settings:
     """The configuration file (--config, else the nearest one above `start`, none with --isolated) under the
     command line's options."""
     if args.config:
@@ -289,26 +308,35 @@ def _settings(args: argparse.Namespace, start: Path, cwd: Path, options: Layer, 
     return resolve(layers, root, config_path, command)
 
 
-def _source_lines(cwd: Path, stdin_text: str | None = None):
-    """For the full report's code frames: a file's lines, or stdin's."""
-    def lines_for(path: str) -> list[str]:
-        if stdin_text is not None:
-            return stdin_text.splitlines()
-        try:
-            return (cwd / path).read_text(encoding="utf-8", errors="replace").splitlines()
-        except OSError:
-            return []
+def _render(result: ScanResult, output_format: str, stream: TextIO, *, color: bool, lines_for: LinesFor,
+            statistics: bool = False) -> None:
+    from portcheck.report import render
 
-    return lines_for
+    render(result, output_format, stream, color=color, statistics=statistics, lines_for=lines_for)
 
 
-def _write_fixed(result, stream, verb: str = "fixed") -> None:
+def _output(result: ScanResult, output_format: str, output: str | None, *, statistics: bool = False,
+            lines_for: LinesFor, summary: Callable[[ScanResult, TextIO], None] | None = None) -> None:
+    """The report on stdout (coloured on a terminal), or written whole to `output`."""
+    if output:
+        buffer = io.StringIO()
+        _render(result, output_format, buffer, color=False, statistics=statistics, lines_for=lines_for)
+        write_text(Path(output), buffer.getvalue())
+        return
+    _render(result, output_format, sys.stdout, color=_color(sys.stdout, False), statistics=statistics,
+            lines_for=lines_for)
+    if summary is not None:
+        summary(result, sys.stdout)
+    sys.stdout.flush()
+
+
+def _write_fixed(result: ScanResult, stream: TextIO, verb: str = "fixed") -> None:
     """--show-fixes: one line a fix applied (or, with --diff, that would be)."""
     for f in result.fixed:
-        stream.write(f"{verb} {f.path}:{f.line}:{f.column}: {f.code} {f.fix.title}\n")
+        stream.write(f"{verb} {f.path}:{f.line}:{f.column}: {f.code} {f.fix.title if f.fix else ''}\n")
 
 
-def _fix_summary(result, show_fixes: bool, stream) -> None:
+def _fix_summary(result: ScanResult, show_fixes: bool, stream: TextIO) -> None:
     if show_fixes:
         _write_fixed(result, stream)
     fixable = sum(1 for f in result.findings if f.fix is not None and f.fix.applicability == "unsafe")
@@ -318,7 +346,8 @@ def _fix_summary(result, show_fixes: bool, stream) -> None:
     stream.write(line + ".\n")
 
 
-def _report_fixes(result, args: argparse.Namespace, fixing) -> int:
+def _report_fixes(result: ScanResult, args: argparse.Namespace, fixing: Fixing, fail_level: Severity,
+                  fix_mode: str) -> int:
     """--diff: the diff on stdout; --fix-only: what was fixed. Either way a summary, and no finding list."""
     if fixing.diff:
         sys.stdout.write(result.diff)
@@ -331,62 +360,7 @@ def _report_fixes(result, args: argparse.Namespace, fixing) -> int:
     if args.show_fixes:
         _write_fixed(result, stream, "would fix" if fixing.diff else "fixed")
     stream.write(f"{len(result.fixed)} {'to fix' if fixing.diff else 'fixed'}, {len(result.findings)} remaining.\n")
-    if args.exit_zero:
-        return EXIT_OK
-    if result.errors:
-        return EXIT_FINDINGS
-    return EXIT_FINDINGS if fixing.diff and result.diff else EXIT_OK
-
-
-def _fix_stdin(data: bytes, args: argparse.Namespace, settings, cwd: Path, fixing) -> int:
-    """`portcheck scan --fix -`: the fixed source on stdout (or the diff with --diff), findings on stderr."""
-    from portcheck.findings import FileTooLarge
-    from portcheck.report import render
-    from portcheck.static.rewrite import fix_text, unified_diff
-    from portcheck.static.source import SourceError, decode
-
-    display = args.stdin_filename or "-"
-    try:
-        source = decode(data)
-    except SourceError as exc:
-        raise ConfigError(f"{display}: {exc.message}") from None
-    location = cwd / args.stdin_filename if args.stdin_filename else cwd / "-"
-    job = settings.job(display, location, data)
-    try:
-        job.read()
-    except FileTooLarge as exc:
-        raise ConfigError(f"{display}: {exc}") from None
-    outcome = fix_text(source.text, job, fixing.unsafe)
-    text = outcome.text if outcome.text is not None else source.text
-    if fixing.diff:
-        sys.stdout.write(unified_diff(display, source.text, text))
-    else:
-        sys.stdout.write(text)
-    sys.stdout.flush()
-    from portcheck.findings import ScanResult, Target
-
-    result = ScanResult(Target(settings.chip, settings.stack), 1, list(outcome.result.findings),
-                        list(outcome.result.errors), outcome.fixed, True)
-    if not args.fix_only and not fixing.diff:
-        render(result, "concise", sys.stderr, color=False, statistics=False, lines_for=lambda _: [])
-    _fix_summary(result, args.show_fixes, sys.stderr)
-    if args.exit_zero or args.fix_only:
-        return EXIT_OK
-    if fixing.diff:
-        return EXIT_FINDINGS if outcome.text is not None else EXIT_OK
-    failing = any(f.severity >= settings.fail_level for f in result.findings)
-    return EXIT_FINDINGS if result.errors or failing else EXIT_OK
-
-
-def _write_report(path: Path, result, output_format: str, statistics: bool, lines_for) -> None:
-    """Render the report and move it into place whole: never a half-written file."""
-    import io
-
-    from portcheck.report import render, write_atomically
-
-    buffer = io.StringIO()
-    render(result, output_format, buffer, color=False, statistics=statistics, lines_for=lines_for)
-    write_atomically(path, buffer.getvalue())
+    return exit_code(result, fail_level, exit_zero=args.exit_zero, fixes=fix_mode)
 
 
 def _common_parent(paths: list[str], cwd: Path) -> Path:
@@ -410,36 +384,24 @@ def _size(text: str) -> int:
 
 
 def _trace(args: argparse.Namespace) -> int:
+    from portcheck.commands import run_model, trace
+    from portcheck.report.trace import write_trace_summary
+
     cwd = Path.cwd()
     request = _trace_request(args, require_model=True)
     settings = _settings(args, cwd, cwd, Layer(
         target=args.target, stack=args.stack, select=args.select, extend_select=args.extend_select,
         ignore=args.ignore, fail_level=args.fail_level, format=args.format), command="trace")
-
-    from portcheck.dynamic.report import build_report
-    from portcheck.report import render
-    from portcheck.report.trace import write_trace_summary
-
-    raw = _run_model(args, request, cwd)
-    result = build_report(raw, settings, cwd, static=not args.no_static)
-
-    lines_for = _source_lines(cwd)
-    if args.output:
-        _write_report(Path(args.output), result, settings.format, False, lines_for)
-    else:
-        render(result, settings.format, sys.stdout, color=_color(sys.stdout, False), statistics=False,
-               lines_for=lines_for)
-        if settings.format in ("concise", "full"):
-            write_trace_summary(result, sys.stdout)
-        sys.stdout.flush()
-    if args.exit_zero:
-        return EXIT_OK
-    return EXIT_FINDINGS if any(f.severity >= settings.fail_level for f in result.findings) else EXIT_OK
+    raw = run_model(request, cwd, args.timeout, args.model or args.hf_config)
+    result = trace(raw, settings, cwd, static=not args.no_static)
+    summary = write_trace_summary if settings.format in ("concise", "full") else None
+    _output(result, settings.format, args.output, lines_for=source_lines(cwd), summary=summary)
+    return exit_code(result, settings.fail_level, exit_zero=args.exit_zero)
 
 
-def _trace_request(args: argparse.Namespace, require_model: bool):
+def _trace_request(args: argparse.Namespace, require_model: bool) -> TraceRequest:
     """The child's request from `trace`'s or `advise`'s model arguments."""
-    from portcheck.dynamic.request import DynamicAxis, InputSpec, RequestError, TraceRequest
+    from portcheck.dynamic.request import DynamicAxis, InputSpec, TraceRequest
     from portcheck.dynamic.runner import default_memory_limit
 
     if args.model and args.hf_config:
@@ -449,32 +411,14 @@ def _trace_request(args: argparse.Namespace, require_model: bool):
                           "--hf-config")
     if args.timeout <= 0:
         raise ConfigError(f"--timeout must be more than 0, not {args.timeout:g}")
-    try:
-        options = dict(_key_value(o) for o in args.hf_option)
-        return TraceRequest(
-            model=args.model, hf_config=args.hf_config or "",
-            inputs=tuple(InputSpec.parse(i) for i in args.input),
-            dynamic=tuple(DynamicAxis.parse(d) for d in args.dynamic), device=args.device,
-            memory_limit=_size(args.memory_limit) if args.memory_limit else default_memory_limit(),
-            hf_options=options, neuron_analyze=getattr(args, "neuron_analyze", False),
-            shapes=not getattr(args, "no_shapes", False))
-    except RequestError as exc:
-        raise ConfigError(str(exc)) from None
-
-
-def _run_model(args: argparse.Namespace, request, cwd: Path) -> dict:
-    """Run the model's code in the child process: its raw result, or one line and exit 2."""
-    from portcheck.dynamic.runner import TraceError, run_child
-    from portcheck.report.trace import progress
-
-    try:
-        with progress(f"tracing {args.model or args.hf_config}"):
-            raw = run_child(request, cwd, args.timeout)
-    except TraceError as exc:
-        raise ConfigError(str(exc)) from None
-    if raw.get("error"):
-        raise ConfigError(_trace_error(raw["error"], cwd))
-    return raw
+    options = dict(_key_value(o) for o in args.hf_option)
+    return TraceRequest(
+        model=args.model, hf_config=args.hf_config or "",
+        inputs=tuple(InputSpec.parse(i) for i in args.input),
+        dynamic=tuple(DynamicAxis.parse(d) for d in args.dynamic), device=args.device,
+        memory_limit=_size(args.memory_limit) if args.memory_limit else default_memory_limit(),
+        hf_options=options, neuron_analyze=getattr(args, "neuron_analyze", False),
+        shapes=not getattr(args, "no_shapes", False))
 
 
 def _key_value(text: str) -> tuple[str, str]:
@@ -484,20 +428,9 @@ def _key_value(text: str) -> tuple[str, str]:
     return key.strip(), value.strip()
 
 
-def _trace_error(error: dict, cwd: Path) -> str:
-    from portcheck.dynamic.report import display_path
-
-    message = error.get("message", "the trace failed")
-    place = error.get("place")
-    if place and place.get("file"):
-        message = f"{display_path(place['file'], cwd)}:{place['line']}: {message}"
-    if "allocate" in message or "out of memory" in message:
-        message += " (try --device meta)"
-    return message
-
-
 def _advise(args: argparse.Namespace) -> int:
-    from portcheck.advise.command import advise
+    from portcheck.commands import AdviseOptions, advise, run_model
+    from portcheck.report.advise import write_plan
 
     cwd = Path.cwd()
     numbers = {"params": args.params, "layers": args.layers, "hidden": args.hidden, "heads": args.heads,
@@ -513,15 +446,27 @@ def _advise(args: argparse.Namespace) -> int:
     request = _trace_request(args, require_model=False) if spec else None
     settings = _settings(args, cwd, cwd, Layer(target=args.target, stack=args.stack, fail_level=args.fail_level),
                          command="advise")
-    raw = _run_model(args, request, cwd) if request else None
-    return advise(args, settings, numbers, raw, request, cwd)
+    raw = run_model(request, cwd, args.timeout, args.model or args.hf_config) if request else None
+    outcome = advise(AdviseOptions(settings, cwd, numbers, args.task, args.batch, args.seq_len or 0, args.dtype,
+                                   args.tp or 0, args.prefer, args.lnc or 0, script=bool(args.emit_script)),
+                     raw, request)
+    if outcome.script is not None:
+        write_text(Path(args.emit_script), outcome.script, mode=0o755)
+    buffer = io.StringIO()
+    color = not args.output and sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+    write_plan(outcome.plan, outcome.result, args.format, buffer, color=color)
+    if args.output:
+        write_text(Path(args.output), buffer.getvalue())
+    else:
+        sys.stdout.write(buffer.getvalue())
+    if args.emit_script and args.format != "json":
+        sys.stderr.write(f"bring-up script: {args.emit_script}\n")
+    return exit_code(outcome.result, settings.fail_level, exit_zero=args.exit_zero)
 
 
 def _review(args: argparse.Namespace) -> int:
-    import io
-
-    from portcheck.report import render, write_atomically
-    from portcheck.review import changed_lines, destination, lines_at_head, post_review, review
+    from portcheck.commands import review
+    from portcheck.review import destination, post_review
 
     cwd = Path.cwd()
     output_format = args.format or "concise"
@@ -531,10 +476,8 @@ def _review(args: argparse.Namespace) -> int:
     if args.post and not args.head:
         raise ConfigError("--post needs --head: review comments must sit on a commit of the pull request")
     where = destination(args.pr) if args.post else None  # a missing token or PR fails before any work
-    change = changed_lines(args.base, args.head, cwd)
-    result = review(change, settings)
-
-    lines_for = functools.partial(lines_at_head, change)
+    outcome = review(args.base, args.head, settings, cwd)
+    result, change, lines_for = outcome.result, outcome.change, outcome.lines_for
 
     buffer = io.StringIO()
     if output_format in ("github-review", "markdown"):
@@ -545,10 +488,10 @@ def _review(args: argparse.Namespace) -> int:
         else:
             write_markdown(result, buffer)
     else:
-        render(result, output_format, buffer, color=not args.output and _color(sys.stdout, False),
-               statistics=False, lines_for=lines_for)
+        _render(result, output_format, buffer, color=not args.output and _color(sys.stdout, False),
+                lines_for=lines_for)
     if args.output:
-        write_atomically(Path(args.output), buffer.getvalue())
+        write_text(Path(args.output), buffer.getvalue())
     else:
         sys.stdout.write(buffer.getvalue())
         sys.stdout.flush()
@@ -560,10 +503,7 @@ def _review(args: argparse.Namespace) -> int:
             sys.stderr.write(f"portcheck: posted a review with {len(result.findings)} comment(s): {url}\n")
         else:
             sys.stderr.write("portcheck: nothing on the changed lines; no review posted\n")
-    if args.exit_zero:
-        return EXIT_OK
-    failing = any(f.severity >= settings.fail_level for f in result.findings)
-    return EXIT_FINDINGS if failing or result.errors else EXIT_OK
+    return exit_code(result, settings.fail_level, exit_zero=args.exit_zero)
 
 
 def _rules(args: argparse.Namespace) -> int:
@@ -600,7 +540,7 @@ def main(argv: list[str] | None = None) -> int:
                "rule": _rule}[args.command]
     try:
         return handler(args)
-    except ConfigError as exc:
+    except UserError as exc:
         _say_error(str(exc))
         return EXIT_ERROR
     except KeyboardInterrupt:

@@ -12,11 +12,12 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from portcheck.errors import UserError
 from portcheck.findings import CATEGORIES, DEFAULT_MAX_FILE_BYTES, FileJob, Severity
 from portcheck.knowledge import CODE_PATTERN, load
 
 
-class ConfigError(Exception):
+class ConfigError(UserError):
     """A mistake in the user's configuration or options: shown as one line, exit code 2."""
 
 

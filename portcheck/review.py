@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from portcheck.config import ConfigError, Settings
+from portcheck.errors import GitError, PostError
 from portcheck.findings import ScanResult, Target
 
 HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@")
@@ -52,11 +53,11 @@ def git(args: list[str], cwd: Path) -> str:
     try:
         done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=120)
     except FileNotFoundError:
-        raise ConfigError("portcheck review needs git on the PATH") from None
+        raise GitError("portcheck review needs git on the PATH") from None
     if done.returncode != 0:
         message = (done.stderr.strip().splitlines() or ["failed"])[-1].removeprefix("fatal: ")
         verb = next((a for a in args if not a.startswith("-") and "=" not in a), "")
-        raise ConfigError(f"git {verb}: {message}")
+        raise GitError(f"git {verb}: {message}")
     return done.stdout
 
 
@@ -75,8 +76,8 @@ def changed_lines(base: str, head: str | None, cwd: Path) -> Change:
     (prefixes, quoting, paths from the root) whatever the user's git configuration says."""
     try:
         root = Path(git(["rev-parse", "--show-toplevel"], cwd).strip())
-    except ConfigError:
-        raise ConfigError("portcheck review runs inside a git repository") from None
+    except GitError:
+        raise GitError("portcheck review runs inside a git repository") from None
     _commit(base, "--base", cwd)
     sha = _commit(head or "HEAD", "--head", cwd)
     span = [f"{base}...{head}"] if head else ["--merge-base", base]
@@ -134,7 +135,7 @@ def review(change: Change, settings: Settings) -> ScanResult:
 def git_show(head: str, path: str, root: Path) -> bytes:
     done = subprocess.run(["git", "show", f"{head}:{path}"], cwd=root, capture_output=True, timeout=120)
     if done.returncode != 0:
-        raise ConfigError(f"git show {head}:{path}: {done.stderr.decode(errors='replace').strip()}")
+        raise GitError(f"git show {head}:{path}: {done.stderr.decode(errors='replace').strip()}")
     return done.stdout
 
 
@@ -187,10 +188,10 @@ def post_review(body: dict, where: Destination) -> str:
         with urllib.request.build_opener(_NoRedirect).open(request, timeout=60) as response:
             payload = response.read()
     except urllib.error.HTTPError as exc:
-        raise ConfigError(_http_problem(exc, where)) from None
+        raise PostError(_http_problem(exc, where)) from None
     except (urllib.error.URLError, TimeoutError, OSError, http.client.HTTPException, ValueError) as exc:
         reason = str(getattr(exc, "reason", exc)).replace(where.token, "***")
-        raise ConfigError(f"could not reach {where.api}: {reason}") from None
+        raise PostError(f"could not reach {where.api}: {reason}") from None
     try:
         answer = json.loads(payload or b"{}")
     except ValueError:

@@ -94,7 +94,7 @@ def test_a_file_changed_since_it_was_read_is_not_written(tmp_path):
     target = write(tmp_path / "m.py", SAFE)
     read = target.read_bytes()
     target.write_text(SAFE + "# edited meanwhile\n")
-    problem = rewrite.write_atomically(target, SAFE_FIXED, "utf-8", read)
+    problem = rewrite.replace_if_unchanged(target, SAFE_FIXED, "utf-8", read)
     assert problem is not None and "changed on disk" in problem
     assert target.read_text() == SAFE + "# edited meanwhile\n"
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
+from portcheck.errors import UserError
 from portcheck.advise.flags import choose_buckets, compiler_settings
 from portcheck.advise.model import ModelShape
 from portcheck.advise.sizing import (
@@ -33,7 +34,7 @@ NXDI_TP = ("SDK:libraries/nxd-inference/developer_guides/feature-guide.rst (Tens
            "degrees; weights + KV cache < tp_degree x memory per core; heads divisible by tp)")
 
 
-class PlanError(Exception):
+class PlanError(UserError):
     """No plan can be made for this request (training on inf2): one line for the user."""
 
 

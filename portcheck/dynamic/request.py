@@ -12,8 +12,10 @@ _INPUT = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<dtype>[a-z0-9]+)\[(?
 # A keyword input by name, or a positional one as reports name it: `args[0]`.
 _DYNAMIC = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*(?:\[[0-9]+\])?):(?P<axis>-?[0-9]+)(?:=(?P<label>[a-z_]+))?$")
 
+from portcheck.errors import UserError
 
-class RequestError(Exception):
+
+class RequestError(UserError):
     """A trace request that cannot be carried out as given: one line for the user."""
 
 

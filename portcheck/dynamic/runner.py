@@ -14,10 +14,11 @@ import tempfile
 import threading
 from pathlib import Path
 
+from portcheck.errors import UserError
 from portcheck.dynamic.request import TraceRequest
 
 
-class TraceError(Exception):
+class TraceError(UserError):
     """The model could not be traced: one line saying why, for the user."""
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import TextIO
 
 from portcheck.findings import ScanResult
@@ -39,15 +38,3 @@ def render(result: ScanResult, output_format: str, stream: TextIO, *, color: boo
         from portcheck.report.concise import write_concise, write_statistics
 
         (write_statistics if statistics else write_concise)(result, stream, color=color)
-
-
-def write_atomically(path: Path, text: str, mode: int = 0o644) -> None:
-    """Write a report, plan, script or baseline whole (portcheck.atomic); a failure is one line (ConfigError)."""
-    from portcheck.atomic import replace_file
-    from portcheck.config import ConfigError
-
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        replace_file(path, text.encode("utf-8"), mode)
-    except OSError as exc:
-        raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from None

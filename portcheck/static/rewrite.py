@@ -194,7 +194,7 @@ def fix_file(job: FileJob, unsafe: bool) -> tuple[FixOutcome, bytes | None, str]
     return fix_text(source.text, job, unsafe), data, source.encoding
 
 
-def write_atomically(location: Path, text: str, encoding: str, expected: bytes) -> str | None:
+def replace_if_unchanged(location: Path, text: str, encoding: str, expected: bytes) -> str | None:
     """Replace the file's content with `text`; None on success, else why it was not written."""
     try:
         with open(location, "rb") as handle:
@@ -212,5 +212,5 @@ def write_atomically(location: Path, text: str, encoding: str, expected: bytes) 
 
 
 __all__ = [
-    "Edit", "FixOutcome", "applicable", "apply_edits", "fix_file", "fix_text", "unified_diff", "write_atomically",
+    "Edit", "FixOutcome", "applicable", "apply_edits", "fix_file", "fix_text", "replace_if_unchanged", "unified_diff",
 ]

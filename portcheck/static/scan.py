@@ -130,7 +130,7 @@ def _cacheable(outcome: FileResult) -> bool:
 
 
 def _fix(jobs: list[FileJob], settings: Settings, fixing: Fixing, workers: int | None = 1) -> ScanResult:
-    from portcheck.static.rewrite import fix_file, unified_diff, write_atomically
+    from portcheck.static.rewrite import fix_file, replace_if_unchanged, unified_diff
 
     result = ScanResult(target=Target(settings.chip, settings.stack), files=len(jobs), fixing=True)
     diffs, finals = [], []
@@ -142,7 +142,7 @@ def _fix(jobs: list[FileJob], settings: Settings, fixing: Fixing, workers: int |
                 diffs.append(unified_diff(job.path, outcome.original, outcome.text))
                 result.fixed.extend(outcome.fixed)
             elif fixing.write:
-                problem = write_atomically(Path(job.location or job.path), outcome.text, encoding, data)
+                problem = replace_if_unchanged(Path(job.location or job.path), outcome.text, encoding, data)
                 if problem is None:
                     result.fixed.extend(outcome.fixed)
                 else:

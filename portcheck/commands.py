@@ -1,0 +1,247 @@
+"""The application layer: `scan`, `fix_stdin`, `trace`, `advise` and `review` take typed options and return typed
+results. No argument parsing and no printing here (cli.py does both); the files a command is asked to change
+(`--fix`) are its work, the reports it renders are cli.py's."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from portcheck.config import ConfigError, Settings
+from portcheck.findings import FileTooLarge, Finding, ScanResult, Target, fingerprinted
+from portcheck.knowledge import load
+
+if TYPE_CHECKING:
+    from portcheck.advise.plan import Plan
+    from portcheck.dynamic.request import TraceRequest
+    from portcheck.review import Change
+    from portcheck.static.scan import Fixing
+
+LinesFor = Callable[[str], list[str]]
+
+
+def source_lines(cwd: Path, stdin_text: str | None = None) -> LinesFor:
+    """For code frames and suggestions: a file's lines (relative to `cwd`), or stdin's."""
+    def lines_for(path: str) -> list[str]:
+        if stdin_text is not None:
+            return stdin_text.splitlines()
+        try:
+            return (cwd / path).read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            return []
+
+    return lines_for
+
+
+# ---- scan ---------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ScanOptions:
+    settings: Settings
+    cwd: Path
+    paths: tuple[str, ...] = (".",)
+    stdin: bytes | None = None  # the source, when the path is "-"
+    stdin_filename: str | None = None
+    fixing: Fixing | None = None
+    jobs: int | None = None
+    cache_dir: str | None = None
+    use_cache: bool = True
+    baseline: Path | None = None  # report only findings this baseline does not hold
+
+
+@dataclass
+class ScanOutcome:
+    result: ScanResult
+    lines_for: LinesFor
+    warnings: list[str] = field(default_factory=list)
+
+
+def scan(options: ScanOptions) -> ScanOutcome:
+    """Scan (and with `fixing`, fix) files or stdin; then leave out what the baseline holds."""
+    from portcheck.static.scan import scan_paths, scan_stdin
+
+    settings, cwd = options.settings, options.cwd
+    if options.jobs is not None and options.jobs < 1:
+        raise ConfigError(f"--jobs must be 1 or more, not {options.jobs}")
+    warnings: list[str] = []
+    if options.stdin is not None:
+        result = scan_stdin(options.stdin, options.stdin_filename, settings, cwd)
+        lines_for = source_lines(cwd, options.stdin.decode("utf-8", errors="replace"))
+    else:
+        cache = None
+        if options.fixing is None:
+            from portcheck.cache import Cache, directory_for
+
+            directory = directory_for(options.cache_dir, not options.use_cache, settings.root)
+            cache = Cache(directory if directory.is_absolute() else cwd / directory) if directory else None
+        result = scan_paths(list(options.paths), settings, cwd, options.fixing, jobs=options.jobs, cache=cache)
+        if cache is not None and cache.problem:
+            warnings.append(cache.problem)
+        lines_for = source_lines(cwd)
+    if options.baseline is not None:
+        from portcheck.baseline import apply_baseline, read_baseline
+
+        apply_baseline(result, read_baseline(options.baseline))
+    return ScanOutcome(result, lines_for, warnings)
+
+
+@dataclass
+class StdinFix:
+    result: ScanResult
+    text: str  # the fixed source (the source itself when nothing changed)
+    diff: str  # the unified diff from the source to `text`
+    changed: bool
+
+
+def fix_stdin(data: bytes, filename: str | None, settings: Settings, cwd: Path, fixing: Fixing) -> StdinFix:
+    """`portcheck scan --fix -`: the fixed source and what is left, for stdin's text."""
+    from portcheck.static.rewrite import fix_text, unified_diff
+    from portcheck.static.source import SourceError, decode
+
+    display = filename or "-"
+    job = settings.job(display, cwd / (filename or "-"), data)
+    try:
+        job.read()
+        source = decode(data)
+    except FileTooLarge as exc:
+        raise ConfigError(f"{display}: {exc}") from None
+    except SourceError as exc:
+        raise ConfigError(f"{display}: {exc.message}") from None
+    outcome = fix_text(source.text, job, fixing.unsafe)
+    text = outcome.text if outcome.text is not None else source.text
+    result = ScanResult(Target(settings.chip, settings.stack), 1, list(outcome.result.findings),
+                        list(outcome.result.errors), outcome.fixed, True)
+    return StdinFix(result, text, unified_diff(display, source.text, text), outcome.text is not None)
+
+
+# ---- trace --------------------------------------------------------------------------------------------------
+
+
+def run_model(request: TraceRequest, cwd: Path, timeout: float, shown: str) -> dict[str, Any]:
+    """Run the model's code in the child process: its raw result, or a UserError saying why not."""
+    from portcheck.dynamic.report import display_path
+    from portcheck.dynamic.runner import run_child
+    from portcheck.report.trace import progress
+
+    with progress(f"tracing {shown}"):
+        raw = run_child(request, cwd, timeout)
+    error = raw.get("error")
+    if error:
+        message = error.get("message", "the trace failed")
+        place = error.get("place")
+        if place and place.get("file"):
+            message = f"{display_path(place['file'], cwd)}:{place['line']}: {message}"
+        if "allocate" in message or "out of memory" in message:
+            message += " (try --device meta)"
+        raise ConfigError(message)
+    return raw
+
+
+def trace(raw: dict[str, Any], settings: Settings, cwd: Path, *, static: bool = True) -> ScanResult:
+    """The trace's findings (with the static pass over the model's files unless `static` is off)."""
+    from portcheck.dynamic.report import build_report
+
+    return build_report(raw, settings, cwd, static=static)
+
+
+# ---- advise -------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AdviseOptions:
+    settings: Settings
+    cwd: Path
+    numbers: dict[str, Any]
+    task: str = "inference"
+    batch: int = 1
+    seq_len: int = 0
+    dtype: str = "bf16"
+    tp: int = 0
+    prefer: str = "accuracy"
+    lnc: int = 0
+    script: bool = False  # also write the bring-up script
+
+
+@dataclass
+class AdviseOutcome:
+    plan: Plan
+    result: ScanResult
+    script: str | None = None  # the bring-up script's text
+
+
+def advise(options: AdviseOptions, raw: dict[str, Any] | None, request: TraceRequest | None) -> AdviseOutcome:
+    """The plan for the model's shape (from the trace, the numbers given, or both), its findings and script."""
+    from portcheck.advise.model import from_trace, with_numbers
+    from portcheck.advise.plan import AdviseOptions as PlanOptions
+    from portcheck.advise.plan import make_plan
+
+    settings, cwd = options.settings, options.cwd
+    try:
+        shape = with_numbers(from_trace(raw) if raw else None, options.numbers)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(str(exc)) from None
+    if not shape.params:
+        raise ConfigError("the model has no parameters to size: give --params")
+    plan = make_plan(shape, PlanOptions(settings.chip, settings.stack, options.task, options.batch, options.seq_len,
+                                        options.dtype, options.tp, options.prefer, options.lnc))
+    findings = trace(raw, settings, cwd, static=False).findings if raw else []
+    findings += _plan_findings(plan, settings, raw, cwd)
+    result = ScanResult(Target(settings.chip, settings.stack), files=0, findings=findings)
+    script = None
+    if options.script:
+        from portcheck.advise.script import bringup_script
+
+        odd = [f"{i['name']} ({i['unsupported']})" for i in shape.inputs if "unsupported" in i]
+        if odd:
+            raise ConfigError(f"--emit-script: the script cannot recreate the input(s) {', '.join(odd)}; give the "
+                              "model tensors and plain values (numbers, strings, booleans, None)")
+        script = bringup_script(plan, request, cwd)
+    return AdviseOutcome(plan, result, script)
+
+
+def _plan_findings(plan: Plan, settings: Settings, raw: dict[str, Any] | None, cwd: Path) -> list[Finding]:
+    """PC8xx findings anchor at the model: its --hf-config file or build callable, or nowhere for numbers."""
+    from portcheck.dynamic.report import display_path
+
+    place = ((raw or {}).get("model") or {}).get("build_place") or {}
+    path = display_path(place["file"], cwd) if place.get("file") else ""
+    line = int(place.get("line") or 1) if path else 0
+    rules = load().rules
+    out = []
+    for item in plan.findings:
+        info = rules[item["code"]]
+        if item["code"] not in settings.enabled:
+            continue
+        out.append(Finding(info.code, info.name, info.category, info.severity, item["message"], path, line,
+                           1 if path else 0, line, 1 if path else 0, evidence=("plan",)))
+    return fingerprinted(out, [], path)
+
+
+# ---- review -------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ReviewOutcome:
+    result: ScanResult
+    change: Change
+    lines_for: LinesFor
+
+
+def review(base: str, head: str | None, settings: Settings, cwd: Path) -> ReviewOutcome:
+    """The findings on the lines the change from `base` to `head` (or the working tree) adds or modifies."""
+    import functools
+
+    from portcheck.review import changed_lines, lines_at_head
+    from portcheck.review import review as review_change
+
+    change = changed_lines(base, head, cwd)
+    return ReviewOutcome(review_change(change, settings), change, functools.partial(lines_at_head, change))
+
+
+__all__ = [
+    "AdviseOptions", "AdviseOutcome", "ReviewOutcome", "ScanOptions", "ScanOutcome", "StdinFix", "advise",
+    "fix_stdin", "review", "run_model", "scan", "source_lines", "trace",
+]
