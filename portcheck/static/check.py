@@ -52,6 +52,7 @@ class Hit:
 
 
 N = TypeVar("N", bound=cst.CSTNode)
+T = TypeVar("T")
 CheckFn = Callable[[N, "Context"], bool | None]  # False: do not descend into the node
 
 
@@ -112,12 +113,12 @@ class Context:
             statement = self.statements[-1] if self.statements else None
             self.hits.append(Hit(code, node, message, statement, severity, fix, tuple(self.statements)))
 
-    def memo(self, kind: str, node: cst.CSTNode, compute: Callable[[], object]) -> object:
+    def memo(self, kind: str, node: cst.CSTNode, compute: Callable[[], T]) -> T:
         """A per-file cache for facts about a node (is this loop a training loop?) that several checks ask."""
         key = (kind, id(node))
         if key not in self._memo:
             self._memo[key] = compute()
-        return self._memo[key]
+        return self._memo[key]  # type: ignore[return-value]  # `kind` names one type of fact
 
     @property
     def in_forward(self) -> bool:
