@@ -1,0 +1,208 @@
+"""Imports of CUDA-only libraries (PC501): `import`, `from ... import` and `importlib.import_module`, matched
+against the libraries of rules/libraries.toml."""
+
+from __future__ import annotations
+
+import functools
+import tomllib
+from dataclasses import dataclass
+
+import libcst as cst
+
+from portcheck.knowledge import KnowledgeError, rules_dir
+from portcheck.rules import Rule, rule
+from portcheck.static.check import Context, check
+from portcheck.static.cuda_library.fallbacks import fallback, fallback_severity
+from portcheck.static.syntax import call_name, dotted_name, string_value
+from portcheck.static.values import under_type_checking
+
+
+@rule
+class CudaOnlyLibrary(Rule):
+    """## What it does
+    Finds imports of libraries that only run on NVIDIA (or other GPU) hardware: Apex, FlashAttention, xFormers,
+    bitsandbytes, Triton, DeepSpeed's fused optimizers and CUDA ops, Transformer Engine, Liger Kernel,
+    mamba-ssm, causal-conv1d, CuPy, pynvml and NATTEN, in every spelling (`import x.y as z`,
+    `from x.y import a, b`, `importlib.import_module("x")`). One finding per library per import statement.
+
+    An import with a fallback is info, not an error: inside `try/except ImportError`, under an availability
+    check (`if is_flash_attn_2_available():`, `if torch.cuda.is_available():`), in a function that checks
+    availability before importing, or decorated `@requires_backends`. On Neuron the fallback runs, so the
+    finding asks you to make sure it is the pure-PyTorch path. Imports under `if TYPE_CHECKING:`, relative
+    imports, look-alike names (`apex_utils`, `tritonclient`) and plain `import deepspeed` stay quiet.
+
+    ## Example
+    ```python
+    from apex.optimizers import FusedAdam
+    from flash_attn import flash_attn_func
+    import bitsandbytes as bnb
+    ```
+
+    ## Use instead
+    ```python
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    scores = torch.softmax(q @ k.transpose(-2, -1) * scale, dim=-1)
+    out = scores @ v
+    ```
+    What replaces each library on each stack is in the message (and in rules/libraries.toml).
+
+    ## Fix safety
+    No automatic fix: removing a library changes the code that uses it.
+    """
+
+    code = "PC501"
+    INVALID = (
+        "from apex.optimizers import FusedAdam",
+        "import apex.normalization as apexnorm",
+        "from flash_attn import flash_attn_func, flash_attn_varlen_func",
+        "import xformers.ops as xops",
+        "import bitsandbytes as bnb",
+        "import triton\nimport triton.language as tl",
+        "from deepspeed.ops.adam import FusedAdam",
+        "import transformer_engine.pytorch as te",
+        "from liger_kernel.transformers import apply_liger_kernel_to_llama",
+        "from mamba_ssm.ops.selective_scan_interface import selective_scan_fn",
+        "import cupy as cp",
+        "import pynvml",
+        "import importlib\napex = importlib.import_module('apex')",
+        "try:\n    from flash_attn import flash_attn_func\nexcept ImportError:\n    flash_attn_func = None",
+    )
+    VALID = (
+        "import apex_utils\nimport tritonclient.http as httpclient",
+        "from .flash_attn import flash_attn_func",
+        "import deepspeed\nfrom deepspeed.ops.adam import DeepSpeedCPUAdam",
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import bitsandbytes as bnb",
+        "import torch\nopt = torch.optim.AdamW(params)  # was apex FusedAdam",
+        "from kernels import get_kernel",
+    )
+
+
+# ---- the libraries --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Library:
+    """One import family of rules/libraries.toml: what it is and what replaces it on each stack."""
+
+    modules: tuple[str, ...]
+    title: str
+    kind: str
+    native: str
+    xla: str
+    source: str
+
+    def advice(self, stack: str) -> str:
+        return self.native if stack == "native" else self.xla
+
+
+@functools.cache
+def libraries() -> dict[str, Library]:
+    """Import path -> its library, read once from rules/libraries.toml."""
+    path = rules_dir() / "libraries.toml"
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise KnowledgeError(f"{path}: {exc}") from exc
+    table: dict[str, Library] = {}
+    for entry in data["library"]:
+        use = entry.get("use", "")
+        library = Library(tuple(entry["modules"]), entry["title"], entry["kind"], entry.get("native", use),
+                          entry.get("xla", use), entry.get("source", ""))
+        if not (library.native and library.xla and library.source):
+            raise KnowledgeError(f"{path}: {library.title} lacks `use` (or `native` and `xla`) or `source`")
+        for module in library.modules:
+            if module in table:
+                raise KnowledgeError(f"{path}: {module} is listed twice")
+            table[module] = library
+    return table
+
+
+def library_of(qualname: str) -> Library | None:
+    """The library an imported name belongs to, by its longest listed prefix on whole dotted segments."""
+    table = libraries()
+    parts = qualname.split(".")
+    for end in range(len(parts), 0, -1):
+        found = table.get(".".join(parts[:end]))
+        if found is not None:
+            return found
+    return None
+
+
+# How an import of a listed module can be written: `import m`, `from m`, `import os, m`, `import_module("m")`.
+# (A bare module name would be too wide: transformers files say `_supports_flash_attn` everywhere.)
+IMPORT_TOKENS = tuple(token for top in sorted({module.split(".")[0] for module in libraries()})
+                      for token in (f"import {top}", f"from {top}", f", {top}", f'"{top}', f"'{top}"))
+
+
+# ---- the checks ---------------------------------------------------------------------------------------------
+
+
+def one_line(text: str, limit: int = 70) -> str:
+    """Source text as one line of at most `limit` characters, for a message to quote."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
+
+
+def _imported(node: cst.Import | cst.ImportFrom) -> list[tuple[str, cst.CSTNode]]:
+    """(qualified name, node to report) for each name an absolute import brings in."""
+    if isinstance(node, cst.Import):
+        return [(name, alias) for alias in node.names if (name := dotted_name(alias.name))]
+    if node.relative or node.module is None:
+        return []
+    module = dotted_name(node.module)
+    if module is None:
+        return []
+    if isinstance(node.names, cst.ImportStar):
+        return [(module, node)]
+    return [(f"{module}.{name}", node) for alias in node.names if (name := dotted_name(alias.name))]
+
+
+def _alias_text(alias: cst.ImportAlias) -> str:
+    name = dotted_name(alias.name) or ""
+    asname = alias.asname.name if alias.asname is not None else None
+    return f"{name} as {asname.value}" if isinstance(asname, cst.Name) else name
+
+
+def _import_text(node: cst.Import | cst.ImportFrom, where: cst.CSTNode) -> str:
+    """The import as one line, without the comments and line breaks of its source."""
+    if isinstance(node, cst.Import):
+        return f"import {_alias_text(where)}" if isinstance(where, cst.ImportAlias) else "import"
+    names = "*" if isinstance(node.names, cst.ImportStar) else ", ".join(_alias_text(a) for a in node.names)
+    return f"from {dotted_name(node.module) if node.module else ''} import {names}"
+
+
+def _library_message(ctx: Context, shown: str, library: Library, reason: str | None) -> str:
+    advice = library.advice(ctx.stack)
+    if reason:
+        return (f"`{shown}` ({reason}) imports {library.title} ({library.kind}): on Neuron the fallback runs; "
+                f"make sure it is the pure-PyTorch path: {advice}")
+    return f"`{shown}` imports {library.title} ({library.kind}), which Neuron cannot run; {advice}"
+
+
+@check(cst.Import, cst.ImportFrom, rules=(CudaOnlyLibrary,), tokens=IMPORT_TOKENS)
+def check_import(node: cst.Import | cst.ImportFrom, ctx: Context) -> None:
+    found: dict[int, tuple[Library, cst.CSTNode]] = {}
+    for qualname, where in _imported(node):
+        library = library_of(qualname)
+        if library is not None and id(library) not in found:
+            found[id(library)] = (library, where)
+    if not found or under_type_checking(ctx):
+        return
+    reason = fallback(ctx)
+    for library, where in found.values():
+        shown = one_line(_import_text(node, where))
+        ctx.report(CudaOnlyLibrary, where, _library_message(ctx, shown, library, reason), fallback_severity(reason))
+
+
+@check(cst.Call, rules=(CudaOnlyLibrary,), tokens=IMPORT_TOKENS)
+def check_import_module(node: cst.Call, ctx: Context) -> None:
+    """`importlib.import_module("apex")`: the same import, spelled as a call."""
+    if call_name(node) != "import_module" or ctx.qualname(node.func) != "importlib.import_module" or not node.args:
+        return
+    target = string_value(node.args[0].value)
+    library = library_of(target) if target else None
+    if library is None or under_type_checking(ctx):
+        return
+    reason = fallback(ctx)
+    ctx.report(CudaOnlyLibrary, node, _library_message(ctx, one_line(ctx.source(node)), library, reason),
+               fallback_severity(reason))

@@ -1,0 +1,301 @@
+"""Attention written out by hand (PC401): softmax of q @ kᵀ, then @ v, followed through one function's names."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from portcheck.rules import Rule, rule
+from portcheck.static.check import Context, check
+from portcheck.static.syntax import blocks, call_name, string_value
+
+
+@rule
+class HandWrittenAttention(Rule):
+    """## What it does
+    Finds attention written out by hand: a softmax over a matmul of a query with a transposed key, then a
+    matmul with the values, with `@`, `matmul`, `bmm`, `baddbmm` or `einsum`, with or without a scale, a mask,
+    a cast and dropout in between, across reassignments of the same local name within one function. Off by
+    default and reported as info: the Neuron compiler takes this code; the rule points at the fused kernels
+    for the sequences where the score matrix gets large. Enable it with `extend-select = ["PC401"]`.
+
+    ## Example
+    ```python
+    def attend(q, k, v, mask, scale):
+        weights = q @ k.transpose(-2, -1) * scale
+        weights = weights.masked_fill(mask, float("-inf"))
+        weights = torch.softmax(weights, dim=-1)
+        return weights @ v
+    ```
+
+    ## Use instead
+    Keep it for short sequences. For long ones, an NKI flash-attention kernel: on the native stack the NKI
+    Library's `attention_cte` in a `@nki.jit` op; on the xla stack `neuronxcc.nki.kernels.attention.flash_fwd`,
+    or NxD Inference with `attn_kernel_enabled=True`. The kernels need head_dim <= 128.
+
+    ## Fix safety
+    No automatic fix yet.
+    """
+
+    code = "PC401"
+    message = ("hand-written attention (softmax of q @ kᵀ, then `{shown}`): the Neuron compiler takes it as plain "
+               "PyTorch, but it materialises the whole query × key score matrix in device memory; for long "
+               "sequences use {fused}; the kernels need head_dim <= 128")
+    INVALID = (
+        "import torch\ndef f(q, k, v):\n    w = torch.matmul(q, k.transpose(2, 3)) * 0.1\n"
+        "    w = torch.softmax(w, dim=-1)\n    return torch.matmul(w, v)",
+        "import torch.nn.functional as F\ndef f(q, k, v, mask):\n    s = q @ k.mT\n    s = s + mask\n"
+        "    p = F.softmax(s.float(), dim=-1).to(q.dtype)\n    p = F.dropout(p, 0.1, True)\n    return p @ v",
+        "import torch\ndef f(q, k, v):\n    s = torch.einsum('bhqd,bhkd->bhqk', q, k)\n    p = s.softmax(dim=-1)\n"
+        "    return torch.einsum('bhqk,bhkd->bhqd', p, v)",
+        "import torch\ndef f(q, k, v):\n    return torch.bmm(torch.softmax(torch.bmm(q, k.transpose(1, 2)), -1), v)",
+    )
+    VALID = (
+        "import torch\ndef f(q, k, v):\n    return torch.nn.functional.scaled_dot_product_attention(q, k, v)",
+        "import torch\ndef f(x, w, v):\n    p = torch.softmax(x @ w, dim=-1)\n    return p @ v",
+        "import torch\ndef f(q, k, v):\n    s = q @ k.transpose(-2, -1)\n    p = torch.log_softmax(s, -1)\n"
+        "    return p @ v",
+        "import torch\ndef f(q, k):\n    return torch.softmax(q @ k.transpose(-2, -1), dim=-1)",
+    )
+
+
+HANDWRITTEN_TOKENS = ("softmax",)
+
+# Tags a value can carry while a function is followed.
+_TRANSPOSED = "transposed"  # k.transpose(-2, -1), k.mT, k.permute(...): the right operand of q @ kᵀ
+_SCORES = "scores"  # q @ kᵀ, scaled, masked, cast
+_PROBS = "probs"  # softmax(scores), dropped out, cast
+
+_TRANSPOSE_METHODS = frozenset({"transpose", "permute", "t", "swapaxes", "swapdims"})
+_TRANSPOSE_FUNCTIONS = frozenset({"torch.transpose", "torch.permute", "torch.swapaxes", "torch.swapdims", "torch.t"})
+_MATMUL_FUNCTIONS = frozenset({"torch.matmul", "torch.bmm", "torch.mm"})
+_MATMUL_METHODS = frozenset({"matmul", "bmm", "mm"})
+_EINSUM = frozenset({"torch.einsum", "opt_einsum.contract", "einops.einsum"})
+# Methods that keep what a tensor holds (a cast, a layout change, a mask fill, a clamp).
+_KEEPING_METHODS = frozenset({
+    "to", "type", "type_as", "float", "half", "bfloat16", "double", "contiguous", "masked_fill", "masked_fill_",
+    "clamp", "clamp_", "clamp_min", "view", "reshape", "view_as", "reshape_as", "squeeze", "unsqueeze", "add",
+    "add_", "mul", "mul_", "div", "div_", "sub", "sub_", "expand", "expand_as", "nan_to_num", "tanh", "clip",
+})
+_KEEPING_FUNCTIONS = frozenset({"torch.where", "torch.masked_fill", "torch.clamp", "torch.nan_to_num", "torch.add",
+                                "torch.mul", "torch.div", "torch.sub", "torch.tanh", "torch.clip", "torch.maximum",
+                                "torch.minimum"})
+
+
+@dataclass
+class _Flow:
+    """What the names of one function hold, followed in source order."""
+
+    ctx: Context
+    names: dict[str, str] = field(default_factory=dict)
+    scores_at: dict[str, cst.CSTNode] = field(default_factory=dict)  # name -> the matmul that made the scores
+    hits: list[cst.CSTNode] = field(default_factory=list)
+    _seen: set[int] = field(default_factory=set)
+    _origin: dict[int, cst.CSTNode] = field(default_factory=dict)  # id(expression) -> its q @ kᵀ
+
+    # ---- statements ----
+
+    def block(self, body: Iterable[cst.BaseStatement]) -> None:
+        for stmt in body:
+            self.statement(stmt)
+
+    def statement(self, stmt: cst.CSTNode) -> None:
+        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+            return  # its own scope: the check visits nested functions separately
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                self.small(small)
+            return
+        for attr in ("test", "iter"):
+            expr = getattr(stmt, attr, None)
+            if isinstance(expr, cst.BaseExpression):
+                self.tag(expr)
+        if isinstance(stmt, cst.With):
+            for item in stmt.items:
+                self.tag(item.item)
+        for part in blocks(stmt):
+            self.block(part)
+
+    def small(self, small: cst.CSTNode) -> None:
+        if isinstance(small, cst.Assign):
+            tag = self.tag(small.value)
+            for target in small.targets:
+                self.bind(target.target, tag, small.value)
+        elif isinstance(small, cst.AnnAssign) and small.value is not None:
+            self.bind(small.target, self.tag(small.value), small.value)
+        elif isinstance(small, cst.AugAssign):
+            value = self.tag(small.value)
+            if isinstance(small.target, cst.Name):
+                name = small.target.value
+                held = self.names.get(name)
+                if isinstance(small.operator, cst.MatrixMultiplyAssign):
+                    self.bind(small.target, self.matmul(small, held, value), small)
+                elif held not in (_SCORES, _PROBS):
+                    self.names.pop(name, None)
+        elif isinstance(small, (cst.Expr, cst.Return)) and small.value is not None:
+            self.tag(small.value)
+
+    def bind(self, target: cst.BaseExpression, tag: str | None, value: cst.CSTNode) -> None:
+        if isinstance(target, cst.Name):
+            if tag is None:
+                self.names.pop(target.value, None)
+            else:
+                self.names[target.value] = tag
+                if tag == _SCORES and id(value) in self._origin:
+                    self.scores_at[target.value] = self._origin[id(value)]
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                self.bind(element.value, None, value)
+
+    # ---- expressions ----
+
+    def tag(self, node: cst.BaseExpression) -> str | None:
+        tag, origin = self._tag(node)
+        if origin is not None:
+            self._origin[id(node)] = origin
+        return tag
+
+    def _tag(self, node: cst.BaseExpression) -> tuple[str | None, cst.CSTNode | None]:
+        if isinstance(node, cst.Name):
+            tag = self.names.get(node.value)
+            return tag, self.scores_at.get(node.value) if tag == _SCORES else None
+        if isinstance(node, cst.Attribute):
+            if node.attr.value in ("mT", "T", "mH"):
+                self.tag(node.value)
+                return _TRANSPOSED, None
+            return None, None
+        if isinstance(node, cst.Subscript):
+            return self._carry(node.value)
+        if isinstance(node, cst.BinaryOperation):
+            left, right = self.tag(node.left), self.tag(node.right)
+            if isinstance(node.operator, cst.MatrixMultiply):
+                return self.matmul(node, left, right), node if left != _PROBS else None
+            for side, tag in ((node.left, left), (node.right, right)):
+                if tag in (_SCORES, _PROBS):
+                    return tag, self._origin.get(id(side))
+            return None, None
+        if isinstance(node, cst.UnaryOperation):
+            return self._carry(node.expression)
+        if isinstance(node, cst.Call):
+            return self.call(node)
+        if isinstance(node, (cst.Tuple, cst.List)):
+            for element in node.elements:
+                self.tag(element.value)
+        elif isinstance(node, cst.IfExp):
+            self.tag(node.test)
+            body, orelse = self._carry(node.body), self._carry(node.orelse)
+            return body if body[0] is not None else orelse
+        return None, None
+
+    def _carry(self, node: cst.BaseExpression) -> tuple[str | None, cst.CSTNode | None]:
+        tag = self.tag(node)
+        return (tag, self._origin.get(id(node))) if tag in (_SCORES, _PROBS) else (None, None)
+
+    def call(self, node: cst.Call) -> tuple[str | None, cst.CSTNode | None]:
+        ctx = self.ctx
+        qualname = ctx.qualname(node.func)
+        name = call_name(node) or ""
+        owner = node.func.value if isinstance(node.func, cst.Attribute) and qualname is None else None
+        method = owner is not None  # a method of a value (`scores.softmax(-1)`), not a function of an import
+        receiver = self.tag(owner) if owner is not None else None
+        args = [self.tag(arg.value) for arg in node.args]
+        positional_args = [(arg, tag) for arg, tag in zip(node.args, args, strict=True)
+                           if arg.keyword is None and not arg.star]
+
+        if (method and name in _TRANSPOSE_METHODS) or qualname in _TRANSPOSE_FUNCTIONS:
+            inner = receiver if method else (positional_args[0][1] if positional_args else None)
+            return (inner, None) if inner in (_SCORES, _PROBS) else (_TRANSPOSED, None)
+        if qualname in _MATMUL_FUNCTIONS and len(positional_args) >= 2:
+            (_, a), (_, b) = positional_args[0], positional_args[1]
+            return self.matmul(node, a, b), node
+        if method and name in _MATMUL_METHODS and positional_args:
+            b = positional_args[0][1]
+            return self.matmul(node, receiver, b), node
+        if (qualname == "torch.baddbmm" and len(positional_args) >= 3) or (
+                method and name == "baddbmm" and len(positional_args) >= 2):
+            offset = 1 if qualname == "torch.baddbmm" else 0
+            (_, a), (_, b) = positional_args[offset], positional_args[offset + 1]
+            return self.matmul(node, a, b), node
+        if qualname in _EINSUM or (qualname is None and name == "einsum" and not method):
+            return self.einsum(node, positional_args)
+        if "softmax" in name and "log" not in name:
+            first = receiver if method and name == "softmax" and not _module_softmax(node) else (
+                positional_args[0][1] if positional_args else None)
+            return (_PROBS, None) if first == _SCORES else (None, None)
+        if "drop" in name and positional_args and positional_args[0][1] == _PROBS:  # dropout, attn_drop
+            return _PROBS, None
+        if method and name in _KEEPING_METHODS and receiver in (_SCORES, _PROBS):
+            return receiver, self._origin.get(id(owner))
+        if qualname in ("torch.cat", "torch.concat", "torch.concatenate") and positional_args:
+            # `torch.cat([scores, sinks], dim=-1)`: attention sinks add a column to the scores.
+            sequence = positional_args[0][0].value
+            if isinstance(sequence, (cst.List, cst.Tuple)) and any(
+                    self.tag(e.value) == _SCORES for e in sequence.elements):
+                return _SCORES, None
+        if qualname in _KEEPING_FUNCTIONS:
+            for arg, tag in positional_args:
+                if tag in (_SCORES, _PROBS):
+                    return tag, self._origin.get(id(arg.value))
+        return None, None
+
+    def matmul(self, node: cst.CSTNode, left: str | None, right: str | None) -> str | None:
+        if left == _PROBS:
+            self.report(node)
+            return None
+        if right == _TRANSPOSED:
+            return _SCORES
+        return None
+
+    def einsum(self, node: cst.Call,
+               args: list[tuple[cst.Arg, str | None]]) -> tuple[str | None, cst.CSTNode | None]:
+        equation = string_value(args[0][0].value) if args else None
+        operands = args[1:]
+        if equation is None or len(operands) != 2 or "->" not in equation:
+            return None, None
+        inputs, output = equation.replace(" ", "").split("->")
+        parts = inputs.split(",")
+        if len(parts) != 2 or not all(parts):
+            return None, None
+        (_, first), _ = operands
+        if first == _PROBS:
+            self.report(node)
+            return None, None
+        contracted = (set(parts[0]) & set(parts[1])) - set(output)
+        # q·kᵀ contracts the feature axis, the last of both operands ("bhqd,bhkd->bhqk").
+        if parts[0][-1] == parts[1][-1] and parts[0][-1] in contracted:
+            return _SCORES, node
+        return None, None
+
+    def report(self, node: cst.CSTNode) -> None:
+        if id(node) not in self._seen:
+            self._seen.add(id(node))
+            self.hits.append(node)
+
+
+def _module_softmax(node: cst.Call) -> bool:
+    """`self.softmax(scores)`: a module attribute called with the scores, not the method `scores.softmax(-1)`."""
+    return isinstance(node.func, cst.Attribute) and isinstance(node.func.value, cst.Name) and \
+        node.func.value.value == "self"
+
+
+def _fused_kernel(stack: str) -> str:
+    if stack == "native":
+        return ("an NKI flash-attention kernel (the NKI Library's `attention_cte` for prefill, called from a "
+                "`@nki.jit` op)")
+    return ("an NKI flash-attention kernel (`neuronxcc.nki.kernels.attention.flash_fwd`, or NxD "
+            "Inference's `attn_kernel_enabled=True`)")
+
+
+@check(cst.FunctionDef, rules=(HandWrittenAttention,), tokens=HANDWRITTEN_TOKENS)
+def check_handwritten(node: cst.FunctionDef, ctx: Context) -> None:
+    if not isinstance(node.body, cst.IndentedBlock):
+        return
+    flow = _Flow(ctx)
+    flow.block(node.body.body)
+    for hit in flow.hits:
+        shown = " ".join(ctx.source(hit).split())
+        if len(shown) > 50:
+            shown = shown[:47] + "..."
+        ctx.report(HandWrittenAttention, hit, shown=shown, fused=_fused_kernel(ctx.stack))
