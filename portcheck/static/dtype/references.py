@@ -1,0 +1,239 @@
+"""Dtypes NeuronCores lack or narrow, where code makes data of them: complex, float64, the FP8 / FP4 variants
+Neuron cannot take, int64 (PC302, PC303, PC312, PC315)."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from portcheck.findings import Severity
+from portcheck.rules import Rule, rule
+from portcheck.static.check import Context, FixPlan, Replace, check
+from portcheck.static.syntax import call_name, keyword, positional
+from portcheck.static.values import INT64_DTYPES, dtype_of
+
+DTYPE_TOKENS = ("float64", "double", "Double", "complex", "cfloat", "cdouble", "chalf", "polar", "float8",
+                "float4", "long", "int64", "from_numpy", "tensor")
+
+_FLOAT64 = frozenset({"torch.float64", "torch.double"})
+_COMPLEX = frozenset({"torch.complex64", "torch.complex128", "torch.complex32", "torch.cfloat", "torch.cdouble",
+                      "torch.chalf"})
+_FP8_UNSUPPORTED = {
+    "torch.float8_e4m3fnuz": "NCC_EVRF005", "torch.float8_e5m2fnuz": "NCC_EVRF005",
+    "torch.float4_e2m1fn_x2": "NCC_ESPP004",
+}
+
+
+@rule
+class ComplexDtype(Rule):
+    """## What it does
+    Finds code that makes complex tensors: `torch.view_as_complex`, `torch.polar`, `torch.complex`, and
+    `dtype=` / `.to()` with `torch.complex64`, `complex128`, `cfloat`, `cdouble` or `chalf`. Rotary position
+    embeddings written with complex numbers (`freqs_cis`) are the usual source. An error on the xla stack
+    (Neuron <= 2.31 has no complex types), a warning on native (complex64 runs for a subset of ops).
+
+    ## Example
+    ```python
+    freqs_cis = torch.polar(torch.ones_like(freqs), freqs)
+    xq_ = torch.view_as_complex(xq.float().reshape(*xq.shape[:-1], -1, 2))
+    ```
+
+    ## Use instead
+    ```python
+    q_embed = (q * cos) + (rotate_half(q) * sin)
+    ```
+
+    ## Fix safety
+    No automatic fix.
+    """
+
+    code = "PC302"
+    INVALID = (
+        "import torch\nf = torch.polar(torch.ones_like(a), a)",
+        "import torch\nz = torch.view_as_complex(x)",
+        "import torch\nz = torch.zeros(4, dtype=torch.complex64)",
+        "import torch as th\nz = x.to(th.cfloat)",
+    )
+    VALID = ("import torch\nok = x.dtype == torch.complex64", "import torch\nr = torch.view_as_real(z)")
+
+
+@rule
+class Float64(Rule):
+    """## What it does
+    Finds code that makes float64 data: `.double()`, `.to(torch.float64)`, `.type(torch.float64)`,
+    `dtype=torch.float64` / `torch.double`, `torch.DoubleTensor(...)`, `torch.set_default_dtype(torch.float64)`.
+    Comparisons and mentions of the dtype stay quiet.
+
+    ## Example
+    ```python
+    inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2).double() / dim))
+    ```
+
+    ## Use instead
+    ```python
+    inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2).float() / dim))
+    ```
+
+    ## Fix safety
+    Unsafe fix (`--unsafe-fixes`): `.double()` becomes `.float()` and `torch.float64` / `torch.double` become
+    `torch.float32`; narrowing to float32 changes numerics. `torch.DoubleTensor(...)` and a dtype imported by
+    name have no fix.
+    """
+
+    code = "PC303"
+    message = ("`{shown}` makes float64 data, and no NeuronCore has an FP64 type: Neuron's own wrappers narrow it "
+               "to float32 (NxD Inference) or require a cast before compiling; use float32 (or bfloat16)")
+    fix_title = "Use float32"
+    FIXABLE = True
+    INVALID = (
+        "x = x.double()",
+        "import torch\nx = torch.zeros(3, dtype=torch.float64)",
+        "import torch\nx = x.to(torch.double)",
+        "import torch\ntorch.set_default_dtype(torch.float64)",
+        "from torch import float64\nx = x.to(dtype=float64)",
+    )
+    VALID = (
+        "import torch\nif x.dtype == torch.float64:\n    pass",
+        "import numpy as np\na = np.zeros(3, dtype=np.float64)",
+        "import torch\nx = x.to(torch.float32)",
+    )
+
+
+@rule
+class UnsupportedFp8(Rule):
+    """## What it does
+    Finds the FP8/FP4 dtypes Neuron cannot take: `torch.float8_e4m3fnuz`, `torch.float8_e5m2fnuz` and
+    `torch.float4_e2m1fn_x2`, in `dtype=` arguments and `.to()` casts.
+
+    ## Example
+    ```python
+    w8 = w.to(torch.float8_e4m3fnuz)
+    ```
+
+    ## Use instead
+    ```python
+    w8 = w.to(torch.float8_e4m3fn)
+    ```
+
+    ## Fix safety
+    No automatic fix.
+    """
+
+    code = "PC312"
+    message = ("`{dtype}` is not a Neuron data type ({error}); NeuronCores take FP8 as e4m3, e5m2 or e3m4 "
+               "(`torch.float8_e4m3fn`, `torch.float8_e5m2`), or use bfloat16")
+    INVALID = (
+        "import torch\nw = w.to(torch.float8_e4m3fnuz)",
+        "import torch\nz = torch.empty(4, dtype=torch.float8_e5m2fnuz)",
+    )
+    VALID = ("import torch\nw = w.to(torch.float8_e4m3fn)", "import torch\nw = w.to(torch.float8_e5m2)")
+
+
+
+@rule
+class Int64Tensor(Rule):
+    """## What it does
+    Finds code that makes int64 tensors: `dtype=torch.long` / `torch.int64`, `.long()`, `.to(torch.int64)`.
+    Off by default and reported as info: int64 ids and indices are everywhere and usually harmless. Enable it
+    (`extend-select = ["PC315"]`) to audit values that may exceed 2^31 (hashes, large counters, cumulative
+    sums). The message says what the chosen target does: NeuronCore-v2 (Inf2, Trn1) always narrows to int32;
+    Trn2 narrows unless compiled with `--native-int64=enabled`.
+
+    ## Example
+    ```python
+    hashes = (ids * 1_000_003).long()
+    ```
+
+    ## Use instead
+    ```python
+    hashes = (ids * 1_000_003) % (2**31 - 1)  # keep values in int32 range
+    ```
+
+    ## Fix safety
+    No automatic fix.
+    """
+
+    code = "PC315"
+    INVALID = (
+        "x = ids.long()",
+        "import torch\np = torch.arange(8, dtype=torch.int64)",
+        "import torch\nx = y.to(torch.long)",
+    )
+    VALID = ("import torch\np = torch.arange(8, dtype=torch.int32)", "import torch\nok = x.dtype == torch.long")
+
+
+def _complex_severity(ctx: Context) -> Severity:
+    # The native stack ships with Neuron 2.32, whose compiler runs complex64 for ~30 HLO ops; the xla stack
+    # is pinned to Neuron <= 2.31 (KNOWLEDGE.md §0.1, §1.2).
+    return Severity.WARNING if ctx.stack == "native" else Severity.ERROR
+
+
+def _complex_message(ctx: Context, shown: str) -> str:
+    if ctx.stack == "native":
+        advice = ("Neuron 2.32's compiler runs complex64 only for about 30 element-wise and matmul HLO ops (not "
+                  "FFT); write rotary embeddings with real cos/sin tensors (`x * cos + rotate_half(x) * sin`)")
+    else:
+        advice = ("the xla stack's compiler (Neuron <= 2.31) has no complex types at all (NCC_EVRF004); write "
+                  "rotary embeddings with real cos/sin tensors (`x * cos + rotate_half(x) * sin`)")
+    return f"`{shown}` makes complex tensors, which NeuronCores do not hold natively; {advice}"
+
+
+def _float32_fix(replace: Replace) -> FixPlan:
+    # Unsafe: narrowing to float32 changes numerics.
+    return FixPlan(Float64.fix_title, False, (replace,))
+
+
+def _int64_message(ctx: Context, shown: str) -> str:
+    if ctx.chip == "trn2":
+        return (f"`{shown}` makes int64 data: on Trn2 the compiler narrows int64 to int32 unless "
+                "`--native-int64=enabled` (about 20-30% slower; the default changes after Neuron 2.32); "
+                "values beyond 2^31 need that flag, ids and indices are fine as int32")
+    return (f"`{shown}` makes int64 data, which NeuronCore-v2 ({ctx.chip}) always converts to int32: values "
+            "beyond 2^31 wrap; ids and indices are fine, large counters and hashes are not")
+
+
+@check(cst.Call, rules=(ComplexDtype, Float64, UnsupportedFp8, Int64Tensor), tokens=DTYPE_TOKENS)
+def check_dtype_call(node: cst.Call, ctx: Context) -> None:
+    """Calls that create data of a dtype: `.double()`, `.to(torch.float64)`, `dtype=torch.complex64`, ..."""
+    name = call_name(node)
+    qualname = ctx.qualname(node.func)
+    method = node.func if isinstance(node.func, cst.Attribute) and qualname is None else None  # `x.double()`
+    if method is not None and name == "double" and not node.args:
+        ctx.report(Float64, node, fix=_float32_fix(Replace(method.attr, "float")), shown=".double()")
+        return
+    if method is not None and name == "long" and not node.args:
+        ctx.report(Int64Tensor, node, _int64_message(ctx, ".long()"), severity=Severity.INFO)
+        return
+    if qualname in ("torch.view_as_complex", "torch.polar", "torch.complex"):
+        ctx.report(ComplexDtype, node, _complex_message(ctx, qualname), severity=_complex_severity(ctx))
+        return
+    if qualname in ("torch.DoubleTensor", "torch.cuda.DoubleTensor"):
+        ctx.report(Float64, node, shown=qualname)
+        return
+    if method is not None and name in ("to", "type"):
+        arg = keyword(node, "dtype") or positional(node, 0)
+    elif qualname in ("torch.set_default_dtype",):
+        arg = positional(node, 0)
+    else:
+        arg = keyword(node, "dtype")
+    if arg is not None:
+        _judge_dtype(ctx, arg.value, node)
+
+
+def _judge_dtype(ctx: Context, value: cst.BaseExpression, where: cst.CSTNode) -> None:
+    dtype = dtype_of(ctx, value)
+    if dtype is None:
+        return
+    shown = " ".join(ctx.source(where).split())
+    if len(shown) > 60:
+        shown = dtype
+    if dtype in _FLOAT64:
+        fix = None
+        if isinstance(value, cst.Attribute):  # `torch.float64`, `th.double`: the same module's float32
+            fix = _float32_fix(Replace(value.attr, "float32"))
+        ctx.report(Float64, where, fix=fix, shown=shown)
+    elif dtype in _COMPLEX:
+        ctx.report(ComplexDtype, where, _complex_message(ctx, shown), severity=_complex_severity(ctx))
+    elif dtype in _FP8_UNSUPPORTED:
+        ctx.report(UnsupportedFp8, where, dtype=dtype, error=_FP8_UNSUPPORTED[dtype])
+    elif dtype in INT64_DTYPES:
+        ctx.report(Int64Tensor, where, _int64_message(ctx, shown), severity=Severity.INFO)

@@ -1,0 +1,12 @@
+"""unsupported-op (PC301, PC305-PC311): ops the Neuron compiler rejects or restricts.
+
+Facts come from neuron_ops.tsv (KNOWLEDGE.md §1.2): no FFT (it makes complex tensors, and the complex64 of
+compiler 2.32 does not cover it), TopK only on floats with k <= 16384, no dilated pooling, no transposed
+convolution with both dilations, no `triangular_solve`, bilinear resizing with `align_corners=True` rejected
+on torch-neuronx 2.1, and `one_hot` on old SDKs. The trace reports unsupported ATen ops themselves
+(PC316-PC318, portcheck/dynamic/rules.py).
+"""
+
+from portcheck.static.unsupported_op import fft, layers, sort
+
+__all__ = ["fft", "layers", "sort"]

@@ -1,0 +1,62 @@
+"""FFT: `torch.fft.*`, `stft` / `istft` and torchaudio's spectrograms, which neuronx-cc cannot compile (PC301)."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from portcheck.rules import Rule, rule
+from portcheck.static.check import Context, check
+from portcheck.static.syntax import call_name
+
+FFT_TOKENS = ("fft", "stft", "Spectrogram", "spectrogram")
+
+_SPECTROGRAMS = frozenset({"torchaudio.transforms.Spectrogram", "torchaudio.transforms.MelSpectrogram",
+                           "torchaudio.functional.spectrogram", "torchaudio.transforms.InverseSpectrogram"})
+
+
+@rule
+class Fft(Rule):
+    """## What it does
+    Finds `torch.fft.*` calls, `torch.stft` / `torch.istft` and their method forms, and torchaudio's
+    spectrogram transforms (which compute an STFT).
+
+    ## Example
+    ```python
+    spectrum = torch.fft.rfft(frames, dim=-1)
+    ```
+
+    ## Use instead
+    Compute the spectrum on the CPU in the data pipeline and feed the model real tensors, or express the
+    transform as a matmul with precomputed real cos/sin bases.
+
+    ## Fix safety
+    No automatic fix.
+    """
+
+    code = "PC301"
+    message = ("`{shown}` computes an FFT, which neuronx-cc cannot compile (FFT produces complex tensors, "
+               "NCC_EVRF004; complex64 support added in compiler 2.32 does not cover FFT); run it on the CPU before "
+               "or after the compiled model, or emulate it with real and imaginary parts")
+    INVALID = (
+        "import torch\ny = torch.fft.rfft(x)",
+        "from torch import fft\ny = fft.fft2(x)",
+        "import torch\ns = torch.stft(wave, 400, return_complex=True)",
+        "s = wave.stft(400)",
+        "import torchaudio\nmel = torchaudio.transforms.MelSpectrogram(16000)",
+    )
+    VALID = ("import numpy as np\ny = np.fft.rfft(a)", "fft_size = 400  # torch.fft.rfft is avoided")
+
+
+@check(cst.Call, rules=(Fft,), tokens=FFT_TOKENS)
+def check_fft(node: cst.Call, ctx: Context) -> None:
+    qualname = ctx.qualname(node.func)
+    if qualname is not None:
+        if qualname.startswith("torch.fft.") or qualname in ("torch.stft", "torch.istft") or qualname in _SPECTROGRAMS:
+            shown = qualname
+        else:
+            return
+    elif isinstance(node.func, cst.Attribute) and call_name(node) in ("stft", "istft"):
+        shown = f".{call_name(node)}()"
+    else:
+        return
+    ctx.report(Fft, node, shown=shown)
