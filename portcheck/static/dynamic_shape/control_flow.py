@@ -1,0 +1,154 @@
+"""Control flow on tensor values inside `forward` (PC208): `if mask.any():`, `while t.item() < n`."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from portcheck.findings import Severity
+from portcheck.rules import Rule, rule
+from portcheck.static.check import Context, check
+from portcheck.static.dynamic_shape.reach import report_compiled
+from portcheck.static.syntax import small_statements
+from portcheck.static.values import and_operands, reads_tensor_values
+
+
+@rule
+class TensorControlFlow(Rule):
+    """## What it does
+    Finds `if`, `while`, `assert` and conditional expressions inside `forward` whose test reads tensor data:
+    `if x.sum() > 0`, `if mask.any()`, `while t.item() < n`, `if ids[0, 0] == bos`. Tests on shapes, dtypes,
+    `None`, flags and configuration (`if x.dim() == 3`, `if self.training`) stay quiet. Reported as info: an
+    `assert` or an `if` whose body only raises (a check: it syncs, it does not choose a graph), and a test that
+    reads the tensor only for float16 (`if h.dtype == torch.float16 and torch.isinf(h).any():`, the fp16
+    overflow clamp, which bfloat16 and float32 never reach). On the native stack, a read that
+    `if not is_torchdynamo_compiling() and ...` keeps from `torch.compile` stays quiet.
+
+    ## Example
+    ```python
+    def forward(self, x, mask):
+        if mask.any():
+            x = x.masked_fill(mask, 0.0)
+    ```
+
+    ## Use instead
+    ```python
+    def forward(self, x, mask):
+        x = x.masked_fill(mask, 0.0)  # a no-op where mask is all False
+    ```
+
+    ## Fix safety
+    No automatic fix.
+    """
+
+    code = "PC208"
+    INVALID = (
+        "class M:\n    def forward(self, x):\n        if x.sum() > 0:\n            return x\n        return -x",
+        "class M:\n    def forward(self, x, mask):\n        while mask.any():\n            mask = step(mask)",
+        "import torch\nclass M:\n    def forward(self, x):\n        if torch.any(torch.isnan(x)):\n"
+        "            raise ValueError('nan')",
+        "class M:\n    def forward(self, ids):\n        if ids[0, 0] == 1:\n            return ids",
+        "import torch\nclass M:\n    def forward(self, h):\n"
+        "        if h.dtype == torch.float16 and torch.isinf(h).any():\n"
+        "            h = h.clamp(-9, 9)\n        return h",
+    )
+    VALID = (
+        "class M:\n    def forward(self, x):\n        if x.dim() == 3:\n            return x",
+        "import torch\nclass M:\n    def forward(self, m):\n"
+        "        if not torch.compiler.is_compiling() and m.any():\n            print('masked')",
+        "class M:\n    def forward(self, x, m=None):\n        if m is not None and self.training:\n"
+        "            return x",
+        "def helper(x):\n    if x.sum() > 0:\n        return x",
+        "class M:\n    def forward(self, xs):\n        if max(len(a) for a in xs) > 2:\n            return xs",
+    )
+
+
+TOKENS = ("forward",)
+
+_KEYWORDS = {cst.If: "if", cst.While: "while", cst.Assert: "assert", cst.IfExp: "if"}
+_FLOAT16 = frozenset({"torch.float16", "torch.half"})
+
+
+def _branch_effect(ctx: Context) -> str:
+    if ctx.stack == "native":
+        return ("`torch.compile` cannot trace a branch on a tensor value: the graph breaks there (an error with "
+                "`fullgraph=True`) and the value is read on the host on every call")
+    return ("`torch_neuronx.trace` bakes the example's branch into the graph and PyTorch/XLA compiles a graph per "
+            "outcome")
+
+
+def _control_flow_message(ctx: Context, keyword_: str, read: cst.CSTNode) -> str:
+    shown = " ".join(ctx.source(read).split())
+    return (f"`{keyword_}` on a tensor value (`{shown}`) inside `forward`: {_branch_effect(ctx)}; decide it from "
+            "configuration in `__init__`, or compute both sides and select with `torch.where(cond, a, b)`")
+
+
+def _tensor_element_comparison(node: cst.BaseExpression) -> cst.CSTNode | None:
+    """`t[0, 0] == 1`: a comparison against a tensor element (tuple indexing: lists cannot do it)."""
+    if not isinstance(node, cst.Comparison):
+        return None
+    for side in (node.left, *(t.comparator for t in node.comparisons)):
+        if isinstance(side, cst.Subscript) and len(side.slice) >= 2 and all(
+                isinstance(e.slice, cst.Index) for e in side.slice):
+            return side
+    return None
+
+
+def _only_raises(node: cst.CSTNode) -> bool:
+    """`if <test>: raise ...`: a check in disguise, like `assert`."""
+    if not isinstance(node, cst.If) or node.orelse is not None:
+        return False
+    if isinstance(node.body, cst.SimpleStatementSuite):
+        smalls = list(node.body.body)
+    else:
+        lines = node.body.body
+        if not all(isinstance(line, cst.SimpleStatementLine) for line in lines):
+            return False
+        smalls = list(small_statements(lines))
+    return bool(smalls) and all(isinstance(small, cst.Raise) for small in smalls)
+
+
+def _float16_only(ctx: Context, test: cst.BaseExpression, read: cst.CSTNode) -> str | None:
+    """`x.dtype == torch.float16 and torch.isinf(x).any()`: the read happens only for float16 tensors (the
+    fp16 overflow clamp); in bfloat16 or float32 the test stops at the dtype check. The dtype test, or None."""
+    operands = and_operands(test)
+    for operand in operands:
+        if reads_tensor_values(ctx, operand) is read:
+            return None  # the read comes first
+        if (isinstance(operand, cst.Comparison) and len(operand.comparisons) == 1
+                and isinstance(operand.comparisons[0].operator, (cst.Equal, cst.Is))
+                and isinstance(operand.left, cst.Attribute) and operand.left.attr.value == "dtype"
+                and ctx.qualname(operand.comparisons[0].comparator) in _FLOAT16):
+            return " ".join(ctx.source(operand).split())
+    return None
+
+
+@check(cst.If, cst.While, cst.Assert, cst.IfExp, rules=(TensorControlFlow,), tokens=TOKENS)
+def check_control_flow(node: cst.If | cst.While | cst.Assert | cst.IfExp, ctx: Context) -> None:
+    if not ctx.in_forward:
+        return
+    test = node.test
+    keyword_ = _KEYWORDS[type(node)]
+    read: cst.CSTNode | None = reads_tensor_values(ctx, test)
+    if read is not None:
+        ctx.skip.add(id(read))
+    else:
+        read = _tensor_element_comparison(test)
+        if read is None:
+            return
+    shown = " ".join(ctx.source(read).split())
+    if isinstance(node, cst.Assert) or _only_raises(node):
+        where = ("`torch.compile` breaks the graph there" if ctx.stack == "native"
+                 else "`torch_neuronx.trace` checks only the example")
+        message = (f"`{keyword_}` on a tensor value (`{shown}`) inside `forward` only guards an error: it reads "
+                   f"the tensor on the host and {where}; validate inputs before calling the model, or drop the "
+                   "check")
+        report_compiled(ctx, TensorControlFlow, test, message, Severity.INFO, read)
+        return
+    fp16 = _float16_only(ctx, test, read)
+    if fp16 is not None:
+        message = (f"`{keyword_}` on a tensor value (`{shown}`) inside `forward`, reached only for float16 "
+                   f"(`{fp16}`): in bfloat16 or float32 the test stops at the dtype check; in float16, "
+                   f"{_branch_effect(ctx)}; clamp unconditionally instead")
+        report_compiled(ctx, TensorControlFlow, test, message, Severity.INFO, read)
+        return
+    report_compiled(ctx, TensorControlFlow, test, _control_flow_message(ctx, keyword_, read), None, read)

@@ -1,0 +1,115 @@
+"""Reads through a boolean mask (PC204): `x[mask]`, `x[x > 0]`, `x[~pad]`."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from portcheck.rules import Rule, rule
+from portcheck.static.check import Context, check
+from portcheck.static.dynamic_shape.reach import STATIC, report_compiled
+from portcheck.static.syntax import call_name
+
+
+@rule
+class BooleanMaskIndex(Rule):
+    """## What it does
+    Finds reads through a boolean mask: `x[mask]` where the mask is a comparison (`x[x > 0]`), an inverted
+    index (`x[~pad]`), a `.bool()` / `torch.isin` / `torch.isnan` result, or a local name bound to one.
+    Writes (`x[mask] = 0`, also inside a tuple target `a[m], b[m] = f(x)`) keep the shape and stay quiet; so do
+    integer and slice indexing.
+
+    ## Example
+    ```python
+    keep = ids != pad_id
+    tokens = hidden[keep]
+    ```
+
+    ## Use instead
+    ```python
+    tokens = hidden * keep[..., None]           # same shape, padding zeroed
+    hidden = hidden.masked_fill(~keep[..., None], 0.0)
+    ```
+
+    ## Fix safety
+    No automatic fix.
+    """
+
+    code = "PC204"
+    message = ("indexing with a boolean mask (`{shown}`) returns as many elements as the mask holds True; " + STATIC
+               + "; use `torch.where(mask, x, fill)` or multiply by the mask")
+    INVALID = (
+        "y = x[x > 0]",
+        "keep = ids != pad\ny = hidden[keep]",
+        "y = x[:, mask.bool()]",
+        "y = x[~padding]",
+        "import torch\ny = x[torch.isin(ids, special)]",
+    )
+    VALID = (
+        "x[x > 0] = 0",
+        "out[m > 0], log_det[m > 0] = spline(x)",
+        "y = x[idx]",
+        "y = x[:, 0]",
+        "y = x[1:-1]",
+        "y = cache[key is None]",
+        "x[mask] += 1",
+    )
+
+
+TOKENS = ("[",)
+
+_MASK_METHODS = frozenset({"bool", "eq", "ne", "gt", "lt", "ge", "le", "isnan", "isinf", "isfinite",
+                           "logical_and", "logical_or", "logical_not", "logical_xor", "isin"})
+_MASK_FUNCTIONS = frozenset(f"torch.{n}" for n in ("isnan", "isinf", "isfinite", "isin", "logical_and",
+                                                   "logical_or", "logical_not", "logical_xor", "eq", "ne", "gt",
+                                                   "lt", "ge", "le", "isneginf", "isposinf"))
+
+
+def _is_mask(ctx: Context, node: cst.BaseExpression, depth: int = 0) -> bool:
+    if depth > 3:
+        return False
+    if isinstance(node, cst.Comparison):
+        # `a is None`, `x in y` are Python truth values, never tensors.
+        return all(isinstance(t.operator, (cst.Equal, cst.NotEqual, cst.LessThan, cst.LessThanEqual,
+                                            cst.GreaterThan, cst.GreaterThanEqual))
+                   for t in node.comparisons)
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.BitInvert):
+        return True  # `x[~m]`: inverting an index only makes sense for a boolean mask
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.BitAnd, cst.BitOr, cst.BitXor)):
+        return _is_mask(ctx, node.left, depth + 1) or _is_mask(ctx, node.right, depth + 1)
+    if isinstance(node, cst.Call):
+        qualname = ctx.qualname(node.func)
+        if qualname is not None:
+            return qualname in _MASK_FUNCTIONS
+        return isinstance(node.func, cst.Attribute) and call_name(node) in _MASK_METHODS
+    if isinstance(node, cst.Name):
+        bound = ctx.constant(node)
+        return bound is not None and _is_mask(ctx, bound[1], depth + 1)
+    return False
+
+
+@check(cst.Assign, cst.AugAssign, cst.AnnAssign, cst.Del, rules=(BooleanMaskIndex,), tokens=TOKENS)
+def skip_stores(node: cst.Assign | cst.AugAssign | cst.AnnAssign | cst.Del, ctx: Context) -> None:
+    """`x[mask] = 0` writes in place and keeps the shape: only reads through a mask are dynamic."""
+    if isinstance(node, cst.Del):
+        targets = [node.target]
+    else:
+        targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+    while targets:
+        target = targets.pop()
+        if isinstance(target, cst.Subscript):
+            ctx.skip.add(id(target))
+        elif isinstance(target, (cst.Tuple, cst.List)):  # `out[m], log_det[m] = f(...)`
+            targets.extend(element.value for element in target.elements)
+        elif isinstance(target, cst.StarredElement):
+            targets.append(target.value)
+
+
+@check(cst.Subscript, rules=(BooleanMaskIndex,), tokens=TOKENS)
+def check_mask_index(node: cst.Subscript, ctx: Context) -> None:
+    if id(node) in ctx.skip:
+        return
+    for element in node.slice:
+        index = element.slice
+        if isinstance(index, cst.Index) and _is_mask(ctx, index.value):
+            report_compiled(ctx, BooleanMaskIndex, node, shown=" ".join(ctx.source(node).split()))
+            return

@@ -1,0 +1,37 @@
+"""Which code reaches a compiled graph: every dynamic-shape rule reports through `report_compiled`, which stays
+quiet in host-side functions and, on the native stack, in code `torch.compile` skips."""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from portcheck.findings import Severity
+from portcheck.rules import Rule
+from portcheck.static.check import Context
+from portcheck.static.values import skipped_when_compiling
+
+STATIC = ("the Neuron compiler needs every shape static (NCC_EMOD025) and `torch_neuronx.trace` rejects "
+          "data-dependent shapes")
+
+# Functions that run on the host around the compiled model, never inside it: construction, data loading,
+# transformers' generation loop and its input helpers, post-processing of outputs.
+_HOST_FUNCTIONS = re.compile(
+    r"(__init__|__getitem__|generate|_generate|\w+_for_generation|_?post_?process\w*|collate\w*)")
+
+
+def _host_function(ctx: Context) -> str | None:
+    return next((f.name.value for f in ctx.functions if _HOST_FUNCTIONS.fullmatch(f.name.value)), None)
+
+
+def report_compiled(ctx: Context, rule: type[Rule], node: cst.CSTNode, message: str | None = None,
+                    severity: Severity | None = None, read: cst.CSTNode | None = None, **fields: object) -> None:
+    """Report unless the code never reaches a compiled graph: it runs in a host-side function, or (native
+    stack) under a test that `torch.compile` answers by skipping it (`if not is_torchdynamo_compiling():`).
+    Worded by `message`, or else by the rule's template and `fields`."""
+    if _host_function(ctx) is not None:
+        return
+    if ctx.stack == "native" and skipped_when_compiling(ctx, read or node) is not None:
+        return
+    ctx.report(rule, node, message, severity, **fields)

@@ -1,0 +1,113 @@
+"""Sizes read out of tensor data (PC209): `torch.zeros(int(t.max()))`, `range(t.item())`, `x.view(*t.tolist())`."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from portcheck.rules import Rule, rule
+from portcheck.static.check import Context
+from portcheck.static.dynamic_shape.reach import STATIC, report_compiled
+from portcheck.static.syntax import call_name
+from portcheck.static.values import numpy_rooted, reads_tensor_values
+from portcheck.static.walk import visit
+
+
+@rule
+class ShapeFromData(Rule):
+    """## What it does
+    Finds sizes read out of tensor data: `torch.zeros(int(t.max()))`, `torch.arange(lengths.max())`,
+    `range(t.item())`, `x.view(*t.tolist())`, `torch.split(x, sizes.tolist())`, also through a local name
+    bound once (`n = t.max().item(); torch.zeros(n)`).
+
+    ## Example
+    ```python
+    max_len = int(lengths.max())
+    positions = torch.arange(max_len)
+    ```
+
+    ## Use instead
+    ```python
+    positions = torch.arange(config.max_position_embeddings)  # a fixed maximum, then mask
+    ```
+
+    ## Fix safety
+    No automatic fix.
+    """
+
+    code = "PC209"
+    message = ("a size taken from tensor data (`{shown}`) makes the shape depend on the values; " + STATIC
+               + "; use a fixed maximum size and mask or pad, or bucket the inputs")
+    INVALID = (
+        "import torch\nz = torch.zeros(int(t.max()))",
+        "for i in range(n.item()):\n    pass",
+        "y = x.view(*shape.tolist())",
+        "import torch\nn = lengths.max().item()\np = torch.arange(n)",
+        "import torch\nparts = torch.split(x, sizes.tolist())",
+    )
+    VALID = (
+        "import torch\nz = torch.zeros(x.size(0), x.shape[1])",
+        "import numpy as np\nn = np.where(d <= 3)[0].max()\nfor i in range(n):\n    pass",
+        "for i in range(len(xs)):\n    pass",
+        "y = x.view(b, -1, h)",
+        "import torch, math\nz = torch.zeros(int(math.sqrt(n)))",
+        "for i in range(max(a, b)):\n    pass",
+    )
+
+
+SIZE_FACTORIES = frozenset({
+    "torch.zeros", "torch.ones", "torch.empty", "torch.full", "torch.rand", "torch.randn", "torch.randint",
+    "torch.arange", "torch.linspace", "torch.eye", "torch.split",
+})
+SIZE_METHODS = frozenset({
+    "view", "reshape", "expand", "repeat", "new_zeros", "new_ones", "new_empty", "new_full", "split", "narrow",
+})
+
+
+def _data_read(ctx: Context, node: cst.BaseExpression, depth: int = 0) -> cst.Call | None:
+    """The call that turns tensor data into a Python size in `node`: `t.item()`, `t.tolist()`, `int(t.max())`,
+    `lengths.max()`; through a local name bound once (`n = t.max().item()`)."""
+    if isinstance(node, cst.Name):
+        bound = ctx.constant(node)
+        return _data_read(ctx, bound[1], depth + 1) if bound and depth < 2 else None
+    found: cst.Call | None = None
+
+    class Finder(cst.CSTVisitor):
+        def visit_Call(self, call: cst.Call) -> bool:
+            nonlocal found
+            func = call.func
+            if (found is None and isinstance(func, cst.Attribute) and func.attr.value in ("item", "tolist")
+                    and not call.args and not numpy_rooted(ctx, func.value)):
+                found = call
+            return found is None
+
+    visit(node, Finder())
+    if found is not None:
+        return found
+    reduction = reads_tensor_values(ctx, node)
+    if reduction is not None and call_name(reduction) in ("max", "sum", "amax", "count_nonzero", "prod"):
+        return reduction
+    return None
+
+
+def report_shape_from_data(ctx: Context, node: cst.Call) -> None:
+    """PC209 for a call taking sizes (`torch.zeros`, `range`, `x.view`, ...); run by the family's one call check
+    (data_sized.check_call) on the calls none of its other rules is about."""
+    qualname = ctx.qualname(node.func)
+    name = call_name(node)
+    if qualname in SIZE_FACTORIES:
+        args = [a for a in node.args if a.keyword is None or a.keyword.value in ("size", "end", "steps",
+                                                                                 "split_size_or_sections")]
+        if qualname == "torch.split":
+            args = args[1:2]
+    elif (isinstance(node.func, cst.Name) and name == "range" and "range" not in ctx.names.aliases) or (
+            isinstance(node.func, cst.Attribute) and qualname is None and name in SIZE_METHODS):
+        args = list(node.args)
+    else:
+        return
+    for arg in args:
+        read = _data_read(ctx, arg.value)
+        if read is not None:
+            ctx.skip.add(id(read))  # one finding: the host read is part of this problem (PC701 stays quiet)
+            shown = ctx.source(arg.value) if isinstance(arg.value, cst.Name) else ctx.source(read)
+            report_compiled(ctx, ShapeFromData, node, shown=" ".join(shown.split()))
+            return
