@@ -6,13 +6,14 @@ import json
 import re
 from dataclasses import asdict, dataclass, field
 
+from portcheck.errors import UserError
+
 DTYPES = ("float32", "float16", "bfloat16", "float64", "int64", "int32", "int16", "int8", "uint8", "bool",
           "complex64")
 _INPUT = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<dtype>[a-z0-9]+)\[(?P<dims>[0-9, ]*)\]$")
 # A keyword input by name, or a positional one as reports name it: `args[0]`.
 _DYNAMIC = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*(?:\[[0-9]+\])?):(?P<axis>-?[0-9]+)(?:=(?P<label>[a-z_]+))?$")
 
-from portcheck.errors import UserError
 
 
 class RequestError(UserError):

@@ -194,4 +194,7 @@ class ExportFailure(Rule):
     passes = (Pass.TRACE,)
 
 
-__all__ = ["AttentionKernelFit", "CpuFallbackOp", "DynamicAxes", "ExportFailure", "GraphBreak", "SpecialisedAxis", "TracedUnsupportedOp", "UnbackedSize", "UnknownOps"]
+__all__ = [
+    "AttentionKernelFit", "CpuFallbackOp", "DynamicAxes", "ExportFailure", "GraphBreak", "SpecialisedAxis",
+    "TracedUnsupportedOp", "UnbackedSize", "UnknownOps",
+]

@@ -14,8 +14,8 @@ import tempfile
 import threading
 from pathlib import Path
 
-from portcheck.errors import UserError
 from portcheck.dynamic.request import TraceRequest
+from portcheck.errors import UserError
 
 
 class TraceError(UserError):
