@@ -1,0 +1,11 @@
+"""compile (PC71x): `torch.compile` settings made for GPUs, TorchScript, and XLA/Neuron APIs that were removed.
+
+TorchNeuron native compiles with `torch.compile(backend="neuron")`, a TorchDynamo backend without Inductor and
+without CUDA graphs; PyTorch NeuronX (the XLA stack) does not support `torch.compile` at all. Env vars and
+functions the Neuron/XLA releases deprecated or removed (`XLA_USE_BF16`, `torch_neuronx.nki_jit`,
+`xm.xrt_world_size`) are reported where they are set, imported or called; strings and comments stay quiet.
+"""
+
+from portcheck.static.compile import removed_api, torch_compile, torchscript, xla_bf16
+
+__all__ = ["removed_api", "torch_compile", "torchscript", "xla_bf16"]

@@ -1,0 +1,169 @@
+"""Where a host read costs: inside `forward` (and functions nested in it), or in the body of a loop that steps an
+optimizer (`optimizer.step()`, `scaler.step(opt)`, `xm.optimizer_step(opt)`), before `xm.mark_step()`."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from portcheck.static.check import Context
+from portcheck.static.syntax import call_name, dotted_name, keyword, positional
+from portcheck.static.walk import visit
+
+_STEP = "torch_xla.core.xla_model.optimizer_step"
+_SYNCS = frozenset({"torch_xla.core.xla_model.mark_step", "torch_xla.sync"})
+_OPTIMIZER = re.compile(r"optim|^opt(\d+|_\w*|[a-z])?$|_opt\d*$")
+
+
+@dataclass
+class LoopFacts:
+    """What one loop's body does, computed once per loop."""
+
+    steps: bool = False  # steps an optimizer itself (not only in a nested loop)
+    synced_at: int | None = None  # index of the first body statement that calls xm.mark_step()/torch_xla.sync()
+    positions: dict[int, int] = field(default_factory=dict)  # id(body statement) -> its index
+    nested: set[int] = field(default_factory=set)  # ids of functions, classes and lambdas defined inside
+    tensors: set[str] = field(default_factory=set)  # names that receive `.backward()`: tensors for sure
+
+
+def _is_step(ctx: Context, call: cst.Call) -> bool:
+    qualname = ctx.qualname(call.func)
+    if qualname == _STEP:
+        return True
+    if qualname is not None or not isinstance(call.func, cst.Attribute) or call.func.attr.value != "step":
+        return False
+    receiver = dotted_name(call.func.value)
+    if receiver is None:
+        return False
+    last = receiver.rsplit(".", 1)[-1].lower()
+    # `optimizer.step()`, `opt_g.step()`, `scaler.step(optimizer)`, DeepSpeed's `model_engine.step()`
+    return bool(_OPTIMIZER.search(last)) or ("scaler" in last and bool(call.args)) or "engine" in last
+
+
+def _backward_name(call: cst.Call) -> str | None:
+    """`loss` for `loss.backward()`, `scaler.scale(loss).backward()` and `accelerator.backward(loss)`."""
+    if call_name(call) != "backward" or not isinstance(call.func, cst.Attribute):
+        return None
+    receiver = call.func.value
+    if isinstance(receiver, cst.Name) and not call.args:
+        return receiver.value
+    if isinstance(receiver, cst.Call) and call_name(receiver) == "scale" and receiver.args:
+        receiver = receiver.args[0].value
+        return receiver.value if isinstance(receiver, cst.Name) else None
+    first = positional(call, 0)
+    return first.value.value if first is not None and isinstance(first.value, cst.Name) else None
+
+
+def _scan_loop(ctx: Context, loop: cst.For | cst.While) -> LoopFacts:
+    facts = LoopFacts()
+
+    class Scan(cst.CSTVisitor):
+        def __init__(self) -> None:
+            self.inner_loops = 0
+            self.definitions = 0
+            self.synced = False
+
+        def _define(self, node: cst.CSTNode) -> bool:
+            facts.nested.add(id(node))
+            self.definitions += 1
+            return True
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return self._define(node)
+
+        def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
+            self.definitions -= 1
+
+        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+            return self._define(node)
+
+        def leave_ClassDef(self, node: cst.ClassDef) -> None:
+            self.definitions -= 1
+
+        def visit_Lambda(self, node: cst.Lambda) -> bool:
+            return self._define(node)
+
+        def leave_Lambda(self, node: cst.Lambda) -> None:
+            self.definitions -= 1
+
+        def visit_For(self, node: cst.For) -> None:
+            self.inner_loops += 1
+
+        def leave_For(self, node: cst.For) -> None:
+            self.inner_loops -= 1
+
+        def visit_While(self, node: cst.While) -> None:
+            self.inner_loops += 1
+
+        def leave_While(self, node: cst.While) -> None:
+            self.inner_loops -= 1
+
+        def visit_Call(self, call: cst.Call) -> None:
+            if self.definitions:
+                return
+            name = _backward_name(call)
+            if name is not None:
+                facts.tensors.add(name)
+            if self.inner_loops:
+                return
+            if _is_step(ctx, call):
+                facts.steps = True
+                barrier = keyword(call, "barrier")
+                if barrier is not None and dotted_name(barrier.value) == "True":
+                    self.synced = True  # `xm.optimizer_step(opt, barrier=True)` marks the step
+            elif ctx.qualname(call.func) in _SYNCS:
+                self.synced = True
+
+    body = loop.body.body if isinstance(loop.body, cst.IndentedBlock) else ()
+    scan = Scan()
+    for index, statement in enumerate(body):
+        facts.positions[id(statement)] = index
+        visit(statement, scan)
+        if scan.synced and facts.synced_at is None:
+            facts.synced_at = index
+    return facts
+
+
+def _loop(ctx: Context, loop: cst.For | cst.While) -> LoopFacts:
+    return ctx.memo("host-sync-loop", loop, lambda: _scan_loop(ctx, loop))
+
+
+def enclosing_loops(ctx: Context) -> list[tuple[cst.For | cst.While, LoopFacts]]:
+    """The loops around the current node that run it directly (innermost first): a function defined inside a
+    loop runs when called, not once per iteration."""
+    function = ctx.functions[-1] if ctx.functions else None
+    out = []
+    for loop in reversed(ctx.loops):
+        facts = _loop(ctx, loop)
+        if function is not None and id(function) in facts.nested:
+            break
+        out.append((loop, facts))
+    return out
+
+
+def _after_sync(ctx: Context, loop: cst.CSTNode, facts: LoopFacts) -> bool:
+    """The current statement comes after `xm.mark_step()` in the same iteration: the value is already computed."""
+    if facts.synced_at is None:
+        return False
+    for index in range(len(ctx.statements) - 1, 0, -1):
+        if ctx.statements[index - 1] is loop:
+            position = facts.positions.get(id(ctx.statements[index]))
+            return position is not None and position > facts.synced_at
+    return False
+
+
+def read_place(ctx: Context) -> str | None:
+    """"forward", "step" (a loop body that steps an optimizer), or None where a host read is harmless."""
+    if ctx.in_forward:
+        return "forward"
+    for loop, facts in enclosing_loops(ctx):
+        if facts.steps:
+            return None if _after_sync(ctx, loop, facts) else "step"
+    return None
+
+
+def quiet_calls(ctx: Context) -> set[int]:
+    """Calls inside lambdas (`xm.add_step_closure(lambda: ...)`, hooks): they run later, outside the step."""
+    return ctx.memo("host-sync-quiet", ctx.module, set)

@@ -1,0 +1,144 @@
+"""What a host read reads: whether an expression is certainly a tensor, or host data (numpy, math, literals)."""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from portcheck.static.check import Context
+from portcheck.static.host_sync.place import enclosing_loops
+from portcheck.static.syntax import call_name, keyword, positional, string_value
+
+VALUE_READS = ("item", "tolist")  # the value as a Python number or list
+COPIES = ("cpu", "numpy", "to")  # the tensor copied to host memory (`.to` with a CPU device)
+HOST_METHODS = frozenset({*VALUE_READS, *COPIES})
+
+_HOST_MODULES = ("numpy", "math", "pandas", "random", "statistics", "builtins")
+# Top-level torch functions that return tensors are the rule; these return Python values or objects.
+_TORCH_NON_TENSOR = frozenset({
+    "numel", "device", "dtype", "compile", "load", "save", "manual_seed", "seed", "initial_seed", "no_grad",
+    "enable_grad", "inference_mode", "autocast", "typename", "finfo", "iinfo", "result_type", "promote_types",
+    "can_cast", "broadcast_shapes", "set_grad_enabled", "cond",
+})
+_TORCH_TENSOR_MODULES = ("torch.", "torch.nn.functional.", "torch.linalg.", "torch.special.", "torch.fft.")
+# Tensor methods whose result is a tensor (and that lists, dicts and strings do not have).
+_TENSOR_METHODS = frozenset({
+    "sum", "mean", "std", "var", "norm", "abs", "detach", "float", "half", "bfloat16", "double", "softmax",
+    "log_softmax", "argmax", "argmin", "exp", "log", "sqrt", "clone", "flatten", "reshape", "view", "squeeze",
+    "unsqueeze", "max", "min", "amax", "amin", "prod", "cumsum", "sigmoid", "tanh", "relu", "matmul", "transpose",
+    "permute", "contiguous", "masked_fill", "clamp", "long", "bool", "eq", "ne", "gt", "lt", "ge", "le",
+})
+_TENSOR_ANNOTATIONS = re.compile(r"^torch\.(\w+\.)?\w*Tensor$")
+
+
+def from_host_module(ctx: Context, node: cst.BaseExpression, depth: int = 0) -> bool:
+    """The expression is built by numpy, math, ... (host data), as far as can be seen."""
+    if depth > 3:
+        return False
+    if isinstance(node, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString, cst.Integer, cst.Float,
+                         cst.List, cst.Dict, cst.Tuple, cst.Set, cst.ListComp, cst.DictComp, cst.SetComp)):
+        return True
+    if isinstance(node, cst.Call):
+        qualname = ctx.qualname(node.func)
+        if qualname is not None:
+            return qualname.split(".", 1)[0] in _HOST_MODULES
+        if isinstance(node.func, cst.Attribute) and call_name(node) not in HOST_METHODS:
+            return from_host_module(ctx, node.func.value, depth + 1)
+        return False
+    if isinstance(node, cst.Subscript):
+        return from_host_module(ctx, node.value, depth + 1)
+    if isinstance(node, cst.Name):
+        bound = ctx.constant(node)
+        return bound is not None and from_host_module(ctx, bound[1], depth + 1)
+    return False
+
+
+def names_cpu(ctx: Context, node: cst.BaseExpression) -> bool:
+    if string_value(node) == "cpu":
+        return True
+    if isinstance(node, cst.Call) and ctx.qualname(node.func) == "torch.device":
+        first = positional(node, 0) or keyword(node, "type")
+        return first is not None and string_value(first.value) == "cpu"
+    bound = ctx.constant(node)
+    return bound is not None and string_value(bound[1]) == "cpu"
+
+
+def _torch_returns_tensor(qualname: str) -> bool:
+    for prefix in _TORCH_TENSOR_MODULES:
+        if qualname.startswith(prefix):
+            rest = qualname[len(prefix):]
+            if "." in rest or not rest[:1].islower():
+                continue
+            return rest not in _TORCH_NON_TENSOR and not rest.startswith(("is_", "get_", "set_", "use_", "are_"))
+    return False
+
+
+def _forward_tensors(ctx: Context) -> frozenset[str]:
+    """Parameters of the enclosing `forward` annotated as tensors (`x: torch.Tensor`)."""
+    forward = next((f for f in reversed(ctx.functions) if f.name.value == "forward"), None)
+    if forward is None:
+        return frozenset()
+
+    def compute() -> frozenset[str]:
+        names = set()
+        params = forward.params
+        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+            annotation = param.annotation.annotation if param.annotation is not None else None
+            if annotation is not None and _TENSOR_ANNOTATIONS.match(ctx.qualname(annotation) or ""):
+                names.add(param.name.value)
+        return frozenset(names)
+
+    return ctx.memo("host-sync-forward", forward, compute)
+
+
+def known_tensors(ctx: Context, place: str) -> set[str] | frozenset[str]:
+    if place == "forward":
+        return _forward_tensors(ctx)
+    names: set[str] = set()
+    for _, facts in enclosing_loops(ctx):
+        names |= facts.tensors
+    return names
+
+
+def is_tensor(ctx: Context, node: cst.BaseExpression, tensors: set[str] | frozenset[str], depth: int = 0) -> bool:
+    """A conservative "this is certainly a tensor": a torch function's result, a tensor method's result, a name
+    that receives `.backward()`, a `forward` parameter annotated `torch.Tensor`, or a local name bound to one."""
+    if depth > 3:
+        return False
+    if isinstance(node, cst.Name):
+        if node.value in tensors:
+            return True
+        bound = ctx.constant(node)
+        return bound is not None and is_tensor(ctx, bound[1], tensors, depth + 1)
+    if isinstance(node, cst.Call):
+        qualname = ctx.qualname(node.func)
+        if qualname is not None:
+            return _torch_returns_tensor(qualname)
+        return (isinstance(node.func, cst.Attribute) and call_name(node) in _TENSOR_METHODS
+                and not from_host_module(ctx, node.func.value)
+                and (call_name(node) != "float" or not node.args))
+    if isinstance(node, cst.Subscript):
+        return is_tensor(ctx, node.value, tensors, depth + 1)
+    if isinstance(node, cst.UnaryOperation):
+        return is_tensor(ctx, node.expression, tensors, depth + 1)
+    if isinstance(node, cst.BinaryOperation) and not isinstance(node.operator, (cst.Modulo, cst.MatrixMultiply)):
+        return is_tensor(ctx, node.left, tensors, depth + 1) or is_tensor(ctx, node.right, tensors, depth + 1)
+    return False
+
+
+def formats_tensor(ctx: Context, node: cst.BaseExpression,
+                   tensors: set[str] | frozenset[str]) -> cst.BaseExpression | None:
+    """The tensor a `print` argument formats: itself, an f-string field, a `%` or `.format()` argument."""
+    if is_tensor(ctx, node, tensors):
+        return node
+    parts: list[cst.BaseExpression] = []
+    if isinstance(node, cst.FormattedString):
+        parts = [p.expression for p in node.parts if isinstance(p, cst.FormattedStringExpression)]
+    elif isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo) and string_value(node.left):
+        right = node.right
+        parts = [e.value for e in right.elements] if isinstance(right, cst.Tuple) else [right]
+    elif (isinstance(node, cst.Call) and call_name(node) == "format" and isinstance(node.func, cst.Attribute)
+          and string_value(node.func.value) is not None):
+        parts = [a.value for a in node.args]
+    return next((p for p in parts if is_tensor(ctx, p, tensors)), None)
