@@ -106,22 +106,11 @@ HOMES = (
 )
 
 
-# TRANSITION: the family modules not yet moved into their category packages; removed with the last move.
-_LEGACY = (
-    "portcheck.static.attention", "portcheck.static.compilation", "portcheck.static.libraries",
-    "portcheck.static.ops",
-)
-
-
 @functools.cache
 def registry() -> dict[str, type[Rule]]:
     """Every rule class by code, once per process."""
-    for home in (*HOMES, *_LEGACY):
-        try:
-            importlib.import_module(home)
-        except ModuleNotFoundError as exc:  # TRANSITION: a home not created yet
-            if exc.name != home:
-                raise
+    for home in HOMES:
+        importlib.import_module(home)
     return dict(sorted(RULES.items()))
 
 

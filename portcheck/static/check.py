@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar, overload
 
 import libcst as cst
 
@@ -67,13 +67,36 @@ class Check:
 CHECKS: list[Check] = []
 
 
-def check(*node_types: type[N], rules: Iterable[type[Rule]],
-          tokens: Iterable[str]) -> Callable[[CheckFn[N]], CheckFn[N]]:
+N1 = TypeVar("N1", bound=cst.CSTNode)
+N2 = TypeVar("N2", bound=cst.CSTNode)
+N3 = TypeVar("N3", bound=cst.CSTNode)
+N4 = TypeVar("N4", bound=cst.CSTNode)
+N5 = TypeVar("N5", bound=cst.CSTNode)
+Rules = Iterable[type[Rule]]
+
+
+# One overload per number of node types, so that a check of `cst.Import, cst.ImportFrom` is typed as a function of
+# `cst.Import | cst.ImportFrom` (a single type variable would be solved to their common base).
+@overload
+def check(t1: type[N1], /, *, rules: Rules, tokens: Iterable[str]) -> Callable[[CheckFn[N1]], CheckFn[N1]]: ...
+@overload
+def check(t1: type[N1], t2: type[N2], /, *, rules: Rules,
+          tokens: Iterable[str]) -> Callable[[CheckFn[N1 | N2]], CheckFn[N1 | N2]]: ...
+@overload
+def check(t1: type[N1], t2: type[N2], t3: type[N3], /, *, rules: Rules,
+          tokens: Iterable[str]) -> Callable[[CheckFn[N1 | N2 | N3]], CheckFn[N1 | N2 | N3]]: ...
+@overload
+def check(t1: type[N1], t2: type[N2], t3: type[N3], t4: type[N4], /, *, rules: Rules,
+          tokens: Iterable[str]) -> Callable[[CheckFn[N1 | N2 | N3 | N4]], CheckFn[N1 | N2 | N3 | N4]]: ...
+@overload
+def check(t1: type[N1], t2: type[N2], t3: type[N3], t4: type[N4], t5: type[N5], /, *, rules: Rules,
+          tokens: Iterable[str]) -> Callable[[CheckFn[N1 | N2 | N3 | N4 | N5]], CheckFn[N1 | N2 | N3 | N4 | N5]]: ...
+def check(*node_types: type[cst.CSTNode], rules: Rules, tokens: Iterable[str]) -> Callable[[Any], Any]:
     """Register a check of `node_types` that may report `rules` (a file holding none of `tokens` skips it)."""
     codes = frozenset(r.code for r in rules)
 
-    def register(fn: CheckFn[N]) -> CheckFn[N]:
-        CHECKS.append(Check(fn, node_types, codes, tuple(tokens)))  # type: ignore[arg-type]  # dispatched by type
+    def register(fn: Callable[[Any, Context], bool | None]) -> Callable[[Any, Context], bool | None]:
+        CHECKS.append(Check(fn, node_types, codes, tuple(tokens)))
         return fn
 
     return register

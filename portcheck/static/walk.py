@@ -41,6 +41,7 @@ _SOURCE_ORDER: dict[type, tuple[str, ...]] = {
                    "bases", "keywords", "rpar", "body"),
     cst.Arg: ("star", "keyword", "equal", "value", "comma"),
     cst.Param: ("star", "name", "annotation", "equal", "default", "comma"),
+    cst.Parameters: ("posonly_params", "posonly_ind", "params", "star_arg", "kwonly_params", "star_kwarg"),
     cst.IfExp: ("lpar", "body", "test", "orelse", "rpar"),
     cst.ExceptHandler: ("leading_lines", "type", "name", "body"),
     cst.ExceptStarHandler: ("leading_lines", "type", "name", "body"),

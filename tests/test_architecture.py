@@ -1,0 +1,132 @@
+"""The shape of the code, held by tests: where a rule lives, which layer may import which, how large a static module
+may grow, and that the reports read the rule registry without loading an engine."""
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from portcheck.knowledge import load, rules_dir
+from portcheck.rules import Pass, package_of, registry
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "portcheck"
+LAYERS = ("cli", "commands", "report", "static", "dynamic", "advise")
+
+
+def test_a_rule_lives_in_the_package_of_its_category():
+    for code, cls in registry().items():
+        category = load().rules[code].category
+        if Pass.STATIC in cls.passes:
+            assert cls.__module__.startswith(f"portcheck.static.{package_of(category)}."), (code, cls.__module__)
+        elif cls.passes == (Pass.TRACE,):
+            assert cls.__module__ == "portcheck.dynamic.rules", code
+        else:
+            assert cls.passes == (Pass.ADVISE,) and cls.__module__ == "portcheck.advise.rules", code
+
+
+def test_catalog_files_are_named_as_the_categories():
+    for path in (rules_dir() / "catalog").glob("*.toml"):
+        if path.stem != "retired":
+            assert {info.category for info in load().rules.values() if f"{info.category}.toml" == path.name}, path
+    for info in load().rules.values():
+        assert (rules_dir() / "catalog" / f"{info.category}.toml").is_file(), info.code
+
+
+def test_every_static_module_is_under_400_lines():
+    sizes = {path.relative_to(ROOT).as_posix(): len(path.read_text().splitlines())
+             for path in (PACKAGE / "static").rglob("*.py")}
+    assert {path: lines for path, lines in sizes.items() if lines >= 400} == {}
+
+
+def _runtime_imports(path: Path) -> set[str]:
+    """The portcheck modules a file imports when it runs (imports under `if TYPE_CHECKING:` are for types only)."""
+    tree = ast.parse(path.read_text())
+    typing_only = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            typing_only.update(id(n) for n in ast.walk(node))
+    found = set()
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module)
+    return {name for name in found if name == "portcheck" or name.startswith("portcheck.")}
+
+
+def _layer(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def _module_name(path: Path) -> str:
+    relative = path.relative_to(ROOT).with_suffix("")
+    parts = relative.parts[:-1] if relative.name == "__init__" else relative.parts
+    return ".".join(parts)
+
+
+GRAPH = {_module_name(path): _runtime_imports(path) for path in PACKAGE.rglob("*.py")}
+
+
+def test_the_layers_import_each_other_one_way():
+    edges = {(_layer(source), _layer(target)) for source, targets in GRAPH.items() for target in targets}
+    edges = {(a, b) for a, b in edges if a != b and a in LAYERS and b in LAYERS}
+    # No cycle between the layers: repeatedly drop a layer nothing left imports from.
+    remaining = set(LAYERS)
+    while remaining:
+        free = [layer for layer in remaining if not any(a == layer and b in remaining for a, b in edges)]
+        assert free, f"import cycle among {sorted(remaining)}: {sorted(e for e in edges if set(e) <= remaining)}"
+        remaining -= set(free)
+    assert ("static", "dynamic") not in edges and ("static", "advise") not in edges
+    assert not any(a in {"static", "dynamic", "advise", "report"} and b in {"cli", "commands"} for a, b in edges)
+
+
+def test_reports_depend_only_on_findings_rules_and_knowledge():
+    allowed = {"portcheck", "portcheck.findings", "portcheck.rules", "portcheck.knowledge"}
+    for module, imports in GRAPH.items():
+        if _layer(module) == "report":
+            outside = {name for name in imports if not name.startswith("portcheck.report")} - allowed
+            assert outside == set(), module
+
+
+ENGINES = (
+    "portcheck.static.engine", "portcheck.static.scan", "portcheck.static.positions", "portcheck.static.rewrite",
+    "portcheck.static.discover", "portcheck.cache", "portcheck.commands", "portcheck.cli", "portcheck.review",
+    "portcheck.dynamic.graph", "portcheck.dynamic.capture", "portcheck.dynamic.child", "portcheck.dynamic.load",
+    "portcheck.dynamic.runner", "portcheck.dynamic.shapes", "portcheck.dynamic.report", "portcheck.dynamic.facts",
+    "portcheck.advise.plan", "portcheck.advise.sizing", "portcheck.advise.flags", "portcheck.advise.model",
+    "portcheck.advise.script", "torch",
+)
+
+
+def test_rule_docs_and_sarif_help_load_no_engine():
+    code = (
+        "import io, json, sys\n"
+        "from portcheck.findings import ScanResult, Target\n"
+        "from portcheck.knowledge import load\n"
+        "from portcheck.report.ruledoc import rule_doc, write_rules\n"
+        "from portcheck.report.sarif import write_sarif\n"
+        "docs = [rule_doc(info) for info in load().rules.values()]\n"
+        "write_rules(io.StringIO(), as_json=True, rich_table=False)\n"
+        "write_sarif(ScanResult(Target('trn2', 'native')), io.StringIO())\n"
+        "print(json.dumps([len(docs), sorted(m for m in sys.modules if m.startswith(('portcheck', 'torch')))]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    count, loaded = json.loads(done.stdout)
+    assert count == len(load().rules)
+    assert sorted(set(loaded) & set(ENGINES)) == []
+    assert "portcheck.static.distributed.nccl" in loaded  # the rule classes themselves are what it reads
+
+
+@pytest.mark.parametrize("module", ["portcheck.static.engine", "portcheck.cli"])
+def test_the_check_itself_can_fail(module):
+    # The engine does load the engines: the list above is not vacuous.
+    done = subprocess.run([sys.executable, "-c", f"import {module}, sys; print(sorted(sys.modules))"], cwd=ROOT,
+                          capture_output=True, text=True, check=True)
+    assert set(ENGINES) & set(eval(done.stdout))
