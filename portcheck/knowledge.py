@@ -6,6 +6,7 @@ import functools
 import hashlib
 import re
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -215,6 +216,19 @@ def data_version() -> str:
 
 
 OP_STATUSES = ("supported", "cpu-fallback", "restricted", "unsupported")
+# One neuronx-cc code, or several " / "-separated: "NCC_EVRF017 / NCC_EVRF018".
+ERROR_CODE_PATTERN = re.compile(r"^NCC_[A-Z]{4}\d{3}( / NCC_[A-Z]{4}\d{3})*$")
+
+
+@dataclass(frozen=True)
+class OpLimit:
+    """The largest value one argument of an op may take (`[ops."aten::topk".limits.k]`), and the code the
+    compiler rejects a larger one with."""
+
+    argument: str
+    max: int
+    error_code: str
+    source: str
 
 
 @dataclass(frozen=True)
@@ -226,16 +240,33 @@ class OpSupport:
     source: str
     restriction: str = ""
     error_code: str = ""
+    limits: dict[str, OpLimit] = field(default_factory=dict)  # argument -> its limit
 
     def on(self, stack: str) -> str:
         return self.status.get(stack, "unknown")
 
+    def limit(self, argument: str) -> OpLimit:
+        """The limit of an argument a check compares against: one the data lacks is a packaging mistake."""
+        if argument not in self.limits:
+            raise KnowledgeError(f"ops.toml: {self.op} has no limits.{argument}, which portcheck's checks read")
+        return self.limits[argument]
+
+    @property
+    def error_codes(self) -> tuple[str, ...]:
+        """`error_code` split into its codes, in the order the entry gives them."""
+        return tuple(self.error_code.split(" / ")) if self.error_code else ()
+
 
 @functools.cache
 def load_ops() -> dict[str, OpSupport]:
-    """rules/ops.toml, read only by `trace` (the static pass does not need it)."""
+    """rules/ops.toml: the trace's status of every op, and the codes and limits the static checks word their
+    findings with."""
     data = _read("ops.toml")
     sources = data.get("sources", {})
+
+    def cite(text: str) -> str:
+        return "; ".join(sources.get(part.strip(), part.strip()) for part in text.split(";") if part.strip())
+
     ops = {}
     for name, entry in data.get("ops", {}).items():
         status = {stack: entry[stack] for stack in ("native", "xla") if stack in entry}
@@ -243,10 +274,113 @@ def load_ops() -> dict[str, OpSupport]:
             raise KnowledgeError(f"ops.toml: {name} has a bad name or status")
         if status and not entry.get("source"):
             raise KnowledgeError(f"ops.toml: {name} has a status without a source")
-        cited = [part.strip() for part in entry.get("source", "").split(";")]
-        source = "; ".join(sources.get(part, part) for part in cited if part)
-        ops[name] = OpSupport(name, status, source, entry.get("restriction", ""), entry.get("error_code", ""))
+        error_code = entry.get("error_code", "")
+        if error_code and not ERROR_CODE_PATTERN.match(error_code):
+            raise KnowledgeError(f"ops.toml: {name} has a malformed error_code {error_code!r} (NCC_XXXX000, "
+                                 "\" / \"-separated)")
+        limits = {argument: _op_limit(name, argument, spec, cite) for argument, spec in entry.get("limits", {}).items()}
+        ops[name] = OpSupport(name, status, cite(entry.get("source", "")), entry.get("restriction", ""), error_code,
+                              limits)
     return ops
+
+
+def _op_limit(op: str, argument: str, spec: object, cite: Callable[[str], str]) -> OpLimit:
+    if not isinstance(spec, dict) or set(spec) != {"max", "error_code", "source"}:
+        raise KnowledgeError(f"ops.toml: {op} limits.{argument} needs exactly max, error_code and source")
+    maximum, error_code, source = spec["max"], spec["error_code"], spec["source"]
+    if not isinstance(maximum, int) or isinstance(maximum, bool) or maximum < 1:
+        raise KnowledgeError(f"ops.toml: {op} limits.{argument}.max must be a positive integer, not {maximum!r}")
+    if not isinstance(error_code, str) or not ERROR_CODE_PATTERN.match(error_code):
+        raise KnowledgeError(f"ops.toml: {op} limits.{argument} has a malformed error_code {error_code!r}")
+    if not isinstance(source, str) or not source.strip():
+        raise KnowledgeError(f"ops.toml: {op} limits.{argument} has no source")
+    return OpLimit(argument, maximum, error_code, cite(source))
+
+
+def load_op(name: str) -> OpSupport:
+    """One op's entry, for the checks that word their findings with its codes: an op they need that the data
+    lacks is a packaging or editing mistake."""
+    entry = load_ops().get(name)
+    if entry is None:
+        raise KnowledgeError(f"ops.toml: no entry for {name}, which portcheck's checks read")
+    return entry
+
+
+DTYPE_STATUSES = ("unsupported", "partial", "narrowed")
+
+
+@dataclass(frozen=True)
+class DtypeSupport:
+    """One torch dtype NeuronCores lack or narrow (rules/dtypes.toml), and the rule that reports data of it."""
+
+    name: str  # torch's attribute: "float64"
+    aliases: tuple[str, ...]  # torch's other names for it: ("double",)
+    status: str  # one of DTYPE_STATUSES
+    rule: str  # the dtype rule reporting it: "PC303"
+    kind: str  # the family messages name it by: "FNUZ float8"
+    source: str
+    error_code: str = ""
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return (self.name, *self.aliases)
+
+
+@dataclass(frozen=True)
+class Dtypes:
+    entries: dict[str, DtypeSupport]  # name -> entry
+    qualified: dict[str, DtypeSupport]  # every `torch.<name or alias>` -> its entry
+
+    def get(self, qualname: str) -> DtypeSupport | None:
+        """The entry of a dtype by any of its qualified names: `torch.double` -> float64's."""
+        return self.qualified.get(qualname)
+
+    def named(self, qualname: str) -> DtypeSupport:
+        """The entry of a dtype a check words its findings with: one the data lacks is a packaging mistake."""
+        entry = self.qualified.get(qualname)
+        if entry is None:
+            raise KnowledgeError(f"dtypes.toml: no entry for {qualname}, which portcheck's checks read")
+        return entry
+
+    def reported_by(self, rule: str) -> tuple[DtypeSupport, ...]:
+        return tuple(e for e in self.entries.values() if e.rule == rule)
+
+
+_DTYPE_KEYS = frozenset({"aliases", "status", "rule", "kind", "source"})  # every entry's; `error_code` is optional
+
+
+@functools.cache
+def load_dtypes() -> Dtypes:
+    """rules/dtypes.toml, read by the static dtype checks, the trace and `advise`."""
+    data = _read("dtypes.toml")
+    rules = load().rules
+    entries: dict[str, DtypeSupport] = {}
+    seen: set[str] = set()
+    for name, entry in data.get("dtypes", {}).items():
+        if not isinstance(entry, dict) or not _DTYPE_KEYS <= set(entry) <= _DTYPE_KEYS | {"error_code"}:
+            raise KnowledgeError(f"dtypes.toml: {name} needs aliases, status, rule, kind and source (and may have "
+                                 "error_code), nothing else")
+        texts = [entry[key] for key in entry if key != "aliases"]
+        if not isinstance(entry["aliases"], list) or not all(isinstance(x, str) for x in [*texts, *entry["aliases"]]):
+            raise KnowledgeError(f"dtypes.toml: {name} takes strings, and a list of them as aliases")
+        dtype = DtypeSupport(name, tuple(entry["aliases"]), entry["status"], entry["rule"], entry["kind"],
+                             entry["source"], entry.get("error_code", ""))
+        if dtype.status not in DTYPE_STATUSES:
+            raise KnowledgeError(f"dtypes.toml: {name} has status {dtype.status!r}, not one of "
+                                 f"{', '.join(DTYPE_STATUSES)}")
+        if dtype.rule not in rules or rules[dtype.rule].category != "dtype":
+            raise KnowledgeError(f"dtypes.toml: {name} names {dtype.rule!r}, which is not a dtype rule")
+        if dtype.error_code and not ERROR_CODE_PATTERN.match(dtype.error_code):
+            raise KnowledgeError(f"dtypes.toml: {name} has a malformed error_code {dtype.error_code!r}")
+        if dtype.status == "unsupported" and not dtype.error_code:
+            raise KnowledgeError(f"dtypes.toml: {name} is unsupported without the error_code that says so")
+        if not dtype.source.strip() or not dtype.kind.strip():
+            raise KnowledgeError(f"dtypes.toml: {name} has no source or no kind")
+        if repeated := seen & set(dtype.names):
+            raise KnowledgeError(f"dtypes.toml: {sorted(repeated)} named twice")
+        seen |= set(dtype.names)
+        entries[name] = dtype
+    return Dtypes(entries, {f"torch.{n}": e for e in entries.values() for n in e.names})
 
 
 @dataclass(frozen=True)
@@ -276,11 +410,24 @@ class Instance:
 
 
 @dataclass(frozen=True)
+class SizingSources:
+    """Where a plan's sizing comes from (hardware.toml [sizing]): each the `source` of one of its reasons."""
+
+    tp_degrees: str
+    kv_cache: str
+    training_activations: str
+    training_optimizer: str
+    fp8_weights: str
+    compile_host: str
+
+
+@dataclass(frozen=True)
 class Hardware:
     chips: dict[str, ChipHardware]
     instances: tuple[Instance, ...]  # smallest first, per chip
     microcode_mib_per_physical_core: float
     runtime_source: str
+    sizing: SizingSources
 
 
 @functools.cache
@@ -305,7 +452,19 @@ def load_hardware() -> Hardware:
         if instance.chip not in chips or instance.chips < 1 or not instance.source:
             raise KnowledgeError(f"hardware.toml: instance {instance.name} names an unknown chip or no source")
     runtime = data["runtime"]
-    return Hardware(chips, instances, float(runtime["microcode_mib_per_physical_core"]), runtime["source"])
+    sizing = SizingSources(**_sources("hardware.toml", "sizing", data.get("sizing"),
+                                      {f.name for f in fields(SizingSources)}))
+    return Hardware(chips, instances, float(runtime["microcode_mib_per_physical_core"]), runtime["source"], sizing)
+
+
+def _sources(where: str, table: str, given: object, expected: set[str]) -> dict[str, str]:
+    """A table of citations: exactly the `expected` keys, each a non-empty string."""
+    if not isinstance(given, dict) or set(given) != expected:
+        raise KnowledgeError(f"{where}: [{table}] needs exactly {', '.join(sorted(expected))}")
+    for key, value in given.items():
+        if not isinstance(value, str) or not value.strip():
+            raise KnowledgeError(f"{where}: [{table}].{key} must be a non-empty citation")
+    return given
 
 
 @dataclass(frozen=True)
@@ -316,6 +475,12 @@ class CompilerFlag:
     source: str
     default: str = ""
     since: str = ""  # first Neuron SDK release whose compiler takes it
+    value_sources: dict[str, str] = field(default_factory=dict)  # value -> what a plan cites for it, after `source`
+
+    def cited(self, value: str | None) -> str:
+        """The flag's source, with its value's where the data has one."""
+        extra = self.value_sources.get(value) if value is not None else None
+        return f"{self.source}; {extra}" if extra else self.source
 
 
 @dataclass(frozen=True)
@@ -327,10 +492,21 @@ class EnvVar:
 
 
 @dataclass(frozen=True)
+class CompileSources:
+    """How each stack compiles a plan's shapes (compiler.toml [compile]): the sources a plan cites for its
+    buckets, dynamic batch and NEURON_CC_FLAGS."""
+
+    stacks: dict[str, str]  # stack -> how it compiles (trace API, torch.compile)
+    native_wrapper: str  # TorchNeuron's compile wrapper: target and LNC from the instance, NEURON_CC_FLAGS appended
+    buckets: str  # NxD Inference's automatic sequence buckets
+
+
+@dataclass(frozen=True)
 class Compiler:
     flags: dict[str, CompilerFlag]
     env: dict[str, EnvVar]
     newest_sdk: dict[str, str]  # stack -> newest SDK release it runs on ("" = current)
+    compile: CompileSources
 
     def check(self, args: list[str], env: dict[str, str], chip: str, stack: str) -> None:
         """Every flag of a plan exists, takes that value and is allowed for the chip and the stack's SDK;
@@ -366,10 +542,19 @@ def load_compiler() -> Compiler:
     """rules/compiler.toml, read only by `advise`."""
     data = _read("compiler.toml")
     flags = {f["name"]: CompilerFlag(f["name"], tuple(f["values"]), tuple(f["targets"]), f["source"],
-                                     f.get("default", ""), f.get("since", "")) for f in data["flag"]}
+                                     f.get("default", ""), f.get("since", ""), f.get("value_sources", {}))
+             for f in data["flag"]}
     env = {e["name"]: EnvVar(e["name"], tuple(e["values"]), tuple(e["targets"]), e["source"]) for e in data["env"]}
     for item in (*flags.values(), *env.values()):
         if not item.source or not item.targets:
             raise KnowledgeError(f"compiler.toml: {item.name} needs targets and a source")
+    for flag in flags.values():
+        cited = flag.value_sources
+        if not isinstance(cited, dict) or not set(cited) <= set(flag.values) or \
+                not all(isinstance(s, str) and s.strip() for s in cited.values()):
+            raise KnowledgeError(f"compiler.toml: {flag.name}.value_sources must cite values the flag takes")
     newest = {k: v for k, v in data["sdk"].items() if k != "source"}
-    return Compiler(flags, env, newest)
+    stacks = sorted(load().stacks)
+    given = _sources("compiler.toml", "compile", data.get("compile"), {*stacks, "native_wrapper", "buckets"})
+    compile_sources = CompileSources({s: given[s] for s in stacks}, given["native_wrapper"], given["buckets"])
+    return Compiler(flags, env, newest, compile_sources)

@@ -6,15 +6,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from portcheck.dynamic.report import sequence_buckets
-from portcheck.knowledge import load_compiler, load_hardware
+from portcheck.knowledge import load_compiler, load_dtypes, load_hardware
 
 if TYPE_CHECKING:
     from portcheck.advise.plan import AdviseOptions, Plan
-
-NXDI_BUCKETS = ("SDK:libraries/nxd-inference/developer_guides/feature-guide.rst (automatic buckets: powers of two "
-                "from 128 to the maximum sequence length)")
-TRACE_API = "SDK:frameworks/torch/torch-neuronx/api-reference-guide/inference/api-torch-neuronx-trace.rst"
-NATIVE = "SDK:frameworks/torch/pytorch-native-overview.rst; NeuronDocs:torch/compile/reference-torch-compile.html"
 
 
 def compiler_settings(plan: Plan, options: AdviseOptions) -> None:
@@ -23,11 +18,10 @@ def compiler_settings(plan: Plan, options: AdviseOptions) -> None:
     model = plan.model
     pairs: list[tuple[str, str | None]] = []  # (flag, value or None for a switch)
 
-    def add(name: str, value: str | None, why: str, extra_source: str = "") -> None:
+    def add(name: str, value: str | None, why: str) -> None:
         pairs.append((name, value))
         shown = name if value is None else f"{name} {value}"
-        source = flags[name].source + (f"; {extra_source}" if extra_source else "")
-        plan.reason(shown, why, source)
+        plan.reason(shown, why, flags[name].cited(value))
 
     core = load_hardware().chips[plan.chip].neuron_core
     add("--target", plan.chip, f"compile for {plan.chip} ({core}); a NEFF only runs on the core generation it "
@@ -37,17 +31,16 @@ def compiler_settings(plan: Plan, options: AdviseOptions) -> None:
     if options.prefer == "speed":
         cast_type = "fp8_e4m3" if options.dtype == "fp8" else "bf16"
         add("--auto-cast", "matmult", "--prefer speed: FP32 matrix multiplies are cast down (the pre-2.27 "
-            "default); accuracy can drop, e.g. with RoPE position ids",
-            "SDK:libraries/nxd-inference/misc/nxdi-troubleshooting.rst")
+            "default); accuracy can drop, e.g. with RoPE position ids")
         add("--auto-cast-type", cast_type, "FP8 (e4m3) compute for a model sized with fp8 weights" if
             cast_type == "fp8_e4m3" else "BF16 keeps FP32's range (no loss scaling, no overflow)")
     else:
         add("--auto-cast", "none", "--prefer accuracy: no compiler downcasting, the same numerics as the model "
-            "(the default since Neuron 2.27)", "SDK:compiler/neuronx-cc/faq.rst")
+            "(the default since Neuron 2.27)")
     if options.dtype == "fp8":
         plan.reason("fp8", "weights sized at 1 byte, as an fp8-quantized checkpoint stores them; the compiler "
                     "does not quantize weights, and the bring-up script runs the model in bf16",
-                    "SDK:about-neuron/arch/neuron-features/data-types.rst (FP8 formats per NeuronCore)")
+                    load_hardware().sizing.fp8_weights)
     if options.prefer == "speed" and plan.task == "inference":
         add("--optlevel", "3", "--prefer speed: more optimisation for a longer compile with more host memory")
     else:
@@ -78,9 +71,6 @@ def compiler_settings(plan: Plan, options: AdviseOptions) -> None:
 
 
 AUTOMATIC = ("--target", "--logical-nc-config", "--optlevel")
-TNX_SOURCE = ("parmoham-aws/test-repo-parmoham (a public, unofficial copy of TorchNeuron's source): "
-              "torch_neuronx/csrc/core/utils/PlatformUtils.cpp@5577a2d8 (target and LNC from the instance) and "
-              "compilation/NeuronCompiler.cpp@5577a2d8 (NEURON_CC_FLAGS appended to the compile)")
 
 
 def _native_env(plan: Plan, pairs: list[tuple[str, str | None]]) -> None:
@@ -92,7 +82,7 @@ def _native_env(plan: Plan, pairs: list[tuple[str, str | None]]) -> None:
     plan.reason("NEURON_CC_FLAGS", "torch.compile(backend=\"neuron\") compiles with neuronx-cc and appends "
                 "NEURON_CC_FLAGS to its own arguments; --target and the LNC it takes from the instance, the "
                 "optimisation level it sets itself (-O2 for compiled graphs)",
-                f"{compiler.env['NEURON_CC_FLAGS'].source}; {TNX_SOURCE}")
+                f"{compiler.env['NEURON_CC_FLAGS'].source}; {compiler.compile.native_wrapper}")
     plan.env["TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION"] = "1"
     plan.reason("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=1", "a graph that fails to compile raises instead of "
                 "silently running eagerly: a bring-up must see it (set explicitly: the default changed)",
@@ -105,7 +95,7 @@ def _int64(plan: Plan, options: AdviseOptions, add) -> None:
         if model.int64_in_graph:
             plan.reason("int64", f"{plan.chip} has no int64 datapath: the compiler computes int64 tensors as "
                         "int32 (ids and positions below 2^31 are unaffected)",
-                        "SDK:about-neuron/arch/neuron-features/data-types.rst")
+                        load_dtypes().named("torch.int64").source)
         return
     if model.int64_in_graph is None:
         plan.reason("int64", "not traced: give a model spec to learn whether its graph holds int64 tensors "
@@ -127,6 +117,7 @@ def _int64(plan: Plan, options: AdviseOptions, add) -> None:
 def choose_buckets(plan: Plan, options: AdviseOptions) -> None:
     """Sequence buckets where the sequence varies, and dynamic batching, with how each stack compiles them."""
     model = plan.model
+    sources = load_compiler().compile
     seq_axes = [a for a in model.dynamic_axes if a.endswith(":1")]
     batch_axes = [a for a in model.dynamic_axes if a.endswith(":0")]
     token_model = model.kind in ("decoder", "encoder", "encoder-decoder") and model.is_transformer
@@ -138,12 +129,11 @@ def choose_buckets(plan: Plan, options: AdviseOptions) -> None:
                "torch.compile(backend=\"neuron\", dynamic=False) compiles one graph per shape: pad inputs to the "
                "next bucket so only these shapes compile")
         found = f" ({', '.join(seq_axes)} stays dynamic in the trace)" if seq_axes else ""
-        plan.reason("buckets", f"sequences vary{found}: {how}",
-                    f"{NXDI_BUCKETS}; " + (TRACE_API if plan.stack == "xla" else NATIVE))
+        plan.reason("buckets", f"sequences vary{found}: {how}", f"{sources.buckets}; {sources.stacks[plan.stack]}")
     elif model.source != "numbers" and token_model:
         plan.reason("buckets", "the trace found no dynamic sequence axis: one compiled shape", "portcheck trace")
     if batch_axes or (model.source == "numbers" and plan.task == "inference"):
         plan.dynamic_batch = True
         how = ("torch_neuronx.dynamic_batch splits and pads larger batches along dim 0 to the compiled batch"
                if plan.stack == "xla" else "pad the batch to the compiled size (dynamic=False)")
-        plan.reason("dynamic_batch", how, TRACE_API if plan.stack == "xla" else NATIVE)
+        plan.reason("dynamic_batch", how, sources.stacks[plan.stack])

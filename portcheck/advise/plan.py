@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-from portcheck.errors import UserError
 from portcheck.advise.flags import choose_buckets, compiler_settings
 from portcheck.advise.model import ModelShape
 from portcheck.advise.sizing import (
@@ -24,14 +23,13 @@ from portcheck.advise.sizing import (
     padded_heads,
     weights_bytes,
 )
+from portcheck.errors import UserError
 from portcheck.knowledge import Instance, load_compiler, load_hardware
 
-OPTIMUM_CONVERT = "huggingface/optimum-neuron@213224e6:optimum/exporters/neuron/convert.py"
+# The source of a figure that is portcheck's own: every Neuron citation of a plan is rules/ data.
 PORTCHECK = "portcheck's estimate (not a Neuron figure)"
 DTYPE_NAMES = {"fp32": "4 bytes (fp32)", "bf16": "2 bytes (bf16)", "fp16": "2 bytes (fp16)", "fp8": "1 byte (fp8)"}
 COMPILE_HOST_FACTOR = 2
-NXDI_TP = ("SDK:libraries/nxd-inference/developer_guides/feature-guide.rst (Tensor-parallelism support: supported "
-           "degrees; weights + KV cache < tp_degree x memory per core; heads divisible by tp)")
 
 
 class PlanError(UserError):
@@ -168,7 +166,7 @@ def _size(plan: Plan, chip, lnc: int, options: AdviseOptions, hardware) -> None:
     plan.tp_degree = plan.cores = tp
     plan.chips = math.ceil(tp / chip.cores_per_chip[lnc])
     plan.reason("tp_degree", why + f"; degrees the runtime supports on {chip.name}: "
-                f"{', '.join(map(str, chip.tp_degrees[lnc]))}", NXDI_TP)
+                f"{', '.join(map(str, chip.tp_degrees[lnc]))}", hardware.sizing.tp_degrees)
     if not at[1].fits and not options.tp:
         plan.findings.append({"code": "PC801", "message": f"one core would need {at[1].per_core:.2f} GiB "
                               f"({_parts(at[1])}) of its {budget:g} GiB: shard it with tensor parallelism "
@@ -236,8 +234,7 @@ def _place(plan: Plan, chip, lnc: int, total_gib: float, hardware, given: bool) 
                  "the compiled artifacts" if plan.compile_instance else "compile on a larger host")
         plan.reason("compile_instance", f"{host_gib:g} GiB of host memory is less than twice the "
                     f"{total_gib:.1f} GiB of weights: {where} (portcheck's margin: the compiler needs host memory "
-                    "beyond the weights)", "shared/neuron/KNOWLEDGE.md §4 (neuronx-cc killed (-9 / F137) when "
-                    "compiling on small hosts: aws-neuron/aws-neuron-samples#64)")
+                    "beyond the weights)", hardware.sizing.compile_host)
 
 
 def _padding(model: ModelShape, tp: int) -> str:
@@ -254,20 +251,16 @@ def _padding(model: ModelShape, tp: int) -> str:
 
 def _memory_reasons(plan: Plan) -> None:
     model, work = plan.model, plan.workload
+    sizing = load_hardware().sizing
     plan.reason("weights_gib", f"{model.params:,} parameters × {DTYPE_NAMES[work.dtype]} / tp",
                 "parameter count " + ("of the traced model" if model.source != "numbers" else "given with --params"))
     if has_kv_cache(model, work):
         plan.reason("kv_cache_gib", f"{model.layers} layers × {model.kv_heads or model.heads} KV heads × head dim "
                     f"{model.attention_head_dim} × sequence {work.seq} × batch {work.batch} × 2 (K, V) × bytes, "
                     "with each core's share of the KV heads (split when tp divides them, one replicated head when "
-                    "they divide tp, else converted to multi-head attention)",
-                    "SDK:vllm-neuron/docs/design/vllm/kv-cache-quantization.md (2 × layers × KV heads × head dim "
-                    "× bytes per token); aws-neuron/neuronx-distributed-inference@00612a66:src/"
-                    "neuronx_distributed_inference/modules/attention/gqa.py (GQA sharding strategies)")
+                    "they divide tp, else converted to multi-head attention)", sizing.kv_cache)
     if model.is_transformer:
-        source = ("SDK:libraries/neuronx-distributed/activation_memory_reduction.rst (s·b·h·(34 + 5·a·s/h) per "
-                  "layer; about 10·s·b·h of it is not sharded by tensor parallelism alone); Korthikanti et al. 2022 "
-                  "(arXiv:2205.05198) §4" if work.task == "training" else PORTCHECK)
+        source = sizing.training_activations if work.task == "training" else PORTCHECK
         what = ("every layer's activations kept for the backward pass" if work.task == "training" else
                 "the largest layer's live tensors: 4 × hidden + 2 × intermediate / tp + heads / tp × sequence "
                 "per token")
@@ -278,10 +271,7 @@ def _memory_reasons(plan: Plan) -> None:
                     "scaled to the plan's batch and dtype", "torch.export graph, liveness walk")
     if work.task == "training":
         plan.reason("optimizer_gib", "gradients in the weights' dtype and Adam's state (fp32 moments, plus an "
-                    "fp32 master copy for 16-bit weights) per parameter, split over tp",
-                    "SDK:about-neuron/arch/neuron-features/neuroncore-batching.rst (weights and gradients 2 bytes "
-                    "each, optimizer state 4-12 bytes per parameter); Rajbhandari et al. 2020 (ZeRO) §3.1 (Adam: "
-                    "12 bytes)")
+                    "fp32 master copy for 16-bit weights) per parameter, split over tp", sizing.training_optimizer)
 
 
 

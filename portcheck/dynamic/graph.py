@@ -3,6 +3,7 @@ arguments), data-dependent shapes, and attention — each mapped back to the use
 
 from __future__ import annotations
 
+import functools
 import operator
 from dataclasses import dataclass, field
 
@@ -10,6 +11,7 @@ import torch
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
 from portcheck.dynamic.sourcemap import Place, node_place
+from portcheck.knowledge import DtypeSupport, load_dtypes, load_op
 
 # Export bookkeeping and symbolic-size plumbing: not computation, never sent to the compiler as work.
 BOOKKEEPING = frozenset({
@@ -41,9 +43,13 @@ DATA_DEPENDENT = {
     "aten::item": "PC701", "aten::_local_scalar_dense": "PC701",
 }
 _INTEGER = frozenset({torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8, torch.bool})
-_COMPLEX = frozenset({torch.complex32, torch.complex64, torch.complex128})
-_FP8_UNSUPPORTED = frozenset(getattr(torch, name) for name in ("float8_e4m3fnuz", "float8_e5m2fnuz")
-                             if hasattr(torch, name))
+
+
+@functools.cache
+def _reported_by(rule: str) -> dict[torch.dtype, DtypeSupport]:
+    """The dtypes rules/dtypes.toml has `rule` report, those this torch has, with their entries."""
+    return {getattr(torch, name): entry for entry in load_dtypes().reported_by(rule) for name in entry.names
+            if isinstance(getattr(torch, name, None), torch.dtype)}
 
 
 @dataclass
@@ -134,51 +140,62 @@ def _check_node(node: torch.fx.Node, name: str, inputs: list[torch.Tensor], plac
     out_dtypes = {t.dtype for t in outputs}
     short = name.removeprefix("aten::")
     # Where float64 / complex enters the graph: an op whose output has it and whose inputs do not.
-    if torch.float64 in out_dtypes and torch.float64 not in in_dtypes and short not in ("_local_scalar_dense",):
+    float64, complex_ = _reported_by("PC303"), _reported_by("PC302")
+    if out_dtypes & float64.keys() and not in_dtypes & float64.keys() and short not in ("_local_scalar_dense",):
         report.add("PC303", place, f"`{name}` makes a float64 tensor: no NeuronCore has an FP64 type, so it is "
                    "narrowed or refused; make it float32", op=name)
-    elif any(_val(a) is not None and getattr(_val(a), "dtype", None) == torch.float64
+    elif any(_val(a) is not None and getattr(_val(a), "dtype", None) in float64
              for a in node.all_input_nodes if a.op == "placeholder"):
         report.add("PC303", place, f"`{name}` takes a float64 input, parameter or buffer: no NeuronCore has an FP64 "
                    "type, so it is narrowed or refused; make it float32", op=name)
-    if out_dtypes & _COMPLEX and not in_dtypes & _COMPLEX:
+    if out_dtypes & complex_.keys() and not in_dtypes & complex_.keys():
+        made = complex_[min(out_dtypes & complex_.keys(), key=str)]
         report.add("PC302", place, f"`{name}` makes a complex tensor: complex dtypes are not supported on a "
-                   "NeuronCore (NCC_EVRF004); split into real and imaginary parts or run this part on the CPU",
+                   f"NeuronCore ({made.error_code}); split into real and imaginary parts or run this part on the CPU",
                    op=name)
-    if (in_dtypes | out_dtypes) & _FP8_UNSUPPORTED:
-        report.add("PC312", place, f"`{name}` uses an FNUZ float8 type, which neuronx-cc rejects (NCC_EVRF005)",
-                   op=name)
+    unsupported = _reported_by("PC312")
+    used = sorted((unsupported[d] for d in (in_dtypes | out_dtypes) if d in unsupported), key=lambda e: e.name)
+    for kind, error in dict.fromkeys((e.kind, e.error_code) for e in used):
+        report.add("PC312", place, f"`{name}` uses an {kind} type, which neuronx-cc rejects ({error})", op=name)
     if short.startswith("fft_") or short in ("stft", "istft", "_fft_r2c", "_fft_c2r", "_fft_c2c"):
-        report.add("PC301", place, f"`{name}`: FFT does not compile for a NeuronCore (NCC_EVRF004); run it on the "
-                   "CPU or emulate it with real arithmetic", op=name)
+        report.add("PC301", place, f"`{name}`: FFT does not compile for a NeuronCore "
+                   f"({load_op('aten::fft_fft').error_code}); run it on the CPU or emulate it with real arithmetic",
+                   op=name)
     elif short in ("triangular_solve", "linalg_solve_triangular"):
-        report.add("PC311", place, f"`{name}` is not supported by neuronx-cc (NCC_EUOC002); use "
-                   "`torch.inverse(A) @ b`", op=name)
+        report.add("PC311", place, f"`{name}` is not supported by neuronx-cc "
+                   f"({load_op('aten::triangular_solve').error_code}); use `torch.inverse(A) @ b`", op=name)
     elif short == "topk":
         k = node.args[1] if len(node.args) > 1 else node.kwargs.get("k")
+        topk = load_op("aten::topk")
         if inputs and inputs[0].dtype in _INTEGER:
             report.add("PC305", place, f"`topk` on a {_dtype_name(inputs[0].dtype)} tensor: TopK cannot take "
-                       "integer inputs (NCC_EVRF013); cast to float first", op=name)
-        if isinstance(k, int) and k > 16384:
-            report.add("PC306", place, f"`topk` with k={k}: neuronx-cc allows k <= 16384 (NCC_EVRF014)", op=name)
+                       f"integer inputs ({topk.error_code}); cast to float first", op=name)
+        limit = topk.limit("k")
+        if isinstance(k, int) and k > limit.max:
+            report.add("PC306", place, f"`topk` with k={k}: neuronx-cc allows k <= {limit.max} ({limit.error_code})",
+                       op=name)
     elif short in ("sort", "argsort") and inputs and inputs[0].dtype in _INTEGER:
         report.add("PC305", place, f"`{short}` on a {_dtype_name(inputs[0].dtype)} tensor: integer sorts have "
                    "failed to compile on some neuronx-cc versions; sort a float copy", op=name, severity="warning")
     elif name in MATMULS | {"aten::addmm", "aten::linear", "aten::addbmm", "aten::dot", "aten::mv"} and \
             inputs and all(t.dtype in _INTEGER for t in inputs[:2]):
         report.add("PC313", place, f"`{name}` on integer tensors: Neuron has no integer matmul, it computes in FP32 "
-                   "and loses precision above 2^24 (NCC_EVRF035); cast to float explicitly", op=name)
+                   f"and loses precision above 2^24 ({load_op('aten::matmul').error_code}); cast to float explicitly",
+                   op=name)
     elif short in ("scatter_add", "index_add", "scatter_reduce", "index_put") and inputs and \
             inputs[0].dtype in _INTEGER and (short != "index_put" or _accumulates(node)):
         report.add("PC314", place, f"`{name}` accumulating into a {_dtype_name(inputs[0].dtype)} tensor: Neuron "
-                   "computes integer scatter-with-compute in FP32 (NCC_EVRF016)", op=name)
+                   f"computes integer scatter-with-compute in FP32 ({load_op('aten::scatter_add').error_code})",
+                   op=name)
     elif short in ("max_pool2d", "max_pool1d", "max_pool3d", "max_pool2d_with_indices") and _dilated(node, 4):
         report.add("PC309", place, f"`{name}` with dilation: neuronx-cc does not support dilated pooling "
-                   "(NCC_EVRF017 / NCC_EVRF018)", op=name)
+                   f"({load_op('aten::max_pool2d').error_code})", op=name)
     elif short in ("convolution", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"):
         if short == "convolution" and len(node.args) > 6 and node.args[6] and _dilated(node, 5):
+            # aten::convolution's codes: input with kernel dilation, then a strided convolution of a dilated input
+            _, dilated_input = load_op("aten::convolution").error_codes
             report.add("PC310", place, f"`{name}`: a transposed convolution with dilation lowers to a strided "
-                       "convolution of a dilated input, which neuronx-cc rejects (NCC_EVRF011)", op=name)
+                       f"convolution of a dilated input, which neuronx-cc rejects ({dilated_input})", op=name)
     elif short == "one_hot":
         report.add("PC307", place, "`one_hot`: older torch-neuronx releases failed on it in training; a "
                    "comparison with `arange` is the portable spelling", op=name)
@@ -210,8 +227,10 @@ def data_dependent_message(name: str, code: str, shape: list) -> str:
         return (f"`{name}` reads a tensor's value into Python inside the traced code: on Neuron that stops the "
                 "graph and waits for the device; keep the value on the device")
     sizes = f" ({'x'.join(str(s) for s in shape)})" if shape else ""
+    # aten::nonzero's code is the compiler's for any data-dependent shape
     return (f"`{name}` returns a tensor whose size depends on the data{sizes}: Neuron compiles static shapes "
-            "only (NCC_EMOD025); use a fixed-size form (a mask, `torch.where(c, a, b)`, a padded index)")
+            f"only ({load_op('aten::nonzero').error_code}); use a fixed-size form (a mask, `torch.where(c, a, b)`, "
+            "a padded index)")
 
 
 def _match_attention(graph: torch.fx.Graph, report: GraphReport) -> None:

@@ -18,7 +18,6 @@ INTEGER_DTYPES = frozenset({
     "torch.long", "torch.int64", "torch.int", "torch.int32", "torch.int16", "torch.int8", "torch.uint8",
     "torch.short", "torch.uint16", "torch.uint32", "torch.uint64",
 })
-INT64_DTYPES = frozenset({"torch.long", "torch.int64"})
 _INTEGER_CASTS = {"long": "torch.int64", "int": "torch.int32", "short": "torch.int16", "byte": "torch.uint8"}
 # Tensor methods whose result is computed from the tensor's values (not its shape).
 REDUCTIONS = frozenset({
@@ -271,7 +270,6 @@ def _probe_in_decorators(function: cst.FunctionDef) -> str | None:
 
 
 __all__ = [
-    "INT64_DTYPES",
     "INTEGER_DTYPES",
     "REDUCTIONS",
     "and_operands",

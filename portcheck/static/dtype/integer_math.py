@@ -6,6 +6,7 @@ from collections.abc import Iterable
 
 import libcst as cst
 
+from portcheck.knowledge import load_op
 from portcheck.rules import Rule, rule
 from portcheck.static.check import Context, check
 from portcheck.static.syntax import call_name, keyword, positional
@@ -41,7 +42,7 @@ class IntegerMatmul(Rule):
 
     code = "PC313"
     message = ("`{shown}` on {dtype} operands: NeuronCores have no integer matmul datapath, so it is computed in "
-               "float32 (exact only below 2^24) or refused (NCC_EVRF035); cast to float explicitly, or keep the "
+               "float32 (exact only below 2^24) or refused ({error}); cast to float explicitly, or keep the "
                "values small")
     INVALID = ("c = a.long() @ b", "import torch\nc = torch.matmul(a.to(torch.int32), b)", "c = a.int().bmm(b)")
     VALID = ("c = a @ b", "c = a.float() @ b.float()", "import torch\nc = torch.matmul(a, b)")
@@ -69,7 +70,7 @@ class IntegerScatterReduce(Rule):
 
     code = "PC314"
     message = ("`{shown}` on {dtype} data: scatter-with-compute has no integer datapath on Neuron, so it is "
-               "computed in float32 (exact only below 2^24) or refused (NCC_EVRF016 / NCC_EVRF060); use float32 "
+               "computed in float32 (exact only below 2^24) or refused ({error}); use float32 "
                "or bfloat16 data")
     INVALID = (
         "import torch\nc = torch.zeros(8, dtype=torch.long).scatter_add_(0, ids, ones)",
@@ -110,10 +111,11 @@ def check_integer_math(node: cst.BinaryOperation | cst.Call, ctx: Context) -> No
 def _integer_matmul(ctx: Context, node: cst.CSTNode, operands: Iterable[cst.BaseExpression], shown: str) -> None:
     dtype = next((d for d in (integer_dtype(ctx, o) for o in operands) if d), None)
     if dtype:
-        ctx.report(IntegerMatmul, node, shown=shown, dtype=dtype)
+        ctx.report(IntegerMatmul, node, shown=shown, dtype=dtype, error=load_op("aten::matmul").error_code)
 
 
 def _integer_scatter(ctx: Context, node: cst.CSTNode, operands: Iterable[cst.BaseExpression], shown: str) -> None:
     dtype = next((d for d in (integer_dtype(ctx, o) for o in operands) if d), None)
     if dtype:
-        ctx.report(IntegerScatterReduce, node, shown=shown, dtype=dtype)
+        ctx.report(IntegerScatterReduce, node, shown=shown, dtype=dtype,
+                   error=load_op("aten::scatter_add").error_code)

@@ -6,21 +6,18 @@ from __future__ import annotations
 import libcst as cst
 
 from portcheck.findings import Severity
+from portcheck.knowledge import load_dtypes
 from portcheck.rules import Rule, rule
 from portcheck.static.check import Context, FixPlan, Replace, check
 from portcheck.static.syntax import call_name, keyword, positional
-from portcheck.static.values import INT64_DTYPES, dtype_of
+from portcheck.static.values import dtype_of
 
+# Which dtypes each rule reports, with their error codes, is rules/dtypes.toml's to say; these are the substrings
+# a file must hold for any of them (or for the calls below) to appear.
 DTYPE_TOKENS = ("float64", "double", "Double", "complex", "cfloat", "cdouble", "chalf", "polar", "float8",
                 "float4", "long", "int64", "from_numpy", "tensor")
-
-_FLOAT64 = frozenset({"torch.float64", "torch.double"})
-_COMPLEX = frozenset({"torch.complex64", "torch.complex128", "torch.complex32", "torch.cfloat", "torch.cdouble",
-                      "torch.chalf"})
-_FP8_UNSUPPORTED = {
-    "torch.float8_e4m3fnuz": "NCC_EVRF005", "torch.float8_e5m2fnuz": "NCC_EVRF005",
-    "torch.float4_e2m1fn_x2": "NCC_ESPP004",
-}
+# What torch.view_as_complex / polar / complex make from float32 data, the usual case: its entry words the finding.
+_MADE_COMPLEX = "torch.complex64"
 
 
 @rule
@@ -167,12 +164,12 @@ def _complex_severity(ctx: Context) -> Severity:
     return Severity.WARNING if ctx.stack == "native" else Severity.ERROR
 
 
-def _complex_message(ctx: Context, shown: str) -> str:
+def _complex_message(ctx: Context, shown: str, error: str) -> str:
     if ctx.stack == "native":
         advice = ("Neuron 2.32's compiler runs complex64 only for about 30 element-wise and matmul HLO ops (not "
                   "FFT); write rotary embeddings with real cos/sin tensors (`x * cos + rotate_half(x) * sin`)")
     else:
-        advice = ("the xla stack's compiler (Neuron <= 2.31) has no complex types at all (NCC_EVRF004); write "
+        advice = (f"the xla stack's compiler (Neuron <= 2.31) has no complex types at all ({error}); write "
                   "rotary embeddings with real cos/sin tensors (`x * cos + rotate_half(x) * sin`)")
     return f"`{shown}` makes complex tensors, which NeuronCores do not hold natively; {advice}"
 
@@ -204,7 +201,8 @@ def check_dtype_call(node: cst.Call, ctx: Context) -> None:
         ctx.report(Int64Tensor, node, _int64_message(ctx, ".long()"), severity=Severity.INFO)
         return
     if qualname in ("torch.view_as_complex", "torch.polar", "torch.complex"):
-        ctx.report(ComplexDtype, node, _complex_message(ctx, qualname), severity=_complex_severity(ctx))
+        error = load_dtypes().named(_MADE_COMPLEX).error_code
+        ctx.report(ComplexDtype, node, _complex_message(ctx, qualname, error), severity=_complex_severity(ctx))
         return
     if qualname in ("torch.DoubleTensor", "torch.cuda.DoubleTensor"):
         ctx.report(Float64, node, shown=qualname)
@@ -221,19 +219,21 @@ def check_dtype_call(node: cst.Call, ctx: Context) -> None:
 
 def _judge_dtype(ctx: Context, value: cst.BaseExpression, where: cst.CSTNode) -> None:
     dtype = dtype_of(ctx, value)
-    if dtype is None:
+    entry = load_dtypes().get(dtype) if dtype is not None else None
+    if dtype is None or entry is None:
         return
     shown = " ".join(ctx.source(where).split())
     if len(shown) > 60:
         shown = dtype
-    if dtype in _FLOAT64:
+    if entry.rule == Float64.code:
         fix = None
         if isinstance(value, cst.Attribute):  # `torch.float64`, `th.double`: the same module's float32
             fix = _float32_fix(Replace(value.attr, "float32"))
         ctx.report(Float64, where, fix=fix, shown=shown)
-    elif dtype in _COMPLEX:
-        ctx.report(ComplexDtype, where, _complex_message(ctx, shown), severity=_complex_severity(ctx))
-    elif dtype in _FP8_UNSUPPORTED:
-        ctx.report(UnsupportedFp8, where, dtype=dtype, error=_FP8_UNSUPPORTED[dtype])
-    elif dtype in INT64_DTYPES:
+    elif entry.rule == ComplexDtype.code:
+        ctx.report(ComplexDtype, where, _complex_message(ctx, shown, entry.error_code),
+                   severity=_complex_severity(ctx))
+    elif entry.rule == UnsupportedFp8.code:
+        ctx.report(UnsupportedFp8, where, dtype=dtype, error=entry.error_code)
+    elif entry.rule == Int64Tensor.code:
         ctx.report(Int64Tensor, where, _int64_message(ctx, shown), severity=Severity.INFO)

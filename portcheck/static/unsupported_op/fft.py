@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from portcheck.knowledge import load_op
 from portcheck.rules import Rule, rule
 from portcheck.static.check import Context, check
 from portcheck.static.syntax import call_name
@@ -35,7 +36,7 @@ class Fft(Rule):
 
     code = "PC301"
     message = ("`{shown}` computes an FFT, which neuronx-cc cannot compile (FFT produces complex tensors, "
-               "NCC_EVRF004; complex64 support added in compiler 2.32 does not cover FFT); run it on the CPU before "
+               "{error}; complex64 support added in compiler 2.32 does not cover FFT); run it on the CPU before "
                "or after the compiled model, or emulate it with real and imaginary parts")
     INVALID = (
         "import torch\ny = torch.fft.rfft(x)",
@@ -59,4 +60,4 @@ def check_fft(node: cst.Call, ctx: Context) -> None:
         shown = f".{call_name(node)}()"
     else:
         return
-    ctx.report(Fft, node, shown=shown)
+    ctx.report(Fft, node, shown=shown, error=load_op("aten::fft_fft").error_code)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import libcst as cst
 
 from portcheck.findings import Severity
+from portcheck.knowledge import load_op
 from portcheck.rules import Rule, rule
 from portcheck.static.check import Context, check
 from portcheck.static.syntax import call_name, keyword, positional
@@ -114,7 +115,7 @@ class DilatedPooling(Rule):
 
     code = "PC309"
     message = ("max pooling with dilation > 1 is a reduce-window with window dilation, which neuronx-cc does not "
-               "support (NCC_EVRF017 / NCC_EVRF018); use dilation=1")
+               "support ({error}); use dilation=1")
     INVALID = (
         "import torch.nn as nn\np = nn.MaxPool2d(3, dilation=2)",
         "import torch.nn.functional as F\ny = F.max_pool1d(x, 3, 1, 0, (2,))",
@@ -144,8 +145,8 @@ class DilatedTransposedConv(Rule):
 
     code = "PC310"
     message = ("a strided transposed convolution dilates its input, and with kernel dilation as well it needs both "
-               "dilations at once, which neuronx-cc rejects (NCC_EVRF010); keep dilation=1 or upsample and "
-               "convolve as separate steps (NCC_EVRF011)")
+               "dilations at once, which neuronx-cc rejects ({both_dilations}); keep dilation=1 or upsample and "
+               "convolve as separate steps ({dilated_input})")
     INVALID = ("import torch.nn as nn\nc = nn.ConvTranspose1d(8, 8, 3, stride=2, dilation=2)",)
     VALID = (
         "import torch.nn as nn\nc = nn.ConvTranspose1d(8, 8, 3, stride=2)",
@@ -173,7 +174,7 @@ class TriangularSolve(Rule):
     """
 
     code = "PC311"
-    message = ("`triangular_solve` has no Neuron lowering (NCC_EUOC002); the docs suggest `torch.inverse(A) @ b` "
+    message = ("`triangular_solve` has no Neuron lowering ({error}); the docs suggest `torch.inverse(A) @ b` "
                "(equivalent, slower), or run it on the CPU")
     INVALID = ("import torch\nx, _ = torch.triangular_solve(b, A)", "x = b.triangular_solve(A)")
     VALID = ("import torch\nx = torch.inverse(A) @ b",)
@@ -228,10 +229,12 @@ def check_layers(node: cst.Call, ctx: Context) -> None:
             ctx.report(BilinearAlignCorners, node, severity=Severity.WARNING if ctx.stack == "native" else None)
     elif qualname in _MAX_POOL:
         if _above_one(_argument(node, "dilation", _MAX_POOL[qualname])):
-            ctx.report(DilatedPooling, node)
+            ctx.report(DilatedPooling, node, error=load_op("aten::max_pool2d").error_code)
     elif qualname in _CONV_TRANSPOSE:
         stride_at, dilation_at = _CONV_TRANSPOSE[qualname]
         if _above_one(_argument(node, "stride", stride_at)) and _above_one(_argument(node, "dilation", dilation_at)):
-            ctx.report(DilatedTransposedConv, node)
+            # aten::convolution's codes: input with kernel dilation, then a strided convolution of a dilated input
+            both_dilations, dilated_input = load_op("aten::convolution").error_codes
+            ctx.report(DilatedTransposedConv, node, both_dilations=both_dilations, dilated_input=dilated_input)
     elif qualname == "torch.triangular_solve":
-        ctx.report(TriangularSolve, node)
+        ctx.report(TriangularSolve, node, error=load_op("aten::triangular_solve").error_code)

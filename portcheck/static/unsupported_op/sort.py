@@ -5,13 +5,13 @@ from __future__ import annotations
 import libcst as cst
 
 from portcheck.findings import Severity
+from portcheck.knowledge import load_op
 from portcheck.rules import Rule, rule
 from portcheck.static.check import Context, check
 from portcheck.static.syntax import call_name, keyword, positional
 from portcheck.static.values import integer_dtype
 
 SORT_TOKENS = ("topk", "sort")
-TOPK_LIMIT = 16384  # NCC_EVRF014, aws-neuron/aws-neuron-sdk#1339
 
 
 @rule
@@ -114,7 +114,7 @@ def check_sort(node: cst.Call, ctx: Context) -> None:
     if dtype is not None:
         if name == "topk":
             ctx.report(IntegerSortInput, node, f"`topk` on an integer tensor ({dtype}) is rejected by neuronx-cc "
-                       "(NCC_EVRF013); cast to float first (`x.float().topk(k)`)")
+                       f"({load_op('aten::topk').error_code}); cast to float first (`x.float().topk(k)`)")
         else:
             ctx.report(IntegerSortInput, node, f"`{name}` on an integer tensor ({dtype}) failed to compile on trn1 "
                        "with neuronx-cc 2.13 and was reported working with 2.18 (aws-neuron-sdk#868); cast to float "
@@ -125,10 +125,13 @@ def check_sort(node: cst.Call, ctx: Context) -> None:
     if k is None:
         return
     value = _int_value(ctx, k.value)
-    if value is not None and value > TOPK_LIMIT:
-        ctx.report(TopkLimit, node, f"`topk` with k={value}: neuronx-cc's TopK takes k <= {TOPK_LIMIT} (NCC_EVRF014); "
-                   "take the top k in two stages or on the CPU")
-    elif value is None and _whole_dimension(k.value):
+    if value is None and not _whole_dimension(k.value):
+        return
+    limit = load_op("aten::topk").limit("k")
+    if value is not None and value > limit.max:
+        ctx.report(TopkLimit, node, f"`topk` with k={value}: neuronx-cc's TopK takes k <= {limit.max} "
+                   f"({limit.error_code}); take the top k in two stages or on the CPU")
+    elif value is None:
         ctx.report(TopkLimit, node, f"`topk` with k = a whole dimension (`{ctx.source(k.value)}`): neuronx-cc's "
-                   f"TopK takes k <= {TOPK_LIMIT} (NCC_EVRF014), which a vocabulary-sized k exceeds; use `sort` or "
-                   "a smaller k", severity=Severity.WARNING)
+                   f"TopK takes k <= {limit.max} ({limit.error_code}), which a vocabulary-sized k exceeds; use "
+                   "`sort` or a smaller k", severity=Severity.WARNING)
