@@ -1,4 +1,5 @@
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -25,3 +26,87 @@ def run_portcheck(*args, cwd=None, stdin=None, env=None):
 @pytest.fixture
 def portcheck():
     return run_portcheck
+
+
+class SharedRuns:
+    """`python -m portcheck ARGS` runs whose result depends only on ARGS and the working directory — a model traced,
+    a plan worked out from a traced model — made once a session (once per xdist worker: tests that share a run are
+    in one `xdist_group`) and handed to every test that checks them. Each test parses the output afresh, so none
+    sees another's changes.
+
+    The file of `--emit-script FILE` is not part of what is run: the script is written once, to a directory of the
+    session, and copied (mode and all) to each FILE asked for; the output names the FILE asked for."""
+
+    def __init__(self, scripts: Path) -> None:
+        self._scripts = scripts
+        self._done: dict[tuple, tuple[subprocess.CompletedProcess, Path | None]] = {}
+
+    def __call__(self, *args: str, cwd: Path = ROOT, timeout: float = 240) -> subprocess.CompletedProcess:
+        argv = list(args)
+        wanted = at = None
+        if "--emit-script" in argv[:-1]:
+            at = argv.index("--emit-script") + 1
+            wanted = Path(cwd, argv[at])
+            argv[at] = "<script>"
+        key = (tuple(argv), str(cwd))
+        if key not in self._done:
+            script = None
+            if at is not None:
+                script = self._scripts / str(len(self._done)) / wanted.name
+                script.parent.mkdir(parents=True)
+                argv[at] = str(script)
+            done = subprocess.run([sys.executable, "-m", "portcheck", *argv], cwd=cwd, capture_output=True, text=True,
+                                  timeout=timeout)
+            self._done[key] = (done, script)
+        done, script = self._done[key]
+        if script is None:
+            return done
+        if script.exists():
+            shutil.copy2(script, wanted)
+        named = (done.stdout.replace(str(script), args[at]), done.stderr.replace(str(script), args[at]))
+        return subprocess.CompletedProcess([*done.args[:3], *args], done.returncode, *named)
+
+
+@pytest.fixture(scope="session")
+def shared_run(tmp_path_factory) -> SharedRuns:
+    return SharedRuns(tmp_path_factory.mktemp("shared-runs"))
+
+
+# The longest tests (seconds on this project's 2-core machine, one at a time), handed out first so that the last
+# tests left for the xdist workers are short ones and the workers finish together; everything else keeps its order.
+LONGEST = {
+    "test_trace.py::test_mixtral_eager_experts_are_data_dependent": 87,
+    "test_advise.py::test_a_full_size_script_dry_runs_on_the_meta_device": 69,
+    "test_trace.py::test_mixtral_grouped_and_batched_dispatch_get_their_real_status": 63,
+    "test_integrations.py::test_the_pre_commit_hook_fails_on_findings_and_passes_once_fixed": 47,
+    "test_trace.py::test_sequence_buckets_follow_the_position_limit": 32,
+    "test_trace.py::test_transformers_models_trace_clean": 25,
+    "test_trace.py::test_eager_attention_is_an_attention_subgraph": 24,
+    "test_advise.py::test_a_traced_model_gives_int64_flags_on_trn2_native_only": 22,
+    "test_advise.py::test_emitted_scripts_run_here_as_dry_runs": 21,
+    "test_advise.py::test_a_script_with_tensor_parallelism_says_what_it_compiles": 21,
+    "test_trace.py::test_dynamic_axes_from_the_command_line": 21,
+    "test_trace.py::test_inputs_from_the_command_line": 19,
+    "test_trace.py::test_json_report_has_graph_ops_and_shapes": 18,
+    "test_trace.py::test_neuron_analyze_reports_its_absence": 18,
+    "test_bad_input.py::test_fix_killed_at_random_moments_leaves_every_file_wholly_old_or_wholly_new": 13,
+    "test_static_engine.py::test_positions_of_any_node_match_position_provider_without_generating_the_module": 13,
+    "test_trace.py::test_module_spec_from_the_working_directory": 13,
+    "test_advise.py::test_numbers_override_what_the_trace_found": 12,
+    "test_advise.py::test_a_tiny_traced_model_sized_by_hand": 12,
+    "test_trace.py::test_failed_export_falls_back_to_dynamo_and_reports_each_step": 11,
+    "test_advise.py::test_a_unet_is_compiled_as_one_and_sized_from_its_graph": 11,
+    "test_advise.py::test_a_script_for_a_build_callable_with_positional_inputs": 10,
+    "test_trace.py::test_a_model_that_fails_gets_one_line_and_exit_2": 10,
+    "test_advise.py::test_the_bucket_kernel_pads_to_the_next_bucket_and_refuses_longer": 8,
+    "test_static_engine.py::test_statement_lines_match_what_generated_positions_say": 7,
+    "test_advise.py::test_a_script_passes_plain_arguments_in_their_place": 7,
+    "test_trace.py::test_fixture_models_report_their_markers": 5,
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    def cost(item) -> float:
+        return LONGEST.get(f"{Path(item.path).name}::{getattr(item, 'originalname', item.name)}", 0)
+
+    items.sort(key=lambda item: -cost(item))

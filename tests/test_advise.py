@@ -14,6 +14,8 @@ Where the numbers come from:
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import json
 import math
 import subprocess
@@ -71,6 +73,10 @@ def by_hand(name: str, tp: int, seq: int, budget: float, physical_per_core: int,
             "total": weights + kv_cache + activations + overhead}
 
 
+# Tests that import torch (and transformers) into this process run on one xdist worker, which imports them once.
+IN_PROCESS_TORCH = "in-process-torch"
+
+
 def check_memory(result, expected: dict) -> None:
     memory = result.memory
     assert memory.weights == pytest.approx(expected["weights"])
@@ -80,6 +86,7 @@ def check_memory(result, expected: dict) -> None:
     assert memory.per_core == pytest.approx(expected["total"])
 
 
+@pytest.mark.xdist_group(IN_PROCESS_TORCH)
 def test_parameter_counts_are_what_transformers_builds():
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
@@ -344,14 +351,24 @@ def run(*args: str, cwd: Path = ROOT, timeout: float = 240) -> subprocess.Comple
                           timeout=timeout)
 
 
-def advise_json(*args: str) -> dict:
-    done = run("advise", *args, "--format", "json")
-    assert done.returncode in (0, 1), done.stderr
-    assert "Traceback" not in done.stderr
-    return json.loads(done.stdout)
+# torch installed, for the tests whose `portcheck advise` child processes trace a model (this one needn't import it)
+needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="could not import 'torch'")
 
 
-def test_json_has_the_documented_keys():
+@pytest.fixture
+def advise_json(shared_run):
+    """`portcheck advise ARGS --format json`, run once a session for each ARGS (conftest.SharedRuns)."""
+
+    def advise_json(*args: str) -> dict:
+        done = shared_run("advise", *args, "--format", "json")
+        assert done.returncode in (0, 1), done.stderr
+        assert "Traceback" not in done.stderr
+        return json.loads(done.stdout)
+
+    return advise_json
+
+
+def test_json_has_the_documented_keys(advise_json):
     report = advise_json("--params", "7e9", "--layers", "32", "--hidden", "4096", "--heads", "32",
                          "--kv-heads", "8", "--target", "inf2", "--seq-len", "2048")
     assert report["schema_version"] == 1 and report["target"] == {"chip": "inf2", "stack": "xla"}
@@ -388,8 +405,8 @@ def test_bad_requests_get_one_line_and_exit_2(args, message, tmp_path):
     assert not (ROOT / "x.py").exists()
 
 
-def test_a_traced_model_gives_int64_flags_on_trn2_native_only():
-    pytest.importorskip("torch")
+@needs_torch
+def test_a_traced_model_gives_int64_flags_on_trn2_native_only(advise_json):
     native = advise_json("--hf-config", "fixtures/models/hf/llama", "--target", "trn2")
     assert native["model"]["int64_in_graph"] is True and native["model"]["source"] == "trace"
     assert "--native-int64" in native["plan"]["compiler_args"]
@@ -402,10 +419,10 @@ def test_a_traced_model_gives_int64_flags_on_trn2_native_only():
     assert {f["code"] for f in native["findings"]} >= {"PC211"}
 
 
-def test_a_tiny_traced_model_sized_by_hand():
+@needs_torch
+def test_a_tiny_traced_model_sized_by_hand(advise_json):
     """fixtures/models/hf/llama: 202,048 parameters, 2 layers, hidden 64, 4 heads, 2 KV heads (head dim 16),
     intermediate 128, 256 positions; traced, then planned for inf2 at its 256 positions."""
-    pytest.importorskip("torch")
     report = advise_json("--hf-config", "fixtures/models/hf/llama", "--target", "inf2")
     memory = report["plan"]["memory"]
     assert report["model"]["parameters"] == 202_048
@@ -420,10 +437,10 @@ def test_a_tiny_traced_model_sized_by_hand():
         "inf2.xlarge", 1, 2)
 
 
-def test_a_unet_is_compiled_as_one_and_sized_from_its_graph():
+@needs_torch
+def test_a_unet_is_compiled_as_one_and_sized_from_its_graph(advise_json):
     """fixtures/models/tiny_unet.py at 1×3×512×512 fp32: the most alive at once is the input (3 MiB) with a
     16×256×256 conv output and its ReLU (4 MiB each): 11,534,336 bytes; the plan scales it to batch 4 in bf16."""
-    pytest.importorskip("torch")
     report = advise_json("fixtures/models/tiny_unet.py:build", "--target", "inf2", "--batch", "4")
     assert report["model"]["peak_activation_bytes"] == 3 * 512 * 512 * 4 + 2 * 16 * 256 * 256 * 4 == 11_534_336
     assert report["plan"]["memory"]["activations_gib"] == round(11_534_336 * 4 * 2 / 4 / GIB, 3)
@@ -446,8 +463,8 @@ def test_advise_from_numbers_does_not_import_torch(tmp_path):
     assert json.loads((tmp_path / "plan.json").read_text())["plan"]["instance"] == "trn2.3xlarge"
 
 
-def test_numbers_override_what_the_trace_found():
-    pytest.importorskip("torch")
+@needs_torch
+def test_numbers_override_what_the_trace_found(advise_json):
     report = advise_json("--hf-config", "fixtures/models/hf/llama", "--params", "7e9", "--layers", "32")
     assert report["model"]["parameters"] == 7_000_000_000 and report["model"]["layers"] == 32
     assert report["model"]["source"] == "trace+numbers" and report["model"]["hidden"] == 64
@@ -458,7 +475,12 @@ def script_plan(script: Path) -> dict:
     return json.loads(script.read_text().split('PLAN = json.loads(r"""', 1)[1].split('""")', 1)[0])
 
 
-def script_run(tmp_path: Path, *advise_args: str) -> tuple[dict, subprocess.CompletedProcess]:
+@pytest.fixture
+def script_run(advise_json):
+    return functools.partial(_script_run, advise_json)
+
+
+def _script_run(advise_json, tmp_path: Path, *advise_args: str) -> tuple[dict, subprocess.CompletedProcess]:
     script = tmp_path / "bringup.py"
     report = advise_json(*advise_args, "--emit-script", str(script))
     assert script.is_file() and script.stat().st_mode & 0o111
@@ -473,10 +495,12 @@ def script_run(tmp_path: Path, *advise_args: str) -> tuple[dict, subprocess.Comp
     return report, result
 
 
-@pytest.mark.parametrize("config, target", [("llama", "inf2"), ("bert", "trn2"), ("vit", "inf2"),
-                                            ("gpt2", "trn1")])
-def test_emitted_scripts_run_here_as_dry_runs(tmp_path, config, target):
-    pytest.importorskip("torch")
+# llama-inf2's plan and script are the bucket kernel test's too (conftest.SharedRuns): they run on one worker.
+@pytest.mark.parametrize("config, target", [
+    pytest.param("llama", "inf2", marks=pytest.mark.xdist_group(IN_PROCESS_TORCH)),
+    ("bert", "trn2"), ("vit", "inf2"), ("gpt2", "trn1")])
+@needs_torch
+def test_emitted_scripts_run_here_as_dry_runs(tmp_path, config, target, script_run):
     report, result = script_run(tmp_path, "--hf-config", str(HF / config), "--target", target)
     buckets = report["plan"]["buckets"]
     assert [r["bucket"] for r in result["runs"]] == (buckets or [result["runs"][0]["bucket"]])
@@ -488,24 +512,24 @@ def test_emitted_scripts_run_here_as_dry_runs(tmp_path, config, target):
         assert embedded[key] == report["plan"][key], key
 
 
-def test_a_script_for_a_build_callable_with_positional_inputs(tmp_path):
-    pytest.importorskip("torch")
+@needs_torch
+def test_a_script_for_a_build_callable_with_positional_inputs(tmp_path, script_run):
     report, result = script_run(tmp_path, "fixtures/models/clean_mlp.py:build", "--target", "trn2")
     assert report["plan"]["compiler_args"][:2] == ["--target", "trn2"]
     assert len(result["runs"]) == 1 and result["runs"][0]["samples_per_s"] > 0
 
 
-def test_a_script_with_tensor_parallelism_says_what_it_compiles(tmp_path):
-    pytest.importorskip("torch")
+@needs_torch
+def test_a_script_with_tensor_parallelism_says_what_it_compiles(tmp_path, script_run):
     report, result = script_run(tmp_path, "--hf-config", str(HF / "llama"), "--target", "inf2", "--tp", "2")
     assert report["plan"]["tp_degree"] == 2 and report["plan"]["env"]["NEURON_RT_VISIBLE_CORES"] == "0-1"
     assert "note: the plan shards the model over 2 cores" in result["stdout"]
     assert len(result["runs"]) == len(report["plan"]["buckets"])
 
 
-def test_a_full_size_script_dry_runs_on_the_meta_device(tmp_path):
+@needs_torch
+def test_a_full_size_script_dry_runs_on_the_meta_device(tmp_path, advise_json):
     """Llama-2-7B: traced on meta by advise; its script's --meta dry run exports every bucket without weights."""
-    pytest.importorskip("torch")
     script = tmp_path / "bringup.py"
     report = advise_json("--hf-config", str(HF / "llama-2-7b"), "--target", "inf2", "--emit-script", str(script))
     assert report["model"]["parameters"] == MODELS["llama-2-7b"][0]
@@ -518,6 +542,7 @@ def test_a_full_size_script_dry_runs_on_the_meta_device(tmp_path):
     assert all(r["meta"] for r in result["runs"])
 
 
+@pytest.mark.xdist_group(IN_PROCESS_TORCH)
 def test_graph_memory_keeps_bases_alive_through_their_views():
     """Worked by hand at 1024×1024 fp32 (4 MiB a tensor): the input lives throughout; a matmul result viewed and
     then ReLU'd is alive with the ReLU's output (12 MiB); an unused product dies at once (8 MiB)."""
@@ -539,8 +564,8 @@ def test_graph_memory_keeps_bases_alive_through_their_views():
     assert sizes == [3 * 4 * 2**20, 2 * 4 * 2**20]
 
 
-def test_a_script_passes_plain_arguments_in_their_place(tmp_path):
-    pytest.importorskip("torch")
+@needs_torch
+def test_a_script_passes_plain_arguments_in_their_place(tmp_path, script_run):
     report, result = script_run(tmp_path, "fixtures/models/mixed_args.py:build", "--target", "inf2")
     assert len(result["runs"]) == 1 and result["runs"][0]["samples_per_s"] > 0
     plan_ = script_plan(tmp_path / "bringup.py")
@@ -548,7 +573,8 @@ def test_a_script_passes_plain_arguments_in_their_place(tmp_path):
     assert plan_["compiler_args"] == report["plan"]["compiler_args"] and plan_["env"] == report["plan"]["env"]
 
 
-def test_the_bucket_kernel_pads_to_the_next_bucket_and_refuses_longer(tmp_path):
+@pytest.mark.xdist_group(IN_PROCESS_TORCH)
+def test_the_bucket_kernel_pads_to_the_next_bucket_and_refuses_longer(tmp_path, advise_json):
     torch = pytest.importorskip("torch")
     import importlib.util
 

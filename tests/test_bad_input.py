@@ -57,6 +57,7 @@ def scanned(tmp_path_factory) -> tuple[Path, dict, subprocess.CompletedProcess]:
     return root, report_of(done), done
 
 
+@pytest.mark.xdist_group("bad-input-scanned")  # one worker, one after another: the module's one scan
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_each_bad_file_is_one_error_entry_and_the_rest_is_analysed(scanned, name):
     _, report, done = scanned

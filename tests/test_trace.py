@@ -3,6 +3,7 @@ transformers models from tiny configs — on the models in fixtures/models/ and 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -16,7 +17,9 @@ from portcheck.dynamic.report import op_status
 from portcheck.dynamic.request import DynamicAxis, InputSpec, RequestError, split_model_spec
 from portcheck.knowledge import OP_STATUSES, load_ops
 
-pytest.importorskip("torch", reason="portcheck trace needs torch (pip install 'portcheck[trace]')")
+# Whether torch is installed, not imported here: only the `portcheck trace` child processes import it.
+if importlib.util.find_spec("torch") is None:
+    pytest.skip("portcheck trace needs torch (pip install 'portcheck[trace]')", allow_module_level=True)
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = ROOT / "fixtures" / "models"
@@ -28,11 +31,17 @@ def trace(*args: str, cwd: Path = ROOT, timeout: float = 240, env: dict | None =
                           text=True, timeout=timeout, env={**os.environ, **(env or {})})
 
 
-def trace_json(*args: str) -> dict:
-    done = trace(*args, "--format", "json")
-    assert done.returncode in (0, 1), done.stderr
-    assert "Traceback" not in done.stderr
-    return json.loads(done.stdout)
+@pytest.fixture
+def trace_json(shared_run):
+    """`portcheck trace ARGS --format json`, run once a session for each ARGS (conftest.SharedRuns)."""
+
+    def trace_json(*args: str) -> dict:
+        done = shared_run("trace", *args, "--format", "json")
+        assert done.returncode in (0, 1), done.stderr
+        assert "Traceback" not in done.stderr
+        return json.loads(done.stdout)
+
+    return trace_json
 
 
 def markers(path: Path) -> set[tuple[int, str]]:
@@ -44,10 +53,14 @@ def markers(path: Path) -> set[tuple[int, str]]:
 
 
 FIXTURE_MODELS = sorted(p for p in MODELS.glob("*.py") if markers(p) or p.name == "clean_mlp.py")
+# Traces other tests check too: those tests run on the same xdist worker, which traces the model once.
+SHARED_TRACES = {"nonzero", "handwritten_attention"}
 
 
-@pytest.mark.parametrize("path", FIXTURE_MODELS, ids=lambda p: p.stem)
-def test_fixture_models_report_their_markers(path):
+@pytest.mark.parametrize("path", [
+    pytest.param(p, marks=[pytest.mark.xdist_group(f"trace-{p.stem}")] if p.stem in SHARED_TRACES else [])
+    for p in FIXTURE_MODELS], ids=lambda p: p.stem)
+def test_fixture_models_report_their_markers(path, trace_json):
     shapes = () if any(code == "PC212" for _, code in markers(path)) else ("--no-shapes",)
     report = trace_json(f"{path.relative_to(ROOT)}:build", *shapes)
     rel = path.relative_to(ROOT).as_posix()
@@ -58,13 +71,15 @@ def test_fixture_models_report_their_markers(path):
     assert loud <= markers(path), f"unmarked traced warnings/errors: {loud - markers(path)}"
 
 
-def test_static_and_traced_evidence_of_one_problem_merge():
+@pytest.mark.xdist_group("trace-nonzero")
+def test_static_and_traced_evidence_of_one_problem_merge(trace_json):
     report = trace_json("fixtures/models/nonzero.py:build", "--no-shapes")
     hits = [f for f in report["findings"] if f["code"] == "PC201"]
     assert len(hits) == 1 and hits[0]["evidence"] == ["static", "traced"]
 
 
-def test_json_report_has_graph_ops_and_shapes():
+@pytest.mark.xdist_group("trace-handwritten_attention")
+def test_json_report_has_graph_ops_and_shapes(trace_json):
     report = trace_json("fixtures/models/handwritten_attention.py:build", "--no-shapes")
     assert report["graph"]["method"] == "torch.export" and report["graph"]["nodes"] > 10
     assert report["graph"]["graph_breaks"] == 0 and report["graph"]["seconds"] > 0
@@ -78,7 +93,7 @@ def test_json_report_has_graph_ops_and_shapes():
     assert axes[("x", 0)]["dynamic"] is True and axes[("x", 0)]["size"] == 2
 
 
-def test_failed_export_falls_back_to_dynamo_and_reports_each_step():
+def test_failed_export_falls_back_to_dynamo_and_reports_each_step(trace_json):
     report = trace_json("fixtures/models/tensor_branch.py:build", "--no-static")
     steps = {s["method"]: s for s in report["graph"]["steps"]}
     assert not steps["torch.export"]["ok"] and "data-dependent" in steps["torch.export"]["detail"]
@@ -95,7 +110,7 @@ def test_inputs_from_the_command_line():
     assert missing.returncode == 2 and "--input" in missing.stderr
 
 
-def test_dynamic_axes_from_the_command_line():
+def test_dynamic_axes_from_the_command_line(trace_json):
     report = trace_json("fixtures/models/float64.py:build", "--dynamic", "args[0]:0", "--no-static")
     assert [(a["input"], a["axis"], a["dynamic"]) for a in report["shapes"]["axes"]] == [("args[0]", 0, True)]
     wrong = trace("fixtures/models/float64.py:build", "--dynamic", "x:5")
@@ -135,7 +150,7 @@ def test_usage_errors():
     assert bad.returncode == 2 and "unknown dtype" in bad.stderr
 
 
-def test_neuron_analyze_reports_its_absence():
+def test_neuron_analyze_reports_its_absence(trace_json):
     try:
         import torch_neuronx  # noqa: F401
     except ImportError:
@@ -146,7 +161,7 @@ def test_neuron_analyze_reports_its_absence():
         pytest.skip("torch-neuronx is importable: test_neuron_analyze_on_a_neuron_host covers it")
 
 
-def test_neuron_analyze_on_a_neuron_host():
+def test_neuron_analyze_on_a_neuron_host(trace_json):
     pytest.importorskip("torch_neuronx", reason="torch-neuronx is only on AWS's package index / Neuron hosts")
     report = trace_json("fixtures/models/fft.py:build", "--neuron-analyze", "--no-shapes")
     assert report["neuron_analyze"]["ok"] is True
@@ -157,11 +172,16 @@ def test_neuron_analyze_on_a_neuron_host():
 HF = MODELS / "hf"
 
 
-def hf(name: str, *options: str, shapes: bool = False) -> dict:
-    pytest.importorskip("transformers", reason="the Hugging Face checks need transformers")
-    extra = [arg for option in options for arg in ("--hf-option", option)]
-    return trace_json("--hf-config", f"fixtures/models/hf/{name}", "--no-static", *extra,
-                      *(() if shapes else ("--no-shapes",)))
+@pytest.fixture
+def hf(trace_json):
+    def hf(name: str, *options: str, shapes: bool = False) -> dict:
+        if importlib.util.find_spec("transformers") is None:  # the trace child imports it, not this process
+            pytest.skip("the Hugging Face checks need transformers")
+        extra = [arg for option in options for arg in ("--hf-option", option)]
+        return trace_json("--hf-config", f"fixtures/models/hf/{name}", "--no-static", *extra,
+                          *(() if shapes else ("--no-shapes",)))
+
+    return hf
 
 
 def codes(report: dict) -> set[str]:
@@ -169,7 +189,7 @@ def codes(report: dict) -> set[str]:
 
 
 @pytest.mark.parametrize("name", ["gpt2", "llama", "bert", "t5", "mistral", "qwen2", "vit"])
-def test_transformers_models_trace_clean(name):
+def test_transformers_models_trace_clean(name, hf):
     report = hf(name)
     assert report["graph"]["method"] == "torch.export"
     # SDPA is advice only: a model that uses it gets no warning for its attention, and nothing above info.
@@ -182,14 +202,14 @@ def test_transformers_models_trace_clean(name):
     assert not supported & flagged
 
 
-def test_eager_attention_is_an_attention_subgraph():
+def test_eager_attention_is_an_attention_subgraph(hf):
     report = hf("llama", "attn_implementation=eager")
     hits = [f for f in report["findings"] if f["code"] == "PC401"]
     assert hits and hits[0]["severity"] == "warning" and hits[0]["path"].endswith("modeling_llama.py")
     assert "head_dim 16" in hits[0]["message"]
 
 
-def test_mixtral_eager_experts_are_data_dependent():
+def test_mixtral_eager_experts_are_data_dependent(hf):
     report = hf("mixtral", "experts_implementation=eager")
     assert report["graph"]["graph_breaks"] >= 1
     found = {(f["code"], Path(f["path"]).name) for f in report["findings"]}
@@ -197,7 +217,7 @@ def test_mixtral_eager_experts_are_data_dependent():
     assert ("PC208", "modeling_mixtral.py") in found  # for expert_idx in expert_hit:
 
 
-def test_mixtral_grouped_and_batched_dispatch_get_their_real_status():
+def test_mixtral_grouped_and_batched_dispatch_get_their_real_status(hf):
     grouped = hf("mixtral")
     ops = {op["op"]: op for op in grouped["ops"]}
     custom = [name for name in ops if not name.startswith("aten::")]
@@ -208,7 +228,7 @@ def test_mixtral_grouped_and_batched_dispatch_get_their_real_status():
     assert "PC201" not in codes(batched) and "PC208" not in codes(batched)
 
 
-def test_sequence_buckets_follow_the_position_limit():
+def test_sequence_buckets_follow_the_position_limit(hf):
     report = hf("bert", shapes=True)
     seq = next(a for a in report["shapes"]["axes"] if a["label"] == "seq")
     assert seq["dynamic"] is True and seq["max"] == 128  # the position_ids buffer bounds it
