@@ -21,6 +21,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from portcheck import __version__
 from portcheck.atomic import replace_file
@@ -121,7 +122,7 @@ def directory_for(option: str | None, disabled: bool, root: Path) -> Path | None
 
 # ---- FileResult <-> JSON --------------------------------------------------------------------------------
 
-def _plain(result: FileResult) -> dict:
+def _plain(result: FileResult) -> dict[str, Any]:
     return {
         "path": result.path,
         "findings": [_plain_finding(f) for f in result.findings],
@@ -130,7 +131,7 @@ def _plain(result: FileResult) -> dict:
     }
 
 
-def _plain_finding(f: Finding) -> list:
+def _plain_finding(f: Finding) -> list[Any]:
     fix = None
     if f.fix is not None:
         fix = [f.fix.applicability, f.fix.title,
@@ -139,7 +140,7 @@ def _plain_finding(f: Finding) -> list:
             f.end_column, list(f.evidence), fix, f.fingerprint, f.stem]
 
 
-def _result(plain: dict) -> FileResult:
+def _result(plain: dict[str, Any]) -> FileResult:
     return FileResult(
         path=str(plain["path"]),
         findings=tuple(_finding(f) for f in plain["findings"]),
@@ -149,7 +150,7 @@ def _result(plain: dict) -> FileResult:
     )
 
 
-def _finding(plain: list) -> Finding:
+def _finding(plain: list[Any]) -> Finding:
     (code, name, category, severity, message, path, line, column, end_line, end_column, evidence, fix,
      fingerprint, stem) = plain
     made_fix = None

@@ -212,7 +212,7 @@ def _model_arguments(parser: argparse.ArgumentParser) -> None:
                        help="cap the model's process memory, e.g. 8G (default: 3/4 of the machine)")
 
 
-def _color(stream, to_file: bool) -> bool:
+def _color(stream: TextIO, to_file: bool) -> bool:
     if to_file or os.environ.get("NO_COLOR"):
         return False
     if os.environ.get("FORCE_COLOR"):
@@ -294,8 +294,9 @@ def _scan(args: argparse.Namespace) -> int:
 def _settings(args: argparse.Namespace, start: Path, cwd: Path, options: Layer, command: str = "scan") -> Settings:
     """The configuration file (--config, else the nearest one above `start`, none with --isolated) under the
     command line's options."""
+    config_path: Path | None
     if args.config:
-        config_path: Path | None = Path(args.config)
+        config_path = Path(args.config)
         if not config_path.is_file():
             raise ConfigError(f"{args.config}: no such configuration file")
     else:

@@ -11,10 +11,13 @@ import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from portcheck.errors import UserError
 from portcheck.findings import CATEGORIES, DEFAULT_MAX_FILE_BYTES, FileJob, Severity
 from portcheck.knowledge import CODE_PATTERN, load
+
+T = TypeVar("T")
 
 
 class ConfigError(UserError):
@@ -99,7 +102,7 @@ def path_matches(relative: str, pattern: str) -> bool:
 
 # ---- reading files ------------------------------------------------------------------------------
 
-_KEYS = {
+_KEYS: dict[str, type | tuple[type, ...]] = {
     "target": str, "stack": str, "select": list, "extend-select": list, "ignore": list,
     "per-file-ignores": dict, "exclude": list, "extend-exclude": list, "force-exclude": bool,
     "respect-gitignore": bool, "fail-level": str, "format": str, "max-file-size": (int, float),
@@ -159,7 +162,8 @@ def read_config(path: Path) -> Layer:
             hint = difflib.get_close_matches(key, list(_KEYS), n=1)
             suggestion = f"; did you mean '{hint[0]}'?" if hint else f"; valid keys: {', '.join(_KEYS)}"
             raise ConfigError(f"{where(key)}: unknown key '{key}'{suggestion}")
-        wrong = not isinstance(value, expected) or (expected is list and not all(isinstance(v, str) for v in value))
+        wrong = not isinstance(value, expected) or (
+            expected is list and isinstance(value, list) and not all(isinstance(v, str) for v in value))
         if expected == (int, float) and not wrong:
             wrong = isinstance(value, bool) or value <= 0
         if wrong:
@@ -252,7 +256,7 @@ def resolve(layers: list[Layer], root: Path, config_path: Path | None, command: 
     for layer in layers:
         enabled = _resolve_layer(enabled, layer)
 
-    def last(attr: str, default):
+    def last(attr: str, default: T) -> tuple[T, str]:
         for layer in reversed(layers):
             value = getattr(layer, attr)
             if value is not None:

@@ -8,6 +8,7 @@ import os
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 
 class Severity(enum.IntEnum):
@@ -156,7 +157,7 @@ class ScanResult:
     fixed: list[Finding] = field(default_factory=list)  # with --fix / --diff: what the fixes took care of
     fixing: bool = False  # a --fix / --diff run: the summary says what was fixed
     diff: str = ""  # with --diff: the unified diff of every file a fix would change
-    trace: dict | None = None  # `portcheck trace`: graph, ops, shapes and model facts for the reports
+    trace: dict[str, Any] | None = None  # `portcheck trace`: graph, ops, shapes and model facts for the reports
     suppressed: list[Finding] = field(default_factory=list)
     baselined: int = 0  # findings left out because the baseline file holds them
 
@@ -186,7 +187,7 @@ def fingerprinted(findings: list[Finding], lines: list[str], path: str) -> list[
     """A fingerprint from the code, the path, the enclosing functions and classes and the flagged text (not its
     line), so moving code keeps it; `lines` are the file's. The static and the traced findings of a file get
     theirs the same way."""
-    seen: dict[tuple[str, str], int] = defaultdict(int)
+    seen: dict[tuple[str, str, str], int] = defaultdict(int)
     out = []
     for f in sorted(findings, key=lambda f: f.sort_key):
         snippet = "\n".join(lines[f.line - 1 : f.end_line])

@@ -12,6 +12,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from portcheck.config import ConfigError, Settings
 from portcheck.errors import GitError, PostError
@@ -178,7 +179,7 @@ def destination(pr: int | None) -> Destination:
     return Destination(api, repository, pr, token)
 
 
-def post_review(body: dict, where: Destination) -> str:
+def post_review(body: dict[str, Any], where: Destination) -> str:
     """POST the review; the URL of the review made, or one line saying why not (the token never appears)."""
     url = f"{where.api}/repos/{where.repository}/pulls/{where.number}/reviews"
     try:
@@ -202,7 +203,7 @@ def post_review(body: dict, where: Destination) -> str:
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
     """A redirect would resend the token to another place: refuse it (it surfaces as an HTTPError)."""
 
-    def redirect_request(self, *args, **kwargs):
+    def redirect_request(self, *args: object, **kwargs: object) -> None:
         return None
 
 

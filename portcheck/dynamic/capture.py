@@ -8,8 +8,9 @@ from __future__ import annotations
 import contextlib
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -28,7 +29,7 @@ class Step:
     nodes: int = 0
     detail: str = ""
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"method": self.method, "ok": self.ok, "seconds": round(self.seconds, 3), "nodes": self.nodes,
                 "detail": self.detail}
 
@@ -40,7 +41,7 @@ class Capture:
     program: torch.export.ExportedProgram | None = None
     steps: list[Step] = field(default_factory=list)
     graph_breaks: int = 0
-    findings: list[dict] = field(default_factory=list)
+    findings: list[dict[str, Any]] = field(default_factory=list)
 
 
 def one_line(exc: BaseException) -> str:
@@ -72,7 +73,7 @@ def full_stack_traces() -> Iterator[None]:
         yield
         return
 
-    def keep_all(self, summary):
+    def keep_all(self: Any, summary: Any) -> Any:
         saved = getattr(self, "_record_forward_stack_traces_only", False)
         self._record_forward_stack_traces_only = False
         try:
@@ -163,11 +164,11 @@ def _aot(loaded: Loaded, result: Capture) -> None:
 
     graphs: list[torch.fx.Graph] = []
 
-    def record(gm: torch.fx.GraphModule, _inputs):
+    def record(gm: torch.fx.GraphModule, example_inputs: Sequence[torch.Tensor | int | torch.SymInt | None]) -> Any:
         graphs.append(gm.graph)
         return make_boxed_func(gm.forward)
 
-    def backend(gm: torch.fx.GraphModule, example_inputs):
+    def backend(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> Any:
         return aot_module_simplified(gm, example_inputs, fw_compiler=record)
 
     started = time.perf_counter()

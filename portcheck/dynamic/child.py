@@ -13,6 +13,11 @@ import sys
 import time
 import traceback
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from portcheck.dynamic.capture import Capture
+    from portcheck.dynamic.load import Loaded
 
 
 def _limit_memory(limit: int) -> None:
@@ -21,19 +26,19 @@ def _limit_memory(limit: int) -> None:
             resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
-def _write(path: Path, result: dict) -> None:
+def _write(path: Path, result: dict[str, Any]) -> None:
     temporary = path.with_name(path.name + ".part")
     temporary.write_text(json.dumps(result), encoding="utf-8")
     os.replace(temporary, path)
 
 
-def run(request_path: Path) -> dict:
+def run(request_path: Path) -> dict[str, Any]:
     from portcheck.dynamic.request import TraceRequest
 
     request = TraceRequest.from_json(request_path.read_text(encoding="utf-8"))
     _limit_memory(request.memory_limit)
     started = time.perf_counter()
-    result: dict = {"error": None, "steps": [], "findings": [], "ops": [], "shapes": None, "model": None}
+    result: dict[str, Any] = {"error": None, "steps": [], "findings": [], "ops": [], "shapes": None, "model": None}
     try:
         import torch
     except ImportError:
@@ -99,7 +104,7 @@ def run(request_path: Path) -> dict:
     return result
 
 
-def _model_facts(loaded) -> dict:
+def _model_facts(loaded: Loaded) -> dict[str, Any]:
     from portcheck.dynamic.facts import config_facts, module_classes
 
     inputs = [i for i in loaded.inputs if "dtype" in i]
@@ -111,10 +116,10 @@ def _model_facts(loaded) -> dict:
             "example_seq": tokens["shape"][1] if tokens else 0}
 
 
-def _analyse(taken, result: dict) -> None:
+def _analyse(taken: Capture, result: dict[str, Any]) -> None:
     from portcheck.dynamic.graph import analyse_graph, decomposition
 
-    merged: dict[str, dict] = {}
+    merged: dict[str, dict[str, Any]] = {}
     for graph in taken.graphs:
         report = analyse_graph(graph)
         result["findings"] += report.findings
@@ -130,7 +135,7 @@ def _analyse(taken, result: dict) -> None:
     result["ops"] = sorted(merged.values(), key=lambda e: (-e["count"], e["op"]))
 
 
-def _neuron_analyze(loaded, result: dict) -> None:
+def _neuron_analyze(loaded: Loaded, result: dict[str, Any]) -> None:
     """On a Neuron host: torch_neuronx.analyze's own verdict, merged as findings (PC316)."""
     try:
         import torch_neuronx

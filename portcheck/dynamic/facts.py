@@ -3,6 +3,7 @@ the int64 tensors of its graph, and the largest set of activations alive at once
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -21,16 +22,16 @@ VIEWS = frozenset({"view", "_unsafe_view", "reshape", "expand", "permute", "tran
                    "chunk", "unbind", "narrow", "view_as", "expand_as"})
 
 
-def config_facts(config: Any) -> dict:
+def config_facts(config: Any) -> dict[str, Any]:
     """The numbers of a transformers config (its text part for multimodal ones) under transformers' usual names."""
     if config is None:
         return {}
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
-    facts = {}
+    facts: dict[str, Any] = {}
     for source in (config, text):
         for key in (*CONFIG_KEYS, *ALIASES):
             value = getattr(source, key, None)
-            if isinstance(value, (int, float, str, bool, list)) and not isinstance(value, type):
+            if isinstance(value, (int, float, str, bool, list)):
                 facts[ALIASES.get(key, key)] = value
     if facts.get("torch_dtype") is not None:
         facts["torch_dtype"] = str(facts["torch_dtype"]).removeprefix("torch.")
@@ -41,7 +42,7 @@ def module_classes(model: torch.nn.Module) -> list[str]:
     return sorted({type(m).__name__ for m in model.modules()})
 
 
-def graph_memory(program) -> dict:
+def graph_memory(program: torch.export.ExportedProgram | None) -> dict[str, Any]:
     """Walk the exported graph in order, keeping each tensor until its last use (or its views' last use): the peak
     bytes of inputs and activations alive at once (weights and buffers not counted, views free), and where int64
     tensors appear."""
@@ -52,7 +53,7 @@ def graph_memory(program) -> dict:
         getattr(signature, "inputs_to_lifted_tensor_constants", {}))
     nodes = list(program.graph.nodes)
     # A view keeps its base's storage alive: the base lives until the last use of any view of it.
-    root = {}
+    root: dict[torch.fx.Node, torch.fx.Node] = {}
     for node in nodes:
         root[node] = root.get(node.all_input_nodes[0], node.all_input_nodes[0]) if _is_view(node) else node
     # A result nobody uses dies at once; the inputs are the caller's and live throughout.
@@ -60,9 +61,9 @@ def graph_memory(program) -> dict:
     for index, node in enumerate(nodes):
         for used in node.all_input_nodes:
             last_use[root[used]] = max(last_use[root[used]], index)
-    live: dict[Any, int] = {}
+    live: dict[torch.fx.Node, int] = {}
     peak = 0
-    int64 = []
+    int64: list[str] = []
     for index, node in enumerate(nodes):
         if node.op == "placeholder" and node.name in weights:
             continue
@@ -86,7 +87,7 @@ def _bytes(value: torch.Tensor) -> int:
         return 0
 
 
-def _tensors(value: Any):
+def _tensors(value: Any) -> Iterator[torch.Tensor]:
     if isinstance(value, torch.Tensor):
         yield value
     elif isinstance(value, (tuple, list)):
@@ -94,12 +95,12 @@ def _tensors(value: Any):
             yield from _tensors(item)
 
 
-def _is_view(node) -> bool:
+def _is_view(node: torch.fx.Node) -> bool:
     target = getattr(node.target, "__name__", str(node.target))
     return node.op == "call_function" and bool(node.all_input_nodes) and target.split(".")[0] in VIEWS
 
 
-def _label(node) -> str:
+def _label(node: torch.fx.Node) -> str:
     if node.op == "placeholder":
         return f"input {node.name}"
     target = getattr(node.target, "__name__", str(node.target))

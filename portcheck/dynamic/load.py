@@ -10,6 +10,7 @@ import inspect
 import json
 import os
 import sys
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,14 +27,14 @@ class ModelError(Exception):
 @dataclass
 class Loaded:
     model: torch.nn.Module
-    args: tuple
+    args: tuple[Any, ...]
     kwargs: dict[str, Any]
     device: str  # "cpu" or "meta"
     parameters: int
     config: Any = None  # a transformers config, when the model has one
     source_file: str = ""  # the file holding the build callable or the model class
-    build_place: dict | None = None  # {"file", "line"} of the build callable, or of the --hf-config file
-    inputs: tuple[dict, ...] = ()  # each example input's name, dtype, shape and value range (see input_facts)
+    build_place: dict[str, str | int] | None = None  # {"file", "line"} of the build callable or --hf-config file
+    inputs: tuple[dict[str, Any], ...] = ()  # each example input's name, dtype, shape and value range (see input_facts)
 
 
 def load_model(request: TraceRequest) -> Loaded:
@@ -57,7 +58,7 @@ def load_model(request: TraceRequest) -> Loaded:
                   _build_place(request, build), inputs)
 
 
-def input_facts(model: torch.nn.Module, args: tuple, kwargs: dict) -> tuple[dict, ...]:
+def input_facts(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[dict[str, Any], ...]:
     """Each example input in call order — a tensor's name, dtype, shape and value range, or a plain value — so a
     bring-up script can call the model the same way (`portcheck advise --emit-script`); positional inputs are
     named after forward's parameters."""
@@ -66,9 +67,9 @@ def input_facts(model: torch.nn.Module, args: tuple, kwargs: dict) -> tuple[dict
     except (TypeError, ValueError):
         names = []
     named = [(names[i] if i < len(names) else f"args[{i}]", a) for i, a in enumerate(args)]
-    out = []
+    out: list[dict[str, Any]] = []
     for position, (name, value) in enumerate([*named, *kwargs.items()]):
-        fact: dict = {"name": name, "positional": position < len(args)}
+        fact: dict[str, Any] = {"name": name, "positional": position < len(args)}
         if isinstance(value, torch.Tensor):
             fact.update(dtype=str(value.dtype).removeprefix("torch."), shape=list(value.shape), low=None, high=None)
             if value.device.type != "meta" and value.numel() and not value.dtype.is_complex:
@@ -81,7 +82,7 @@ def input_facts(model: torch.nn.Module, args: tuple, kwargs: dict) -> tuple[dict
     return tuple(out)
 
 
-def _build_place(request: TraceRequest, build) -> dict | None:
+def _build_place(request: TraceRequest, build: Callable[[], Any]) -> dict[str, str | int] | None:
     if request.hf_config:
         path = Path(request.hf_config)
         return {"file": str((path / "config.json" if path.is_dir() else path).resolve()), "line": 1}
@@ -92,7 +93,7 @@ def _build_place(request: TraceRequest, build) -> dict | None:
         return None
 
 
-def _callable(spec: str):
+def _callable(spec: str) -> Callable[[], Any]:
     location, attribute = split_model_spec(spec)
     if location.endswith(".py") or os.sep in location or "/" in location:
         path = Path(location).resolve()
@@ -123,10 +124,11 @@ def _callable(spec: str):
         return target
     if not callable(target):
         raise ModelError(f"{spec}: {attribute} is not callable")
-    return target
+    build: Callable[[], Any] = target  # what it returns is checked once it is called
+    return build
 
 
-def _hf_builder(request: TraceRequest):
+def _hf_builder(request: TraceRequest) -> Callable[[], Any]:
     try:
         import transformers
     except ImportError:
@@ -150,7 +152,7 @@ def _hf_builder(request: TraceRequest):
         raise ModelError(f"{path}: {exc}") from None
     options = dict(request.hf_options)
 
-    def build():
+    def build() -> Any:
         architectures = getattr(config, "architectures", None) or []
         cls = next((getattr(transformers, a) for a in architectures if hasattr(transformers, a)), None)
         if cls is not None:
@@ -160,7 +162,7 @@ def _hf_builder(request: TraceRequest):
     return build
 
 
-def _fits_in_memory(build, request: TraceRequest) -> bool:
+def _fits_in_memory(build: Callable[[], Any], request: TraceRequest) -> bool:
     """Build once on the meta device (no memory) to count the weights; real weights twice over must fit."""
     try:
         with torch.device("meta"):
@@ -186,7 +188,7 @@ def _available_memory(request: TraceRequest) -> int:
     return min(available, request.memory_limit) if request.memory_limit else available
 
 
-def _split(built: Any, request: TraceRequest) -> tuple[Any, tuple, dict]:
+def _split(built: Any, request: TraceRequest) -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
     if isinstance(built, tuple) and len(built) == 2 and isinstance(built[0], torch.nn.Module):
         model, inputs = built
         if isinstance(inputs, dict):
@@ -200,6 +202,7 @@ def _split(built: Any, request: TraceRequest) -> tuple[Any, tuple, dict]:
     model = built
     if request.inputs:
         made = {spec.name: make_input(spec) for spec in request.inputs}
+        parameters: Mapping[str, inspect.Parameter]
         try:
             parameters = inspect.signature(model.forward).parameters
         except (TypeError, ValueError, AttributeError):

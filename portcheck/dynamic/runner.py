@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import io
 import json
 import os
 import signal
@@ -13,6 +14,7 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
+from typing import Any
 
 from portcheck.dynamic.request import TraceRequest
 from portcheck.errors import UserError
@@ -31,7 +33,7 @@ def default_memory_limit() -> int:
     return 16 * 2**30
 
 
-def run_child(request: TraceRequest, cwd: Path, timeout: float) -> dict:
+def run_child(request: TraceRequest, cwd: Path, timeout: float) -> dict[str, Any]:
     if importlib.util.find_spec("torch") is None:
         raise TraceError("portcheck trace needs torch: pip install 'portcheck[trace]'")
     package_parent = str(Path(__file__).resolve().parents[2])
@@ -64,7 +66,8 @@ def run_child(request: TraceRequest, cwd: Path, timeout: float) -> dict:
                              f"{output.last_line()}")
         if result_path.is_file():
             try:
-                return json.loads(result_path.read_text(encoding="utf-8"))
+                result: dict[str, Any] = json.loads(result_path.read_text(encoding="utf-8"))
+                return result
             except (OSError, ValueError) as exc:
                 raise TraceError(f"the trace process left an unreadable result ({exc})") from None
         raise TraceError(_death(returncode, request, output.last_line()))
@@ -77,7 +80,7 @@ class _Output(threading.Thread):
     """Drains the child's stdout and stderr as they come, so that it never blocks on a full pipe and nothing
     lands on disk: counts the bytes, keeps the end for the error message, and stops a child that floods."""
 
-    def __init__(self, process: subprocess.Popen) -> None:
+    def __init__(self, process: subprocess.Popen[bytes]) -> None:
         super().__init__(daemon=True)
         self.process = process
         self.total = 0
@@ -86,7 +89,7 @@ class _Output(threading.Thread):
 
     def run(self) -> None:
         stream = self.process.stdout
-        assert stream is not None
+        assert isinstance(stream, io.BufferedReader)  # stdout=PIPE in binary mode, buffered: Popen's own type
         with stream:
             while chunk := stream.read1(65536):
                 self.total += len(chunk)
@@ -101,7 +104,7 @@ class _Output(threading.Thread):
         return f"; its last output: {lines[-1][:200]}" if lines else ""
 
 
-def _kill(process: subprocess.Popen) -> None:
+def _kill(process: subprocess.Popen[bytes]) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
     process.wait()

@@ -4,7 +4,10 @@ export learned: which axes stayed dynamic, their ranges (guards), and which the 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
+from typing import Any
 
 import torch
 
@@ -54,21 +57,21 @@ def _named_inputs(loaded: Loaded) -> dict[str, torch.Tensor]:
     return named
 
 
-def probe_shapes(loaded: Loaded, axes: list[Axis]) -> dict:
+def probe_shapes(loaded: Loaded, axes: list[Axis]) -> dict[str, Any]:
     """Export with those axes as `Dim.AUTO`. An axis whose example size is 0 or 1 is widened to 2 first:
     export fixes sizes 0 and 1, which would hide whether the model itself does."""
     started = time.perf_counter()
     args, kwargs = list(loaded.args), dict(loaded.kwargs)
     for axis in axes:
         if axis.size < 2:
-            _set(args, kwargs, axis.input, lambda t, a=axis.axis: torch.cat([t, t], dim=a))
+            _set(args, kwargs, axis.input, partial(_doubled, dim=axis.axis))
     # Per input, by the names find_axes uses: {axis: Dim.AUTO}; a positional tensor without one gets {}.
-    wanted: dict[str, dict] = {}
+    wanted: dict[str, dict[int, Any]] = {}
     for axis in axes:
         wanted.setdefault(axis.input, {})[axis.axis] = torch.export.Dim.AUTO
     specs_args = [wanted.get(f"args[{i}]", {} if isinstance(a, torch.Tensor) else None) for i, a in enumerate(args)]
     specs_kwargs = {k: wanted[k] for k in kwargs if k in wanted}
-    dynamic_shapes: dict | tuple
+    dynamic_shapes: dict[str, Any] | tuple[Any, ...]
     if kwargs and not args:
         dynamic_shapes = {k: specs_kwargs.get(k) for k in kwargs}
     elif not kwargs:
@@ -91,7 +94,8 @@ def probe_shapes(loaded: Loaded, axes: list[Axis]) -> dict:
     return {"ok": True, "seconds": round(time.perf_counter() - started, 3), "detail": "", "axes": out}
 
 
-def _set(args: list, kwargs: dict, name: str, change) -> None:
+def _set(args: list[Any], kwargs: dict[str, Any], name: str,
+         change: Callable[[torch.Tensor], torch.Tensor]) -> None:
     if name.startswith("args["):
         i = int(name[5:-1])
         args[i] = change(args[i])
@@ -99,13 +103,18 @@ def _set(args: list, kwargs: dict, name: str, change) -> None:
         kwargs[name] = change(kwargs[name])
 
 
-def _placeholder_shapes(program, args, kwargs) -> dict[str, tuple]:
+def _doubled(tensor: torch.Tensor, dim: int) -> torch.Tensor:
+    return torch.cat([tensor, tensor], dim=dim)
+
+
+def _placeholder_shapes(program: torch.export.ExportedProgram, args: list[Any],
+                        kwargs: dict[str, Any]) -> dict[str, tuple[Any, ...]]:
     """The shapes export gave each user input, by the same names `find_axes` uses."""
     names = [f"args[{i}]" for i in range(len(args))] + list(kwargs)
     user_inputs = [spec for spec in program.graph_signature.input_specs
                    if spec.kind == torch.export.graph_signature.InputKind.USER_INPUT]
     placeholders = {n.name: n for n in program.graph.nodes if n.op == "placeholder"}
-    shapes = {}
+    shapes: dict[str, tuple[Any, ...]] = {}
     flat = [n for n in names if (n in kwargs and isinstance(kwargs[n], torch.Tensor)) or
             (n.startswith("args[") and isinstance(args[int(n[5:-1])], torch.Tensor))]
     for name, spec in zip(flat, user_inputs, strict=False):
@@ -116,7 +125,7 @@ def _placeholder_shapes(program, args, kwargs) -> dict[str, tuple]:
     return shapes
 
 
-def _range(program, size) -> dict | None:
+def _range(program: torch.export.ExportedProgram, size: int | torch.SymInt | None) -> dict[str, Any] | None:
     if size is None:
         return None
     if isinstance(size, int):
@@ -133,7 +142,7 @@ def _range(program, size) -> dict | None:
     return {"dynamic": True, "min": _finite(bounds.lower), "max": _finite(bounds.upper)}
 
 
-def _finite(bound) -> int | None:
+def _finite(bound: Any) -> int | None:
     """A range bound as an int; None for export's unbounded (int_oo)."""
     try:
         return int(bound) if bool(bound.is_finite) and bool(bound.is_integer) else None
@@ -141,7 +150,7 @@ def _finite(bound) -> int | None:
         return None
 
 
-def _axis_dict(axis: Axis, found: dict | None) -> dict:
-    entry = {"input": axis.input, "axis": axis.axis, "label": axis.label, "size": axis.size}
+def _axis_dict(axis: Axis, found: dict[str, Any] | None) -> dict[str, Any]:
+    entry: dict[str, Any] = {"input": axis.input, "axis": axis.axis, "label": axis.label, "size": axis.size}
     entry.update(found or {"dynamic": None, "min": None, "max": None})
     return entry

@@ -20,7 +20,7 @@ class Place:
     line: int
     function: str = ""
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, str | int]:
         return {"file": self.file, "line": self.line, "function": self.function}
 
 

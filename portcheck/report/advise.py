@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from typing import TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from portcheck import __version__
 from portcheck.findings import ScanResult
 from portcheck.report.json import SCHEMA_VERSION, finding_dict
 
+if TYPE_CHECKING:
+    from portcheck.advise.plan import Plan
 
-def plan_report(plan, result: ScanResult) -> dict:
+
+def plan_report(plan: Plan, result: ScanResult) -> dict[str, Any]:
     model = plan.model
     return {
         "schema_version": SCHEMA_VERSION,
@@ -32,7 +35,7 @@ def plan_report(plan, result: ScanResult) -> dict:
     }
 
 
-def write_plan(plan, result: ScanResult, output_format: str, stream: TextIO, color: bool) -> None:
+def write_plan(plan: Plan, result: ScanResult, output_format: str, stream: TextIO, color: bool) -> None:
     if output_format == "json":
         json.dump(plan_report(plan, result), stream, indent=2, ensure_ascii=False)
         stream.write("\n")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from typing import TextIO
+from typing import Any, TextIO
 
 from portcheck import __version__
 from portcheck.findings import Finding, ScanResult
@@ -12,7 +12,7 @@ from portcheck.findings import Finding, ScanResult
 SCHEMA_VERSION = 1
 
 
-def finding_dict(f: Finding) -> dict:
+def finding_dict(f: Finding) -> dict[str, Any]:
     fix = None
     if f.fix is not None:
         fix = {
@@ -32,8 +32,8 @@ def finding_dict(f: Finding) -> dict:
     }
 
 
-def report_dict(result: ScanResult) -> dict:
-    report = {
+def report_dict(result: ScanResult) -> dict[str, Any]:
+    report: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "portcheck_version": __version__,
         "target": {"chip": result.target.chip, "stack": result.target.stack},

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import TextIO
+from typing import Any, TextIO
 
 from portcheck.findings import ScanResult, Severity
 from portcheck.report.review import fixed_lines
@@ -14,11 +14,11 @@ from portcheck.report.review import fixed_lines
 SEVERITIES = {Severity.ERROR: "ERROR", Severity.WARNING: "WARNING", Severity.INFO: "INFO"}
 
 
-def rdjson(result: ScanResult, lines_for: Callable[[str], list[str]] = lambda path: []) -> dict:
-    diagnostics = []
+def rdjson(result: ScanResult, lines_for: Callable[[str], list[str]] = lambda path: []) -> dict[str, Any]:
+    diagnostics: list[dict[str, Any]] = []
     for f in result.findings:
         lines = lines_for(f.path)
-        diagnostic = {
+        diagnostic: dict[str, Any] = {
             "message": f.message,
             "location": {"path": f.path, "range": _range(lines, f.line, f.column, f.end_line, f.end_column)},
             "severity": SEVERITIES[f.severity],
@@ -44,7 +44,7 @@ def write_rdjson(result: ScanResult, stream: TextIO, lines_for: Callable[[str], 
     stream.write("\n")
 
 
-def _range(lines: list[str], line: int, column: int, end_line: int, end_column: int) -> dict:
+def _range(lines: list[str], line: int, column: int, end_line: int, end_column: int) -> dict[str, dict[str, int]]:
     return {"start": {"line": line, "column": _byte_column(lines, line, column)},
             "end": {"line": end_line, "column": _byte_column(lines, end_line, end_column)}}
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from portcheck.findings import Finding, ScanResult, Severity
 
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 ICONS = {Severity.ERROR: "🔴 error", Severity.WARNING: "🟡 warning", Severity.INFO: "🔵 info"}
 
 
-def review_body(result: ScanResult, change: Change, lines_for: Callable[[str], list[str]]) -> dict:
+def review_body(result: ScanResult, change: Change, lines_for: Callable[[str], list[str]]) -> dict[str, Any]:
     """GitHub's create-a-review body. Each comment sits on the changed lines of one hunk (GitHub refuses lines
     outside the diff); a suggestion only where the finding lies wholly inside that hunk."""
     comments = []

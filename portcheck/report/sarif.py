@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 from urllib.parse import quote
 
 from portcheck import __version__
@@ -17,7 +17,7 @@ LEVELS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "
 FINGERPRINT = "portcheck/v1"  # line-independent: code, path and the flagged text
 
 
-def sarif_log(result: ScanResult, cwd: Path | None = None) -> dict:
+def sarif_log(result: ScanResult, cwd: Path | None = None) -> dict[str, Any]:
     from portcheck.report.ruledoc import rule_doc
 
     rules = sorted(load().rules.values(), key=lambda r: r.code)
@@ -62,8 +62,8 @@ def write_sarif(result: ScanResult, stream: TextIO) -> None:
     stream.write("\n")
 
 
-def _result(f: Finding, index: dict[str, int], suppressed: bool = False) -> dict:
-    out = {
+def _result(f: Finding, index: dict[str, int], suppressed: bool = False) -> dict[str, Any]:
+    out: dict[str, Any] = {
         "ruleId": f.code,
         "ruleIndex": index[f.code],
         "level": LEVELS[f.severity],
@@ -83,7 +83,7 @@ def _result(f: Finding, index: dict[str, int], suppressed: bool = False) -> dict
     return out
 
 
-def _place(path: str, line: int, column: int, end_line: int, end_column: int) -> dict:
+def _place(path: str, line: int, column: int, end_line: int, end_column: int) -> dict[str, Any]:
     region = {"startLine": max(line, 1)}
     if column:
         region["startColumn"] = column
@@ -94,14 +94,14 @@ def _place(path: str, line: int, column: int, end_line: int, end_column: int) ->
     return {"artifactLocation": _artifact(path), "region": region}
 
 
-def _artifact(path: str) -> dict:
+def _artifact(path: str) -> dict[str, str]:
     location = {"uri": quote(Path(path).as_posix())}
     if not Path(path).is_absolute():
         location["uriBaseId"] = "SRCROOT"
     return location
 
 
-def _replacement(edit: Edit) -> dict:
+def _replacement(edit: Edit) -> dict[str, Any]:
     """An edit as SARIF's deleted region (empty for an insertion) and inserted text."""
     region = {"startLine": edit.line, "startColumn": edit.column, "endLine": edit.end_line,
               "endColumn": edit.end_column}

@@ -115,7 +115,7 @@ def _import_facts(module: cst.Module) -> tuple[dict[str, str], set[str], set[str
 def spelling(ctx: Context, module: str) -> tuple[str, tuple[str, ...]]:
     """How a fix writes `module` here (`xr` after a top-level `import torch_xla.runtime as xr`), and the import
     it must add for that (none when the file already imports the module where the whole file sees it)."""
-    aliases, top, _ = ctx.memo("fix-imports", ctx.module, lambda: _import_facts(ctx.module))  # type: ignore[misc]
+    aliases, top, _ = ctx.memo("fix-imports", ctx.module, lambda: _import_facts(ctx.module))
     for local, target in aliases.items():
         if target == module and ctx.names.aliases.get(local) == module:
             return local, ()
@@ -127,7 +127,7 @@ def spelling(ctx: Context, module: str) -> tuple[str, tuple[str, ...]]:
 
 def imports_module(ctx: Context, module: str) -> bool:
     """Some import statement of the file loads `module` (for imports made for their side effect)."""
-    _, _, loaded = ctx.memo("fix-imports", ctx.module, lambda: _import_facts(ctx.module))  # type: ignore[misc]
+    _, _, loaded = ctx.memo("fix-imports", ctx.module, lambda: _import_facts(ctx.module))
     return module in loaded
 
 

@@ -11,8 +11,9 @@ import functools
 import gc
 import re
 from collections import Counter, defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import cast
 
 import libcst as cst
 
@@ -28,6 +29,11 @@ from portcheck.static.walk import STATEMENTS, walk
 
 registry()  # importing the rule modules registers their checks
 
+# Node type -> the check functions to run on it.
+_Table = dict[type[cst.CSTNode], tuple[Callable[[cst.CSTNode, Context], bool | None], ...]]
+# A comment, and the statements around it (outermost first).
+_Comments = list[tuple[cst.Comment, tuple[cst.CSTNode, ...]]]
+
 
 
 @functools.cache
@@ -36,7 +42,7 @@ def _plan(enabled: frozenset[str]) -> tuple[Check, ...]:
     return tuple(c for c in CHECKS if c.codes & enabled)
 
 
-def _table(checks: tuple[Check, ...], text: str) -> dict[type, tuple]:
+def _table(checks: tuple[Check, ...], text: str) -> _Table:
     """Node type -> the check functions to run on it, for the checks whose tokens this file holds: a file that
     never says `autocast` runs no autocast check on its 70,000 names."""
     present: dict[str, bool] = {}
@@ -66,16 +72,15 @@ def _core(token: str) -> str:
 
 
 @functools.lru_cache(maxsize=256)
-def _dispatch(checks: tuple[Check, ...]) -> dict[type, tuple]:
-    table: dict[type, list] = defaultdict(list)
+def _dispatch(checks: tuple[Check, ...]) -> _Table:
+    table: dict[type[cst.CSTNode], list[Callable[[cst.CSTNode, Context], bool | None]]] = defaultdict(list)
     for c in checks:
         for kind in c.node_types:
             table[kind].append(c.fn)
     return {kind: tuple(fns) for kind, fns in table.items()}
 
 
-def _traverse(module: cst.Module, ctx: Context, table: dict[type, tuple],
-              comments: list[tuple[cst.Comment, tuple]] | None) -> None:
+def _traverse(module: cst.Module, ctx: Context, table: _Table, comments: _Comments | None) -> None:
     """The one batched traversal: every enabled check on the nodes it registered for, with the statement,
     function and loop stacks kept for them. With `comments`, also collect the comments (and where they are)."""
     statements, scopes, functions, loops, chains = ctx.statements, ctx.scopes, ctx.functions, ctx.loops, ctx.chains
@@ -83,17 +88,20 @@ def _traverse(module: cst.Module, ctx: Context, table: dict[type, tuple],
 
     def enter(node: cst.CSTNode) -> bool:
         kind = type(node)
+        # `kind is`, not isinstance (this runs on every node): mypy does not narrow `node` by it, hence the casts.
         if kind is cst.Comment:
-            comments.append((node, tuple(statements)))  # type: ignore[union-attr, arg-type]
+            assert comments is not None  # the walk visits comments only when they are collected
+            comments.append((cast(cst.Comment, node), tuple(statements)))
             return False
         if kind in STATEMENTS:
             statements.append(node)
             chains[node] = tuple(statements)
             if kind is cst.FunctionDef:
-                scopes.append(function_scope(node))  # type: ignore[arg-type]
-                functions.append(node)  # type: ignore[arg-type]
+                function = cast(cst.FunctionDef, node)
+                scopes.append(function_scope(function))
+                functions.append(function)
             elif kind is cst.For or kind is cst.While:
-                loops.append(node)  # type: ignore[arg-type]
+                loops.append(cast("cst.For | cst.While", node))
         descend = True
         for fn in get(kind, ()):
             if fn(node, ctx) is False:
@@ -155,11 +163,11 @@ def parse(text: str) -> cst.Module:
 def _validation_off() -> Iterator[None]:
     base = cst.CSTNode
     saved = base.__dict__["__post_init__"]
-    base.__post_init__ = _no_validation  # type: ignore[method-assign]
+    base.__post_init__ = _no_validation  # type: ignore[method-assign]  # swapped for the parse on purpose
     try:
         yield
     finally:
-        base.__post_init__ = saved  # type: ignore[method-assign]
+        base.__post_init__ = saved  # type: ignore[method-assign]  # libcst's own, restored
 
 
 def _no_validation(self: cst.CSTNode) -> None:
@@ -171,6 +179,7 @@ def analyse_text(text: str, path: str, chip: str, stack: str, enabled: frozenset
     # cost, and it refuses what would crash libcst's native parser (thousands of nested brackets segfault it).
     try:
         tree = compile(text, path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+        assert isinstance(tree, ast.Module)  # what compile() makes of mode "exec" with PyCF_ONLY_AST
     except SyntaxError as exc:
         return FileResult(path, errors=(FileError(path, f"syntax error: {exc.msg}", exc.lineno),))
     except RecursionError:
@@ -188,7 +197,7 @@ def analyse_text(text: str, path: str, chip: str, stack: str, enabled: frozenset
         return FileResult(path, errors=(FileError(path, f"syntax error: {message}", exc.raw_line),))
 
     ctx = Context(module, chip, stack, enabled, text)
-    comments: list[tuple[cst.Comment, tuple]] | None = [] if may_suppress else None
+    comments: _Comments | None = [] if may_suppress else None
     _traverse(module, ctx, table, comments)
 
     suppressing = [(c, chain) for c, chain in comments or () if might_hold_suppression(c.value)]
@@ -248,7 +257,7 @@ def _fix(plan: FixPlan, hit: Hit, ctx: Context, positions: Positions) -> Fix:
     if plan.imports:
         line = ctx.memo("import-line", ctx.module, lambda: _import_line(ctx.module, positions))
         newline = ctx.module.default_newline
-        edits.append(Edit(line, 1, line, 1, "".join(f"{imp}{newline}" for imp in plan.imports)))  # type: ignore[arg-type]
+        edits.append(Edit(line, 1, line, 1, "".join(f"{imp}{newline}" for imp in plan.imports)))
     return Fix("safe" if plan.safe else "unsafe", plan.title, tuple(sorted(edits, key=lambda e: (e.line, e.column))))
 
 

@@ -10,13 +10,23 @@ ambiguity keeps rules quiet rather than wrong.
 
 from __future__ import annotations
 
+import enum
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Final
 
 import libcst as cst
 
 from portcheck.static.syntax import block_body, blocks, dotted_name
 
-_AMBIGUOUS = object()
+
+class _Ambiguous(enum.Enum):
+    """The mark of a name bound more than once, or to something other than one expression."""
+
+    AMBIGUOUS = enum.auto()
+
+
+_AMBIGUOUS: Final = _Ambiguous.AMBIGUOUS
 
 _BLOCKS = (cst.If, cst.Else, cst.Try, cst.TryStar, cst.ExceptHandler, cst.ExceptStarHandler, cst.Finally,
            cst.With, cst.For, cst.While, cst.Match)
@@ -26,12 +36,12 @@ _BLOCKS = (cst.If, cst.Else, cst.Try, cst.TryStar, cst.ExceptHandler, cst.Except
 class Scope:
     """Names bound in one function (or the module): string constants and what else was bound."""
 
-    constants: dict[str, object] = field(default_factory=dict)  # name -> cst expression or _AMBIGUOUS
+    constants: dict[str, cst.BaseExpression | _Ambiguous] = field(default_factory=dict)
     bound: set[str] = field(default_factory=set)
 
     def constant(self, name: str) -> cst.BaseExpression | None:
         value = self.constants.get(name)
-        return None if value is _AMBIGUOUS else value  # type: ignore[return-value]
+        return None if value is _AMBIGUOUS else value
 
 
 class Names:
@@ -51,7 +61,7 @@ class Names:
             return
         self.aliases[name] = target
 
-    def _collect_imports(self, body, top: bool) -> None:
+    def _collect_imports(self, body: Iterable[cst.BaseStatement], top: bool) -> None:
         for stmt in body:
             if isinstance(stmt, cst.SimpleStatementLine):
                 for small in stmt.body:
@@ -103,7 +113,7 @@ class Names:
         return None if dotted is None else self.resolve_dotted(dotted)
 
 
-def _collect_constants(body, scope: Scope) -> None:
+def _collect_constants(body: Iterable[cst.BaseStatement], scope: Scope) -> None:
     """Record `NAME = <expr>` bindings of this scope; nested functions and classes are their own scopes."""
     for stmt in body:
         if isinstance(stmt, cst.SimpleStatementLine):

@@ -219,7 +219,8 @@ class Positions:
         recorder = _Recorder()
         state = PositionProvidingCodegenState(
             default_indent=self.module.default_indent, default_newline=self.module.default_newline,
-            provider=recorder, indent_tokens=[indent] if indent else [],
+            provider=recorder,  # type: ignore[arg-type]  # a stand-in: the state only writes provider._computed
+            indent_tokens=[indent] if indent else [],
         )
         shown._codegen(state)
         start = recorder._computed[shown].start
@@ -250,7 +251,8 @@ class Positions:
                 recorder = _Recorder()
                 state = PositionProvidingCodegenState(
                     default_indent=module.default_indent, default_newline=module.default_newline,
-                    provider=recorder, line=first + offset)
+                    provider=recorder,  # type: ignore[arg-type]  # a stand-in, as in _generate
+                    line=first + offset)
                 empty._codegen(state)
                 self._keep(recorder._computed, 0)
 

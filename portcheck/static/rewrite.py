@@ -13,6 +13,7 @@ import difflib
 import os
 import re
 import stat
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -54,7 +55,8 @@ def apply_edits(text: str, findings: list[Finding], unsafe: bool) -> tuple[str, 
     inserted: set[tuple[int, str]] = set()
     for finding in sorted((f for f in findings if applicable(f, unsafe)), key=lambda f: f.sort_key):
         spans = []
-        for edit in finding.fix.edits:  # type: ignore[union-attr]
+        assert finding.fix is not None  # applicable(): it has one
+        for edit in finding.fix.edits:
             spans.append((offset(edit.line, edit.column), offset(edit.end_line, edit.end_column), edit.content))
         fresh = [span for span in spans if span not in chosen]  # an edit another fix makes too is shared
         if any(_overlaps(span, taken) for span in fresh if span[0] != span[1] for taken in chosen):
@@ -166,7 +168,7 @@ def _breaks(text: str, path: str) -> str | None:
     return None
 
 
-def _one_at_a_time(text: str, findings, unsafe: bool, path: str) -> tuple[str, list[Finding]]:
+def _one_at_a_time(text: str, findings: Iterable[Finding], unsafe: bool, path: str) -> tuple[str, list[Finding]]:
     kept: list[Finding] = []
     current = text
     for finding in sorted((f for f in findings if applicable(f, unsafe)), key=lambda f: f.sort_key):

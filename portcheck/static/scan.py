@@ -6,10 +6,11 @@ import contextlib
 import os
 import signal
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 from portcheck.cache import Cache, content_hash
 from portcheck.config import Settings
@@ -42,7 +43,11 @@ def scan_stdin(data: bytes, filename: str | None, settings: Settings, cwd: Path)
     return _run([job], settings)
 
 
-def _in_parallel(function, jobs: list, workers: int | None):
+A = TypeVar("A")
+R = TypeVar("R")
+
+
+def _in_parallel(function: Callable[[A], R], jobs: list[A], workers: int | None) -> Iterator[R]:
     """`function` over `jobs` in a pool of processes (one per core by default); in this process when there is
     one job or one worker, so a single file pays no start-up."""
     workers = workers or os.cpu_count() or 1
@@ -96,10 +101,10 @@ def _run(jobs: list[FileJob], settings: Settings, workers: int | None = 1, cache
 
         pending.sort(key=lambda item: -_size(item[0]))  # largest first: the pool ends together
         analysed = _in_parallel(analyse_file, [job for job, _, _ in pending], workers)
-    for (_, key, content), outcome in zip(pending, analysed, strict=True):
+    for (_, put_key, put_content), outcome in zip(pending, analysed, strict=True):
         outcomes.append(outcome)
-        if cache is not None and key is not None and content is not None and _cacheable(outcome):
-            cache.put(key, content, outcome)
+        if cache is not None and put_key is not None and put_content is not None and _cacheable(outcome):
+            cache.put(put_key, put_content, outcome)
     return _gathered(result, outcomes)
 
 

@@ -143,8 +143,8 @@ def _has_fallback(ctx: Context) -> bool:
                 kinds = handler.type.elements if isinstance(handler.type, cst.Tuple) else [handler.type]
                 for kind in kinds:
                     expr = kind.value if isinstance(kind, cst.Element) else kind
-                    # A `*starred` element names no exception: dotted_name answers None for it.
-                    if expr is not None and dotted_name(expr) == "AttributeError":  # type: ignore[arg-type]
+                    # A `*starred` element (an expression too) names no exception: dotted_name answers None for it.
+                    if isinstance(expr, cst.BaseExpression) and dotted_name(expr) == "AttributeError":
                         return True
     return False
 

@@ -249,8 +249,8 @@ def _device_object_fix(ctx: Context, node: cst.Call, arg: cst.Arg) -> FixPlan | 
     if index is None:
         return FixPlan(f"Use `torch.device({literal})`", safe, (Replace(arg.value, literal),))
     alone = arg.with_changes(value=cst.parse_expression(literal), comma=cst.MaybeSentinel.DEFAULT)
-    code = rewritten(ctx, node, node.with_changes(args=[alone], lpar=(), rpar=()))
-    return None if code is None else FixPlan(f"Use `torch.device({literal})`", safe, (Replace(node, code),))
+    new_code = rewritten(ctx, node, node.with_changes(args=[alone], lpar=(), rpar=()))
+    return None if new_code is None else FixPlan(f"Use `torch.device({literal})`", safe, (Replace(node, new_code),))
 
 
 _CUDA_KEYWORDS = frozenset({"device", "non_blocking", "memory_format"})  # what `.to(...)` takes as well

@@ -14,7 +14,7 @@ from portcheck.rules import Rule, rule
 from portcheck.static.check import Context, FixPlan, Replace
 from portcheck.static.cuda_api.apis import api_entry
 from portcheck.static.cuda_api.devices import device_text, is_cuda_text, one_line, placements
-from portcheck.static.syntax import small_statements, string_prefix
+from portcheck.static.syntax import block_body, small_statements, string_prefix
 from portcheck.static.values import contains
 from portcheck.static.walk import visit
 
@@ -91,7 +91,7 @@ def probe_expressions(ctx: Context) -> list[cst.IfExp]:
     """Each `body if <cuda probe> else other` met so far in the current statement."""
     if not ctx.statements:
         return []
-    return ctx.memo("cuda-probe-ifexp", ctx.statements[-1], list)  # type: ignore[return-value]  # memo() returns object
+    return ctx.memo("cuda-probe-ifexp", ctx.statements[-1], list)
 
 
 def _cuda_only(ctx: Context, node: cst.CSTNode) -> str | None:
@@ -149,7 +149,7 @@ def only_logs(ctx: Context, node: cst.CSTNode) -> bool:
     if isinstance(stmt.body, cst.SimpleStatementSuite):
         smalls = list(stmt.body.body)
     elif all(isinstance(line, cst.SimpleStatementLine) for line in stmt.body.body):
-        smalls = list(small_statements(stmt.body.body))
+        smalls = list(small_statements(block_body(stmt.body)))
     else:
         return False
     return bool(smalls) and all(_logs(ctx, small) for small in smalls)

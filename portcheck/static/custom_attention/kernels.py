@@ -130,23 +130,23 @@ def _replacement(ctx: Context) -> str:
 @check(cst.Call, rules=(CudaAttentionKernel,), tokens=KERNEL_TOKENS)
 def check_kernel_call(node: cst.Call, ctx: Context) -> None:
     func = node.func
+    library: str | None
     if isinstance(func, cst.Subscript) and isinstance(func.value, cst.Name):
         # `_attn_fwd[grid](q, k, v, ...)`: the launch of a Triton attention kernel defined in this file.
         kernels = ctx.memo("triton-attention", ctx.module, lambda: _triton_attention_kernels(ctx))
-        if func.value.value in kernels:  # type: ignore[operator]  # memo returns object: a frozenset[str] here
+        if func.value.value in kernels:
             shown, library = func.value.value, "Triton"
         else:
             return
     else:
         qualname = ctx.qualname(func)
         library = _kernel_library(qualname) if qualname else None
-        if library is None:
+        if qualname is None or library is None:
             return
         shown = qualname
     reason = fallback(ctx)
     head = (dotted_name(func) or "").split(".")[0]
-    # memo returns object: a frozenset[str] here
-    if reason is None and head in ctx.memo("fallback-imports", ctx.module, lambda: _names_with_fallback(ctx)):  # type: ignore[operator]
+    if reason is None and head in ctx.memo("fallback-imports", ctx.module, lambda: _names_with_fallback(ctx)):
         reason = f"with `{head}` imported with an ImportError fallback"
     if reason is not None:
         ctx.report(CudaAttentionKernel, node, f"`{shown}` is a CUDA-only {library} attention kernel, called here "

@@ -8,7 +8,7 @@ from portcheck.findings import Severity
 from portcheck.rules import Rule, rule
 from portcheck.static.check import Context, check
 from portcheck.static.dynamic_shape.reach import report_compiled
-from portcheck.static.syntax import small_statements
+from portcheck.static.syntax import block_body, small_statements
 from portcheck.static.values import and_operands, reads_tensor_values
 
 
@@ -100,7 +100,7 @@ def _only_raises(node: cst.CSTNode) -> bool:
     if isinstance(node.body, cst.SimpleStatementSuite):
         smalls = list(node.body.body)
     else:
-        lines = node.body.body
+        lines = block_body(node.body)  # an IndentedBlock's statements
         if not all(isinstance(line, cst.SimpleStatementLine) for line in lines):
             return False
         smalls = list(small_statements(lines))

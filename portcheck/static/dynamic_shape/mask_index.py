@@ -90,6 +90,7 @@ def _is_mask(ctx: Context, node: cst.BaseExpression, depth: int = 0) -> bool:
 @check(cst.Assign, cst.AugAssign, cst.AnnAssign, cst.Del, rules=(BooleanMaskIndex,), tokens=TOKENS)
 def skip_stores(node: cst.Assign | cst.AugAssign | cst.AnnAssign | cst.Del, ctx: Context) -> None:
     """`x[mask] = 0` writes in place and keeps the shape: only reads through a mask are dynamic."""
+    targets: list[cst.BaseExpression]
     if isinstance(node, cst.Del):
         targets = [node.target]
     else:

@@ -44,7 +44,8 @@ def apply_suppressions(findings: list[Finding], hits: list[Hit], positions: Posi
     for s in suppressions:
         if not s.file_level:
             by_line[s.line].append(s)
-    kept, silenced = [], []
+    kept: list[Finding] = []
+    silenced: list[Finding] = []
     for finding, hit in zip(findings, hits, strict=True):
         first, last = statement_lines(hit, finding, positions)
         suppressed = False

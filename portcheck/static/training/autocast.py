@@ -106,7 +106,7 @@ def _disabled(enabled: cst.Arg | None) -> bool:
 
 def _judged(ctx: Context) -> set[int]:
     """Nodes an earlier check of this family already decided about (a call's callee, an attribute's name)."""
-    return ctx.memo("training-judged", ctx.module, set)  # type: ignore[return-value]  # memo() returns object
+    return ctx.memo("training-judged", ctx.module, set)
 
 
 def _autocast_call(ctx: Context, node: cst.Call, qualname: str) -> tuple[bool, cst.Arg | None, cst.Arg | None]:
@@ -185,14 +185,14 @@ def _autocast_fix(ctx: Context, node: cst.Call, call: cst.Call, qualname: str, d
             new = with_arg(new, 1, keyword_arg("dtype", bf16))
         code = rewritten(ctx, node, new)
         return None if code is None else FixPlan(title, not fp16, (Replace(node, code),), imports)
-    device = keyword(call, "device_type") or positional(call, 0)
-    literal = literal_like(device.value, _device(ctx)) if device is not None else None
-    if literal is None:
+    device_arg = keyword(call, "device_type") or positional(call, 0)
+    literal = literal_like(device_arg.value, _device(ctx)) if device_arg is not None else None
+    if device_arg is None or literal is None:
         return None  # a device named by a variable: fixed where it is bound, if anywhere
-    # A literal implies a device argument, and fp16 a dtype argument.
-    replacements = [Replace(device.value, f"{literal}, dtype={bf16}" if add_dtype else literal)]  # type: ignore[union-attr]
+    replacements = [Replace(device_arg.value, f"{literal}, dtype={bf16}" if add_dtype else literal)]
     if fp16:
-        replacements.append(Replace(dtype.value, bf16))  # type: ignore[union-attr]
+        assert dtype is not None  # fp16: the dtype argument asked for it
+        replacements.append(Replace(dtype.value, bf16))
     return FixPlan(title, not fp16, tuple(replacements), imports)
 
 
@@ -210,8 +210,7 @@ def _custom_fix(ctx: Context, node: cst.CSTNode, qualname: str) -> FixPlan | Non
     if qualname in _CUSTOM:
         arg = keyword(node, "device_type")
         literal = literal_like(arg.value, _device(ctx)) if arg is not None else None
-        # A literal implies the argument.
-        return None if literal is None else FixPlan(title, True, (Replace(arg.value, literal),))  # type: ignore[union-attr]
+        return None if arg is None or literal is None else FixPlan(title, True, (Replace(arg.value, literal),))
     if any(arg.star for arg in node.args):
         return None
     torch, imports = spelling(ctx, "torch")
@@ -223,7 +222,7 @@ def _custom_fix(ctx: Context, node: cst.CSTNode, qualname: str) -> FixPlan | Non
 
 
 def _decorators(ctx: Context) -> set[int]:
-    return ctx.memo("training-decorators", ctx.module, set)  # type: ignore[return-value]  # memo() returns object
+    return ctx.memo("training-decorators", ctx.module, set)
 
 
 @check(cst.Decorator, rules=(CudaAutocast,), tokens=AUTOCAST_TOKENS)

@@ -69,10 +69,10 @@ def check_fp16_training(node: cst.Call, ctx: Context) -> None:
     if qualname in _TRAINING_ARGUMENTS:
         arg = keyword(node, "fp16")
         if arg is not None and dotted_name(arg.value) == "True":
-            # fp16 → bf16 changes numerics: unsafe; and no fix where `bf16=` is passed too. (`arg.keyword` is set:
-            # `arg` was found by it.)
+            assert arg.keyword is not None  # `arg` was found by its keyword
+            # fp16 → bf16 changes numerics: unsafe; and no fix where `bf16=` is passed too.
             fix = None if keyword(node, "bf16") is not None else FixPlan(
-                "Use `bf16=True`", False, (Replace(arg.keyword, "bf16"),))  # type: ignore[arg-type]
+                "Use `bf16=True`", False, (Replace(arg.keyword, "bf16"),))
             ctx.report(Fp16MixedPrecision, arg, "`fp16=True` trains in fp16 with a CUDA loss scaler; Neuron's "
                        "documented mixed precision is BF16 (its HF Trainer tutorial passes `--bf16`); use "
                        "`bf16=True`", fix=fix)

@@ -3,6 +3,8 @@ them with the `scaler.scale(loss)` / `scaler.step(optimizer)` statements that us
 
 from __future__ import annotations
 
+from typing import Literal
+
 import libcst as cst
 
 from portcheck.rules import Rule, rule
@@ -123,12 +125,15 @@ class _ScalerUses(cst.CSTVisitor):
         """`else: scaler.update()`: a body on the line of its header keeps a `pass`."""
         if len(node.body) == 1:
             use = self._use(node, node.body[0])
-            if use is not None:  # "delete" is the only string _use returns
-                self.replacements.append(Replace(node.body[0], "pass") if use == "delete" else use)  # type: ignore[arg-type]
+            if use == "delete":
+                self.replacements.append(Replace(node.body[0], "pass"))
+            elif isinstance(use, Replace):
+                self.replacements.append(use)
 
-    def _use(self, line: cst.CSTNode, small: cst.BaseSmallStatement) -> str | Replace | None:
-        if line is self.construction:  # `name = GradScaler(...)`, an Assign
-            self.accounted.add(id(small.targets[0].target))  # type: ignore[attr-defined]
+    def _use(self, line: cst.CSTNode, small: cst.BaseSmallStatement) -> Literal["delete"] | Replace | None:
+        if line is self.construction:
+            assert isinstance(small, cst.Assign)  # `name = GradScaler(...)`, as _scaler_fix chose it
+            self.accounted.add(id(small.targets[0].target))
             return "delete"
         call = small.value if isinstance(small, cst.Expr) else None
         if not isinstance(call, cst.Call) or not isinstance(call.func, cst.Attribute):

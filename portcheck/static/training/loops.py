@@ -3,6 +3,8 @@ loops without a step boundary, whose graph grows across iterations."""
 
 from __future__ import annotations
 
+from typing import Literal, TypedDict
+
 import libcst as cst
 
 from portcheck.rules import Rule, rule
@@ -168,11 +170,11 @@ def _training_signal(ctx: Context, node: cst.Call) -> bool:
             return False
         if ctx.loops:
             return True
-        seen: set[int] = ctx.memo("backward-seen", ctx.module, set)  # type: ignore[assignment]  # memo() returns object
+        seen: set[int] = ctx.memo("backward-seen", ctx.module, set)
         seen.add(id(ctx.functions[-1]) if ctx.functions else 0)
         return False
     if _is_step(node, qualname):
-        seen = ctx.memo("backward-seen", ctx.module, set)  # type: ignore[assignment]  # memo() returns object
+        seen = ctx.memo("backward-seen", ctx.module, set)
         return (id(ctx.functions[-1]) if ctx.functions else 0) in seen
     return (call_name(node) == "train" and isinstance(node.func, cst.Attribute)
             and _is_trainer(ctx, node.func.value))
@@ -180,14 +182,24 @@ def _training_signal(ctx: Context, node: cst.Call) -> bool:
 
 @check(cst.Call, rules=(TrainingOnInf2,), tokens=TRAINING_TOKENS)
 def check_inf2_training(node: cst.Call, ctx: Context) -> None:
-    reported = ctx.memo("inf2-training", ctx.module, list)
+    reported: list[cst.Call] = ctx.memo("inf2-training", ctx.module, list)
     if reported or not _training_signal(ctx, node):  # one finding per file: the first place it trains
         return
-    reported.append(node)  # type: ignore[attr-defined]  # memo() returns object
+    reported.append(node)
     ctx.report(TrainingOnInf2, node, shown=one_line(ctx.source(node), 50), chip=ctx.chip)
 
 
 # ---- PC608 PyTorch/XLA training loop without a step boundary ------------------------------------------------------
+
+
+class _Facts(TypedDict):
+    """What one loop's body does (nested loops included), and the loops nested in it."""
+
+    node: cst.CSTNode
+    backward: bool
+    step: cst.Call | None  # the first optimizer-style `.step()`
+    boundary: bool
+    children: list[_Facts]
 
 
 class _LoopFacts(cst.CSTVisitor):
@@ -196,11 +208,11 @@ class _LoopFacts(cst.CSTVisitor):
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
-        self.stack: list[dict] = []
-        self.loops: list[dict] = []
+        self.stack: list[_Facts] = []
+        self.loops: list[_Facts] = []
 
     def _enter(self, node: cst.CSTNode) -> None:
-        facts = {"node": node, "backward": False, "step": None, "boundary": False, "children": []}
+        facts: _Facts = {"node": node, "backward": False, "step": None, "boundary": False, "children": []}
         if self.stack:
             self.stack[-1]["children"].append(facts)
         self.stack.append(facts)
@@ -238,12 +250,12 @@ class _LoopFacts(cst.CSTVisitor):
             for facts in self.stack:
                 facts["step"] = facts["step"] or node
 
-    def _mark(self, fact: str, value: object) -> None:
+    def _mark(self, fact: Literal["backward", "boundary"], value: bool) -> None:
         for facts in self.stack:
             facts[fact] = value
 
 
-def _training(facts: dict) -> bool:
+def _training(facts: _Facts) -> bool:
     return bool(facts["backward"] and facts["step"])
 
 
@@ -252,7 +264,7 @@ def _unbounded_steps(ctx: Context, loop: cst.For | cst.While, analysed: set[int]
     finder = _LoopFacts(ctx)
     visit(loop, finder)
     analysed.update(id(facts["node"]) for facts in finder.loops)
-    flagged = set()
+    flagged: set[int] = set()
     for facts in finder.loops:
         if not _training(facts) or facts["boundary"]:
             continue
@@ -262,7 +274,7 @@ def _unbounded_steps(ctx: Context, loop: cst.For | cst.While, analysed: set[int]
     return flagged
 
 
-def _descendants(facts: dict) -> list[dict]:
+def _descendants(facts: _Facts) -> list[_Facts]:
     out = []
     for child in facts["children"]:
         out.append(child)
@@ -281,18 +293,17 @@ def _managed(ctx: Context) -> bool:
 
 @check(cst.For, cst.While, rules=(MissingStepBoundary,), tokens=STEP_TOKENS)
 def find_unbounded_loops(node: cst.For | cst.While, ctx: Context) -> None:
-    # memo() returns object: these are the sets it made
-    analysed: set[int] = ctx.memo("analysed-loops", ctx.module, set)  # type: ignore[assignment]
+    analysed: set[int] = ctx.memo("analysed-loops", ctx.module, set)
     if id(node) in analysed or _managed(ctx):
         return  # a nested loop was judged with its outermost loop
-    flagged: set[int] = ctx.memo("unbounded-steps", ctx.module, set)  # type: ignore[assignment]
+    flagged: set[int] = ctx.memo("unbounded-steps", ctx.module, set)
     flagged |= _unbounded_steps(ctx, node, analysed)
 
 
 @check(cst.Call, rules=(MissingStepBoundary,), tokens=STEP_TOKENS)
 def check_step_boundary(node: cst.Call, ctx: Context) -> None:
-    flagged = ctx.memo("unbounded-steps", ctx.module, set)
-    if id(node) not in flagged:  # type: ignore[operator]  # memo() returns object
+    flagged: set[int] = ctx.memo("unbounded-steps", ctx.module, set)
+    if id(node) not in flagged:
         return
     lifecycle = "move training to TorchNeuron native" if ctx.chip == "trn2" else "pin Neuron SDK <= 2.29"
     ctx.report(MissingStepBoundary, node, shown=one_line(ctx.source(node), 40), lifecycle=lifecycle)
