@@ -198,6 +198,7 @@ def advise(options: AdviseOptions, raw: dict[str, Any] | None, request: TraceReq
         if odd:
             raise ConfigError(f"--emit-script: the script cannot recreate the input(s) {', '.join(odd)}; give the "
                               "model tensors and plain values (numbers, strings, booleans, None)")
+        assert request is not None  # a script is asked for only with a model to compile (cli: --emit-script)
         script = bringup_script(plan, request, cwd)
     return AdviseOutcome(plan, result, script)
 

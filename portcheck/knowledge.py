@@ -9,6 +9,7 @@ import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 from portcheck.findings import CATEGORIES, Severity
 
@@ -108,11 +109,11 @@ def rules_dir() -> Path:
     raise KnowledgeError(f"rules data not found next to {here}")
 
 
-def _read(name: str) -> dict:
+def _read(name: str) -> dict[str, Any]:
     return _read_path(rules_dir() / name)
 
 
-def _read_path(path: Path) -> dict:
+def _read_path(path: Path) -> dict[str, Any]:
     try:
         return tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError) as exc:
@@ -189,7 +190,7 @@ def load() -> Knowledge:
 _FIX_KEYS = {f.name for f in fields(ApiFix)}
 
 
-def _api_fixes(name: str, entry: dict) -> dict[str, ApiFix]:
+def _api_fixes(name: str, entry: dict[str, Any]) -> dict[str, ApiFix]:
     fixes = {}
     for stack in ("native", "xla"):
         spec = entry.get(f"{stack}_fix")
@@ -545,11 +546,12 @@ def load_compiler() -> Compiler:
                                      f.get("default", ""), f.get("since", ""), f.get("value_sources", {}))
              for f in data["flag"]}
     env = {e["name"]: EnvVar(e["name"], tuple(e["values"]), tuple(e["targets"]), e["source"]) for e in data["env"]}
-    for item in (*flags.values(), *env.values()):
+    items: tuple[CompilerFlag | EnvVar, ...] = (*flags.values(), *env.values())
+    for item in items:
         if not item.source or not item.targets:
             raise KnowledgeError(f"compiler.toml: {item.name} needs targets and a source")
     for flag in flags.values():
-        cited = flag.value_sources
+        cited: object = flag.value_sources  # as compiler.toml gave it: checked here
         if not isinstance(cited, dict) or not set(cited) <= set(flag.values) or \
                 not all(isinstance(s, str) and s.strip() for s in cited.values()):
             raise KnowledgeError(f"compiler.toml: {flag.name}.value_sources must cite values the flag takes")

@@ -3,6 +3,7 @@ be emitted at all is rules/compiler.toml's to say (make_plan checks every flag a
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from portcheck.dynamic.report import sequence_buckets
@@ -89,7 +90,7 @@ def _native_env(plan: Plan, pairs: list[tuple[str, str | None]]) -> None:
                 compiler.env["TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION"].source)
 
 
-def _int64(plan: Plan, options: AdviseOptions, add) -> None:
+def _int64(plan: Plan, options: AdviseOptions, add: Callable[[str, str | None, str], None]) -> None:
     model = plan.model
     if plan.chip != "trn2":
         if model.int64_in_graph:

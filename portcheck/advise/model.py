@@ -4,6 +4,7 @@ cache and the activations. From numbers on the command line, from a traced model
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 KINDS = ("decoder", "encoder", "encoder-decoder", "vision", "other")
 
@@ -36,7 +37,7 @@ class ModelShape:
     example_seq: int = 0
     dynamic_axes: tuple[str, ...] = ()  # "input_ids:1", from the trace's shape probe
     seq_bound: int = 0  # the largest sequence length export found the model takes
-    inputs: tuple[dict, ...] = field(default=(), compare=False)  # the example inputs: name, dtype, shape, low, high
+    inputs: tuple[dict[str, Any], ...] = field(default=(), compare=False)  # example inputs: name, dtype, shape, range
     source: str = "numbers"  # "numbers", "trace", or "trace+numbers"
 
     @property
@@ -63,7 +64,7 @@ class ModelShape:
 TRANSFORMER_NUMBERS = ("layers", "hidden", "heads", "kv_heads", "head_dim", "intermediate")
 
 
-def with_numbers(shape: ModelShape | None, numbers: dict) -> ModelShape:
+def with_numbers(shape: ModelShape | None, numbers: dict[str, Any]) -> ModelShape:
     """Numbers given on the command line override what the trace found (or make the whole shape). A ValueError
     names what is missing or inconsistent."""
     given = {k: v for k, v in numbers.items() if v not in (None, 0, "")}
@@ -78,7 +79,8 @@ def with_numbers(shape: ModelShape | None, numbers: dict) -> ModelShape:
         try:
             _check(shape)
         except ValueError:
-            return replace(shape, **dict.fromkeys(TRANSFORMER_NUMBERS, 0))
+            zeros: dict[str, Any] = dict.fromkeys(TRANSFORMER_NUMBERS, 0)
+            return replace(shape, **zeros)
         return shape
     _check(shape)
     return shape
@@ -98,7 +100,7 @@ def _check(shape: ModelShape) -> None:
         raise ValueError(f"--hidden {shape.hidden} is not a multiple of --heads {shape.heads}: give --head-dim")
 
 
-def from_trace(raw: dict) -> ModelShape:
+def from_trace(raw: dict[str, Any]) -> ModelShape:
     """The shape of a model `portcheck trace`'s child built: its parameter count, its config's numbers, the int64
     tensors and the live activations of its graph, and the dynamic axes of its shape probe."""
     model = raw.get("model") or {}
@@ -134,7 +136,7 @@ def from_trace(raw: dict) -> ModelShape:
     )
 
 
-def _image_tokens(config: dict) -> int:
+def _image_tokens(config: dict[str, Any]) -> int:
     """(image size / patch size)² patches and the class token: a ViT's sequence."""
     image, patch = config.get("image_size"), config.get("patch_size")
     if isinstance(image, list):
@@ -146,7 +148,7 @@ def _image_tokens(config: dict) -> int:
     return 0
 
 
-def _kind(config: dict, model: dict) -> str:
+def _kind(config: dict[str, Any], model: dict[str, Any]) -> str:
     if config.get("is_encoder_decoder"):
         return "encoder-decoder"
     architectures = " ".join(config.get("architectures") or [model.get("class", "")])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from portcheck.advise.flags import choose_buckets, compiler_settings
 from portcheck.advise.model import ModelShape
@@ -24,7 +25,7 @@ from portcheck.advise.sizing import (
     weights_bytes,
 )
 from portcheck.errors import UserError
-from portcheck.knowledge import Instance, load_compiler, load_hardware
+from portcheck.knowledge import ChipHardware, Hardware, Instance, load_compiler, load_hardware
 
 # The source of a figure that is portcheck's own: every Neuron citation of a plan is rules/ data.
 PORTCHECK = "portcheck's estimate (not a Neuron figure)"
@@ -68,14 +69,14 @@ class Plan:
     env: dict[str, str] = field(default_factory=dict)
     buckets: list[int] = field(default_factory=list)
     dynamic_batch: bool = False
-    reasons: list[dict] = field(default_factory=list)
-    findings: list[dict] = field(default_factory=list)  # {"code", "message"}
-    alternatives: list[dict] = field(default_factory=list)
+    reasons: list[dict[str, str]] = field(default_factory=list)
+    findings: list[dict[str, str]] = field(default_factory=list)  # {"code", "message"}
+    alternatives: list[dict[str, Any]] = field(default_factory=list)
 
     def reason(self, item: str, why: str, source: str) -> None:
         self.reasons.append({"item": item, "why": why, "source": source})
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "instance": self.instance.name if self.instance else None,
             "compile_instance": self.compile_instance.name if self.compile_instance else None,
@@ -137,7 +138,7 @@ def _sequence(model: ModelShape, options: AdviseOptions) -> tuple[int, str]:
     return (2048, "assumed: give --seq-len") if model.is_transformer else (1, "no sequence axis")
 
 
-def _size(plan: Plan, chip, lnc: int, options: AdviseOptions, hardware) -> None:
+def _size(plan: Plan, chip: ChipHardware, lnc: int, options: AdviseOptions, hardware: Hardware) -> None:
     model, work = plan.model, plan.workload
     total_gib = weights_bytes(model, work.dtype) / GIB
     candidates = degrees(chip, lnc, hardware)
@@ -184,7 +185,7 @@ def _parts(memory: Memory) -> str:
     return ", ".join(f"{name} {value:.2f}" for name, value in parts.items() if value)
 
 
-def _smallest_divisor(model: ModelShape, fits: list[int], at: dict, budget: float) -> tuple[int, str]:
+def _smallest_divisor(model: ModelShape, fits: list[int], at: dict[int, Memory], budget: float) -> tuple[int, str]:
     """The smallest fitting degree that divides the heads, else the smallest fitting one (padded: PC803)."""
     smallest = fits[0]
     tp = next((t for t in fits if divides_heads(model, t)), smallest)
@@ -195,7 +196,7 @@ def _smallest_divisor(model: ModelShape, fits: list[int], at: dict, budget: floa
     return tp, why
 
 
-def _check_given(plan: Plan, memory: Memory, candidates: list[int], smallest: int, chip) -> None:
+def _check_given(plan: Plan, memory: Memory, candidates: list[int], smallest: int, chip: ChipHardware) -> None:
     tp = memory.tp
     hint = f"; the smallest degree that fits is {smallest}" if smallest else "; no degree fits"
     if tp > candidates[-1]:
@@ -210,7 +211,7 @@ def _check_given(plan: Plan, memory: Memory, candidates: list[int], smallest: in
     plan.findings.append({"code": "PC804", "message": message})
 
 
-def _place(plan: Plan, chip, lnc: int, total_gib: float, hardware, given: bool) -> None:
+def _place(plan: Plan, chip: ChipHardware, lnc: int, total_gib: float, hardware: Hardware, given: bool) -> None:
     """The smallest instance for the plan's cores, and how many replicas it runs."""
     tp = plan.tp_degree
     plan.instance = choose_instance(chip, lnc, tp, total_gib, hardware)
@@ -276,12 +277,13 @@ def _memory_reasons(plan: Plan) -> None:
 
 
 
-def _fits_nowhere(plan: Plan, chip, lnc: int, total_gib: float, hardware) -> None:
+def _fits_nowhere(plan: Plan, chip: ChipHardware, lnc: int, total_gib: float, hardware: Hardware) -> None:
     """PC802, with the changes that would make the model fit, each tried: lower-precision weights, a shorter
     sequence or a smaller batch, the larger target; else pipeline parallelism across instances."""
     largest = max((i for i in hardware.instances if i.chip == chip.name), key=lambda i: i.chips)
     cores = largest.chips * chip.cores_per_chip[lnc]
     model, work, memory = plan.model, plan.workload, plan.memory
+    assert memory is not None  # _size sets it first
     tries = []
     if work.dtype != "fp8":
         tries.append(("fp8 weights (--dtype fp8)", replace(work, dtype="fp8"), chip, lnc))
@@ -306,7 +308,7 @@ def _fits_nowhere(plan: Plan, chip, lnc: int, total_gib: float, hardware) -> Non
                           "with " + " or ".join(ideas)})
 
 
-def _other_lnc(plan: Plan, chip, lnc: int, hardware) -> None:
+def _other_lnc(plan: Plan, chip: ChipHardware, lnc: int, hardware: Hardware) -> None:
     other = next(x for x in chip.lnc if x != lnc)
     there = next((m for m, _ in fitting(plan.model, plan.workload, chip, other, hardware)
                   if divides_heads(plan.model, m.tp)), None)

@@ -6,13 +6,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from portcheck import __version__
+
+if TYPE_CHECKING:
+    from portcheck.advise.plan import Plan
+    from portcheck.dynamic.request import TraceRequest
 
 TEMPLATE = Path(__file__).with_name("bringup_template.py")
 
 
-def bringup_script(plan, request, cwd: Path) -> str:
+def bringup_script(plan: Plan, request: TraceRequest, cwd: Path) -> str:
     model = plan.model
     spec = {"callable": "", "file": "", "hf_config": "", "hf_options": dict(request.hf_options), "cwd": str(cwd)}
     if request.hf_config:

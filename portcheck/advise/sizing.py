@@ -50,7 +50,7 @@ class Memory:
     def fits(self) -> bool:
         return self.per_core <= self.budget
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, float]:
         out = {"weights_gib": _gib(self.weights), "kv_cache_gib": _gib(self.kv_cache),
                "activations_gib": _gib(self.activations), "overhead_gib": _gib(self.overhead),
                "per_core_gib": _gib(self.per_core), "budget_per_core_gib": _gib(self.budget)}

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import functools
 import operator
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
@@ -64,9 +66,9 @@ class OpUse:
 @dataclass
 class GraphReport:
     ops: dict[str, OpUse] = field(default_factory=dict)
-    findings: list[dict] = field(default_factory=list)
+    findings: list[dict[str, Any]] = field(default_factory=list)
 
-    def add(self, code: str, place: Place | None, message: str, **detail) -> None:
+    def add(self, code: str, place: Place | None, message: str, **detail: object) -> None:
         self.findings.append({"code": code, "place": place.as_dict() if place else None, "message": message,
                               "detail": detail})
 
@@ -80,7 +82,7 @@ def op_name(node: torch.fx.Node) -> str:
     return ""
 
 
-def _val(x):
+def _val(x: object) -> Any:
     return x.meta.get("val") if isinstance(x, torch.fx.Node) else None
 
 
@@ -107,8 +109,9 @@ def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def _shape(t: torch.Tensor) -> list:
-    return [int(s) if isinstance(s, int) or str(s).isdigit() else str(s) for s in t.shape]
+def _shape(t: torch.Tensor) -> list[int | str]:
+    sizes: Sequence[int | torch.SymInt] = t.shape  # symbolic sizes too, where torch.Size says int
+    return [int(s) if isinstance(s, int) or str(s).isdigit() else str(s) for s in sizes]
 
 
 def analyse_graph(graph: torch.fx.Graph) -> GraphReport:
@@ -222,7 +225,7 @@ def _dilated(node: torch.fx.Node, index: int) -> bool:
     return any(isinstance(v, int) and v > 1 for v in values)
 
 
-def data_dependent_message(name: str, code: str, shape: list) -> str:
+def data_dependent_message(name: str, code: str, shape: list[int | str]) -> str:
     if code == "PC701":
         return (f"`{name}` reads a tensor's value into Python inside the traced code: on Neuron that stops the "
                 "graph and waits for the device; keep the value on the device")
@@ -271,7 +274,7 @@ def _report_handwritten(softmax: torch.fx.Node, report: GraphReport) -> None:
                heads=_int(s.shape[-3]) if s.dim() > 2 else 1)
 
 
-def _walk_back(node, steps: frozenset[str]) -> torch.fx.Node | None:
+def _walk_back(node: object, steps: frozenset[str]) -> torch.fx.Node | None:
     for _ in range(8):
         if not isinstance(node, torch.fx.Node) or node.op != "call_function":
             return None
@@ -305,7 +308,7 @@ def _walk_forward(node: torch.fx.Node, steps: frozenset[str]) -> torch.fx.Node |
     return None
 
 
-def _int(value) -> int | None:
+def _int(value: Any) -> int | None:
     try:
         return int(value)
     except (TypeError, ValueError):
@@ -318,7 +321,9 @@ def decomposition(use: OpUse) -> list[str] | None:
     turns into before a backend sees it: traced once on meta tensors of the first call's shapes. None for an
     op that is not composite, or whose decomposition could not be traced."""
     node = use.example
-    target = node.target if node is not None else None
+    if node is None:
+        return None
+    target = node.target
     if not isinstance(target, torch._ops.OpOverload):
         return None
     if not torch._C._dispatch_has_kernel_for_dispatch_key(target.name(), "CompositeImplicitAutograd"):
@@ -326,7 +331,7 @@ def decomposition(use: OpUse) -> list[str] | None:
     from torch.fx.experimental.proxy_tensor import make_fx
     from torch.utils._pytree import tree_map
 
-    def on_meta(arg):
+    def on_meta(arg: object) -> object:
         value = _val(arg) if isinstance(arg, torch.fx.Node) else arg
         if isinstance(value, torch.Tensor):
             try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from portcheck.config import Settings
 from portcheck.findings import Finding, ScanResult, Severity, Target, fingerprinted
@@ -58,7 +59,7 @@ def stack_of(chip: str, target: Target) -> str:
     return target.stack if chip == target.chip else load().chips[chip].default_stack
 
 
-def build_report(raw: dict, settings: Settings, cwd: Path, static: bool) -> ScanResult:
+def build_report(raw: dict[str, Any], settings: Settings, cwd: Path, static: bool) -> ScanResult:
     target = Target(settings.chip, settings.stack)
     ops_data = load_ops()
     lines = Lines()
@@ -71,8 +72,8 @@ def build_report(raw: dict, settings: Settings, cwd: Path, static: bool) -> Scan
         inventory.append({**entry, "status": status})
     findings = _graph_findings(raw, settings, inventory, ops_data, anchor)
     findings += _shape_findings(raw, settings, anchor)
-    built = [_finding(item, settings, cwd, lines) for item in findings]
-    built = _fingerprinted(_dedupe([f for f in built if f is not None]), lines, cwd)
+    made = [_finding(item, settings, cwd, lines) for item in findings]
+    built = _fingerprinted(_dedupe([f for f in made if f is not None]), lines, cwd)
     files = sorted({f.path for f in built} | ({display_path(anchor["file"], cwd)} if anchor["file"] else set()))
     if static:
         built = _merge_static(built, files, settings, cwd)
@@ -87,15 +88,15 @@ def build_report(raw: dict, settings: Settings, cwd: Path, static: bool) -> Scan
     return result
 
 
-def _op_dict(entry: dict, cwd: Path) -> dict:
+def _op_dict(entry: dict[str, Any], cwd: Path) -> dict[str, Any]:
     place = entry.get("place")
     where = f"{display_path(place['file'], cwd)}:{place['line']}" if place else None
     return {"op": entry["op"], "count": entry["count"], "dtypes": entry["dtypes"], "status": entry["status"],
             "decomposes_to": entry.get("decomposes_to"), "first_at": where}
 
 
-def _graph_findings(raw: dict, settings: Settings, inventory: list[dict], ops_data: dict[str, OpSupport],
-                    anchor: dict) -> list[dict]:
+def _graph_findings(raw: dict[str, Any], settings: Settings, inventory: list[dict[str, Any]],
+                    ops_data: dict[str, OpSupport], anchor: dict[str, Any]) -> list[dict[str, Any]]:
     chip, stack = settings.chip, settings.stack
     out = []
     named_ops = set()
@@ -134,7 +135,7 @@ def _graph_findings(raw: dict, settings: Settings, inventory: list[dict], ops_da
     return out
 
 
-def _kernel_advice(detail: dict, stack: str) -> str:
+def _kernel_advice(detail: dict[str, Any], stack: str) -> str:
     head_dim, seq = detail.get("head_dim"), detail.get("seq_q")
     if isinstance(head_dim, int) and head_dim > 128:
         return f"head_dim {head_dim} is above the 128 the NKI attention kernels take, so it stays unfused"
@@ -146,12 +147,12 @@ def _kernel_advice(detail: dict, stack: str) -> str:
     return advice
 
 
-def _shape_text(detail: dict) -> str:
+def _shape_text(detail: dict[str, Any]) -> str:
     return (f"{detail.get('heads')} heads, head_dim {detail.get('head_dim')}, "
             f"query × key {detail.get('seq_q')} × {detail.get('seq_k')}")
 
 
-def _message(code: str, given: str, detail: dict, stack: str) -> tuple[str, str | None]:
+def _message(code: str, given: str, detail: dict[str, Any], stack: str) -> tuple[str, str | None]:
     """The message for a traced finding (the child sends facts; words for the target are chosen here) and a
     severity other than the rule's, where this occurrence has one."""
     if given:
@@ -189,7 +190,7 @@ def sequence_buckets(low: int, high: int) -> list[int]:
     return [*buckets, high]
 
 
-def _shape_findings(raw: dict, settings: Settings, anchor: dict) -> list[dict]:
+def _shape_findings(raw: dict[str, Any], settings: Settings, anchor: dict[str, Any]) -> list[dict[str, Any]]:
     shapes = raw.get("shapes") or {}
     if not shapes.get("ok") or not anchor.get("file"):
         return []
@@ -225,7 +226,7 @@ def _shape_findings(raw: dict, settings: Settings, anchor: dict) -> list[dict]:
     return out
 
 
-def _finding(item: dict, settings: Settings, cwd: Path, lines: Lines) -> Finding | None:
+def _finding(item: dict[str, Any], settings: Settings, cwd: Path, lines: Lines) -> Finding | None:
     code = item["code"]
     info = load().rules.get(code)
     place = item.get("place")
@@ -254,7 +255,7 @@ def _fingerprinted(findings: list[Finding], lines: Lines, cwd: Path) -> list[Fin
 
 def _dedupe(findings: list[Finding]) -> list[Finding]:
     """One finding a code and line: the two SDPA calls of one line are one place to change."""
-    grouped: dict[tuple, list[Finding]] = defaultdict(list)
+    grouped: dict[tuple[str, str, int], list[Finding]] = defaultdict(list)
     for f in findings:
         grouped[(f.code, f.path, f.line)].append(f)
     out = []
@@ -282,7 +283,7 @@ def _merge_static(traced: list[Finding], files: list[str], settings: Settings, c
     by_line: dict[tuple[str, int], list[int]] = defaultdict(list)
     for index, f in enumerate(static):
         by_line[(f.path, f.line)].append(index)
-    merged: list[Finding | None] = list(static)
+    merged: list[Finding] = list(static)
     for f in traced:
         same = _SAME_PROBLEM.get(f.code, frozenset({f.code}))
         match = next((i for i in by_line.get((f.path, f.line), []) if merged[i].code in same), None)
@@ -292,4 +293,4 @@ def _merge_static(traced: list[Finding], files: list[str], settings: Settings, c
         old = merged[match]
         merged[match] = replace(old, evidence=("static", "traced"), severity=max(old.severity, f.severity),
                                 message=f"{old.message} [traced: {f.message}]")
-    return [f for f in merged if f is not None and (f.code not in trace_only_default or "traced" in f.evidence)]
+    return [f for f in merged if f.code not in trace_only_default or "traced" in f.evidence]

@@ -56,7 +56,7 @@ def integer_dtype(ctx: Context, node: cst.CSTNode) -> str | None:
         return _INTEGER_CASTS[name]
     if name in ("to", "type"):
         arg = keyword(node, "dtype") or positional(node, 0)
-        dtype = arg and dtype_of(ctx, arg.value)
+        dtype = dtype_of(ctx, arg.value) if arg is not None else None
         return dtype if dtype in INTEGER_DTYPES else None
     dtype_arg = keyword(node, "dtype")
     if dtype_arg is not None:
@@ -235,7 +235,8 @@ def catches_import_error(stmt: cst.Try | cst.TryStar) -> bool:
         kinds = handler.type.elements if isinstance(handler.type, cst.Tuple) else [handler.type]
         for kind in kinds:
             expr = kind.value if isinstance(kind, cst.Element) else kind
-            name = dotted_name(expr)  # type: ignore[arg-type]
+            # A `*starred` element (an expression too) names no exception: dotted_name answers None for it.
+            name = dotted_name(expr) if isinstance(expr, cst.BaseExpression) else None
             if name is not None and name.rsplit(".", 1)[-1] in _IMPORT_ERRORS:
                 return True
     return False

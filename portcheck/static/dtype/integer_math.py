@@ -93,7 +93,7 @@ def check_integer_math(node: cst.BinaryOperation | cst.Call, ctx: Context) -> No
             _integer_matmul(ctx, node, tuple(a.value for a in node.args[:2]), qualname)
         elif qualname.startswith("torch.") and qualname[len("torch."):] in _SCATTERS:
             source = keyword(node, "src") or keyword(node, "source") or positional(node, 3)
-            operands = [a.value for a in (positional(node, 0), source) if a is not None]
+            operands: Iterable[cst.BaseExpression] = [a.value for a in (positional(node, 0), source) if a is not None]
             _integer_scatter(ctx, node, operands, qualname)
         return
     if not isinstance(node.func, cst.Attribute):

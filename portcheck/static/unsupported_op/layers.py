@@ -220,6 +220,8 @@ def check_layers(node: cst.Call, ctx: Context) -> None:
     if qualname == "torch.nn.functional.one_hot":
         ctx.report(OneHot, node)
     elif qualname in _RESIZE or qualname in _ALWAYS_ALIGNED:
+        mode: object  # literal values, as _argument reads them
+        aligned: object
         if qualname in _ALWAYS_ALIGNED:
             mode, aligned = "bilinear", True
         else:
