@@ -100,6 +100,14 @@ class Knowledge:
         return next((r for r in self.rules.values() if r.name == name), None)
 
 
+# The hundreds digit of a code is its category group (`--select PC2` selects a family): DESIGN.md, rule codes.
+FAMILIES = {
+    "1": ("cuda-api",), "2": ("dynamic-shape",), "3": ("unsupported-op", "dtype"), "4": ("custom-attention",),
+    "5": ("cuda-library",), "6": ("training", "distributed"), "7": ("host-sync", "compile"), "8": ("memory",),
+    "9": ("suppression",),
+}
+
+
 def rules_dir() -> Path:
     """rules/ ships inside the package when installed, and sits beside it in a checkout."""
     here = Path(__file__).resolve().parent
@@ -153,6 +161,10 @@ def load() -> Knowledge:
             raise KnowledgeError(f"catalog/{where}: bad or repeated code {info.code!r}")
         if info.category not in CATEGORIES:
             raise KnowledgeError(f"catalog/{where}: {info.code} has unknown category {info.category!r}")
+        family = FAMILIES.get(info.code[2], ())
+        if info.category not in family:
+            raise KnowledgeError(f"catalog/{where}: {info.code} is in category {info.category}, but PC{info.code[2]} "
+                                 f"codes are {' or '.join(family) or 'unassigned'} (DESIGN.md: rule codes)")
         if where != f"{info.category}.toml":
             raise KnowledgeError(f"catalog/{where}: {info.code} is in category {info.category}, whose rules belong in "
                                  f"catalog/{info.category}.toml")

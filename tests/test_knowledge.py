@@ -159,6 +159,8 @@ WRONG = [
     ("dtypes.toml", 'kind = "FP4"\nerror_code = "NCC_ESPP004"', 'kind = "FP4"', "without the error_code",
      "load_dtypes"),
     ("dtypes.toml", 'kind = "FP64"\n', "", "needs aliases, status, rule, kind and source", "load_dtypes"),
+    ("catalog/memory.toml", 'code = "PC801"', 'code = "PC709"', "PC7 codes are host-sync or compile", "load"),
+    ("catalog/memory.toml", 'code = "PC801"', 'code = "PC001"', "PC0 codes are unassigned", "load"),
     ("hardware.toml", "compile_host = ", "compile_hosts = ", r"\[sizing\] needs exactly", "load_hardware"),
     ("hardware.toml", 'fp8_weights = "SDK:', 'fp8_weights = " "#', "non-empty citation", "load_hardware"),
     ("compiler.toml", "native_wrapper = ", "native_compiler = ", r"\[compile\] needs exactly", "load_compiler"),

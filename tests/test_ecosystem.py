@@ -1,0 +1,160 @@
+"""benchmarks/ecosystem.py without the network: its data files are valid, and its sampling, precision and recall
+compute what they say on small inputs made here."""
+
+import importlib
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+ecosystem = importlib.import_module("ecosystem")
+Fail = importlib.import_module("corpus").Fail
+
+
+def key(path: str, line: int, code: str = "PC201", project: str = "p") -> tuple[str, str, int, str]:
+    return (project, path, line, code)
+
+
+def judgment(k, verdict: str, target: str | None = None):
+    return ecosystem.Judgment(*k, verdict=verdict, reason="r", target=target)
+
+
+# ---- the committed data -------------------------------------------------------------------------
+
+
+def test_the_projects_are_pinned_and_enough():
+    projects = ecosystem.load_projects()
+    assert len(projects) >= 8
+    for project in projects:
+        assert project.version, project
+        assert project.name not in {"transformers", "diffusers", "timm", "mamba-ssm"}, project
+
+
+def test_every_judgment_has_a_verdict_a_reason_and_a_unique_key():
+    judgments, misses = ecosystem.load_judgments()
+    assert judgments and misses
+    names = {p.name for p in ecosystem.load_projects()}
+    slots = [(j.key, j.target) for j in judgments]
+    assert len(slots) == len(set(slots))
+    for j in judgments:
+        assert j.verdict in ecosystem.VERDICTS and j.reason.strip(), j
+        assert j.project in names and not j.path.startswith("/"), j
+    for m in misses:
+        assert m.reason.strip() and m.project in names, m
+
+
+def test_the_judgment_file_is_sorted_so_that_diffs_stay_small():
+    judgments, misses = ecosystem.load_judgments()
+    order = [(j.project, j.path, j.line, j.code, j.target or "") for j in judgments]
+    assert order == sorted(order)
+    assert [m.key for m in misses] == sorted(m.key for m in misses)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ('findings = [{ project = "p", path = "a.py", line = 1, code = "PC201", verdict = "tp", reason = "" }]',
+     "reason is missing or empty"),
+    ('findings = [{ project = "p", path = "a.py", line = 1, code = "PC201", verdict = "maybe", reason = "r" }]',
+     "verdict must be one of"),
+    ('findings = [{ project = "p", path = "a.py", line = 1, code = "PC201", reason = "r" }]',
+     "verdict is missing"),
+    ('findings = [{ project = "p", path = "a.py", line = 1, code = "PC201", verdict = "tp", reason = "r" },\n'
+     '            { project = "p", path = "a.py", line = 1, code = "PC201", verdict = "fp", reason = "s" }]',
+     "judged twice"),
+    ('findings = [{ project = "p", path = "a.py", line = 0, code = "PC201", verdict = "tp", reason = "r" }]',
+     "line must be a positive integer"),
+    ('findings = [{ project = "p", path = "a.py", line = 1, code = "PC201", verdict = "tp", reason = "r", '
+     'target = "h100" }]', "target must be one of"),
+    ('misses = [{ project = "p", path = "a.py", line = 3, end_line = 2, code = "PC604", reason = "r" }]',
+     "end_line must be an integer not below line"),
+    ("findings = [", "not valid TOML"),
+])
+def test_a_bad_judgment_file_is_one_message(tmp_path, text, message):
+    path = tmp_path / "judgments.toml"
+    path.write_text(text + "\n")
+    with pytest.raises(Fail, match=message):
+        ecosystem.load_judgments(path)
+
+
+def test_a_judgment_per_target_may_sit_beside_one_for_both(tmp_path):
+    path = tmp_path / "judgments.toml"
+    path.write_text('findings = [\n'
+                    '  { project = "p", path = "a.py", line = 1, code = "PC717", verdict = "fp", reason = "r" },\n'
+                    '  { project = "p", path = "a.py", line = 1, code = "PC717", target = "inf2", verdict = "tp", '
+                    'reason = "s" },\n]\n')
+    judgments, _ = ecosystem.load_judgments(path)
+    table = {(j.key, j.target): j for j in judgments}
+    k = key("a.py", 1, "PC717")
+    assert ecosystem.verdict_for(table, k, "trn2").verdict == "fp"
+    assert ecosystem.verdict_for(table, k, "inf2").verdict == "tp"
+
+
+# ---- sampling -----------------------------------------------------------------------------------
+
+
+def test_a_code_with_few_findings_is_judged_whole():
+    keys = [key("a.py", n) for n in range(1, 6)] + [key("b.py", 1, "PC301")]
+    picked = ecosystem.sample(keys, 20, seed=0)
+    assert picked == {"PC201": sorted(keys[:5]), "PC301": [key("b.py", 1, "PC301")]}
+
+
+def test_a_sample_is_fixed_by_the_seed_and_stable_when_findings_are_added():
+    keys = [key(f"m{n // 10}.py", n) for n in range(100)]
+    first = ecosystem.sample(keys, 20, seed=0)["PC201"]
+    assert len(first) == 20 and first == sorted(set(first))
+    assert ecosystem.sample(list(reversed(keys)), 20, seed=0)["PC201"] == first
+    assert ecosystem.sample(keys, 20, seed=1)["PC201"] != first
+    # A new finding that ranks outside the sample changes nothing; one that ranks in displaces exactly one.
+    extra = [key("new.py", n) for n in range(1, 40)]
+    out = next(k for k in extra if ecosystem.rank(k, 0) > max(ecosystem.rank(s, 0) for s in first))
+    assert ecosystem.sample([*keys, out], 20, seed=0)["PC201"] == first
+    into = next(k for k in extra if ecosystem.rank(k, 0) < max(ecosystem.rank(s, 0) for s in first))
+    after = ecosystem.sample([*keys, into], 20, seed=0)["PC201"]
+    assert into in after and len(set(first) - set(after)) == 1
+
+
+# ---- precision and recall ------------------------------------------------------------------------
+
+
+def test_precision_counts_the_judged_sample_and_lists_what_is_unjudged():
+    pc201 = [key("a.py", n) for n in range(1, 31)]  # 30 findings, 20 sampled
+    pc301 = [key("b.py", n, "PC301") for n in range(1, 5)]  # 4 findings, all sampled
+    picked = ecosystem.sample(pc201 + pc301, 20, seed=0)
+    table = {}
+    for i, k in enumerate(picked["PC201"][:15]):  # 15 judged: 12 tp, 3 fp; 5 unjudged
+        table[(k, None)] = judgment(k, "tp" if i < 12 else "fp")
+    for i, k in enumerate(picked["PC301"]):  # 1 tp, 3 fp
+        table[(k, None)] = judgment(k, "tp" if i == 0 else "fp")
+    tallies, unjudged = ecosystem.precision(pc201 + pc301, picked, table, "trn2")
+
+    pc = tallies["PC201"]
+    assert (pc.keys, pc.sampled, pc.tp, pc.fp, pc.unjudged) == (30, 20, 12, 3, 5)
+    assert pc.precision == pytest.approx(0.8)
+    assert tallies["PC301"].precision == pytest.approx(0.25)
+    assert sorted(unjudged) == sorted(picked["PC201"][15:])
+
+    categories, total = ecosystem.rollup(tallies, {"PC201": "dynamic-shape", "PC301": "unsupported-op"})
+    assert total.tp == 13 and total.fp == 6 and total.precision == pytest.approx(13 / 19)
+    # Weighted: each rule's precision times its findings, over the findings: (0.8 * 30 + 0.25 * 4) / 34.
+    assert total.weighted == pytest.approx((0.8 * 30 + 0.25 * 4) / 34)
+    assert categories["dynamic-shape"].precision == pytest.approx(0.8)
+
+
+def test_a_judgment_for_the_other_target_does_not_count():
+    k = key("a.py", 1)
+    table = {(k, "inf2"): judgment(k, "tp", "inf2")}
+    tallies, unjudged = ecosystem.precision([k], {"PC201": [k]}, table, "trn2")
+    assert unjudged == [k] and tallies["PC201"].precision is None
+
+
+def test_recall_finds_a_miss_by_its_code_on_its_lines():
+    misses = [ecosystem.Miss("p", "a.py", 10, "PC604", "r"),
+              ecosystem.Miss("p", "a.py", 20, "PC209", "r", end_line=22),
+              ecosystem.Miss("p", "b.py", 5, "PC210", "r"),
+              ecosystem.Miss("p", "c.py", 1, "PC701", "r", target="inf2")]
+    found = {key("a.py", 10, "PC604"), key("a.py", 22, "PC209"), key("b.py", 5, "PC204")}
+    result = ecosystem.recall(misses, found, "trn2")
+    assert (result["misses"], result["found"], result["recall"]) == (3, 2, pytest.approx(2 / 3, abs=1e-4))
+    assert [r["other_code_on_line"] for r in result["rows"]] == [False, False, True]
+    assert ecosystem.recall(misses, found, "inf2")["misses"] == 4
