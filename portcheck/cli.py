@@ -393,8 +393,8 @@ def _trace(args: argparse.Namespace) -> int:
     settings = _settings(args, cwd, cwd, Layer(
         target=args.target, stack=args.stack, select=args.select, extend_select=args.extend_select,
         ignore=args.ignore, fail_level=args.fail_level, format=args.format), command="trace")
-    raw = run_model(request, cwd, args.timeout, args.model or args.hf_config)
-    result = trace(raw, settings, cwd, static=not args.no_static)
+    traced = run_model(request, cwd, args.timeout, args.model or args.hf_config)
+    result = trace(traced, settings, cwd, static=not args.no_static)
     summary = write_trace_summary if settings.format in ("concise", "full") else None
     _output(result, settings.format, args.output, lines_for=source_lines(cwd), summary=summary)
     return exit_code(result, settings.fail_level, exit_zero=args.exit_zero)
@@ -447,10 +447,10 @@ def _advise(args: argparse.Namespace) -> int:
     request = _trace_request(args, require_model=False) if spec else None
     settings = _settings(args, cwd, cwd, Layer(target=args.target, stack=args.stack, fail_level=args.fail_level),
                          command="advise")
-    raw = run_model(request, cwd, args.timeout, args.model or args.hf_config) if request else None
+    traced = run_model(request, cwd, args.timeout, args.model or args.hf_config) if request else None
     outcome = advise(AdviseOptions(settings, cwd, numbers, args.task, args.batch, args.seq_len or 0, args.dtype,
                                    args.tp or 0, args.prefer, args.lnc or 0, script=bool(args.emit_script)),
-                     raw, request)
+                     traced, request)
     if outcome.script is not None:
         write_text(Path(args.emit_script), outcome.script, mode=0o755)
     buffer = io.StringIO()

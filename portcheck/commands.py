@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 from portcheck.config import ConfigError, Settings
 from portcheck.findings import FileTooLarge, Finding, ScanResult, Target, fingerprinted
-from portcheck.knowledge import load
 
 if TYPE_CHECKING:
     from portcheck.advise.plan import Plan
+    from portcheck.dynamic.outcome import TraceOutcome
     from portcheck.dynamic.request import TraceRequest
     from portcheck.review import Change
     from portcheck.static.scan import Fixing
@@ -120,31 +120,30 @@ def fix_stdin(data: bytes, filename: str | None, settings: Settings, cwd: Path, 
 # ---- trace --------------------------------------------------------------------------------------------------
 
 
-def run_model(request: TraceRequest, cwd: Path, timeout: float, shown: str) -> dict[str, Any]:
-    """Run the model's code in the child process: its raw result, or a UserError saying why not."""
-    from portcheck.dynamic.report import display_path
+def run_model(request: TraceRequest, cwd: Path, timeout: float, shown: str) -> TraceOutcome:
+    """Run the model's code in the child process: what it found, or a UserError saying why not."""
+    from portcheck.dynamic.results import shown_path
     from portcheck.dynamic.runner import run_child
     from portcheck.report.trace import progress
 
     with progress(f"tracing {shown}"):
-        raw = run_child(request, cwd, timeout)
-    error = raw.get("error")
-    if error:
-        message = error.get("message", "the trace failed")
-        place = error.get("place")
-        if place and place.get("file"):
-            message = f"{display_path(place['file'], cwd)}:{place['line']}: {message}"
+        outcome = run_child(request, cwd, timeout)
+    error = outcome.error
+    if error is not None:
+        message = error.message
+        if error.place is not None and error.place.file:
+            message = f"{shown_path(error.place.file, cwd)}:{error.place.line}: {message}"
         if "allocate" in message or "out of memory" in message:
             message += " (try --device meta)"
         raise ConfigError(message)
-    return raw
+    return outcome
 
 
-def trace(raw: dict[str, Any], settings: Settings, cwd: Path, *, static: bool = True) -> ScanResult:
+def trace(outcome: TraceOutcome, settings: Settings, cwd: Path, *, static: bool = True) -> ScanResult:
     """The trace's findings (with the static pass over the model's files unless `static` is off)."""
-    from portcheck.dynamic.report import build_report
+    from portcheck.dynamic.results import build_report
 
-    return build_report(raw, settings, cwd, static=static)
+    return build_report(outcome, settings, cwd, static=static)
 
 
 # ---- advise -------------------------------------------------------------------------------------------------
@@ -172,7 +171,7 @@ class AdviseOutcome:
     script: str | None = None  # the bring-up script's text
 
 
-def advise(options: AdviseOptions, raw: dict[str, Any] | None, request: TraceRequest | None) -> AdviseOutcome:
+def advise(options: AdviseOptions, traced: TraceOutcome | None, request: TraceRequest | None) -> AdviseOutcome:
     """The plan for the model's shape (from the trace, the numbers given, or both), its findings and script."""
     from portcheck.advise.model import from_trace, with_numbers
     from portcheck.advise.plan import AdviseOptions as PlanOptions
@@ -180,21 +179,21 @@ def advise(options: AdviseOptions, raw: dict[str, Any] | None, request: TraceReq
 
     settings, cwd = options.settings, options.cwd
     try:
-        shape = with_numbers(from_trace(raw) if raw else None, options.numbers)
+        shape = with_numbers(from_trace(traced) if traced else None, options.numbers)
     except (ValueError, TypeError) as exc:
         raise ConfigError(str(exc)) from None
     if not shape.params:
         raise ConfigError("the model has no parameters to size: give --params")
     plan = make_plan(shape, PlanOptions(settings.chip, settings.stack, options.task, options.batch, options.seq_len,
                                         options.dtype, options.tp, options.prefer, options.lnc))
-    findings = trace(raw, settings, cwd, static=False).findings if raw else []
-    findings += _plan_findings(plan, settings, raw, cwd)
+    findings = trace(traced, settings, cwd, static=False).findings if traced else []
+    findings += _plan_findings(plan, settings, traced, cwd)
     result = ScanResult(Target(settings.chip, settings.stack), files=0, findings=findings)
     script = None
     if options.script:
         from portcheck.advise.script import bringup_script
 
-        odd = [f"{i['name']} ({i['unsupported']})" for i in shape.inputs if "unsupported" in i]
+        odd = [f"{i.name} ({i.unsupported})" for i in shape.inputs if i.kind == "unsupported"]
         if odd:
             raise ConfigError(f"--emit-script: the script cannot recreate the input(s) {', '.join(odd)}; give the "
                               "model tensors and plain values (numbers, strings, booleans, None)")
@@ -203,20 +202,19 @@ def advise(options: AdviseOptions, raw: dict[str, Any] | None, request: TraceReq
     return AdviseOutcome(plan, result, script)
 
 
-def _plan_findings(plan: Plan, settings: Settings, raw: dict[str, Any] | None, cwd: Path) -> list[Finding]:
+def _plan_findings(plan: Plan, settings: Settings, traced: TraceOutcome | None, cwd: Path) -> list[Finding]:
     """PC8xx findings anchor at the model: its --hf-config file or build callable, or nowhere for numbers."""
-    from portcheck.dynamic.report import display_path
+    from portcheck.dynamic.results import shown_path
 
-    place = ((raw or {}).get("model") or {}).get("build_place") or {}
-    path = display_path(place["file"], cwd) if place.get("file") else ""
-    line = int(place.get("line") or 1) if path else 0
-    rules = load().rules
+    place = traced.model.build_place if traced and traced.model else None
+    path = shown_path(place.file, cwd) if place and place.file else ""
+    line = place.line if place and path else 0
     out = []
     for item in plan.findings:
-        info = rules[item["code"]]
-        if item["code"] not in settings.enabled:
+        info = item.rule.info()
+        if info.code not in settings.enabled:
             continue
-        out.append(Finding(info.code, info.name, info.category, info.severity, item["message"], path, line,
+        out.append(Finding(info.code, info.name, info.category, info.severity, item.message, path, line,
                            1 if path else 0, line, 1 if path else 0, evidence=("plan",)))
     return fingerprinted(out, [], path)
 

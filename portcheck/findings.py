@@ -8,7 +8,10 @@ import os
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from portcheck.traced import TraceResult
 
 
 class Severity(enum.IntEnum):
@@ -157,7 +160,7 @@ class ScanResult:
     fixed: list[Finding] = field(default_factory=list)  # with --fix / --diff: what the fixes took care of
     fixing: bool = False  # a --fix / --diff run: the summary says what was fixed
     diff: str = ""  # with --diff: the unified diff of every file a fix would change
-    trace: dict[str, Any] | None = None  # `portcheck trace`: graph, ops, shapes and model facts for the reports
+    trace: TraceResult | None = None  # `portcheck trace`: graph, ops, shapes and model facts for the reports
     suppressed: list[Finding] = field(default_factory=list)
     baselined: int = 0  # findings left out because the baseline file holds them
 

@@ -1,7 +1,8 @@
 """What a rule is, for every pass, and the one registry of them.
 
 A rule is a small class. Its docstring is the user documentation in ruff's sections (`portcheck rule PC101`
-prints it), its `message` is the template its findings are worded from, `fix_title` names its rewrite, and
+prints it), its `message` is the template its findings are worded from (`traced_message` words what the trace
+sends as facts, for the target's stack), `fix_title` names its rewrite, and
 `passes` says which passes report it: `static` (the libcst checks of `portcheck scan`, which `trace` also runs
 over the model's files), `trace` (evidence from the captured graph) and `advise` (the plan's arithmetic). What
 Neuron says about the construct (name, category, severity, targets, the reason and its source) is data, in
@@ -21,9 +22,12 @@ import importlib
 import inspect
 import re
 import string
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from portcheck.knowledge import RuleInfo, load
+
+if TYPE_CHECKING:
+    from portcheck.traced import TracedFinding
 
 
 class Pass(enum.StrEnum):
@@ -58,6 +62,12 @@ class Rule:
     def format(cls, **fields: Any) -> str:
         """The message template with its fields filled in."""
         return cls.message.format(**fields)
+
+    @classmethod
+    def traced_message(cls, finding: TracedFinding, stack: str) -> str:
+        """The message of a traced finding the child sent as facts only (an export failure, an attention's
+        sizes), for the target's stack. Rules the trace reports that way say how; this is the fallback."""
+        return f"{cls.code} in the traced graph"
 
     @classmethod
     def template_fields(cls) -> frozenset[str]:

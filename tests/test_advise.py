@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from portcheck.advise.model import with_numbers
-from portcheck.advise.plan import AdviseOptions, PlanError, make_plan
+from portcheck.advise.plan import AdviseOptions, LncAlternative, PlanError, make_plan
 from portcheck.knowledge import KnowledgeError, load_compiler
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -107,7 +107,7 @@ def test_llama_2_7b_on_inf2_needs_two_cores_of_one_inf2_xlarge():
     check_memory(result, by_hand("llama-2-7b", 2, 4096, 16, 1))
     assert (result.tp_degree, result.cores, result.chips, result.lnc) == (2, 2, 1, None)
     assert result.instance.name == "inf2.xlarge"  # 1 chip = 2 cores; 16 GiB host ≥ 12.55 GiB of weights
-    assert [f["code"] for f in result.findings] == ["PC801"]
+    assert [f.rule.code for f in result.findings] == ["PC801"]
     assert result.buckets == [128, 256, 512, 1024, 2048, 4096]
 
 
@@ -119,8 +119,8 @@ def test_llama_2_7b_fits_one_trn2_logical_core():
     assert result.replicas == 4  # 4 logical cores per chip
     assert result.findings == []
     # LNC=1: 12 GiB per core, so two cores; still one chip.
-    assert result.alternatives == [{"lnc": 1, "tp_degree": 2, "chips": 1, "per_core_gib": pytest.approx(
-        by_hand("llama-2-7b", 2, 4096, 12, 1)["total"], abs=1e-3), "budget_per_core_gib": 12.0}]
+    assert result.alternatives == [LncAlternative(1, 2, 1, pytest.approx(
+        by_hand("llama-2-7b", 2, 4096, 12, 1)["total"], abs=1e-3), 12.0)]
 
 
 def test_llama_2_7b_at_lnc_1_uses_12_gib_cores():
@@ -233,42 +233,42 @@ def test_a_model_that_fits_nowhere_says_what_would_make_it_fit():
     result = make_plan(with_numbers(None, numbers), AdviseOptions("inf2", "xla"))
     assert result.instance is None and result.tp_degree == 0
     (finding,) = result.findings
-    assert finding["code"] == "PC802" and "inf2.48xlarge" in finding["message"]
+    assert finding.rule.code == "PC802" and "inf2.48xlarge" in finding.message
     # 745 GiB of bf16 weights over 24 cores is 31 GiB a core; fp8 halves it to 15.5 GiB, which with the 1.69 GiB
     # overhead still exceeds 16: not offered. trn2.48xlarge's 64 cores of 24 GiB hold it.
-    assert "fp8" not in finding["message"]
-    assert "--target trn2 (tp 64 on trn2.48xlarge" in finding["message"]
+    assert "fp8" not in finding.message
+    assert "--target trn2 (tp 64 on trn2.48xlarge" in finding.message
     assert make_plan(with_numbers(None, numbers), AdviseOptions("trn2", "native")).tp_degree == 64
     smaller = {**numbers, "params": 250e9, "layers": 80}
     (finding,) = make_plan(with_numbers(None, smaller), AdviseOptions("inf2", "xla")).findings
-    assert "fp8 weights (--dtype fp8) (tp 24 on inf2.48xlarge" in finding["message"]  # 250e9 B / 24 = 9.7 GiB
+    assert "fp8 weights (--dtype fp8) (tp 24 on inf2.48xlarge" in finding.message  # 250e9 B / 24 = 9.7 GiB
     assert make_plan(with_numbers(None, smaller), AdviseOptions("inf2", "xla", dtype="fp8")).tp_degree == 24
 
 
 def test_a_given_tp_that_does_not_fit_is_an_error_naming_the_smallest():
     result = plan("llama-2-7b", "inf2", tp=1)
-    assert [f["code"] for f in result.findings] == ["PC804"]
-    assert "smallest degree that fits is 2" in result.findings[0]["message"]
+    assert [f.rule.code for f in result.findings] == ["PC804"]
+    assert "smallest degree that fits is 2" in result.findings[0].message
     result = plan("llama-2-7b", "inf2", tp=48)
-    assert "more than the 24 cores" in result.findings[0]["message"]
+    assert "more than the 24 cores" in result.findings[0].message
     result = plan("llama-2-7b", "inf2", tp=12)  # fits, but NxD Inference lists 1, 2, 4, 8, 24 for inf2
-    assert "not a degree the Neuron runtime supports on inf2 (1, 2, 4, 8, 24)" in result.findings[0]["message"]
+    assert "not a degree the Neuron runtime supports on inf2 (1, 2, 4, 8, 24)" in result.findings[0].message
 
 
 def test_heads_the_degree_does_not_divide_need_padding():
     result = plan("bert-base", "inf2", tp=8)
     (finding,) = result.findings
-    assert finding["code"] == "PC803" and "pad them to 16 with pad_model" in finding["message"]
-    assert "CONVERT_TO_MHA" not in finding["message"]  # multi-head already
+    assert finding.rule.code == "PC803" and "pad them to 16 with pad_model" in finding.message
+    assert "CONVERT_TO_MHA" not in finding.message  # multi-head already
     replicated = plan("llama-3-8b", "inf2", tp=24)  # 8 KV heads divide 24: replicated, one a core
-    assert "pad them to 48" in replicated.findings[-1]["message"]
-    assert "CONVERT_TO_MHA" not in replicated.findings[-1]["message"]
+    assert "pad them to 48" in replicated.findings[-1].message
+    assert "CONVERT_TO_MHA" not in replicated.findings[-1].message
     assert replicated.memory.kv_cache == pytest.approx(32 * 1 * 128 * 4096 * 2 * 2 / GIB)
     converted = make_plan(with_numbers(None, {"params": 1e9, "layers": 16, "hidden": 3072, "heads": 48,
                                               "kv_heads": 12, "max_positions": 2048}),
                           AdviseOptions("trn1", "xla", tp=8))  # 48 heads split, 12 KV heads do not
     (finding,) = converted.findings
-    assert "CONVERT_TO_MHA" in finding["message"] and "pad" not in finding["message"]
+    assert "CONVERT_TO_MHA" in finding.message and "pad" not in finding.message
     assert converted.memory.kv_cache == pytest.approx(16 * 6 * 64 * 2048 * 2 * 2 / GIB)  # 48 / 8 heads a core
     # Chosen degrees divide the heads: 12 heads skip tp 8 for 12 when memory forces more than 4.
     wide = make_plan(with_numbers(None, {"params": 60e9, "layers": 48, "hidden": 6144, "heads": 48,
@@ -334,8 +334,8 @@ def test_every_reason_has_a_source():
     for name in MODELS:
         for chip in ("inf2", "trn2", "trn1"):
             result = plan(name, chip)
-            assert result.reasons and all(r["item"] and r["why"] and r["source"] for r in result.reasons)
-            items = {r["item"] for r in result.reasons}
+            assert result.reasons and all(r.item and r.why and r.source for r in result.reasons)
+            items = {r.item for r in result.reasons}
             args, i = result.compiler_args, 0
             while i < len(args):  # each flag with its value is one reason's item
                 takes_value = i + 1 < len(args) and not args[i + 1].startswith("--")
@@ -559,7 +559,7 @@ def test_graph_memory_keeps_bases_alive_through_their_views():
             return x + 1
 
     x = torch.randn(1024, 1024)
-    sizes = [graph_memory(torch.export.export(m, (x,), strict=False))["peak_activation_bytes"]
+    sizes = [graph_memory(torch.export.export(m, (x,), strict=False)).peak_activation_bytes
              for m in (Viewed(), Unused())]
     assert sizes == [3 * 4 * 2**20, 2 * 4 * 2**20]
 

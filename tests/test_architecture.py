@@ -87,19 +87,29 @@ def test_the_layers_import_each_other_one_way():
     assert not any(a in {"static", "dynamic", "advise", "report"} and b in {"cli", "commands"} for a, b in edges)
 
 
-def test_reports_depend_only_on_findings_rules_and_knowledge():
-    allowed = {"portcheck", "portcheck.findings", "portcheck.rules", "portcheck.knowledge"}
+# The plain values every layer may read: findings, the rule classes, Neuron's facts, and what a trace found
+# (portcheck/traced.py: the graph, the op inventory, the shape probe, traced findings).
+VALUES = {"portcheck", "portcheck.findings", "portcheck.rules", "portcheck.knowledge", "portcheck.traced"}
+
+
+def test_reports_depend_only_on_findings_rules_knowledge_and_trace_values():
     for module, imports in GRAPH.items():
         if _layer(module) == "report":
-            outside = {name for name in imports if not name.startswith("portcheck.report")} - allowed
+            outside = {name for name in imports if not name.startswith("portcheck.report")} - VALUES
             assert outside == set(), module
+
+
+def test_the_trace_values_depend_on_no_pass():
+    # The reports import portcheck.traced: it must not bring the engines (or torch) with it.
+    assert GRAPH["portcheck.traced"] <= VALUES
 
 
 ENGINES = (
     "portcheck.static.engine", "portcheck.static.scan", "portcheck.static.positions", "portcheck.static.rewrite",
     "portcheck.static.discover", "portcheck.cache", "portcheck.commands", "portcheck.cli", "portcheck.review",
     "portcheck.dynamic.graph", "portcheck.dynamic.capture", "portcheck.dynamic.child", "portcheck.dynamic.load",
-    "portcheck.dynamic.runner", "portcheck.dynamic.shapes", "portcheck.dynamic.report", "portcheck.dynamic.facts",
+    "portcheck.dynamic.runner", "portcheck.dynamic.shapes", "portcheck.dynamic.results", "portcheck.dynamic.facts",
+    "portcheck.dynamic.outcome",
     "portcheck.advise.plan", "portcheck.advise.sizing", "portcheck.advise.flags", "portcheck.advise.model",
     "portcheck.advise.script", "torch",
 )

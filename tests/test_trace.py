@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from portcheck.dynamic.report import op_status
 from portcheck.dynamic.request import DynamicAxis, InputSpec, RequestError, split_model_spec
+from portcheck.dynamic.results import op_status
 from portcheck.knowledge import OP_STATUSES, load_ops
 
 # Whether torch is installed, not imported here: only the `portcheck trace` child processes import it.
@@ -248,29 +248,31 @@ def test_every_trace_only_rule_fires_somewhere():
 
 def test_status_and_data_dependent_findings_from_a_graph_result():
     from portcheck.config import Layer, resolve
-    from portcheck.dynamic.report import build_report
+    from portcheck.dynamic.outcome import ModelFacts, OpCount, TraceOutcome
+    from portcheck.dynamic.results import build_report
+    from portcheck.dynamic.rules import UnbackedSize
     from portcheck.knowledge import OpSupport
+    from portcheck.traced import GraphFacts, Place, TracedFinding
 
     settings = resolve([Layer(target="inf2")], ROOT, None, command="trace")
-    place = {"file": str(MODELS / "nonzero.py"), "line": 9}
-    raw = {"model": {"build_place": {"file": str(MODELS / "nonzero.py"), "line": 13}}, "steps": [],
-           "graph": {"method": "torch.export", "nodes": 3, "graph_breaks": 0},
-           "findings": [{"code": "PC210", "place": place, "message": "`aten::odd` returns a data-sized tensor",
-                         "detail": {"op": "aten::odd"}}],
-           "ops": [{"op": "aten::gone", "count": 1, "dtypes": ["float32"], "place": place},
-                   {"op": "aten::slow", "count": 2, "dtypes": ["float32"], "place": place},
-                   {"op": "aten::odd", "count": 1, "dtypes": ["float32"], "place": place}]}
+    place = Place(str(MODELS / "nonzero.py"), 9)
+    outcome = TraceOutcome(
+        model=ModelFacts("nonzero.Net", 0, "cpu", build_place=Place(str(MODELS / "nonzero.py"), 13)),
+        graph=GraphFacts("torch.export", 3, 0),
+        findings=[TracedFinding(UnbackedSize, place, "`aten::odd` returns a data-sized tensor", op="aten::odd")],
+        ops=[OpCount("aten::gone", 1, ("float32",), place), OpCount("aten::slow", 2, ("float32",), place),
+             OpCount("aten::odd", 1, ("float32",), place)])
     data = {"aten::gone": OpSupport("aten::gone", {"xla": "unsupported"}, "test", "no lowering"),
             "aten::slow": OpSupport("aten::slow", {"xla": "cpu-fallback"}, "test"),
             "aten::odd": OpSupport("aten::odd", {"xla": "unsupported"}, "test")}
-    import portcheck.dynamic.report as report_module
+    import portcheck.dynamic.results as results_module
 
-    original = report_module.load_ops
-    report_module.load_ops = lambda: data
+    original = results_module.load_ops
+    results_module.load_ops = lambda: data
     try:
-        result = build_report(raw, settings, ROOT, static=False)
+        result = build_report(outcome, settings, ROOT, static=False)
     finally:
-        report_module.load_ops = original
+        results_module.load_ops = original
     got = {(f.code, f.line) for f in result.findings}
     assert {("PC210", 9), ("PC316", 9), ("PC317", 9)} <= got
     # An op another rule already names is not reported again as unsupported.
@@ -278,6 +280,42 @@ def test_status_and_data_dependent_findings_from_a_graph_result():
 
 
 # ---- the parts that need no model ------------------------------------------------------------------------
+
+def test_the_child_result_crosses_to_the_parent_unchanged():
+    from portcheck.dynamic.outcome import ConfigFacts, InputFact, ModelFacts, OpCount, StageError, TraceOutcome
+    from portcheck.dynamic.rules import AttentionKernelFit
+    from portcheck.findings import Severity
+    from portcheck.static.unsupported_op.sort import IntegerSortInput
+    from portcheck.traced import (
+        AnalyzeVerdict,
+        AttentionShape,
+        GraphFacts,
+        Place,
+        ShapeAxis,
+        ShapeProbe,
+        Step,
+        TracedFinding,
+    )
+
+    place = Place("/m/net.py", 7, "forward")
+    outcome = TraceOutcome(
+        error=StageError("trace", "it broke", place, "Traceback ..."),
+        steps=[Step("torch.export", True, 0.25, 12, "")],
+        findings=[TracedFinding(IntegerSortInput, place, "`sort` on an int64 tensor", Severity.WARNING, "aten::sort"),
+                  TracedFinding(AttentionKernelFit, None, op="aten::sdpa", shape=(2, "u0"),
+                                attention=AttentionShape(4, 64, 16, 16, True))],
+        ops=[OpCount("aten::sort", 1, ("int64",), place), OpCount("aten::linear", 2, (), None, ("aten::addmm",))],
+        shapes=ShapeProbe(True, 0.5, "", (ShapeAxis("input_ids", 1, "seq", 8, True, 2, 128),)),
+        model=ModelFacts("m.Net", 10, "meta", "/m/net.py", 128, place,
+                         ConfigFacts(model_type="bert", architectures=["BertModel"], hidden_size=64),
+                         ("Linear", "Net"), (InputFact("x", True, "tensor", "int64", (1, 8), 0, 5),
+                                             InputFact("flag", False, "constant", constant=None),
+                                             InputFact("cache", False, "unsupported", unsupported="Cache")), 1, 8),
+        graph=GraphFacts("torch.export", 12, 0, ("input x",), 4096, None, 1.5),
+        neuron_analyze=AnalyzeVerdict(True, support_percentage=90.0, unsupported=({"kind": "aten::sort"},)))
+    assert TraceOutcome.from_json(json.loads(json.dumps(outcome.to_json()))) == outcome
+    with pytest.raises(ValueError, match="PC999"):
+        TracedFinding.from_json({"code": "PC999", "place": None})
 
 def test_request_parsing():
     assert InputSpec.parse("input_ids=int64[1, 128]") == InputSpec("input_ids", "int64", (1, 128))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from portcheck.dynamic.report import sequence_buckets
+from portcheck.dynamic.results import sequence_buckets
 from portcheck.knowledge import load_compiler, load_dtypes, load_hardware
 
 if TYPE_CHECKING:

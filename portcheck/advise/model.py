@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from portcheck.dynamic.outcome import ConfigFacts, InputFact, ModelFacts, TraceOutcome
+
 KINDS = ("decoder", "encoder", "encoder-decoder", "vision", "other")
 
 # Model types optimum-neuron compiles with the default `--model-type generic` (CNN and audio models) or with
@@ -37,7 +39,7 @@ class ModelShape:
     example_seq: int = 0
     dynamic_axes: tuple[str, ...] = ()  # "input_ids:1", from the trace's shape probe
     seq_bound: int = 0  # the largest sequence length export found the model takes
-    inputs: tuple[dict[str, Any], ...] = field(default=(), compare=False)  # example inputs: name, dtype, shape, range
+    inputs: tuple[InputFact, ...] = field(default=(), compare=False)  # example inputs: name, dtype, shape, range
     source: str = "numbers"  # "numbers", "trace", or "trace+numbers"
 
     @property
@@ -100,45 +102,44 @@ def _check(shape: ModelShape) -> None:
         raise ValueError(f"--hidden {shape.hidden} is not a multiple of --heads {shape.heads}: give --head-dim")
 
 
-def from_trace(raw: dict[str, Any]) -> ModelShape:
+def from_trace(outcome: TraceOutcome) -> ModelShape:
     """The shape of a model `portcheck trace`'s child built: its parameter count, its config's numbers, the int64
     tensors and the live activations of its graph, and the dynamic axes of its shape probe."""
-    model = raw.get("model") or {}
-    config = model.get("config") or {}
-    graph = raw.get("graph") or {}
-    shapes = raw.get("shapes") or {}
-    dynamic = tuple(f"{a['input']}:{a['axis']}" for a in shapes.get("axes", []) if a.get("dynamic"))
-    bound = max((a.get("max") or 0 for a in shapes.get("axes", []) if a.get("dynamic") and a.get("axis") == 1),
-                default=0)
-    kv = config.get("num_key_value_heads") or config.get("num_attention_heads") or 0
+    model = outcome.model or ModelFacts("model", 0, "")
+    config = model.config
+    axes = outcome.shapes.axes if outcome.shapes else ()
+    dynamic = tuple(f"{a.input}:{a.axis}" for a in axes if a.dynamic)
+    bound = max((a.max or 0 for a in axes if a.dynamic and a.axis == 1), default=0)
+    kv = config.num_key_value_heads or config.num_attention_heads or 0
+    int64 = outcome.graph.int64 if outcome.graph else None
     return ModelShape(
-        name=model.get("class", "model").rpartition(".")[2],
-        params=int(model.get("parameters") or 0),
+        name=model.class_name.rpartition(".")[2],
+        params=model.parameters,
         kind=_kind(config, model),
-        layers=int(config.get("num_hidden_layers") or 0),
-        hidden=int(config.get("hidden_size") or 0),
-        heads=int(config.get("num_attention_heads") or 0),
+        layers=int(config.num_hidden_layers or 0),
+        hidden=int(config.hidden_size or 0),
+        heads=int(config.num_attention_heads or 0),
         kv_heads=int(kv),
-        head_dim=int(config.get("head_dim") or 0),
-        intermediate=int(config.get("intermediate_size") or 0),
-        max_positions=int(model.get("max_positions") or 0),
+        head_dim=int(config.head_dim or 0),
+        intermediate=int(config.intermediate_size or 0),
+        max_positions=model.max_positions,
         image_tokens=_image_tokens(config),
-        hf_model_type=str(config.get("model_type") or ""),
-        modules=tuple(model.get("modules") or ()),
-        int64_in_graph=None if graph.get("int64") is None else bool(graph["int64"]),
-        peak_activation_bytes=int(graph.get("peak_activation_bytes") or 0),
-        example_batch=int(model.get("example_batch") or 0),
-        example_seq=int(model.get("example_seq") or 0),
+        hf_model_type=str(config.model_type or ""),
+        modules=model.modules,
+        int64_in_graph=None if int64 is None else bool(int64),
+        peak_activation_bytes=outcome.graph.peak_activation_bytes if outcome.graph else 0,
+        example_batch=model.example_batch,
+        example_seq=model.example_seq,
         dynamic_axes=dynamic,
         seq_bound=int(bound),
-        inputs=tuple(model.get("inputs") or ()),
+        inputs=model.inputs,
         source="trace",
     )
 
 
-def _image_tokens(config: dict[str, Any]) -> int:
+def _image_tokens(config: ConfigFacts) -> int:
     """(image size / patch size)² patches and the class token: a ViT's sequence."""
-    image, patch = config.get("image_size"), config.get("patch_size")
+    image, patch = config.image_size, config.patch_size
     if isinstance(image, list):
         image = image[0]
     if isinstance(patch, list):
@@ -148,14 +149,14 @@ def _image_tokens(config: dict[str, Any]) -> int:
     return 0
 
 
-def _kind(config: dict[str, Any], model: dict[str, Any]) -> str:
-    if config.get("is_encoder_decoder"):
+def _kind(config: ConfigFacts, model: ModelFacts) -> str:
+    if config.is_encoder_decoder:
         return "encoder-decoder"
-    architectures = " ".join(config.get("architectures") or [model.get("class", "")])
-    if any(word in architectures for word in ("CausalLM", "LMHeadModel")) or config.get("is_decoder"):
+    architectures = " ".join(config.architectures or [model.class_name])
+    if any(word in architectures for word in ("CausalLM", "LMHeadModel")) or config.is_decoder:
         return "decoder"
-    if "pixel_values" in {i.get("name") for i in model.get("inputs") or []}:
+    if "pixel_values" in {i.name for i in model.inputs}:
         return "vision"
-    if config.get("num_attention_heads"):
+    if config.num_attention_heads:
         return "encoder"
     return "other"

@@ -10,6 +10,7 @@ from typing import Any
 
 from portcheck.advise.flags import choose_buckets, compiler_settings
 from portcheck.advise.model import ModelShape
+from portcheck.advise.rules import FitsNoInstance, HeadsNotDivisible, NeedsTensorParallelism, TensorParallelDegree
 from portcheck.advise.sizing import (
     GIB,
     RESERVE_SHARE,
@@ -26,6 +27,7 @@ from portcheck.advise.sizing import (
 )
 from portcheck.errors import UserError
 from portcheck.knowledge import ChipHardware, Hardware, Instance, load_compiler, load_hardware
+from portcheck.rules import Rule
 
 # The source of a figure that is portcheck's own: every Neuron citation of a plan is rules/ data.
 PORTCHECK = "portcheck's estimate (not a Neuron figure)"
@@ -50,6 +52,41 @@ class AdviseOptions:
     lnc: int = 0  # 0: the chip's default
 
 
+@dataclass(frozen=True)
+class Reason:
+    """Why the plan holds one of its choices (a figure, a flag, an environment variable), and the source."""
+
+    item: str  # what it explains: "tp_degree", "--auto-cast none", "NEURON_CC_FLAGS", ...
+    why: str
+    source: str  # the documents it rests on, or portcheck's own estimate
+
+    def to_json(self) -> dict[str, str]:
+        return {"item": self.item, "why": self.why, "source": self.source}
+
+
+@dataclass(frozen=True)
+class PlanFinding:
+    """A finding of the plan's arithmetic (PC8xx): its rule and its message; commands.py places it at the model."""
+
+    rule: type[Rule]
+    message: str
+
+
+@dataclass(frozen=True)
+class LncAlternative:
+    """The plan at trn2's other logical-core size: the degree, chips and per-core share it would take."""
+
+    lnc: int
+    tp_degree: int
+    chips: int
+    per_core_gib: float  # rounded to MiB
+    budget_per_core_gib: float
+
+    def to_json(self) -> dict[str, int | float]:
+        return {"lnc": self.lnc, "tp_degree": self.tp_degree, "chips": self.chips, "per_core_gib": self.per_core_gib,
+                "budget_per_core_gib": self.budget_per_core_gib}
+
+
 @dataclass
 class Plan:
     chip: str
@@ -69,14 +106,15 @@ class Plan:
     env: dict[str, str] = field(default_factory=dict)
     buckets: list[int] = field(default_factory=list)
     dynamic_batch: bool = False
-    reasons: list[dict[str, str]] = field(default_factory=list)
-    findings: list[dict[str, str]] = field(default_factory=list)  # {"code", "message"}
-    alternatives: list[dict[str, Any]] = field(default_factory=list)
+    reasons: list[Reason] = field(default_factory=list)
+    findings: list[PlanFinding] = field(default_factory=list)
+    alternatives: list[LncAlternative] = field(default_factory=list)
 
     def reason(self, item: str, why: str, source: str) -> None:
-        self.reasons.append({"item": item, "why": why, "source": source})
+        self.reasons.append(Reason(item, why, source))
 
-    def as_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
+        """The plan in `portcheck advise --format json`."""
         return {
             "instance": self.instance.name if self.instance else None,
             "compile_instance": self.compile_instance.name if self.compile_instance else None,
@@ -85,8 +123,8 @@ class Plan:
             "workload": {"batch": self.workload.batch, "seq_len": self.workload.seq, "dtype": self.workload.dtype},
             "memory": {"tp_degree": self.memory.tp, **self.memory.as_dict()} if self.memory else None,
             "compiler_args": list(self.compiler_args), "env": dict(self.env), "buckets": list(self.buckets),
-            "dynamic_batch": self.dynamic_batch, "reasons": list(self.reasons),
-            "alternatives": list(self.alternatives),
+            "dynamic_batch": self.dynamic_batch, "reasons": [r.to_json() for r in self.reasons],
+            "alternatives": [a.to_json() for a in self.alternatives],
         }
 
 
@@ -169,11 +207,11 @@ def _size(plan: Plan, chip: ChipHardware, lnc: int, options: AdviseOptions, hard
     plan.reason("tp_degree", why + f"; degrees the runtime supports on {chip.name}: "
                 f"{', '.join(map(str, chip.tp_degrees[lnc]))}", hardware.sizing.tp_degrees)
     if not at[1].fits and not options.tp:
-        plan.findings.append({"code": "PC801", "message": f"one core would need {at[1].per_core:.2f} GiB "
-                              f"({_parts(at[1])}) of its {budget:g} GiB: shard it with tensor parallelism "
-                              f"degree {tp}"})
+        plan.findings.append(PlanFinding(NeedsTensorParallelism, f"one core would need {at[1].per_core:.2f} GiB "
+                                         f"({_parts(at[1])}) of its {budget:g} GiB: shard it with tensor parallelism "
+                                         f"degree {tp}"))
     if model.heads and not divides_heads(model, tp) and tp <= candidates[-1]:
-        plan.findings.append({"code": "PC803", "message": _padding(model, tp)})
+        plan.findings.append(PlanFinding(HeadsNotDivisible, _padding(model, tp)))
     _place(plan, chip, lnc, total_gib, hardware, given=bool(options.tp) and tp <= candidates[-1])
     if len(chip.lnc) > 1:
         _other_lnc(plan, chip, lnc, hardware)
@@ -208,7 +246,7 @@ def _check_given(plan: Plan, memory: Memory, candidates: list[int], smallest: in
                    f"({', '.join(map(str, candidates))})")
     else:
         return
-    plan.findings.append({"code": "PC804", "message": message})
+    plan.findings.append(PlanFinding(TensorParallelDegree, message))
 
 
 def _place(plan: Plan, chip: ChipHardware, lnc: int, total_gib: float, hardware: Hardware, given: bool) -> None:
@@ -217,8 +255,8 @@ def _place(plan: Plan, chip: ChipHardware, lnc: int, total_gib: float, hardware:
     plan.instance = choose_instance(chip, lnc, tp, total_gib, hardware)
     if plan.instance is None:
         if given:
-            plan.findings.append({"code": "PC804", "message": f"--tp {tp}: no {chip.name} instance has the chips "
-                                  f"and the host memory for {total_gib:.1f} GiB of weights"})
+            plan.findings.append(PlanFinding(TensorParallelDegree, f"--tp {tp}: no {chip.name} instance has the "
+                                             f"chips and the host memory for {total_gib:.1f} GiB of weights"))
         return
     cores_there = plan.instance.chips * chip.cores_per_chip[lnc]
     plan.replicas = cores_there // tp
@@ -302,10 +340,10 @@ def _fits_nowhere(plan: Plan, chip: ChipHardware, lnc: int, total_gib: float, ha
             ideas.append(f"{text} (tp {first.tp} on {instance.name}, {first.per_core:.2f} GiB a core)")
     ideas.append("pipeline parallelism across instances" + (" (a Trn2 UltraServer joins four trn2u.48xlarge)"
                                                             if chip.name == "trn2" else ""))
-    plan.findings.append({"code": "PC802", "message": f"needs {memory.per_core:.2f} GiB per core even at "
-                          f"tensor parallelism {memory.tp} on {largest.name} ({cores} cores of "
-                          f"{chip.memory_per_core_gib[lnc]:g} GiB, {total_gib:.1f} GiB of weights); it would fit "
-                          "with " + " or ".join(ideas)})
+    plan.findings.append(PlanFinding(FitsNoInstance, f"needs {memory.per_core:.2f} GiB per core even at "
+                                     f"tensor parallelism {memory.tp} on {largest.name} ({cores} cores of "
+                                     f"{chip.memory_per_core_gib[lnc]:g} GiB, {total_gib:.1f} GiB of weights); it "
+                                     "would fit with " + " or ".join(ideas)))
 
 
 def _other_lnc(plan: Plan, chip: ChipHardware, lnc: int, hardware: Hardware) -> None:
@@ -315,9 +353,8 @@ def _other_lnc(plan: Plan, chip: ChipHardware, lnc: int, hardware: Hardware) -> 
     if there is None:
         return
     chips = math.ceil(there.tp / chip.cores_per_chip[other])
-    plan.alternatives.append({"lnc": other, "tp_degree": there.tp, "chips": chips,
-                              "per_core_gib": round(there.per_core, 3),
-                              "budget_per_core_gib": chip.memory_per_core_gib[other]})
+    plan.alternatives.append(LncAlternative(other, there.tp, chips, round(there.per_core, 3),
+                                            chip.memory_per_core_gib[other]))
     default = " (the default)" if lnc == chip.default_lnc else ""
     plan.reason("lnc", f"LNC={lnc}{default} gives {chip.cores_per_chip[lnc]} cores of "
                 f"{chip.memory_per_core_gib[lnc]:g} GiB per chip; LNC={other} gives "

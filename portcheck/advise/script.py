@@ -44,7 +44,7 @@ def bringup_script(plan: Plan, request: TraceRequest, cwd: Path) -> str:
         "seq_len": plan.workload.seq,
         "buckets": plan.buckets,
         "dynamic_batch": plan.dynamic_batch,
-        "inputs": list(model.inputs),
+        "inputs": [i.to_json() for i in model.inputs],
         "example_batch": model.example_batch,
         "example_seq": model.example_seq,
         "params": model.params,

@@ -16,22 +16,12 @@ import torch
 
 from portcheck.dynamic.graph import DATA_DEPENDENT, data_dependent_message
 from portcheck.dynamic.load import Loaded
+from portcheck.dynamic.rules import ExportFailure, GraphBreak, UnbackedSize
 from portcheck.dynamic.sourcemap import exception_place, frames_place
+from portcheck.static.dynamic_shape.control_flow import TensorControlFlow
+from portcheck.traced import Step, TracedFinding
 
 _DYNAMIC_OPERATOR = re.compile(r"Dynamic shape operator.*?`?aten\.(\w+)\.")
-
-
-@dataclass
-class Step:
-    method: str
-    ok: bool
-    seconds: float
-    nodes: int = 0
-    detail: str = ""
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"method": self.method, "ok": self.ok, "seconds": round(self.seconds, 3), "nodes": self.nodes,
-                "detail": self.detail}
 
 
 @dataclass
@@ -41,7 +31,7 @@ class Capture:
     program: torch.export.ExportedProgram | None = None
     steps: list[Step] = field(default_factory=list)
     graph_breaks: int = 0
-    findings: list[dict[str, Any]] = field(default_factory=list)
+    findings: list[TracedFinding] = field(default_factory=list)
 
 
 def one_line(exc: BaseException) -> str:
@@ -95,13 +85,13 @@ def capture(loaded: Loaded) -> Capture:
         with torch.no_grad(), full_stack_traces():
             program = torch.export.export(loaded.model, loaded.args, loaded.kwargs, strict=False)
     except Exception as exc:
-        result.steps.append(Step("torch.export", False, time.perf_counter() - started, detail=one_line(exc)))
+        result.steps.append(Step.timed("torch.export", False, time.perf_counter() - started, detail=one_line(exc)))
         _export_failure(exc, result)
     else:
         result.program = program
         result.graphs = [program.graph]
         result.method = "torch.export"
-        result.steps.append(Step("torch.export", True, time.perf_counter() - started, len(program.graph.nodes)))
+        result.steps.append(Step.timed("torch.export", True, time.perf_counter() - started, len(program.graph.nodes)))
         return result
     _explain(loaded, result)
     if loaded.device != "meta":
@@ -112,14 +102,8 @@ def capture(loaded: Loaded) -> Capture:
 
 
 def _export_failure(exc: BaseException, result: Capture) -> None:
-    place = exception_place(exc)
-    where = place.as_dict() if place else None
-    if _data_dependent(exc):
-        result.findings.append({"code": "PC208", "place": where, "message": "", "detail": {
-            "kind": "guard", "reason": one_line(exc)}})
-    else:
-        result.findings.append({"code": "PC721", "place": where, "message": "", "detail": {
-            "kind": "export", "reason": one_line(exc)}})
+    rule = TensorControlFlow if _data_dependent(exc) else ExportFailure
+    result.findings.append(TracedFinding(rule, exception_place(exc), reason=one_line(exc)))
 
 
 def _explain(loaded: Loaded, result: Capture) -> None:
@@ -129,14 +113,14 @@ def _explain(loaded: Loaded, result: Capture) -> None:
         with torch.no_grad():
             explanation = torch._dynamo.explain(loaded.model)(*loaded.args, **loaded.kwargs)
     except Exception as exc:
-        result.steps.append(Step("torch._dynamo.explain", False, time.perf_counter() - started,
+        result.steps.append(Step.timed("torch._dynamo.explain", False, time.perf_counter() - started,
                                  detail=one_line(exc)))
         return
     nodes = sum(len(g.graph.nodes) for g in explanation.graphs)
     # A break where the frame ends (an `if` on a tensor, then return) leaves one graph and a count of 0,
     # but its reason is listed: count the reasons.
     result.graph_breaks = max(explanation.graph_break_count, len(explanation.break_reasons))
-    result.steps.append(Step("torch._dynamo.explain", True, time.perf_counter() - started, nodes,
+    result.steps.append(Step.timed("torch._dynamo.explain", True, time.perf_counter() - started, nodes,
                              f"{explanation.graph_count} graphs, {result.graph_breaks} graph breaks"))
     seen = set()
     for reason in explanation.break_reasons:
@@ -146,14 +130,12 @@ def _explain(loaded: Loaded, result: Capture) -> None:
             continue
         seen.add(key)
         text = " ".join(str(reason.reason).split())
-        result.findings.append({"code": "PC720", "place": place.as_dict() if place else None, "message": "",
-                                "detail": {"kind": "break", "reason": text[:300]}})
+        result.findings.append(TracedFinding(GraphBreak, place, reason=text[:300]))
         operator = _DYNAMIC_OPERATOR.search(text)
         if operator and f"aten::{operator[1]}" in DATA_DEPENDENT:
             name = f"aten::{operator[1]}"
-            result.findings.append({"code": DATA_DEPENDENT[name] or "PC210", "place": place.as_dict() if place
-                                    else None, "message": data_dependent_message(name, "PC210", []),
-                                    "detail": {"op": name}})
+            result.findings.append(TracedFinding(DATA_DEPENDENT[name], place,
+                                                 data_dependent_message(name, UnbackedSize, []), op=name))
 
 
 def _aot(loaded: Loaded, result: Capture) -> None:
@@ -177,14 +159,14 @@ def _aot(loaded: Loaded, result: Capture) -> None:
         with torch.no_grad():
             torch.compile(loaded.model, backend=backend)(*loaded.args, **loaded.kwargs)
     except Exception as exc:
-        result.steps.append(Step("torch.compile+aot_autograd", False, time.perf_counter() - started,
+        result.steps.append(Step.timed("torch.compile+aot_autograd", False, time.perf_counter() - started,
                                  detail=one_line(exc)))
         return
     finally:
         torch._dynamo.reset()
     result.graphs = graphs
     result.method = "torch.compile+aot_autograd"
-    result.steps.append(Step("torch.compile+aot_autograd", True, time.perf_counter() - started,
+    result.steps.append(Step.timed("torch.compile+aot_autograd", True, time.perf_counter() - started,
                              sum(len(g.nodes) for g in graphs), f"{len(graphs)} ATen graphs"))
 
 
@@ -193,8 +175,8 @@ def _fx(loaded: Loaded, result: Capture) -> None:
     try:
         traced = torch.fx.symbolic_trace(loaded.model)
     except Exception as exc:
-        result.steps.append(Step("torch.fx.symbolic_trace", False, time.perf_counter() - started,
+        result.steps.append(Step.timed("torch.fx.symbolic_trace", False, time.perf_counter() - started,
                                  detail=one_line(exc)))
         return
-    result.steps.append(Step("torch.fx.symbolic_trace", True, time.perf_counter() - started,
+    result.steps.append(Step.timed("torch.fx.symbolic_trace", True, time.perf_counter() - started,
                              len(traced.graph.nodes), "torch-level graph; no ATen ops to check"))

@@ -4,9 +4,12 @@ the int64 tensors of its graph, and the largest set of activations alive at once
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import torch
+
+from portcheck.dynamic.outcome import ConfigFacts
 
 CONFIG_KEYS = ("model_type", "architectures", "is_encoder_decoder", "is_decoder", "num_hidden_layers",
                "hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim", "intermediate_size",
@@ -22,10 +25,10 @@ VIEWS = frozenset({"view", "_unsafe_view", "reshape", "expand", "permute", "tran
                    "chunk", "unbind", "narrow", "view_as", "expand_as"})
 
 
-def config_facts(config: Any) -> dict[str, Any]:
+def config_facts(config: Any) -> ConfigFacts:
     """The numbers of a transformers config (its text part for multimodal ones) under transformers' usual names."""
     if config is None:
-        return {}
+        return ConfigFacts()
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
     facts: dict[str, Any] = {}
     for source in (config, text):
@@ -35,19 +38,25 @@ def config_facts(config: Any) -> dict[str, Any]:
                 facts[ALIASES.get(key, key)] = value
     if facts.get("torch_dtype") is not None:
         facts["torch_dtype"] = str(facts["torch_dtype"]).removeprefix("torch.")
-    return facts
+    return ConfigFacts(**facts)
 
 
-def module_classes(model: torch.nn.Module) -> list[str]:
-    return sorted({type(m).__name__ for m in model.modules()})
+def module_classes(model: torch.nn.Module) -> tuple[str, ...]:
+    return tuple(sorted({type(m).__name__ for m in model.modules()}))
 
 
-def graph_memory(program: torch.export.ExportedProgram | None) -> dict[str, Any]:
+@dataclass(frozen=True)
+class GraphMemory:
+    int64: tuple[str, ...] | None  # where int64 tensors appear (up to 8); None: the graph was not exported
+    peak_activation_bytes: int
+
+
+def graph_memory(program: torch.export.ExportedProgram | None) -> GraphMemory:
     """Walk the exported graph in order, keeping each tensor until its last use (or its views' last use): the peak
     bytes of inputs and activations alive at once (weights and buffers not counted, views free), and where int64
     tensors appear."""
     if program is None:  # not exported: unknown, not none
-        return {"int64": None, "peak_activation_bytes": 0}
+        return GraphMemory(None, 0)
     signature = program.graph_signature
     weights = set(signature.inputs_to_parameters) | set(signature.inputs_to_buffers) | set(
         getattr(signature, "inputs_to_lifted_tensor_constants", {}))
@@ -77,7 +86,7 @@ def graph_memory(program: torch.export.ExportedProgram | None) -> dict[str, Any]
         peak = max(peak, sum(live.values()))
         for gone in [n for n in live if last_use[n] <= index]:
             del live[gone]
-    return {"int64": sorted(set(int64)), "peak_activation_bytes": int(peak)}
+    return GraphMemory(tuple(sorted(set(int64))), int(peak))
 
 
 def _bytes(value: torch.Tensor) -> int:

@@ -12,8 +12,28 @@ from typing import Any
 import torch
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
-from portcheck.dynamic.sourcemap import Place, node_place
+from portcheck.dynamic.rules import AttentionKernelFit, UnbackedSize
+from portcheck.dynamic.sourcemap import node_place
+from portcheck.findings import Severity
 from portcheck.knowledge import DtypeSupport, load_dtypes, load_op
+from portcheck.rules import Rule
+from portcheck.static.custom_attention.handwritten import HandWrittenAttention
+from portcheck.static.dtype.integer_math import IntegerMatmul, IntegerScatterReduce
+from portcheck.static.dtype.references import ComplexDtype, Float64, UnsupportedFp8
+from portcheck.static.dynamic_shape.data_sized import (
+    BincountUnbounded,
+    MaskedSelect,
+    Nonzero,
+    RepeatInterleaveTensor,
+    Unique,
+    WhereSingleArgument,
+)
+from portcheck.static.dynamic_shape.mask_index import BooleanMaskIndex
+from portcheck.static.host_sync.reads import HostValueRead
+from portcheck.static.unsupported_op.fft import Fft
+from portcheck.static.unsupported_op.layers import DilatedPooling, DilatedTransposedConv, OneHot, TriangularSolve
+from portcheck.static.unsupported_op.sort import IntegerSortInput, TopkLimit
+from portcheck.traced import AttentionShape, Place, TracedFinding
 
 # Export bookkeeping and symbolic-size plumbing: not computation, never sent to the compiler as work.
 BOOKKEEPING = frozenset({
@@ -36,21 +56,22 @@ _SCORE_STEPS = frozenset({
 })
 _WEIGHT_STEPS = frozenset({"aten::dropout", "aten::native_dropout", "aten::to", "aten::_to_copy", "aten::type_as",
                            "aten::view", "aten::reshape", "aten::contiguous", "aten::clone", "aten::alias"})
-# Ops whose output size depends on the input's values, and the rule each one is.
-DATA_DEPENDENT = {
-    "aten::nonzero": "PC201", "aten::nonzero_static": "", "aten::argwhere": "PC201",
-    "aten::where": "PC202", "aten::masked_select": "PC203", "aten::index": "PC204",
-    "aten::_unique2": "PC205", "aten::unique_dim": "PC205", "aten::unique_consecutive": "PC205",
-    "aten::_unique": "PC205", "aten::repeat_interleave": "PC206", "aten::bincount": "PC207",
-    "aten::item": "PC701", "aten::_local_scalar_dense": "PC701",
+# Ops whose output size depends on the input's values, and the rule each one is (UnbackedSize, PC210, for one
+# without a rule of its own).
+DATA_DEPENDENT: dict[str, type[Rule]] = {
+    "aten::nonzero": Nonzero, "aten::nonzero_static": UnbackedSize, "aten::argwhere": Nonzero,
+    "aten::where": WhereSingleArgument, "aten::masked_select": MaskedSelect, "aten::index": BooleanMaskIndex,
+    "aten::_unique2": Unique, "aten::unique_dim": Unique, "aten::unique_consecutive": Unique,
+    "aten::_unique": Unique, "aten::repeat_interleave": RepeatInterleaveTensor, "aten::bincount": BincountUnbounded,
+    "aten::item": HostValueRead, "aten::_local_scalar_dense": HostValueRead,
 }
 _INTEGER = frozenset({torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8, torch.bool})
 
 
 @functools.cache
-def _reported_by(rule: str) -> dict[torch.dtype, DtypeSupport]:
+def _reported_by(rule: type[Rule]) -> dict[torch.dtype, DtypeSupport]:
     """The dtypes rules/dtypes.toml has `rule` report, those this torch has, with their entries."""
-    return {getattr(torch, name): entry for entry in load_dtypes().reported_by(rule) for name in entry.names
+    return {getattr(torch, name): entry for entry in load_dtypes().reported_by(rule.code) for name in entry.names
             if isinstance(getattr(torch, name, None), torch.dtype)}
 
 
@@ -66,11 +87,12 @@ class OpUse:
 @dataclass
 class GraphReport:
     ops: dict[str, OpUse] = field(default_factory=dict)
-    findings: list[dict[str, Any]] = field(default_factory=list)
+    findings: list[TracedFinding] = field(default_factory=list)
 
-    def add(self, code: str, place: Place | None, message: str, **detail: object) -> None:
-        self.findings.append({"code": code, "place": place.as_dict() if place else None, "message": message,
-                              "detail": detail})
+    def add(self, rule: type[Rule], place: Place | None, message: str, op: str, *, severity: Severity | None = None,
+            shape: list[int | str] | None = None, attention: AttentionShape | None = None) -> None:
+        self.findings.append(TracedFinding(rule, place, message, severity, op, tuple(shape or ()),
+                                           attention=attention))
 
 
 def op_name(node: torch.fx.Node) -> str:
@@ -143,76 +165,77 @@ def _check_node(node: torch.fx.Node, name: str, inputs: list[torch.Tensor], plac
     out_dtypes = {t.dtype for t in outputs}
     short = name.removeprefix("aten::")
     # Where float64 / complex enters the graph: an op whose output has it and whose inputs do not.
-    float64, complex_ = _reported_by("PC303"), _reported_by("PC302")
+    float64, complex_ = _reported_by(Float64), _reported_by(ComplexDtype)
     if out_dtypes & float64.keys() and not in_dtypes & float64.keys() and short not in ("_local_scalar_dense",):
-        report.add("PC303", place, f"`{name}` makes a float64 tensor: no NeuronCore has an FP64 type, so it is "
-                   "narrowed or refused; make it float32", op=name)
+        report.add(Float64, place, f"`{name}` makes a float64 tensor: no NeuronCore has an FP64 type, so it is "
+                   "narrowed or refused; make it float32", name)
     elif any(_val(a) is not None and getattr(_val(a), "dtype", None) in float64
              for a in node.all_input_nodes if a.op == "placeholder"):
-        report.add("PC303", place, f"`{name}` takes a float64 input, parameter or buffer: no NeuronCore has an FP64 "
-                   "type, so it is narrowed or refused; make it float32", op=name)
+        report.add(Float64, place, f"`{name}` takes a float64 input, parameter or buffer: no NeuronCore has an FP64 "
+                   "type, so it is narrowed or refused; make it float32", name)
     if out_dtypes & complex_.keys() and not in_dtypes & complex_.keys():
         made = complex_[min(out_dtypes & complex_.keys(), key=str)]
-        report.add("PC302", place, f"`{name}` makes a complex tensor: complex dtypes are not supported on a "
+        report.add(ComplexDtype, place, f"`{name}` makes a complex tensor: complex dtypes are not supported on a "
                    f"NeuronCore ({made.error_code}); split into real and imaginary parts or run this part on the CPU",
-                   op=name)
-    unsupported = _reported_by("PC312")
+                   name)
+    unsupported = _reported_by(UnsupportedFp8)
     used = sorted((unsupported[d] for d in (in_dtypes | out_dtypes) if d in unsupported), key=lambda e: e.name)
     for kind, error in dict.fromkeys((e.kind, e.error_code) for e in used):
-        report.add("PC312", place, f"`{name}` uses an {kind} type, which neuronx-cc rejects ({error})", op=name)
+        report.add(UnsupportedFp8, place, f"`{name}` uses an {kind} type, which neuronx-cc rejects ({error})", name)
     if short.startswith("fft_") or short in ("stft", "istft", "_fft_r2c", "_fft_c2r", "_fft_c2c"):
-        report.add("PC301", place, f"`{name}`: FFT does not compile for a NeuronCore "
+        report.add(Fft, place, f"`{name}`: FFT does not compile for a NeuronCore "
                    f"({load_op('aten::fft_fft').error_code}); run it on the CPU or emulate it with real arithmetic",
-                   op=name)
+                   name)
     elif short in ("triangular_solve", "linalg_solve_triangular"):
-        report.add("PC311", place, f"`{name}` is not supported by neuronx-cc "
-                   f"({load_op('aten::triangular_solve').error_code}); use `torch.inverse(A) @ b`", op=name)
+        report.add(TriangularSolve, place, f"`{name}` is not supported by neuronx-cc "
+                   f"({load_op('aten::triangular_solve').error_code}); use `torch.inverse(A) @ b`", name)
     elif short == "topk":
         k = node.args[1] if len(node.args) > 1 else node.kwargs.get("k")
         topk = load_op("aten::topk")
         if inputs and inputs[0].dtype in _INTEGER:
-            report.add("PC305", place, f"`topk` on a {_dtype_name(inputs[0].dtype)} tensor: TopK cannot take "
-                       f"integer inputs ({topk.error_code}); cast to float first", op=name)
+            report.add(IntegerSortInput, place, f"`topk` on a {_dtype_name(inputs[0].dtype)} tensor: TopK cannot "
+                       f"take integer inputs ({topk.error_code}); cast to float first", name)
         limit = topk.limit("k")
         if isinstance(k, int) and k > limit.max:
-            report.add("PC306", place, f"`topk` with k={k}: neuronx-cc allows k <= {limit.max} ({limit.error_code})",
-                       op=name)
+            report.add(TopkLimit, place, f"`topk` with k={k}: neuronx-cc allows k <= {limit.max} ({limit.error_code})",
+                       name)
     elif short in ("sort", "argsort") and inputs and inputs[0].dtype in _INTEGER:
-        report.add("PC305", place, f"`{short}` on a {_dtype_name(inputs[0].dtype)} tensor: integer sorts have "
-                   "failed to compile on some neuronx-cc versions; sort a float copy", op=name, severity="warning")
+        report.add(IntegerSortInput, place, f"`{short}` on a {_dtype_name(inputs[0].dtype)} tensor: integer sorts "
+                   "have failed to compile on some neuronx-cc versions; sort a float copy", name,
+                   severity=Severity.WARNING)
     elif name in MATMULS | {"aten::addmm", "aten::linear", "aten::addbmm", "aten::dot", "aten::mv"} and \
             inputs and all(t.dtype in _INTEGER for t in inputs[:2]):
-        report.add("PC313", place, f"`{name}` on integer tensors: Neuron has no integer matmul, it computes in FP32 "
-                   f"and loses precision above 2^24 ({load_op('aten::matmul').error_code}); cast to float explicitly",
-                   op=name)
+        report.add(IntegerMatmul, place, f"`{name}` on integer tensors: Neuron has no integer matmul, it computes in "
+                   f"FP32 and loses precision above 2^24 ({load_op('aten::matmul').error_code}); cast to float "
+                   "explicitly", name)
     elif short in ("scatter_add", "index_add", "scatter_reduce", "index_put") and inputs and \
             inputs[0].dtype in _INTEGER and (short != "index_put" or _accumulates(node)):
-        report.add("PC314", place, f"`{name}` accumulating into a {_dtype_name(inputs[0].dtype)} tensor: Neuron "
-                   f"computes integer scatter-with-compute in FP32 ({load_op('aten::scatter_add').error_code})",
-                   op=name)
+        report.add(IntegerScatterReduce, place, f"`{name}` accumulating into a {_dtype_name(inputs[0].dtype)} tensor: "
+                   f"Neuron computes integer scatter-with-compute in FP32 ({load_op('aten::scatter_add').error_code})",
+                   name)
     elif short in ("max_pool2d", "max_pool1d", "max_pool3d", "max_pool2d_with_indices") and _dilated(node, 4):
-        report.add("PC309", place, f"`{name}` with dilation: neuronx-cc does not support dilated pooling "
-                   f"({load_op('aten::max_pool2d').error_code})", op=name)
+        report.add(DilatedPooling, place, f"`{name}` with dilation: neuronx-cc does not support dilated pooling "
+                   f"({load_op('aten::max_pool2d').error_code})", name)
     elif short in ("convolution", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"):
         if short == "convolution" and len(node.args) > 6 and node.args[6] and _dilated(node, 5):
             # aten::convolution's codes: input with kernel dilation, then a strided convolution of a dilated input
             _, dilated_input = load_op("aten::convolution").error_codes
-            report.add("PC310", place, f"`{name}`: a transposed convolution with dilation lowers to a strided "
-                       f"convolution of a dilated input, which neuronx-cc rejects ({dilated_input})", op=name)
+            report.add(DilatedTransposedConv, place, f"`{name}`: a transposed convolution with dilation lowers to a "
+                       f"strided convolution of a dilated input, which neuronx-cc rejects ({dilated_input})", name)
     elif short == "one_hot":
-        report.add("PC307", place, "`one_hot`: older torch-neuronx releases failed on it in training; a "
-                   "comparison with `arange` is the portable spelling", op=name)
+        report.add(OneHot, place, "`one_hot`: older torch-neuronx releases failed on it in training; a "
+                   "comparison with `arange` is the portable spelling", name)
     if (name in DATA_DEPENDENT and any(free_unbacked_symbols(t) for t in outputs)) or \
             short in ("item", "_local_scalar_dense"):
-        code = DATA_DEPENDENT.get(name) or "PC210"
-        if code == "PC204" and not any(t.dtype == torch.bool for t in inputs[1:]):
-            code = "PC210"
+        rule = DATA_DEPENDENT.get(name, UnbackedSize)
+        if rule is BooleanMaskIndex and not any(t.dtype == torch.bool for t in inputs[1:]):
+            rule = UnbackedSize
         shape = _shape(outputs[0]) if outputs else []
-        report.add(code, place, data_dependent_message(name, code, shape), op=name, shape=shape)
+        report.add(rule, place, data_dependent_message(name, rule, shape), name, shape=shape)
     elif name not in DATA_DEPENDENT and any(free_unbacked_symbols(t) for t in outputs) and \
             not any(free_unbacked_symbols(t) for t in inputs):
         shape = _shape(outputs[0])
-        report.add("PC210", place, data_dependent_message(name, "PC210", shape), op=name, shape=shape)
+        report.add(UnbackedSize, place, data_dependent_message(name, UnbackedSize, shape), name, shape=shape)
 
 
 def _accumulates(node: torch.fx.Node) -> bool:
@@ -225,8 +248,8 @@ def _dilated(node: torch.fx.Node, index: int) -> bool:
     return any(isinstance(v, int) and v > 1 for v in values)
 
 
-def data_dependent_message(name: str, code: str, shape: list[int | str]) -> str:
-    if code == "PC701":
+def data_dependent_message(name: str, rule: type[Rule], shape: list[int | str]) -> str:
+    if rule is HostValueRead:
         return (f"`{name}` reads a tensor's value into Python inside the traced code: on Neuron that stops the "
                 "graph and waits for the device; keep the value on the device")
     sizes = f" ({'x'.join(str(s) for s in shape)})" if shape else ""
@@ -253,8 +276,8 @@ def _report_sdpa(node: torch.fx.Node, name: str, report: GraphReport) -> None:
         return
     head_dim, seq_q, seq_k = q.shape[-1], q.shape[-2], k.shape[-2]
     causal = bool(node.kwargs.get("is_causal", node.args[5] if len(node.args) > 5 else False))
-    report.add("PC403", node_place(node), "", op=name, head_dim=_int(head_dim), seq_q=_int(seq_q),
-               seq_k=_int(seq_k), heads=_int(q.shape[-3]) if q.dim() > 2 else 1, causal=causal)
+    report.add(AttentionKernelFit, node_place(node), "", name, attention=AttentionShape(
+        _int(q.shape[-3]) if q.dim() > 2 else 1, _int(head_dim), _int(seq_q), _int(seq_k), causal))
 
 
 def _report_handwritten(softmax: torch.fx.Node, report: GraphReport) -> None:
@@ -269,9 +292,10 @@ def _report_handwritten(softmax: torch.fx.Node, report: GraphReport) -> None:
     if not isinstance(s, torch.Tensor) or s.dim() < 2:
         return
     head_dim = _int(q.shape[-1]) if isinstance(q, torch.Tensor) else None
-    report.add("PC401", node_place(weights_out) or node_place(softmax), "", op=op_name(softmax),
-               head_dim=head_dim, seq_q=_int(s.shape[-2]), seq_k=_int(s.shape[-1]),
-               heads=_int(s.shape[-3]) if s.dim() > 2 else 1)
+    # Reported as a warning, not the rule's info: the graph confirms the score matrix the static check suspects.
+    report.add(HandWrittenAttention, node_place(weights_out) or node_place(softmax), "", op_name(softmax),
+               severity=Severity.WARNING, attention=AttentionShape(
+                   _int(s.shape[-3]) if s.dim() > 2 else 1, head_dim, _int(s.shape[-2]), _int(s.shape[-1])))
 
 
 def _walk_back(node: object, steps: frozenset[str]) -> torch.fx.Node | None:

@@ -17,7 +17,9 @@ from typing import Any
 
 import torch
 
+from portcheck.dynamic.outcome import InputFact
 from portcheck.dynamic.request import InputSpec, TraceRequest, split_model_spec
+from portcheck.traced import Place
 
 
 class ModelError(Exception):
@@ -33,8 +35,8 @@ class Loaded:
     parameters: int
     config: Any = None  # a transformers config, when the model has one
     source_file: str = ""  # the file holding the build callable or the model class
-    build_place: dict[str, str | int] | None = None  # {"file", "line"} of the build callable or --hf-config file
-    inputs: tuple[dict[str, Any], ...] = ()  # each example input's name, dtype, shape and value range (see input_facts)
+    build_place: Place | None = None  # the build callable, or the --hf-config file
+    inputs: tuple[InputFact, ...] = ()  # each example input's name, dtype, shape and value range (see input_facts)
 
 
 def load_model(request: TraceRequest) -> Loaded:
@@ -58,7 +60,7 @@ def load_model(request: TraceRequest) -> Loaded:
                   _build_place(request, build), inputs)
 
 
-def input_facts(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[dict[str, Any], ...]:
+def input_facts(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[InputFact, ...]:
     """Each example input in call order — a tensor's name, dtype, shape and value range, or a plain value — so a
     bring-up script can call the model the same way (`portcheck advise --emit-script`); positional inputs are
     named after forward's parameters."""
@@ -67,28 +69,28 @@ def input_facts(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str,
     except (TypeError, ValueError):
         names = []
     named = [(names[i] if i < len(names) else f"args[{i}]", a) for i, a in enumerate(args)]
-    out: list[dict[str, Any]] = []
+    out: list[InputFact] = []
     for position, (name, value) in enumerate([*named, *kwargs.items()]):
-        fact: dict[str, Any] = {"name": name, "positional": position < len(args)}
+        positional = position < len(args)
         if isinstance(value, torch.Tensor):
-            fact.update(dtype=str(value.dtype).removeprefix("torch."), shape=list(value.shape), low=None, high=None)
+            low = high = None
             if value.device.type != "meta" and value.numel() and not value.dtype.is_complex:
-                fact["low"], fact["high"] = value.min().item(), value.max().item()
+                low, high = value.min().item(), value.max().item()
+            out.append(InputFact(name, positional, "tensor", str(value.dtype).removeprefix("torch."),
+                                 tuple(value.shape), low, high))
         elif value is None or isinstance(value, (bool, int, float, str)):
-            fact["constant"] = value
+            out.append(InputFact(name, positional, "constant", constant=value))
         else:
-            fact["unsupported"] = type(value).__name__
-        out.append(fact)
+            out.append(InputFact(name, positional, "unsupported", unsupported=type(value).__name__))
     return tuple(out)
 
 
-def _build_place(request: TraceRequest, build: Callable[[], Any]) -> dict[str, str | int] | None:
+def _build_place(request: TraceRequest, build: Callable[[], Any]) -> Place | None:
     if request.hf_config:
         path = Path(request.hf_config)
-        return {"file": str((path / "config.json" if path.is_dir() else path).resolve()), "line": 1}
+        return Place(str((path / "config.json" if path.is_dir() else path).resolve()), 1)
     try:
-        return {"file": str(Path(inspect.getsourcefile(build) or "").resolve()),
-                "line": inspect.getsourcelines(build)[1]}
+        return Place(str(Path(inspect.getsourcefile(build) or "").resolve()), inspect.getsourcelines(build)[1])
     except (OSError, TypeError):
         return None
 

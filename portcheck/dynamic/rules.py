@@ -5,7 +5,13 @@ portcheck/static/ and list `Pass.TRACE` among their passes."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from portcheck.rules import Pass, Rule, rule
+from portcheck.static.custom_attention.handwritten import attention_sizes, kernel_advice
+
+if TYPE_CHECKING:
+    from portcheck.traced import TracedFinding
 
 
 @rule
@@ -48,6 +54,7 @@ class DynamicAxes(Rule):
 
     code = "PC211"
     passes = (Pass.TRACE,)
+    message = "Neuron compiles static shapes: {axes}"
 
 
 @rule
@@ -68,6 +75,8 @@ class SpecialisedAxis(Rule):
 
     code = "PC212"
     passes = (Pass.TRACE,)
+    message = ("export fixed {axes}: the model's code pins these sizes, so it compiles for them only and cannot be "
+               "bucketed")
 
 
 @rule
@@ -89,6 +98,13 @@ class TracedUnsupportedOp(Rule):
 
     code = "PC316"
     passes = (Pass.TRACE,)
+    message = "{usage} is unsupported on {chip} ({stack} stack){why}{error}"
+
+    @classmethod
+    def traced_message(cls, finding: TracedFinding, stack: str) -> str:
+        """What `torch_neuronx.analyze` reported (`--neuron-analyze`)."""
+        where = f" (failed in {finding.failure_at})" if finding.failure_at else ""
+        return f"`torch_neuronx.analyze` reports `{finding.op}` as unsupported{where}"
 
 
 @rule
@@ -109,6 +125,7 @@ class CpuFallbackOp(Rule):
 
     code = "PC317"
     passes = (Pass.TRACE,)
+    message = "{usage} runs on the host CPU on {chip} ({stack} stack), with copies to and from the device"
 
 
 @rule
@@ -130,6 +147,9 @@ class UnknownOps(Rule):
 
     code = "PC318"
     passes = (Pass.TRACE,)
+    message = ("{count} ATen ops in the graph have no source on {stack}-stack support in rules/ops.toml: "
+               "{names}{more}; they are unknown, not supported: check them with `torch_neuronx.analyze` on a Neuron "
+               "host (the JSON report lists each with its first line)")
 
 
 @rule
@@ -152,6 +172,12 @@ class AttentionKernelFit(Rule):
     code = "PC403"
     passes = (Pass.TRACE,)
 
+    @classmethod
+    def traced_message(cls, finding: TracedFinding, stack: str) -> str:
+        assert finding.attention is not None  # the graph's SDPA node gives its sizes
+        return (f"`scaled_dot_product_attention` ({attention_sizes(finding.attention)}): the Neuron compiler takes it "
+                f"as PyTorch ops; {kernel_advice(finding.attention, stack)}")
+
 
 @rule
 class GraphBreak(Rule):
@@ -171,6 +197,12 @@ class GraphBreak(Rule):
 
     code = "PC720"
     passes = (Pass.TRACE,)
+    message = ("graph break: {reason}; each break cuts the Neuron graph in two (torch.compile) and "
+               "`torch_neuronx.trace` freezes it to the example's values")
+
+    @classmethod
+    def traced_message(cls, finding: TracedFinding, stack: str) -> str:
+        return cls.format(reason=finding.reason)
 
 
 @rule
@@ -192,6 +224,11 @@ class ExportFailure(Rule):
 
     code = "PC721"
     passes = (Pass.TRACE,)
+    message = "torch.export could not capture the model whole here: {reason}"
+
+    @classmethod
+    def traced_message(cls, finding: TracedFinding, stack: str) -> str:
+        return cls.format(reason=finding.reason)
 
 
 __all__ = [

@@ -14,8 +14,8 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any
 
+from portcheck.dynamic.outcome import TraceOutcome
 from portcheck.dynamic.request import TraceRequest
 from portcheck.errors import UserError
 
@@ -33,7 +33,7 @@ def default_memory_limit() -> int:
     return 16 * 2**30
 
 
-def run_child(request: TraceRequest, cwd: Path, timeout: float) -> dict[str, Any]:
+def run_child(request: TraceRequest, cwd: Path, timeout: float) -> TraceOutcome:
     if importlib.util.find_spec("torch") is None:
         raise TraceError("portcheck trace needs torch: pip install 'portcheck[trace]'")
     package_parent = str(Path(__file__).resolve().parents[2])
@@ -66,9 +66,8 @@ def run_child(request: TraceRequest, cwd: Path, timeout: float) -> dict[str, Any
                              f"{output.last_line()}")
         if result_path.is_file():
             try:
-                result: dict[str, Any] = json.loads(result_path.read_text(encoding="utf-8"))
-                return result
-            except (OSError, ValueError) as exc:
+                return TraceOutcome.from_json(json.loads(result_path.read_text(encoding="utf-8")))
+            except (OSError, ValueError, KeyError, TypeError) as exc:
                 raise TraceError(f"the trace process left an unreadable result ({exc})") from None
         raise TraceError(_death(returncode, request, output.last_line()))
 

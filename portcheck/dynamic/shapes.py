@@ -14,6 +14,7 @@ import torch
 from portcheck.dynamic.capture import one_line
 from portcheck.dynamic.load import Loaded
 from portcheck.dynamic.request import DynamicAxis
+from portcheck.traced import ShapeAxis, ShapeProbe
 
 _TOKEN_INPUTS = (torch.int64, torch.int32, torch.bool)
 
@@ -57,7 +58,7 @@ def _named_inputs(loaded: Loaded) -> dict[str, torch.Tensor]:
     return named
 
 
-def probe_shapes(loaded: Loaded, axes: list[Axis]) -> dict[str, Any]:
+def probe_shapes(loaded: Loaded, axes: list[Axis]) -> ShapeProbe:
     """Export with those axes as `Dim.AUTO`. An axis whose example size is 0 or 1 is widened to 2 first:
     export fixes sizes 0 and 1, which would hide whether the model itself does."""
     started = time.perf_counter()
@@ -83,15 +84,15 @@ def probe_shapes(loaded: Loaded, axes: list[Axis]) -> dict[str, Any]:
             program = torch.export.export(loaded.model, tuple(args), kwargs, dynamic_shapes=dynamic_shapes,
                                           strict=False)
     except Exception as exc:
-        return {"ok": False, "seconds": round(time.perf_counter() - started, 3), "detail": one_line(exc),
-                "axes": [_axis_dict(a, None) for a in axes]}
+        return ShapeProbe(False, round(time.perf_counter() - started, 3), one_line(exc),
+                          tuple(_probed(a, None) for a in axes))
     found = _placeholder_shapes(program, args, kwargs)
     out = []
     for axis in axes:
         dim = found.get(axis.input)
         size = dim[axis.axis] if dim is not None and axis.axis < len(dim) else None
-        out.append(_axis_dict(axis, _range(program, size)))
-    return {"ok": True, "seconds": round(time.perf_counter() - started, 3), "detail": "", "axes": out}
+        out.append(_probed(axis, _range(program, size)))
+    return ShapeProbe(True, round(time.perf_counter() - started, 3), "", tuple(out))
 
 
 def _set(args: list[Any], kwargs: dict[str, Any], name: str,
@@ -125,21 +126,25 @@ def _placeholder_shapes(program: torch.export.ExportedProgram, args: list[Any],
     return shapes
 
 
-def _range(program: torch.export.ExportedProgram, size: int | torch.SymInt | None) -> dict[str, Any] | None:
+# What export made of an axis: dynamic or not, and its bounds (None where unbounded).
+Range = tuple[bool, int | None, int | None]
+
+
+def _range(program: torch.export.ExportedProgram, size: int | torch.SymInt | None) -> Range | None:
     if size is None:
         return None
     if isinstance(size, int):
-        return {"dynamic": False, "min": size, "max": size}
+        return False, size, size
     expr = size.node.expr
     shape_env = getattr(size.node, "shape_env", None)
     if shape_env is not None:
         expr = shape_env.replace(expr)  # a symbol export specialised resolves to its number here
     if expr.is_number:
-        return {"dynamic": False, "min": int(expr), "max": int(expr)}
+        return False, int(expr), int(expr)
     bounds = program.range_constraints.get(expr)
     if bounds is None:
-        return {"dynamic": True, "min": None, "max": None}
-    return {"dynamic": True, "min": _finite(bounds.lower), "max": _finite(bounds.upper)}
+        return True, None, None
+    return True, _finite(bounds.lower), _finite(bounds.upper)
 
 
 def _finite(bound: Any) -> int | None:
@@ -150,7 +155,6 @@ def _finite(bound: Any) -> int | None:
         return None
 
 
-def _axis_dict(axis: Axis, found: dict[str, Any] | None) -> dict[str, Any]:
-    entry: dict[str, Any] = {"input": axis.input, "axis": axis.axis, "label": axis.label, "size": axis.size}
-    entry.update(found or {"dynamic": None, "min": None, "max": None})
-    return entry
+def _probed(axis: Axis, found: Range | None) -> ShapeAxis:
+    dynamic, low, high = found or (None, None, None)
+    return ShapeAxis(axis.input, axis.axis, axis.label, axis.size, dynamic, low, high)

@@ -5,23 +5,14 @@ from __future__ import annotations
 
 import re
 import traceback
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
+from portcheck.traced import Place
+
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<function>\S+)')
 _LIBRARY_DIRS = (str(Path(torch.__file__).resolve().parent), str(Path(__file__).resolve().parent.parent))
-
-
-@dataclass(frozen=True)
-class Place:
-    file: str
-    line: int
-    function: str = ""
-
-    def as_dict(self) -> dict[str, str | int]:
-        return {"file": self.file, "line": self.line, "function": self.function}
 
 
 def _is_user(file: str) -> bool:

@@ -28,7 +28,7 @@ def plan_report(plan: Plan, result: ScanResult) -> dict[str, Any]:
                   "peak_activation_bytes": model.peak_activation_bytes or None,
                   "example_batch": model.example_batch or None,
                   "dynamic_axes": list(model.dynamic_axes)},
-        "plan": plan.as_dict(),
+        "plan": plan.to_json(),
         "findings": [finding_dict(f) for f in result.findings],
         "summary": {"findings": len(result.findings),
                     "by_severity": dict(sorted(Counter(f.severity.label for f in result.findings).items()))},
@@ -75,16 +75,16 @@ def write_plan(plan: Plan, result: ScanResult, output_format: str, stream: TextI
         ("dynamic batch", "yes" if plan.dynamic_batch else "no"),
     ]
     for alternative in plan.alternatives:
-        rows.append((f"at LNC={alternative['lnc']}", f"tp {alternative['tp_degree']} on {alternative['chips']} "
-                     f"chip(s), {alternative['per_core_gib']:.2f} of {alternative['budget_per_core_gib']:g} GiB "
+        rows.append((f"at LNC={alternative.lnc}", f"tp {alternative.tp_degree} on {alternative.chips} "
+                     f"chip(s), {alternative.per_core_gib:.2f} of {alternative.budget_per_core_gib:g} GiB "
                      "per core"))
     for name, value in rows:
         table.add_row(name, escape(value))
     console.print(table)
     console.print("[bold]why[/bold] (full sources in --format json)")
     for reason in plan.reasons:
-        console.print(f"  [bold]{escape(reason['item'])}[/bold]: {escape(reason['why'])} "
-                      f"[dim]({escape(_short(reason['source']))})[/dim]", soft_wrap=True)
+        console.print(f"  [bold]{escape(reason.item)}[/bold]: {escape(reason.why)} "
+                      f"[dim]({escape(_short(reason.source))})[/dim]", soft_wrap=True)
     for f in result.findings:
         where = f"{f.path}:{f.line}: " if f.path else ""
         style = {"error": "red", "warning": "yellow"}.get(f.severity.label, "cyan")

@@ -50,7 +50,7 @@ def report_dict(result: ScanResult) -> dict[str, Any]:
         report["summary"]["baselined"] = result.baselined
     if result.trace is not None:
         # `portcheck trace`: what was captured and how, every op with its Neuron status, the shape probe.
-        report.update(result.trace)
+        report.update(result.trace.to_json())
     return report
 
 

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import TextIO
 
 from portcheck.findings import ScanResult
+from portcheck.traced import GraphFacts
 
 
 @contextlib.contextmanager
@@ -26,21 +27,21 @@ def progress(what: str) -> Iterator[None]:
 
 
 def write_trace_summary(result: ScanResult, stream: TextIO) -> None:
-    trace = result.trace or {}
-    graph = trace.get("graph") or {}
-    steps = graph.get("steps") or []
-    for step in steps:
-        outcome = f"ok, {step['nodes']} nodes" if step["ok"] else f"failed: {step['detail']}"
-        stream.write(f"capture: {step['method']}: {outcome} ({step['seconds']:.1f} s)\n")
-    ops = trace.get("ops") or []
+    trace = result.trace
+    if trace is None:
+        return
+    for step in trace.steps:
+        outcome = f"ok, {step.nodes} nodes" if step.ok else f"failed: {step.detail}"
+        stream.write(f"capture: {step.method}: {outcome} ({step.seconds:.1f} s)\n")
+    ops = trace.ops
     if ops:
-        chips = list(ops[0]["status"])
+        chips = list(ops[0].status)
         for chip in chips:
-            counts = Counter(op["status"][chip] for op in ops)
+            counts = Counter(op.status[chip] for op in ops)
             verdict = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
             stream.write(f"ops on {chip}: {len(ops)} distinct ATen ops: {verdict}\n")
-    model = trace.get("model") or {}
-    if model:
-        stream.write(f"model: {model.get('class')}, {model.get('parameters', 0):,} parameters, built on "
-                     f"{model.get('device')}; graph: {graph.get('method') or 'none'}, {graph.get('nodes', 0)} "
-                     f"nodes, {graph.get('graph_breaks', 0)} graph breaks, {graph.get('seconds', 0):.1f} s\n")
+    model, graph = trace.model, trace.graph or GraphFacts()
+    if model is not None:
+        stream.write(f"model: {model.class_name}, {model.parameters:,} parameters, built on {model.device}; graph: "
+                     f"{graph.method or 'none'}, {graph.nodes} nodes, {graph.graph_breaks} graph breaks, "
+                     f"{graph.seconds or 0:.1f} s\n")

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from portcheck.rules import Rule, rule
+from portcheck.rules import Pass, Rule, rule
 from portcheck.static.check import Context, check
 from portcheck.static.syntax import blocks, call_name, string_value
+
+if TYPE_CHECKING:
+    from portcheck.traced import AttentionShape, TracedFinding
 
 
 @rule
@@ -40,6 +44,7 @@ class HandWrittenAttention(Rule):
     """
 
     code = "PC401"
+    passes = (Pass.STATIC, Pass.TRACE)
     message = ("hand-written attention (softmax of q @ kᵀ, then `{shown}`): the Neuron compiler takes it as plain "
                "PyTorch, but it materialises the whole query × key score matrix in device memory; for long "
                "sequences use {fused}; the kernels need head_dim <= 128")
@@ -59,6 +64,33 @@ class HandWrittenAttention(Rule):
         "    return p @ v",
         "import torch\ndef f(q, k):\n    return torch.softmax(q @ k.transpose(-2, -1), dim=-1)",
     )
+
+    @classmethod
+    def traced_message(cls, finding: TracedFinding, stack: str) -> str:
+        """The trace's witness: the matmul → softmax → matmul of the graph, with its sizes."""
+        shape = finding.attention
+        assert shape is not None  # the graph's scores give their sizes
+        return (f"hand-written attention in the graph (matmul → softmax → matmul; {attention_sizes(shape)}): it "
+                f"builds the whole {shape.seq_q} × {shape.seq_k} score matrix per head; use "
+                f"`F.scaled_dot_product_attention`, and for long sequences {kernel_advice(shape, stack)}")
+
+
+def attention_sizes(shape: AttentionShape) -> str:
+    """An attention's sizes as the trace's messages give them."""
+    return f"{shape.heads} heads, head_dim {shape.head_dim}, query × key {shape.seq_q} × {shape.seq_k}"
+
+
+def kernel_advice(shape: AttentionShape, stack: str) -> str:
+    """Which fused NKI attention kernel fits a traced attention's sizes on a stack, if any."""
+    head_dim, seq = shape.head_dim, shape.seq_q
+    if isinstance(head_dim, int) and head_dim > 128:
+        return f"head_dim {head_dim} is above the 128 the NKI attention kernels take, so it stays unfused"
+    kernel = ("the NKI Library's `attention_cte` (prefill) in a `@nki.jit` op" if stack == "native" else
+              "NxD Inference's `attn_kernel_enabled=True` or `neuronxcc.nki.kernels.attention.flash_fwd`")
+    advice = f"a fused NKI kernel fits (head_dim {head_dim} <= 128): {kernel}"
+    if isinstance(seq, int) and seq % 2048:
+        advice += f"; NxD's training flash attention needs a sequence that is a multiple of 2048 (this is {seq})"
+    return advice
 
 
 HANDWRITTEN_TOKENS = ("softmax",)

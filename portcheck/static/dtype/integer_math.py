@@ -7,7 +7,7 @@ from collections.abc import Iterable
 import libcst as cst
 
 from portcheck.knowledge import load_op
-from portcheck.rules import Rule, rule
+from portcheck.rules import Pass, Rule, rule
 from portcheck.static.check import Context, check
 from portcheck.static.syntax import call_name, keyword, positional
 from portcheck.static.values import integer_dtype
@@ -41,6 +41,7 @@ class IntegerMatmul(Rule):
     """
 
     code = "PC313"
+    passes = (Pass.STATIC, Pass.TRACE)
     message = ("`{shown}` on {dtype} operands: NeuronCores have no integer matmul datapath, so it is computed in "
                "float32 (exact only below 2^24) or refused ({error}); cast to float explicitly, or keep the "
                "values small")
@@ -69,6 +70,7 @@ class IntegerScatterReduce(Rule):
     """
 
     code = "PC314"
+    passes = (Pass.STATIC, Pass.TRACE)
     message = ("`{shown}` on {dtype} data: scatter-with-compute has no integer datapath on Neuron, so it is "
                "computed in float32 (exact only below 2^24) or refused ({error}); use float32 "
                "or bfloat16 data")

@@ -7,7 +7,7 @@ import libcst as cst
 
 from portcheck.findings import Severity
 from portcheck.knowledge import load_dtypes
-from portcheck.rules import Rule, rule
+from portcheck.rules import Pass, Rule, rule
 from portcheck.static.check import Context, FixPlan, Replace, check
 from portcheck.static.syntax import call_name, keyword, positional
 from portcheck.static.values import dtype_of
@@ -44,6 +44,7 @@ class ComplexDtype(Rule):
     """
 
     code = "PC302"
+    passes = (Pass.STATIC, Pass.TRACE)
     INVALID = (
         "import torch\nf = torch.polar(torch.ones_like(a), a)",
         "import torch\nz = torch.view_as_complex(x)",
@@ -77,6 +78,7 @@ class Float64(Rule):
     """
 
     code = "PC303"
+    passes = (Pass.STATIC, Pass.TRACE)
     message = ("`{shown}` makes float64 data, and no NeuronCore has an FP64 type: Neuron's own wrappers narrow it "
                "to float32 (NxD Inference) or require a cast before compiling; use float32 (or bfloat16)")
     fix_title = "Use float32"
@@ -116,6 +118,7 @@ class UnsupportedFp8(Rule):
     """
 
     code = "PC312"
+    passes = (Pass.STATIC, Pass.TRACE)
     message = ("`{dtype}` is not a Neuron data type ({error}); NeuronCores take FP8 as e4m3, e5m2 or e3m4 "
                "(`torch.float8_e4m3fn`, `torch.float8_e5m2`), or use bfloat16")
     INVALID = (

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import libcst as cst
 
 from portcheck.findings import Severity
-from portcheck.rules import Rule, rule
+from portcheck.rules import Pass, Rule, rule
 from portcheck.static.check import Context, check
 from portcheck.static.dynamic_shape.reach import report_compiled
 from portcheck.static.syntax import block_body, small_statements
 from portcheck.static.values import and_operands, reads_tensor_values
+
+if TYPE_CHECKING:
+    from portcheck.traced import TracedFinding
 
 
 @rule
@@ -41,6 +46,7 @@ class TensorControlFlow(Rule):
     """
 
     code = "PC208"
+    passes = (Pass.STATIC, Pass.TRACE)
     INVALID = (
         "class M:\n    def forward(self, x):\n        if x.sum() > 0:\n            return x\n        return -x",
         "class M:\n    def forward(self, x, mask):\n        while mask.any():\n            mask = step(mask)",
@@ -60,6 +66,13 @@ class TensorControlFlow(Rule):
         "def helper(x):\n    if x.sum() > 0:\n        return x",
         "class M:\n    def forward(self, xs):\n        if max(len(a) for a in xs) > 2:\n            return xs",
     )
+
+    @classmethod
+    def traced_message(cls, finding: TracedFinding, stack: str) -> str:
+        """The trace's witness: torch.export's guard on a data-dependent value, at the user's line."""
+        return ("torch.export stopped here: a Python decision depends on a tensor's value "
+                f"({finding.reason}); Neuron compiles one static graph, so compute both outcomes and select with "
+                "`torch.where`, or move the decision out of forward")
 
 
 TOKENS = ("forward",)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from portcheck.rules import Rule, rule
+from portcheck.rules import Pass, Rule, rule
 from portcheck.static.check import Context, check
 from portcheck.static.dynamic_shape.reach import STATIC, report_compiled
 from portcheck.static.dynamic_shape.shape_from_data import ShapeFromData, report_shape_from_data
@@ -37,6 +37,7 @@ class Nonzero(Rule):
     """
 
     code = "PC201"
+    passes = (Pass.STATIC, Pass.TRACE)
     message = ("`{name}` returns one row per non-zero element, a shape known only from the data; " + STATIC
                + "; keep the fixed-size boolean mask and use `torch.where(cond, a, b)` or multiply by the mask")
     INVALID = (
@@ -77,6 +78,7 @@ class WhereSingleArgument(Rule):
     """
 
     code = "PC202"
+    passes = (Pass.STATIC, Pass.TRACE)
     message = ("one-argument `torch.where(cond)` is `nonzero(cond, as_tuple=True)`: its size depends on the data; "
                + STATIC + "; use the three-argument `torch.where(cond, a, b)`")
     INVALID = ("import torch\nrows, cols = torch.where(mask)", "from torch import where\ni = where(x > 0)")
@@ -103,6 +105,7 @@ class MaskedSelect(Rule):
     """
 
     code = "PC203"
+    passes = (Pass.STATIC, Pass.TRACE)
     message = ("`masked_select` returns as many elements as the mask holds True; " + STATIC
                + "; use `torch.where(mask, x, 0)` or `x * mask` and keep the shape")
     INVALID = ("import torch\np = torch.masked_select(x, m)", "p = x.masked_select(m)")
@@ -128,6 +131,7 @@ class Unique(Rule):
     """
 
     code = "PC205"
+    passes = (Pass.STATIC, Pass.TRACE)
     message = ("`{name}` returns as many values as the data holds distinct ones; " + STATIC
                + "; compute it outside the compiled model or pad to a fixed maximum")
     INVALID = ("import torch\nu = torch.unique(t)", "u = t.unique(sorted=True)", "u = t.unique_consecutive()")
@@ -156,6 +160,7 @@ class RepeatInterleaveTensor(Rule):
     """
 
     code = "PC206"
+    passes = (Pass.STATIC, Pass.TRACE)
     INVALID = (
         "import torch\ni = torch.repeat_interleave(torch.arange(4), lengths.long())",
         "import torch\ni = torch.repeat_interleave(counts)",
@@ -188,6 +193,7 @@ class BincountUnbounded(Rule):
     """
 
     code = "PC207"
+    passes = (Pass.STATIC, Pass.TRACE)
     message = ("`bincount` without `minlength` returns `max(input) + 1` bins, a size known only from the data; "
                + STATIC + "; pass `minlength=` the number of bins (and keep inputs below it)")
     INVALID = ("import torch\nc = torch.bincount(ids)", "c = ids.bincount()")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from portcheck.rules import Rule, rule
+from portcheck.rules import Pass, Rule, rule
 from portcheck.static.check import Context, check
 from portcheck.static.dynamic_shape.reach import STATIC, report_compiled
 from portcheck.static.syntax import call_name
@@ -35,6 +35,7 @@ class BooleanMaskIndex(Rule):
     """
 
     code = "PC204"
+    passes = (Pass.STATIC, Pass.TRACE)
     message = ("indexing with a boolean mask (`{shown}`) returns as many elements as the mask holds True; " + STATIC
                + "; use `torch.where(mask, x, fill)` or multiply by the mask")
     INVALID = (

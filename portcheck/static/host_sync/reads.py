@@ -6,7 +6,7 @@ from __future__ import annotations
 import libcst as cst
 
 from portcheck.findings import Severity
-from portcheck.rules import Rule, rule
+from portcheck.rules import Pass, Rule, rule
 from portcheck.static.check import Context, check
 from portcheck.static.host_sync.place import quiet_calls, read_place
 from portcheck.static.host_sync.sizes import bound_to_a_size
@@ -58,6 +58,7 @@ class HostValueRead(Rule):
     """
 
     code = "PC701"
+    passes = (Pass.STATIC, Pass.TRACE)
     TARGET = ("trn1", "xla")
     INVALID = (
         "for b in loader:\n    loss = model(b)\n    loss.backward()\n    optimizer.step()\n    total += loss.item()",

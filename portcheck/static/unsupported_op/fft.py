@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from portcheck.knowledge import load_op
-from portcheck.rules import Rule, rule
+from portcheck.rules import Pass, Rule, rule
 from portcheck.static.check import Context, check
 from portcheck.static.syntax import call_name
 
@@ -35,6 +35,7 @@ class Fft(Rule):
     """
 
     code = "PC301"
+    passes = (Pass.STATIC, Pass.TRACE)
     message = ("`{shown}` computes an FFT, which neuronx-cc cannot compile (FFT produces complex tensors, "
                "{error}; complex64 support added in compiler 2.32 does not cover FFT); run it on the CPU before "
                "or after the compiled model, or emulate it with real and imaginary parts")

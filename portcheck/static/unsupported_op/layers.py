@@ -7,7 +7,7 @@ import libcst as cst
 
 from portcheck.findings import Severity
 from portcheck.knowledge import load_op
-from portcheck.rules import Rule, rule
+from portcheck.rules import Pass, Rule, rule
 from portcheck.static.check import Context, check
 from portcheck.static.syntax import call_name, keyword, positional
 
@@ -49,6 +49,7 @@ class OneHot(Rule):
     """
 
     code = "PC307"
+    passes = (Pass.STATIC, Pass.TRACE)
     message = ("`one_hot` compiled to an unsupported dynamic-slice HLO on torch-neuronx 1.13 (aws-neuron-sdk#679); "
                "compiler 2.32 turns `one_hot(ids) @ table` into a gather; on older SDKs use an embedding lookup or "
                "`torch.zeros(...).scatter_(...)`")
@@ -114,6 +115,7 @@ class DilatedPooling(Rule):
     """
 
     code = "PC309"
+    passes = (Pass.STATIC, Pass.TRACE)
     message = ("max pooling with dilation > 1 is a reduce-window with window dilation, which neuronx-cc does not "
                "support ({error}); use dilation=1")
     INVALID = (
@@ -144,6 +146,7 @@ class DilatedTransposedConv(Rule):
     """
 
     code = "PC310"
+    passes = (Pass.STATIC, Pass.TRACE)
     message = ("a strided transposed convolution dilates its input, and with kernel dilation as well it needs both "
                "dilations at once, which neuronx-cc rejects ({both_dilations}); keep dilation=1 or upsample and "
                "convolve as separate steps ({dilated_input})")
@@ -174,6 +177,7 @@ class TriangularSolve(Rule):
     """
 
     code = "PC311"
+    passes = (Pass.STATIC, Pass.TRACE)
     message = ("`triangular_solve` has no Neuron lowering ({error}); the docs suggest `torch.inverse(A) @ b` "
                "(equivalent, slower), or run it on the CPU")
     INVALID = ("import torch\nx, _ = torch.triangular_solve(b, A)", "x = b.triangular_solve(A)")

@@ -6,7 +6,7 @@ import libcst as cst
 
 from portcheck.findings import Severity
 from portcheck.knowledge import load_op
-from portcheck.rules import Rule, rule
+from portcheck.rules import Pass, Rule, rule
 from portcheck.static.check import Context, check
 from portcheck.static.syntax import call_name, keyword, positional
 from portcheck.static.values import integer_dtype
@@ -36,6 +36,7 @@ class IntegerSortInput(Rule):
     """
 
     code = "PC305"
+    passes = (Pass.STATIC, Pass.TRACE)
     INVALID = (
         "top = ids.long().topk(4)",
         "import torch\nv, i = torch.topk(x.to(torch.int32), 2)",
@@ -65,6 +66,7 @@ class TopkLimit(Rule):
     """
 
     code = "PC306"
+    passes = (Pass.STATIC, Pass.TRACE)
     INVALID = (
         "v, i = logits.topk(32000)",
         "import torch\nK = 20000\nv, i = torch.topk(x, K)",

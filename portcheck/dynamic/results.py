@@ -1,0 +1,273 @@
+"""Parent side: turn the child's result into portcheck's results: findings (with messages for the target), the
+op inventory with each op's Neuron status, merged with the static pass's findings on the same files."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from portcheck.config import Settings
+from portcheck.dynamic.outcome import OpCount, TraceOutcome
+from portcheck.dynamic.rules import (
+    CpuFallbackOp,
+    DynamicAxes,
+    SpecialisedAxis,
+    TracedUnsupportedOp,
+    UnbackedSize,
+    UnknownOps,
+)
+from portcheck.findings import Finding, ScanResult, Target, fingerprinted
+from portcheck.knowledge import OpSupport, load, load_ops
+from portcheck.rules import Rule
+from portcheck.static.dynamic_shape.control_flow import TensorControlFlow
+from portcheck.static.dynamic_shape.data_sized import (
+    BincountUnbounded,
+    MaskedSelect,
+    Nonzero,
+    RepeatInterleaveTensor,
+    Unique,
+    WhereSingleArgument,
+)
+from portcheck.static.dynamic_shape.mask_index import BooleanMaskIndex
+from portcheck.static.dynamic_shape.shape_from_data import ShapeFromData
+from portcheck.static.host_sync.reads import HostValueRead
+from portcheck.traced import OpStatus, Place, TracedFinding, TracedModel, TraceResult
+
+
+def _codes(*rules: type[Rule]) -> frozenset[str]:
+    return frozenset(r.code for r in rules)
+
+
+# A traced finding joins a static one at the same line when the static rule names the same problem.
+_SAME_PROBLEM = {
+    TensorControlFlow.code: _codes(TensorControlFlow, ShapeFromData, HostValueRead),
+    HostValueRead.code: _codes(HostValueRead, ShapeFromData),
+    UnbackedSize.code: _codes(Nonzero, WhereSingleArgument, MaskedSelect, BooleanMaskIndex, Unique,
+                              RepeatInterleaveTensor, BincountUnbounded, ShapeFromData, UnbackedSize),
+}
+_STATUS_ORDER = ("unsupported", "cpu-fallback", "unknown", "restricted", "supported")
+_CHIPS = ("trn2", "inf2")
+# An op of the inventory with its status per chip.
+Judged = tuple[OpCount, Mapping[str, str]]
+
+
+class Lines:
+    """Source lines of the files findings point into, read once."""
+
+    def __init__(self) -> None:
+        self._files: dict[str, list[str]] = {}
+
+    def get(self, path: str) -> list[str]:
+        if path not in self._files:
+            try:
+                self._files[path] = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
+            except OSError:
+                self._files[path] = []
+        return self._files[path]
+
+
+def shown_path(path: str, cwd: Path) -> str:
+    """A path as reports show it: relative to `cwd` when it is under it, else as given."""
+    try:
+        return Path(path).resolve().relative_to(cwd.resolve()).as_posix()
+    except ValueError:
+        return path
+
+
+def op_status(op: str, decomposes_to: Sequence[str] | None, stack: str, ops: dict[str, OpSupport]) -> str:
+    """An op's status on a stack: its own entry, else the worst of what it decomposes into, else unknown."""
+    entry = ops.get(op)
+    if entry is not None and stack in entry.status:
+        return entry.status[stack]
+    if decomposes_to:
+        parts = [op_status(part, None, stack, ops) for part in decomposes_to]
+        return min(parts, key=_STATUS_ORDER.index)
+    return "unknown"
+
+
+def stack_of(chip: str, target: Target) -> str:
+    return target.stack if chip == target.chip else load().chips[chip].default_stack
+
+
+def build_report(outcome: TraceOutcome, settings: Settings, cwd: Path, static: bool) -> ScanResult:
+    target = Target(settings.chip, settings.stack)
+    ops_data = load_ops()
+    lines = Lines()
+    model = outcome.model
+    anchor = (model.build_place if model else None) or Place(model.source_file if model else "", 1)
+    inventory: list[Judged] = []
+    for entry in outcome.ops:
+        status = {chip: op_status(entry.op, entry.decomposes_to, stack_of(chip, target), ops_data)
+                  for chip in dict.fromkeys((*_CHIPS, target.chip))}
+        inventory.append((entry, status))
+    findings = _graph_findings(outcome, settings, inventory, ops_data, anchor)
+    findings += _shape_findings(outcome, anchor)
+    made = [_finding(item, settings, cwd, lines) for item in findings]
+    built = _fingerprinted(_dedupe([f for f in made if f is not None]), lines, cwd)
+    files = sorted({f.path for f in built} | ({shown_path(anchor.file, cwd)} if anchor.file else set()))
+    if static:
+        built = _merge_static(built, files, settings, cwd)
+    result = ScanResult(target, files=len(files), findings=sorted(built, key=lambda f: f.sort_key))
+    result.trace = TraceResult(
+        graph=outcome.graph,
+        steps=tuple(outcome.steps),
+        ops=tuple(_op_status(entry, status, cwd) for entry, status in inventory),
+        shapes=outcome.shapes,
+        model=TracedModel(model.class_name, model.parameters, model.device) if model else None,
+        neuron_analyze=outcome.neuron_analyze,
+    )
+    return result
+
+
+def _op_status(entry: OpCount, status: Mapping[str, str], cwd: Path) -> OpStatus:
+    place = entry.place
+    where = f"{shown_path(place.file, cwd)}:{place.line}" if place else None
+    return OpStatus(entry.op, entry.count, entry.dtypes, status, entry.decomposes_to, where)
+
+
+def _graph_findings(outcome: TraceOutcome, settings: Settings, inventory: list[Judged],
+                    ops_data: dict[str, OpSupport], anchor: Place) -> list[TracedFinding]:
+    chip, stack = settings.chip, settings.stack
+    out = []
+    named_ops = set()
+    for item in outcome.findings:
+        named_ops.add(item.op)
+        message = item.message or item.rule.traced_message(item, stack)
+        if item.rule is TracedUnsupportedOp and item.place is None:  # torch_neuronx.analyze's: at the op's line
+            item = replace(item, place=next((e.place for e, _ in inventory if e.op == item.op), None))
+        out.append(replace(item, message=message))
+    unknown = []
+    for entry, status in inventory:
+        support = ops_data.get(entry.op)
+        usage = f"`{entry.op}` ({entry.count}×, {', '.join(entry.dtypes) or 'no tensor inputs'})"
+        if status[chip] == "unsupported" and entry.op not in named_ops:
+            why = f": {support.restriction}" if support and support.restriction else ""
+            code = f" ({support.error_code})" if support and support.error_code else ""
+            out.append(TracedFinding(TracedUnsupportedOp, entry.place, TracedUnsupportedOp.format(
+                usage=usage, chip=chip, stack=stack, why=why, error=code)))
+        elif status[chip] == "cpu-fallback":
+            out.append(TracedFinding(CpuFallbackOp, entry.place, CpuFallbackOp.format(usage=usage, chip=chip,
+                                                                                      stack=stack)))
+        elif status[chip] == "unknown":
+            unknown.append(entry)
+    if unknown:
+        names = ", ".join(e.op.removeprefix("aten::") for e in unknown[:12])
+        more = f" and {len(unknown) - 12} more" if len(unknown) > 12 else ""
+        first = next((e.place for e in unknown if e.place), None) or anchor
+        out.append(TracedFinding(UnknownOps, first, UnknownOps.format(count=len(unknown), stack=stack, names=names,
+                                                                      more=more)))
+    return out
+
+
+def sequence_buckets(low: int, high: int) -> list[int]:
+    """Powers of two from 128 (NxD Inference's automatic buckets) up to the longest sequence."""
+    buckets, size = [], 128
+    while size < high:
+        if size >= low:
+            buckets.append(size)
+        size *= 2
+    return [*buckets, high]
+
+
+def _shape_findings(outcome: TraceOutcome, anchor: Place) -> list[TracedFinding]:
+    shapes = outcome.shapes
+    if shapes is None or not shapes.ok or not anchor.file:
+        return []
+    limit = outcome.model.max_positions if outcome.model else 0
+    out = []
+    dynamic, pinned = [], []
+    for axis in shapes.axes:
+        name = f"`{axis.input}` axis {axis.axis} ({axis.label}, traced at {axis.size})"
+        if axis.dynamic is False:
+            pinned.append(f"{name} to {axis.max}")
+        elif axis.dynamic:
+            high = axis.max
+            bound = f"up to {high}" if high else "with no upper bound export could see"
+            text = f"{name} stays dynamic, {bound}"
+            if "seq" in axis.label:
+                longest = min(x for x in (high, limit) if x) if (high or limit) else 0
+                if longest:
+                    source = "the model's position limit" if longest == limit else "export's bound"
+                    text += (f"; compile sequence buckets {', '.join(map(str, sequence_buckets(1, longest)))} "
+                             f"({source}: {longest})")
+                else:
+                    text += "; compile powers of two from 128 up to your longest sequence"
+            else:
+                text += "; compile one graph per batch size you serve (or pad to one)"
+            dynamic.append(text)
+    if pinned:
+        out.append(TracedFinding(SpecialisedAxis, anchor, SpecialisedAxis.format(axes=", ".join(pinned))))
+    if dynamic:
+        out.append(TracedFinding(DynamicAxes, anchor, DynamicAxes.format(axes="; ".join(dynamic))))
+    return out
+
+
+def _finding(item: TracedFinding, settings: Settings, cwd: Path, lines: Lines) -> Finding | None:
+    code, place = item.rule.code, item.place
+    if code not in settings.enabled or place is None or not place.file:
+        return None
+    path = shown_path(place.file, cwd)
+    if code not in settings.enabled_for(path):
+        return None
+    info = item.rule.info()
+    line = place.line
+    text = lines.get(place.file)
+    source_line = text[line - 1] if 0 < line <= len(text) else ""
+    column = len(source_line) - len(source_line.lstrip()) + 1
+    end_column = max(len(source_line.rstrip()) + 1, column)
+    severity = item.severity or info.severity
+    return Finding(code, info.name, info.category, severity, item.message, path, line, column, line,
+                   end_column, evidence=("traced",))
+
+
+def _fingerprinted(findings: list[Finding], lines: Lines, cwd: Path) -> list[Finding]:
+    by_path: dict[str, list[Finding]] = defaultdict(list)
+    for f in findings:
+        by_path[f.path].append(f)
+    # A display path is relative to cwd, or absolute outside it: joining it to cwd finds the file either way.
+    return [g for path, group in by_path.items() for g in fingerprinted(group, lines.get(str(cwd / path)), path)]
+
+
+def _dedupe(findings: list[Finding]) -> list[Finding]:
+    """One finding a code and line: the two SDPA calls of one line are one place to change."""
+    grouped: dict[tuple[str, str, int], list[Finding]] = defaultdict(list)
+    for f in findings:
+        grouped[(f.code, f.path, f.line)].append(f)
+    out = []
+    for group in grouped.values():
+        first = max(group, key=lambda f: f.severity)
+        if len(group) > 1 and len({f.message for f in group}) == 1:
+            first = replace(first, message=f"{first.message} ({len(group)} times in the graph)")
+        out.append(first)
+    return out
+
+
+def _merge_static(traced: list[Finding], files: list[str], settings: Settings, cwd: Path) -> list[Finding]:
+    from portcheck.static.engine import analyse_file
+
+    rules = load().rules
+    # Rules on by default only in trace (PC401) report static evidence only where the graph confirms it.
+    trace_only_default = {c for c, r in rules.items() if r.trace_default and not r.default}
+    static: list[Finding] = []
+    for path in files:
+        location = cwd / path
+        if location.suffix != ".py" or not location.is_file():
+            continue
+        result = analyse_file(settings.job(path, location))
+        static += result.findings
+    by_line: dict[tuple[str, int], list[int]] = defaultdict(list)
+    for index, f in enumerate(static):
+        by_line[(f.path, f.line)].append(index)
+    merged: list[Finding] = list(static)
+    for f in traced:
+        same = _SAME_PROBLEM.get(f.code, frozenset({f.code}))
+        match = next((i for i in by_line.get((f.path, f.line), []) if merged[i].code in same), None)
+        if match is None:
+            merged.append(f)
+            continue
+        old = merged[match]
+        merged[match] = replace(old, evidence=("static", "traced"), severity=max(old.severity, f.severity),
+                                message=f"{old.message} [traced: {f.message}]")
+    return [f for f in merged if f.code not in trace_only_default or "traced" in f.evidence]

@@ -1,0 +1,261 @@
+"""The values of a trace: what the child process found in the graph (traced findings, each naming its rule class,
+with the user's line), and what `portcheck trace` reports besides its findings — how the graph was captured, the op
+inventory with each op's status per chip, the shape probe, the model and `torch_neuronx.analyze`'s verdict.
+
+Plain frozen dataclasses. The child process writes them as JSON and the parent reads them back
+(`portcheck/dynamic/outcome.py`); the reports write them (`to_json`). In between, code reads attributes. No torch,
+no engine: the reports import this module."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from portcheck.findings import Severity
+from portcheck.rules import Rule, rule_class
+
+JSON = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Place:
+    """A line of the user's source: the innermost frame of theirs behind a graph node or an exception."""
+
+    file: str  # absolute
+    line: int
+    function: str = ""
+
+    def to_json(self) -> JSON:
+        return {"file": self.file, "line": self.line, "function": self.function}
+
+    @classmethod
+    def from_json(cls, data: JSON | None) -> Place | None:
+        return cls(data["file"], int(data.get("line") or 1), data.get("function", "")) if data else None
+
+
+@dataclass(frozen=True)
+class AttentionShape:
+    """The sizes of an attention the graph computes (SDPA, or a hand-written softmax(QKᵀ)V); None where the graph
+    does not say."""
+
+    heads: int | None
+    head_dim: int | None
+    seq_q: int | None
+    seq_k: int | None
+    causal: bool | None = None  # SDPA's is_causal; None for hand-written attention
+
+    def to_json(self) -> JSON:
+        return {"heads": self.heads, "head_dim": self.head_dim, "seq_q": self.seq_q, "seq_k": self.seq_k,
+                "causal": self.causal}
+
+    @classmethod
+    def from_json(cls, data: JSON | None) -> AttentionShape | None:
+        if not data:
+            return None
+        return cls(data.get("heads"), data.get("head_dim"), data.get("seq_q"), data.get("seq_k"), data.get("causal"))
+
+
+@dataclass(frozen=True)
+class TracedFinding:
+    """A finding of the child's, before it is placed in a file: its rule class, the user's line, and either its
+    message or the facts its rule words one from for the target (`Rule.traced_message`)."""
+
+    rule: type[Rule]
+    place: Place | None
+    message: str = ""  # "": worded by the rule from the facts below
+    severity: Severity | None = None  # where this occurrence's differs from the rule's
+    op: str = ""  # the ATen op, where one is at fault
+    shape: tuple[int | str, ...] = ()  # a data-dependent output's sizes (symbolic ones as text)
+    reason: str = ""  # export's or Dynamo's own words
+    attention: AttentionShape | None = None
+    failure_at: str = ""  # torch_neuronx.analyze: where the op failed
+
+    def to_json(self) -> JSON:
+        return {"code": self.rule.code, "place": self.place.to_json() if self.place else None,
+                "message": self.message, "severity": self.severity.label if self.severity else None,
+                "op": self.op, "shape": list(self.shape), "reason": self.reason,
+                "attention": self.attention.to_json() if self.attention else None, "failure_at": self.failure_at}
+
+    @classmethod
+    def from_json(cls, data: JSON) -> TracedFinding:
+        rule = rule_class(data["code"])
+        if rule is None:
+            raise ValueError(f"the trace reported {data['code']}, which no rule class has")
+        severity = data.get("severity")
+        return cls(rule, Place.from_json(data.get("place")), data.get("message", ""),
+                   Severity.parse(severity) if severity else None, data.get("op", ""), tuple(data.get("shape", ())),
+                   data.get("reason", ""), AttentionShape.from_json(data.get("attention")),
+                   data.get("failure_at", ""))
+
+
+@dataclass(frozen=True)
+class Step:
+    """One rung of the capture ladder (torch.export, torch._dynamo.explain, ...) and how it went."""
+
+    method: str
+    ok: bool
+    seconds: float  # rounded to milliseconds
+    nodes: int = 0
+    detail: str = ""
+
+    @classmethod
+    def timed(cls, method: str, ok: bool, seconds: float, nodes: int = 0, detail: str = "") -> Step:
+        return cls(method, ok, round(seconds, 3), nodes, detail)
+
+    def to_json(self) -> JSON:
+        return {"method": self.method, "ok": self.ok, "seconds": self.seconds, "nodes": self.nodes,
+                "detail": self.detail}
+
+    @classmethod
+    def from_json(cls, data: JSON) -> Step:
+        return cls(data["method"], data["ok"], data["seconds"], data.get("nodes", 0), data.get("detail", ""))
+
+
+@dataclass(frozen=True)
+class GraphFacts:
+    """The analysed graph: which step gave it, its size, its graph breaks, and the facts `advise` sizes with."""
+
+    method: str = ""  # the step whose ATen graphs were analysed; "" when none gave any
+    nodes: int = 0
+    graph_breaks: int = 0
+    int64: tuple[str, ...] | None = None  # where int64 tensors appear; None: not exported, unknown
+    peak_activation_bytes: int = 0
+    memory_detail: str | None = None  # why the memory facts are missing, when reading them failed
+    seconds: float | None = None  # the whole child's time, building included
+
+    def to_json(self) -> JSON:
+        out: JSON = {"method": self.method, "nodes": self.nodes, "graph_breaks": self.graph_breaks,
+                     "int64": None if self.int64 is None else list(self.int64),
+                     "peak_activation_bytes": self.peak_activation_bytes}
+        if self.memory_detail is not None:
+            out["memory_detail"] = self.memory_detail
+        if self.seconds is not None:
+            out["seconds"] = self.seconds
+        return out
+
+    @classmethod
+    def from_json(cls, data: JSON) -> GraphFacts:
+        int64 = data.get("int64")
+        return cls(data.get("method", ""), data.get("nodes", 0), data.get("graph_breaks", 0),
+                   None if int64 is None else tuple(int64), data.get("peak_activation_bytes", 0),
+                   data.get("memory_detail"), data.get("seconds"))
+
+
+@dataclass(frozen=True)
+class ShapeAxis:
+    """An input axis the shape probe asked export to keep dynamic, and what export made of it."""
+
+    input: str  # a keyword name, or "args[0]"
+    axis: int
+    label: str  # "batch", "seq", "decoder_seq", or the --dynamic label
+    size: int  # the example's size
+    dynamic: bool | None = None  # None: export failed, or the axis was not found
+    min: int | None = None
+    max: int | None = None  # None: no upper bound export could see
+
+    def to_json(self) -> JSON:
+        return {"input": self.input, "axis": self.axis, "label": self.label, "size": self.size,
+                "dynamic": self.dynamic, "min": self.min, "max": self.max}
+
+    @classmethod
+    def from_json(cls, data: JSON) -> ShapeAxis:
+        return cls(data["input"], data["axis"], data["label"], data["size"], data.get("dynamic"), data.get("min"),
+                   data.get("max"))
+
+
+@dataclass(frozen=True)
+class ShapeProbe:
+    """The second export, with the batch and sequence axes dynamic (`Dim.AUTO`)."""
+
+    ok: bool
+    seconds: float
+    detail: str = ""
+    axes: tuple[ShapeAxis, ...] = ()
+
+    def to_json(self) -> JSON:
+        return {"ok": self.ok, "seconds": self.seconds, "detail": self.detail,
+                "axes": [a.to_json() for a in self.axes]}
+
+    @classmethod
+    def from_json(cls, data: JSON) -> ShapeProbe:
+        return cls(data["ok"], data["seconds"], data.get("detail", ""),
+                   tuple(ShapeAxis.from_json(a) for a in data.get("axes", [])))
+
+
+@dataclass(frozen=True)
+class AnalyzeVerdict:
+    """`torch_neuronx.analyze` on a Neuron host (`--neuron-analyze`): its support figure and the operators it
+    reports unsupported, as it gives them; or why it could not run."""
+
+    ok: bool
+    detail: str = ""  # why not, when not ok
+    support_percentage: float | None = None
+    unsupported: tuple[JSON, ...] = ()  # torch_neuronx's own entries (kind, failureAt, call, ...)
+
+    def to_json(self) -> JSON:
+        if not self.ok:
+            return {"ok": False, "detail": self.detail}
+        return {"ok": True, "support_percentage": self.support_percentage, "unsupported": list(self.unsupported)}
+
+    @classmethod
+    def from_json(cls, data: JSON) -> AnalyzeVerdict:
+        return cls(data["ok"], data.get("detail", ""), data.get("support_percentage"),
+                   tuple(data.get("unsupported") or ()))
+
+
+@dataclass(frozen=True)
+class OpStatus:
+    """One ATen op of the inventory: how often the graph calls it, with which input dtypes, its status per chip,
+    what it decomposes into (a composite op) and the first user line that calls it."""
+
+    op: str
+    count: int
+    dtypes: tuple[str, ...]
+    status: Mapping[str, str]  # chip -> "supported", "restricted", "cpu-fallback", "unsupported" or "unknown"
+    decomposes_to: tuple[str, ...] | None = None
+    first_at: str | None = None  # "path:line", the path as reports show it
+
+    def to_json(self) -> JSON:
+        return {"op": self.op, "count": self.count, "dtypes": list(self.dtypes), "status": dict(self.status),
+                "decomposes_to": None if self.decomposes_to is None else list(self.decomposes_to),
+                "first_at": self.first_at}
+
+
+@dataclass(frozen=True)
+class TracedModel:
+    """The model as the trace report names it."""
+
+    class_name: str  # module.QualifiedName
+    parameters: int
+    device: str  # "cpu" or "meta"
+
+    def to_json(self) -> JSON:
+        return {"class": self.class_name, "parameters": self.parameters, "device": self.device}
+
+
+@dataclass(frozen=True)
+class TraceResult:
+    """What `portcheck trace` adds to a ScanResult: the reports write it beside the findings."""
+
+    graph: GraphFacts | None  # None only for a result without a graph (a child that stopped early)
+    steps: tuple[Step, ...] = ()
+    ops: tuple[OpStatus, ...] = ()
+    shapes: ShapeProbe | None = None
+    model: TracedModel | None = None
+    neuron_analyze: AnalyzeVerdict | None = None
+
+    def to_json(self) -> JSON:
+        """The trace's part of the JSON report (schema 1's extra keys)."""
+        return {
+            "graph": {**(self.graph.to_json() if self.graph is not None else {}),
+                      "steps": [s.to_json() for s in self.steps]},
+            "ops": [op.to_json() for op in self.ops],
+            "shapes": self.shapes.to_json() if self.shapes is not None else None,
+            "model": self.model.to_json() if self.model is not None else {},
+            "neuron_analyze": self.neuron_analyze.to_json() if self.neuron_analyze is not None else None,
+        }
+
+
+__all__ = ["AnalyzeVerdict", "AttentionShape", "GraphFacts", "OpStatus", "Place", "ShapeAxis", "ShapeProbe", "Step",
+           "TraceResult", "TracedFinding", "TracedModel"]
