@@ -160,3 +160,25 @@ def test_cuda_only_paths_offer_no_fix() -> None:
     text = "def f(model, device):\n    if device.type == 'cuda':\n        model.cuda()\n"
     result = analyse_text(text, "model.py", "trn2", "native", _CODES)
     assert [f.fix for f in result.findings if f.code == "PC101"] == [None]
+
+
+def test_more_cuda_only_paths_and_probes() -> None:
+    # accelerate test_script.py: a branch for a GPU distributed type
+    text = ("import torch\ndef f(state):\n    if state.distributed_type == DistributedType.MULTI_GPU:\n"
+            "        return torch.cuda.device_count()\n")
+    assert _severities(text).get((4, "PC104")) == "info"
+    # kornia onnx.py: whether CUDA was set up in this process (RNG state)
+    text = "import torch\ndevices = list(range(3)) if torch.cuda.is_initialized() else []\n"
+    assert _severities(text).get((2, "PC104")) == "info"
+    # PyG profile.py: the probe picks a CUDA profiler column
+    text = ("import torch\ndef f():\n    if torch.cuda.is_available():\n        key = 'self_cuda_time_total'\n"
+            "    else:\n        key = 'self_cpu_time_total'\n    return key\n")
+    assert _severities(text).get((3, "PC104")) == "info"
+    # …but one that picks the device does not (x-transformers attend.py)
+    text = "import torch\ndef f():\n    if torch.cuda.is_available():\n        return torch.device('cuda')\n"
+    assert _severities(text).get((3, "PC104")) == "warning"
+
+
+def test_a_probe_reached_only_under_another_is_info() -> None:
+    text = "import torch\ndevices = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []\n"
+    assert _severities(text).get((2, "PC104")) == "info"

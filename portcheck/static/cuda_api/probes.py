@@ -26,8 +26,11 @@ from portcheck.static.walk import visit
 class CudaAvailabilityProbe(Rule):
     """## What it does
     Finds `torch.cuda.is_available()`, `device_count()`, `is_bf16_supported()`, `is_initialized()` and
-    `get_arch_list()`. Reported as info where the probe only decides whether a message is logged
-    (`if torch.cuda.device_count() > 1: logger.warning(...)`).
+    `get_arch_list()`. Reported as info where skipping what it guards is right on Neuron: it only decides whether a
+    message is logged (`if torch.cuda.device_count() > 1: logger.warning(...)`), guards only CUDA housekeeping
+    (`empty_cache()`, memory counters, GPU queries, NVML, nvidia-smi), decides whether a CUDA test runs
+    (`unittest.skipUnless(torch.cuda.device_count() > 1, ...)`), asks `is_initialized()`, or sits on a CUDA-only
+    path itself. A probe that picks the device, or guards a `synchronize()` (timings), stays a warning.
 
     ## Example
     ```python
@@ -45,7 +48,9 @@ class CudaAvailabilityProbe(Rule):
     `torch_xla.device_count()`: unsafe, since the probe then answers yes on Neuron and the other branch runs.
     Offered only where what the probe decides is in view: the test of an `if`, or `"cuda" if probe else "cpu"`
     (whose `"cuda"` becomes the stack's device in the same fix); not where that code holds a CUDA device string
-    no fix rewrites, nor where the probe's value is stored (`use_gpu = torch.cuda.is_available()`).
+    or a `torch.cuda` call no fix rewrites, nor where the probe's value is stored (`use_gpu =
+    torch.cuda.is_available()`), nor an early exit (`if not torch.cuda.is_available(): return`), whose guarded code
+    follows out of view. Fixes inside the branch are offered only with a probe the stack can rewrite.
     """
 
     code = "PC104"
@@ -239,7 +244,7 @@ def _exits(block: cst.BaseSuite) -> bool:
 # torch.cuda APIs that only query or tune the GPU: skipping them on Neuron loses nothing the port needs.
 _QUERIES = frozenset({"get_device_properties", "get_device_capability", "get_device_name", "get_arch_list"})
 _TOOL_NAMES = re.compile(r"nvml|amdsmi|cudagraph|^_cuda|nvtx|cudart", re.IGNORECASE)
-_TOOL_TEXT = re.compile(r"nvidia-smi|nvml|amdsmi")
+_TOOL_TEXT = re.compile(r"nvidia-smi|nvml|amdsmi|_cuda_")  # `"self_cuda_time_total"`: a CUDA profiler column
 
 
 class _DeviceWork(cst.CSTVisitor):
@@ -292,8 +297,13 @@ def probe_note(ctx: Context, node: cst.CSTNode) -> str | None:
     only CUDA housekeeping, which is right to skip on Neuron."""
     if test_gate_argument(ctx, node):
         return "here it decides whether a CUDA test runs: skipping it without CUDA is intended"
+    if (ctx.qualname(node) or "").endswith(".is_initialized"):
+        return ("it asks whether this process has set CUDA up (fork safety, RNG state), which False answers right "
+                "on Neuron")
     if path := cuda_path(ctx, node, expressions=False):  # `device.type == "cuda" and not probe`: a fallback
         return f"here on a CUDA-only path, {path}"
+    if (probe := _cuda_only(ctx, node)) is not None:
+        return f"here reached only where CUDA is present, under `{one_line(ctx.source(probe))}`"
     if data_preparation(ctx):
         return ("here in data preparation, which runs on the host: without CUDA it runs on the CPU, as host-side "
                 "preprocessing should")

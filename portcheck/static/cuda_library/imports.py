@@ -30,8 +30,12 @@ class CudaOnlyLibrary(Rule):
     An import with a fallback is info, not an error: inside `try/except ImportError`, under an availability
     check (`if is_flash_attn_2_available():`, `if torch.cuda.is_available():`), in a function that checks
     availability before importing, or decorated `@requires_backends`. On Neuron the fallback runs, so the
-    finding asks you to make sure it is the pure-PyTorch path. Imports under `if TYPE_CHECKING:`, relative
-    imports, look-alike names (`apex_utils`, `tritonclient`) and plain `import deepspeed` stay quiet.
+    finding asks you to make sure it is the pure-PyTorch path. An import in an integration of the library is info
+    too: a module, function or class named for it (`tuners/lora/bnb.py`, `dequantize_bnb_weight`), a test
+    decorated for it (`@require_bnb`), a branch for it (`if method.startswith("xformers"):`), an opt-in profiler
+    (`xformers.profiler`): nothing reaches it unless the user picks the library. Imports under
+    `if TYPE_CHECKING:`, relative imports, look-alike names (`apex_utils`, `tritonclient`) and plain
+    `import deepspeed` stay quiet.
 
     ## Example
     ```python
