@@ -182,3 +182,14 @@ def test_more_cuda_only_paths_and_probes() -> None:
 def test_a_probe_reached_only_under_another_is_info() -> None:
     text = "import torch\ndevices = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []\n"
     assert _severities(text).get((2, "PC104")) == "info"
+
+
+def test_hiding_every_gpu_is_info_and_messages_name_real_replacements() -> None:
+    text = "import os\nos.environ['CUDA_VISIBLE_DEVICES'] = ''\nos.environ['CUDA_VISIBLE_DEVICES'] = '0,1'\n"
+    found = _severities(text)
+    assert found[(2, "PC110")] == "info" and found[(3, "PC110")] == "warning"
+    text = ("import torch\nmem = torch.cuda.get_device_properties(0).total_memory\n"
+            "dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16\n")
+    result = analyse_text(text, "model.py", "trn2", "native", _CODES)
+    messages = {f.line: f.message for f in result.findings}
+    assert "has no `.total_memory`" in messages[2] and "use `True` (every NeuronCore" in messages[3]

@@ -297,7 +297,7 @@ def probe_note(ctx: Context, node: cst.CSTNode) -> str | None:
     only CUDA housekeeping, which is right to skip on Neuron."""
     if test_gate_argument(ctx, node):
         return "here it decides whether a CUDA test runs: skipping it without CUDA is intended"
-    if (ctx.qualname(node) or "").endswith(".is_initialized"):
+    if isinstance(node, cst.BaseExpression) and (ctx.qualname(node) or "").endswith(".is_initialized"):
         return ("it asks whether this process has set CUDA up (fork safety, RNG state), which False answers right "
                 "on Neuron")
     if path := cuda_path(ctx, node, expressions=False):  # `device.type == "cuda" and not probe`: a fallback

@@ -22,17 +22,16 @@ from portcheck.static.cuda_api.ignored import BACKENDS, CudaSilentCall, CudnnSet
 from portcheck.static.cuda_api.placement import CudaDeviceArgument, CudaDeviceObject, CudaTensorPlacement
 from portcheck.static.cuda_api.probes import (
     CudaAvailabilityProbe,
-    data_preparation,
     only_logs,
     probe_expressions,
     probe_in,
     probe_note,
     probe_steps,
     report_guarded,
-    seeded_already,
 )
 from portcheck.static.cuda_api.statements import find_call
-from portcheck.static.syntax import call_name, dotted_name
+from portcheck.static.cuda_api.uses import attribute_read, mocked, silent_note, tool_message
+from portcheck.static.syntax import dotted_name
 
 
 @rule
@@ -187,7 +186,8 @@ _NO_EQUIVALENT = {
 }
 
 
-def _api_message(qualname: str, api: CudaApi | None, stack: str) -> tuple[type[Rule], str]:
+def _api_message(qualname: str, api: CudaApi | None, stack: str, read: str | None = None) -> tuple[type[Rule], str]:
+    """The rule and message of a torch.cuda API; `read`: the attribute the code reads from the call's result."""
     if api is None:
         return CudaApiOther, (
             f"`{qualname}` is NVIDIA-only; port it to the {stack} stack's device API "
@@ -195,8 +195,12 @@ def _api_message(qualname: str, api: CudaApi | None, stack: str) -> tuple[type[R
         )
     found = _API_RULES[api.code]
     replacement = api.replacement(stack)
-    if replacement:
-        advice = f"use `{replacement}`"
+    code, _, note = replacement.partition(" (")  # "True (every NeuronCore supports BF16)": code, then why
+    if replacement and read is not None and code.endswith("current_accelerator()"):
+        advice = (f"`{code}` names the device but has no `.{read}`; the {stack} stack documents no drop-in for "
+                  "this property")
+    elif replacement:
+        advice = f"use `{code}` ({note}" if note else f"use `{code}`"
     elif stack == "xla" and api.xla_note:
         advice = api.xla_note
     else:
@@ -208,10 +212,10 @@ def _judge_reference(ctx: Context, node: cst.Attribute | cst.Name, qualname: str
     if qualname == "torch.cuda.amp" or qualname.startswith("torch.cuda.amp."):
         return  # autocast and GradScaler are training rules (PC601, PC602): see training.py
     if qualname == "torch.cuda" or qualname.startswith("torch.cuda."):
-        if qualname == "torch.cuda" and _mocked(ctx, node):
+        if qualname == "torch.cuda" and mocked(ctx, node):
             return  # a test's stub of torch.cuda, as `torch.cuda.is_bf16_supported = lambda: True` is
         api = api_entry(qualname[len("torch.cuda."):])
-        found, message = _api_message(qualname, api, ctx.stack)
+        found, message = _api_message(qualname, api, ctx.stack, attribute_read(ctx, node))
         fix = _api_fix(ctx, node, api) if api is not None and found.code in ctx.enabled else None
         if found is CudaAvailabilityProbe:  # a probe is not judged by the probes around it
             note = "here it only decides whether a message is logged" if only_logs(ctx, node) else probe_note(ctx, node)
@@ -220,11 +224,11 @@ def _judge_reference(ctx: Context, node: cst.Attribute | cst.Name, qualname: str
             else:
                 ctx.report(found, node, message, fix=fix)
             return
-        if found is CudaApiOther and (tool := _tool(ctx, node, qualname)):
+        if found is CudaApiOther and (tool := tool_message(ctx, node, qualname)):
             report_guarded(ctx, found, node, tool, raises=False, severity=Severity.INFO)
             return
         severity = None
-        if found is CudaSilentCall and (note := _silent_note(ctx, qualname)):
+        if found is CudaSilentCall and (note := silent_note(ctx, qualname)):
             message, severity = f"{message} ({note})", Severity.INFO
         # Without CUDA a silent call does nothing, so it does not raise once a probe around it is ported.
         report_guarded(ctx, found, node, message, fix, raises=found is not CudaSilentCall, severity=severity)
@@ -235,41 +239,6 @@ def _judge_reference(ctx: Context, node: cst.Attribute | cst.Name, qualname: str
             message = (f"`{qualname}` reads a cuDNN/CUDA-backend flag, which only NVIDIA kernels use; on Neuron it "
                        "means nothing (harmless)")
         ctx.report(CudnnSetting, node, message)
-
-
-# NVIDIA profiling and debugging aids: opt-in tools, not the model's code (they raise or do nothing without CUDA).
-_TOOLS = ("nvtx", "cudart", "profiler", "set_sync_debug_mode", "get_sync_debug_mode")
-_REFLECTION = frozenset({"getattr", "hasattr"})
-_MOCKS = frozenset({"setattr", "object", "patch.object"})
-
-
-def _tool(ctx: Context, node: cst.BaseExpression, qualname: str) -> str | None:
-    """The message for a profiling aid, or for `torch.cuda` read reflectively (`getattr(torch.cuda, "x", None)`):
-    an info, since neither is the port's work; None for the rest."""
-    rest = qualname[len("torch.cuda."):]
-    if rest.split(".", 1)[0] in _TOOLS:
-        return (f"`{qualname}` is an NVIDIA profiling/debugging aid (NVTX, nsys, CUDA sync debugging): it raises or "
-                "does nothing without CUDA; keep it out of the run on Neuron")
-    call = find_call(ctx, lambda c: call_name(c) in _REFLECTION and bool(c.args) and c.args[0].value is node)
-    if call is not None:
-        return (f"`{call_name(call)}({ctx.source(node)}, ...)` reads torch.cuda reflectively: whatever it finds "
-                "answers for CUDA only; check what the code does with it")
-    return None
-
-
-def _silent_note(ctx: Context, qualname: str) -> str | None:
-    """Why a call that does nothing without CUDA loses nothing here, or None."""
-    if qualname.rsplit(".", 1)[-1] in ("manual_seed", "manual_seed_all") and seeded_already(ctx):
-        return "`torch.manual_seed` here already seeds every device"
-    if data_preparation(ctx):
-        return "in data preparation, which runs on the host"
-    return None
-
-
-def _mocked(ctx: Context, node: cst.BaseExpression) -> bool:
-    """`monkeypatch.setattr(torch.cuda, ...)`, `mock.patch.object(torch.cuda, ...)`: a test stubs CUDA."""
-    return find_call(ctx, lambda c: bool(c.args) and c.args[0].value is node and (
-        call_name(c) in _MOCKS or (dotted_name(c.func) or "").endswith("patch.object"))) is not None
 
 
 def _skip_chain(ctx: Context, node: cst.BaseExpression) -> None:
