@@ -25,7 +25,8 @@ from portcheck.static.walk import visit
 
 CUDA, NOT_CUDA = "cuda", "not-cuda"
 _CUDA_WORDS: list[list[str]] = []  # filled below, from rules/libraries.toml
-_GATE_DECORATOR = re.compile(r"(?i)^(requires?|only|needs|skip_?if_?no|skip_?unless)_?\w*(cuda|gpu)")  # not `withCUDA`: it runs on the CPU too
+# `@requires_cuda`, `@onlyCUDA`, `@require_multi_gpu`; not `@withCUDA`, which runs the test on the CPU too.
+_GATE_DECORATOR = re.compile(r"(?i)^(requires?|only|needs|skip_?if_?no|skip_?unless)_?\w*(cuda|gpu)")
 _RUN_IF = ("RunIf", "_RunIf")
 _FLAG_HEADS = frozenset({"use", "using", "with", "on", "is", "has", "run", "enable", "ephemeral", "cuda", "gpu"})
 _SKIP_IF, _SKIP_UNLESS = frozenset({"skipif", "skipIf"}), frozenset({"skipUnless"})
