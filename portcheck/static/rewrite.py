@@ -129,7 +129,8 @@ def _used_names(module: ast.Module) -> set[str]:
 def drop_imports_made_unused(before: str, after: str) -> str:
     """Remove the top-level imports that the fixes left unused: a name used in `before` and nowhere in `after`
     (string annotations, `__all__`, `globals()` and star imports keep every import, since use cannot be ruled
-    out). Only whole `from x import a, b` lines whose every name went unused are removed; `import x` stays."""
+    out). Only whole `from x import a, b` (or `import torch.x as y`) lines whose every name went unused are removed;
+    `import x` stays."""
     try:
         old, new = ast.parse(before), ast.parse(after)
     except SyntaxError:
@@ -140,8 +141,15 @@ def drop_imports_made_unused(before: str, after: str) -> str:
     lines = after.splitlines(keepends=True)
     doomed: list[tuple[int, int]] = []
     for stmt in new.body:
-        if not isinstance(stmt, ast.ImportFrom) or stmt.end_lineno is None:
-            continue  # `import x` may be there for its side effects (registering a backend): kept
+        # `import x` may be there for its side effects (registering a backend): kept, except an aliased torch
+        # submodule (`import torch.backends.cudnn as cudnn`), which registers nothing torch has not already.
+        if isinstance(stmt, ast.Import):
+            if not all(alias.asname and alias.name.startswith("torch.") for alias in stmt.names):
+                continue
+        elif not isinstance(stmt, ast.ImportFrom):
+            continue
+        if stmt.end_lineno is None:
+            continue
         names = [(alias.asname or alias.name).split(".")[0] for alias in stmt.names]
         if names and all(n in was_used and n not in now_used for n in names):
             line = lines[stmt.lineno - 1]

@@ -127,11 +127,15 @@ def under_type_checking(ctx: Context) -> bool:
 
 
 def guard(ctx: Context, node: cst.CSTNode | None = None) -> str | None:
-    """Why the current statement has a fallback, or None: inside `try:` with an ImportError handler, or under
-    an `if` that probes availability (`is_flash_attn_available()`, `importlib.util.find_spec(...)`,
-    `torch.cuda.is_available()`)."""
+    """Why the current statement has a fallback, or None: inside `try:` with an ImportError handler that carries
+    on (one that only raises again is a better message, not a fallback), or under an `if` that probes availability
+    (`is_flash_attn_available()`, `importlib.util.find_spec(...)`, `torch.cuda.is_available()`).
+
+    Code that runs only with CUDA (`if x.device.type == "cuda":`, after `if not torch.cuda.is_available():
+    return`, in a CUDA-gated test) is a different question: `portcheck.static.cuda_api.paths.cuda_path`."""
     for stmt in reversed(ctx.statements):
-        if isinstance(stmt, (cst.Try, cst.TryStar)) and catches_import_error(stmt):
+        if isinstance(stmt, (cst.Try, cst.TryStar)) and catches_import_error(stmt) and not all(
+                _reraises(handler) for handler in stmt.handlers):
             return "inside `try` with an `except ImportError` fallback"
         if isinstance(stmt, cst.If):
             probe = availability_probe(stmt.test)
@@ -226,6 +230,15 @@ def _short_circuited(ctx: Context, test: cst.BaseExpression, node: cst.CSTNode) 
         if _compile_polarity(ctx, operand) == "not":
             return any(contains(later, node) for later in operands[index + 1:])
     return False
+
+
+def _reraises(handler: cst.ExceptHandler | cst.ExceptStarHandler) -> bool:
+    """The handler ends by raising: it reports the missing library better, it does not fall back."""
+    body = handler.body.body
+    last = body[-1] if body else None
+    smalls = last.body if isinstance(last, cst.SimpleStatementLine) else body if isinstance(
+        handler.body, cst.SimpleStatementSuite) else ()
+    return any(isinstance(small, cst.Raise) for small in smalls)
 
 
 def catches_import_error(stmt: cst.Try | cst.TryStar) -> bool:

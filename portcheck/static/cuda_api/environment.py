@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from portcheck.findings import Severity
 from portcheck.rules import Rule, rule
 from portcheck.static.check import Context, FixPlan, Replace, check
 from portcheck.static.codegen import literal_like
@@ -57,7 +58,7 @@ def check_environ_assignment(node: cst.AssignTarget, ctx: Context) -> None:
         if isinstance(key, cst.Index) and string_value(key.value) == "CUDA_VISIBLE_DEVICES":
             assign = assignment(ctx, node)
             fix = _visible_cores_fix(key.value, assign.value) if assign is not None else None
-            ctx.report(CudaVisibleDevices, target, fix=fix)
+            _report(ctx, target, assign.value if assign is not None else None, fix)
 
 
 @check(cst.Call, rules=(CudaVisibleDevices,), tokens=TOKENS)
@@ -66,7 +67,17 @@ def check_environ_call(node: cst.Call, ctx: Context) -> None:
         key, value = positional(node, 0), positional(node, 1)
         if key is not None and string_value(key.value) == "CUDA_VISIBLE_DEVICES":
             fix = _visible_cores_fix(key.value, value.value if value is not None else None)
-            ctx.report(CudaVisibleDevices, node, fix=fix)
+            _report(ctx, node, value.value if value is not None else None, fix)
+
+
+def _report(ctx: Context, node: cst.CSTNode, value: cst.BaseExpression | None, fix: FixPlan | None) -> None:
+    """`CUDA_VISIBLE_DEVICES=""` or `"-1"` hides every GPU on purpose (to run on the CPU): info, no fix."""
+    if value is not None and (string_value(value) or "").strip() in ("", "-1"):
+        ctx.report(CudaVisibleDevices, node, "`CUDA_VISIBLE_DEVICES` set to hide every GPU (on purpose, to keep "
+                   "CUDA out of this process); the Neuron runtime does not read it, so it neither helps nor hurts "
+                   "there", Severity.INFO)
+        return
+    ctx.report(CudaVisibleDevices, node, fix=fix)
 
 
 def _core_range(text: str | None) -> str | None:

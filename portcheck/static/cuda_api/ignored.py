@@ -57,7 +57,8 @@ class CudaSilentCall(Rule):
 class CudnnSetting(Rule):
     """## What it does
     Finds `torch.backends.cudnn.*` and `torch.backends.cuda.*` settings and queries
-    (`cudnn.benchmark = True`, `cudnn.deterministic`, `cuda.matmul.allow_tf32`, `cudnn.flags(...)`).
+    (`cudnn.benchmark = True`, `cudnn.deterministic`, `cuda.matmul.allow_tf32`, `cudnn.flags(...)`). Neuron ignores
+    them, so nothing breaks: advice (info), to remove what no longer means anything.
 
     ## Example
     ```python

@@ -27,6 +27,7 @@ from portcheck.static.cuda_api.devices import (
 from portcheck.static.cuda_api.probes import report_guarded
 from portcheck.static.cuda_api.statements import find_call
 from portcheck.static.syntax import call_name, keyword, string_value
+from portcheck.static.walk import visit
 
 
 @rule
@@ -175,6 +176,8 @@ def check_placement(node: cst.Call, ctx: Context) -> None:
                            f"instance does not have; use `.to({device})`{stack_hint(ctx)}",
                            _argument_fix(ctx, arg.value))
         elif kind == "torch.device":
+            if _only_type_read(ctx, node):
+                continue  # `torch.device("cuda").type`: the string "cuda", for a comparison; nothing is placed
             replacement = f"torch.device({device})" if ctx.stack == "native" else device
             report_guarded(ctx, CudaDeviceObject, node, call=one_line(ctx.source(node)), replacement=replacement,
                            hint=stack_hint(ctx), fix=_device_object_fix(ctx, node, arg))
@@ -191,6 +194,19 @@ def check_placement(node: cst.Call, ctx: Context) -> None:
             fix = None if kind == "device_map" else _argument_fix(ctx, arg.value)
             report_guarded(ctx, CudaDeviceArgument, arg, f"`{kind}={where}` places on a CUDA device, which a Neuron "
                            f"instance does not have; pass `{kind}={device}`{stack_hint(ctx)}", fix)
+
+
+def _only_type_read(ctx: Context, node: cst.Call) -> bool:
+    class Finder(cst.CSTVisitor):
+        found = False
+
+        def visit_Attribute(self, attribute: cst.Attribute) -> bool:
+            Finder.found = Finder.found or (attribute.value is node and attribute.attr.value == "type")
+            return not Finder.found
+
+    if ctx.statements:
+        visit(ctx.statements[-1], Finder())
+    return Finder.found
 
 
 # ---- fixes ---------------------------------------------------------------------------------------------------------

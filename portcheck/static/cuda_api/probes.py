@@ -7,6 +7,8 @@ note, since it raises as soon as the probe is ported to `torch.accelerator`.
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from portcheck.findings import Severity
@@ -14,7 +16,8 @@ from portcheck.rules import Rule, rule
 from portcheck.static.check import Context, FixPlan, Replace
 from portcheck.static.cuda_api.apis import api_entry
 from portcheck.static.cuda_api.devices import device_text, is_cuda_text, one_line, placements
-from portcheck.static.syntax import block_body, small_statements, string_prefix
+from portcheck.static.cuda_api.paths import CUDA, NOT_CUDA, cuda_path, polarity, test_gate_argument
+from portcheck.static.syntax import block_body, blocks, call_name, small_statements, string_prefix
 from portcheck.static.values import contains
 from portcheck.static.walk import visit
 
@@ -23,8 +26,11 @@ from portcheck.static.walk import visit
 class CudaAvailabilityProbe(Rule):
     """## What it does
     Finds `torch.cuda.is_available()`, `device_count()`, `is_bf16_supported()`, `is_initialized()` and
-    `get_arch_list()`. Reported as info where the probe only decides whether a message is logged
-    (`if torch.cuda.device_count() > 1: logger.warning(...)`).
+    `get_arch_list()`. Reported as info where skipping what it guards is right on Neuron: it only decides whether a
+    message is logged (`if torch.cuda.device_count() > 1: logger.warning(...)`), guards only CUDA housekeeping
+    (`empty_cache()`, memory counters, GPU queries, NVML, nvidia-smi), decides whether a CUDA test runs
+    (`unittest.skipUnless(torch.cuda.device_count() > 1, ...)`), asks `is_initialized()`, or sits on a CUDA-only
+    path itself. A probe that picks the device, or guards a `synchronize()` (timings), stays a warning.
 
     ## Example
     ```python
@@ -42,7 +48,9 @@ class CudaAvailabilityProbe(Rule):
     `torch_xla.device_count()`: unsafe, since the probe then answers yes on Neuron and the other branch runs.
     Offered only where what the probe decides is in view: the test of an `if`, or `"cuda" if probe else "cpu"`
     (whose `"cuda"` becomes the stack's device in the same fix); not where that code holds a CUDA device string
-    no fix rewrites, nor where the probe's value is stored (`use_gpu = torch.cuda.is_available()`).
+    or a `torch.cuda` call no fix rewrites, nor where the probe's value is stored (`use_gpu =
+    torch.cuda.is_available()`), nor an early exit (`if not torch.cuda.is_available(): return`), whose guarded code
+    follows out of view. Fixes inside the branch are offered only with a probe the stack can rewrite.
     """
 
     code = "PC104"
@@ -94,33 +102,48 @@ def probe_expressions(ctx: Context) -> list[cst.IfExp]:
     return ctx.memo("cuda-probe-ifexp", ctx.statements[-1], list)
 
 
-def _cuda_only(ctx: Context, node: cst.CSTNode) -> str | None:
+def _cuda_only(ctx: Context, node: cst.CSTNode) -> cst.BaseExpression | None:
     """The probe that keeps `node` from running on Neuron: it sits in the body of `if torch.cuda.is_available():`
     (or of `x if torch.cuda.is_available() else y`)."""
     for index, stmt in enumerate(ctx.statements):
         if isinstance(stmt, cst.If) and probe_in(ctx, stmt.test):
             inner = ctx.statements[index + 1] if index + 1 < len(ctx.statements) else node
             if contains(stmt.body, inner):
-                return one_line(ctx.source(stmt.test))
+                return stmt.test
     for ifexp in probe_expressions(ctx):
         if contains(ifexp.body, node):
-            return one_line(ctx.source(ifexp.test))
+            return ifexp.test
     return None
 
 
+def _portable(ctx: Context, test: cst.BaseExpression) -> bool:
+    """Every torch.cuda call of the probe's test has a fix on this stack: the port reaches what it guards."""
+    finder = _StrayCuda(ctx, set())
+    visit(test, finder)
+    return not finder.found
+
+
 def report_guarded(ctx: Context, reported: type[Rule], node: cst.CSTNode, message: str | None = None,
-                   fix: FixPlan | None = None, *, raises: bool = True, **fields: object) -> None:
+                   fix: FixPlan | None = None, *, raises: bool = True, severity: Severity | None = None,
+                   **fields: object) -> None:
     """Report `reported` at `node` (worded by `message`, or by its template and `fields`), as info where a CUDA
     probe keeps `node` from running on Neuron; `raises`: it raises once that probe is ported (a call that does
-    nothing without CUDA does not)."""
+    nothing without CUDA does not). On another CUDA-only path (`if x.device.type == "cuda":`, after
+    `if not torch.cuda.is_available(): return`) it is info too, without a fix: no port reaches it."""
     message = reported.format(**fields) if message is None else message
     probe = _cuda_only(ctx, node)
     if probe is None:
-        ctx.report(reported, node, message, fix=fix)
+        path = cuda_path(ctx, node)
+        if path is None:
+            ctx.report(reported, node, message, severity, fix)
+        else:
+            ctx.report(reported, node, f"{message} (a CUDA-only path, {path}: it does not run on Neuron)",
+                       Severity.INFO)
         return
     then = ": it raises once that probe is ported" if raises else ""
-    ctx.report(reported, node, f"{message} (reached only where CUDA is present, under `{probe}`{then})", Severity.INFO,
-               fix)
+    # A fix inside the branch only counts where the probe is ported too; otherwise its result never runs.
+    ctx.report(reported, node, f"{message} (reached only where CUDA is present, under `{one_line(ctx.source(probe))}`"
+               f"{then})", Severity.INFO, fix if _portable(ctx, probe) else None)
 
 
 _LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "warning_once", "info_once"})
@@ -169,6 +192,12 @@ class _StrayCuda(cst.CSTVisitor):
     def on_visit(self, node: cst.CSTNode) -> bool:
         if self.found or id(node) in self.allowed:
             return False
+        if isinstance(node, cst.Attribute):
+            qualname = self.ctx.qualname(node) or ""
+            if qualname.startswith("torch.cuda."):  # a CUDA call the port would reach and no fix rewrites
+                api = api_entry(qualname[len("torch.cuda."):])
+                self.found = api is None or self.ctx.stack not in api.fixes
+                return False
         if isinstance(node, cst.Call):
             self.allowed.update(id(a.value) for kind, a in placements(self.ctx, node) if kind != "device_map")
         elif isinstance(node, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)):
@@ -196,6 +225,123 @@ def probe_steps(ctx: Context, call: cst.Call) -> tuple[list[Replace], tuple[str,
             code, imports = device_text(ctx, ifexp.body)
             return None if _stray_cuda(ctx, ifexp, {id(ifexp.body)}) else ([Replace(ifexp.body, code)], imports)
     stmt = ctx.statements[-1] if ctx.statements else None
-    if isinstance(stmt, cst.If) and contains(stmt.test, call) and not _stray_cuda(ctx, stmt, set()):
-        return [], ()
+    if not isinstance(stmt, cst.If) or not contains(stmt.test, call) or _stray_cuda(ctx, stmt, set()):
+        return None
+    if polarity(ctx, stmt.test) == NOT_CUDA and _exits(stmt.body):
+        return None  # `if not torch.cuda.is_available(): return`: what it guards follows, out of view
+    return [], ()
+
+
+def _exits(block: cst.BaseSuite) -> bool:
+    lines = [block] if isinstance(block, cst.SimpleStatementSuite) else list(block_body(block)[-1:])
+    return any(isinstance(small, (cst.Return, cst.Raise, cst.Continue, cst.Break))
+               for line in lines if isinstance(line, (cst.SimpleStatementLine, cst.SimpleStatementSuite))
+               for small in line.body)
+
+
+# ---- what a probe decides -----------------------------------------------------------------------------------------
+
+# torch.cuda APIs that only query or tune the GPU: skipping them on Neuron loses nothing the port needs.
+_QUERIES = frozenset({"get_device_properties", "get_device_capability", "get_device_name", "get_arch_list"})
+_TOOL_NAMES = re.compile(r"nvml|amdsmi|cudagraph|^_cuda|nvtx|cudart", re.IGNORECASE)
+_TOOL_TEXT = re.compile(r"nvidia-smi|nvml|amdsmi|_cuda_")  # `"self_cuda_time_total"`: a CUDA profiler column
+
+
+class _DeviceWork(cst.CSTVisitor):
+    """Whether a region does work a port needs (places on a device, synchronizes, selects a device) or only
+    CUDA housekeeping (frees the cache, reads counters, queries the GPU, NVML, nvidia-smi, a fork-safety error)."""
+
+    def __init__(self, ctx: Context) -> None:
+        super().__init__()
+        self.ctx = ctx
+        self.needed = False
+        self.cuda_specific = False
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if self.needed:
+            return False
+        target = node.func if isinstance(node, cst.Call) else node
+        if isinstance(target, (cst.Attribute, cst.Name)):
+            qualname = self.ctx.qualname(target) or ""
+            if qualname.startswith("torch.cuda."):  # judged by what the API does; its arguments with it
+                rest = qualname[len("torch.cuda."):]
+                api = api_entry(rest)
+                self.cuda_specific = True
+                self.needed = not (rest.rsplit(".", 1)[-1] in _QUERIES or rest.startswith(("_", "nvtx"))
+                                   or (api is not None and api.behaviour != "raises"))
+                return False
+            if isinstance(target, cst.Name) and _TOOL_NAMES.search(target.value):
+                self.cuda_specific = True
+        if isinstance(node, cst.Call):
+            if (call_name(node) in ("cuda", "to") and isinstance(node.func, cst.Attribute)) or self.ctx.qualname(
+                    node.func) == "torch.device":
+                self.needed = True
+        elif isinstance(node, cst.SimpleString):
+            self.needed = bool(re.fullmatch(r"""[rbfuRBFU]*['"]cuda(:\d*)?['"]""", node.value))
+            self.cuda_specific = self.cuda_specific or bool(_TOOL_TEXT.search(node.value))
+            return False
+        elif isinstance(node, cst.Raise):
+            self.cuda_specific = True
+        return True
+
+
+def _housekeeping(ctx: Context, region: list[cst.CSTNode]) -> bool:
+    work = _DeviceWork(ctx)
+    for part in region:
+        visit(part, work)
+    return work.cuda_specific and not work.needed
+
+
+def probe_note(ctx: Context, node: cst.CSTNode) -> str | None:
+    """Why the probe at `node` is no porting problem, or None: it decides whether a CUDA test runs, or it guards
+    only CUDA housekeeping, which is right to skip on Neuron."""
+    if test_gate_argument(ctx, node):
+        return "here it decides whether a CUDA test runs: skipping it without CUDA is intended"
+    if isinstance(node, cst.BaseExpression) and (ctx.qualname(node) or "").endswith(".is_initialized"):
+        return ("it asks whether this process has set CUDA up (fork safety, RNG state), which False answers right "
+                "on Neuron")
+    if path := cuda_path(ctx, node, expressions=False):  # `device.type == "cuda" and not probe`: a fallback
+        return f"here on a CUDA-only path, {path}"
+    if (probe := _cuda_only(ctx, node)) is not None:
+        return f"here reached only where CUDA is present, under `{one_line(ctx.source(probe))}`"
+    if data_preparation(ctx):
+        return ("here in data preparation, which runs on the host: without CUDA it runs on the CPU, as host-side "
+                "preprocessing should")
+    stmt = ctx.statements[-1] if ctx.statements else None
+    if not isinstance(stmt, cst.If) or not contains(stmt.test, node):
+        return None
+    if "PYTEST_CURRENT_TEST" in ctx.source(stmt.test):
+        return "here it decides a workaround for the project's own test runs"
+    side = polarity(ctx, stmt.test)
+    if side == CUDA:
+        region: list[cst.CSTNode] = [stmt.body]
+    elif side == NOT_CUDA and stmt.orelse is None and _exits(stmt.body) and len(ctx.statements) > 1:
+        block = next((b for b in blocks(ctx.statements[-2]) if any(s is stmt for s in b)), ())
+        region = list(block[[id(s) for s in block].index(id(stmt)) + 1:]) if block else []
+    else:
+        return None
+    if region and _housekeeping(ctx, region):
+        return ("here it only guards CUDA housekeeping (cache, counters, GPU queries, NVML), which is right to skip "
+                "on Neuron")
     return None
+
+
+def data_preparation(ctx: Context) -> bool:
+    """The file is a dataset module (`datasets/…`, `…_dataset.py`): host-side data preparation."""
+    parts = ctx.path.replace("\\", "/").split("/")
+    return "datasets" in parts[:-1] or parts[-1].removesuffix(".py").endswith(("_dataset", "_datasets"))
+
+
+def seeded_already(ctx: Context) -> bool:
+    """`torch.manual_seed(...)` is called in the same function (or module): it seeds every device already."""
+    scope: cst.CSTNode = ctx.functions[-1] if ctx.functions else ctx.module
+    found = False
+
+    class Finder(cst.CSTVisitor):
+        def visit_Call(self, call: cst.Call) -> bool:
+            nonlocal found
+            found = found or ctx.qualname(call.func) == "torch.manual_seed"
+            return not found
+
+    visit(scope, Finder())
+    return found

@@ -25,10 +25,12 @@ from portcheck.static.cuda_api.probes import (
     only_logs,
     probe_expressions,
     probe_in,
+    probe_note,
     probe_steps,
     report_guarded,
 )
 from portcheck.static.cuda_api.statements import find_call
+from portcheck.static.cuda_api.uses import attribute_read, mocked, silent_note, tool_message
 from portcheck.static.syntax import dotted_name
 
 
@@ -184,7 +186,8 @@ _NO_EQUIVALENT = {
 }
 
 
-def _api_message(qualname: str, api: CudaApi | None, stack: str) -> tuple[type[Rule], str]:
+def _api_message(qualname: str, api: CudaApi | None, stack: str, read: str | None = None) -> tuple[type[Rule], str]:
+    """The rule and message of a torch.cuda API; `read`: the attribute the code reads from the call's result."""
     if api is None:
         return CudaApiOther, (
             f"`{qualname}` is NVIDIA-only; port it to the {stack} stack's device API "
@@ -192,8 +195,12 @@ def _api_message(qualname: str, api: CudaApi | None, stack: str) -> tuple[type[R
         )
     found = _API_RULES[api.code]
     replacement = api.replacement(stack)
-    if replacement:
-        advice = f"use `{replacement}`"
+    code, _, note = replacement.partition(" (")  # "True (every NeuronCore supports BF16)": code, then why
+    if replacement and read is not None and code.endswith("current_accelerator()"):
+        advice = (f"`{code}` names the device but has no `.{read}`; the {stack} stack documents no drop-in for "
+                  "this property")
+    elif replacement:
+        advice = f"use `{code}` ({note}" if note else f"use `{code}`"
     elif stack == "xla" and api.xla_note:
         advice = api.xla_note
     else:
@@ -205,21 +212,33 @@ def _judge_reference(ctx: Context, node: cst.Attribute | cst.Name, qualname: str
     if qualname == "torch.cuda.amp" or qualname.startswith("torch.cuda.amp."):
         return  # autocast and GradScaler are training rules (PC601, PC602): see training.py
     if qualname == "torch.cuda" or qualname.startswith("torch.cuda."):
+        if qualname == "torch.cuda" and mocked(ctx, node):
+            return  # a test's stub of torch.cuda, as `torch.cuda.is_bf16_supported = lambda: True` is
         api = api_entry(qualname[len("torch.cuda."):])
-        found, message = _api_message(qualname, api, ctx.stack)
+        found, message = _api_message(qualname, api, ctx.stack, attribute_read(ctx, node))
         fix = _api_fix(ctx, node, api) if api is not None and found.code in ctx.enabled else None
         if found is CudaAvailabilityProbe:  # a probe is not judged by the probes around it
-            if only_logs(ctx, node):
-                message = f"{message} (here it only decides whether a message is logged)"
-                ctx.report(found, node, message, Severity.INFO, fix)
+            note = "here it only decides whether a message is logged" if only_logs(ctx, node) else probe_note(ctx, node)
+            if note:
+                ctx.report(found, node, f"{message} ({note})", Severity.INFO, fix)
             else:
                 ctx.report(found, node, message, fix=fix)
             return
+        if found is CudaApiOther and (tool := tool_message(ctx, node, qualname)):
+            report_guarded(ctx, found, node, tool, raises=False, severity=Severity.INFO)
+            return
+        severity = None
+        if found is CudaSilentCall and (note := silent_note(ctx, qualname)):
+            message, severity = f"{message} ({note})", Severity.INFO
         # Without CUDA a silent call does nothing, so it does not raise once a probe around it is ported.
-        report_guarded(ctx, found, node, message, fix, raises=found is not CudaSilentCall)
+        report_guarded(ctx, found, node, message, fix, raises=found is not CudaSilentCall, severity=severity)
     elif any(qualname == b or qualname.startswith(b + ".") for b in BACKENDS):
-        ctx.report(CudnnSetting, node,
-                   f"`{qualname}` configures NVIDIA kernels only; on Neuron it is ignored; remove it")
+        if find_call(ctx, lambda c: c.func is node) is not None:
+            message = f"`{qualname}(...)` configures NVIDIA kernels only; on Neuron it is ignored (harmless); remove it"
+        else:
+            message = (f"`{qualname}` reads a cuDNN/CUDA-backend flag, which only NVIDIA kernels use; on Neuron it "
+                       "means nothing (harmless)")
+        ctx.report(CudnnSetting, node, message)
 
 
 def _skip_chain(ctx: Context, node: cst.BaseExpression) -> None:
@@ -280,7 +299,7 @@ def check_assignment(node: cst.AssignTarget, ctx: Context) -> None:
         _skip_chain(ctx, target)
     elif any(qualname.startswith(b + ".") for b in BACKENDS):
         ctx.report(CudnnSetting, target,
-                   f"setting `{qualname}` has no effect on Neuron (cuDNN/CUDA kernels only); remove it",
+                   f"setting `{qualname}` has no effect on Neuron (cuDNN/CUDA kernels only; harmless); remove it",
                    fix=setting_fix(ctx, node))
         _skip_chain(ctx, target)
 

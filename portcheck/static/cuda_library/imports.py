@@ -9,10 +9,12 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from portcheck.findings import Severity
 from portcheck.knowledge import KnowledgeError, rules_dir
 from portcheck.rules import Rule, rule
 from portcheck.static.check import Context, check
 from portcheck.static.cuda_library.fallbacks import fallback, fallback_severity
+from portcheck.static.cuda_library.integrations import integration
 from portcheck.static.syntax import call_name, dotted_name, string_value
 from portcheck.static.values import under_type_checking
 
@@ -28,8 +30,12 @@ class CudaOnlyLibrary(Rule):
     An import with a fallback is info, not an error: inside `try/except ImportError`, under an availability
     check (`if is_flash_attn_2_available():`, `if torch.cuda.is_available():`), in a function that checks
     availability before importing, or decorated `@requires_backends`. On Neuron the fallback runs, so the
-    finding asks you to make sure it is the pure-PyTorch path. Imports under `if TYPE_CHECKING:`, relative
-    imports, look-alike names (`apex_utils`, `tritonclient`) and plain `import deepspeed` stay quiet.
+    finding asks you to make sure it is the pure-PyTorch path. An import in an integration of the library is info
+    too: a module, function or class named for it (`tuners/lora/bnb.py`, `dequantize_bnb_weight`), a test
+    decorated for it (`@require_bnb`), a branch for it (`if method.startswith("xformers"):`), an opt-in profiler
+    (`xformers.profiler`): nothing reaches it unless the user picks the library. Imports under
+    `if TYPE_CHECKING:`, relative imports, look-alike names (`apex_utils`, `tritonclient`) and plain
+    `import deepspeed` stay quiet.
 
     ## Example
     ```python
@@ -90,6 +96,7 @@ class Library:
     native: str
     xla: str
     source: str
+    names: tuple[str, ...] = ()
 
     def advice(self, stack: str) -> str:
         return self.native if stack == "native" else self.xla
@@ -107,7 +114,7 @@ def libraries() -> dict[str, Library]:
     for entry in data["library"]:
         use = entry.get("use", "")
         library = Library(tuple(entry["modules"]), entry["title"], entry["kind"], entry.get("native", use),
-                          entry.get("xla", use), entry.get("source", ""))
+                          entry.get("xla", use), entry.get("source", ""), tuple(entry.get("names", ())))
         if not (library.native and library.xla and library.source):
             raise KnowledgeError(f"{path}: {library.title} lacks `use` (or `native` and `xla`) or `source`")
         for module in library.modules:
@@ -181,17 +188,37 @@ def _library_message(ctx: Context, shown: str, library: Library, reason: str | N
 
 @check(cst.Import, cst.ImportFrom, rules=(CudaOnlyLibrary,), tokens=IMPORT_TOKENS)
 def check_import(node: cst.Import | cst.ImportFrom, ctx: Context) -> None:
-    found: dict[int, tuple[Library, cst.CSTNode]] = {}
+    found: dict[int, tuple[Library, cst.CSTNode, str]] = {}
     for qualname, where in _imported(node):
         library = library_of(qualname)
         if library is not None and id(library) not in found:
-            found[id(library)] = (library, where)
+            found[id(library)] = (library, where, qualname)
     if not found or under_type_checking(ctx):
         return
     reason = fallback(ctx)
-    for library, where in found.values():
+    for library, where, qualname in found.values():
         shown = one_line(_import_text(node, where))
+        _report(ctx, where, shown, qualname, library, reason, _alias_names(node, where))
+
+
+def _alias_names(node: cst.Import | cst.ImportFrom, where: cst.CSTNode) -> tuple[str, ...]:
+    """The names an import binds (`bnb` for `import bitsandbytes as bnb`), which an integration may be named by."""
+    aliases = [where] if isinstance(where, cst.ImportAlias) else (
+        list(node.names) if not isinstance(node.names, cst.ImportStar) else [])
+    return tuple(bound for a in aliases if a.asname is not None and isinstance(a.asname.name, cst.Name)
+                 for bound in (a.asname.name.value,))
+
+
+def _report(ctx: Context, where: cst.CSTNode, shown: str, qualname: str, library: Library, reason: str | None,
+            aliases: tuple[str, ...] = ()) -> None:
+    """The finding: info where there is a fallback, or where the import is an integration of the library."""
+    place = None if reason else integration(ctx, qualname, library.modules, library.names + aliases)
+    if place is None:
         ctx.report(CudaOnlyLibrary, where, _library_message(ctx, shown, library, reason), fallback_severity(reason))
+        return
+    ctx.report(CudaOnlyLibrary, where, f"`{shown}` imports {library.title} ({library.kind}) in {place}: it runs only "
+               f"when the user chooses {library.title}, so on Neuron leave it unchosen ({library.advice(ctx.stack)})",
+               Severity.INFO)
 
 
 @check(cst.Call, rules=(CudaOnlyLibrary,), tokens=IMPORT_TOKENS)
@@ -203,6 +230,4 @@ def check_import_module(node: cst.Call, ctx: Context) -> None:
     library = library_of(target) if target else None
     if library is None or under_type_checking(ctx):
         return
-    reason = fallback(ctx)
-    ctx.report(CudaOnlyLibrary, node, _library_message(ctx, one_line(ctx.source(node)), library, reason),
-               fallback_severity(reason))
+    _report(ctx, node, one_line(ctx.source(node)), target or "", library, fallback(ctx))

@@ -1,0 +1,284 @@
+"""CUDA-only paths: code that runs only where a CUDA device is present or in use, so it is not a porting blocker.
+
+A path is CUDA-only under a test that holds only with CUDA (`torch.cuda.is_available()`, `device.type == "cuda"`,
+`str(device).startswith("cuda")`, `x.is_cuda`, a `use_cuda` flag, a local bound to one of these): in the body of
+`if test:` or `x if test else y`, after `test and ...`, in the `else` of the negated test, after an early exit
+(`if not torch.cuda.is_available(): return`, `if device.type != "cuda": raise`, `assert device.type == "cuda"`), in
+`for i in range(torch.cuda.device_count())`, in the implementation of a `cuda()` method, and in a test that is
+skipped without CUDA (`@pytest.mark.skipif(not torch.cuda.is_available())`, `@requires_cuda`,
+`@_RunIf(min_cuda_gpus=1)`). Every rule may ask (`cuda_path`); what runs there cannot fail on Neuron.
+"""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from portcheck.static.check import Context
+from portcheck.static.cuda_api.apis import api_entry
+from portcheck.static.cuda_library.imports import libraries
+from portcheck.static.cuda_library.integrations import words
+from portcheck.static.syntax import blocks, call_name, dotted_name, positional, string_value
+from portcheck.static.values import contains
+from portcheck.static.walk import visit
+
+CUDA, NOT_CUDA = "cuda", "not-cuda"
+_CUDA_WORDS: list[list[str]] = []  # filled below, from rules/libraries.toml
+# `@requires_cuda`, `@onlyCUDA`, `@require_multi_gpu`; not `@withCUDA`, which runs the test on the CPU too.
+_GATE_DECORATOR = re.compile(r"(?i)^(requires?|only|needs|skip_?if_?no|skip_?unless)_?\w*(cuda|gpu)")
+_RUN_IF = ("RunIf", "_RunIf")
+_FLAG_HEADS = frozenset({"use", "using", "with", "on", "is", "has", "run", "enable", "ephemeral", "cuda", "gpu"})
+_SKIP_IF, _SKIP_UNLESS = frozenset({"skipif", "skipIf"}), frozenset({"skipUnless"})
+
+
+def _flip(polarity: str | None) -> str | None:
+    return {CUDA: NOT_CUDA, NOT_CUDA: CUDA}.get(polarity or "")
+
+
+def probe_call(ctx: Context, node: cst.BaseExpression) -> bool:
+    """`torch.cuda.is_available()`, `device_count()`: a torch.cuda API that reads False or 0 without CUDA."""
+    if isinstance(node, cst.Call):
+        node = node.func
+    qualname = ctx.qualname(node)
+    if qualname is None or not qualname.startswith("torch.cuda."):
+        return False
+    api = api_entry(qualname[len("torch.cuda."):])
+    return api is not None and api.behaviour in ("returns-false", "returns-zero")
+
+
+def _count(node: cst.BaseExpression) -> int | None:
+    return int(node.value) if isinstance(node, cst.Integer) else None
+
+
+def _comparison(ctx: Context, test: cst.Comparison, depth: int) -> str | None:
+    if len(test.comparisons) != 1:
+        return None
+    operator, right, left = test.comparisons[0].operator, test.comparisons[0].comparator, test.left
+    same, differs = isinstance(operator, (cst.Equal, cst.Is)), isinstance(operator, (cst.NotEqual, cst.IsNot))
+    for other in (right, left):
+        if string_value(other) == "cuda" or _device_type_literal(ctx, other) or _gpu_member(other):
+            return CUDA if same else NOT_CUDA if differs else None
+    if isinstance(operator, cst.In) and string_value(left) == "cuda" and isinstance(right, cst.Call):
+        return CUDA  # "cuda" in str(device)
+    if isinstance(left, cst.Call) and call_name(left) == "len" and left.args:
+        left = left.args[0].value
+    if not probe_call(ctx, left):
+        return None
+    count = _count(right)
+    if isinstance(operator, (cst.GreaterThan, cst.NotEqual)) and count == 0:
+        return CUDA
+    if isinstance(operator, (cst.GreaterThanEqual, cst.Equal)) and count is not None and count >= 1:
+        return CUDA
+    if isinstance(operator, cst.GreaterThan) and count is not None and count > 0:
+        return CUDA
+    if (isinstance(operator, cst.Equal) and count == 0) or (isinstance(operator, cst.LessThan) and count == 1):
+        return NOT_CUDA
+    return None
+
+
+def _gpu_member(node: cst.BaseExpression) -> bool:
+    """An enum member named for CUDA GPUs: `DistributedType.MULTI_GPU`, `Backend.CUDA`."""
+    if not isinstance(node, cst.Attribute) or not node.attr.value.isupper():
+        return False
+    return bool({"cuda", "gpu"} & set(words(node.attr.value)))
+
+
+def _device_type_literal(ctx: Context, node: cst.BaseExpression) -> bool:
+    """`torch.device("cuda").type`: the string "cuda" spelled as a device."""
+    if isinstance(node, cst.Attribute) and node.attr.value == "type" and isinstance(node.value, cst.Call):
+        call = node.value
+        arg = positional(call, 0)
+        return ctx.qualname(call.func) == "torch.device" and arg is not None and string_value(arg.value) == "cuda"
+    return False
+
+
+def polarity(ctx: Context, test: cst.BaseExpression, depth: int = 0) -> str | None:
+    """CUDA when `test` holds only with CUDA present or in use, NOT_CUDA when it fails only then, else None."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return _flip(polarity(ctx, test.expression, depth))
+    if isinstance(test, cst.BooleanOperation):
+        sides = (polarity(ctx, test.left, depth), polarity(ctx, test.right, depth))
+        if isinstance(test.operator, cst.And):
+            return CUDA if CUDA in sides else None
+        return NOT_CUDA if NOT_CUDA in sides else None
+    if isinstance(test, cst.Comparison):
+        return _comparison(ctx, test, depth)
+    if isinstance(test, cst.Call):
+        if probe_call(ctx, test):
+            return CUDA
+        if call_name(test) == "startswith" and isinstance(test.func, cst.Attribute) and test.args:
+            prefix = string_value(test.args[0].value)
+            return CUDA if prefix is not None and prefix.startswith("cuda") else None
+        return None
+    if isinstance(test, cst.Attribute) and test.attr.value == "is_cuda":
+        return CUDA
+    name = test.value if isinstance(test, cst.Name) else test.attr.value if isinstance(test, cst.Attribute) else None
+    if name is not None and _flag(name):
+        return CUDA
+    if isinstance(test, cst.Name) and depth < 2:
+        bound = ctx.constant(test)
+        return polarity(ctx, bound[1], depth + 1) if bound is not None else None
+    return None
+
+
+def _flag(name: str) -> bool:
+    """A flag that says CUDA is used: `using_cuda`, `self.on_gpu`, `ephemeral_gpu_offload` (not `include_cuda`)."""
+    found = words(name)
+    return bool({"cuda", "gpu"} & set(found)) and found[0] in _FLAG_HEADS
+
+
+def _text(ctx: Context, node: cst.CSTNode) -> str:
+    return " ".join(ctx.source(node).split())
+
+
+def _exits(block: cst.BaseSuite) -> bool:
+    body = block.body
+    last = body[-1] if body else None
+    if isinstance(last, cst.SimpleStatementLine):
+        last_small = last.body[-1] if last.body else None
+    else:
+        last_small = last if isinstance(last, cst.BaseSmallStatement) else None
+    return isinstance(last_small, (cst.Return, cst.Raise, cst.Continue, cst.Break))
+
+
+def _early_exit(ctx: Context, holder: cst.CSTNode, inner: cst.CSTNode) -> str | None:
+    """`if not <cuda>: return` or `assert <cuda>` before `inner` in the block of `holder` that holds it."""
+    for block in blocks(holder) if not isinstance(holder, cst.Module) else [tuple(holder.body)]:
+        if not any(s is inner for s in block):
+            continue
+        for stmt in block:
+            if stmt is inner:
+                return None
+            if (isinstance(stmt, cst.If) and stmt.orelse is None and _exits(stmt.body)
+                    and polarity(ctx, stmt.test) == NOT_CUDA):
+                return f"after `if {_text(ctx, stmt.test)}:` exits"
+            if isinstance(stmt, cst.SimpleStatementLine):
+                for small in stmt.body:
+                    if isinstance(small, cst.Assert) and polarity(ctx, small.test) == CUDA:
+                        return f"after `assert {_text(ctx, small.test)}`"
+    return None
+
+
+def gate(ctx: Context, decorator: cst.BaseExpression) -> bool:
+    """A decorator that skips a test without CUDA: `pytest.mark.skipif(not torch.cuda.is_available(), ...)`,
+    `unittest.skipUnless(torch.cuda.device_count() > 1, ...)`, `@requires_cuda`, `@_RunIf(min_cuda_gpus=1)`."""
+    func = decorator.func if isinstance(decorator, cst.Call) else decorator
+    last = (dotted_name(func) or "").rsplit(".", 1)[-1]
+    if isinstance(decorator, cst.Call) and decorator.args and last in _SKIP_IF | _SKIP_UNLESS:
+        wanted = NOT_CUDA if last in _SKIP_IF else CUDA
+        return polarity(ctx, decorator.args[0].value) == wanted
+    if last in _RUN_IF and isinstance(decorator, cst.Call):
+        return any(a.keyword is not None and "cuda" in a.keyword.value for a in decorator.args)
+    return bool(_GATE_DECORATOR.match(last))
+
+
+def _gated(ctx: Context, stmt: cst.FunctionDef | cst.ClassDef) -> str | None:
+    for decorator in stmt.decorators:
+        if gate(ctx, decorator.decorator):
+            return f"in a test gated by `@{_text(ctx, decorator.decorator)}`"
+    return None
+
+
+class _Expressions(cst.CSTVisitor):
+    """`x if <cuda> else y`, `<cuda> and x`, `not <cuda> or x` holding `node`, in one statement's lines."""
+
+    def __init__(self, ctx: Context, node: cst.CSTNode) -> None:
+        super().__init__()
+        self.ctx, self.node = ctx, node
+        self.found: str | None = None
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if self.found is not None or isinstance(node, cst.IndentedBlock):
+            return False
+        if isinstance(node, cst.IfExp):
+            side = polarity(self.ctx, node.test)
+            if (side == CUDA and contains(node.body, self.node)) or (
+                    side == NOT_CUDA and contains(node.orelse, self.node)):
+                self.found = f"under `… if {_text(self.ctx, node.test)} else …`"
+        elif isinstance(node, cst.BooleanOperation) and contains(node.right, self.node):
+            side = polarity(self.ctx, node.left)
+            if side == (CUDA if isinstance(node.operator, cst.And) else NOT_CUDA):
+                self.found = f"after `{_text(self.ctx, node.left)}`"
+        return self.found is None
+
+
+def _cuda_words() -> list[list[str]]:
+    names = {"cuda"} | {m.split(".")[0] for m in libraries()} | {n for lib in libraries().values() for n in lib.names}
+    return [words(n) for n in names]
+
+
+def _named_for_cuda(name: str) -> bool:
+    found = words(name)
+    return any(found[i:i + len(w)] == w for w in _CUDA_WORDS for i in range(len(found) - len(w) + 1))
+
+
+def cuda_module(ctx: Context) -> str | None:
+    """The file is a CUDA integration by its name (`accelerators/cuda.py`, `precision/bitsandbytes.py`)."""
+    stem = ctx.path.replace("\\", "/").rsplit("/", 1)[-1].removesuffix(".py")
+    return f"in `{stem}.py`, a CUDA integration module" if stem and _named_for_cuda(stem) else None
+
+
+def cuda_path(ctx: Context, node: cst.CSTNode, *, expressions: bool = True) -> str | None:
+    """Where `node` runs only with CUDA, why (a phrase: "under `if device.type == "cuda"`"); else None. Without
+    `expressions`, only statements count (not `x if <cuda> else y` or `<cuda> and x`)."""
+    if module := cuda_module(ctx):
+        return module
+    chain = ctx.statements
+    for index, stmt in enumerate(chain):
+        inner = chain[index + 1] if index + 1 < len(chain) else node
+        if index == 0 and (exit_ := _early_exit(ctx, ctx.module, stmt)):
+            return exit_
+        if isinstance(stmt, cst.If):
+            side = polarity(ctx, stmt.test)
+            if (side == CUDA and contains(stmt.body, inner)) or (
+                    side == NOT_CUDA and stmt.orelse is not None and contains(stmt.orelse, inner)):
+                return f"under `if {_text(ctx, stmt.test)}`"
+        elif isinstance(stmt, cst.For) and contains(stmt.body, inner):
+            iterated = stmt.iter
+            if isinstance(iterated, cst.Call) and call_name(iterated) == "range" and any(
+                    probe_call(ctx, a.value) for a in iterated.args):
+                return f"in `for {_text(ctx, stmt.target)} in {_text(ctx, iterated)}` (no iteration without CUDA)"
+        elif isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+            if (isinstance(stmt, cst.FunctionDef) and stmt.name.value == "cuda" and index > 0
+                    and isinstance(chain[index - 1], cst.ClassDef)):
+                return "in the implementation of a `cuda()` method, run only when the caller asks for CUDA"
+            if gated := _gated(ctx, stmt):
+                return gated
+            if isinstance(stmt, cst.ClassDef) and _named_for_cuda(stmt.name.value):
+                return f"in `{stmt.name.value}`, a CUDA integration class"
+        if inner is not node and (exit_ := _early_exit(ctx, stmt, inner)):
+            return exit_
+    if chain and expressions:
+        finder = _Expressions(ctx, node)
+        visit(chain[-1], finder)
+        return finder.found
+    return None
+
+
+def test_gate_argument(ctx: Context, node: cst.CSTNode) -> bool:
+    """`node` is in the condition of `unittest.skipUnless(...)` / `pytest.mark.skipif(...)`: it decides whether a
+    test runs."""
+    found = False
+
+    class Finder(cst.CSTVisitor):
+        def visit_IndentedBlock(self, block: cst.IndentedBlock) -> bool:
+            return False
+
+        def visit_Call(self, call: cst.Call) -> bool:
+            nonlocal found
+            if call_name(call) in _SKIP_IF | _SKIP_UNLESS and call.args and contains(call.args[0].value, node):
+                found = True
+            return not found
+
+    for stmt in ctx.statements[-1:]:
+        visit(stmt, Finder())
+    if not found:
+        for function in ctx.functions[-1:]:
+            found = any(contains(d.decorator, node) for d in function.decorators)
+    return found
+
+
+_CUDA_WORDS.extend(_cuda_words())
+
+__all__ = ["CUDA", "NOT_CUDA", "cuda_module", "cuda_path", "gate", "polarity", "probe_call", "test_gate_argument"]

@@ -1,0 +1,67 @@
+"""How a `torch.cuda` reference is used, where that changes what to tell the user: an NVIDIA profiling aid, a
+reflective read (`getattr(torch.cuda, ...)`), a test's stub of torch.cuda, a property read from a call's result, a
+seeding call made redundant by `torch.manual_seed`."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from portcheck.static.check import Context
+from portcheck.static.cuda_api.probes import data_preparation, seeded_already
+from portcheck.static.cuda_api.statements import find_call
+from portcheck.static.syntax import call_name, dotted_name
+from portcheck.static.walk import visit
+
+# NVIDIA profiling and debugging aids: opt-in tools, not the model's code (they raise or do nothing without CUDA).
+_TOOLS = ("nvtx", "cudart", "profiler", "set_sync_debug_mode", "get_sync_debug_mode")
+_REFLECTION = frozenset({"getattr", "hasattr"})
+_MOCKS = frozenset({"setattr", "object", "patch.object"})
+
+
+def tool_message(ctx: Context, node: cst.BaseExpression, qualname: str) -> str | None:
+    """The message for a profiling aid, or for `torch.cuda` read reflectively (`getattr(torch.cuda, "x", None)`):
+    an info, since neither is the port's work; None for the rest."""
+    rest = qualname[len("torch.cuda."):]
+    if rest.split(".", 1)[0] in _TOOLS:
+        return (f"`{qualname}` is an NVIDIA profiling/debugging aid (NVTX, nsys, CUDA sync debugging): it raises or "
+                "does nothing without CUDA; keep it out of the run on Neuron")
+    call = find_call(ctx, lambda c: call_name(c) in _REFLECTION and bool(c.args) and c.args[0].value is node)
+    if call is not None:
+        return (f"`{call_name(call)}({ctx.source(node)}, ...)` reads torch.cuda reflectively: whatever it finds "
+                "answers for CUDA only; check what the code does with it")
+    return None
+
+
+def attribute_read(ctx: Context, node: cst.BaseExpression) -> str | None:
+    """`total_memory` for `torch.cuda.get_device_properties(0).total_memory`."""
+    call = find_call(ctx, lambda c: c.func is node)
+    if call is None or not ctx.statements:
+        return None
+    found: list[str] = []
+
+    class Finder(cst.CSTVisitor):
+        def visit_Attribute(self, attribute: cst.Attribute) -> bool:
+            if attribute.value is call:
+                found.append(attribute.attr.value)
+            return not found
+
+    visit(ctx.statements[-1], Finder())
+    return found[0] if found else None
+
+
+def silent_note(ctx: Context, qualname: str) -> str | None:
+    """Why a call that does nothing without CUDA loses nothing here, or None."""
+    if qualname.rsplit(".", 1)[-1] in ("manual_seed", "manual_seed_all") and seeded_already(ctx):
+        return "`torch.manual_seed` here already seeds every device"
+    if data_preparation(ctx):
+        return "in data preparation, which runs on the host"
+    return None
+
+
+def mocked(ctx: Context, node: cst.BaseExpression) -> bool:
+    """`monkeypatch.setattr(torch.cuda, ...)`, `mock.patch.object(torch.cuda, ...)`: a test stubs CUDA."""
+    return find_call(ctx, lambda c: bool(c.args) and c.args[0].value is node and (
+        call_name(c) in _MOCKS or (dotted_name(c.func) or "").endswith("patch.object"))) is not None
+
+
+__all__ = ["attribute_read", "mocked", "silent_note", "tool_message"]

@@ -1,0 +1,195 @@
+"""CUDA-only paths and integrations (issue 17): what runs only with CUDA, or only when the user picks a CUDA
+library, is reported as info (or not at all); the same construct outside such a path keeps its severity."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from portcheck.rules import registry
+from portcheck.static.engine import analyse_text
+
+_CODES = frozenset(code for code in registry() if code.startswith(("PC1", "PC5")))
+
+
+def _severities(text: str, path: str = "model.py", chip: str = "trn2", stack: str = "native") -> dict:
+    result = analyse_text(textwrap.dedent(text), path, chip, stack, _CODES)
+    found: dict[tuple[int, str], str] = {}
+    for f in result.findings:
+        found[(f.line, f.code)] = min(found.get((f.line, f.code), "~"), f.severity.name.lower())
+    return found
+
+
+GUARDED = [
+    # accelerate utils/bnb.py: `if model_device.type == "cuda":`
+    ("def f(model, model_device):\n    if model_device.type == 'cuda':\n        model.cuda(0)\n", 3, "PC101"),
+    # kornia enhance/jpeg.py: `if tables[0].is_cuda:`
+    ("import torch\ndef f(t):\n    if t[0].is_cuda:\n"
+     "        torch.cuda.current_stream(t[0].device).synchronize()\n", 4, "PC107"),
+    # kornia contrib/distance_transform.py: `image.is_cuda and ...`
+    ("import torch\ndef f(image):\n    return image.is_cuda and torch.cuda.is_current_stream_capturing()\n",
+     3, "PC108"),
+    # kornia geometry/_ransac_program.py: a conditional expression
+    ("import torch\ndef f(d):\n    return torch.cuda.get_device_name(d) if d.type == 'cuda' else None\n",
+     3, "PC105"),
+    # denoising-diffusion attend.py: an early return
+    ("import torch\ndef f(flash):\n    if not torch.cuda.is_available() or not flash:\n        return\n"
+     "    return torch.cuda.get_device_properties(0)\n", 5, "PC105"),
+    # Lightning accelerators: `if device.type != "cuda": raise`
+    ("import torch\ndef f(device):\n    if device.type != 'cuda':\n        raise ValueError(device)\n"
+     "    torch.cuda.set_device(device)\n", 5, "PC105"),
+    # x-transformers attend.py: an assertion
+    ("import torch\ndef f(device):\n    assert device.type == 'cuda'\n"
+     "    return torch.cuda.get_device_capability(device)\n",
+     4, "PC105"),
+    # PyG index.py: a short-circuit in `__repr__`
+    ("import torch\nclass I:\n    def __repr__(self):\n        return str(self.device.type == 'cuda' and "
+     "torch.cuda.current_device() != self.device.index)\n", 4, "PC105"),
+    # the implementation of a `cuda()` method (Lightning's mixin, PyG's Data)
+    ("class M:\n    def cuda(self, device=None):\n        return super().cuda(device=device)\n", 3, "PC101"),
+    # a local bound to a CUDA test (PyG profile.py)
+    ("import torch\ndef f(device):\n    is_cuda = device == 'cuda'\n    return torch.cuda if is_cuda else torch.xpu\n",
+     4, "PC111"),
+    # stable-baselines3: a `using_cuda` flag
+    ("import torch\ndef f(using_cuda):\n    if using_cuda:\n        torch.cuda.manual_seed_all(0)\n", 4, "PC106"),
+    # a loop that never runs without CUDA (PyG llm.py)
+    ("import torch\ndef f():\n    for i in range(torch.cuda.device_count()):\n        torch.cuda.mem_get_info(i)\n",
+     4, "PC105"),
+    # a test skipped without CUDA
+    ("import pytest, torch\n@pytest.mark.skipif(not torch.cuda.is_available(), reason='gpu')\ndef test_x():\n"
+     "    torch.cuda.synchronize()\n", 4, "PC105"),
+    # a NVTX range: an opt-in profiling aid
+    ("import torch\ndef step():\n    torch.cuda.nvtx.range_push('step')\n", 3, "PC111"),
+    # reading a cuDNN flag (Lightning's launcher snapshot)
+    ("import torch\nstate = torch.backends.cudnn.benchmark\n", 2, "PC109"),
+    # a probe that guards only CUDA housekeeping (peft utils/other.py)
+    ("import torch\ndef f():\n    if torch.cuda.is_available():\n        torch.cuda.empty_cache()\n", 3, "PC104"),
+    # a probe that decides whether a CUDA test runs (accelerate testing.py)
+    ("import torch, unittest\ndef require_single_gpu(t):\n"
+     "    return unittest.skipUnless(torch.cuda.device_count() == 1, 'gpu')(t)\n", 3, "PC104"),
+    # torch.manual_seed already seeds every device (PyG seed.py)
+    ("import torch\ndef seed_everything(s):\n    torch.manual_seed(s)\n    torch.cuda.manual_seed_all(s)\n",
+     4, "PC106"),
+]
+
+
+@pytest.mark.parametrize(("text", "line", "code"), GUARDED)
+def test_a_cuda_only_path_is_info(text: str, line: int, code: str) -> None:
+    assert _severities(text).get((line, code)) == "info"
+
+
+UNGUARDED = [
+    ("def f(model):\n    return model.cuda(0)\n", 2, "PC101"),
+    ("import torch\ndef f(t):\n    torch.cuda.current_stream(t.device).synchronize()\n", 3, "PC107"),
+    ("import torch\ndef f(d):\n    return torch.cuda.get_device_name(d) if d.type == 'cpu' else None\n",
+     3, "PC105"),
+    # an early return that does not depend on CUDA
+    ("import torch\ndef f(flash):\n    if not flash:\n        return\n    return torch.cuda.get_device_properties(0)\n",
+     5, "PC105"),
+    # `include_cuda` asks for CUDA's state; it does not say CUDA is there (Lightning seed.py)
+    ("import torch\ndef f(include_cuda):\n    if include_cuda:\n        torch.cuda.set_rng_state_all([])\n",
+     4, "PC111"),
+    # accelerate testing.py: a probe inside the XLA branch
+    ("import torch\ndef get_backend(xla):\n    if xla:\n        return 'xla', torch.cuda.device_count()\n", 4, "PC104"),
+    # a probe that picks the device (audiocraft musicgen.py), or one that only synchronizes (timings)
+    ("import torch\ndef f():\n    if torch.cuda.device_count():\n        device = 'cuda'\n    else:\n"
+     "        device = 'cpu'\n    return device\n", 3, "PC104"),
+    ("import torch\ndef f():\n    if torch.cuda.is_available():\n        torch.cuda.synchronize()\n", 3, "PC104"),
+    # stable-baselines3: the requested device falls back to the CPU
+    ("import torch\ndef f(device):\n    if device.type == 'cuda' and not torch.cuda.is_available():\n"
+     "        return torch.device('cpu')\n    return device\n", 3, "PC104"),
+    # Lightning ddp.py: a stream for any non-CPU device
+    ("import torch\ndef f(device_ids):\n    if device_ids is not None:\n        s = torch.cuda.Stream()\n", 4, "PC107"),
+    ("import torch\ndef f():\n    torch.cuda.empty_cache()\n", 3, "PC106"),
+    ("import bitsandbytes as bnb\n", 1, "PC501"),
+]
+
+
+@pytest.mark.parametrize(("text", "line", "code"), UNGUARDED)
+def test_the_same_construct_elsewhere_keeps_its_severity(text: str, line: int, code: str) -> None:
+    assert _severities(text).get((line, code)) in ("warning", "error")
+
+
+QUIET = [
+    # stable-baselines3: `th.device("cuda").type` only spells "cuda" for a comparison
+    ("import torch\ndef f(device):\n    return device.type == torch.device('cuda').type\n", 3, "PC102"),
+    # a test's stub of torch.cuda
+    ("import torch\ndef test_x(monkeypatch):\n    monkeypatch.setattr(torch.cuda, 'is_available', lambda: True)\n",
+     3, "PC111"),
+]
+
+
+@pytest.mark.parametrize(("text", "line", "code"), QUIET)
+def test_what_is_no_use_of_cuda_stays_quiet(text: str, line: int, code: str) -> None:
+    assert (line, code) not in _severities(text)
+
+
+INTEGRATIONS = [
+    ("peft/tuners/hira/bnb.py", "import bitsandbytes as bnb\n", 1),
+    ("lightning/precision/transformer_engine.py", "def f():\n    import transformer_engine.pytorch as te\n", 2),
+    ("peft/utils/integrations.py", "def dequantize_bnb_weight(w):\n    import bitsandbytes as bnb\n", 2),
+    ("peft/utils/quantization_utils.py",
+     "class Bnb8bitBackend:\n    def f(self):\n        import bitsandbytes as bnb\n", 3),
+    ("tests/test_notebook.py", "@require_bnb\ndef test_imports():\n    import bitsandbytes as bnb\n", 3),
+    ("audiocraft/modules/transformer.py",
+     "def f(method):\n    if method.startswith('xformers'):\n        from xformers.checkpoint import checkpoint\n", 3),
+    ("audiocraft/utils/profiler.py",
+     "def f(enabled):\n    if enabled:\n        from xformers.profiler import profile\n", 3),
+]
+
+
+@pytest.mark.parametrize(("path", "text", "line"), INTEGRATIONS)
+def test_an_integration_of_a_cuda_library_is_info(path: str, text: str, line: int) -> None:
+    assert _severities(text, path).get((line, "PC501")) == "info"
+
+
+def test_an_import_in_model_code_keeps_its_severity() -> None:
+    # audiocraft modules/transformer.py: the memory-efficient attention of the model itself
+    text = "def get_mask(self):\n    if self.memory_efficient:\n        from xformers.ops import LowerTriangularMask\n"
+    assert _severities(text, "audiocraft/modules/transformer.py").get((3, "PC501")) == "error"
+
+
+def test_a_cuda_integration_module_is_a_cuda_only_path() -> None:
+    text = "import torch\ndef get_parallel_devices(ids):\n    return [torch.device('cuda', i) for i in ids]\n"
+    assert _severities(text, "lightning_fabric/accelerators/cuda.py").get((3, "PC102")) == "info"
+    assert _severities(text, "lightning_fabric/accelerators/xla.py").get((3, "PC102")) == "error"
+
+
+def test_cuda_only_paths_offer_no_fix() -> None:
+    text = "def f(model, device):\n    if device.type == 'cuda':\n        model.cuda()\n"
+    result = analyse_text(text, "model.py", "trn2", "native", _CODES)
+    assert [f.fix for f in result.findings if f.code == "PC101"] == [None]
+
+
+def test_more_cuda_only_paths_and_probes() -> None:
+    # accelerate test_script.py: a branch for a GPU distributed type
+    text = ("import torch\ndef f(state):\n    if state.distributed_type == DistributedType.MULTI_GPU:\n"
+            "        return torch.cuda.device_count()\n")
+    assert _severities(text).get((4, "PC104")) == "info"
+    # kornia onnx.py: whether CUDA was set up in this process (RNG state)
+    text = "import torch\ndevices = list(range(3)) if torch.cuda.is_initialized() else []\n"
+    assert _severities(text).get((2, "PC104")) == "info"
+    # PyG profile.py: the probe picks a CUDA profiler column
+    text = ("import torch\ndef f():\n    if torch.cuda.is_available():\n        key = 'self_cuda_time_total'\n"
+            "    else:\n        key = 'self_cpu_time_total'\n    return key\n")
+    assert _severities(text).get((3, "PC104")) == "info"
+    # …but one that picks the device does not (x-transformers attend.py)
+    text = "import torch\ndef f():\n    if torch.cuda.is_available():\n        return torch.device('cuda')\n"
+    assert _severities(text).get((3, "PC104")) == "warning"
+
+
+def test_a_probe_reached_only_under_another_is_info() -> None:
+    text = "import torch\ndevices = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []\n"
+    assert _severities(text).get((2, "PC104")) == "info"
+
+
+def test_hiding_every_gpu_is_info_and_messages_name_real_replacements() -> None:
+    text = "import os\nos.environ['CUDA_VISIBLE_DEVICES'] = ''\nos.environ['CUDA_VISIBLE_DEVICES'] = '0,1'\n"
+    found = _severities(text)
+    assert found[(2, "PC110")] == "info" and found[(3, "PC110")] == "warning"
+    text = ("import torch\nmem = torch.cuda.get_device_properties(0).total_memory\n"
+            "dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16\n")
+    result = analyse_text(text, "model.py", "trn2", "native", _CODES)
+    messages = {f.line: f.message for f in result.findings}
+    assert "has no `.total_memory`" in messages[2] and "use `True` (every NeuronCore" in messages[3]
