@@ -106,8 +106,9 @@ class Context:
     """Per-file state shared by all checks during the traversal."""
 
     def __init__(self, module: cst.Module, chip: str, stack: str, enabled: frozenset[str],
-                 text: str | None = None) -> None:
+                 text: str | None = None, path: str = "") -> None:
         self.module = module
+        self.path = path  # as given to the scan, "/"-separated or not; "" when unknown
         self._text = text
         self.chip = chip
         self.stack = stack

@@ -196,7 +196,7 @@ def analyse_text(text: str, path: str, chip: str, stack: str, enabled: frozenset
         message = " ".join(exc.message.split())
         return FileResult(path, errors=(FileError(path, f"syntax error: {message}", exc.raw_line),))
 
-    ctx = Context(module, chip, stack, enabled, text)
+    ctx = Context(module, chip, stack, enabled, text, path=path)
     comments: _Comments | None = [] if may_suppress else None
     _traverse(module, ctx, table, comments)
 

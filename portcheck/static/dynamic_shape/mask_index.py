@@ -112,5 +112,5 @@ def check_mask_index(node: cst.Subscript, ctx: Context) -> None:
     for element in node.slice:
         index = element.slice
         if isinstance(index, cst.Index) and _is_mask(ctx, index.value):
-            report_compiled(ctx, BooleanMaskIndex, node, shown=" ".join(ctx.source(node).split()))
+            report_compiled(ctx, BooleanMaskIndex, node, value=node.value, shown=" ".join(ctx.source(node).split()))
             return

@@ -19,6 +19,7 @@ from portcheck.static.host_sync.tensors import (
     known_tensors,
     names_cpu,
 )
+from portcheck.static.scope import host_value
 from portcheck.static.syntax import call_name, keyword, positional
 from portcheck.static.walk import visit
 
@@ -207,9 +208,17 @@ def _host_method(ctx: Context, node: cst.Call) -> type[Rule] | None:
         target = keyword(node, "device") or positional(node, 0)
         if target is None or not names_cpu(ctx, target.value):
             return None
-    if from_host_module(ctx, func.value):
+    if from_host_module(ctx, func.value) or host_value(ctx, _below_reads(func.value)):
         return None
     return found
+
+
+def _below_reads(node: cst.BaseExpression) -> cst.BaseExpression:
+    """`x` for `x.detach().cpu()`: what a chain of host reads starts from (`.cpu()` itself is judged here)."""
+    while (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
+           and node.func.attr.value in (*_HOST_METHODS, "detach")):
+        node = node.func.value
+    return node
 
 
 def _skip_inner_reads(ctx: Context, node: cst.Call) -> None:

@@ -29,7 +29,11 @@ def _size_names(ctx: Context, scope: cst.CSTNode) -> frozenset[str]:
                 args = list(call.args)
             else:
                 return
-            found.update(a.value.value for a in args if isinstance(a.value, cst.Name))
+            size = next((a for a in call.args if a.keyword is not None and a.keyword.value == "size"), None)
+            values = [a.value for a in args] + ([size.value] if size is not None else [])
+            for value in values:  # `torch.zeros(n)`, `torch.zeros(size=(4, n))`
+                elements = value.elements if isinstance(value, (cst.Tuple, cst.List)) else ()
+                found.update(v.value for v in (value, *(e.value for e in elements)) if isinstance(v, cst.Name))
 
     visit(scope, Finder())
     return frozenset(found)
