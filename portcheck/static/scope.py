@@ -27,8 +27,10 @@ from portcheck.static.walk import visit
 # Folders of the data pipeline and tooling: a file below one runs on the host.
 HOST_FOLDERS = frozenset({"datasets", "dataset", "io", "transforms", "metrics", "loader", "loaders", "sampler",
                           "samplers", "data", "visualization"})
-# Files of the data pipeline wherever they are: samplers, loaders, datasets, feature and graph stores.
-_HOST_FILES = re.compile(r"(sampler|loader|dataset|feature_store|graph_store)s?\.py$")
+# Files of the data pipeline and of plotting wherever they are: samplers, loaders, datasets, feature and graph
+# stores, drawing and visualisation.
+_HOST_FILES = re.compile(
+    r"(^|_)(sampler|loader|dataloader|dataset|feature_store|graph_store)s?\.py$|^(draw|drawing|plot\w*|visuali[sz]\w*)\.py$")
 # Base classes of host-side objects (the last part of the name).
 _HOST_BASES = re.compile(r"(\w*Dataset|\w*Sampler|\w*DataLoader|BaseTransform|Metric)$")
 _HOST_FUNCTIONS = re.compile(

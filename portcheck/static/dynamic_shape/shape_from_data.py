@@ -106,6 +106,9 @@ def report_shape_from_data(ctx: Context, node: cst.Call) -> None:
                                                                                  "split_size_or_sections")]
         if qualname == "torch.split":
             args = args[1:2]
+    elif qualname == "torch.nn.functional.interpolate":  # `F.interpolate(x, size=(h, w))`
+        args = [a for a in node.args[1:2] if a.keyword is None] + [a for a in node.args if a.keyword is not None
+                                                                   and a.keyword.value == "size"]
     elif (isinstance(node.func, cst.Name) and name == "range" and "range" not in ctx.names.aliases) or (
             isinstance(node.func, cst.Attribute) and qualname is None and name in SIZE_METHODS):
         args = list(node.args)
@@ -120,3 +123,21 @@ def report_shape_from_data(ctx: Context, node: cst.Call) -> None:
             shown = ctx.source(arg.value) if isinstance(arg.value, cst.Name) else ctx.source(read)
             report_compiled(ctx, ShapeFromData, node, shown=" ".join(shown.split()))
             return
+
+
+def report_slice_from_data(ctx: Context, node: cst.Subscript) -> None:
+    """PC209 for a slice bound read out of tensor data: `x[:, :lengths.max().item()]`, `x[:n]` with
+    `n = t.sum().item()`. Run by mask_index's subscript check."""
+    for element in node.slice:
+        index = element.slice
+        if not isinstance(index, cst.Slice):
+            continue
+        for bound in (index.lower, index.upper):
+            if bound is None or isinstance(bound, (cst.Integer, cst.UnaryOperation)):
+                continue
+            read = _data_read(ctx, bound)
+            if read is not None:
+                ctx.skip.add(id(read))
+                shown = ctx.source(bound) if isinstance(bound, cst.Name) else ctx.source(read)
+                report_compiled(ctx, ShapeFromData, node, value=node.value, shown=" ".join(shown.split()))
+                return
