@@ -33,6 +33,8 @@ _HOST_FILES = re.compile(
     r"(^|_)(sampler|loader|dataloader|dataset|feature_store|graph_store)s?\.py$|^(draw|drawing|plot\w*|visuali[sz]\w*)\.py$")
 # Base classes of host-side objects (the last part of the name).
 _HOST_BASES = re.compile(r"(\w*Dataset|\w*Sampler|\w*DataLoader|BaseTransform|Metric)$")
+# Classes that are host-side objects by their own name (`LastNeighborLoader`, `NeighborSampler`).
+_HOST_CLASSES = re.compile(r"(Dataset|Sampler|Loader)$")
 _HOST_FUNCTIONS = re.compile(
     r"(__getitem__|__iter__|collate\w*|process|_?post_?process\w*|download|test|evaluate\w*)")
 _HOST_LIBRARIES = ("numpy.", "pandas.", "scipy.", "onnxruntime.", "networkx.", "sklearn.")
@@ -63,6 +65,8 @@ def host_code(ctx: Context) -> str | None:
         return f"in `{folder}`"
     for statement in ctx.statements:
         if isinstance(statement, cst.ClassDef):
+            if _HOST_CLASSES.search(statement.name.value):
+                return f"in `{statement.name.value}`"
             for base in statement.bases:
                 name = dotted_name(base.value) or ""
                 if _HOST_BASES.search(name.rsplit(".", 1)[-1]):
@@ -136,7 +140,7 @@ def host_value(ctx: Context, node: cst.BaseExpression, depth: int = 0, assumed: 
     `.to("cpu")`, a torch factory given `device="cpu"` or no device at all (outside the model's construction a
     tensor made without `device=` is a CPU tensor), or a value derived from one of them (methods, indexing,
     arithmetic, torch functions of it), through local names bound once."""
-    if depth > 6:
+    if depth > 12:
         return False
     if isinstance(node, cst.Call):
         qualname = ctx.qualname(node.func)
@@ -150,7 +154,11 @@ def host_value(ctx: Context, node: cst.BaseExpression, depth: int = 0, assumed: 
                 return not _in_construction(ctx) and (factories or copies_to_host(ctx))
             if qualname.startswith("torch.") and node.args:
                 return host_value(ctx, node.args[0].value, depth + 1, assumed, factories=factories)
-            return False
+            return _of_host_arguments(ctx, node, depth, assumed, factories)
+        if isinstance(node.func, cst.Name):
+            if node.func.value == "len":
+                return True  # a Python int
+            return _of_host_arguments(ctx, node, depth, assumed, factories)
         if not isinstance(node.func, cst.Attribute):
             return False
         name = node.func.attr.value
@@ -180,6 +188,14 @@ def host_value(ctx: Context, node: cst.BaseExpression, depth: int = 0, assumed: 
         assumed = assumed | {node.value}
         return bool(values) and all(host_value(ctx, v, depth + 1, assumed, factories=factories) for v in values)
     return False
+
+
+def _of_host_arguments(ctx: Context, node: cst.Call, depth: int, assumed: frozenset[str], factories: bool) -> bool:
+    """A function of host values only (`cumsum(counts)`, `min(len(a), len(b))`): it computes on the host."""
+    args = [a.value for a in node.args if a.keyword is None]
+    return bool(args) and len(args) == len(node.args) and all(
+        isinstance(a, (cst.Integer, cst.Float)) or host_value(ctx, a, depth + 1, assumed, factories=factories)
+        for a in args)
 
 
 def _rebindings(ctx: Context, name: str) -> tuple[cst.BaseExpression, ...]:
@@ -214,7 +230,11 @@ def _collect_rebindings(function: cst.FunctionDef, name: str) -> tuple[cst.BaseE
                     else:
                         other = True
                 elif _binds(target.target, name):
-                    other = True
+                    paired = _paired(target.target, node.value, name) if len(node.targets) == 1 else None
+                    if paired is None:
+                        other = True
+                    else:
+                        values.append(paired)
 
         def visit_AugAssign(self, node: cst.AugAssign) -> None:
             nonlocal other
@@ -238,6 +258,19 @@ def _collect_rebindings(function: cst.FunctionDef, name: str) -> tuple[cst.BaseE
 
     visit(function, Finder())
     return () if other else tuple(values)
+
+
+def _paired(target: cst.BaseExpression, value: cst.BaseExpression, name: str) -> cst.BaseExpression | None:
+    """`b` for `name` in `a, name = x, b` (tuples of the same length, no starred element), else None."""
+    if not isinstance(target, (cst.Tuple, cst.List)) or not isinstance(value, (cst.Tuple, cst.List)):
+        return None
+    if len(target.elements) != len(value.elements) or any(
+            isinstance(e, cst.StarredElement) for e in (*target.elements, *value.elements)):
+        return None
+    for left, right in zip(target.elements, value.elements, strict=True):
+        if isinstance(left.value, cst.Name) and left.value.value == name:
+            return right.value
+    return None
 
 
 def _binds(target: cst.CSTNode, name: str) -> bool:

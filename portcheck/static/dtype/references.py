@@ -197,7 +197,7 @@ def check_dtype_call(node: cst.Call, ctx: Context) -> None:
     name = call_name(node)
     qualname = ctx.qualname(node.func)
     method = node.func if isinstance(node.func, cst.Attribute) and qualname is None else None  # `x.double()`
-    if method is not None and host_value(ctx, method.value, factories=False):
+    if method is not None and (host_value(ctx, method.value, factories=False) or _forwards_override(method)):
         return  # `x.cpu().double()`, a numpy array's `.astype`: host data, never on the device
     if host_code(ctx) is not None:
         return  # the data pipeline (datasets, transforms, metrics...) runs on the host
@@ -208,7 +208,7 @@ def check_dtype_call(node: cst.Call, ctx: Context) -> None:
         ctx.report(Int64Tensor, node, _int64_message(ctx, ".long()"), severity=Severity.INFO)
         return
     if qualname in ("torch.view_as_complex", "torch.polar", "torch.complex"):
-        if under_test(ctx, "is_complex", node):
+        if under_test(ctx, "is_complex", node) or _complex_input(ctx):
             return  # the input is complex already: real inputs never take this branch
         error = load_dtypes().named(_MADE_COMPLEX).error_code
         ctx.report(ComplexDtype, node, _complex_message(ctx, qualname, error), severity=_complex_severity(ctx))
@@ -228,6 +228,23 @@ def check_dtype_call(node: cst.Call, ctx: Context) -> None:
         if qualname is not None and _schedule_cast_to_float32(ctx, node):
             return
         _judge_dtype(ctx, arg.value, node)
+
+
+def _forwards_override(method: cst.Attribute) -> bool:
+    """`super().double()` in a class's own `double()`: the override of `nn.Module.double`, not a use of it."""
+    return isinstance(method.value, cst.Call) and call_name(method.value) == "super"
+
+
+def _complex_input(ctx: Context) -> bool:
+    """Under `if z.dtype == torch.complex32:` (any complex dtype): the data is complex already."""
+    for statement in ctx.statements[:-1]:
+        if isinstance(statement, cst.If) and isinstance(statement.test, cst.Comparison):
+            test = statement.test
+            sides = (test.left, *(c.comparator for c in test.comparisons))
+            if any((ctx.qualname(side) or "").startswith(("torch.complex", "torch.chalf", "torch.cfloat",
+                                                          "torch.cdouble")) for side in sides):
+                return True
+    return False
 
 
 _CASTING_REGISTER = re.compile(r"register_buffer\(\s*\w+\s*,\s*\w+\.(to\(torch\.float32\)|float\(\))\s*\)")
@@ -257,6 +274,8 @@ def _judge_dtype(ctx: Context, value: cst.BaseExpression, where: cst.CSTNode) ->
             fix = _float32_fix(Replace(value.attr, "float32"))
         ctx.report(Float64, where, fix=fix, shown=shown)
     elif entry.rule == ComplexDtype.code:
+        if under_test(ctx, "is_complex", where) or _complex_input(ctx):
+            return  # the data is complex already: this converts between complex types
         ctx.report(ComplexDtype, where, _complex_message(ctx, shown, entry.error_code),
                    severity=_complex_severity(ctx))
     elif entry.rule == UnsupportedFp8.code:

@@ -18,8 +18,10 @@ class Nonzero(Rule):
     """## What it does
     Finds `torch.nonzero`, `x.nonzero()`, `torch.argwhere` and `x.argwhere()`, with or without `as_tuple`.
     Like every dynamic-shape rule it skips code that never reaches a compiled graph: host-side functions
-    (`__init__`, `__getitem__`, `collate*`, `generate`, `*_for_generation`, `post_process*`), numpy arrays, and
-    on the native stack the body of `if not is_torchdynamo_compiling():`.
+    (`__init__`, `__getitem__`, `collate*`, `process`, `generate`, `*_for_generation`, `post_process*`), the data
+    pipeline (`datasets/`, `transforms/`, `metrics/`, `loader/`, `sampler/` ... folders, `Dataset` and
+    `BaseTransform` subclasses), host values (numpy, pandas, `.cpu()` copies, CPU tensors), error paths before a
+    `raise`, and on the native stack the body of `if not is_torchdynamo_compiling():`.
 
     ## Example
     ```python

@@ -130,7 +130,7 @@ def report_slice_from_data(ctx: Context, node: cst.Subscript) -> None:
     `n = t.sum().item()`. Run by mask_index's subscript check."""
     for element in node.slice:
         index = element.slice
-        if not isinstance(index, cst.Slice):
+        if not isinstance(index, cst.Slice) or _fixed_length(ctx, index):
             continue
         for bound in (index.lower, index.upper):
             if bound is None or isinstance(bound, (cst.Integer, cst.UnaryOperation)):
@@ -141,3 +141,10 @@ def report_slice_from_data(ctx: Context, node: cst.Subscript) -> None:
                 shown = ctx.source(bound) if isinstance(bound, cst.Name) else ctx.source(read)
                 report_compiled(ctx, ShapeFromData, node, value=node.value, shown=" ".join(shown.split()))
                 return
+
+
+def _fixed_length(ctx: Context, index: cst.Slice) -> bool:
+    """`x[i : i + n]`: only the start comes from the data, the length is `n` (a host read, not a shape)."""
+    upper = index.upper
+    return (index.lower is not None and isinstance(upper, cst.BinaryOperation) and isinstance(upper.operator, cst.Add)
+            and ctx.source(upper.left).strip() == ctx.source(index.lower).strip())

@@ -31,8 +31,10 @@ class HostValueRead(Rule):
     `t.item()`, `t.tolist()`, and `float(t)` / `int(t)` / `bool(t)` on something that is certainly a tensor.
     A read that feeds a shape (`torch.arange(n.item())`) or an `if` in `forward` is reported once, as PC209 or
     PC208. Reads after `xm.mark_step()` in the same iteration, in lambdas (`xm.add_step_closure(lambda: ...)`),
-    in functions defined inside the loop, in loops that step no optimizer (evaluation, data preparation) and
-    after the loop stay quiet. On the native stack the finding is advice (info).
+    in functions defined inside the loop, in loops that step no optimizer (evaluation, data preparation), under
+    a logging interval (`if step % 100 == 0:`), on error paths, on host values (CPU draws such as
+    `torch.randint(...).item()`, `.cpu()` copies, numpy), in the data pipeline and after the loop stay quiet.
+    On the native stack the finding is advice (info).
 
     ## Example
     ```python
