@@ -1,11 +1,10 @@
 """Host-side code and host values: what never reaches the Neuron device, so dynamic-shape, dtype and host-sync
 rules stay quiet there.
 
-Host-side code is the data pipeline and the tooling around the model: files under a `datasets/`, `io/`,
-`transforms/`, `metrics/`, `loader/`, `sampler/`, `data/` or `visualization/` folder, classes that subclass a
-dataset, sampler, data loader, transform base or metric, and functions that build or post-process data
-(`__getitem__`, `collate*`, `process`, `post_process*`). kornia's `augmentation/` and `geometry/transform/` are
-not among them: they run on batched device tensors.
+Host-side code is the data pipeline and the tooling around the model: data-pipeline folders and files (HOST_FOLDERS,
+_HOST_FILES), dataset, sampler, loader, transform and metric classes, data-building functions (`__getitem__`,
+`collate*`, `process`). kornia's `augmentation/` and `geometry/transform/` are not among them: they run on batched
+device tensors.
 
 Host values are numpy arrays and pandas objects, tensors copied to the host (`.cpu()`, `.to("cpu")`), CPU
 tensors a torch factory makes without `device=` from host data, and what is derived from them. Every answer errs
@@ -44,6 +43,8 @@ _FACTORIES = frozenset(f"torch.{n}" for n in (
     "randn", "randint", "randperm", "from_numpy", "multinomial",
 ))
 _COPIES = frozenset({"cpu", "numpy", "tolist", "item"})
+# Tensor metadata, held on the host: `x.size()`, a nested tensor's sizes.
+_METADATA = frozenset({"size", "dim", "numel", "stride", "nelement", "_nested_tensor_size"})
 _MOVES = frozenset({"cuda", "to", "type_as", "new_tensor", "pin_memory"})
 
 
@@ -162,7 +163,7 @@ def host_value(ctx: Context, node: cst.BaseExpression, depth: int = 0, assumed: 
         if not isinstance(node.func, cst.Attribute):
             return False
         name = node.func.attr.value
-        if name in _COPIES:
+        if name in _COPIES or name in _METADATA:
             return True
         if name in _MOVES:
             target = keyword(node, "device") or positional(node, 0)
@@ -171,6 +172,8 @@ def host_value(ctx: Context, node: cst.BaseExpression, depth: int = 0, assumed: 
             if name != "to" or target is None or not _is_dtype(ctx, target.value):
                 return False
         return host_value(ctx, node.func.value, depth + 1, assumed, factories=factories)
+    if isinstance(node, cst.Attribute) and node.attr.value in ("shape", "ndim"):
+        return True  # shape metadata is held on the host
     if isinstance(node, (cst.Subscript, cst.Attribute)):
         return host_value(ctx, node.value, depth + 1, assumed, factories=factories)
     if isinstance(node, cst.UnaryOperation):
