@@ -9,6 +9,7 @@ import libcst as cst
 from portcheck.knowledge import load_op
 from portcheck.rules import Pass, Rule, rule
 from portcheck.static.check import Context, check
+from portcheck.static.scope import host_code
 from portcheck.static.syntax import call_name, keyword, positional
 from portcheck.static.values import integer_dtype
 
@@ -84,6 +85,8 @@ class IntegerScatterReduce(Rule):
 
 @check(cst.BinaryOperation, cst.Call, rules=(IntegerMatmul, IntegerScatterReduce), tokens=MATH_TOKENS)
 def check_integer_math(node: cst.BinaryOperation | cst.Call, ctx: Context) -> None:
+    if host_code(ctx) is not None:
+        return  # the data pipeline (datasets, transforms, metrics...) runs on the host
     if isinstance(node, cst.BinaryOperation):
         if isinstance(node.operator, cst.MatrixMultiply):
             _integer_matmul(ctx, node, (node.left, node.right), "@")

@@ -3,12 +3,15 @@ Neuron cannot take, int64 (PC302, PC303, PC312, PC315)."""
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from portcheck.findings import Severity
 from portcheck.knowledge import load_dtypes
 from portcheck.rules import Pass, Rule, rule
 from portcheck.static.check import Context, FixPlan, Replace, check
+from portcheck.static.scope import host_code, host_value, under_test
 from portcheck.static.syntax import call_name, keyword, positional
 from portcheck.static.values import dtype_of
 
@@ -197,6 +200,10 @@ def check_dtype_call(node: cst.Call, ctx: Context) -> None:
     name = call_name(node)
     qualname = ctx.qualname(node.func)
     method = node.func if isinstance(node.func, cst.Attribute) and qualname is None else None  # `x.double()`
+    if method is not None and (host_value(ctx, method.value, factories=False) or _forwards_override(method)):
+        return  # `x.cpu().double()`, a numpy array's `.astype`: host data, never on the device
+    if host_code(ctx) is not None:
+        return  # the data pipeline (datasets, transforms, metrics...) runs on the host
     if method is not None and name == "double" and not node.args:
         ctx.report(Float64, node, fix=_float32_fix(Replace(method.attr, "float")), shown=".double()")
         return
@@ -204,6 +211,8 @@ def check_dtype_call(node: cst.Call, ctx: Context) -> None:
         ctx.report(Int64Tensor, node, _int64_message(ctx, ".long()"), severity=Severity.INFO)
         return
     if qualname in ("torch.view_as_complex", "torch.polar", "torch.complex"):
+        if under_test(ctx, "is_complex", node) or _complex_input(ctx):
+            return  # the input is complex already: real inputs never take this branch
         error = load_dtypes().named(_MADE_COMPLEX).error_code
         ctx.report(ComplexDtype, node, _complex_message(ctx, qualname, error), severity=_complex_severity(ctx))
         return
@@ -217,7 +226,41 @@ def check_dtype_call(node: cst.Call, ctx: Context) -> None:
     else:
         arg = keyword(node, "dtype")
     if arg is not None:
+        if qualname is not None and host_value(ctx, node, factories=False):
+            return  # made on the CPU on purpose: `device="cpu"`, or in a function that works on the host
+        if qualname is not None and _schedule_cast_to_float32(ctx, node):
+            return
         _judge_dtype(ctx, arg.value, node)
+
+
+def _forwards_override(method: cst.Attribute) -> bool:
+    """`super().double()` in a class's own `double()`: the override of `nn.Module.double`, not a use of it."""
+    return isinstance(method.value, cst.Call) and call_name(method.value) == "super"
+
+
+def _complex_input(ctx: Context) -> bool:
+    """Under `if z.dtype == torch.complex32:` (any complex dtype): the data is complex already."""
+    for statement in ctx.statements[:-1]:
+        if isinstance(statement, cst.If) and isinstance(statement.test, cst.Comparison):
+            test = statement.test
+            sides = (test.left, *(c.comparator for c in test.comparisons))
+            if any((ctx.qualname(side) or "").startswith(("torch.complex", "torch.chalf", "torch.cfloat",
+                                                          "torch.cdouble")) for side in sides):
+                return True
+    return False
+
+
+_CASTING_REGISTER = re.compile(r"register_buffer\(\s*\w+\s*,\s*\w+\.(to\(torch\.float32\)|float\(\))\s*\)")
+
+
+def _schedule_cast_to_float32(ctx: Context, node: cst.Call) -> bool:
+    """A float64 factory without `device=` in a module-level helper (a noise schedule) of a file whose modules
+    register every buffer through a float32 cast (`register_buffer(name, val.to(torch.float32))`): the float64
+    values live on the host in `__init__` and reach the device as float32."""
+    if keyword(node, "device") is not None or len(ctx.functions) != 1 or any(
+            isinstance(s, cst.ClassDef) for s in ctx.statements):
+        return False
+    return ctx.memo("casting-register", ctx.module, lambda: bool(_CASTING_REGISTER.search(ctx.text)))
 
 
 def _judge_dtype(ctx: Context, value: cst.BaseExpression, where: cst.CSTNode) -> None:
@@ -234,6 +277,8 @@ def _judge_dtype(ctx: Context, value: cst.BaseExpression, where: cst.CSTNode) ->
             fix = _float32_fix(Replace(value.attr, "float32"))
         ctx.report(Float64, where, fix=fix, shown=shown)
     elif entry.rule == ComplexDtype.code:
+        if under_test(ctx, "is_complex", where) or _complex_input(ctx):
+            return  # the data is complex already: this converts between complex types
         ctx.report(ComplexDtype, where, _complex_message(ctx, shown, entry.error_code),
                    severity=_complex_severity(ctx))
     elif entry.rule == UnsupportedFp8.code:

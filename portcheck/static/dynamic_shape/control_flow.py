@@ -164,4 +164,5 @@ def check_control_flow(node: cst.If | cst.While | cst.Assert | cst.IfExp, ctx: C
                    f"{_branch_effect(ctx)}; clamp unconditionally instead")
         report_compiled(ctx, TensorControlFlow, test, message, Severity.INFO, read)
         return
-    report_compiled(ctx, TensorControlFlow, test, _control_flow_message(ctx, keyword_, read), None, read)
+    value = read.func.value if isinstance(read, cst.Call) and isinstance(read.func, cst.Attribute) else None
+    report_compiled(ctx, TensorControlFlow, test, _control_flow_message(ctx, keyword_, read), None, read, value)

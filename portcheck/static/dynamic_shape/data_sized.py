@@ -18,8 +18,10 @@ class Nonzero(Rule):
     """## What it does
     Finds `torch.nonzero`, `x.nonzero()`, `torch.argwhere` and `x.argwhere()`, with or without `as_tuple`.
     Like every dynamic-shape rule it skips code that never reaches a compiled graph: host-side functions
-    (`__init__`, `__getitem__`, `collate*`, `generate`, `*_for_generation`, `post_process*`), numpy arrays, and
-    on the native stack the body of `if not is_torchdynamo_compiling():`.
+    (`__init__`, `__getitem__`, `collate*`, `process`, `generate`, `*_for_generation`, `post_process*`), the data
+    pipeline (`datasets/`, `transforms/`, `metrics/`, `loader/`, `sampler/` ... folders, `Dataset` and
+    `BaseTransform` subclasses), host values (numpy, pandas, `.cpu()` copies, CPU tensors), error paths before a
+    `raise`, and on the native stack the body of `if not is_torchdynamo_compiling():`.
 
     ## Example
     ```python
@@ -226,22 +228,31 @@ def _torch_or_method(ctx: Context, node: cst.Call) -> str | None:
                         BincountUnbounded, ShapeFromData), tokens=TOKENS)
 def check_call(node: cst.Call, ctx: Context) -> None:
     name = _torch_or_method(ctx, node)
+    value = _operand(ctx, node)
     if name in ("nonzero", "argwhere"):
-        report_compiled(ctx, Nonzero, node, name=name)
+        report_compiled(ctx, Nonzero, node, value=value, name=name)
     elif ctx.qualname(node.func) == "torch.where" and len(node.args) == 1 and node.args[0].keyword is None:
-        report_compiled(ctx, WhereSingleArgument, node)
+        report_compiled(ctx, WhereSingleArgument, node, value=value)
     elif name == "masked_select":
-        report_compiled(ctx, MaskedSelect, node)
+        report_compiled(ctx, MaskedSelect, node, value=value)
     elif name in ("unique", "unique_consecutive"):
-        report_compiled(ctx, Unique, node, name=name)
+        report_compiled(ctx, Unique, node, value=value, name=name)
     elif name == "repeat_interleave":
         _check_repeat_interleave(ctx, node, method=ctx.qualname(node.func) is None)
     elif name == "bincount":
         minlength = keyword(node, "minlength") or positional(node, 1 if ctx.qualname(node.func) is None else 2)
         if minlength is None:
-            report_compiled(ctx, BincountUnbounded, node)
+            report_compiled(ctx, BincountUnbounded, node, value=value)
     else:
         report_shape_from_data(ctx, node)
+
+
+def _operand(ctx: Context, node: cst.Call) -> cst.BaseExpression | None:
+    """The tensor an op works on: the receiver of `x.unique()`, the first argument of `torch.unique(x)`."""
+    if ctx.qualname(node.func) is None and isinstance(node.func, cst.Attribute):
+        return node.func.value
+    first = positional(node, 0)
+    return first.value if first is not None else None
 
 
 # ---- repeat_interleave ----------------------------------------------------------------------------

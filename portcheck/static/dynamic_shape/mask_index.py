@@ -7,6 +7,7 @@ import libcst as cst
 from portcheck.rules import Pass, Rule, rule
 from portcheck.static.check import Context, check
 from portcheck.static.dynamic_shape.reach import STATIC, report_compiled
+from portcheck.static.dynamic_shape.shape_from_data import ShapeFromData, report_slice_from_data
 from portcheck.static.syntax import call_name
 
 
@@ -16,7 +17,8 @@ class BooleanMaskIndex(Rule):
     Finds reads through a boolean mask: `x[mask]` where the mask is a comparison (`x[x > 0]`), an inverted
     index (`x[~pad]`), a `.bool()` / `torch.isin` / `torch.isnan` result, or a local name bound to one.
     Writes (`x[mask] = 0`, also inside a tuple target `a[m], b[m] = f(x)`) keep the shape and stay quiet; so do
-    integer and slice indexing.
+    integer and slice indexing. An augmented assignment (`x[mask] += y`) reads `x[mask]` first and is reported.
+    A mask reshaped (`mask.view(-1)`) is still a mask.
 
     ## Example
     ```python
@@ -44,6 +46,7 @@ class BooleanMaskIndex(Rule):
         "y = x[:, mask.bool()]",
         "y = x[~padding]",
         "import torch\ny = x[torch.isin(ids, special)]",
+        "flat = (pos >= start).view(-1)\nout[flat] += delta",
     )
     VALID = (
         "x[x > 0] = 0",
@@ -52,7 +55,7 @@ class BooleanMaskIndex(Rule):
         "y = x[:, 0]",
         "y = x[1:-1]",
         "y = cache[key is None]",
-        "x[mask] += 1",
+        "x[idx] += 1",
     )
 
 
@@ -60,6 +63,7 @@ TOKENS = ("[",)
 
 _MASK_METHODS = frozenset({"bool", "eq", "ne", "gt", "lt", "ge", "le", "isnan", "isinf", "isfinite",
                            "logical_and", "logical_or", "logical_not", "logical_xor", "isin"})
+_RESHAPES = frozenset({"view", "reshape", "flatten", "squeeze", "unsqueeze", "expand", "expand_as", "contiguous"})
 _MASK_FUNCTIONS = frozenset(f"torch.{n}" for n in ("isnan", "isinf", "isfinite", "isin", "logical_and",
                                                    "logical_or", "logical_not", "logical_xor", "eq", "ne", "gt",
                                                    "lt", "ge", "le", "isneginf", "isposinf"))
@@ -81,6 +85,8 @@ def _is_mask(ctx: Context, node: cst.BaseExpression, depth: int = 0) -> bool:
         qualname = ctx.qualname(node.func)
         if qualname is not None:
             return qualname in _MASK_FUNCTIONS
+        if isinstance(node.func, cst.Attribute) and call_name(node) in _RESHAPES:  # `mask.view(-1)`
+            return _is_mask(ctx, node.func.value, depth + 1)
         return isinstance(node.func, cst.Attribute) and call_name(node) in _MASK_METHODS
     if isinstance(node, cst.Name):
         bound = ctx.constant(node)
@@ -88,9 +94,10 @@ def _is_mask(ctx: Context, node: cst.BaseExpression, depth: int = 0) -> bool:
     return False
 
 
-@check(cst.Assign, cst.AugAssign, cst.AnnAssign, cst.Del, rules=(BooleanMaskIndex,), tokens=TOKENS)
-def skip_stores(node: cst.Assign | cst.AugAssign | cst.AnnAssign | cst.Del, ctx: Context) -> None:
-    """`x[mask] = 0` writes in place and keeps the shape: only reads through a mask are dynamic."""
+@check(cst.Assign, cst.AnnAssign, cst.Del, rules=(BooleanMaskIndex,), tokens=TOKENS)
+def skip_stores(node: cst.Assign | cst.AnnAssign | cst.Del, ctx: Context) -> None:
+    """`x[mask] = 0` writes in place and keeps the shape: only reads through a mask are dynamic. (`x[mask] += y`
+    reads `x[mask]` first, so an augmented assignment is a read.)"""
     targets: list[cst.BaseExpression]
     if isinstance(node, cst.Del):
         targets = [node.target]
@@ -106,12 +113,13 @@ def skip_stores(node: cst.Assign | cst.AugAssign | cst.AnnAssign | cst.Del, ctx:
             targets.append(target.value)
 
 
-@check(cst.Subscript, rules=(BooleanMaskIndex,), tokens=TOKENS)
+@check(cst.Subscript, rules=(BooleanMaskIndex, ShapeFromData), tokens=TOKENS)
 def check_mask_index(node: cst.Subscript, ctx: Context) -> None:
+    report_slice_from_data(ctx, node)
     if id(node) in ctx.skip:
         return
     for element in node.slice:
         index = element.slice
         if isinstance(index, cst.Index) and _is_mask(ctx, index.value):
-            report_compiled(ctx, BooleanMaskIndex, node, shown=" ".join(ctx.source(node).split()))
+            report_compiled(ctx, BooleanMaskIndex, node, value=node.value, shown=" ".join(ctx.source(node).split()))
             return

@@ -10,6 +10,7 @@ import libcst as cst
 from portcheck.findings import Severity
 from portcheck.rules import Rule
 from portcheck.static.check import Context
+from portcheck.static.scope import error_path, host_code, host_value
 from portcheck.static.values import skipped_when_compiling
 
 STATIC = ("the Neuron compiler needs every shape static (NCC_EMOD025) and `torch_neuronx.trace` rejects "
@@ -26,11 +27,16 @@ def _host_function(ctx: Context) -> str | None:
 
 
 def report_compiled(ctx: Context, rule: type[Rule], node: cst.CSTNode, message: str | None = None,
-                    severity: Severity | None = None, read: cst.CSTNode | None = None, **fields: object) -> None:
-    """Report unless the code never reaches a compiled graph: it runs in a host-side function, or (native
-    stack) under a test that `torch.compile` answers by skipping it (`if not is_torchdynamo_compiling():`).
-    Worded by `message`, or else by the rule's template and `fields`."""
-    if _host_function(ctx) is not None:
+                    severity: Severity | None = None, read: cst.CSTNode | None = None,
+                    value: cst.BaseExpression | None = None, **fields: object) -> None:
+    """Report unless the code never reaches a compiled graph: it runs in a host-side function or file
+    (scope.host_code), it only words an error (`if bad: ...; raise`), the tensor it works on (`value`) is a host
+    value (numpy, pandas, a CPU tensor), or (native stack) it sits under a test that `torch.compile` answers by
+    skipping it (`if not is_torchdynamo_compiling():`). Worded by `message`, or else by the rule's template and
+    `fields`."""
+    if _host_function(ctx) is not None or host_code(ctx) is not None or error_path(ctx):
+        return
+    if value is not None and host_value(ctx, value):
         return
     if ctx.stack == "native" and skipped_when_compiling(ctx, read or node) is not None:
         return

@@ -7,6 +7,7 @@ import libcst as cst
 from portcheck.rules import Rule, rule
 from portcheck.static.check import Context
 from portcheck.static.dynamic_shape.reach import STATIC, report_compiled
+from portcheck.static.scope import host_value
 from portcheck.static.syntax import call_name
 from portcheck.static.values import numpy_rooted, reads_tensor_values
 from portcheck.static.walk import visit
@@ -60,7 +61,10 @@ SIZE_FACTORIES = frozenset({
 })
 SIZE_METHODS = frozenset({
     "view", "reshape", "expand", "repeat", "new_zeros", "new_ones", "new_empty", "new_full", "split", "narrow",
+    "split_with_sizes",
 })
+# Calls whose later arguments are values, not sizes: `torch.full(shape, t.max().item())` has a static shape.
+_FILLS = frozenset({"torch.full", "new_full"})
 
 
 def _data_read(ctx: Context, node: cst.BaseExpression, depth: int = 0) -> cst.Call | None:
@@ -69,6 +73,8 @@ def _data_read(ctx: Context, node: cst.BaseExpression, depth: int = 0) -> cst.Ca
     if isinstance(node, cst.Name):
         bound = ctx.constant(node)
         return _data_read(ctx, bound[1], depth + 1) if bound and depth < 2 else None
+    if isinstance(node, (cst.Tuple, cst.List)):  # `size=(n, maxcnt)`: each element is a size
+        return next((r for r in (_data_read(ctx, e.value, depth) for e in node.elements) if r is not None), None)
     found: cst.Call | None = None
 
     class Finder(cst.CSTVisitor):
@@ -76,7 +82,7 @@ def _data_read(ctx: Context, node: cst.BaseExpression, depth: int = 0) -> cst.Ca
             nonlocal found
             func = call.func
             if (found is None and isinstance(func, cst.Attribute) and func.attr.value in ("item", "tolist")
-                    and not call.args and not numpy_rooted(ctx, func.value)):
+                    and not call.args and not numpy_rooted(ctx, func.value) and not host_value(ctx, func.value)):
                 found = call
             return found is None
 
@@ -85,7 +91,8 @@ def _data_read(ctx: Context, node: cst.BaseExpression, depth: int = 0) -> cst.Ca
         return found
     reduction = reads_tensor_values(ctx, node)
     if reduction is not None and call_name(reduction) in ("max", "sum", "amax", "count_nonzero", "prod"):
-        return reduction
+        receiver = reduction.func.value if isinstance(reduction.func, cst.Attribute) else None
+        return None if receiver is not None and host_value(ctx, receiver) else reduction
     return None
 
 
@@ -99,11 +106,16 @@ def report_shape_from_data(ctx: Context, node: cst.Call) -> None:
                                                                                  "split_size_or_sections")]
         if qualname == "torch.split":
             args = args[1:2]
+    elif qualname == "torch.nn.functional.interpolate":  # `F.interpolate(x, size=(h, w))`
+        args = [a for a in node.args[1:2] if a.keyword is None] + [a for a in node.args if a.keyword is not None
+                                                                   and a.keyword.value == "size"]
     elif (isinstance(node.func, cst.Name) and name == "range" and "range" not in ctx.names.aliases) or (
             isinstance(node.func, cst.Attribute) and qualname is None and name in SIZE_METHODS):
         args = list(node.args)
     else:
         return
+    if qualname in _FILLS or (qualname is None and name in _FILLS):
+        args = [a for a in args if a.keyword is None or a.keyword.value == "size"][:1]
     for arg in args:
         read = _data_read(ctx, arg.value)
         if read is not None:
@@ -111,3 +123,28 @@ def report_shape_from_data(ctx: Context, node: cst.Call) -> None:
             shown = ctx.source(arg.value) if isinstance(arg.value, cst.Name) else ctx.source(read)
             report_compiled(ctx, ShapeFromData, node, shown=" ".join(shown.split()))
             return
+
+
+def report_slice_from_data(ctx: Context, node: cst.Subscript) -> None:
+    """PC209 for a slice bound read out of tensor data: `x[:, :lengths.max().item()]`, `x[:n]` with
+    `n = t.sum().item()`. Run by mask_index's subscript check."""
+    for element in node.slice:
+        index = element.slice
+        if not isinstance(index, cst.Slice) or _fixed_length(ctx, index):
+            continue
+        for bound in (index.lower, index.upper):
+            if bound is None or isinstance(bound, (cst.Integer, cst.UnaryOperation)):
+                continue
+            read = _data_read(ctx, bound)
+            if read is not None:
+                ctx.skip.add(id(read))
+                shown = ctx.source(bound) if isinstance(bound, cst.Name) else ctx.source(read)
+                report_compiled(ctx, ShapeFromData, node, value=node.value, shown=" ".join(shown.split()))
+                return
+
+
+def _fixed_length(ctx: Context, index: cst.Slice) -> bool:
+    """`x[i : i + n]`: only the start comes from the data, the length is `n` (a host read, not a shape)."""
+    upper = index.upper
+    return (index.lower is not None and isinstance(upper, cst.BinaryOperation) and isinstance(upper.operator, cst.Add)
+            and ctx.source(upper.left).strip() == ctx.source(index.lower).strip())

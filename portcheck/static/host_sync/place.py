@@ -9,7 +9,9 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from portcheck.static.check import Context
+from portcheck.static.scope import error_path, host_code
 from portcheck.static.syntax import call_name, dotted_name, keyword, positional
+from portcheck.static.values import and_operands
 from portcheck.static.walk import visit
 
 _STEP = "torch_xla.core.xla_model.optimizer_step"
@@ -154,8 +156,37 @@ def _after_sync(ctx: Context, loop: cst.CSTNode, facts: LoopFacts) -> bool:
     return False
 
 
+def _interval(ctx: Context) -> bool:
+    """Under `if step % N == 0:` (a logging interval): the read happens once every N steps, not every step."""
+    for statement in ctx.statements:
+        if isinstance(statement, cst.If):
+            test = statement.test
+            for operand in and_operands(test):
+                if (isinstance(operand, cst.Comparison) and isinstance(operand.left, cst.BinaryOperation)
+                        and isinstance(operand.left.operator, cst.Modulo) and not _steps_inside(ctx, statement)):
+                    return True
+    return False
+
+
+def _steps_inside(ctx: Context, statement: cst.If) -> bool:
+    """`if n % policy_delay == 0: ...; actor_optimizer.step()`: the interval holds a training step of its own."""
+    found = False
+
+    class Finder(cst.CSTVisitor):
+        def visit_Call(self, call: cst.Call) -> bool:
+            nonlocal found
+            found = found or _is_step(ctx, call)
+            return not found
+
+    visit(statement.body, Finder())
+    return found
+
+
 def read_place(ctx: Context) -> str | None:
-    """"forward", "step" (a loop body that steps an optimizer), or None where a host read is harmless."""
+    """"forward", "step" (a loop body that steps an optimizer), or None where a host read is harmless: host-side
+    code (scope.host_code), an error path, a logging interval."""
+    if host_code(ctx) is not None or error_path(ctx) or _interval(ctx):
+        return None
     if ctx.in_forward:
         return "forward"
     for loop, facts in enclosing_loops(ctx):

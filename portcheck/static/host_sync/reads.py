@@ -19,6 +19,7 @@ from portcheck.static.host_sync.tensors import (
     known_tensors,
     names_cpu,
 )
+from portcheck.static.scope import host_value
 from portcheck.static.syntax import call_name, keyword, positional
 from portcheck.static.walk import visit
 
@@ -30,8 +31,10 @@ class HostValueRead(Rule):
     `t.item()`, `t.tolist()`, and `float(t)` / `int(t)` / `bool(t)` on something that is certainly a tensor.
     A read that feeds a shape (`torch.arange(n.item())`) or an `if` in `forward` is reported once, as PC209 or
     PC208. Reads after `xm.mark_step()` in the same iteration, in lambdas (`xm.add_step_closure(lambda: ...)`),
-    in functions defined inside the loop, in loops that step no optimizer (evaluation, data preparation) and
-    after the loop stay quiet. On the native stack the finding is advice (info).
+    in functions defined inside the loop, in loops that step no optimizer (evaluation, data preparation), under
+    a logging interval (`if step % 100 == 0:`), on error paths, on host values (CPU draws such as
+    `torch.randint(...).item()`, `.cpu()` copies, numpy), in the data pipeline and after the loop stay quiet.
+    On the native stack the finding is advice (info).
 
     ## Example
     ```python
@@ -208,9 +211,17 @@ def _host_method(ctx: Context, node: cst.Call) -> type[Rule] | None:
         target = keyword(node, "device") or positional(node, 0)
         if target is None or not names_cpu(ctx, target.value):
             return None
-    if from_host_module(ctx, func.value):
+    if from_host_module(ctx, func.value) or host_value(ctx, _below_reads(func.value)):
         return None
     return found
+
+
+def _below_reads(node: cst.BaseExpression) -> cst.BaseExpression:
+    """`x` for `x.detach().cpu()`: what a chain of host reads starts from (`.cpu()` itself is judged here)."""
+    while (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
+           and node.func.attr.value in (*_HOST_METHODS, "detach")):
+        node = node.func.value
+    return node
 
 
 def _skip_inner_reads(ctx: Context, node: cst.Call) -> None:

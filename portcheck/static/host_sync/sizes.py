@@ -24,12 +24,21 @@ def _size_names(ctx: Context, scope: cst.CSTNode) -> frozenset[str]:
             if qualname in SIZE_FACTORIES:
                 args = [a for a in call.args if a.keyword is None]
                 args = args[1:2] if qualname == "torch.split" else args
+            elif qualname == "torch.nn.functional.interpolate":
+                args = []  # only its `size=`
             elif (isinstance(call.func, cst.Name) and name == "range") or (
                     isinstance(call.func, cst.Attribute) and qualname is None and name in SIZE_METHODS):
                 args = list(call.args)
             else:
                 return
-            found.update(a.value.value for a in args if isinstance(a.value, cst.Name))
+            size = next((a for a in call.args if a.keyword is not None and a.keyword.value == "size"), None)
+            values = [a.value for a in args] + ([size.value] if size is not None else [])
+            for value in values:  # `torch.zeros(n)`, `torch.zeros(size=(4, n))`
+                elements = value.elements if isinstance(value, (cst.Tuple, cst.List)) else ()
+                found.update(v.value for v in (value, *(e.value for e in elements)) if isinstance(v, cst.Name))
+
+        def visit_Slice(self, node: cst.Slice) -> None:  # `x[:, :n]`
+            found.update(b.value for b in (node.lower, node.upper) if isinstance(b, cst.Name))
 
     visit(scope, Finder())
     return frozenset(found)

@@ -1,0 +1,398 @@
+"""Host-side code and host values: what never reaches the Neuron device, so dynamic-shape, dtype and host-sync
+rules stay quiet there.
+
+Host-side code is the data pipeline and the tooling around the model: data-pipeline folders and files (HOST_FOLDERS,
+_HOST_FILES), dataset, sampler, loader, transform and metric classes, data-building functions (`__getitem__`,
+`collate*`, `process`). kornia's `augmentation/` and `geometry/transform/` are not among them: they run on batched
+device tensors.
+
+Host values are numpy arrays and pandas objects, tensors copied to the host (`.cpu()`, `.to("cpu")`), CPU
+tensors a torch factory makes without `device=` from host data, and what is derived from them. Every answer errs
+towards "don't know" (not host), so a rule keeps reporting what it cannot place.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import libcst as cst
+
+from portcheck.static.check import Context
+from portcheck.static.syntax import call_name, dotted_name, keyword, positional, string_value
+from portcheck.static.values import contains
+from portcheck.static.walk import visit
+
+# Folders of the data pipeline and tooling: a file below one runs on the host.
+HOST_FOLDERS = frozenset({"datasets", "dataset", "io", "transforms", "metrics", "loader", "loaders", "sampler",
+                          "samplers", "data", "visualization"})
+# Files of the data pipeline and of plotting wherever they are: samplers, loaders, datasets, feature and graph
+# stores, drawing and visualisation.
+_HOST_FILES = re.compile(
+    r"(^|_)(sampler|loader|dataloader|dataset|feature_store|graph_store)s?\.py$|^(draw|drawing|plot\w*|visuali[sz]\w*)\.py$")
+# Base classes of host-side objects (the last part of the name).
+_HOST_BASES = re.compile(r"(\w*Dataset|\w*Sampler|\w*DataLoader|BaseTransform|Metric)$")
+# Classes that are host-side objects by their own name (`LastNeighborLoader`, `NeighborSampler`).
+_HOST_CLASSES = re.compile(r"(Dataset|Sampler|Loader)$")
+_HOST_FUNCTIONS = re.compile(
+    r"(__getitem__|__iter__|collate\w*|process|_?post_?process\w*|download|test|evaluate\w*)")
+_HOST_LIBRARIES = ("numpy.", "pandas.", "scipy.", "onnxruntime.", "networkx.", "sklearn.")
+# torch functions that make a tensor from sizes or host data: without `device=` the tensor is on the CPU.
+_FACTORIES = frozenset(f"torch.{n}" for n in (
+    "tensor", "as_tensor", "zeros", "ones", "empty", "full", "arange", "linspace", "logspace", "eye", "rand",
+    "randn", "randint", "randperm", "from_numpy", "multinomial",
+))
+_COPIES = frozenset({"cpu", "numpy", "tolist", "item"})
+# Tensor metadata, held on the host: `x.size()`, a nested tensor's sizes.
+_METADATA = frozenset({"size", "dim", "numel", "stride", "nelement", "_nested_tensor_size"})
+_MOVES = frozenset({"cuda", "to", "type_as", "new_tensor", "pin_memory"})
+
+
+def host_path(ctx: Context) -> str | None:
+    """The folder or file name that puts this file in the data pipeline (`datasets/`, `neighbor_sampler.py`),
+    or None."""
+    parts = ctx.path.replace("\\", "/").split("/")
+    folder = next((p + "/" for p in parts[:-1] if p in HOST_FOLDERS), None)
+    if folder is None and _HOST_FILES.search(parts[-1]):
+        return parts[-1]
+    return folder
+
+
+def host_code(ctx: Context) -> str | None:
+    """Why the current code runs on the host around the model, or None: a data-pipeline folder, a class that
+    subclasses a dataset, sampler, loader, transform base or metric, or a data-building function."""
+    folder = host_path(ctx)
+    if folder is not None:
+        return f"in `{folder}`"
+    for statement in ctx.statements:
+        if isinstance(statement, cst.ClassDef):
+            if _HOST_CLASSES.search(statement.name.value):
+                return f"in `{statement.name.value}`"
+            for base in statement.bases:
+                name = dotted_name(base.value) or ""
+                if _HOST_BASES.search(name.rsplit(".", 1)[-1]):
+                    return f"in a subclass of `{name}`"
+    function = next((f.name.value for f in ctx.functions if _HOST_FUNCTIONS.fullmatch(f.name.value)), None)
+    if function is not None:
+        return f"in `{function}`"
+    if _other_device_branch(ctx):
+        return "in a branch taken only for CPU or MPS tensors"
+    return "in a class that runs an onnxruntime session" if _onnxruntime_class(ctx) else None
+
+
+def _other_device_branch(ctx: Context) -> bool:
+    """Inside the body of `if x.device.type == "cpu" ...:` (or "mps"): Neuron tensors never take it."""
+    for index, statement in enumerate(ctx.statements[:-1]):
+        if (isinstance(statement, cst.If) and ctx.statements[index + 1] in _body(statement)
+                and _tests_other_device(statement.test)):
+            return True
+    return False
+
+
+def _source_of(ctx: Context, node: cst.CSTNode) -> Callable[[], bool]:
+    """The test `_onnxruntime_class` memoises for one class."""
+    return lambda: "InferenceSession(" in ctx.source(node)
+
+
+def _tests_other_device(test: cst.BaseExpression) -> bool:
+    if isinstance(test, cst.BooleanOperation):
+        if isinstance(test.operator, cst.Or):
+            return _tests_other_device(test.left) and _tests_other_device(test.right)
+        return _tests_other_device(test.left) or _tests_other_device(test.right)
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        left, right = test.left, test.comparisons[0].comparator
+        return (isinstance(test.comparisons[0].operator, cst.Equal) and isinstance(left, cst.Attribute)
+                and left.attr.value == "type" and (dotted_name(left.value) or "").endswith("device")
+                and string_value(right) in ("cpu", "mps"))
+    return False
+
+
+def _onnxruntime_class(ctx: Context) -> bool:
+    """In a class that builds an `onnxruntime.InferenceSession`: the model runs in ONNX Runtime, not in torch."""
+    if not any(v.rsplit(".", 1)[-1] == "onnxruntime" or v.startswith("onnxruntime.")
+               for v in ctx.names.aliases.values()):
+        return False
+    for statement in ctx.statements:
+        if isinstance(statement, cst.ClassDef) and ctx.memo("onnxruntime-class", statement,
+                                                            _source_of(ctx, statement)):
+            return True
+    return False
+
+
+def cpu_device(ctx: Context, node: cst.BaseExpression, depth: int = 0) -> bool:
+    """`"cpu"`, `torch.device("cpu")`, or a name bound once to one of them."""
+    if string_value(node) == "cpu":
+        return True
+    if isinstance(node, cst.Call) and ctx.qualname(node.func) == "torch.device":
+        first = positional(node, 0) or keyword(node, "type")
+        return first is not None and string_value(first.value) == "cpu"
+    bound = ctx.constant(node) if depth < 2 else None
+    return bound is not None and cpu_device(ctx, bound[1], depth + 1)
+
+
+def _device_arg(node: cst.Call) -> cst.BaseExpression | None:
+    arg = keyword(node, "device")
+    return arg.value if arg is not None else None
+
+
+def host_value(ctx: Context, node: cst.BaseExpression, depth: int = 0, assumed: frozenset[str] = frozenset(), *,
+               factories: bool = True) -> bool:
+    """`node` certainly lives on the host: a numpy, pandas or scipy value, a tensor copied with `.cpu()` /
+    `.to("cpu")`, a torch factory given `device="cpu"` or no device at all (outside the model's construction a
+    tensor made without `device=` is a CPU tensor), or a value derived from one of them (methods, indexing,
+    arithmetic, torch functions of it), through local names bound once."""
+    if depth > 12:
+        return False
+    if isinstance(node, cst.Call):
+        qualname = ctx.qualname(node.func)
+        if qualname is not None:
+            if qualname.startswith(_HOST_LIBRARIES):
+                return True
+            if qualname in _FACTORIES:
+                device = _device_arg(node)
+                if device is not None:
+                    return cpu_device(ctx, device)
+                return not _in_construction(ctx) and (factories or copies_to_host(ctx))
+            if qualname.startswith("torch.") and node.args:
+                return host_value(ctx, node.args[0].value, depth + 1, assumed, factories=factories)
+            return _of_host_arguments(ctx, node, depth, assumed, factories)
+        if isinstance(node.func, cst.Name):
+            if node.func.value == "len":
+                return True  # a Python int
+            return _of_host_arguments(ctx, node, depth, assumed, factories)
+        if not isinstance(node.func, cst.Attribute):
+            return False
+        name = node.func.attr.value
+        if name in _COPIES or name in _METADATA:
+            return True
+        if name in _MOVES:
+            target = keyword(node, "device") or positional(node, 0)
+            if name == "to" and target is not None and cpu_device(ctx, target.value):
+                return True
+            if name != "to" or target is None or not _is_dtype(ctx, target.value):
+                return False
+        return host_value(ctx, node.func.value, depth + 1, assumed, factories=factories)
+    if isinstance(node, cst.Attribute) and node.attr.value in ("shape", "ndim"):
+        return True  # shape metadata is held on the host
+    if isinstance(node, (cst.Subscript, cst.Attribute)):
+        return host_value(ctx, node.value, depth + 1, assumed, factories=factories)
+    if isinstance(node, cst.UnaryOperation):
+        return host_value(ctx, node.expression, depth + 1, assumed, factories=factories)
+    if isinstance(node, cst.BinaryOperation):
+        sides = [s for s in (node.left, node.right) if not isinstance(s, (cst.Integer, cst.Float))]
+        return bool(sides) and all(host_value(ctx, s, depth + 1, assumed, factories=factories) for s in sides)
+    if isinstance(node, cst.Name):
+        if node.value in assumed:
+            return True  # `losses = losses[ok]`: host if every other binding is
+        bound = ctx.constant(node)
+        if bound is not None:
+            return host_value(ctx, bound[1], depth + 1, assumed, factories=factories)
+        values = _rebindings(ctx, node.value)
+        assumed = assumed | {node.value}
+        return bool(values) and all(host_value(ctx, v, depth + 1, assumed, factories=factories) for v in values)
+    return False
+
+
+def _of_host_arguments(ctx: Context, node: cst.Call, depth: int, assumed: frozenset[str], factories: bool) -> bool:
+    """A function of host values only (`cumsum(counts)`, `min(len(a), len(b))`): it computes on the host."""
+    args = [a.value for a in node.args if a.keyword is None]
+    return bool(args) and len(args) == len(node.args) and all(
+        isinstance(a, (cst.Integer, cst.Float)) or host_value(ctx, a, depth + 1, assumed, factories=factories)
+        for a in args)
+
+
+def _rebindings(ctx: Context, name: str) -> tuple[cst.BaseExpression, ...]:
+    """Every value a name bound several times in the current function gets (`x = f(); x = x[ok]`), or () when
+    one of its bindings is not a plain `name = value` (a parameter, a loop target, an unpacking, `+=`)."""
+    if not ctx.functions:
+        return ()
+    function = ctx.functions[-1]
+    return ctx.memo(f"rebindings:{name}", function, lambda: _collect_rebindings(function, name))
+
+
+def _collect_rebindings(function: cst.FunctionDef, name: str) -> tuple[cst.BaseExpression, ...]:
+    params = function.params
+    if any(p.name.value == name for p in (*params.posonly_params, *params.params, *params.kwonly_params)):
+        return ()
+    values: list[cst.BaseExpression] = []
+    other = False
+
+    class Finder(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is function
+
+        def visit_Lambda(self, node: cst.Lambda) -> bool:
+            return False
+
+        def visit_Assign(self, node: cst.Assign) -> None:
+            nonlocal other
+            for target in node.targets:
+                if isinstance(target.target, cst.Name) and target.target.value == name:
+                    if len(node.targets) == 1:
+                        values.append(node.value)
+                    else:
+                        other = True
+                elif _binds(target.target, name):
+                    paired = _paired(target.target, node.value, name) if len(node.targets) == 1 else None
+                    if paired is None:
+                        other = True
+                    else:
+                        values.append(paired)
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            nonlocal other
+            other = other or _binds(node.target, name)
+
+        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+            nonlocal other
+            other = other or _binds(node.target, name)
+
+        def visit_For(self, node: cst.For) -> None:
+            nonlocal other
+            other = other or _binds(node.target, name)
+
+        def visit_AsName(self, node: cst.AsName) -> None:
+            nonlocal other
+            other = other or _binds(node.name, name)
+
+        def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+            nonlocal other
+            other = other or _binds(node.target, name)
+
+    visit(function, Finder())
+    return () if other else tuple(values)
+
+
+def _paired(target: cst.BaseExpression, value: cst.BaseExpression, name: str) -> cst.BaseExpression | None:
+    """`b` for `name` in `a, name = x, b` (tuples of the same length, no starred element), else None."""
+    if not isinstance(target, (cst.Tuple, cst.List)) or not isinstance(value, (cst.Tuple, cst.List)):
+        return None
+    if len(target.elements) != len(value.elements) or any(
+            isinstance(e, cst.StarredElement) for e in (*target.elements, *value.elements)):
+        return None
+    for left, right in zip(target.elements, value.elements, strict=True):
+        if isinstance(left.value, cst.Name) and left.value.value == name:
+            return right.value
+    return None
+
+
+def _binds(target: cst.CSTNode, name: str) -> bool:
+    if isinstance(target, cst.Name):
+        return target.value == name
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return any(_binds(e.value, name) for e in target.elements)
+    if isinstance(target, cst.StarredElement):
+        return _binds(target.value, name)
+    return False
+
+
+def copies_to_host(ctx: Context) -> bool:
+    """The current function copies data to the CPU (`.cpu()`, `.to("cpu")`): it works on the host on purpose,
+    so a tensor it makes without `device=` stays there."""
+    if not ctx.functions:
+        return False
+    function = ctx.functions[-1]
+
+    def compute() -> bool:
+        found = False
+
+        class Finder(cst.CSTVisitor):
+            def visit_Call(self, call: cst.Call) -> bool:
+                nonlocal found
+                if isinstance(call.func, cst.Attribute):
+                    name = call.func.attr.value
+                    target = positional(call, 0) or keyword(call, "device")
+                    found = found or (name == "cpu" and not call.args) or (
+                        name == "to" and target is not None and cpu_device(ctx, target.value))
+                return not found
+
+        visit(function, Finder())
+        return found
+
+    return ctx.memo("copies-to-host", function, compute)
+
+
+def _is_dtype(ctx: Context, node: cst.BaseExpression) -> bool:
+    qualname = ctx.qualname(node) or ""
+    return qualname.startswith("torch.") and qualname.rsplit(".", 1)[-1][:3] in ("flo", "dou", "int", "lon", "boo",
+                                                                                  "hal", "bfl", "sho", "uin")
+
+
+def _in_construction(ctx: Context) -> bool:
+    """In `__init__` (or a module-level helper it may call): tensors made there become parameters or buffers that
+    `model.to(device)` moves, so no `device=` does not make them host values."""
+    return any(f.name.value in ("__init__", "reset_parameters", "_init_weights") for f in ctx.functions)
+
+
+def error_path(ctx: Context) -> bool:
+    """The current statement sits in an `if` block that ends by failing: `raise`, `assert False`,
+    `torch._assert(False, ...)`: it only words the error."""
+    for statement in reversed(ctx.statements[:-1]):
+        if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+            return False
+        if isinstance(statement, cst.If) and isinstance(statement.body, cst.IndentedBlock):
+            # only simple statements ending in the failure: a block that does work and returns is no error path
+            lines = [line for line in statement.body.body if isinstance(line, cst.SimpleStatementLine)]
+            if (lines and len(lines) == len(statement.body.body) and _fails(ctx, lines[-1])
+                    and _contains_current(statement.body, ctx)
+                    and not any(isinstance(small, cst.Return) for line in lines for small in line.body)):
+                return True
+    return False
+
+
+def _contains_current(block: cst.IndentedBlock, ctx: Context) -> bool:
+    return any(stmt in ctx.statements for stmt in block.body)
+
+
+def _fails(ctx: Context, statement: cst.BaseStatement) -> bool:
+    if not isinstance(statement, cst.SimpleStatementLine):
+        return False
+    small = statement.body[-1]
+    if isinstance(small, cst.Raise):
+        return True
+    if isinstance(small, cst.Assert):
+        return dotted_name(small.test) == "False"
+    if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+        call = small.value
+        first = positional(call, 0)
+        return (ctx.qualname(call.func) == "torch._assert" and first is not None
+                and dotted_name(first.value) == "False")
+    return False
+
+
+def under_test(ctx: Context, predicate: str, node: cst.CSTNode) -> bool:
+    """`node` is in the body of an `if` (statement or expression) whose test calls the tensor method `predicate`
+    (`if x.is_complex():`, `torch.complex(a, b) if x.is_complex() else a`)."""
+    for index, statement in enumerate(ctx.statements[:-1]):
+        if (isinstance(statement, cst.If) and ctx.statements[index + 1] in _body(statement)
+                and _calls(statement.test, predicate)):
+            return True
+    found = False
+
+    class Finder(cst.CSTVisitor):
+        def visit_IfExp(self, expr: cst.IfExp) -> bool:
+            nonlocal found
+            found = found or (_calls(expr.test, predicate) and contains(expr.body, node))
+            return not found
+
+    if ctx.statements:
+        visit(ctx.statements[-1], Finder())
+    return found
+
+
+def _body(statement: cst.If) -> tuple[cst.CSTNode, ...]:
+    body = statement.body
+    return tuple(body.body) if isinstance(body, cst.IndentedBlock) else (body,)
+
+
+def _calls(test: cst.BaseExpression, predicate: str) -> bool:
+    if isinstance(test, cst.Call):
+        return call_name(test) == predicate or any(_calls(a.value, predicate) for a in test.args)
+    if isinstance(test, cst.BooleanOperation):
+        return _calls(test.left, predicate) or _calls(test.right, predicate)
+    return False
+
+
+__all__ = [
+    "HOST_FOLDERS", "copies_to_host", "cpu_device", "error_path", "host_code", "host_path", "host_value", "under_test",
+]
