@@ -13,6 +13,7 @@ import ast
 import difflib
 import itertools
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -27,6 +28,8 @@ from ecosystem import load_projects
 Run = Callable[..., subprocess.CompletedProcess]
 # Calls whose result is the point: as a statement of their own (a tensor's `.to(...)`), the result is thrown away.
 _RESULT_METHODS = frozenset({"to", "float", "bfloat16", "half", "double", "cpu", "contiguous", "type"})
+# `module.to(...)` moves a module in place: its result may be dropped. Receivers named like modules are skipped.
+_MODULE_LIKE = re.compile(r"self|model|module|net|ema|layer|encoder|decoder", re.IGNORECASE)
 
 
 def _bodies(tree: ast.AST) -> list[list[ast.stmt]]:
@@ -63,7 +66,8 @@ def _shapes(tree: ast.Module, changed: set[int]) -> Counter[str]:
             if all(isinstance(s, ast.Pass) for s in node.body) and not node.orelse:
                 counts[f"empty `if {ast.unparse(node.test)}: pass`"] += 1
         if (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and node.lineno in changed
-                and isinstance(node.value.func, ast.Attribute) and node.value.func.attr in _RESULT_METHODS):
+                and isinstance(node.value.func, ast.Attribute) and node.value.func.attr in _RESULT_METHODS
+                and not _MODULE_LIKE.search(ast.unparse(node.value.func.value))):
             counts[f"result thrown away: `{ast.unparse(node)}`"] += 1
     for block in _bodies(tree):
         for first, second in itertools.pairwise(block):
@@ -108,7 +112,8 @@ def _stray(before: str, after: str, allowed: set[int]) -> tuple[list[int], set[i
     stray, changed = [], set()
     matcher = difflib.SequenceMatcher(a=before.splitlines(), b=after.splitlines(), autojunk=False)
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-        changed.update(range(j1 + 1, j2 + 1))
+        if tag != "equal":
+            changed.update(range(j1 + 1, j2 + 1))
         if tag in ("replace", "delete"):
             stray += [i + 1 for i in range(i1, i2) if i + 1 not in allowed
                       and not (tag == "delete" and matcher.a[i].startswith(("from ", "import ")))]
