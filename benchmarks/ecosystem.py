@@ -413,7 +413,9 @@ def _portcheck() -> list[str]:
 
 
 def scan(root: Path, projects: list[Project], target: str) -> tuple[dict[str, Any], float]:
-    paths = [f"{p.folder}/{inc}" for p in projects for inc in p.include if (root / p.folder / inc).exists()]
+    # Each project's folder, as a user scans a checkout (`portcheck scan .`): its test files are left out by
+    # default (`tests = "exclude"`), as they would be there. The folder holds only the `include`d files.
+    paths = [p.folder for p in projects if any((root / p.folder / inc).exists() for inc in p.include)]
     command = [*_portcheck(), "scan", "--isolated", "--no-cache", "--format", "json", "--exit-zero",
                "--no-respect-gitignore", "--target", target, *paths]
     started = time.perf_counter()

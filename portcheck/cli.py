@@ -63,6 +63,9 @@ def _parser() -> argparse.ArgumentParser:
     scan.add_argument("--isolated", action="store_true", help="ignore every configuration file")
     scan.add_argument("--exclude", type=_codes, metavar="GLOBS", help="replace the default excludes")
     scan.add_argument("--extend-exclude", type=_codes, default=[], metavar="GLOBS", help="exclude these too")
+    scan.add_argument("--tests", choices=("exclude", "include"), default=None,
+                      help="scan test files found in folders (test_*.py, *_test.py, conftest.py, tests/): "
+                           "exclude (default) or include")
     scan.add_argument("--force-exclude", action=argparse.BooleanOptionalAction, default=None,
                       help="apply excludes to paths given explicitly too (as pre-commit passes them)")
     scan.add_argument("--respect-gitignore", action=argparse.BooleanOptionalAction, default=None,
@@ -251,7 +254,7 @@ def _scan(args: argparse.Namespace) -> int:
     settings = _settings(args, start if start.is_dir() else start.parent, cwd, Layer(
         target=args.target, stack=args.stack, select=args.select, extend_select=args.extend_select,
         ignore=args.ignore, exclude=args.exclude, extend_exclude=args.extend_exclude,
-        force_exclude=args.force_exclude, respect_gitignore=args.respect_gitignore,
+        force_exclude=args.force_exclude, respect_gitignore=args.respect_gitignore, tests=args.tests,
         fail_level=args.fail_level, format=args.format, max_file_size=args.max_file_size,
     ))
     fixing = None

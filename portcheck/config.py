@@ -30,6 +30,13 @@ DEFAULT_EXCLUDE = (
     "site-packages", "venv", ".portcheck_cache", "__pycache__",
 )
 
+# What pytest collects (`test_*.py`, `*_test.py`, `conftest.py`) and the folders projects keep tests in. Skipped
+# when a directory is walked, unless `tests = "include"`: a port is about the model, training and serving code,
+# and a test suite's GPU paths are gated on purpose (on ten real projects every judged finding in a test file was
+# a false positive: benchmarks/ecosystem/judgments.toml).
+TEST_PATTERNS = ("tests", "test", "test_*.py", "*_test.py", "conftest.py")
+TESTS_SETTINGS = ("exclude", "include")
+
 FORMATS = ("concise", "full", "json", "json-lines", "sarif", "github", "rdjson")
 
 
@@ -48,6 +55,7 @@ class Layer:
     extend_exclude: list[str] = field(default_factory=list)
     force_exclude: bool | None = None
     respect_gitignore: bool | None = None
+    tests: str | None = None
     fail_level: str | None = None
     format: str | None = None
     max_file_size: float | None = None  # megabytes
@@ -67,6 +75,7 @@ class Settings:
     root: Path
     config_path: Path | None
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
+    tests: str = "exclude"
 
     def relative(self, path: Path) -> str:
         """The path as exclude and per-file-ignores patterns see it: relative to the config's directory."""
@@ -105,7 +114,7 @@ def path_matches(relative: str, pattern: str) -> bool:
 _KEYS: dict[str, type | tuple[type, ...]] = {
     "target": str, "stack": str, "select": list, "extend-select": list, "ignore": list,
     "per-file-ignores": dict, "exclude": list, "extend-exclude": list, "force-exclude": bool,
-    "respect-gitignore": bool, "fail-level": str, "format": str, "max-file-size": (int, float),
+    "respect-gitignore": bool, "tests": str, "fail-level": str, "format": str, "max-file-size": (int, float),
 }
 
 
@@ -291,6 +300,9 @@ def resolve(layers: list[Layer], root: Path, config_path: Path | None, command: 
             per_file.append((pattern, frozenset().union(*(selector_codes(c)[0] for c in codes))))
     # A rule about another chip or stack (training on inf2, step boundaries on xla) is off for this target.
     enabled = {code for code in enabled if knowledge.rules[code].applies_to(chip, stack)}
+    tests, origin = last("tests", "exclude")
+    if tests not in TESTS_SETTINGS:
+        raise ConfigError(f"{origin}: unknown tests setting '{tests}'; choose exclude or include")
     force_exclude, _ = last("force_exclude", False)
     respect_gitignore, _ = last("respect_gitignore", True)
     max_size, origin = last("max_file_size", DEFAULT_MAX_FILE_BYTES / 2**20)
@@ -300,5 +312,5 @@ def resolve(layers: list[Layer], root: Path, config_path: Path | None, command: 
         chip=chip, stack=stack, enabled=frozenset(enabled), per_file_ignores=tuple(per_file),
         exclude=tuple(exclude), force_exclude=force_exclude, respect_gitignore=respect_gitignore,
         fail_level=fail, format=output_format, root=root, config_path=config_path,
-        max_file_bytes=int(max_size * 2**20),
+        max_file_bytes=int(max_size * 2**20), tests=tests,
     )

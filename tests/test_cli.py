@@ -303,3 +303,25 @@ def test_parallel_scan_gives_the_same_report_in_the_same_order():
     assert one.stdout == two.stdout
     bad = run_portcheck("scan", "-j", "0", "fixtures/static")
     assert bad.returncode == 2 and "--jobs must be 1 or more" in bad.stderr
+
+
+def test_test_files_are_left_out_unless_included(tmp_path):
+    """`tests = "exclude"` (the default) skips test files found in folders; `--tests include` or the config key
+    reads them; a test folder named on the command line is read either way."""
+    bad = "x = y.cuda()\n"
+    for name in ("src/model.py", "tests/helpers.py", "src/test_model.py", "src/model_test.py", "conftest.py"):
+        write(tmp_path / name, bad)
+
+    def paths(*args, cwd=tmp_path):
+        done = run_portcheck("scan", "--format", "json", *args, cwd=cwd)
+        return sorted({f["path"] for f in json.loads(done.stdout)["findings"]})
+
+    everything = ["conftest.py", "src/model.py", "src/model_test.py", "src/test_model.py", "tests/helpers.py"]
+    assert paths(".") == ["src/model.py"]
+    assert paths("--tests", "include", ".") == everything
+    assert paths("tests") == ["tests/helpers.py"]
+    write(tmp_path / "portcheck.toml", 'tests = "include"\n')
+    assert paths(".") == everything
+    write(tmp_path / "portcheck.toml", 'tests = "some"\n')
+    done = run_portcheck("scan", ".", cwd=tmp_path)
+    assert done.returncode == 2 and "unknown tests setting 'some'" in done.stderr

@@ -146,8 +146,10 @@ def test_advise(output_format, inputs, capsys, snapshot):
 
 
 def git(*args: str, cwd: Path) -> str:
-    return subprocess.run(["git", "-c", "commit.gpgsign=false", *args], cwd=cwd, check=True, capture_output=True,
-                          text=True, timeout=60).stdout.strip()
+    done = subprocess.run(["git", "-c", "commit.gpgsign=false", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, f"git {' '.join(args)}: {done.stderr}"
+    return done.stdout.strip()
 
 
 @pytest.fixture

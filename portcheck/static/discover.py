@@ -9,7 +9,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from portcheck.config import ConfigError, Settings, path_matches
+from portcheck.config import TEST_PATTERNS, ConfigError, Settings, path_matches
 
 SUFFIXES = (".py", ".pyi")
 
@@ -37,6 +37,11 @@ def is_excluded(path: Path, settings: Settings) -> bool:
     return any(path_matches(relative, pattern) for pattern in settings.exclude)
 
 
+def is_test_file(relative: str) -> bool:
+    """A test file or folder by pytest's conventions (`test_*.py`, `*_test.py`, `conftest.py`, `tests/`)."""
+    return any(path_matches(relative, pattern) for pattern in TEST_PATTERNS)
+
+
 def discover(paths: list[str], settings: Settings, cwd: Path) -> list[Candidate]:
     explicit: list[Path] = []
     walked: list[Path] = []
@@ -51,7 +56,9 @@ def discover(paths: list[str], settings: Settings, cwd: Path) -> list[Candidate]
                 continue
             walked.extend(_walk(path, settings))
         else:
-            if settings.force_exclude and is_excluded(path, settings):
+            # With --force-exclude (how pre-commit passes files), a test file is left out like a walked one.
+            if settings.force_exclude and (is_excluded(path, settings) or (
+                    settings.tests == "exclude" and is_test_file(relative_to_root(path, settings)))):
                 continue
             explicit.append(path)
     if settings.respect_gitignore:
@@ -72,14 +79,21 @@ def discover(paths: list[str], settings: Settings, cwd: Path) -> list[Candidate]
 
 def _walk(top: Path, settings: Settings) -> list[Path]:
     out = []
+
+    # A test folder named on the command line (`portcheck scan tests/`) is read whatever the setting.
+    skip_tests = settings.tests == "exclude" and not is_test_file(top.resolve().as_posix())
+
+    def skipped(path: Path) -> bool:
+        return is_excluded(path, settings) or (skip_tests and is_test_file(path.relative_to(top).as_posix()))
+
     # followlinks=False: a symlinked directory loop cannot trap the walk.
     for directory, dirnames, filenames in os.walk(top, onerror=None):
         base = Path(directory)
-        dirnames[:] = sorted(d for d in dirnames if not is_excluded(base / d, settings))
+        dirnames[:] = sorted(d for d in dirnames if not skipped(base / d))
         for name in sorted(filenames):
             if name.endswith(SUFFIXES):
                 path = base / name
-                if not is_excluded(path, settings):
+                if not skipped(path):
                     out.append(path)
     return out
 

@@ -21,6 +21,7 @@ from portcheck.findings import Edit, FileError, FileJob, FileResult, FileTooLarg
 from portcheck.knowledge import load
 from portcheck.rules import registry
 from portcheck.static.check import CHECKS, Check, Context, FixPlan, Hit
+from portcheck.static.gated_tests import CudaGatedTests
 from portcheck.static.names import function_scope
 from portcheck.static.positions import Positions
 from portcheck.static.source import SourceError, decode
@@ -199,6 +200,9 @@ def analyse_text(text: str, path: str, chip: str, stack: str, enabled: frozenset
     ctx = Context(module, chip, stack, enabled, text, path)
     comments: _Comments | None = [] if may_suppress else None
     _traverse(module, ctx, table, comments)
+    if ctx.hits:
+        gated = CudaGatedTests(module)
+        ctx.hits = [hit for hit in ctx.hits if not gated.holds(hit.chain)]  # a CUDA-only test: skipped on Neuron
 
     suppressing = [(c, chain) for c, chain in comments or () if might_hold_suppression(c.value)]
     if not ctx.hits and not suppressing:

@@ -105,6 +105,9 @@ def fix_text(text: str, job: FileJob, unsafe: bool) -> FixOutcome:
         current = candidate
         result = analyse_text(current, job.path, job.chip, job.stack, job.enabled)
     if current != text:
+        tidy = tidy_leftovers(text, current)
+        if tidy != current and _breaks(tidy, job.path) is None:
+            current = tidy
         pruned = drop_imports_made_unused(text, current)
         if pruned != current and _breaks(pruned, job.path) is None:
             current = pruned
@@ -126,11 +129,84 @@ def _used_names(module: ast.Module) -> set[str]:
     return used
 
 
+# Calls that do the same when repeated: a fix that turns `torch.cuda.manual_seed_all(s)` into
+# `torch.manual_seed(s)` next to an existing `torch.manual_seed(s)` leaves a duplicate that can go.
+_IDEMPOTENT_CALLS = ("manual_seed", "manual_seed_all", "seed", "empty_cache", "synchronize")
+_PURE_PROBES = ("is_available", "device_count")
+# Imported for what importing them registers (the XLA device, Neuron's backends): never dropped.
+_REGISTERING = ("torch_xla", "torch_neuronx", "torch_neuron")
+
+
+def _pure(test: ast.expr) -> bool:
+    """A test without side effects: names, attributes, literals, comparisons, and availability probes."""
+    for node in ast.walk(test):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            if node.args or node.keywords or name not in _PURE_PROBES:
+                return False
+        elif isinstance(node, (ast.NamedExpr, ast.Await, ast.Yield, ast.YieldFrom, ast.Lambda)):
+            return False
+    return True
+
+
+def _repeatable(stmt: ast.stmt) -> bool:
+    if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
+        return False
+    func = stmt.value.func
+    return isinstance(func, ast.Attribute) and func.attr in _IDEMPOTENT_CALLS
+
+
+def _leftovers(module: ast.Module) -> list[tuple[str, ast.stmt, bool]]:
+    """(kind and text, statement, alone in its block) for each `if <pure test>: pass` without `else`, and each
+    repeatable call equal to the statement before it."""
+    found: list[tuple[str, ast.stmt, bool]] = []
+    for node in ast.walk(module):
+        for attr in ("body", "orelse", "finalbody"):
+            block = getattr(node, attr, None)
+            if not (isinstance(block, list) and block and isinstance(block[0], ast.stmt)):
+                continue
+            for index, stmt in enumerate(block):
+                if (isinstance(stmt, ast.If) and not stmt.orelse and _pure(stmt.test)
+                        and all(isinstance(s, ast.Pass) for s in stmt.body)):
+                    found.append((f"if {ast.unparse(stmt.test)}", stmt, len(block) == 1))
+                elif index and _repeatable(stmt) and ast.dump(stmt) == ast.dump(block[index - 1]):
+                    found.append((f"twice {ast.unparse(stmt)}", stmt, False))
+    return found
+
+
+def tidy_leftovers(before: str, after: str) -> str:
+    """Remove what the fixes left behind and `before` did not have: an `if <test without side effects>: pass`
+    (a block left holding only it keeps a `pass`), and a repeated idempotent call (`torch.manual_seed(s)` twice in
+    a row). Lines holding a comment, or shared with other statements, are kept."""
+    try:
+        old, new = ast.parse(before), ast.parse(after)
+    except SyntaxError:
+        return after
+    existing = {kind for kind, _, _ in _leftovers(old)}
+    lines = after.splitlines(keepends=True)
+    cuts: list[tuple[int, int, str]] = []
+    for kind, stmt, alone in _leftovers(new):
+        end = stmt.end_lineno or stmt.lineno
+        text = lines[stmt.lineno - 1: end]
+        if kind in existing or any("#" in line or ";" in line for line in text):
+            continue
+        if any(start <= stmt.lineno <= stop for start, stop, _ in cuts):
+            continue
+        indent = text[0][: len(text[0]) - len(text[0].lstrip())]
+        newline = text[-1][len(text[-1].rstrip("\r\n")):] or "\n"
+        cuts.append((stmt.lineno, end, f"{indent}pass{newline}" if alone else ""))
+    for start, stop, content in sorted(cuts, reverse=True):
+        lines[start - 1: stop] = [content] if content else []
+    return "".join(lines)
+
+
 def drop_imports_made_unused(before: str, after: str) -> str:
     """Remove the top-level imports that the fixes left unused: a name used in `before` and nowhere in `after`
     (string annotations, `__all__`, `globals()` and star imports keep every import, since use cannot be ruled
-    out). Only whole `from x import a, b` (or `import torch.x as y`) lines whose every name went unused are removed;
-    `import x` stays."""
+    out). Only whole `from x import a, b` lines whose every name went unused are removed, and `import x` /
+    `import x as y` of an undotted module or `import torch.x as y`; a dotted `import x.y` and the modules importing
+    registers (`torch_xla`, `torch_neuronx`) stay."""
     try:
         old, new = ast.parse(before), ast.parse(after)
     except SyntaxError:
@@ -141,14 +217,14 @@ def drop_imports_made_unused(before: str, after: str) -> str:
     lines = after.splitlines(keepends=True)
     doomed: list[tuple[int, int]] = []
     for stmt in new.body:
-        # `import x` may be there for its side effects (registering a backend): kept, except an aliased torch
-        # submodule (`import torch.backends.cudnn as cudnn`), which registers nothing torch has not already.
         if isinstance(stmt, ast.Import):
-            if not all(alias.asname and alias.name.startswith("torch.") for alias in stmt.names):
+            # `import x.y` may be there for what importing it registers (a backend): kept, except an aliased torch
+            # submodule (`import torch.backends.cudnn as cudnn`), which registers nothing torch has not already
+            aliased_torch = all(alias.asname and alias.name.startswith("torch.") for alias in stmt.names)
+            plain = len(stmt.names) == 1 and "." not in stmt.names[0].name and stmt.names[0].name not in _REGISTERING
+            if not (aliased_torch or plain) or stmt.end_lineno is None:
                 continue
-        elif not isinstance(stmt, ast.ImportFrom):
-            continue
-        if stmt.end_lineno is None:
+        elif not isinstance(stmt, ast.ImportFrom) or stmt.end_lineno is None:
             continue
         names = [(alias.asname or alias.name).split(".")[0] for alias in stmt.names]
         if names and all(n in was_used and n not in now_used for n in names):

@@ -7,6 +7,7 @@ import libcst as cst
 
 from portcheck.findings import Severity
 from portcheck.rules import Rule, rule
+from portcheck.static.branches import tpu_only, version_fallback
 from portcheck.static.check import Context, FixPlan, Replace, check
 from portcheck.static.codegen import imports_module, spelling
 from portcheck.static.compile.text import one_line
@@ -59,7 +60,9 @@ class RemovedXlaApi(Rule):
     On the PyTorch/XLA stack, finds torch-xla APIs that were removed (`xm.xrt_world_size` in 2.7,
     `torch_xla.experimental.pjrt` and `torch_xla.runtime.using_pjrt` in 2.5: errors) or deprecated
     (`xm.get_ordinal`, `xm.get_local_ordinal`: info), imported or used. Uses inside `try:` with an
-    `except AttributeError` / `ImportError` fallback stay quiet.
+    `except AttributeError` / `ImportError` fallback stay quiet, and so do fallbacks for old releases: the `else` of
+    `if _XLA_GREATER_EQUAL_2_1:`, or the code after `if _XLA_GREATER_EQUAL_2_5: return ...`, and TPU-only
+    branches (`if is_torch_xla_available(check_is_tpu=True):`).
 
     ## Example
     ```python
@@ -96,6 +99,8 @@ class RemovedXlaApi(Rule):
         "import torch_xla.core.xla_model as xm\ntry:\n    n = xm.xrt_world_size()\nexcept AttributeError:\n"
         "    n = 1",
         "x = 'xm.xrt_world_size()'",
+        "import torch_xla.runtime as xr\nimport torch_xla.core.xla_model as xm\ndef world():\n"
+        "    if _XLA_GREATER_EQUAL_2_1:\n        return xr.world_size()\n    return xm.xrt_world_size()",
     )
 
 
@@ -155,8 +160,8 @@ def _judged(ctx: Context) -> set[int]:
 
 def _report_api(ctx: Context, node: cst.CSTNode, qualname: str, fix: FixPlan | None = None) -> None:
     found = _match(qualname)
-    if found is None or _has_fallback(ctx):
-        return
+    if found is None or _has_fallback(ctx) or version_fallback(ctx, node) or tpu_only(ctx, node):
+        return  # a version shim (the old API only where the new one is missing), or a TPU-only branch
     rule_class, api = found
     shown = one_line(ctx, node)
     if rule_class is NkiJitRemoved:

@@ -8,6 +8,7 @@ from typing import TypeGuard
 import libcst as cst
 
 from portcheck.findings import Severity
+from portcheck.knowledge import load
 from portcheck.rules import Rule, rule
 from portcheck.static.check import Context, FixPlan, Replace, check
 from portcheck.static.codegen import keyword_arg, literal_like, new_literal, rewritten, with_arg, without
@@ -101,6 +102,8 @@ class CompileOnXla(Rule):
     """## What it does
     On the PyTorch/XLA stack (torch-neuronx <= 2.9: inf2, trn1, trn2 with `--stack xla`), finds every
     `torch.compile` (call or decorator) and `torch._dynamo.optimize`: PyTorch NeuronX does not support them.
+    Two kinds are info, not what the port runs: in a file that asks `is_compile_supported(device)` (False for
+    XLA devices), and, on a chip that does not train, a compile in an FSDP / DDP / DeepSpeed preparation.
 
     ## Example
     ```python
@@ -221,7 +224,12 @@ _INDUCTOR_OPTIONS = frozenset({"max_autotune", "max_autotune_pointwise", "max_au
 def _judge_compile(ctx: Context, node: cst.CSTNode, call: cst.Call | None, qualname: str) -> None:
     shown = "torch.compile" if qualname == _COMPILE else "torch._dynamo.optimize"
     if ctx.stack == "xla":
-        ctx.report(CompileOnXla, node, call=one_line(ctx, node), function=shown)
+        why = _compile_on_xla_not_taken(ctx)
+        if why is None:
+            ctx.report(CompileOnXla, node, call=one_line(ctx, node), function=shown)
+        else:
+            ctx.report(CompileOnXla, node, f"`{one_line(ctx, node)}`: {why}, so a port to PyTorch NeuronX (the XLA "
+                       f"stack, which does not support `{shown}`) does not reach it", severity=Severity.INFO)
         return
     backend = None
     if call is not None:
@@ -260,6 +268,24 @@ def _judge_compile(ctx: Context, node: cst.CSTNode, call: cst.Call | None, qualn
         # Same results, compiled for static shapes: the Neuron backend has no other kind.
         fix = FixPlan(CompileDynamic.fix_title, True, (Replace(dynamic.value, "False"),))
         ctx.report(CompileDynamic, dynamic, fix=fix)
+
+
+_SHARDED_TRAINING = ("fsdp", "ddp", "deepspeed")
+
+
+def _compile_on_xla_not_taken(ctx: Context) -> str | None:
+    """Why this `torch.compile` is not what the port runs on the XLA stack, or None. A file that asks
+    `is_compile_supported(device)` (torchvision's ops) compiles only for devices Dynamo supports, which XLA
+    devices are not; and on a chip that does not train, a compile in an FSDP / DDP / DeepSpeed preparation
+    belongs to training, which PC607 reports."""
+    if "is_compile_supported(" in ctx.text:
+        return "this file compiles only where `is_compile_supported(device)` holds, which is False for XLA devices"
+    function = ctx.functions[-1].name.value if ctx.functions else ""
+    if any(word in function.lower() for word in _SHARDED_TRAINING) and load().rules["PC607"].applies_to(
+            ctx.chip, ctx.stack):
+        return (f"in `{function}`, a sharded-training preparation; training itself does not run on {ctx.chip}, "
+                "which PC607 reports")
+    return None
 
 
 def _inductor_option(element: cst.BaseDictElement) -> TypeGuard[cst.DictElement]:

@@ -6,7 +6,9 @@ from collections.abc import Iterator
 
 import libcst as cst
 
+from portcheck.findings import Severity
 from portcheck.rules import Rule, rule
+from portcheck.static.branches import tpu_only, version_fallback
 from portcheck.static.check import Context, check
 from portcheck.static.compile.text import bound_string
 from portcheck.static.syntax import positional, string_value
@@ -17,7 +19,9 @@ class XlaBf16EnvVar(Rule):
     """## What it does
     Finds code that sets `XLA_USE_BF16` or `XLA_DOWNCAST_BF16`: `os.environ[...] = "1"`,
     `os.environ.setdefault(...)`, `os.putenv(...)`, `os.environ.update(...)`. Reading them and setting them to
-    `"0"` stay quiet.
+    `"0"` stay quiet, and so do TPU-only branches (`if is_torch_xla_available(check_is_tpu=True):`) and fallbacks
+    for old releases (the `else` of `if _XLA_GREATER_EQUAL_2_1:`). On TorchNeuron native, which is not XLA-based
+    and ignores both variables, the finding is info: the code setting them is an XLA path.
 
     ## Example
     ```python
@@ -46,6 +50,7 @@ class XlaBf16EnvVar(Rule):
         "import os\nflag = os.environ.get('XLA_USE_BF16')",
         "import os\nos.environ['XLA_USE_BF16'] = '0'",
         "# set XLA_USE_BF16=1 in the shell\nx = 'XLA_USE_BF16'",
+        "import os\nif is_torch_xla_available(check_is_tpu=True):\n    os.environ['XLA_USE_BF16'] = '1'",
     )
 
 
@@ -54,15 +59,26 @@ ENV_VARS = ("XLA_USE_BF16", "XLA_DOWNCAST_BF16")
 _ENV_SETTERS = frozenset({"os.putenv", "os.environ.setdefault"})
 
 
-def _bf16_message(ctx: Context, name: str) -> str:
-    if ctx.stack == "xla":
-        advice = ("cast with `model.to(torch.bfloat16)` (plus `NEURON_RT_STOCHASTIC_ROUNDING_EN=1` for full-BF16 "
-                  "training) or use `torch.autocast(\"xla\", dtype=torch.bfloat16)`")
-    else:
-        advice = ("TorchNeuron native is not XLA-based: cast with `model.to(torch.bfloat16)` or use "
-                  "`torch.autocast(device_type=\"neuron\", dtype=torch.bfloat16)`")
+def _bf16_message(name: str) -> str:
     return (f"`{name}` is deprecated since torch-neuronx 2.5 (a warning when set; to be removed) and overrides the "
-            f"per-operator precision of autocast; {advice}")
+            "per-operator precision of autocast; cast with `model.to(torch.bfloat16)` (plus "
+            "`NEURON_RT_STOCHASTIC_ROUNDING_EN=1` for full-BF16 training) or use "
+            "`torch.autocast(\"xla\", dtype=torch.bfloat16)`")
+
+
+def _report(ctx: Context, node: cst.CSTNode, name: str) -> None:
+    """A TPU-only branch (accelerate's `is_torch_xla_available(check_is_tpu=True)`) or an old-version fallback
+    never runs on Neuron: quiet. On TorchNeuron native, which is not XLA-based, the variable is ignored: the code
+    setting it is an XLA path (a TPU or torch-neuronx plugin), so the finding is advice (info)."""
+    if tpu_only(ctx, node) or version_fallback(ctx, node):
+        return
+    if ctx.stack == "xla":
+        ctx.report(XlaBf16EnvVar, node, _bf16_message(name))
+        return
+    ctx.report(XlaBf16EnvVar, node, f"`{name}` is read only by PyTorch/XLA; TorchNeuron native is not XLA-based and "
+               "ignores it, so this is an XLA code path (if it is what runs here, the model stays in fp32: cast "
+               "with `model.to(torch.bfloat16)` or use `torch.autocast(device_type=\"neuron\", "
+               "dtype=torch.bfloat16)`)", severity=Severity.INFO)
 
 
 def _disables(ctx: Context, value: cst.BaseExpression | None) -> bool:
@@ -75,7 +91,7 @@ def check_env_assignment(node: cst.Assign, ctx: Context) -> None:
     for target in node.targets:
         name = _environ_key(ctx, target.target)
         if name is not None and not _disables(ctx, node.value):
-            ctx.report(XlaBf16EnvVar, target.target, _bf16_message(ctx, name))
+            _report(ctx, target.target, name)
 
 
 def _environ_key(ctx: Context, target: cst.BaseExpression) -> str | None:
@@ -94,11 +110,11 @@ def check_env_call(node: cst.Call, ctx: Context) -> None:
         key, value = positional(node, 0), positional(node, 1)
         name = string_value(key.value) if key is not None else None
         if name in ENV_VARS and not _disables(ctx, value.value if value is not None else None):
-            ctx.report(XlaBf16EnvVar, node, _bf16_message(ctx, name))
+            _report(ctx, node, name)
     elif qualname == "os.environ.update":
         for variable, setting, where in _update_items(node):
             if variable in ENV_VARS and not _disables(ctx, setting):
-                ctx.report(XlaBf16EnvVar, where, _bf16_message(ctx, variable))
+                _report(ctx, where, variable)
 
 
 def _update_items(node: cst.Call) -> Iterator[tuple[str | None, cst.BaseExpression, cst.CSTNode]]:

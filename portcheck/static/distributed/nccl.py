@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import libcst as cst
 
+from portcheck.findings import Severity
 from portcheck.rules import Rule, rule
 from portcheck.static.check import Context, FixPlan, Replace, check
 from portcheck.static.codegen import imports_module, literal_like, new_literal
+from portcheck.static.distributed.bindings import falls_back_to_nccl
 from portcheck.static.syntax import call_name, keyword, positional, string_value
 
 
@@ -15,9 +17,12 @@ class NcclBackend(Rule):
     """## What it does
     Finds process groups asking for NCCL: `init_process_group("nccl")`, `backend="nccl"`,
     `backend=dist.Backend.NCCL`, device maps such as `"cpu:gloo,cuda:nccl"`, the same through a name bound
-    in the file (`BACKEND = "nccl"`), in `new_group` / `new_subgroups`, and command-line `--dist-backend`
-    options whose default is `"nccl"`. A backend chosen at run time (`"nccl" if cuda else "gloo"`,
-    `args.backend`) stays quiet.
+    in the file (`BACKEND = "nccl"`), in `new_group` / `new_subgroups`, command-line `--dist-backend`
+    options whose default is `"nccl"`, a name whose branches bind only vendor backends and fall back to
+    `"nccl"` (`if xpu: backend = "xccl" else: backend = "nccl"`, which a Neuron host reaches), a settings field
+    or attribute named `backend` set to `"nccl"` (`backend: str = "nccl"` in a dataclass,
+    `args.dist_backend = "nccl"`). A backend chosen at run time with a CPU fallback (`"nccl" if cuda else
+    "gloo"`, or branches binding `"gloo"`) or read from elsewhere (`args.backend`) stays quiet.
 
     ## Example
     ```python
@@ -36,7 +41,8 @@ class NcclBackend(Rule):
     `import torch_xla.distributed.xla_backend`, added once and not where the file already imports it. Safe for a
     literal `"nccl"` (its quotes kept), `Backend.NCCL` and an option's default; unsafe at the binding of a name
     set to `"nccl"` (its other uses see the new value too) and for an option whose `choices=` list the old
-    backends. Device maps (`"cpu:gloo,cuda:nccl"`) and backends chosen at run time get no fix.
+    backends. Device maps (`"cpu:gloo,cuda:nccl"`), backends chosen at run time or in branches, and settings
+    fields get no fix.
     """
 
     code = "PC604"
@@ -49,6 +55,10 @@ class NcclBackend(Rule):
         "import torch.distributed as dist\ng = dist.new_group(ranks, backend='nccl')",
         "import torch.distributed as dist\ndist.init_process_group('cpu:gloo,cuda:nccl')",
         "parser.add_argument('--dist-backend', default='nccl', type=str)",
+        "import torch.distributed as dist\nif xpu:\n    backend = 'xccl'\nelse:\n    backend = 'nccl'\n"
+        "dist.init_process_group(backend=backend)",
+        "from dataclasses import dataclass\n@dataclass\nclass GroupKwargs:\n    backend: str = 'nccl'",
+        "args.dist_backend = 'nccl'",
     )
     VALID = (
         "import torch.distributed as dist\ndist.init_process_group('gloo')",
@@ -57,6 +67,9 @@ class NcclBackend(Rule):
         "import torch.distributed as dist\ndist.init_process_group('nccl' if cuda else 'gloo')",
         "# dist.init_process_group('nccl')\nmsg = 'use nccl on GPUs'",
         "parser.add_argument('--tokenizer', default='nccl')",
+        "import torch.distributed as dist\nif cuda:\n    backend = 'nccl'\nelse:\n    backend = 'gloo'\n"
+        "dist.init_process_group(backend=backend)",
+        "class Kwargs:\n    tokenizer: str = 'nccl'",
     )
 
 
@@ -66,7 +79,8 @@ class DdpDeviceIds(Rule):
     On the PyTorch/XLA stack, finds `DistributedDataParallel(model, device_ids=[...])` and `output_device=`,
     through any import alias (`from torch.nn.parallel import DistributedDataParallel as DDP`). TorchNeuron
     native runs standard DDP, so the rule is off there; `torch_neuronx.DataParallel(model, device_ids=...)`,
-    Neuron's own inference API, is not DDP and stays quiet.
+    Neuron's own inference API, is not DDP and stays quiet. Ids computed at run time (`device_ids=ids` where
+    `ids` is set in branches or returned by a call, as Lightning and accelerate do, None off GPUs) are info.
 
     ## Example
     ```python
@@ -215,12 +229,35 @@ def _backend_fix(ctx: Context, node: cst.BaseExpression, near: cst.Call, safe: b
     return FixPlan(f'Use the "{backend}" backend', safe, (Replace(target, code),), imports)
 
 
+@check(cst.AnnAssign, cst.Assign, rules=(NcclBackend,), tokens=NCCL_TOKENS)
+def check_backend_setting(node: cst.AnnAssign | cst.Assign, ctx: Context) -> None:
+    """`backend: str = "nccl"` in a class body (a dataclass of process-group settings) and
+    `args.dist_backend = "nccl"`: the backend a process group is later built with."""
+    if node.value is None or (string_value(node.value) or "").strip().lower() != "nccl":
+        return
+    targets = [node.target] if isinstance(node, cst.AnnAssign) else [t.target for t in node.targets]
+    in_class = len(ctx.statements) > 1 and isinstance(ctx.statements[-2], cst.ClassDef)
+    for target in targets:
+        field = (target.value if isinstance(target, cst.Name) and in_class
+                 else target.attr.value if isinstance(target, cst.Attribute) else "")
+        if field.lower().endswith("backend"):
+            ctx.report(NcclBackend, node.value, f"`{field}` is set to {ctx.source(node.value)}, NVIDIA's NCCL, for "
+                       "the process group built from it, which a Neuron host's torch lacks; "
+                       f"{_backend_advice(ctx)}")
+            return
+
+
 @check(cst.Call, rules=(NcclBackend,), tokens=NCCL_TOKENS)
 def check_nccl_backend(node: cst.Call, ctx: Context) -> None:
     qualname = ctx.qualname(node.func)
     if qualname is not None and qualname in _GROUP_FUNCTIONS:
         arg = keyword(node, "backend") or positional(node, _GROUP_FUNCTIONS[qualname])
         shown = _names_nccl(ctx, arg.value) if arg is not None else None
+        if arg is not None and not shown and falls_back_to_nccl(ctx, arg.value):
+            ctx.report(NcclBackend, arg, f"`{qualname.rsplit('.', 1)[-1]}` with backend `{ctx.source(arg.value)}`, "
+                       "bound to \"nccl\" unless another vendor's device is found, asks for NVIDIA's NCCL on a "
+                       f"Neuron host, whose torch lacks it; {_backend_advice(ctx)}")
+            return
         if arg is not None and shown:
             function = qualname.rsplit(".", 1)[-1]
             ctx.report(NcclBackend, arg, f"`{function}` with backend {shown} asks for NVIDIA's NCCL, which a Neuron "
@@ -247,8 +284,23 @@ def check_ddp_device_ids(node: cst.Call, ctx: Context) -> None:
         arg = keyword(node, name) or positional(node, index)
         if arg is not None and not (isinstance(arg.value, cst.Name) and arg.value.value == "None"):
             shown = f"{name}={' '.join(ctx.source(arg.value).split())}"
-            ctx.report(DdpDeviceIds, arg, shown=shown)
+            if _chosen_at_run_time(ctx, arg.value):
+                # Lightning's and accelerate's DDP paths compute the ids, None off CUDA, and take other
+                # strategies on XLA devices: advice, not a blocker.
+                ctx.report(DdpDeviceIds, arg, DdpDeviceIds.format(shown=shown) + " (here the ids are computed at "
+                           "run time and may be None off GPUs; check the path this code takes on Neuron)",
+                           severity=Severity.INFO)
+            else:
+                ctx.report(DdpDeviceIds, arg, shown=shown)
             return
+
+
+def _chosen_at_run_time(ctx: Context, value: cst.BaseExpression) -> bool:
+    """`device_ids=ids` with `ids` not bound once to a list literal (computed, or set in branches)."""
+    if not isinstance(value, cst.Name):
+        return isinstance(value, cst.Call)
+    bound = ctx.constant(value)
+    return bound is None or not isinstance(bound[1], (cst.List, cst.Tuple))
 
 
 # ---- NCCL_* environment variables -------------------------------------------------------------------------

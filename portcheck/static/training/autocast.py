@@ -7,6 +7,7 @@ import libcst as cst
 
 from portcheck.findings import Severity
 from portcheck.rules import Rule, rule
+from portcheck.static.branches import nvidia_integration
 from portcheck.static.check import Context, FixPlan, Replace, check
 from portcheck.static.codegen import keyword_arg, literal_like, new_literal, rewritten, spelling, with_arg
 from portcheck.static.cuda_api import cuda_device
@@ -25,7 +26,9 @@ class CudaAutocast(Rule):
     a device type bound to `"cuda"` in the same file, and `torch.cuda.amp.custom_fwd` / `custom_bwd`.
     `torch.autocast("cuda", enabled=False)`, which forces fp32 in a region, is reported as info: it does no
     harm on Neuron, but stops protecting the region once the outer autocast targets Neuron.
-    Autocast on a device only known at run time (`device_type=x.device.type`) stays quiet.
+    Autocast on a device only known at run time (`device_type=x.device.type`) stays quiet, and so does the
+    fallback autocast of a function or class that imports NVIDIA Transformer Engine (an FP8 plugin chosen only on
+    NVIDIA GPUs).
 
     ## Example
     ```python
@@ -77,6 +80,8 @@ class CudaAutocast(Rule):
         "from torch.cuda.amp import autocast  # imported, never used",
         "# with torch.cuda.amp.autocast():\nx = 'torch.autocast(\"cuda\")'",
         "def f(autocast=None):\n    return autocast",
+        "import torch\ndef forward_context():\n    fallback = torch.autocast(device_type='cuda')\n"
+        "    import transformer_engine.pytorch as te\n    return te.fp8_autocast(enabled=True), fallback",
     )
 
 
@@ -256,6 +261,8 @@ def check_autocast_call(node: cst.Call, ctx: Context) -> None:
     is_cuda, dtype, enabled = _autocast_call(ctx, call, qualname)
     shown = one_line(ctx.source(node))
     if is_cuda:
+        if nvidia_integration(ctx):
+            return  # the fallback autocast of a Transformer Engine plugin, chosen only on NVIDIA GPUs
         fix = _autocast_fix(ctx, node, call, qualname, dtype, enabled)
         if _disabled(enabled):
             ctx.report(CudaAutocast, node, f"`{shown}` keeps this region in fp32 only under CUDA autocast; once the "

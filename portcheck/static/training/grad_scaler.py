@@ -8,6 +8,7 @@ from typing import Literal
 import libcst as cst
 
 from portcheck.rules import Rule, rule
+from portcheck.static.branches import version_fallback
 from portcheck.static.check import Context, FixPlan, Replace, check
 from portcheck.static.codegen import indentation, parenthesized
 from portcheck.static.cuda_api import cuda_device
@@ -23,7 +24,8 @@ class GradScaler(Rule):
     `torch.GradScaler()` and `torch.amp.GradScaler()` (whose device defaults to `"cuda"`), FSDP's
     `ShardedGradScaler`, through any import alias. It reports the construction once; the `scaler.scale(loss)`,
     `scaler.step(optimizer)` and `scaler.update()` calls go away with it. A scaler built with
-    `enabled=False`, for the CPU, or for a device known only at run time stays quiet.
+    `enabled=False`, for the CPU, for a device known only at run time, or as the fallback for an older torch
+    (`torch.amp.GradScaler(device=d) if _TORCH_GREATER_EQUAL_2_4 else torch.cuda.amp.GradScaler()`) stays quiet.
 
     ## Example
     ```python
@@ -69,6 +71,7 @@ class GradScaler(Rule):
         "import torch\nscaler = torch.amp.GradScaler(device=device.type)",
         "scaler.scale(loss).backward()\nscaler.step(optimizer)",
         "scaler = GradScaler()  # not torch's: nothing imported",
+        "import torch\ns = torch.amp.GradScaler(device=d) if _TORCH_GREATER_EQUAL_2_4 else torch.cuda.amp.GradScaler()",
     )
 
 
@@ -229,6 +232,8 @@ def check_grad_scaler(node: cst.Call, ctx: Context) -> None:
         return
     if enabled is not None and dotted_name(enabled.value) == "False":
         return
+    if version_fallback(ctx, node):
+        return  # the fallback for an older torch (`... if _TORCH_GE_2_4 else torch.cuda.amp.GradScaler()`)
     if ctx.stack == "native":
         bf16 = '`torch.autocast(device_type="neuron", dtype=torch.bfloat16)`'
     else:

@@ -1,0 +1,171 @@
+"""Branches a Neuron port never takes, told from the code around a statement: the fallback for an older library
+version (`else` of `if _XLA_GREATER_EQUAL_2_1:`, the code after `if _TORCH_GE_2_4: return ...`,
+`new() if TORCH_GE else old()`), and TPU-only branches (`is_torch_xla_available(check_is_tpu=True)`).
+
+Neuron's stacks pin recent releases (torch-neuronx runs torch-xla 2.x, TorchNeuron native a current torch:
+KNOWLEDGE.md §0.1), so an API used only below a version test is not what the port runs. Like `values.guard`,
+every answer errs towards "don't know" (None), and a check that gets None reports as before.
+"""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from portcheck.static.check import Context
+from portcheck.static.syntax import block_body, dotted_name, import_statements, keyword, suites
+from portcheck.static.values import contains
+
+# A name that is true on newer releases (`_XLA_GREATER_EQUAL_2_1`, `_TORCH_GE_2_4`, `is_torch_version_at_least`)
+# or on older ones (`_TORCH_LESS_2_0`, `TORCH_BELOW_2`).
+_NEWER = re.compile(r"(GREATER|(^|_)GE?Q?_\d|AT_LEAST|NEWER|_GTE?_\d|MIN_VERSION)", re.IGNORECASE)
+_OLDER = re.compile(r"(LESS|LOWER|OLDER|BELOW|(^|_)LT_\d|(^|_)LE_\d)", re.IGNORECASE)
+_VERSIONISH = re.compile(r"(version|__version__|VERSION)")
+_EXITS = (cst.Return, cst.Raise, cst.Continue, cst.Break)
+
+
+def version_polarity(test: cst.BaseExpression) -> str | None:
+    """"newer" when `test` holds on newer library versions only, "older" when on older ones only, else None."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        inner = version_polarity(test.expression)
+        return {"newer": "older", "older": "newer"}.get(inner or "")
+    if isinstance(test, cst.Call) and not test.args:  # `_TORCH_GREATER_EQUAL_2_4()` style probes
+        return version_polarity(test.func)
+    name = dotted_name(test)
+    if name is not None:
+        last = name.rsplit(".", 1)[-1]
+        if _OLDER.search(last) and ("VERSION" in last.upper() or re.search(r"\d", last)):
+            return "older"
+        if _NEWER.search(last) and ("VERSION" in last.upper() or re.search(r"\d", last)):
+            return "newer"
+        return None
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        target = test.comparisons[0]
+        left = cst.Module(body=()).code_for_node(test.left)
+        right = cst.Module(body=()).code_for_node(target.comparator)
+        if not (_VERSIONISH.search(left) or _VERSIONISH.search(right)):
+            return None
+        flipped = not _VERSIONISH.search(left)  # `Version("2.1") <= torch.__version__`
+        operator = target.operator
+        if isinstance(operator, (cst.GreaterThanEqual, cst.GreaterThan)):
+            return "older" if flipped else "newer"
+        if isinstance(operator, (cst.LessThan, cst.LessThanEqual)):
+            return "newer" if flipped else "older"
+    return None
+
+
+def _old_side(test: cst.BaseExpression, body: cst.CSTNode, orelse: cst.CSTNode | None,
+              inner: cst.CSTNode) -> bool:
+    polarity = version_polarity(test)
+    if polarity == "newer":
+        return contains(orelse, inner)
+    if polarity == "older":
+        return contains(body, inner)
+    return False
+
+
+def _exits(block: cst.BaseSuite) -> bool:
+    """The block always leaves its function or loop: its last statement returns, raises or jumps."""
+    if isinstance(block, cst.IndentedBlock):
+        last = block.body[-1] if block.body else None
+        return isinstance(last, cst.SimpleStatementLine) and isinstance(last.body[-1], _EXITS)
+    return isinstance(block, cst.SimpleStatementSuite) and isinstance(block.body[-1], _EXITS)
+
+
+def _siblings_before(holder: cst.CSTNode | None, ctx: Context, stmt: cst.CSTNode) -> list[cst.CSTNode]:
+    bodies: list[tuple[cst.CSTNode, ...]] = []
+    if holder is None:
+        bodies.append(tuple(ctx.module.body))
+    else:
+        bodies.extend(tuple(suite.body) for suite in suites(holder) if isinstance(suite, cst.IndentedBlock))
+    for body in bodies:
+        for index, item in enumerate(body):
+            if item is stmt:
+                return list(body[:index])
+    return []
+
+
+def version_fallback(ctx: Context, node: cst.CSTNode) -> str | None:
+    """The version test that makes `node` a fallback for older releases, or None: `node` is in the `else` of
+    `if NEWER:` (or the body of `if OLDER:`), after `if NEWER: ... return` in the same block, or on the old side
+    of `new if NEWER else old`."""
+    chain = ctx.statements
+    for index, stmt in enumerate(chain):
+        inner = chain[index + 1] if index + 1 < len(chain) else node
+        if isinstance(stmt, cst.If) and _old_side(stmt.test, stmt.body, stmt.orelse, inner):
+            return _shown(stmt.test)
+        holder = chain[index - 1] if index else None
+        for sibling in _siblings_before(holder, ctx, stmt):
+            if (isinstance(sibling, cst.If) and sibling.orelse is None and _exits(sibling.body)
+                    and version_polarity(sibling.test) == "newer"):
+                return _shown(sibling.test)
+    statement = chain[-1] if chain else None
+    found: list[str] = []
+
+    class Finder(cst.CSTVisitor):
+        def visit_IfExp(self, expr: cst.IfExp) -> bool:
+            if _old_side(expr.test, expr.body, expr.orelse, node):
+                found.append(_shown(expr.test))
+            return not found
+
+    if statement is not None:
+        statement.visit(Finder())
+    return found[0] if found else None
+
+
+def tpu_only(ctx: Context, node: cst.CSTNode) -> str | None:
+    """The test that limits `node` to Google TPUs, or None: the body of an `if` whose test asks
+    `...(check_is_tpu=True)` (accelerate's `is_torch_xla_available`), never true on a Neuron host."""
+    chain = ctx.statements
+    for index, stmt in enumerate(chain):
+        inner = chain[index + 1] if index + 1 < len(chain) else node
+        if isinstance(stmt, cst.If) and _asks_tpu(stmt.test) and contains(stmt.body, inner):
+            return _shown(stmt.test)
+    return None
+
+
+def _asks_tpu(test: cst.BaseExpression) -> bool:
+    found = False
+
+    class Finder(cst.CSTVisitor):
+        def visit_Call(self, call: cst.Call) -> bool:
+            nonlocal found
+            flag = keyword(call, "check_is_tpu")
+            found = found or (flag is not None and dotted_name(flag.value) == "True")
+            return not found
+
+        def visit_UnaryOperation(self, op: cst.UnaryOperation) -> bool:
+            return not isinstance(op.operator, cst.Not)  # `not is_tpu(...)` is the other side
+
+    test.visit(Finder())
+    return found
+
+
+def _shown(test: cst.BaseExpression) -> str:
+    return " ".join(cst.Module(body=()).code_for_node(test).split())
+
+
+
+
+# Libraries that run only on NVIDIA GPUs (rules/libraries.toml: "for NVIDIA GPUs"): a function or class that
+# imports one is that library's integration, chosen only on NVIDIA hardware.
+_NVIDIA_ONLY = ("transformer_engine",)
+
+
+def nvidia_integration(ctx: Context) -> str | None:
+    """The NVIDIA-only library the enclosing function or class imports (Lightning's Transformer Engine
+    precision plugin), or None."""
+    for stmt in reversed(ctx.statements):
+        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+            for imported, _ in import_statements(block_body(stmt.body)):
+                module = imported.module if isinstance(imported, cst.ImportFrom) else None
+                names = [dotted_name(module)] if module is not None else [
+                    dotted_name(alias.name) for alias in imported.names] if isinstance(imported, cst.Import) else []
+                for name in names:
+                    if name is not None and name.split(".")[0] in _NVIDIA_ONLY:
+                        return name.split(".")[0]
+    return None
+
+
+__all__ = ["nvidia_integration", "tpu_only", "version_fallback", "version_polarity"]
