@@ -16,7 +16,7 @@ from portcheck.rules import Rule, rule
 from portcheck.static.check import Context, FixPlan, Replace
 from portcheck.static.cuda_api.apis import api_entry
 from portcheck.static.cuda_api.devices import device_text, is_cuda_text, one_line, placements
-from portcheck.static.cuda_api.paths import CUDA, NOT_CUDA, cuda_path, polarity, test_gate_argument
+from portcheck.static.cuda_api.paths import CUDA, NOT_CUDA, cuda_path, polarity, probe_call, test_gate_argument
 from portcheck.static.syntax import block_body, blocks, call_name, small_statements, string_prefix
 from portcheck.static.values import contains
 from portcheck.static.walk import visit
@@ -79,13 +79,7 @@ def _cuda_probe(ctx: Context, node: cst.BaseExpression) -> bool:
         node = node.left
         if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "len" and node.args:
             node = node.args[0].value
-    if isinstance(node, cst.Call):
-        node = node.func
-    qualname = ctx.qualname(node)
-    if qualname is None or not qualname.startswith("torch.cuda."):
-        return False
-    api = api_entry(qualname[len("torch.cuda."):])
-    return api is not None and api.behaviour in ("returns-false", "returns-zero")
+    return probe_call(ctx, node)
 
 
 def probe_in(ctx: Context, test: cst.BaseExpression) -> bool:
