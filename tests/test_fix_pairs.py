@@ -70,3 +70,16 @@ def test_fixable_rules_and_fix_pairs_agree():
     with_pairs = {source.parent.name for source, _, _ in CASES}
     declared = {code for code, rule in registry().items() if rule.FIXABLE}
     assert declared == with_pairs, "a rule declares FIXABLE exactly when fixtures/fix/<code>/ has pairs"
+
+
+@pytest.mark.parametrize(("case", "code", "stack"), [("PC109/settings", "PC109", "native"),
+                                                     ("PC109/settings", "PC109", "xla"),
+                                                     ("PC106/remove", "PC106", "xla")])
+def test_removals_need_unsafe_fixes(case: str, code: str, stack: str):
+    """Removing a setting or a call Neuron ignores changes what the same code does on a GPU: only with
+    --unsafe-fixes."""
+    text = (PAIRS / f"{case}.in.py").read_text(encoding="utf-8")
+    assert "# fix: unsafe" in text
+    outcome = fix(text, code, stack, unsafe=False)
+    assert code not in {f.code for f in outcome.fixed}
+    assert fix(text, code, stack, unsafe=True).fixed  # the same input does take the fix with it

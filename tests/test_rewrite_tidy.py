@@ -52,3 +52,28 @@ def test_plain_imports_made_unused_go_but_dotted_and_registering_ones_stay():
     before = "import torch\nimport torch_xla\nimport torch.distributed\ntorch.cuda.empty_cache()\ntorch_xla.x()\n"
     after = "import torch\nimport torch_xla\nimport torch.distributed\npass\n"
     assert drop_imports_made_unused(before, after) == "import torch_xla\nimport torch.distributed\npass\n"
+
+
+def test_an_if_else_chain_left_holding_only_pass_goes_and_an_elif_is_never_cut_alone():
+    before = dedent("""\
+        def f(step, x, y):
+            if step % 100 == 0:
+                torch.cuda.empty_cache()
+            elif step:
+                torch.cuda.empty_cache()
+            else: torch.cuda.empty_cache()
+            if x:
+                a()
+            elif y:
+                torch.cuda.empty_cache()
+            return step
+    """)
+    after = before.replace("torch.cuda.empty_cache()", "pass")
+    assert tidy_leftovers(before, after) == dedent("""\
+        def f(step, x, y):
+            if x:
+                a()
+            elif y:
+                pass
+            return step
+    """)

@@ -157,8 +157,23 @@ def _repeatable(stmt: ast.stmt) -> bool:
     return isinstance(func, ast.Attribute) and func.attr in _IDEMPOTENT_CALLS
 
 
+def _elif(parent: ast.AST, stmt: ast.If) -> bool:
+    """`stmt` is the `elif` of `parent`: its lines are part of the `if` statement, not a block of their own."""
+    return isinstance(parent, ast.If) and parent.orelse == [stmt] and stmt.col_offset == parent.col_offset
+
+
+def _empty_if(stmt: ast.stmt) -> bool:
+    """`if <pure test>: pass`, with at most `elif <pure test>: pass` and `else: pass` after it."""
+    if not (isinstance(stmt, ast.If) and _pure(stmt.test) and all(isinstance(s, ast.Pass) for s in stmt.body)):
+        return False
+    if len(stmt.orelse) == 1 and _elif(stmt, stmt.orelse[0]):
+        return _empty_if(stmt.orelse[0])
+    return all(isinstance(s, ast.Pass) for s in stmt.orelse)
+
+
 def _leftovers(module: ast.Module) -> list[tuple[str, ast.stmt, bool]]:
-    """(kind and text, statement, alone in its block) for each `if <pure test>: pass` without `else`, and each
+    """(kind and text, statement, alone in its block) for each `if <pure test>: pass` (with at most an `else: pass`
+    or `elif <pure test>: pass`), and each
     repeatable call equal to the statement before it."""
     found: list[tuple[str, ast.stmt, bool]] = []
     for node in ast.walk(module):
@@ -167,8 +182,7 @@ def _leftovers(module: ast.Module) -> list[tuple[str, ast.stmt, bool]]:
             if not (isinstance(block, list) and block and isinstance(block[0], ast.stmt)):
                 continue
             for index, stmt in enumerate(block):
-                if (isinstance(stmt, ast.If) and not stmt.orelse and _pure(stmt.test)
-                        and all(isinstance(s, ast.Pass) for s in stmt.body)):
+                if _empty_if(stmt) and not (attr == "orelse" and _elif(node, stmt)):
                     found.append((f"if {ast.unparse(stmt.test)}", stmt, len(block) == 1))
                 elif index and _repeatable(stmt) and ast.dump(stmt) == ast.dump(block[index - 1]):
                     found.append((f"twice {ast.unparse(stmt)}", stmt, False))

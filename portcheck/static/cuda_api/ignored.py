@@ -39,8 +39,8 @@ class CudaSilentCall(Rule):
     Native: `empty_cache()` and the memory counters become their `torch.accelerator` counterparts (safe);
     `manual_seed`, `manual_seed_all`, `seed` become `torch.manual_seed` / `torch.seed`, unsafe since those seed
     the CPU generator too. xla: `manual_seed` / `manual_seed_all` become `torch_xla.manual_seed` (safe), and
-    `empty_cache()`, which PyTorch/XLA has no counterpart for, is removed (safe: it does nothing there; a block
-    it would leave empty keeps a `pass`).
+    `empty_cache()`, which PyTorch/XLA has no counterpart for, is removed (unsafe: it does nothing there, but a
+    GPU run of the same code no longer releases its cached memory; a block it would leave empty keeps a `pass`).
     """
 
     code = "PC106"
@@ -69,9 +69,10 @@ class CudnnSetting(Rule):
     Remove the setting. Precision on Neuron is chosen with neuronx-cc's `--auto-cast`.
 
     ## Fix safety
-    An assignment to a setting that stands alone on its line is removed: safe, the setting has no effect on
-    Neuron. A block it would leave empty keeps a `pass` (as does `if x: cudnn.benchmark = True`). Queries and
-    `with torch.backends.cudnn.flags(...)` have no fix.
+    An assignment to a setting that stands alone on its line is removed. Unsafe: the setting has no effect on
+    Neuron, but the same code run on a GPU loses it (`cudnn.deterministic = True` changes its results). A block
+    it would leave empty keeps a `pass` (as does `if x: cudnn.benchmark = True`). Queries,
+    `with torch.backends.cudnn.flags(...)` and settings on a CUDA-only path (`if use_cuda:`) have no fix.
     """
 
     code = "PC109"
@@ -89,16 +90,9 @@ def setting_fix(ctx: Context, target: cst.AssignTarget) -> FixPlan | None:
     alone on its line."""
     assign = assignment(ctx, target)
     step = removal(ctx, lambda small: small is assign) if assign is not None else None
-    # Removing the line removes its right-hand side too: safe where that has no effect of its own.
-    safe = assign is not None and _plain(assign.value)
-    return None if step is None else FixPlan("Remove the setting (ignored on Neuron)", safe, (step,))
-
-
-def _plain(value: cst.BaseExpression) -> bool:
-    """A literal, a name or an attribute: evaluating it does nothing else."""
-    if isinstance(value, cst.UnaryOperation):
-        value = value.expression
-    return isinstance(value, (cst.Name, cst.Attribute, cst.BaseNumber, cst.BaseString))
+    # Unsafe: Neuron ignores the setting, but a GPU run of the same code loses it.
+    return None if step is None else FixPlan("Remove the setting (ignored on Neuron; a GPU run loses it)", False,
+                                             (step,))
 
 
 def _removable(ctx: Context, stmt: cst.CSTNode) -> bool:

@@ -298,9 +298,10 @@ def check_assignment(node: cst.AssignTarget, ctx: Context) -> None:
         # Neuron's docs recommend for libraries that probe CUDA: not a use of CUDA.
         _skip_chain(ctx, target)
     elif any(qualname.startswith(b + ".") for b in BACKENDS):
-        ctx.report(CudnnSetting, target,
-                   f"setting `{qualname}` has no effect on Neuron (cuDNN/CUDA kernels only; harmless); remove it",
-                   fix=setting_fix(ctx, node))
+        # On a CUDA-only path (`if use_cuda:`) the setting never runs on Neuron: no fix there.
+        report_guarded(ctx, CudnnSetting, target,
+                       f"setting `{qualname}` has no effect on Neuron (cuDNN/CUDA kernels only; harmless); remove it",
+                       setting_fix(ctx, node), raises=False, severity=Severity.INFO)
         _skip_chain(ctx, target)
 
 
