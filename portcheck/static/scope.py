@@ -19,6 +19,7 @@ from collections.abc import Callable
 import libcst as cst
 
 from portcheck.static.check import Context
+from portcheck.static.host_names import marked_host, python_number
 from portcheck.static.syntax import call_name, dotted_name, keyword, positional, string_value
 from portcheck.static.values import contains
 from portcheck.static.walk import visit
@@ -27,9 +28,9 @@ from portcheck.static.walk import visit
 HOST_FOLDERS = frozenset({"datasets", "dataset", "io", "transforms", "metrics", "loader", "loaders", "sampler",
                           "samplers", "data", "visualization"})
 # Files of the data pipeline and of plotting wherever they are: samplers, loaders, datasets, feature and graph
-# stores, drawing and visualisation.
+# stores, drawing, visualisation and printing (`image_print.py`).
 _HOST_FILES = re.compile(
-    r"(^|_)(sampler|loader|dataloader|dataset|feature_store|graph_store)s?\.py$|^(draw|drawing|plot\w*|visuali[sz]\w*)\.py$")
+    r"(^|_)(sampler|loader|dataloader|dataset|feature_store|graph_store)s?\.py$|^(draw|drawing|plot\w*|visuali[sz]\w*|(\w+_)?print(ing)?)\.py$")
 # Base classes of host-side objects (the last part of the name).
 _HOST_BASES = re.compile(r"(\w*Dataset|\w*Sampler|\w*DataLoader|BaseTransform|Metric)$")
 # Classes that are host-side objects by their own name (`LastNeighborLoader`, `NeighborSampler`).
@@ -182,8 +183,8 @@ def host_value(ctx: Context, node: cst.BaseExpression, depth: int = 0, assumed: 
         sides = [s for s in (node.left, node.right) if not isinstance(s, (cst.Integer, cst.Float))]
         return bool(sides) and all(host_value(ctx, s, depth + 1, assumed, factories=factories) for s in sides)
     if isinstance(node, cst.Name):
-        if node.value in assumed:
-            return True  # `losses = losses[ok]`: host if every other binding is
+        if node.value in assumed or marked_host(node.value) or python_number(ctx, node.value):
+            return True  # `losses = losses[ok]`: host if every other binding is; `x_cpu`; `w` of `h, w: int`
         bound = ctx.constant(node)
         if bound is not None:
             return host_value(ctx, bound[1], depth + 1, assumed, factories=factories)

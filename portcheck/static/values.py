@@ -149,11 +149,11 @@ def guard(ctx: Context, node: cst.CSTNode | None = None) -> str | None:
 
 
 # `torch.compile` (Dynamo) answers True to these while it traces, so a branch they close is not in the graph.
-# transformers' `is_torchdynamo_compiling` wraps the first; model files import it relatively, so it is matched
-# by name. (torch_neuronx.trace runs the model eagerly on XLA tensors: it sets none of them, nor
-# `torch.jit.is_tracing()`.)
+# transformers' `is_torchdynamo_compiling` wraps the first, as the projects' own `is_compiling` helpers do
+# (`torch_geometric.is_compiling`, `kornia.core.utils.is_compiling`); they are matched by name.
+# (torch_neuronx.trace runs the model eagerly on XLA tensors: it sets none of them, nor `torch.jit.is_tracing()`.)
 _COMPILING = frozenset({"torch.compiler.is_compiling", "torch._dynamo.is_compiling"})
-_COMPILING_HELPERS = frozenset({"is_torchdynamo_compiling"})
+_COMPILING_HELPERS = frozenset({"is_torchdynamo_compiling", "is_compiling", "is_dynamo_compiling"})
 
 
 def _compiling_call(ctx: Context, node: cst.BaseExpression) -> bool:

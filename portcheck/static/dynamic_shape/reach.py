@@ -12,6 +12,7 @@ from portcheck.rules import Rule
 from portcheck.static.check import Context
 from portcheck.static.scope import error_path, host_code, host_value
 from portcheck.static.values import skipped_when_compiling
+from portcheck.static.walk import visit
 
 STATIC = ("the Neuron compiler needs every shape static (NCC_EMOD025) and `torch_neuronx.trace` rejects "
           "data-dependent shapes")
@@ -20,10 +21,40 @@ STATIC = ("the Neuron compiler needs every shape static (NCC_EMOD025) and `torch
 # transformers' generation loop and its input helpers, post-processing of outputs.
 _HOST_FUNCTIONS = re.compile(
     r"(__init__|__getitem__|generate|_generate|\w+_for_generation|_?post_?process\w*|collate\w*)")
+_PICKLING = frozenset({"pickle.loads", "pickle.dumps", "pickle.load", "pickle.dump"})
 
 
 def _host_function(ctx: Context) -> str | None:
-    return next((f.name.value for f in ctx.functions if _HOST_FUNCTIONS.fullmatch(f.name.value)), None)
+    """The enclosing function that runs on the host: named as one of _HOST_FUNCTIONS, one that pickles objects, or
+    one declared to return a Python float or bool (`-> float`, `-> bool`): a measure (a metric, a statistic) or a
+    predicate on the data, which reads its tensors back, so it is not part of a compiled graph, whose results are
+    tensors. (`-> int` is not: a size helper such as `maybe_num_nodes` is called from `forward`, and its
+    data-dependent result is the problem.)"""
+    return next((f.name.value for f in ctx.functions if _HOST_FUNCTIONS.fullmatch(f.name.value)
+                 or _returns_python_scalar(f) or _pickles(ctx, f)), None)
+
+
+def _pickles(ctx: Context, function: cst.FunctionDef) -> bool:
+    """The function (un)pickles Python objects (`pickle.loads(buffer[:size].cpu().numpy().tobytes())`): it moves
+    objects between processes as bytes, on the host side of the step (accelerate's `gather_object`)."""
+    def compute() -> bool:
+        found = False
+
+        class Finder(cst.CSTVisitor):
+            def visit_Call(self, call: cst.Call) -> bool:
+                nonlocal found
+                found = found or (ctx.qualname(call.func) or "") in _PICKLING
+                return not found
+
+        visit(function, Finder())
+        return found
+
+    return ctx.memo("pickles", function, compute)
+
+
+def _returns_python_scalar(function: cst.FunctionDef) -> bool:
+    returns = function.returns.annotation if function.returns is not None else None
+    return isinstance(returns, cst.Name) and returns.value in ("float", "bool")
 
 
 def report_compiled(ctx: Context, rule: type[Rule], node: cst.CSTNode, message: str | None = None,

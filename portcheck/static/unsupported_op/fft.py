@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import libcst as cst
 
+from portcheck.findings import Severity
 from portcheck.knowledge import load_op
 from portcheck.rules import Pass, Rule, rule
 from portcheck.static.check import Context, check
+from portcheck.static.scope import host_code
 from portcheck.static.syntax import call_name
 
 FFT_TOKENS = ("fft", "stft", "Spectrogram", "spectrogram")
@@ -19,7 +21,8 @@ _SPECTROGRAMS = frozenset({"torchaudio.transforms.Spectrogram", "torchaudio.tran
 class Fft(Rule):
     """## What it does
     Finds `torch.fft.*` calls, `torch.stft` / `torch.istft` and their method forms, and torchaudio's
-    spectrogram transforms (which compute an STFT).
+    spectrogram transforms (which compute an STFT). In host-side code (the data pipeline, metrics: see
+    `portcheck/static/scope.py`) it is info: there the transform already runs on the CPU, where it belongs.
 
     ## Example
     ```python
@@ -61,4 +64,8 @@ def check_fft(node: cst.Call, ctx: Context) -> None:
         shown = f".{call_name(node)}()"
     else:
         return
-    ctx.report(Fft, node, shown=shown, error=load_op("aten::fft_fft").error_code)
+    message = Fft.format(shown=shown, error=load_op("aten::fft_fft").error_code)
+    if (where := host_code(ctx)) is not None:  # a metric's or the data pipeline's spectrogram: run on the CPU
+        ctx.report(Fft, node, f"{message} (here in host-side code, {where}: keep it on the CPU)", Severity.INFO)
+        return
+    ctx.report(Fft, node, message)

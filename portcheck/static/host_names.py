@@ -1,0 +1,63 @@
+"""Names that hold host values by what the code says about them: Python numbers by their annotation, host copies
+by their name.
+
+- A parameter annotated `int`, `float` or `bool`, or a name unpacked from a parameter annotated as a tuple of them
+  (`h, w = resolution` with `resolution: tuple[int, int]`), is a Python number.
+- A name the author marks as a host copy (`x1_host`, `boxes_cpu`, `mask_np`, `host_ids`) is one.
+
+Both feed `scope.host_value`; like it, they err towards "don't know".
+"""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from portcheck.static.check import Context
+from portcheck.static.walk import visit
+
+_NUMBER = r"(int|float|bool)"
+_NUMBER_ANNOTATION = re.compile(rf"{_NUMBER}")
+_NUMBER_TUPLE = re.compile(rf"(typing\.)?[Tt]uple\[{_NUMBER}(, *({_NUMBER}|\.\.\.))*\]")
+_HOST_NAME = re.compile(r"(^|_)(host|cpu|np|numpy)$|^(host|cpu)_")
+
+
+def marked_host(name: str) -> bool:
+    """The name says the value is a host copy: `x1_host`, `boxes_cpu`, `mask_np`, `host_ids`."""
+    return _HOST_NAME.search(name) is not None
+
+
+def python_number(ctx: Context, name: str) -> bool:
+    """`name`, in the current function, is a Python number by its annotation."""
+    if not ctx.functions:
+        return False
+    function = ctx.functions[-1]
+    return name in ctx.memo("annotated-numbers", function, lambda: _numbers(ctx, function))
+
+
+def _annotation(ctx: Context, param: cst.Param) -> str:
+    return " ".join(ctx.source(param.annotation.annotation).split()) if param.annotation is not None else ""
+
+
+def _numbers(ctx: Context, function: cst.FunctionDef) -> frozenset[str]:
+    params = function.params
+    every = [*params.posonly_params, *params.params, *params.kwonly_params]
+    numbers = {p.name.value for p in every if _NUMBER_ANNOTATION.fullmatch(_annotation(ctx, p))}
+    tuples = {p.name.value for p in every if _NUMBER_TUPLE.fullmatch(_annotation(ctx, p))}
+    if not tuples:
+        return frozenset(numbers)
+
+    class Unpacking(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is function  # a nested function has its own parameters
+
+        def visit_Assign(self, node: cst.Assign) -> None:
+            if not (isinstance(node.value, cst.Name) and node.value.value in tuples):
+                return
+            for target in node.targets:
+                if isinstance(target.target, (cst.Tuple, cst.List)):
+                    numbers.update(e.value.value for e in target.target.elements if isinstance(e.value, cst.Name))
+
+    visit(function, Unpacking())
+    return frozenset(numbers)
