@@ -26,3 +26,13 @@ def test_an_fft_in_a_metric_is_info(path: str, severity: str) -> None:
                                                 ("image/blueprint.py", "warning"), ("image/colour.py", "warning")])
 def test_printing_helpers_are_host_side(path: str, severity: str | None) -> None:
     assert _severity(FLOAT64_TABLE, path, "PC303") == severity
+
+
+NMS = ("import torchvision\nclass Head:\n    def {name}(self, boxes, scores):\n"
+       "        return torchvision.ops.nms(boxes, scores, 0.5)\n")
+
+
+@pytest.mark.parametrize(("name", "severity"), [("postprocess_detections", "info"), ("forward", "error"),
+                                                ("filter_proposals", "error")])
+def test_nms_in_a_detection_models_post_processing_is_info(name: str, severity: str) -> None:
+    assert _severity(NMS.format(name=name), "detection/head.py", "PC210") == severity

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
-from portcheck.dynamic.rules import AttentionKernelFit, UnbackedSize
+from portcheck.dynamic.rules import AttentionKernelFit
 from portcheck.dynamic.sourcemap import node_place
 from portcheck.findings import Severity
 from portcheck.knowledge import DtypeSupport, load_dtypes, load_op
@@ -29,6 +29,7 @@ from portcheck.static.dynamic_shape.data_sized import (
     WhereSingleArgument,
 )
 from portcheck.static.dynamic_shape.mask_index import BooleanMaskIndex
+from portcheck.static.dynamic_shape.nms import UnbackedSize
 from portcheck.static.host_sync.reads import HostValueRead
 from portcheck.static.unsupported_op.fft import Fft
 from portcheck.static.unsupported_op.layers import DilatedPooling, DilatedTransposedConv, OneHot, TriangularSolve

@@ -15,9 +15,9 @@ from portcheck.dynamic.rules import (
     DynamicAxes,
     SpecialisedAxis,
     TracedUnsupportedOp,
-    UnbackedSize,
     UnknownOps,
 )
+from portcheck.static.dynamic_shape.nms import UnbackedSize
 from portcheck.findings import Finding, ScanResult, Target, fingerprinted
 from portcheck.knowledge import OpSupport, load, load_ops
 from portcheck.rules import Rule

@@ -15,26 +15,6 @@ if TYPE_CHECKING:
 
 
 @rule
-class UnbackedSize(Rule):
-    """## What it does
-    Finds an op in the traced ATen graph whose output size torch.export could only express as an unbacked
-    (data-dependent) size, when it is not one of the ops with a rule of their own (PC201–PC207).
-
-    ## Example
-    A custom op or an indexing pattern whose result length is computed from the data.
-
-    ## Use instead
-    A fixed-size computation: a mask with `torch.where(cond, a, b)`, padding to a maximum, bucketing.
-
-    ## Fix safety
-    No automatic fix.
-    """
-
-    code = "PC210"
-    passes = (Pass.TRACE,)
-
-
-@rule
 class DynamicAxes(Rule):
     """## What it does
     Exports the model once more with its batch and sequence axes dynamic (`torch.export.Dim.AUTO`) and reports
@@ -233,5 +213,5 @@ class ExportFailure(Rule):
 
 __all__ = [
     "AttentionKernelFit", "CpuFallbackOp", "DynamicAxes", "ExportFailure", "GraphBreak", "SpecialisedAxis",
-    "TracedUnsupportedOp", "UnbackedSize", "UnknownOps",
+    "TracedUnsupportedOp", "UnknownOps",
 ]

@@ -1,4 +1,4 @@
-"""dynamic-shape (PC201-PC209): shapes known only from tensor data, and Python control flow on tensor values.
+"""dynamic-shape (PC201-PC210): shapes known only from tensor data, and Python control flow on tensor values.
 
 The Neuron compiler needs every shape static (NCC_EMOD025); `torch_neuronx.trace` freezes control flow and
 intermediate shapes. So an op whose output size depends on the data (`nonzero`, a boolean mask, `unique`),
@@ -14,7 +14,8 @@ nor `torch.jit.is_tracing()` (`xla_trace` calls `func(*example_inputs)` directly
 xla_impl/hlo_conversion.py, a public copy of the torch-neuronx wheel), so there those guards change nothing.
 """
 
-from portcheck.static.dynamic_shape import control_flow, data_sized, mask_index, reach, shape_from_data
+from portcheck.static.dynamic_shape import control_flow, data_sized, mask_index, nms, reach, shape_from_data
 from portcheck.static.dynamic_shape.shape_from_data import SIZE_FACTORIES, SIZE_METHODS  # host_sync uses them too
 
-__all__ = ["SIZE_FACTORIES", "SIZE_METHODS", "control_flow", "data_sized", "mask_index", "reach", "shape_from_data"]
+__all__ = ["SIZE_FACTORIES", "SIZE_METHODS", "control_flow", "data_sized", "mask_index", "nms", "reach",
+           "shape_from_data"]

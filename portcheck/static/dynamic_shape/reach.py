@@ -24,7 +24,7 @@ _HOST_FUNCTIONS = re.compile(
 _PICKLING = frozenset({"pickle.loads", "pickle.dumps", "pickle.load", "pickle.dump"})
 
 
-def _host_function(ctx: Context) -> str | None:
+def host_function(ctx: Context) -> str | None:
     """The enclosing function that runs on the host: named as one of _HOST_FUNCTIONS, one that pickles objects, or
     one declared to return a Python float or bool (`-> float`, `-> bool`): a measure (a metric, a statistic) or a
     predicate on the data, which reads its tensors back, so it is not part of a compiled graph, whose results are
@@ -65,7 +65,7 @@ def report_compiled(ctx: Context, rule: type[Rule], node: cst.CSTNode, message: 
     value (numpy, pandas, a CPU tensor), or (native stack) it sits under a test that `torch.compile` answers by
     skipping it (`if not is_torchdynamo_compiling():`). Worded by `message`, or else by the rule's template and
     `fields`."""
-    if _host_function(ctx) is not None or host_code(ctx) is not None or error_path(ctx):
+    if host_function(ctx) is not None or host_code(ctx) is not None or error_path(ctx):
         return
     if value is not None and host_value(ctx, value):
         return
