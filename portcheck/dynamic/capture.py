@@ -16,9 +16,10 @@ import torch
 
 from portcheck.dynamic.graph import DATA_DEPENDENT, data_dependent_message
 from portcheck.dynamic.load import Loaded
-from portcheck.dynamic.rules import ExportFailure, GraphBreak, UnbackedSize
+from portcheck.dynamic.rules import ExportFailure, GraphBreak
 from portcheck.dynamic.sourcemap import exception_place, frames_place
 from portcheck.static.dynamic_shape.control_flow import TensorControlFlow
+from portcheck.static.dynamic_shape.nms import UnbackedSize
 from portcheck.traced import Step, TracedFinding
 
 _DYNAMIC_OPERATOR = re.compile(r"Dynamic shape operator.*?`?aten\.(\w+)\.")

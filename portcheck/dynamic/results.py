@@ -17,7 +17,6 @@ from portcheck.dynamic.rules import (
     TracedUnsupportedOp,
     UnknownOps,
 )
-from portcheck.static.dynamic_shape.nms import UnbackedSize
 from portcheck.findings import Finding, ScanResult, Target, fingerprinted
 from portcheck.knowledge import OpSupport, load, load_ops
 from portcheck.rules import Rule
@@ -31,6 +30,7 @@ from portcheck.static.dynamic_shape.data_sized import (
     WhereSingleArgument,
 )
 from portcheck.static.dynamic_shape.mask_index import BooleanMaskIndex
+from portcheck.static.dynamic_shape.nms import UnbackedSize
 from portcheck.static.dynamic_shape.shape_from_data import ShapeFromData
 from portcheck.static.host_sync.reads import HostValueRead
 from portcheck.traced import OpStatus, Place, TracedFinding, TracedModel, TraceResult

@@ -20,8 +20,9 @@ class UnbackedSize(Rule):
     In source: finds non-maximum suppression, `torchvision.ops.nms`, `torchvision.ops.batched_nms` (and
     `torchvision.ops.boxes.*`) and `torch.ops.torchvision.nms`, which return as many box indices as survive
     suppression; in a detection model's post-processing (`postprocess_detections`, run inside `forward`) it is
-    info, since the advice there is to keep that step on the CPU. In a traced ATen graph: an op whose output size torch.export could only express as an unbacked
-    (data-dependent) size, when it is not one of the ops with a rule of their own (PC201–PC207).
+    info, since the advice there is to keep that step on the CPU. In a traced ATen graph: an op whose output
+    size torch.export could only express as an unbacked (data-dependent) size, when it is not one of the ops
+    with a rule of their own (PC201–PC207).
 
     ## Example
     ```python
