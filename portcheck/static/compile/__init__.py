@@ -6,6 +6,14 @@ functions the Neuron/XLA releases deprecated or removed (`XLA_USE_BF16`, `torch_
 `xm.xrt_world_size`) are reported where they are set, imported or called; strings and comments stay quiet.
 """
 
-from portcheck.static.compile import compiler_flags, removed_api, torch_compile, torchscript, xla_bf16, xla_on_trn2
+from portcheck.static.compile import (
+    compiler_flags,
+    environments,
+    removed_api,
+    torch_compile,
+    torchscript,
+    xla_bf16,
+    xla_on_trn2,
+)
 
-__all__ = ["compiler_flags", "removed_api", "torch_compile", "torchscript", "xla_bf16", "xla_on_trn2"]
+__all__ = ["compiler_flags", "environments", "removed_api", "torch_compile", "torchscript", "xla_bf16", "xla_on_trn2"]

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from portcheck.findings import Severity
@@ -11,7 +13,7 @@ from portcheck.static.branches import tpu_only, version_fallback
 from portcheck.static.check import Context, check
 from portcheck.static.compile.text import one_line
 from portcheck.static.syntax import dotted_name
-from portcheck.static.values import guard
+from portcheck.static.values import contains, guard
 
 
 @rule
@@ -23,8 +25,9 @@ class XlaInferenceOnTrn2(Rule):
     (`neuronx_distributed_inference`), through any import alias. `xm.xla_device()` and `torch_xla.device()` are
     reported too: a warning in a file that also uses `torch_neuronx` or `neuronx_distributed`, info elsewhere (the
     same call serves Google TPUs). A use under `try:` with an `except ImportError` fallback, behind an availability
-    probe, or in a TPU-only branch stays quiet. The same code on Inf2 or Trn1 stays quiet: the XLA stack remains in
-    maintenance there.
+    probe, in a TPU-only branch, or in a function or branch that names the XLA stack or a chip that keeps it
+    (`def compile_xla(...)`, `if stack == "xla":`, `if target == "inf2":`) stays quiet. The same code on Inf2 or
+    Trn1 stays quiet: the XLA stack remains in maintenance there.
 
     ## Example
     ```python
@@ -60,6 +63,8 @@ class XlaInferenceOnTrn2(Rule):
         "try:\n    import neuronx_distributed_inference\nexcept ImportError:\n    neuronx_distributed_inference = None",
         "x = 'torch_neuronx.trace(model, x)'",
         "import torch_neuronx\nn = torch_neuronx.DataParallel",
+        "import torch_neuronx\ndef compile_xla(model, x):\n    return torch_neuronx.trace(model, x)",
+        "import torch_neuronx\nif args.stack == 'xla':\n    m = torch_neuronx.trace(model, x)",
     )
 
 
@@ -85,8 +90,46 @@ _WAY_FORWARD = ("run the model on TorchNeuron (`model.to(\"neuron\")`, eager or 
                 "and serve LLMs with vLLM Neuron")
 
 
+# A function or branch whose name or test says it is for the XLA stack or a chip that keeps it (Inf2, Trn1):
+# `def compile_xla(...)`, `if stack == "xla":`. Code that picks a stack per target runs it only there.
+_OTHER_TARGET = re.compile(r"xla|inf[12]|trn1", re.IGNORECASE)
+
+
+def _for_other_target(ctx: Context, node: cst.CSTNode) -> bool:
+    if any(_OTHER_TARGET.search(function.name.value) for function in ctx.functions):
+        return True
+    chain = ctx.statements
+    for index, stmt in enumerate(chain):
+        inner = chain[index + 1] if index + 1 < len(chain) else node
+        if isinstance(stmt, cst.If) and contains(stmt.body, inner) and _OTHER_TARGET.search(
+                " ".join(s.value for s in _strings_and_names(stmt.test))):
+            return True
+    return False
+
+
+def _strings_and_names(test: cst.BaseExpression) -> list[cst.Name | cst.SimpleString]:
+    found: list[cst.Name | cst.SimpleString] = []
+
+    class Finder(cst.CSTVisitor):
+        def visit_Name(self, name: cst.Name) -> None:
+            found.append(name)
+
+        def visit_SimpleString(self, string: cst.SimpleString) -> None:
+            found.append(string)
+
+        def visit_Call(self, call: cst.Call) -> bool:
+            return False  # `is_torch_xla_available()` probes are values.guard's
+
+        def visit_UnaryOperation(self, op: cst.UnaryOperation) -> bool:
+            return not isinstance(op.operator, cst.Not)  # `if not use_xla:` is the other side
+
+    test.visit(Finder())
+    return found
+
+
 def _fallback(ctx: Context, node: cst.CSTNode) -> bool:
-    return bool(guard(ctx, node) or tpu_only(ctx, node) or version_fallback(ctx, node))
+    return bool(guard(ctx, node) or tpu_only(ctx, node) or version_fallback(ctx, node)
+                or _for_other_target(ctx, node))
 
 
 def _neuron_xla_file(ctx: Context) -> bool:
