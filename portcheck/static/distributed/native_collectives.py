@@ -22,7 +22,9 @@ class NativeMissingCollective(Rule):
     written as a literal list are judged (a warning unless every size is 1); split sizes computed at run time
     (a name, a call) are info, since only equal splits of one element each run. `barrier()` on the default
     group, `all_to_all_single(out, inp)` and the collectives the backend has (`all_reduce`, `all_gather`,
-    `reduce_scatter`, `broadcast`, ...) stay quiet.
+    `reduce_scatter`, `broadcast`, ...) stay quiet. `barrier(group=g)` is a warning where `g` is made in the file
+    from `new_group(ranks)` or `new_subgroups`; a group that comes from elsewhere (a parameter, an attribute) is
+    info, since it is often the default group.
 
     ## Example
     ```python
@@ -50,7 +52,7 @@ class NativeMissingCollective(Rule):
         "import torch.distributed as dist\nreqs = dist.batch_isend_irecv(ops)",
         "import torch.distributed as dist\ndist.monitored_barrier(timeout=t)",
         "pg.reduce_scatter_coalesced(outs, ins, opts)",
-        "import torch.distributed as dist\ndist.barrier(group=tp_group)",
+        "import torch.distributed as dist\ntp_group = dist.new_group([0, 1])\ndist.barrier(group=tp_group)",
         "import torch.distributed as dist\ndist.all_to_all_single(out, inp, [2, 6], [4, 4])",
         "import torch.distributed as dist\ndist.all_to_all_single(out, inp, output_split_sizes=splits)",
     )
@@ -58,6 +60,7 @@ class NativeMissingCollective(Rule):
         "import torch.distributed as dist\ndist.barrier()",
         "import torch.distributed as dist\ndist.barrier(group=dist.group.WORLD)",
         "import torch.distributed as dist\ndist.barrier(group=None)",
+        "import torch.distributed as dist\ng = dist.new_group(backend='gloo')\ndist.barrier(group=g)",
         "import torch.distributed as dist\ndist.all_to_all_single(out, inp)",
         "import torch.distributed as dist\ndist.all_to_all_single(out, inp, [1, 1, 1, 1], [1, 1, 1, 1])",
         "import torch.distributed as dist\ndist.all_reduce(t)",
@@ -106,15 +109,41 @@ def check_native_collective(node: cst.Call, ctx: Context) -> None:
     elif function == "barrier":
         group = keyword(node, "group") or positional(node, 0)
         if group is not None and not _is_none(group.value) and ctx.qualname(group.value) not in _WORLD:
-            ctx.report(NativeMissingCollective, group, f"`barrier` on group `{ctx.source(group.value)}`: {_SOURCE} "
-                       "implements barrier only for the default group (all ranks) and raises NotImplementedError "
-                       "on a subgroup; synchronize the subgroup with a small `all_reduce` on it instead")
+            subgroup = _makes_subgroup(ctx, group.value)
+            if subgroup is False:
+                return
+            ctx.report(NativeMissingCollective, group, f"`barrier` on group `{ctx.source(group.value)}`"
+                       f"{'' if subgroup else ', which comes from elsewhere'}: {_SOURCE} implements barrier only for "
+                       "the default group (all ranks) and raises NotImplementedError on a subgroup; synchronize a "
+                       "subgroup with a small `all_reduce` on it instead",
+                       severity=None if subgroup else Severity.INFO)
     elif function == "all_to_all_single":
         _check_splits(node, ctx)
     elif function == "reduce_scatter_coalesced" or (function is None and
                                                      call_name(node) == "reduce_scatter_coalesced"):
         ctx.report(NativeMissingCollective, node, f"`reduce_scatter_coalesced`: {_SOURCE} raises "
                    "NotImplementedError for it; call `reduce_scatter_tensor` per tensor")
+
+
+_SUBGROUPS = {"torch.distributed.new_group": 0, "torch.distributed.distributed_c10d.new_group": 0,
+              "torch.distributed.new_subgroups": None, "torch.distributed.distributed_c10d.new_subgroups": None,
+              "torch.distributed.new_subgroups_by_enumeration": None}
+
+
+def _makes_subgroup(ctx: Context, node: cst.BaseExpression) -> bool | None:
+    """True for `new_group([0, 1])` (ranks given), `new_subgroups(...)`, or a name bound once to one: a group smaller
+    than the world; False for `new_group()` over all ranks; None for a group made elsewhere."""
+    bound = ctx.constant(node)
+    value = bound[1] if bound is not None else node
+    if isinstance(value, cst.Subscript):
+        value = value.value  # new_subgroups(...)[0]
+    if not isinstance(value, cst.Call) or (qualname := ctx.qualname(value.func)) not in _SUBGROUPS:
+        return None
+    index = _SUBGROUPS[qualname]
+    if index is None:
+        return True
+    ranks = keyword(value, "ranks") or positional(value, index)
+    return ranks is not None and not _is_none(ranks.value)
 
 
 def _check_splits(node: cst.Call, ctx: Context) -> None:
