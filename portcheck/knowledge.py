@@ -6,7 +6,7 @@ import functools
 import hashlib
 import re
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -489,6 +489,12 @@ class CompilerFlag:
     default: str = ""
     since: str = ""  # first Neuron SDK release whose compiler takes it
     value_sources: dict[str, str] = field(default_factory=dict)  # value -> what a plan cites for it, after `source`
+    argument: str = ""  # what its value is when any value goes ("path"); with `values` empty and no argument: a switch
+    aliases: tuple[str, ...] = ()  # other spellings (`--lnc`; `-O` glued to its value: `-O2`)
+
+    @property
+    def takes_value(self) -> bool:
+        return bool(self.values or self.argument)
 
     def cited(self, value: str | None) -> str:
         """The flag's source, with its value's where the data has one."""
@@ -524,26 +530,59 @@ class Compiler:
     def check(self, args: list[str], env: dict[str, str], chip: str, stack: str) -> None:
         """Every flag of a plan exists, takes that value and is allowed for the chip and the stack's SDK;
         every environment variable too. A violation is portcheck's bug, never the user's."""
-        i = 0
-        while i < len(args):
-            name = args[i]
-            flag = self.flags.get(name)
-            if flag is None:
-                raise KnowledgeError(f"compiler flag {name} is not in rules/compiler.toml")
-            if chip not in flag.targets:
-                raise KnowledgeError(f"compiler flag {name} is not allowed for target {chip}")
-            if flag.since and self.newest_sdk.get(stack) and _release(self.newest_sdk[stack]) < _release(flag.since):
-                raise KnowledgeError(f"compiler flag {name} needs Neuron {flag.since}; the {stack} stack "
-                                     f"stops at {self.newest_sdk[stack]}")
-            if flag.values:
-                if i + 1 >= len(args) or args[i + 1] not in flag.values:
-                    raise KnowledgeError(f"compiler flag {name} needs one of {', '.join(flag.values)}")
-                i += 1
-            i += 1
+        for problem in self.problems(args, chip, stack):
+            raise KnowledgeError(problem.message)
         for name, value in env.items():
             var = self.env.get(name)
             if var is None or chip not in var.targets or (var.values and value not in var.values):
                 raise KnowledgeError(f"environment variable {name}={value} is not allowed for target {chip}")
+
+    def flag(self, spelling: str) -> CompilerFlag | None:
+        """The flag a spelling names: its name or one of its aliases (`--lnc` -> `--logical-nc-config`)."""
+        return self.flags.get(spelling) or next((f for f in self.flags.values() if spelling in f.aliases), None)
+
+    def problems(self, args: Sequence[str | None], chip: str, stack: str) -> list[FlagProblem]:
+        """What is wrong with a command line of neuronx-cc flags for the chip and the stack's SDK: a flag the data
+        lacks, a value it does not take, a chip it is not for, a release that lacks it. `args` holds one flag or
+        value per item (`--lnc=2` already split); None stands for a part known only at run time, which is never
+        judged (nor is the flag it may be the value of)."""
+        found: list[FlagProblem] = []
+        i = 0
+        while i < len(args):
+            name = args[i]
+            flag = self.flag(name) if name is not None else None
+            if name is None or not name.startswith("-"):
+                i += 1
+                continue
+            if flag is None:
+                found.append(FlagProblem("unknown", i, name, None,
+                                         f"compiler flag {name} is not in rules/compiler.toml"))
+                i += 1
+                continue
+            value = args[i + 1] if flag.takes_value and i + 1 < len(args) else None
+            if chip not in flag.targets:
+                found.append(FlagProblem("target", i, name, value, f"compiler flag {name} is not allowed for target "
+                                         f"{chip}", flag))
+            if flag.since and self.newest_sdk.get(stack) and _release(self.newest_sdk[stack]) < _release(flag.since):
+                found.append(FlagProblem("release", i, name, value, f"compiler flag {name} needs Neuron {flag.since}; "
+                                         f"the {stack} stack stops at {self.newest_sdk[stack]}", flag))
+            if flag.values and not (i + 1 < len(args) and args[i + 1] is None) and value not in flag.values:
+                found.append(FlagProblem("value", i, name, value, f"compiler flag {name} needs one of "
+                                         f"{', '.join(flag.values)}", flag))
+            i += 2 if flag.takes_value else 1
+        return found
+
+
+@dataclass(frozen=True)
+class FlagProblem:
+    """One thing wrong with a neuronx-cc command line (Compiler.problems)."""
+
+    kind: str  # "unknown", "target", "release" or "value"
+    index: int  # of the flag in the arguments
+    spelling: str  # as written: "--lnc"
+    value: str | None  # the value that follows it, where it takes one
+    message: str
+    flag: CompilerFlag | None = None  # the data's entry, unless unknown
 
 
 def _release(text: str) -> tuple[int, ...]:
@@ -555,7 +594,8 @@ def load_compiler() -> Compiler:
     """rules/compiler.toml, read only by `advise`."""
     data = _read("compiler.toml")
     flags = {f["name"]: CompilerFlag(f["name"], tuple(f["values"]), tuple(f["targets"]), f["source"],
-                                     f.get("default", ""), f.get("since", ""), f.get("value_sources", {}))
+                                     f.get("default", ""), f.get("since", ""), f.get("value_sources", {}),
+                                     f.get("argument", ""), tuple(f.get("aliases", ())))
              for f in data["flag"]}
     env = {e["name"]: EnvVar(e["name"], tuple(e["values"]), tuple(e["targets"]), e["source"]) for e in data["env"]}
     items: tuple[CompilerFlag | EnvVar, ...] = (*flags.values(), *env.values())
@@ -567,8 +607,63 @@ def load_compiler() -> Compiler:
         if not isinstance(cited, dict) or not set(cited) <= set(flag.values) or \
                 not all(isinstance(s, str) and s.strip() for s in cited.values()):
             raise KnowledgeError(f"compiler.toml: {flag.name}.value_sources must cite values the flag takes")
+        if flag.values and flag.argument:
+            raise KnowledgeError(f"compiler.toml: {flag.name} takes either listed `values` or any `argument`")
+    spellings = [spelling for flag in flags.values() for spelling in (flag.name, *flag.aliases)]
+    if len(spellings) != len(set(spellings)):
+        raise KnowledgeError("compiler.toml: a flag name or alias is given twice")
     newest = {k: v for k, v in data["sdk"].items() if k != "source"}
     stacks = sorted(load().stacks)
     given = _sources("compiler.toml", "compile", data.get("compile"), {*stacks, "native_wrapper", "buckets"})
     compile_sources = CompileSources({s: given[s] for s in stacks}, given["native_wrapper"], given["buckets"])
     return Compiler(flags, env, newest, compile_sources)
+
+
+@dataclass(frozen=True)
+class TorchSupport:
+    """The torch releases one stack runs on over a range of Neuron SDK releases (rules/environments.toml)."""
+
+    stack: str
+    versions: tuple[str, ...]  # "MAJOR.MINOR"
+    source: str
+    since: str = ""
+    until: str = ""  # the last release it holds for; "" = still holds
+
+
+@dataclass(frozen=True)
+class Environments:
+    torch: tuple[TorchSupport, ...]
+    xla_only: tuple[str, ...]  # distributions that exist only for the XLA stack
+    xla_only_source: str
+
+    def current(self, stack: str) -> tuple[TorchSupport, ...]:
+        """The entries for the stack that hold at the newest release the data knows."""
+        return tuple(t for t in self.torch if t.stack == stack and not t.until)
+
+    def stack_of(self, torch_version: str) -> TorchSupport | None:
+        """The entry whose torch release (`2.13`) a torch-neuronx or torch version names, newest first."""
+        major_minor = ".".join(torch_version.split(".")[:2])
+        return next((t for t in reversed(self.torch) if major_minor in t.versions), None)
+
+
+_RELEASE = re.compile(r"^\d+\.\d+$")
+
+
+@functools.cache
+def load_environments() -> Environments:
+    """rules/environments.toml, read by the scan of requirements files, pyproject.toml and environment.yml."""
+    data = _read("environments.toml")
+    stacks = set(load().stacks)
+    entries = []
+    for entry in data.get("torch", []):
+        item = TorchSupport(entry.get("stack", ""), tuple(entry.get("versions", ())), entry.get("source", ""),
+                            entry.get("since", ""), entry.get("until", ""))
+        if item.stack not in stacks or not item.versions or not item.source.strip() or \
+                not all(_RELEASE.match(v) for v in (*item.versions, *filter(None, (item.since, item.until)))):
+            raise KnowledgeError(f"environments.toml: a [[torch]] entry needs a known stack, MAJOR.MINOR versions, "
+                                 f"a source, and MAJOR.MINOR since/until: {entry!r}")
+        entries.append(item)
+    xla_only = data.get("xla_only", {})
+    if not isinstance(xla_only.get("packages"), list) or not str(xla_only.get("source", "")).strip():
+        raise KnowledgeError("environments.toml: [xla_only] needs packages and a source")
+    return Environments(tuple(entries), tuple(xla_only["packages"]), xla_only["source"])

@@ -308,6 +308,18 @@ def test_the_flag_check_rejects_what_the_data_does_not_allow():
                    {"NEURON_LOGICAL_NC_CONFIG": "2"}, "trn2", "native")
 
 
+def test_the_flag_problems_name_each_flag_and_skip_what_is_known_only_at_run_time():
+    compiler = load_compiler()
+    found = compiler.problems(["--lnc", "2", "-O", "4", "--made-up", "--auto-cast", None, "--logfile", "x.txt",
+                               "--model-type", "transformer-O2"], "inf2", "xla")
+    assert [(p.kind, p.index, p.flag.name if p.flag else None) for p in found] == [
+        ("target", 0, "--logical-nc-config"), ("value", 2, "--optlevel"), ("unknown", 4, None),
+        ("value", 9, "--model-type")]
+    assert compiler.problems(["--optlevel", None, "--native-int64", "enabled"], "trn2", "native") == []
+    with pytest.raises(KnowledgeError, match="needs one of"):
+        compiler.check(["-O", "4"], {}, "trn2", "native")
+
+
 def test_prefer_speed_casts_matmults_and_optimises_harder():
     accurate = plan("llama-2-7b", "trn2")
     fast = plan("llama-2-7b", "trn2", prefer="speed")

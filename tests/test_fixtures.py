@@ -17,6 +17,7 @@ import pytest
 from portcheck.knowledge import load
 from portcheck.rules import Pass, registry
 from portcheck.static.engine import FileJob, analyse_file
+from portcheck.static.manifests import kind
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "static"
 EXPECT = re.compile(r"#\s*expect(?:\((?P<where>[\w-]+)\))?:\s*(?P<codes>PC\d{3}(?:\s*,\s*PC\d{3})*)")
@@ -52,7 +53,9 @@ def enabled(path: Path, chip: str, stack: str) -> frozenset[str]:
                      if knowledge.rules[code].default or code in opted)
 
 
-FILES = sorted(FIXTURES.rglob("*.py"))
+# Python fixtures, and dependency files (requirements*.txt, pyproject.toml, environment.yml) whose `#` comments
+# carry the same markers.
+FILES = sorted(p for p in FIXTURES.rglob("*") if p.is_file() and (p.suffix == ".py" or kind(p.as_posix())))
 CASES = [(path, target) for path in FILES for target in targets(path)]
 
 
@@ -78,7 +81,7 @@ def test_every_rule_has_a_firing_fixture_in_its_category_folder(code):
     # Rules only `trace` reports have their firing models in fixtures/models/ (tests/test_trace.py).
     category = load().rules[code].category
     folder = FIXTURES / category
-    fired = {c for path in folder.rglob("*.py") for _, c in expected(path)}
+    fired = {c for path in folder.rglob("*") if path in FILES for _, c in expected(path)}
     assert code in fired, f"no fixture under fixtures/static/{category}/ fires {code}"
 
 

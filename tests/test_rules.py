@@ -12,9 +12,9 @@ from portcheck.static.engine import analyse_text
 CODES = sorted(load().rules)
 
 
-def codes_in(source: str, target: tuple[str, str] = ("trn2", "native")) -> set[str]:
+def codes_in(source: str, target: tuple[str, str] = ("trn2", "native"), filename: str = "example.py") -> set[str]:
     chip, stack = target
-    result = analyse_text(source, "example.py", chip, stack, load().applicable(chip, stack))
+    result = analyse_text(source, filename, chip, stack, load().applicable(chip, stack))
     assert result.errors == (), result.errors
     return {f.code for f in result.findings}
 
@@ -44,7 +44,7 @@ def test_invalid_examples_fire(code):
     cls = RULES[code]
     assert cls.INVALID, f"{code} has no INVALID examples"
     for source in cls.INVALID:
-        assert code in codes_in(source, cls.TARGET), f"{code} did not fire on:\n{source}"
+        assert code in codes_in(source, cls.TARGET, cls.EXAMPLE_FILE), f"{code} did not fire on:\n{source}"
 
 
 @pytest.mark.parametrize("code", sorted(RULES))
@@ -52,7 +52,7 @@ def test_valid_examples_stay_quiet(code):
     cls = RULES[code]
     assert cls.VALID, f"{code} has no VALID examples"
     for source in cls.VALID:
-        assert code not in codes_in(source, cls.TARGET), f"{code} fired on:\n{source}"
+        assert code not in codes_in(source, cls.TARGET, cls.EXAMPLE_FILE), f"{code} fired on:\n{source}"
 
 
 @pytest.mark.parametrize("code", sorted(RULES))

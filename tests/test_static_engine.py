@@ -191,6 +191,8 @@ def test_every_check_with_its_own_tokens_still_fires_on_its_rules_invalid_exampl
     from portcheck.static.check import CHECKS
 
     for code, rule in registry().items():
+        if not rule.EXAMPLE_FILE.endswith(".py"):
+            continue  # a dependency file's rules read every such file, without checks or tokens
         tokens = [t for c in CHECKS if code in c.codes for t in c.tokens]
         for source in rule.INVALID:
             assert any(token in source for token in tokens), f"{code}: no token of its checks in {source!r}"

@@ -1,4 +1,5 @@
-"""Which files a scan reads: the paths given, directories walked for *.py / *.pyi, minus excludes and
+"""Which files a scan reads: the paths given, directories walked for *.py / *.pyi and the dependency files
+(requirements*.txt, pyproject.toml, environment.yml: portcheck.static.manifests), minus excludes and
 what git ignores. Explicit files are always read unless --force-exclude (how pre-commit passes files)."""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from portcheck.config import TEST_PATTERNS, ConfigError, Settings, path_matches
+from portcheck.static.manifests import kind
 
 SUFFIXES = (".py", ".pyi")
 
@@ -91,7 +93,7 @@ def _walk(top: Path, settings: Settings) -> list[Path]:
         base = Path(directory)
         dirnames[:] = sorted(d for d in dirnames if not skipped(base / d))
         for name in sorted(filenames):
-            if name.endswith(SUFFIXES):
+            if name.endswith(SUFFIXES) or kind((base / name).as_posix()) is not None:
                 path = base / name
                 if not skipped(path):
                     out.append(path)

@@ -20,7 +20,9 @@ import libcst as cst
 from portcheck.findings import Edit, FileError, FileJob, FileResult, FileTooLarge, Finding, Fix, fingerprinted
 from portcheck.knowledge import load
 from portcheck.rules import registry
+from portcheck.static import manifests
 from portcheck.static.check import CHECKS, Check, Context, FixPlan, Hit
+from portcheck.static.compile.environments import analyse_manifest
 from portcheck.static.gated_tests import CudaGatedTests
 from portcheck.static.names import function_scope
 from portcheck.static.positions import Positions
@@ -135,8 +137,8 @@ def analyse_file(job: FileJob) -> FileResult:
     # cycles): the cyclic collector would only walk them again and again, a fifth of a scan's time.
     gc.disable()
     try:
-        source = decode(data)
-        return analyse_text(source.text, job.path, job.chip, job.stack, job.enabled)
+        text = manifests.decode(data) if manifests.kind(job.path) else decode(data).text
+        return analyse_text(text, job.path, job.chip, job.stack, job.enabled)
     except SourceError as exc:
         return FileResult(job.path, errors=(FileError(job.path, exc.message, exc.line),))
     except RecursionError:
@@ -176,6 +178,8 @@ def _no_validation(self: cst.CSTNode) -> None:
 
 
 def analyse_text(text: str, path: str, chip: str, stack: str, enabled: frozenset[str]) -> FileResult:
+    if manifests.kind(path) is not None:  # requirements*.txt, pyproject.toml, environment.yml
+        return analyse_manifest(text, path, chip, stack, enabled)
     # Python's own parser first: its messages and lines are the ones users know, it is a tenth of libcst's
     # cost, and it refuses what would crash libcst's native parser (thousands of nested brackets segfault it).
     try:

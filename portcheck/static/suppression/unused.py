@@ -59,6 +59,21 @@ def apply_suppressions(findings: list[Finding], hits: list[Hit], positions: Posi
     return kept, silenced
 
 
+def apply_line_suppressions(findings: list[Finding], suppressions: list[Suppression], enabled: frozenset[str],
+                            path: str) -> tuple[list[Finding], list[Finding]]:
+    """The same for a file that is not Python (a requirements file): a comment covers findings on its own line."""
+    kept: list[Finding] = []
+    silenced: list[Finding] = []
+    for finding in findings:
+        covering = [s for s in suppressions if (s.file_level or s.line == finding.line) and s.covers(finding.code)]
+        for s in covering:
+            s.used.add(finding.code)
+        (silenced if covering else kept).append(finding)
+    if UnusedSuppression.code in enabled:
+        kept.extend(_unused(suppressions, enabled, path))
+    return kept, silenced
+
+
 def _unused(suppressions: list[Suppression], enabled: frozenset[str], path: str) -> list[Finding]:
     rules = load().rules
     info = UnusedSuppression.info()

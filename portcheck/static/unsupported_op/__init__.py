@@ -1,4 +1,5 @@
-"""unsupported-op (PC301, PC305-PC311): ops the Neuron compiler rejects or restricts.
+"""unsupported-op (PC301, PC305-PC311, PC319): ops the Neuron compiler rejects or restricts, and the
+channels-last memory format TorchNeuron native refuses.
 
 Facts come from neuron_ops.tsv (KNOWLEDGE.md §1.2): no FFT (it makes complex tensors, and the complex64 of
 compiler 2.32 does not cover it), TopK only on floats with k <= 16384, no dilated pooling, no transposed
@@ -7,6 +8,6 @@ on torch-neuronx 2.1, and `one_hot` on old SDKs. The error codes and TopK's limi
 as the trace reads them. The trace reports unsupported ATen ops themselves (PC316-PC318, portcheck/dynamic/rules.py).
 """
 
-from portcheck.static.unsupported_op import fft, layers, sort
+from portcheck.static.unsupported_op import fft, layers, memory_format, sort
 
-__all__ = ["fft", "layers", "sort"]
+__all__ = ["fft", "layers", "memory_format", "sort"]
