@@ -28,15 +28,15 @@ files the fixes changed get a row.
 from __future__ import annotations
 
 import argparse
-import ast
-import difflib
 import json
 import shutil
 import subprocess
 import sys
 import tempfile
-import textwrap
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fix_leftovers import stray_lines
 
 DEFAULT_TARGETS = ("trn2:native", "inf2:xla")
 
@@ -64,28 +64,6 @@ def _allowed_lines(findings: list[dict]) -> set[int]:
     return lines
 
 
-def _emptied_ifs(lines: list[str], start: int, stop: int, allowed: set[int]) -> set[int]:
-    """Lines (1-based) of the `if` headers in a deleted run `lines[start:stop]` whose whole statement went with
-    them: an `if` without `else` whose test calls nothing, and whose body lines were all fixed findings' lines.
-    The fixes remove an `if ...: pass` they leave behind; that is a tidy-up, not a stray change."""
-    text = textwrap.dedent("\n".join(lines[start:stop]))
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
-        return set()
-    headers: set[int] = set()
-    for stmt in tree.body:
-        if not isinstance(stmt, ast.If) or stmt.orelse or any(
-                isinstance(n, (ast.Call, ast.Await, ast.NamedExpr)) for n in ast.walk(stmt.test)):
-            return set()
-        body_start = stmt.body[0].lineno
-        if not all(start + line in allowed for line in range(body_start, (stmt.end_lineno or body_start) + 1)
-                   if lines[start + line - 1].strip() and not lines[start + line - 1].strip().startswith("#")):
-            return set()
-        headers.update(start + line for line in range(stmt.lineno, body_start))
-    return headers
-
-
 def check_file(source: Path, chip: str, stack: str, work: Path) -> dict:
     copy = work / source.name
     shutil.copyfile(source, copy)
@@ -99,19 +77,7 @@ def check_file(source: Path, chip: str, stack: str, work: Path) -> dict:
         compiles = True
     except SyntaxError:
         compiles = False
-    allowed = _allowed_lines(before)
-    stray = []
-    matcher = difflib.SequenceMatcher(a=before_text.splitlines(), b=after_text.splitlines(), autojunk=False)
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-        if tag in ("replace", "delete"):
-            # a `from x import y` the fixes left unused is removed: allowed, like an added import
-            tidied = _emptied_ifs(matcher.a, i1, i2, allowed) if tag == "delete" else set()
-            stray += [i + 1 for i in range(i1, i2) if i + 1 not in allowed and i + 1 not in tidied
-                      and not (tag == "delete" and matcher.a[i].startswith("from "))]
-        if tag == "insert":
-            added = matcher.b[j1:j2]
-            if not all(line.startswith(("import ", "from ")) for line in added) and i1 + 1 not in allowed:
-                stray.append(i1 + 1)
+    stray, _ = stray_lines(before_text, after_text, _allowed_lines(before))
     fixable = sum(1 for f in before if f["fix"] is not None)
     return {
         "file": str(source), "target": f"{chip}:{stack}", "before": len(before), "fixable": fixable,

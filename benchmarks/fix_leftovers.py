@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import textwrap
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -108,14 +109,39 @@ def _texts(folder: Path) -> dict[str, str]:
             for p in sorted(folder.rglob("*.py"))}
 
 
-def _stray(before: str, after: str, allowed: set[int]) -> tuple[list[int], set[int]]:
+def _emptied_ifs(lines: list[str], start: int, stop: int, allowed: set[int]) -> set[int]:
+    """Lines (1-based) of the `if` headers in a deleted run `lines[start:stop]` whose whole statement went with
+    them: an `if` without `else` whose test calls nothing, and whose body lines were all fixed findings' lines.
+    The fixes remove an `if ...: pass` they leave behind; that is a tidy-up, not a stray change."""
+    text = textwrap.dedent("\n".join(lines[start:stop]))
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return set()
+    headers: set[int] = set()
+    for stmt in tree.body:
+        if not isinstance(stmt, ast.If) or stmt.orelse or any(
+                isinstance(n, (ast.Call, ast.Await, ast.NamedExpr)) for n in ast.walk(stmt.test)):
+            return set()
+        body_start = stmt.body[0].lineno
+        if not all(start + line in allowed for line in range(body_start, (stmt.end_lineno or body_start) + 1)
+                   if lines[start + line - 1].strip() and not lines[start + line - 1].strip().startswith("#")):
+            return set()
+        headers.update(start + line for line in range(stmt.lineno, body_start))
+    return headers
+
+
+def stray_lines(before: str, after: str, allowed: set[int]) -> tuple[list[int], set[int]]:
+    """Lines (1-based, of `before`) the fixes changed that are not a fixed finding's line (`allowed`), an import
+    they added or made unused, or the header of an `if` they emptied; and the changed lines of `after`."""
     stray, changed = [], set()
     matcher = difflib.SequenceMatcher(a=before.splitlines(), b=after.splitlines(), autojunk=False)
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         if tag != "equal":
             changed.update(range(j1 + 1, j2 + 1))
         if tag in ("replace", "delete"):
-            stray += [i + 1 for i in range(i1, i2) if i + 1 not in allowed
+            tidied = _emptied_ifs(matcher.a, i1, i2, allowed) if tag == "delete" else set()
+            stray += [i + 1 for i in range(i1, i2) if i + 1 not in allowed and i + 1 not in tidied
                       and not (tag == "delete" and matcher.a[i].startswith(("from ", "import ")))]
         if tag == "insert":
             added = matcher.b[j1:j2]
@@ -147,7 +173,7 @@ def check_project(folder: Path, chip: str, stack: str, run: Run,
             compiles = True
         except SyntaxError:
             compiles = False
-        stray, changed = _stray(old, new, allowed_lines(before.get(path, [])))
+        stray, changed = stray_lines(old, new, allowed_lines(before.get(path, [])))
         left = after.get(path, [])
         rows.append({
             "file": path, "target": f"{chip}:{stack}", "before": len(before.get(path, [])),
