@@ -185,7 +185,7 @@ def advise(options: AdviseOptions, traced: TraceOutcome | None, request: TraceRe
     if not shape.params:
         raise ConfigError("the model has no parameters to size: give --params")
     plan = make_plan(shape, PlanOptions(settings.chip, settings.stack, options.task, options.batch, options.seq_len,
-                                        options.dtype, options.tp, options.prefer, options.lnc))
+                                        options.dtype, options.tp, options.prefer, options.lnc, settings.sdk))
     findings = trace(traced, settings, cwd, static=False).findings if traced else []
     findings += _plan_findings(plan, settings, traced, cwd)
     result = ScanResult(Target(settings.chip, settings.stack), files=0, findings=findings)

@@ -136,7 +136,7 @@ def analyse_file(job: FileJob) -> FileResult:
     gc.disable()
     try:
         source = decode(data)
-        return analyse_text(source.text, job.path, job.chip, job.stack, job.enabled)
+        return analyse_text(source.text, job.path, job.chip, job.stack, job.enabled, job.sdk)
     except SourceError as exc:
         return FileResult(job.path, errors=(FileError(job.path, exc.message, exc.line),))
     except RecursionError:
@@ -175,7 +175,7 @@ def _no_validation(self: cst.CSTNode) -> None:
     return None
 
 
-def analyse_text(text: str, path: str, chip: str, stack: str, enabled: frozenset[str]) -> FileResult:
+def analyse_text(text: str, path: str, chip: str, stack: str, enabled: frozenset[str], sdk: str = "") -> FileResult:
     # Python's own parser first: its messages and lines are the ones users know, it is a tenth of libcst's
     # cost, and it refuses what would crash libcst's native parser (thousands of nested brackets segfault it).
     try:
@@ -197,7 +197,7 @@ def analyse_text(text: str, path: str, chip: str, stack: str, enabled: frozenset
         message = " ".join(exc.message.split())
         return FileResult(path, errors=(FileError(path, f"syntax error: {message}", exc.raw_line),))
 
-    ctx = Context(module, chip, stack, enabled, text, path)
+    ctx = Context(module, chip, stack, enabled, text, path, sdk)
     comments: _Comments | None = [] if may_suppress else None
     _traverse(module, ctx, table, comments)
     if ctx.hits:
