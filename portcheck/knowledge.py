@@ -457,6 +457,46 @@ def load_ops() -> dict[str, OpSupport]:
     return ops
 
 
+@functools.cache
+def load_op_releases() -> dict[str, Range]:
+    """ops.toml [releases.<stack>]: the Neuron SDK releases each stack's statuses hold for (every stack has one:
+    op support depends on the release)."""
+    data = _read("ops.toml")
+    given = data.get("releases", {})
+    stacks = set(load().stacks)
+    if not isinstance(given, dict) or set(given) != stacks:
+        raise KnowledgeError(f"ops.toml: [releases] needs exactly one range per stack ({', '.join(sorted(stacks))})")
+    ranges = {stack: read_range(f"ops.toml: releases.{stack}", spec, known_releases()) for stack, spec in given.items()}
+    if not all(r.bounded for r in ranges.values()):
+        raise KnowledgeError("ops.toml: each [releases.<stack>] needs since and/or until")
+    return ranges
+
+
+@dataclass(frozen=True)
+class NativeSdpa:
+    """When TorchNeuron runs SDPA with its NKI kernel (ops.toml [native_sdpa])."""
+
+    eager_seq_multiple: int
+    compile_seq_multiple: int
+    compile_key_tile: int
+    head_dim_max: int
+    releases: Range
+    source: str
+
+
+@functools.cache
+def load_native_sdpa() -> NativeSdpa:
+    spec = _read("ops.toml").get("native_sdpa")
+    numbers = ("eager_seq_multiple", "compile_seq_multiple", "compile_key_tile", "head_dim_max")
+    if not isinstance(spec, dict) or not all(isinstance(spec.get(k), int) and spec[k] > 0 for k in numbers):
+        raise KnowledgeError(f"ops.toml: [native_sdpa] needs positive integers {', '.join(numbers)}")
+    releases = read_range("ops.toml: native_sdpa", spec, known_releases())
+    if not releases.since:
+        raise KnowledgeError("ops.toml: [native_sdpa] needs `since` and a source")
+    return NativeSdpa(spec["eager_seq_multiple"], spec["compile_seq_multiple"], spec["compile_key_tile"],
+                      spec["head_dim_max"], releases, spec["source"])
+
+
 def _op_limit(op: str, argument: str, spec: object, cite: Callable[[str], str]) -> OpLimit:
     if not isinstance(spec, dict) or set(spec) != {"max", "error_code", "source"}:
         raise KnowledgeError(f"ops.toml: {op} limits.{argument} needs exactly max, error_code and source")
@@ -662,6 +702,19 @@ class EnvVar:
     values: tuple[str, ...]  # empty: any value
     targets: tuple[str, ...]
     source: str
+    stacks: tuple[str, ...] = ("native", "xla")  # the stacks that read it
+    releases: Range = ALL_RELEASES
+
+
+@dataclass(frozen=True)
+class NativeDefaults:
+    """What TorchNeuron passes to neuronx-cc itself (compiler.toml [native_defaults])."""
+
+    args: tuple[str, ...]
+    eager_optlevel: str
+    compile_optlevel: str
+    releases: Range
+    source: str
 
 
 @dataclass(frozen=True)
@@ -680,6 +733,7 @@ class Compiler:
     env: dict[str, EnvVar]
     newest_sdk: dict[str, str]  # stack -> newest SDK release it runs on ("" = current)
     compile: CompileSources
+    native_defaults: NativeDefaults | None = None
 
     def check(self, args: list[str], env: dict[str, str], chip: str, stack: str) -> None:
         """Every flag of a plan exists, takes that value and is allowed for the chip and the stack's SDK;
@@ -702,7 +756,8 @@ class Compiler:
             i += 1
         for name, value in env.items():
             var = self.env.get(name)
-            if var is None or chip not in var.targets or (var.values and value not in var.values):
+            if var is None or chip not in var.targets or stack not in var.stacks or \
+                    (var.values and value not in var.values):
                 raise KnowledgeError(f"environment variable {name}={value} is not allowed for target {chip}")
 
 
@@ -717,7 +772,27 @@ def load_compiler() -> Compiler:
     flags = {f["name"]: CompilerFlag(f["name"], tuple(f["values"]), tuple(f["targets"]), f["source"],
                                      f.get("default", ""), f.get("since", ""), f.get("value_sources", {}))
              for f in data["flag"]}
-    env = {e["name"]: EnvVar(e["name"], tuple(e["values"]), tuple(e["targets"]), e["source"]) for e in data["env"]}
+    known = known_releases()
+    env = {e["name"]: EnvVar(e["name"], tuple(e["values"]), tuple(e["targets"]), e["source"],
+                             tuple(e.get("stacks", ("native", "xla"))),
+                             read_range(f"compiler.toml: {e['name']}", e, known)) for e in data["env"]}
+    for flag_entry in data["flag"]:
+        read_range(f"compiler.toml: {flag_entry['name']}", flag_entry, known)
+    for var in env.values():
+        if not set(var.stacks) <= set(load().stacks):
+            raise KnowledgeError(f"compiler.toml: {var.name} names an unknown stack")
+        if var.stacks == ("native",) and not var.releases.since:
+            raise KnowledgeError(f"compiler.toml: {var.name} is read by the native stack only, which depends on the "
+                                 "release: it needs `since` (and its source)")
+    defaults = data.get("native_defaults")
+    native_defaults = None
+    if defaults is not None:
+        native_defaults = NativeDefaults(tuple(defaults["args"]), defaults["eager_optlevel"],
+                                         defaults["compile_optlevel"],
+                                         read_range("compiler.toml: native_defaults", defaults, known),
+                                         defaults["source"])
+        if not native_defaults.releases.since:
+            raise KnowledgeError("compiler.toml: [native_defaults] needs `since` and a source")
     items: tuple[CompilerFlag | EnvVar, ...] = (*flags.values(), *env.values())
     for item in items:
         if not item.source or not item.targets:
@@ -731,4 +806,4 @@ def load_compiler() -> Compiler:
     stacks = sorted(load().stacks)
     given = _sources("compiler.toml", "compile", data.get("compile"), {*stacks, "native_wrapper", "buckets"})
     compile_sources = CompileSources({s: given[s] for s in stacks}, given["native_wrapper"], given["buckets"])
-    return Compiler(flags, env, newest, compile_sources)
+    return Compiler(flags, env, newest, compile_sources, native_defaults)
