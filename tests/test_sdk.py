@@ -7,6 +7,7 @@ import textwrap
 import pytest
 from conftest import run_portcheck
 
+from portcheck.findings import Severity
 from portcheck.knowledge import (
     KnowledgeError,
     RuleInfo,
@@ -18,7 +19,6 @@ from portcheck.knowledge import (
     load_ops,
     load_releases,
 )
-from portcheck.findings import Severity
 from portcheck.releases import Range, read_range
 
 KNOWN = ("2.31", "2.32", "2.33", "2.34")
