@@ -449,7 +449,7 @@ def _key_value(text: str) -> tuple[str, str]:
 
 
 def _advise(args: argparse.Namespace) -> int:
-    from portcheck.commands import AdviseOptions, advise, run_model
+    from portcheck.commands import AdviseOptions, advise, advise_refusal, run_model
     from portcheck.report.advise import write_plan
 
     cwd = Path.cwd()
@@ -467,9 +467,7 @@ def _advise(args: argparse.Namespace) -> int:
     settings = _settings(args, cwd, cwd, Layer(target=args.target, stack=args.stack, sdk=args.sdk,
                                                      fail_level=args.fail_level),
                          command="advise")
-    from portcheck.knowledge import load
-
-    if refusal := load().refusal(settings.chip, settings.stack, settings.sdk, args.task):
+    if refusal := advise_refusal(settings, args.task):
         raise ConfigError(refusal)  # before the model is built: the plan could not be made
     traced = run_model(request, cwd, args.timeout, args.model or args.hf_config) if request else None
     outcome = advise(AdviseOptions(settings, cwd, numbers, args.task, args.batch, args.seq_len or 0, args.dtype,

@@ -137,6 +137,7 @@ def test_the_same_scan_at_2_31_and_2_34_differs_in_the_stack_trn2_defaults_to(tm
     new_data, new = _scan(tmp_path, "--sdk", "2.34")
     assert old_data["target"]["stack"] == "xla" and new_data["target"]["stack"] == "native"
     assert "torch.neuron.Stream" not in old[(4, "PC107")]["message"]
+    assert "torch.neuron.Stream" in new[(4, "PC107")]["message"]
     assert "xm.get_memory_info" in old[(2, "PC106")]["message"]
 
 

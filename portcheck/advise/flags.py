@@ -128,7 +128,8 @@ def _int64(plan: Plan, options: AdviseOptions, add: Callable[[str, str | None, s
                     "(native int64 costs about 20-30%)", load_compiler().flags["--native-int64"].source)
     else:
         add("--native-int64", "enabled", "the graph holds int64 tensors (ids, positions): computed natively, as "
-            "on the GPU, instead of silently as int32; the default after Neuron 2.32")
+            "on the GPU, instead of silently as int32 (announced as the default after Neuron 2.32; no "
+            "release note confirms it shipped)")
 
 
 def choose_buckets(plan: Plan, options: AdviseOptions) -> None:

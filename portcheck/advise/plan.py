@@ -132,6 +132,9 @@ class Plan:
 def plan_refusal(options: AdviseOptions) -> str | None:
     """Why no release-supported stack runs the task on the chip at the chosen SDK release (targets.toml
     [[availability]]): training on xla from 2.30, trn2 + xla from 2.34."""
+    if options.task == "training" and options.chip == "inf2":
+        return ("training is not planned for inf2: the Neuron docs put Inferentia2 under inference and training "
+                "under Trainium (NxD Training covers Trn1/Trn2 only); use --target trn2")
     knowledge = load()
     return knowledge.refusal(options.chip, options.stack, options.sdk or knowledge.newest_sdk, options.task)
 
@@ -150,9 +153,6 @@ def release_reasons(plan: Plan, sdk: str) -> None:
 def make_plan(model: ModelShape, options: AdviseOptions) -> Plan:
     hardware = load_hardware()
     chip = hardware.chips[options.chip]
-    if options.task == "training" and options.chip == "inf2":
-        raise PlanError("training is not planned for inf2: the Neuron docs put Inferentia2 under inference and "
-                        "training under Trainium (NxD Training covers Trn1/Trn2 only); use --target trn2")
     if refusal := plan_refusal(options):
         raise PlanError(refusal)
     lnc = options.lnc or chip.default_lnc
