@@ -66,8 +66,8 @@ class Cache:
         self.problem: str | None = None
         self._salt = code_version()
 
-    def key(self, path: str, chip: str, stack: str, enabled: frozenset[str]) -> str:
-        text = "\0".join((self._salt, path, chip, stack, ",".join(sorted(enabled))))
+    def key(self, path: str, chip: str, stack: str, enabled: frozenset[str], sdk: str = "") -> str:
+        text = "\0".join((self._salt, path, chip, stack, ",".join(sorted(enabled)), sdk))
         return hashlib.sha256(text.encode()).hexdigest()[:40]
 
     def get(self, key: str, content: str) -> FileResult | None:

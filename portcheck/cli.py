@@ -46,13 +46,14 @@ def _parser() -> argparse.ArgumentParser:
         prog="portcheck",
         description="Find what breaks when a PyTorch model moves from NVIDIA GPUs to AWS Trainium2 / Inferentia2.",
     )
-    parser.add_argument("--version", action="version", version=f"portcheck {__version__}")
+    parser.add_argument("--version", action="version", version=_version())
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     scan = commands.add_parser("scan", help="statically check Python source for Neuron porting problems")
     scan.add_argument("paths", nargs="*", metavar="PATH", help="files or directories ('-' reads stdin); default: .")
     scan.add_argument("--target", choices=("trn2", "inf2", "trn1"), help="chip to port to (default trn2)")
     scan.add_argument("--stack", choices=("native", "xla"), help="PyTorch stack (default: trn2 native, else xla)")
+    _sdk_argument(scan)
     scan.add_argument("--format", choices=FORMATS, help="output format (default concise)")
     scan.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
     scan.add_argument("--statistics", action="store_true", help="counts by code and category instead of findings")
@@ -119,6 +120,7 @@ def _parser() -> argparse.ArgumentParser:
                                                        "encoder-decoder, vision or other")
     advise.add_argument("--target", choices=("trn2", "inf2", "trn1"), help="chip (default trn2)")
     advise.add_argument("--stack", choices=("native", "xla"), help="PyTorch stack (default: the chip's)")
+    _sdk_argument(advise)
     advise.add_argument("--task", choices=("inference", "training"), default="inference")
     advise.add_argument("--batch", type=_positive, default=1, metavar="N", help="batch size (default 1)")
     advise.add_argument("--seq-len", type=_positive, metavar="N",
@@ -155,11 +157,24 @@ def _parser() -> argparse.ArgumentParser:
     _target_and_selection(review)
     review.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
 
+    commands.add_parser("sdk", help="list the Neuron SDK releases portcheck's data knows and what changed in each")
     rules = commands.add_parser("rules", help="list every rule")
     rules.add_argument("--format", choices=("table", "json"), default="table")
     rule = commands.add_parser("rule", help="show one rule's documentation")
     rule.add_argument("code", help="a rule code (PC101) or name (cuda-tensor-placement)")
     return parser
+
+
+def _version() -> str:
+    from portcheck.knowledge import load_releases
+
+    return f"portcheck {__version__} (Neuron SDK data to {next(reversed(load_releases()))})"
+
+
+def _sdk_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--sdk", metavar="X.Y",
+                        help="Neuron SDK release whose facts apply (default: the newest portcheck knows; "
+                             "`portcheck sdk` lists them)")
 
 
 def _count(text: str) -> int:
@@ -186,6 +201,7 @@ def _target_and_selection(parser: argparse.ArgumentParser) -> None:
     """The target, rule selection and configuration options `trace` and `review` share."""
     parser.add_argument("--target", choices=("trn2", "inf2", "trn1"), help="chip (default trn2)")
     parser.add_argument("--stack", choices=("native", "xla"), help="PyTorch stack")
+    _sdk_argument(parser)
     parser.add_argument("--select", type=_codes, metavar="CODES", help="only these codes")
     parser.add_argument("--extend-select", type=_codes, default=[], metavar="CODES")
     parser.add_argument("--ignore", type=_codes, default=[], metavar="CODES")
@@ -252,7 +268,7 @@ def _scan(args: argparse.Namespace) -> int:
         raise ConfigError("'-' (stdin) cannot be combined with other paths")
     start = cwd / (args.stdin_filename or ".") if reads_stdin else _common_parent(paths, cwd)
     settings = _settings(args, start if start.is_dir() else start.parent, cwd, Layer(
-        target=args.target, stack=args.stack, select=args.select, extend_select=args.extend_select,
+        target=args.target, stack=args.stack, sdk=args.sdk, select=args.select, extend_select=args.extend_select,
         ignore=args.ignore, exclude=args.exclude, extend_exclude=args.extend_exclude,
         force_exclude=args.force_exclude, respect_gitignore=args.respect_gitignore, tests=args.tests,
         fail_level=args.fail_level, format=args.format, max_file_size=args.max_file_size,
@@ -394,7 +410,7 @@ def _trace(args: argparse.Namespace) -> int:
     cwd = Path.cwd()
     request = _trace_request(args, require_model=True)
     settings = _settings(args, cwd, cwd, Layer(
-        target=args.target, stack=args.stack, select=args.select, extend_select=args.extend_select,
+        target=args.target, stack=args.stack, sdk=args.sdk, select=args.select, extend_select=args.extend_select,
         ignore=args.ignore, fail_level=args.fail_level, format=args.format), command="trace")
     traced = run_model(request, cwd, args.timeout, args.model or args.hf_config)
     result = trace(traced, settings, cwd, static=not args.no_static)
@@ -433,7 +449,7 @@ def _key_value(text: str) -> tuple[str, str]:
 
 
 def _advise(args: argparse.Namespace) -> int:
-    from portcheck.commands import AdviseOptions, advise, run_model
+    from portcheck.commands import AdviseOptions, advise, advise_refusal, run_model
     from portcheck.report.advise import write_plan
 
     cwd = Path.cwd()
@@ -448,8 +464,11 @@ def _advise(args: argparse.Namespace) -> int:
         raise ConfigError("--emit-script needs a model to compile (path/to/file.py:build or --hf-config), not "
                           "only numbers")
     request = _trace_request(args, require_model=False) if spec else None
-    settings = _settings(args, cwd, cwd, Layer(target=args.target, stack=args.stack, fail_level=args.fail_level),
+    settings = _settings(args, cwd, cwd, Layer(target=args.target, stack=args.stack, sdk=args.sdk,
+                                                     fail_level=args.fail_level),
                          command="advise")
+    if refusal := advise_refusal(settings, args.task):
+        raise ConfigError(refusal)  # before the model is built: the plan could not be made
     traced = run_model(request, cwd, args.timeout, args.model or args.hf_config) if request else None
     outcome = advise(AdviseOptions(settings, cwd, numbers, args.task, args.batch, args.seq_len or 0, args.dtype,
                                    args.tp or 0, args.prefer, args.lnc or 0, script=bool(args.emit_script)),
@@ -475,7 +494,7 @@ def _review(args: argparse.Namespace) -> int:
     cwd = Path.cwd()
     output_format = args.format or "concise"
     settings = _settings(args, cwd, cwd, Layer(
-        target=args.target, stack=args.stack, select=args.select, extend_select=args.extend_select,
+        target=args.target, stack=args.stack, sdk=args.sdk, select=args.select, extend_select=args.extend_select,
         ignore=args.ignore, fail_level=args.fail_level))
     if args.post and not args.head:
         raise ConfigError("--post needs --head: review comments must sit on a commit of the pull request")
@@ -517,6 +536,13 @@ def _rules(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _sdk(args: argparse.Namespace) -> int:
+    from portcheck.report.ruledoc import write_releases
+
+    write_releases(sys.stdout)
+    return EXIT_OK
+
+
 def _rule(args: argparse.Namespace) -> int:
     from portcheck.knowledge import load
     from portcheck.report.ruledoc import rule_doc
@@ -541,7 +567,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return EXIT_ERROR
     handler = {"scan": _scan, "trace": _trace, "advise": _advise, "review": _review, "rules": _rules,
-               "rule": _rule}[args.command]
+               "rule": _rule, "sdk": _sdk}[args.command]
     try:
         return handler(args)
     except UserError as exc:

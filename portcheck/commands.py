@@ -171,6 +171,14 @@ class AdviseOutcome:
     script: str | None = None  # the bring-up script's text
 
 
+def advise_refusal(settings: Settings, task: str) -> str | None:
+    """Why no plan can be made for the target and task at the chosen release, before any model is built."""
+    from portcheck.advise.plan import AdviseOptions as PlanOptions
+    from portcheck.advise.plan import plan_refusal
+
+    return plan_refusal(PlanOptions(settings.chip, settings.stack, task, sdk=settings.sdk))
+
+
 def advise(options: AdviseOptions, traced: TraceOutcome | None, request: TraceRequest | None) -> AdviseOutcome:
     """The plan for the model's shape (from the trace, the numbers given, or both), its findings and script."""
     from portcheck.advise.model import from_trace, with_numbers
@@ -185,7 +193,7 @@ def advise(options: AdviseOptions, traced: TraceOutcome | None, request: TraceRe
     if not shape.params:
         raise ConfigError("the model has no parameters to size: give --params")
     plan = make_plan(shape, PlanOptions(settings.chip, settings.stack, options.task, options.batch, options.seq_len,
-                                        options.dtype, options.tp, options.prefer, options.lnc))
+                                        options.dtype, options.tp, options.prefer, options.lnc, settings.sdk))
     findings = trace(traced, settings, cwd, static=False).findings if traced else []
     findings += _plan_findings(plan, settings, traced, cwd)
     result = ScanResult(Target(settings.chip, settings.stack), files=0, findings=findings)
@@ -242,5 +250,5 @@ def review(base: str, head: str | None, settings: Settings, cwd: Path) -> Review
 
 __all__ = [
     "AdviseOptions", "AdviseOutcome", "ReviewOutcome", "ScanOptions", "ScanOutcome", "StdinFix", "advise",
-    "fix_stdin", "review", "run_model", "scan", "source_lines", "trace",
+    "advise_refusal", "fix_stdin", "review", "run_model", "scan", "source_lines", "trace",
 ]

@@ -15,7 +15,8 @@ from typing import TypeVar
 
 from portcheck.errors import UserError
 from portcheck.findings import CATEGORIES, DEFAULT_MAX_FILE_BYTES, FileJob, Severity
-from portcheck.knowledge import CODE_PATTERN, load
+from portcheck.knowledge import CODE_PATTERN, known_releases, load
+from portcheck.releases import RELEASE_PATTERN
 
 T = TypeVar("T")
 
@@ -47,6 +48,7 @@ class Layer:
     origin: str = "command line"
     target: str | None = None
     stack: str | None = None
+    sdk: str | None = None  # Neuron SDK release, "2.34"
     select: list[str] | None = None
     extend_select: list[str] = field(default_factory=list)
     ignore: list[str] = field(default_factory=list)
@@ -76,6 +78,7 @@ class Settings:
     config_path: Path | None
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
     tests: str = "exclude"
+    sdk: str = ""  # the Neuron SDK release whose facts apply ("": the newest the data knows)
 
     def relative(self, path: Path) -> str:
         """The path as exclude and per-file-ignores patterns see it: relative to the config's directory."""
@@ -86,7 +89,7 @@ class Settings:
 
     def job(self, display: str, location: Path, data: bytes | None = None) -> FileJob:
         """The one way to make a file's job: the target, the rules enabled for that file and the size limit."""
-        return FileJob(path=display, chip=self.chip, stack=self.stack,
+        return FileJob(path=display, chip=self.chip, stack=self.stack, sdk=self.sdk,
                        enabled=self.enabled_for(self.relative(location)), data=data,
                        location=None if data is not None else str(location), max_bytes=self.max_file_bytes)
 
@@ -112,7 +115,7 @@ def path_matches(relative: str, pattern: str) -> bool:
 # ---- reading files ------------------------------------------------------------------------------
 
 _KEYS: dict[str, type | tuple[type, ...]] = {
-    "target": str, "stack": str, "select": list, "extend-select": list, "ignore": list,
+    "target": str, "stack": str, "sdk": str, "select": list, "extend-select": list, "ignore": list,
     "per-file-ignores": dict, "exclude": list, "extend-exclude": list, "force-exclude": bool,
     "respect-gitignore": bool, "tests": str, "fail-level": str, "format": str, "max-file-size": (int, float),
 }
@@ -275,12 +278,16 @@ def resolve(layers: list[Layer], root: Path, config_path: Path | None, command: 
     chip, origin = last("target", "trn2")
     if chip not in knowledge.chips:
         raise ConfigError(f"{origin}: unknown target '{chip}'; choose one of {', '.join(knowledge.chips)}")
-    stack, origin = last("stack", knowledge.chips[chip].default_stack)
+    sdk, origin = last("sdk", knowledge.newest_sdk)
+    check_sdk(sdk, origin)
+    stack, origin = last("stack", knowledge.default_stack(chip, sdk))
     if stack not in knowledge.stacks:
         raise ConfigError(f"{origin}: unknown stack '{stack}'; choose one of {', '.join(knowledge.stacks)}")
     if stack not in knowledge.chips[chip].stacks:
         allowed = ", ".join(knowledge.chips[chip].stacks)
         raise ConfigError(f"{origin}: the {stack} stack does not run on {chip} (it has: {allowed})")
+    if refusal := knowledge.refusal(chip, stack, sdk):
+        raise ConfigError(f"{origin}: {refusal}")
     fail_level, origin = last("fail_level", "info")
     try:
         fail = Severity.parse(fail_level)
@@ -298,8 +305,9 @@ def resolve(layers: list[Layer], root: Path, config_path: Path | None, command: 
         exclude += layer.extend_exclude
         for pattern, codes in layer.per_file_ignores.items():
             per_file.append((pattern, frozenset().union(*(selector_codes(c)[0] for c in codes))))
-    # A rule about another chip or stack (training on inf2, step boundaries on xla) is off for this target.
-    enabled = {code for code in enabled if knowledge.rules[code].applies_to(chip, stack)}
+    # A rule about another chip, stack or SDK release (training on inf2, step boundaries on xla) is off for this
+    # target.
+    enabled = {code for code in enabled if knowledge.rules[code].applies_to(chip, stack, sdk)}
     tests, origin = last("tests", "exclude")
     if tests not in TESTS_SETTINGS:
         raise ConfigError(f"{origin}: unknown tests setting '{tests}'; choose exclude or include")
@@ -312,5 +320,15 @@ def resolve(layers: list[Layer], root: Path, config_path: Path | None, command: 
         chip=chip, stack=stack, enabled=frozenset(enabled), per_file_ignores=tuple(per_file),
         exclude=tuple(exclude), force_exclude=force_exclude, respect_gitignore=respect_gitignore,
         fail_level=fail, format=output_format, root=root, config_path=config_path,
-        max_file_bytes=int(max_size * 2**20), tests=tests,
+        max_file_bytes=int(max_size * 2**20), tests=tests, sdk=sdk,
     )
+
+
+def check_sdk(sdk: str, origin: str) -> None:
+    """A Neuron SDK release the data knows ("2.34"): anything else is one line for the user."""
+    known = known_releases()
+    if not RELEASE_PATTERN.match(sdk):
+        raise ConfigError(f"{origin}: '{sdk}' is not a Neuron SDK release; write MAJOR.MINOR, e.g. {known[-1]}")
+    if sdk not in known:
+        raise ConfigError(f"{origin}: Neuron SDK {sdk} is not in portcheck's data, which knows {known[0]} to "
+                          f"{known[-1]} (`portcheck sdk` lists them)")

@@ -119,6 +119,7 @@ class FileJob:
     data: bytes | None = None  # None: read from `location`
     location: str | None = None
     max_bytes: int = DEFAULT_MAX_FILE_BYTES  # larger files are an error entry, not analysed
+    sdk: str = ""  # the Neuron SDK release whose facts apply ("": the newest the data knows)
 
     def read(self) -> bytes:
         """The file's bytes: those given, else the file's (an OSError says why not; FileTooLarge, a file over

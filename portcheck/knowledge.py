@@ -12,8 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from portcheck.findings import CATEGORIES, Severity
+from portcheck.releases import Range, parse, read_range
 
 CODE_PATTERN = re.compile(r"^PC\d{3}$")
+ALL_RELEASES = Range()
 
 
 class KnowledgeError(Exception):
@@ -33,9 +35,11 @@ class RuleInfo:
     stacks: tuple[str, ...] = ("native", "xla")
     default: bool = True
     trace_default: bool = False  # on by default in `trace` although off in `scan`
+    releases: Range = ALL_RELEASES  # the Neuron SDK releases the rule applies to (`since` / `until`)
 
-    def applies_to(self, chip: str, stack: str) -> bool:
-        return chip in self.targets and stack in self.stacks
+    def applies_to(self, chip: str, stack: str, sdk: str | None = None) -> bool:
+        """Whether the rule runs for a target: its chip, its stack and, when given, its SDK release."""
+        return chip in self.targets and stack in self.stacks and (sdk is None or self.releases.holds(sdk))
 
 
 @dataclass(frozen=True)
@@ -53,6 +57,43 @@ class Stack:
     title: str
     device: str
     source: str
+
+
+@dataclass(frozen=True)
+class Release:
+    """One Neuron SDK release the data knows (rules/sdk.toml) and what changed in it for a port."""
+
+    version: str
+    date: str
+    changes: tuple[str, ...]
+    source: str
+
+
+@dataclass(frozen=True)
+class Availability:
+    """A stack running some tasks on a chip over a range of releases (targets.toml [[availability]])."""
+
+    chip: str
+    stack: str
+    tasks: tuple[str, ...]
+    releases: Range
+    source: str
+    note: str = ""  # what a plan says of it (maintenance, beta)
+    ended: str = ""  # why it stops after `until`, and the way forward
+    before: str = ""  # why it is absent before `since`
+
+
+@dataclass(frozen=True)
+class Serving:
+    """A serving path on some chips over a range of releases (targets.toml [[serving]])."""
+
+    name: str
+    chips: tuple[str, ...]
+    releases: Range
+    source: str
+
+
+TASKS = ("inference", "training")
 
 
 @dataclass(frozen=True)
@@ -79,9 +120,21 @@ class CudaApi:
     xla_source: str = ""
     xla_note: str = ""
     fixes: dict[str, ApiFix] = field(default_factory=dict)  # stack -> fix
+    native_since: str = ""  # the first Neuron SDK release whose native stack has `native` (and its fix)
+    native_source: str = ""
 
-    def replacement(self, stack: str) -> str:
-        return self.native if stack == "native" else self.xla
+    def replacement(self, stack: str, sdk: str = "") -> str:
+        """The replacement on a stack at a release ("": the newest); "" where there is none."""
+        if stack == "native":
+            return self.native if not self.later(stack, sdk) else ""
+        return self.xla
+
+    def fix(self, stack: str, sdk: str = "") -> ApiFix | None:
+        return None if self.later(stack, sdk) else self.fixes.get(stack)
+
+    def later(self, stack: str, sdk: str) -> bool:
+        """Whether the stack's replacement comes only after release `sdk`."""
+        return stack == "native" and bool(self.native_since and sdk) and parse(sdk) < parse(self.native_since)
 
 
 @dataclass(frozen=True)
@@ -92,9 +145,52 @@ class Knowledge:
     cuda_api: dict[str, CudaApi]
     retired: dict[str, str]
     data_version: str
+    releases: dict[str, Release] = field(default_factory=dict)  # oldest first
+    availability: tuple[Availability, ...] = ()
+    serving: tuple[Serving, ...] = ()
 
-    def applicable(self, chip: str, stack: str) -> frozenset[str]:
-        return frozenset(code for code, info in self.rules.items() if info.applies_to(chip, stack))
+    @property
+    def newest_sdk(self) -> str:
+        return next(reversed(self.releases))
+
+    def applicable(self, chip: str, stack: str, sdk: str | None = None) -> frozenset[str]:
+        return frozenset(code for code, info in self.rules.items() if info.applies_to(chip, stack, sdk))
+
+    def available(self, chip: str, stack: str, sdk: str, task: str | None = None) -> Availability | None:
+        """The entry under which `stack` runs `task` (any task when None) on `chip` at release `sdk`."""
+        return next((a for a in self.availability if a.chip == chip and a.stack == stack and a.releases.holds(sdk)
+                     and (task is None or task in a.tasks)), None)
+
+    def default_stack(self, chip: str, sdk: str) -> str:
+        """The chip's default stack, else the first of its stacks the release supports."""
+        order = [self.chips[chip].default_stack, *self.chips[chip].stacks]
+        return next((s for s in order if self.available(chip, s, sdk)), self.chips[chip].default_stack)
+
+    def refusal(self, chip: str, stack: str, sdk: str, task: str | None = None) -> str | None:
+        """Why `stack` cannot run `task` (any task when None) on `chip` at release `sdk`, with the releases that
+        had it; None when it can."""
+        if self.available(chip, stack, sdk, task):
+            return None
+        what = f"{task} with the {stack} stack on {chip}" if task else f"the {stack} stack on {chip}"
+        entries = [a for a in self.availability if a.chip == chip and a.stack == stack
+                   and (task is None or task in a.tasks)]
+        at = parse(sdk)
+        ended = sorted((a for a in entries if a.releases.until and parse(a.releases.until) < at),
+                       key=lambda a: parse(a.releases.until))
+        if ended:
+            last = ended[-1]
+            return (f"{what} is not supported at Neuron SDK {sdk}: {last.ended} (the last release with it is "
+                    f"{last.releases.until}; an explicit --sdk {last.releases.until} still plans it)")
+        later = sorted((a for a in entries if a.releases.since and at < parse(a.releases.since)),
+                       key=lambda a: parse(a.releases.since))
+        if later:
+            first = later[0]
+            return (f"{what} is not supported at Neuron SDK {sdk}: {first.before or 'it starts later'} "
+                    f"(use --sdk {first.releases.since} or later)")
+        return f"{what} is not supported by any Neuron SDK release portcheck knows"
+
+    def serving_paths(self, chip: str, sdk: str) -> tuple[Serving, ...]:
+        return tuple(s for s in self.serving if chip in s.chips and s.releases.holds(sdk))
 
     def rule_by_name(self, name: str) -> RuleInfo | None:
         return next((r for r in self.rules.values() if r.name == name), None)
@@ -132,11 +228,38 @@ BEHAVIOURS = ("raises", "returns-false", "returns-zero", "ignored")
 
 
 @functools.cache
+def load_releases() -> dict[str, Release]:
+    """rules/sdk.toml: the releases the data knows, oldest first; the last is `newest`."""
+    data = _read("sdk.toml")
+    releases: dict[str, Release] = {}
+    for entry in data.get("release", []):
+        version = entry.get("version", "")
+        try:
+            at = parse(version)
+        except (TypeError, ValueError):
+            raise KnowledgeError(f"sdk.toml: release {version!r} is not MAJOR.MINOR") from None
+        if releases and parse(next(reversed(releases))) >= at:
+            raise KnowledgeError(f"sdk.toml: release {version} is out of order (oldest first)")
+        changes = entry.get("changes", [])
+        if not isinstance(entry.get("source"), str) or not entry["source"].strip() or not changes:
+            raise KnowledgeError(f"sdk.toml: release {version} needs its changes and a source")
+        releases[version] = Release(version, entry.get("date", ""), tuple(changes), entry["source"])
+    if not releases or data.get("newest") != next(reversed(releases)):
+        raise KnowledgeError("sdk.toml: `newest` must name the last release listed")
+    return releases
+
+
+def known_releases() -> tuple[str, ...]:
+    return tuple(load_releases())
+
+
+@functools.cache
 def load() -> Knowledge:
     catalog_files = sorted((rules_dir() / "catalog").glob("*.toml"))
     catalogs = {path.name: _read_path(path) for path in catalog_files}
     targets = _read("targets.toml")
     cuda = _read("cuda_api.toml")
+    known = known_releases()
 
     rules: dict[str, RuleInfo] = {}
     retired: dict[str, str] = {}
@@ -156,6 +279,7 @@ def load() -> Knowledge:
             stacks=tuple(entry.get("stacks", ("native", "xla"))),
             default=entry.get("default", True),
             trace_default=entry.get("trace_default", False),
+            releases=read_range(f"catalog/{where}: {entry.get('code')}", entry, known),
         )
         if not CODE_PATTERN.match(info.code) or info.code in rules:
             raise KnowledgeError(f"catalog/{where}: bad or repeated code {info.code!r}")
@@ -185,18 +309,54 @@ def load() -> Knowledge:
     for info in rules.values():
         if not set(info.targets) <= set(chips) or not set(info.stacks) <= set(stacks):
             raise KnowledgeError(f"catalog: {info.code} names an unknown target or stack")
+    availability = tuple(_availability(entry, chips, stacks, known) for entry in targets.get("availability", []))
+    serving = tuple(_serving(entry, chips, known) for entry in targets.get("serving", []))
+    for chip in chips.values():
+        for stack in chip.stacks:
+            if not any(a.chip == chip.name and a.stack == stack for a in availability):
+                raise KnowledgeError(f"targets.toml: no [[availability]] for {chip.name} with the {stack} stack")
 
     apis = {}
     for name, a in cuda["api"].items():
+        since = read_range(f"cuda_api.toml: {name}", {"since": a.get("native_since", ""),
+                                                       "source": a.get("native_source", "")}, known).since
         api = CudaApi(name, a["code"], a["behaviour"], a.get("native", ""), a.get("xla", ""),
-                      a.get("xla_source", ""), a.get("xla_note", ""), _api_fixes(name, a))
+                      a.get("xla_source", ""), a.get("xla_note", ""), _api_fixes(name, a), since,
+                      a.get("native_source", ""))
+        if since and not api.native:
+            raise KnowledgeError(f"cuda_api.toml: {name} has native_since without a native replacement")
         if api.xla and not api.xla_source:
             raise KnowledgeError(f"cuda_api.toml: {name} names an xla replacement without its source")
         if api.code not in rules or api.behaviour not in BEHAVIOURS:
             raise KnowledgeError(f"cuda_api.toml: {name} has unknown code or behaviour")
         apis[name] = api
 
-    return Knowledge(rules, chips, stacks, apis, retired, data_version())
+    return Knowledge(rules, chips, stacks, apis, retired, data_version(), load_releases(), availability, serving)
+
+
+def _availability(entry: dict[str, Any], chips: dict[str, Chip], stacks: dict[str, Stack],
+                  known: tuple[str, ...]) -> Availability:
+    where = f"targets.toml: availability of {entry.get('chip')} {entry.get('stack')}"
+    found = Availability(entry.get("chip", ""), entry.get("stack", ""), tuple(entry.get("tasks", ())),
+                         read_range(where, entry, known), entry.get("source", ""), entry.get("note", ""),
+                         entry.get("ended", ""), entry.get("before", ""))
+    if found.chip not in chips or found.stack not in chips[found.chip].stacks or found.stack not in stacks:
+        raise KnowledgeError(f"{where}: unknown chip, or a stack the chip does not list")
+    if not found.tasks or not set(found.tasks) <= set(TASKS) or not found.source.strip():
+        raise KnowledgeError(f"{where}: needs tasks ({', '.join(TASKS)}) and a source")
+    if (found.releases.until and not found.ended) or (found.releases.since and not found.before):
+        raise KnowledgeError(f"{where}: an entry that ends (until) says why (`ended`), one that starts later "
+                             "(since) says what came before (`before`)")
+    return found
+
+
+def _serving(entry: dict[str, Any], chips: dict[str, Chip], known: tuple[str, ...]) -> Serving:
+    where = f"targets.toml: serving {entry.get('name')!r}"
+    found = Serving(entry.get("name", ""), tuple(entry.get("chips", ())), read_range(where, entry, known),
+                    entry.get("source", ""))
+    if not found.name or not found.chips or not set(found.chips) <= set(chips) or not found.source.strip():
+        raise KnowledgeError(f"{where}: needs a name, known chips and a source")
+    return found
 
 
 _FIX_KEYS = {f.name for f in fields(ApiFix)}
@@ -295,6 +455,46 @@ def load_ops() -> dict[str, OpSupport]:
         ops[name] = OpSupport(name, status, cite(entry.get("source", "")), entry.get("restriction", ""), error_code,
                               limits)
     return ops
+
+
+@functools.cache
+def load_op_releases() -> dict[str, Range]:
+    """ops.toml [releases.<stack>]: the Neuron SDK releases each stack's statuses hold for (every stack has one:
+    op support depends on the release)."""
+    data = _read("ops.toml")
+    given = data.get("releases", {})
+    stacks = set(load().stacks)
+    if not isinstance(given, dict) or set(given) != stacks:
+        raise KnowledgeError(f"ops.toml: [releases] needs exactly one range per stack ({', '.join(sorted(stacks))})")
+    ranges = {stack: read_range(f"ops.toml: releases.{stack}", spec, known_releases()) for stack, spec in given.items()}
+    if not all(r.bounded for r in ranges.values()):
+        raise KnowledgeError("ops.toml: each [releases.<stack>] needs since and/or until")
+    return ranges
+
+
+@dataclass(frozen=True)
+class NativeSdpa:
+    """When TorchNeuron runs SDPA with its NKI kernel (ops.toml [native_sdpa])."""
+
+    eager_seq_multiple: int
+    compile_seq_multiple: int
+    compile_key_tile: int
+    head_dim_max: int
+    releases: Range
+    source: str
+
+
+@functools.cache
+def load_native_sdpa() -> NativeSdpa:
+    spec = _read("ops.toml").get("native_sdpa")
+    numbers = ("eager_seq_multiple", "compile_seq_multiple", "compile_key_tile", "head_dim_max")
+    if not isinstance(spec, dict) or not all(isinstance(spec.get(k), int) and spec[k] > 0 for k in numbers):
+        raise KnowledgeError(f"ops.toml: [native_sdpa] needs positive integers {', '.join(numbers)}")
+    releases = read_range("ops.toml: native_sdpa", spec, known_releases())
+    if not releases.since:
+        raise KnowledgeError("ops.toml: [native_sdpa] needs `since` and a source")
+    return NativeSdpa(spec["eager_seq_multiple"], spec["compile_seq_multiple"], spec["compile_key_tile"],
+                      spec["head_dim_max"], releases, spec["source"])
 
 
 def _op_limit(op: str, argument: str, spec: object, cite: Callable[[str], str]) -> OpLimit:
@@ -508,6 +708,19 @@ class EnvVar:
     values: tuple[str, ...]  # empty: any value
     targets: tuple[str, ...]
     source: str
+    stacks: tuple[str, ...] = ("native", "xla")  # the stacks that read it
+    releases: Range = ALL_RELEASES
+
+
+@dataclass(frozen=True)
+class NativeDefaults:
+    """What TorchNeuron passes to neuronx-cc itself (compiler.toml [native_defaults])."""
+
+    args: tuple[str, ...]
+    eager_optlevel: str
+    compile_optlevel: str
+    releases: Range
+    source: str
 
 
 @dataclass(frozen=True)
@@ -526,6 +739,7 @@ class Compiler:
     env: dict[str, EnvVar]
     newest_sdk: dict[str, str]  # stack -> newest SDK release it runs on ("" = current)
     compile: CompileSources
+    native_defaults: NativeDefaults | None = None
 
     def check(self, args: list[str], env: dict[str, str], chip: str, stack: str) -> None:
         """Every flag of a plan exists, takes that value and is allowed for the chip and the stack's SDK;
@@ -534,7 +748,8 @@ class Compiler:
             raise KnowledgeError(problem.message)
         for name, value in env.items():
             var = self.env.get(name)
-            if var is None or chip not in var.targets or (var.values and value not in var.values):
+            if var is None or chip not in var.targets or stack not in var.stacks or \
+                    (var.values and value not in var.values):
                 raise KnowledgeError(f"environment variable {name}={value} is not allowed for target {chip}")
 
     def flag(self, spelling: str) -> CompilerFlag | None:
@@ -597,7 +812,27 @@ def load_compiler() -> Compiler:
                                      f.get("default", ""), f.get("since", ""), f.get("value_sources", {}),
                                      f.get("argument", ""), tuple(f.get("aliases", ())))
              for f in data["flag"]}
-    env = {e["name"]: EnvVar(e["name"], tuple(e["values"]), tuple(e["targets"]), e["source"]) for e in data["env"]}
+    known = known_releases()
+    env = {e["name"]: EnvVar(e["name"], tuple(e["values"]), tuple(e["targets"]), e["source"],
+                             tuple(e.get("stacks", ("native", "xla"))),
+                             read_range(f"compiler.toml: {e['name']}", e, known)) for e in data["env"]}
+    for flag_entry in data["flag"]:
+        read_range(f"compiler.toml: {flag_entry['name']}", flag_entry, known)
+    for var in env.values():
+        if not set(var.stacks) <= set(load().stacks):
+            raise KnowledgeError(f"compiler.toml: {var.name} names an unknown stack")
+        if var.stacks == ("native",) and not var.releases.since:
+            raise KnowledgeError(f"compiler.toml: {var.name} is read by the native stack only, which depends on the "
+                                 "release: it needs `since` (and its source)")
+    defaults = data.get("native_defaults")
+    native_defaults = None
+    if defaults is not None:
+        native_defaults = NativeDefaults(tuple(defaults["args"]), defaults["eager_optlevel"],
+                                         defaults["compile_optlevel"],
+                                         read_range("compiler.toml: native_defaults", defaults, known),
+                                         defaults["source"])
+        if not native_defaults.releases.since:
+            raise KnowledgeError("compiler.toml: [native_defaults] needs `since` and a source")
     items: tuple[CompilerFlag | EnvVar, ...] = (*flags.values(), *env.values())
     for item in items:
         if not item.source or not item.targets:
@@ -616,7 +851,7 @@ def load_compiler() -> Compiler:
     stacks = sorted(load().stacks)
     given = _sources("compiler.toml", "compile", data.get("compile"), {*stacks, "native_wrapper", "buckets"})
     compile_sources = CompileSources({s: given[s] for s in stacks}, given["native_wrapper"], given["buckets"])
-    return Compiler(flags, env, newest, compile_sources)
+    return Compiler(flags, env, newest, compile_sources, native_defaults)
 
 
 @dataclass(frozen=True)

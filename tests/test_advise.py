@@ -336,10 +336,15 @@ def test_prefer_speed_casts_matmults_and_optimises_harder():
 
 def test_native_stack_passes_the_flags_in_the_environment():
     result = plan("llama-2-7b", "trn2")
-    # TorchNeuron sets --target, the LNC and -O itself; the rest reaches neuronx-cc through NEURON_CC_FLAGS.
-    assert result.env["NEURON_CC_FLAGS"] == "--model-type transformer --auto-cast none"
+    # TorchNeuron sets --target, the LNC and -O itself, and passes --model-type transformer --auto-cast none
+    # (rules/compiler.toml [native_defaults]); the rest reaches neuronx-cc through NEURON_CC_FLAGS.
+    assert "NEURON_CC_FLAGS" not in result.env
+    assert any(r.item == "NEURON_CC_FLAGS" and r.why.startswith("not needed") for r in result.reasons)
+    fast = plan("llama-2-7b", "trn2", prefer="speed")
+    assert fast.env["NEURON_CC_FLAGS"] == "--auto-cast matmult --auto-cast-type bf16"
+    assert fast.env["NEURON_COMPILER_OPT_LEVEL"] == "-O3"  # TorchNeuron's own -O2 replaced
     assert result.env["TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION"] == "1"
-    assert plan("llama-2-7b", "trn2", stack="xla").env.get("NEURON_CC_FLAGS") is None
+    assert plan("llama-2-7b", "trn2", stack="xla", sdk="2.33").env.get("NEURON_CC_FLAGS") is None
 
 
 def test_every_reason_has_a_source():
@@ -424,7 +429,7 @@ def test_a_traced_model_gives_int64_flags_on_trn2_native_only(advise_json):
     assert "--native-int64" in native["plan"]["compiler_args"]
     assert native["model"]["kv_heads"] == 2 and native["model"]["layers"] == 2
     assert native["plan"]["buckets"] == [128, 256]  # dynamic input_ids:1 up to the 256 positions
-    xla = advise_json("--hf-config", "fixtures/models/hf/llama", "--target", "trn2", "--stack", "xla")
+    xla = advise_json("--hf-config", "fixtures/models/hf/llama", "--target", "trn2", "--stack", "xla", "--sdk", "2.33")
     assert "--native-int64" not in xla["plan"]["compiler_args"]
     assert any(r["item"] == "int64" and "2.31" in r["why"] for r in xla["plan"]["reasons"])
     # the trace's own findings come along

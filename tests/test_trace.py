@@ -192,11 +192,15 @@ def codes(report: dict) -> set[str]:
 def test_transformers_models_trace_clean(name, hf):
     report = hf(name)
     assert report["graph"]["method"] == "torch.export"
-    # SDPA is advice only: a model that uses it gets no warning for its attention, and nothing above info.
+    # SDPA is advice only: a model that uses it gets no warning for its attention, and nothing above info but the
+    # native stack's CPU fallbacks (rules/ops.toml, TorchNeuron eager): T5's relative-position buckets take
+    # torch.min, whose elementwise minimum has no TorchNeuron kernel.
     assert "PC403" in codes(report)
-    assert {f["severity"] for f in report["findings"]} == {"info"}, report["findings"]
+    warnings = [f for f in report["findings"] if f["severity"] != "info"]
+    assert {f["code"] for f in warnings} <= {"PC317"}, warnings
+    assert [f["message"].split("`")[1] for f in warnings] == (["aten::min"] if name == "t5" else [])
     # Nothing supported is reported as unsupported.
-    supported = {op["op"] for op in report["ops"] if op["status"]["inf2"] == "supported"}
+    supported = {op["op"] for op in report["ops"] if op["status"]["trn2"] == "supported"}
     flagged = {m for f in report["findings"] if f["code"] in ("PC316", "PC317")
                for m in re.findall(r"`(aten::\w+)`", f["message"])}
     assert not supported & flagged
@@ -241,16 +245,17 @@ def test_every_trace_only_rule_fires_somewhere():
 
     trace_only = {code for code, rule in registry().items() if rule.passes == (Pass.TRACE,)}
     marked = {code for path in MODELS.glob("*.py") for _, code in markers(path)}
-    # PC211 / PC318 are asserted by the shape and transformers tests; PC210 / PC316 / PC317 below, from a
-    # graph result with ops the shipped data does not (yet) give those statuses.
-    assert trace_only - marked == {"PC210", "PC211", "PC316", "PC317", "PC318"}
+    # PC211 / PC318 are asserted by the shape and transformers tests; PC316 below, from a graph result with ops
+    # the shipped data does not (yet) give that status. PC317: fixtures/models/cnn_sampler.py. (PC210 has a static
+    # check now; its traced form is asserted below too.)
+    assert trace_only - marked == {"PC211", "PC316", "PC318"}
 
 
 def test_status_and_data_dependent_findings_from_a_graph_result():
     from portcheck.config import Layer, resolve
     from portcheck.dynamic.outcome import ModelFacts, OpCount, TraceOutcome
     from portcheck.dynamic.results import build_report
-    from portcheck.dynamic.rules import UnbackedSize
+    from portcheck.static.dynamic_shape.nms import UnbackedSize
     from portcheck.knowledge import OpSupport
     from portcheck.traced import GraphFacts, Place, TracedFinding
 

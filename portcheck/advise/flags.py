@@ -78,12 +78,28 @@ def _native_env(plan: Plan, pairs: list[tuple[str, str | None]]) -> None:
     """TorchNeuron picks --target and the LNC from the instance (NEURON_LOGICAL_NC_CONFIG) and appends
     NEURON_CC_FLAGS to its own compile command: the rest of the flags go there."""
     compiler = load_compiler()
-    rest = [part for name, value in pairs if name not in AUTOMATIC for part in (name, value) if part is not None]
-    plan.env["NEURON_CC_FLAGS"] = " ".join(rest)
-    plan.reason("NEURON_CC_FLAGS", "torch.compile(backend=\"neuron\") compiles with neuronx-cc and appends "
-                "NEURON_CC_FLAGS to its own arguments; --target and the LNC it takes from the instance, the "
-                "optimisation level it sets itself (-O2 for compiled graphs)",
-                f"{compiler.env['NEURON_CC_FLAGS'].source}; {compiler.compile.native_wrapper}")
+    defaults = compiler.native_defaults
+    given = list(zip(defaults.args[::2], defaults.args[1::2], strict=True)) if defaults else []
+    # TorchNeuron already passes its base arguments: repeating them in NEURON_CC_FLAGS adds nothing.
+    rest = [part for name, value in pairs if name not in AUTOMATIC and (name, value) not in given
+            for part in (name, value) if part is not None]
+    already = f"; it already passes {' '.join(defaults.args)} itself" if defaults else ""
+    if rest:
+        plan.env["NEURON_CC_FLAGS"] = " ".join(rest)
+        plan.reason("NEURON_CC_FLAGS", "torch.compile(backend=\"neuron\") compiles with neuronx-cc and appends "
+                    "NEURON_CC_FLAGS to its own arguments; --target and the LNC it takes from the instance, the "
+                    f"optimisation level it sets itself (-O2 for compiled graphs){already}",
+                    f"{compiler.env['NEURON_CC_FLAGS'].source}; {compiler.compile.native_wrapper}"
+                    + (f"; {defaults.source}" if defaults else ""))
+    elif defaults:
+        plan.reason("NEURON_CC_FLAGS", f"not needed: TorchNeuron passes {' '.join(defaults.args)} itself and takes "
+                    "--target and the LNC from the instance", f"{defaults.source}; {compiler.compile.native_wrapper}")
+    level = dict(pairs).get("--optlevel")
+    if defaults and level and level != defaults.compile_optlevel:
+        plan.env["NEURON_COMPILER_OPT_LEVEL"] = f"-O{level}"
+        plan.reason(f"NEURON_COMPILER_OPT_LEVEL=-O{level}", f"TorchNeuron sets the optimisation level itself "
+                    f"(-O{defaults.compile_optlevel} for torch.compile graphs, -O{defaults.eager_optlevel} eager); "
+                    "this variable replaces it", compiler.env["NEURON_COMPILER_OPT_LEVEL"].source)
     plan.env["TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION"] = "1"
     plan.reason("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=1", "a graph that fails to compile raises instead of "
                 "silently running eagerly: a bring-up must see it (set explicitly: the default changed)",
@@ -112,7 +128,8 @@ def _int64(plan: Plan, options: AdviseOptions, add: Callable[[str, str | None, s
                     "(native int64 costs about 20-30%)", load_compiler().flags["--native-int64"].source)
     else:
         add("--native-int64", "enabled", "the graph holds int64 tensors (ids, positions): computed natively, as "
-            "on the GPU, instead of silently as int32; the default after Neuron 2.32")
+            "on the GPU, instead of silently as int32 (announced as the default after Neuron 2.32; no "
+            "release note confirms it shipped)")
 
 
 def choose_buckets(plan: Plan, options: AdviseOptions) -> None:

@@ -26,7 +26,7 @@ from portcheck.advise.sizing import (
     weights_bytes,
 )
 from portcheck.errors import UserError
-from portcheck.knowledge import ChipHardware, Hardware, Instance, load_compiler, load_hardware
+from portcheck.knowledge import ChipHardware, Hardware, Instance, load, load_compiler, load_hardware
 from portcheck.rules import Rule
 
 # The source of a figure that is portcheck's own: every Neuron citation of a plan is rules/ data.
@@ -50,6 +50,7 @@ class AdviseOptions:
     tp: int = 0  # 0: choose
     prefer: str = "accuracy"
     lnc: int = 0  # 0: the chip's default
+    sdk: str = ""  # the Neuron SDK release whose facts apply ("": the newest the data knows)
 
 
 @dataclass(frozen=True)
@@ -128,15 +129,32 @@ class Plan:
         }
 
 
+def plan_refusal(options: AdviseOptions) -> str | None:
+    """Why no release-supported stack runs the task on the chip at the chosen SDK release (targets.toml
+    [[availability]]): training on xla from 2.30, trn2 + xla from 2.34."""
+    if options.task == "training" and options.chip == "inf2":
+        return ("training is not planned for inf2: the Neuron docs put Inferentia2 under inference and training "
+                "under Trainium (NxD Training covers Trn1/Trn2 only); use --target trn2")
+    knowledge = load()
+    return knowledge.refusal(options.chip, options.stack, options.sdk or knowledge.newest_sdk, options.task)
+
+
+def release_reasons(plan: Plan, sdk: str) -> None:
+    """What the chosen release says of the plan's stack (maintenance, beta) and which serving paths it has."""
+    knowledge = load()
+    entry = knowledge.available(plan.chip, plan.stack, sdk, plan.task)
+    if entry is not None and entry.note:
+        plan.reason("sdk", f"Neuron {sdk}, {plan.stack} stack on {plan.chip}: {entry.note}", entry.source)
+    if plan.task == "inference":
+        for path in knowledge.serving_paths(plan.chip, sdk):
+            plan.reason("serving", f"Neuron {sdk} on {plan.chip}: {path.name}", path.source)
+
+
 def make_plan(model: ModelShape, options: AdviseOptions) -> Plan:
     hardware = load_hardware()
     chip = hardware.chips[options.chip]
-    if options.task == "training" and options.chip == "inf2":
-        raise PlanError("training is not planned for inf2: the Neuron docs put Inferentia2 under inference and "
-                        "training under Trainium (NxD Training covers Trn1/Trn2 only); use --target trn2")
-    if options.task == "training" and options.stack == "xla":
-        raise PlanError("training is not planned on the xla stack: PyTorch/XLA training is unsupported from Neuron "
-                        "2.30; plan it for TorchNeuron with --target trn2 --stack native")
+    if refusal := plan_refusal(options):
+        raise PlanError(refusal)
     lnc = options.lnc or chip.default_lnc
     if lnc not in chip.lnc:
         raise PlanError(f"--lnc {lnc} is not available on {chip.name} (allowed: "
@@ -146,6 +164,7 @@ def make_plan(model: ModelShape, options: AdviseOptions) -> Plan:
     plan = Plan(options.chip, options.stack, options.task, work, model, lnc=lnc if len(chip.lnc) > 1 else None)
     plan.reason("workload", f"batch {work.batch}, sequence {seq} ({seq_why}), {work.dtype} weights, "
                 f"{work.task}", "command line and model")
+    release_reasons(plan, options.sdk or load().newest_sdk)
     _size(plan, chip, lnc, options, hardware)
     compiler_settings(plan, options)
     choose_buckets(plan, options)

@@ -18,7 +18,7 @@ from portcheck.dynamic.rules import (
     UnknownOps,
 )
 from portcheck.findings import Finding, ScanResult, Target, fingerprinted
-from portcheck.knowledge import OpSupport, load, load_ops
+from portcheck.knowledge import OpSupport, load, load_op_releases, load_ops
 from portcheck.rules import Rule
 from portcheck.static.dynamic_shape.control_flow import TensorControlFlow
 from portcheck.static.dynamic_shape.data_sized import (
@@ -87,8 +87,9 @@ def op_status(op: str, decomposes_to: Sequence[str] | None, stack: str, ops: dic
     return "unknown"
 
 
-def stack_of(chip: str, target: Target) -> str:
-    return target.stack if chip == target.chip else load().chips[chip].default_stack
+def stack_of(chip: str, target: Target, sdk: str = "") -> str:
+    knowledge = load()
+    return target.stack if chip == target.chip else knowledge.default_stack(chip, sdk or knowledge.newest_sdk)
 
 
 def build_report(outcome: TraceOutcome, settings: Settings, cwd: Path, static: bool) -> ScanResult:
@@ -98,9 +99,15 @@ def build_report(outcome: TraceOutcome, settings: Settings, cwd: Path, static: b
     model = outcome.model
     anchor = (model.build_place if model else None) or Place(model.source_file if model else "", 1)
     inventory: list[Judged] = []
+    sdk = settings.sdk or load().newest_sdk
+    releases = load_op_releases()
     for entry in outcome.ops:
-        status = {chip: op_status(entry.op, entry.decomposes_to, stack_of(chip, target), ops_data)
-                  for chip in dict.fromkeys((*_CHIPS, target.chip))}
+        status = {}
+        for chip in dict.fromkeys((*_CHIPS, target.chip)):
+            stack = stack_of(chip, target, sdk)
+            # A stack's statuses hold for its releases only (ops.toml [releases]): outside them, unknown.
+            status[chip] = op_status(entry.op, entry.decomposes_to, stack, ops_data) \
+                if releases[stack].holds(sdk) else "unknown"
         inventory.append((entry, status))
     findings = _graph_findings(outcome, settings, inventory, ops_data, anchor)
     findings += _shape_findings(outcome, anchor)

@@ -94,7 +94,8 @@ class CpuFallbackOp(Rule):
     `cpu-fallback` in rules/ops.toml).
 
     ## Example
-    An op the TorchNeuron compatibility table marks CPU_FALLBACK.
+    `aten::sort` on the native stack: TorchNeuron (eager, in the source rules/ops.toml cites) registers no device
+    kernel for it, so it takes the catch-all CPU fallback.
 
     ## Use instead
     A supported formulation of the same computation, or accept the copy where the op is rare.
@@ -116,7 +117,8 @@ class UnknownOps(Rule):
     reported as unknown, never as supported; the JSON report lists every op with its status per chip.
 
     ## Example
-    On the native stack, whose per-op table portcheck does not have yet, every op is unknown.
+    An op no source covers for the stack, such as a CompositeExplicitAutograd op (`aten::zeros_like`) on the
+    native stack, whose status depends on the ops its kernel calls.
 
     ## Use instead
     Check the listed ops with `torch_neuronx.analyze` on a Neuron host (`portcheck trace --neuron-analyze`).

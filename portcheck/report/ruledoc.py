@@ -1,12 +1,13 @@
-"""`portcheck rules` (the catalog as a table) and `portcheck rule CODE` (one rule's documentation, in
-ruff's section order plus "Why it matters on Neuron" with its source)."""
+"""`portcheck rules` (the catalog as a table), `portcheck rule CODE` (one rule's documentation, in ruff's section
+order plus "Why it matters on Neuron" with its source) and `portcheck sdk` (the Neuron SDK releases the data
+knows)."""
 
 from __future__ import annotations
 
 import json
 from typing import TextIO
 
-from portcheck.knowledge import RuleInfo, load
+from portcheck.knowledge import RuleInfo, load, load_releases
 from portcheck.rules import Pass, rule_class
 
 
@@ -24,14 +25,15 @@ def write_rules(stream: TextIO, *, as_json: bool, rich_table: bool) -> None:
     if as_json:
         json.dump([
             {"code": r.code, "name": r.name, "category": r.category, "severity": r.severity.label,
-             "fixable": fixable(r.code), "targets": list(r.targets), "default": r.default, "summary": r.summary}
+             "fixable": fixable(r.code), "targets": list(r.targets), "default": r.default, "summary": r.summary,
+             "since": r.releases.since or None, "until": r.releases.until or None}
             for r in rows
         ], stream, indent=2)
         stream.write("\n")
         return
-    header = ("code", "name", "category", "severity", "fixable", "targets")
-    table = [(r.code, r.name, r.category, r.severity.label, "yes" if fixable(r.code) else "no", ",".join(r.targets))
-             for r in rows]
+    header = ("code", "name", "category", "severity", "fixable", "targets", "sdk")
+    table = [(r.code, r.name, r.category, r.severity.label, "yes" if fixable(r.code) else "no", ",".join(r.targets),
+              _releases(r)) for r in rows]
     if rich_table:
         from rich.console import Console
         from rich.table import Table
@@ -46,6 +48,27 @@ def write_rules(stream: TextIO, *, as_json: bool, rich_table: bool) -> None:
         stream.write("  ".join(str(cell).ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() + "\n")
 
 
+def _releases(info: RuleInfo) -> str:
+    """The Neuron SDK releases a rule applies to, as the table shows them: "all", "2.34+", "<=2.33", "2.31-2.33"."""
+    since, until = info.releases.since, info.releases.until
+    if since and until:
+        return f"{since}-{until}"
+    return f"{since}+" if since else f"<={until}" if until else "all"
+
+
+def write_releases(stream: TextIO) -> None:
+    """`portcheck sdk`: each release the data knows, oldest first, with what changed in it for a port."""
+    releases = load_releases()
+    newest = next(reversed(releases))
+    for release in releases.values():
+        dated = f" ({release.date})" if release.date else ""
+        newest_note = "  [newest; the default --sdk]" if release.version == newest else ""
+        stream.write(f"{release.version}{dated}{newest_note}\n")
+        for change in release.changes:
+            stream.write(f"  - {change}\n")
+        stream.write(f"  source: {release.source}\n")
+
+
 def rule_doc(info: RuleInfo) -> str:
     cls = rule_class(info.code)
     sections = cls.sections() if cls is not None else {}
@@ -55,6 +78,7 @@ def rule_doc(info: RuleInfo) -> str:
         "",
         f"Category: {info.category} · severity: {info.severity.label} · targets: {', '.join(info.targets)}"
         f" · fixable: {'yes' if fixable(info.code) else 'no'} · enabled by default: {'yes' if info.default else 'no'}"
+        f" · Neuron SDK releases: {info.releases.describe()}"
         + ("" if Pass.STATIC in passes else f" · reported by: `portcheck {' and '.join(passes)}`"),
         "",
         "## What it does",

@@ -13,6 +13,10 @@ from typing import TextIO
 from portcheck.findings import ScanResult
 from portcheck.traced import GraphFacts
 
+# How the summary names each status: falling back to the CPU (a source says so) is not unknown (no source).
+_VERDICTS = {"supported": "supported", "restricted": "restricted", "cpu-fallback": "fall back to the CPU",
+             "unsupported": "unsupported", "unknown": "unknown (no source)"}
+
 
 @contextlib.contextmanager
 def progress(what: str) -> Iterator[None]:
@@ -38,7 +42,8 @@ def write_trace_summary(result: ScanResult, stream: TextIO) -> None:
         chips = list(ops[0].status)
         for chip in chips:
             counts = Counter(op.status[chip] for op in ops)
-            verdict = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+            order = [s for s in _VERDICTS if s in counts] + sorted(s for s in counts if s not in _VERDICTS)
+            verdict = ", ".join(f"{counts[status]} {_VERDICTS.get(status, status)}" for status in order)
             stream.write(f"ops on {chip}: {len(ops)} distinct ATen ops: {verdict}\n")
     model, graph = trace.model, trace.graph or GraphFacts()
     if model is not None:

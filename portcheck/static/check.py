@@ -16,6 +16,7 @@ from typing import Any, TypeVar, overload
 import libcst as cst
 
 from portcheck.findings import Severity
+from portcheck.knowledge import load
 from portcheck.rules import Rule
 from portcheck.static.names import Names, Scope
 
@@ -106,12 +107,13 @@ class Context:
     """Per-file state shared by all checks during the traversal."""
 
     def __init__(self, module: cst.Module, chip: str, stack: str, enabled: frozenset[str],
-                 text: str | None = None, path: str = "") -> None:
+                 text: str | None = None, path: str = "", sdk: str = "") -> None:
         self.module = module
         self.path = path  # as reported (some checks read what a file's name says it is for)
         self._text = text
         self.chip = chip
         self.stack = stack
+        self.sdk = sdk or load().newest_sdk  # the Neuron SDK release whose facts apply
         self.enabled = enabled
         self.names = Names(module)
         self.hits: list[Hit] = []

@@ -138,7 +138,7 @@ def analyse_file(job: FileJob) -> FileResult:
     gc.disable()
     try:
         text = manifests.decode(data) if manifests.kind(job.path) else decode(data).text
-        return analyse_text(text, job.path, job.chip, job.stack, job.enabled)
+        return analyse_text(text, job.path, job.chip, job.stack, job.enabled, job.sdk)
     except SourceError as exc:
         return FileResult(job.path, errors=(FileError(job.path, exc.message, exc.line),))
     except RecursionError:
@@ -177,7 +177,7 @@ def _no_validation(self: cst.CSTNode) -> None:
     return None
 
 
-def analyse_text(text: str, path: str, chip: str, stack: str, enabled: frozenset[str]) -> FileResult:
+def analyse_text(text: str, path: str, chip: str, stack: str, enabled: frozenset[str], sdk: str = "") -> FileResult:
     if manifests.kind(path) is not None:  # requirements*.txt, pyproject.toml, environment.yml
         return analyse_manifest(text, path, chip, stack, enabled)
     # Python's own parser first: its messages and lines are the ones users know, it is a tenth of libcst's
@@ -201,7 +201,7 @@ def analyse_text(text: str, path: str, chip: str, stack: str, enabled: frozenset
         message = " ".join(exc.message.split())
         return FileResult(path, errors=(FileError(path, f"syntax error: {message}", exc.raw_line),))
 
-    ctx = Context(module, chip, stack, enabled, text, path)
+    ctx = Context(module, chip, stack, enabled, text, path, sdk)
     comments: _Comments | None = [] if may_suppress else None
     _traverse(module, ctx, table, comments)
     if ctx.hits:

@@ -81,7 +81,7 @@ def _overlaps(a: tuple[int, int, str], b: tuple[int, int, str]) -> bool:
 
 
 def fix_text(text: str, job: FileJob, unsafe: bool) -> FixOutcome:
-    result = analyse_text(text, job.path, job.chip, job.stack, job.enabled)
+    result = analyse_text(text, job.path, job.chip, job.stack, job.enabled, job.sdk)
     outcome = FixOutcome(result, first=result, original=text)
     current = text
     for _ in range(MAX_PASSES):
@@ -103,7 +103,7 @@ def fix_text(text: str, job: FileJob, unsafe: bool) -> FixOutcome:
                 return outcome
         outcome.fixed.extend(applied)
         current = candidate
-        result = analyse_text(current, job.path, job.chip, job.stack, job.enabled)
+        result = analyse_text(current, job.path, job.chip, job.stack, job.enabled, job.sdk)
     if current != text:
         tidy = tidy_leftovers(text, current)
         if tidy != current and _breaks(tidy, job.path) is None:
@@ -111,7 +111,7 @@ def fix_text(text: str, job: FileJob, unsafe: bool) -> FixOutcome:
         pruned = drop_imports_made_unused(text, current)
         if pruned != current and _breaks(pruned, job.path) is None:
             current = pruned
-            result = analyse_text(current, job.path, job.chip, job.stack, job.enabled)
+            result = analyse_text(current, job.path, job.chip, job.stack, job.enabled, job.sdk)
     outcome.result = result
     outcome.text = current if current != text else None
     return outcome

@@ -89,7 +89,7 @@ def _run(jobs: list[FileJob], settings: Settings, workers: int | None = 1, cache
             # limit says.
             pending.append((job, None, None))
             continue
-        content, key = content_hash(data), cache.key(job.path, job.chip, job.stack, job.enabled)
+        content, key = content_hash(data), cache.key(job.path, job.chip, job.stack, job.enabled, job.sdk)
         cached = cache.get(key, content)
         if cached is not None:
             outcomes.append(cached)

@@ -106,7 +106,7 @@ def _removable(ctx: Context, stmt: cst.CSTNode) -> bool:
     if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and CudaSilentCall.code in ctx.enabled:
         qualname = ctx.qualname(small.value.func) or ""
         api = api_entry(qualname[len("torch.cuda."):]) if qualname.startswith("torch.cuda.") else None
-        spec = api.fixes.get(ctx.stack) if api is not None else None
+        spec = api.fix(ctx.stack, ctx.sdk) if api is not None else None
         return spec is not None and spec.remove
     return False
 

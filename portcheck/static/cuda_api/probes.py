@@ -190,7 +190,7 @@ class _StrayCuda(cst.CSTVisitor):
             qualname = self.ctx.qualname(node) or ""
             if qualname.startswith("torch.cuda."):  # a CUDA call the port would reach and no fix rewrites
                 api = api_entry(qualname[len("torch.cuda."):])
-                self.found = api is None or self.ctx.stack not in api.fixes
+                self.found = api is None or api.fix(self.ctx.stack, self.ctx.sdk) is None
                 return False
         if isinstance(node, cst.Call):
             self.allowed.update(id(a.value) for kind, a in placements(self.ctx, node) if kind != "device_map")

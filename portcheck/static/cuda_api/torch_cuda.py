@@ -93,10 +93,11 @@ class CudaStreamEvent(Rule):
     ```
 
     ## Use instead
-    Drop the stream: the Neuron compiler schedules the whole graph.
+    On the native stack (Neuron 2.33+), `torch.neuron.Stream()` / `torch.neuron.Event()`; on xla, drop the
+    stream: the Neuron compiler schedules the whole graph.
 
     ## Fix safety
-    No automatic fix: Neuron documents no stream or event API to rewrite to.
+    No automatic fix: whether the stream is still wanted on Neuron is the author's call.
     """
 
     code = "PC107"
@@ -186,7 +187,8 @@ _NO_EQUIVALENT = {
 }
 
 
-def _api_message(qualname: str, api: CudaApi | None, stack: str, read: str | None = None) -> tuple[type[Rule], str]:
+def _api_message(qualname: str, api: CudaApi | None, stack: str, read: str | None = None,
+                 sdk: str = "") -> tuple[type[Rule], str]:
     """The rule and message of a torch.cuda API; `read`: the attribute the code reads from the call's result."""
     if api is None:
         return CudaApiOther, (
@@ -194,7 +196,7 @@ def _api_message(qualname: str, api: CudaApi | None, stack: str, read: str | Non
             "(nothing under torch.cuda has a Neuron meaning)"
         )
     found = _API_RULES[api.code]
-    replacement = api.replacement(stack)
+    replacement = api.replacement(stack, sdk)
     code, _, note = replacement.partition(" (")  # "True (every NeuronCore supports BF16)": code, then why
     if replacement and read is not None and code.endswith("current_accelerator()"):
         advice = (f"`{code}` names the device but has no `.{read}`; the {stack} stack documents no drop-in for "
@@ -203,6 +205,13 @@ def _api_message(qualname: str, api: CudaApi | None, stack: str, read: str | Non
         advice = f"use `{code}` ({note}" if note else f"use `{code}`"
     elif stack == "xla" and api.xla_note:
         advice = api.xla_note
+    elif api.later(stack, sdk):
+        advice = (f"`{api.native.partition(' (')[0]}` replaces it on the native stack from Neuron {api.native_since} "
+                  f"(these are Neuron {sdk}'s facts, which document no equivalent)")
+    elif found is CudaStreamEvent and stack == "native" and (stream := api_entry("Stream")) is not None \
+            and stream.replacement(stack, sdk):
+        advice = (f"the native stack's `torch.neuron` has `Stream` and `Event` (Neuron {stream.native_since}+) but "
+                  "documents no counterpart of this one; remove explicit stream handling")
     else:
         advice = _NO_EQUIVALENT.get(found, f"the {stack} stack documents no equivalent; remove it or guard it")
     return found, f"`{qualname}` {_BEHAVIOUR[api.behaviour]}; {advice}"
@@ -215,7 +224,7 @@ def _judge_reference(ctx: Context, node: cst.Attribute | cst.Name, qualname: str
         if qualname == "torch.cuda" and mocked(ctx, node):
             return  # a test's stub of torch.cuda, as `torch.cuda.is_bf16_supported = lambda: True` is
         api = api_entry(qualname[len("torch.cuda."):])
-        found, message = _api_message(qualname, api, ctx.stack, attribute_read(ctx, node))
+        found, message = _api_message(qualname, api, ctx.stack, attribute_read(ctx, node), ctx.sdk)
         fix = _api_fix(ctx, node, api) if api is not None and found.code in ctx.enabled else None
         if found is CudaAvailabilityProbe:  # a probe is not judged by the probes around it
             note = "here it only decides whether a message is logged" if only_logs(ctx, node) else probe_note(ctx, node)
@@ -342,7 +351,7 @@ def _callee(ctx: Context, node: cst.BaseExpression, target: str) -> tuple[str, t
 
 def _api_fix(ctx: Context, node: cst.BaseExpression, api: CudaApi) -> FixPlan | None:
     """A call of a torch.cuda API, rewritten as cuda_api.toml says for the stack; an uncalled reference is not."""
-    spec = api.fixes.get(ctx.stack)
+    spec = api.fix(ctx.stack, ctx.sdk)
     call = find_call(ctx, lambda c: c.func is node) if spec is not None else None
     if call is None or spec is None:
         return None

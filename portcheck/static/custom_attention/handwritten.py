@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from portcheck.knowledge import load_native_sdpa
 from portcheck.rules import Pass, Rule, rule
 from portcheck.static.check import Context, check
 from portcheck.static.syntax import blocks, call_name, string_value
@@ -83,6 +84,8 @@ def attention_sizes(shape: AttentionShape) -> str:
 def kernel_advice(shape: AttentionShape, stack: str) -> str:
     """Which fused NKI attention kernel fits a traced attention's sizes on a stack, if any."""
     head_dim, seq = shape.head_dim, shape.seq_q
+    if stack == "native":
+        return _native_sdpa_advice(shape)
     if isinstance(head_dim, int) and head_dim > 128:
         return f"head_dim {head_dim} is above the 128 the NKI attention kernels take, so it stays unfused"
     kernel = ("the NKI Library's `attention_cte` (prefill) in a `@nki.jit` op" if stack == "native" else
@@ -91,6 +94,29 @@ def kernel_advice(shape: AttentionShape, stack: str) -> str:
     if isinstance(seq, int) and seq % 2048:
         advice += f"; NxD's training flash attention needs a sequence that is a multiple of 2048 (this is {seq})"
     return advice
+
+
+def _native_sdpa_advice(shape: AttentionShape) -> str:
+    """Whether TorchNeuron's NKI SDPA kernel takes these sizes, eager and under torch.compile (ops.toml
+    [native_sdpa])."""
+    sdpa = load_native_sdpa()
+    head_dim, seq_q, seq_k = shape.head_dim, shape.seq_q, shape.seq_k
+    if isinstance(head_dim, int) and head_dim > sdpa.head_dim_max:
+        return (f"head_dim {head_dim} is above the {sdpa.head_dim_max} TorchNeuron's NKI SDPA kernel takes, so SDPA "
+                "runs unfused on the device")
+    known = isinstance(seq_q, int) and isinstance(seq_k, int)
+
+    def fits(multiple: int, key_tile: int = 1) -> str:
+        if not known:
+            return "unknown lengths"
+        assert isinstance(seq_q, int) and isinstance(seq_k, int)
+        return "fits" if not seq_q % multiple and not seq_k % multiple and not seq_k % key_tile else "does not fit"
+
+    return (f"TorchNeuron's NKI SDPA kernel needs head_dim <= {sdpa.head_dim_max}, no mask and dropout 0, and "
+            f"eager both lengths multiples of {sdpa.eager_seq_multiple} ({fits(sdpa.eager_seq_multiple)}), "
+            f"torch.compile both multiples of {sdpa.compile_seq_multiple} and the key length of its tile (at least "
+            f"{sdpa.compile_key_tile}; {fits(sdpa.compile_seq_multiple, sdpa.compile_key_tile)}, with "
+            "TORCH_NEURONX_ENABLE_NKI_SDPA on); otherwise SDPA runs unfused on the device")
 
 
 HANDWRITTEN_TOKENS = ("softmax",)
