@@ -69,7 +69,7 @@ def test_selection_per_file_ignores_and_suppression_apply_to_dependency_files(pr
     report, _ = scan("--isolated", "--ignore", "PC725", ".", cwd=project)
     assert report["findings"] == []
     report, _ = scan("--isolated", "--select", "PC724", "requirements", cwd=project)
-    assert report["findings"] == []  # its PC724 is suppressed by the line's `# noqa: PC724`
+    assert report["findings"] == []  # its PC724 is suppressed by the noqa comment on that requirement line
     (project / "portcheck.toml").write_text('per-file-ignores = { "requirements.txt" = ["PC725"] }\n')
     try:
         report, _ = scan("requirements.txt", "environment.yml", cwd=project)

@@ -255,8 +255,8 @@ def test_status_and_data_dependent_findings_from_a_graph_result():
     from portcheck.config import Layer, resolve
     from portcheck.dynamic.outcome import ModelFacts, OpCount, TraceOutcome
     from portcheck.dynamic.results import build_report
-    from portcheck.static.dynamic_shape.nms import UnbackedSize
     from portcheck.knowledge import OpSupport
+    from portcheck.static.dynamic_shape.nms import UnbackedSize
     from portcheck.traced import GraphFacts, Place, TracedFinding
 
     settings = resolve([Layer(target="inf2")], ROOT, None, command="trace")
