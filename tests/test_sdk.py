@@ -207,3 +207,28 @@ def test_sdk_listing_version_and_rule_releases():
     assert "Neuron SDK data to 2.34" in run_portcheck("--version").stdout
     assert run_portcheck("rules").stdout.splitlines()[0].split()[-1] == "sdk"
     assert "Neuron SDK releases: all releases" in run_portcheck("rule", "PC107").stdout
+
+
+XLA_ON_TRN2 = textwrap.dedent("""\
+    import torch
+    import torch.distributed as dist
+    import torch_neuronx
+    traced = torch_neuronx.trace(model, example)
+    dist.send(torch.zeros(4), dst=1)
+""")
+
+
+def test_rules_with_a_release_range_apply_from_their_first_release(tmp_path):
+    """PC722 (PyTorch/XLA inference on Trn2) holds from 2.34, when it stopped being supported there; PC609 (a
+    collective TorchNeuron lacks) from 2.33, when TorchNeuron went public. Same file, same target, two releases."""
+    path = tmp_path / "serve.py"
+    path.write_text(XLA_ON_TRN2, encoding="utf-8")
+
+    def codes(sdk: str) -> set[tuple[int, str]]:
+        done = run_portcheck("scan", "--isolated", "--no-cache", "--format", "json", "--select", "PC722,PC609",
+                             "--target", "trn2", "--stack", "native", "--sdk", sdk, str(path))
+        assert done.returncode in (0, 1), done.stderr
+        return {(f["line"], f["code"]) for f in json.loads(done.stdout)["findings"]}
+
+    assert codes("2.34") == {(4, "PC722"), (5, "PC609")}
+    assert codes("2.33") == {(5, "PC609")}
