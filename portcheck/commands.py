@@ -112,7 +112,7 @@ def fix_stdin(data: bytes, filename: str | None, settings: Settings, cwd: Path, 
         raise ConfigError(f"{display}: {exc.message}") from None
     outcome = fix_text(source.text, job, fixing.unsafe)
     text = outcome.text if outcome.text is not None else source.text
-    result = ScanResult(Target(settings.chip, settings.stack), 1, list(outcome.result.findings),
+    result = ScanResult(Target(settings.chip, settings.stack, settings.sdk), 1, list(outcome.result.findings),
                         list(outcome.result.errors), outcome.fixed, True)
     return StdinFix(result, text, unified_diff(display, source.text, text), outcome.text is not None)
 
@@ -196,7 +196,7 @@ def advise(options: AdviseOptions, traced: TraceOutcome | None, request: TraceRe
                                         options.dtype, options.tp, options.prefer, options.lnc, settings.sdk))
     findings = trace(traced, settings, cwd, static=False).findings if traced else []
     findings += _plan_findings(plan, settings, traced, cwd)
-    result = ScanResult(Target(settings.chip, settings.stack), files=0, findings=findings)
+    result = ScanResult(Target(settings.chip, settings.stack, settings.sdk), files=0, findings=findings)
     script = None
     if options.script:
         from portcheck.advise.script import bringup_script

@@ -150,6 +150,7 @@ class FileTooLarge(Exception):
 class Target:
     chip: str
     stack: str
+    sdk: str = ""  # the Neuron SDK release whose facts applied
 
 
 @dataclass

@@ -118,7 +118,7 @@ def review(change: Change, settings: Settings) -> ScanResult:
     from portcheck.static.discover import is_excluded
     from portcheck.static.engine import analyse_file
 
-    result = ScanResult(Target(settings.chip, settings.stack))
+    result = ScanResult(Target(settings.chip, settings.stack, settings.sdk))
     for path, hunks in sorted(change.hunks.items()):
         location = change.root / path
         if not hunks or is_excluded(location, settings):

@@ -52,7 +52,7 @@ def test_json_has_exactly_schema_1():
     done = run_portcheck("scan", "--format", "json", EXAMPLE)
     report = json.loads(done.stdout)
     assert set(report) == {"schema_version", "portcheck_version", "target", "findings", "errors", "summary"}
-    assert report["schema_version"] == 1 and report["target"] == {"chip": "trn2", "stack": "native"}
+    assert report["schema_version"] == 1 and report["target"] == {"chip": "trn2", "stack": "native", "sdk": "2.34"}
     assert report["findings"], "the example has findings"
     for finding in report["findings"]:
         assert set(finding) == FINDING_KEYS
@@ -101,7 +101,7 @@ def test_statistics():
 def test_target_and_stack_change_the_advice():
     inf2 = run_portcheck("scan", "--target", "inf2", "--format", "json", EXAMPLE)
     report = json.loads(inf2.stdout)
-    assert report["target"] == {"chip": "inf2", "stack": "xla"}
+    assert report["target"] == {"chip": "inf2", "stack": "xla", "sdk": "2.34"}
     assert any("torch_xla.device()" in f["message"] for f in report["findings"])
     bad = run_portcheck("scan", "--target", "inf2", "--stack", "native", EXAMPLE)
     assert bad.returncode == 2 and "does not run on inf2" in bad.stderr and "Traceback" not in bad.stderr

@@ -93,7 +93,7 @@ def stack_of(chip: str, target: Target, sdk: str = "") -> str:
 
 
 def build_report(outcome: TraceOutcome, settings: Settings, cwd: Path, static: bool) -> ScanResult:
-    target = Target(settings.chip, settings.stack)
+    target = Target(settings.chip, settings.stack, settings.sdk)
     ops_data = load_ops()
     lines = Lines()
     model = outcome.model

@@ -25,7 +25,8 @@ def summary_line(result: ScanResult) -> str:
     if result.errors:
         text += f"; {len(result.errors)} file{'s' if len(result.errors) != 1 else ''} could not be analysed"
     target = result.target
-    return f"{text}. Target: {target.chip} ({target.stack} stack).{baselined}"
+    sdk = f", Neuron SDK {target.sdk}" if target.sdk else ""
+    return f"{text}. Target: {target.chip} ({target.stack} stack{sdk}).{baselined}"
 
 
 def write_concise(result: ScanResult, stream: TextIO, *, color: bool) -> None:

@@ -36,7 +36,7 @@ def report_dict(result: ScanResult) -> dict[str, Any]:
     report: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "portcheck_version": __version__,
-        "target": {"chip": result.target.chip, "stack": result.target.stack},
+        "target": {"chip": result.target.chip, "stack": result.target.stack, "sdk": result.target.sdk},
         "findings": [finding_dict(f) for f in result.findings],
         "errors": [{"path": e.path, "message": e.message, "line": e.line} for e in result.errors],
         "summary": {

@@ -34,7 +34,8 @@ def review_body(result: ScanResult, change: Change, lines_for: Callable[[str], l
 
 
 def summary_markdown(result: ScanResult) -> str:
-    target = f"{result.target.chip} ({result.target.stack} stack)"
+    sdk = f", Neuron SDK {result.target.sdk}" if result.target.sdk else ""
+    target = f"{result.target.chip} ({result.target.stack} stack{sdk})"
     if not result.findings and not result.errors:
         return f"**portcheck** found nothing to fix for {target} on the changed lines."
     by = Counter((f.category, f.severity) for f in result.findings)

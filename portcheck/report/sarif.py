@@ -52,7 +52,8 @@ def sarif_log(result: ScanResult, cwd: Path | None = None) -> dict[str, Any]:
                  "locations": [{"physicalLocation": _place(e.path, e.line or 1, 1, e.line or 1, 0)}]}
                 for e in result.errors],
         }],
-        "properties": {"target": {"chip": result.target.chip, "stack": result.target.stack}},
+        "properties": {"target": {"chip": result.target.chip, "stack": result.target.stack,
+                                   "sdk": result.target.sdk}},
     }
     return {"$schema": SCHEMA, "version": "2.1.0", "runs": [run]}
 

@@ -38,7 +38,7 @@ def scan_stdin(data: bytes, filename: str | None, settings: Settings, cwd: Path)
     display = filename or "-"
     location = (cwd / filename) if filename else cwd / "-"
     if filename and settings.force_exclude and is_excluded(location, settings):
-        return ScanResult(target=Target(settings.chip, settings.stack))
+        return ScanResult(target=Target(settings.chip, settings.stack, settings.sdk))
     job = settings.job(display, location, data)
     return _run([job], settings)
 
@@ -75,7 +75,7 @@ def _die_with_parent(parent: int) -> None:
 
 
 def _run(jobs: list[FileJob], settings: Settings, workers: int | None = 1, cache: Cache | None = None) -> ScanResult:
-    result = ScanResult(target=Target(settings.chip, settings.stack), files=len(jobs))
+    result = ScanResult(target=Target(settings.chip, settings.stack, settings.sdk), files=len(jobs))
     outcomes: list[FileResult] = []
     pending: list[tuple[FileJob, str | None, str | None]] = []  # the job, its cache key, its content hash
     for job in jobs:
@@ -137,7 +137,7 @@ def _cacheable(outcome: FileResult) -> bool:
 def _fix(jobs: list[FileJob], settings: Settings, fixing: Fixing, workers: int | None = 1) -> ScanResult:
     from portcheck.static.rewrite import fix_file, replace_if_unchanged, unified_diff
 
-    result = ScanResult(target=Target(settings.chip, settings.stack), files=len(jobs), fixing=True)
+    result = ScanResult(target=Target(settings.chip, settings.stack, settings.sdk), files=len(jobs), fixing=True)
     diffs, finals = [], []
     for job, (outcome, data, encoding) in zip(jobs, _in_parallel(partial(fix_file, unsafe=fixing.unsafe), jobs,
                                                                   workers), strict=True):
