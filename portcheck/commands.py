@@ -98,7 +98,8 @@ class StdinFix:
 
 def fix_stdin(data: bytes, filename: str | None, settings: Settings, cwd: Path, fixing: Fixing) -> StdinFix:
     """`portcheck scan --fix -`: the fixed source and what is left, for stdin's text."""
-    from portcheck.static.rewrite import fix_text, unified_diff
+    from portcheck.static.engine import failed
+    from portcheck.static.rewrite import FixOutcome, fix_text, unified_diff
     from portcheck.static.source import SourceError, decode
 
     display = filename or "-"
@@ -110,7 +111,10 @@ def fix_stdin(data: bytes, filename: str | None, settings: Settings, cwd: Path, 
         raise ConfigError(f"{display}: {exc}") from None
     except SourceError as exc:
         raise ConfigError(f"{display}: {exc.message}") from None
-    outcome = fix_text(source.text, job, fixing.unsafe)
+    try:
+        outcome = fix_text(source.text, job, fixing.unsafe)
+    except Exception as exc:  # RecursionError, MemoryError, a bug: an error entry, the text given back unchanged
+        outcome = FixOutcome(failed(display, exc))
     text = outcome.text if outcome.text is not None else source.text
     result = ScanResult(Target(settings.chip, settings.stack), 1, list(outcome.result.findings),
                         list(outcome.result.errors), outcome.fixed, True)

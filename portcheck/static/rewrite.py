@@ -19,8 +19,8 @@ from pathlib import Path
 
 from portcheck.atomic import replace_file
 from portcheck.findings import Edit, FileError, FileResult, FileTooLarge, Finding
-from portcheck.static.engine import FileJob, analyse_text
-from portcheck.static.source import SourceError, decode
+from portcheck.static.engine import FileJob, analyse_text, failed
+from portcheck.static.source import decode
 
 MAX_PASSES = 10
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
@@ -289,9 +289,9 @@ def fix_file(job: FileJob, unsafe: bool) -> tuple[FixOutcome, bytes | None, str]
         return FixOutcome(FileResult(job.path, errors=(FileError(job.path, str(exc)),))), None, ""
     try:
         source = decode(data)
-    except SourceError as exc:
-        return FixOutcome(FileResult(job.path, errors=(FileError(job.path, exc.message, exc.line),))), None, ""
-    return fix_text(source.text, job, unsafe), data, source.encoding
+        return fix_text(source.text, job, unsafe), data, source.encoding
+    except Exception as exc:  # RecursionError, MemoryError, a bug: this file's error entry, the others go on
+        return FixOutcome(failed(job.path, exc)), None, ""
 
 
 def replace_if_unchanged(location: Path, text: str, encoding: str, expected: bytes) -> str | None:
