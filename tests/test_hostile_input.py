@@ -7,8 +7,10 @@ from __future__ import annotations
 import json
 import os
 import resource
+import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -123,3 +125,108 @@ def test_review_and_the_pre_commit_hook_survive_a_crashing_file(tmp_path):
     hook = portcheck("scan", "--isolated", "--force-exclude", "--format", "json", "good.py", "crash.py",
                      cwd=tmp_path)
     assert [f["path"] for f in report_of(hook)["findings"]] == ["good.py"]
+
+
+# ---- output paths -----------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def dev_null_stays_a_device():
+    yield
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode), "/dev/null is no longer a character device"
+
+
+def _scan_to(target: str, cwd: Path, *extra: str, umask: int | None = None) -> subprocess.CompletedProcess:
+    def set_umask() -> None:
+        assert umask is not None
+        os.umask(umask)
+
+    return subprocess.run([sys.executable, "-m", "portcheck", "scan", "--isolated", "--no-cache", "good.py",
+                           *extra, target], cwd=cwd, capture_output=True, timeout=120,
+                          preexec_fn=set_umask if umask is not None else None)
+
+
+@pytest.mark.usefixtures("dev_null_stays_a_device")
+@pytest.mark.parametrize("option", ["-o", "--write-baseline"])
+def test_output_paths_are_written_through_never_replaced(tmp_path, option):
+    (tmp_path / "good.py").write_text(GOOD)
+    # a symlink to a regular file: the file gets the report, the link stays a link
+    (tmp_path / "target.txt").write_text("old\n")
+    (tmp_path / "link.txt").symlink_to("target.txt")
+    assert _scan_to("link.txt", tmp_path, option).returncode in (0, 1)
+    assert (tmp_path / "link.txt").is_symlink() and "old" not in (tmp_path / "target.txt").read_text()
+    # a symlink to /dev/null (as `-o /dev/null` is): written to, the link and the device untouched
+    (tmp_path / "null").symlink_to("/dev/null")
+    done = _scan_to("null", tmp_path, option)
+    assert done.returncode in (0, 1) and b"error" not in done.stderr, done.stderr
+    assert (tmp_path / "null").is_symlink()
+    # an existing file keeps its mode; a new one gets the umask's
+    (tmp_path / "private.txt").write_text("old\n")
+    (tmp_path / "private.txt").chmod(0o600)
+    _scan_to("private.txt", tmp_path, option, umask=0o077)
+    assert stat.S_IMODE((tmp_path / "private.txt").stat().st_mode) == 0o600
+    _scan_to("new.txt", tmp_path, option, umask=0o027)
+    assert stat.S_IMODE((tmp_path / "new.txt").stat().st_mode) == 0o640
+    # a hard-linked file is written in place: both names still see one file
+    (tmp_path / "one.txt").write_text("old\n")
+    os.link(tmp_path / "one.txt", tmp_path / "two.txt")
+    _scan_to("two.txt", tmp_path, option)
+    assert (tmp_path / "one.txt").read_text() == (tmp_path / "two.txt").read_text() != "old\n"
+
+
+@pytest.mark.usefixtures("dev_null_stays_a_device")
+def test_output_to_pipes_fifos_and_descriptors(tmp_path):
+    (tmp_path / "good.py").write_text(GOOD)
+    # /dev/fd/1 is the open standard output (the old code tried to create a file in /proc/self/fd)
+    done = _scan_to("/dev/fd/1", tmp_path, "-o")
+    assert done.returncode == 1 and b"PC101" in done.stdout, done.stderr
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    lonely = _scan_to("fifo", tmp_path, "-o")  # nobody reads it: one line, no hang
+    assert lonely.returncode == 2 and b"no process is reading that FIFO" in lonely.stderr
+    reader = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.PIPE)
+    try:
+        time.sleep(0.3)  # let cat open the FIFO
+        assert _scan_to("fifo", tmp_path, "-o").returncode == 1
+        assert b"PC101" in reader.communicate(timeout=30)[0]
+    finally:
+        reader.kill()
+        reader.wait()
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
+
+
+@pytest.mark.parametrize("make", ["directory", "dangling"])
+def test_output_paths_that_are_refused(tmp_path, make):
+    (tmp_path / "good.py").write_text(GOOD)
+    if make == "directory":
+        (tmp_path / "out").mkdir()
+    else:
+        (tmp_path / "out").symlink_to("nowhere")
+    done = _scan_to("out", tmp_path, "-o")
+    assert done.returncode == 2 and done.stderr.startswith(b"portcheck: error: cannot write out: ")
+    assert b"Traceback" not in done.stderr and (tmp_path / "out").is_dir() == (make == "directory")
+    assert not (tmp_path / "nowhere").exists()
+
+
+def test_advise_outputs_keep_links_and_modes(tmp_path):
+    (tmp_path / "plan.txt").write_text("previous plan\n")
+    (tmp_path / "plan-link").symlink_to("plan.txt")
+    done = portcheck("advise", "--isolated", "--params", "7e9", "--layers", "32", "--hidden", "4096", "--heads", "32",
+                     "-o", "plan-link", cwd=tmp_path)
+    assert done.returncode in (0, 1), done.stderr
+    assert (tmp_path / "plan-link").is_symlink() and "previous plan" not in (tmp_path / "plan.txt").read_text()
+
+
+def test_fix_through_a_symlink_fixes_the_target_and_keeps_the_link(tmp_path):
+    (tmp_path / "real.py").write_text(GOOD)
+    (tmp_path / "real.py").chmod(0o640)
+    (tmp_path / "link.py").symlink_to("real.py")
+    done = portcheck("scan", "--isolated", "--no-cache", "--fix", "link.py", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "link.py").is_symlink() and "cuda" not in (tmp_path / "real.py").read_text()
+    assert stat.S_IMODE((tmp_path / "real.py").stat().st_mode) == 0o640
+    os.link(tmp_path / "real.py", tmp_path / "hard.py")
+    (tmp_path / "real.py").write_text(GOOD)
+    refused = portcheck("scan", "--isolated", "--no-cache", "--fix", "hard.py", cwd=tmp_path)
+    assert refused.returncode == 1 and b"hard links" in refused.stdout
+    assert (tmp_path / "real.py").read_text() == GOOD == (tmp_path / "hard.py").read_text()

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import ast
 import difflib
-import os
 import re
-import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from portcheck.atomic import replace_file
+from portcheck.atomic import replace_keeping
+from portcheck.errors import UserError
 from portcheck.findings import Edit, FileError, FileResult, FileTooLarge, Finding
 from portcheck.static.engine import FileJob, analyse_text, failed
 from portcheck.static.source import decode
@@ -300,14 +299,15 @@ def replace_if_unchanged(location: Path, text: str, encoding: str, expected: byt
         with open(location, "rb") as handle:
             if handle.read() != expected:
                 return "changed on disk since it was read; not fixed, run again"
-        mode = stat.S_IMODE(os.stat(location).st_mode)
         data = text.encode(encoding)
     except (OSError, UnicodeEncodeError) as exc:
         return f"cannot write: {getattr(exc, 'strerror', None) or exc}"
     try:
-        replace_file(location, data, mode)
+        replace_keeping(location, data)  # through a symlink, the target; mode, owner and xattrs kept
     except OSError as exc:
         return f"cannot write: {exc.strerror or exc}"
+    except UserError as exc:
+        return f"not fixed: {exc}"
     return None
 
 
