@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from portcheck.config import ConfigError, Settings
-from portcheck.findings import FileTooLarge, Finding, ScanResult, Target, fingerprinted
+from portcheck.findings import FileTooLarge, Finding, ScanResult, Target, fingerprinted, python_lines
 
 if TYPE_CHECKING:
     from portcheck.advise.plan import Plan
@@ -26,9 +26,9 @@ def source_lines(cwd: Path, stdin_text: str | None = None) -> LinesFor:
     """For code frames and suggestions: a file's lines (relative to `cwd`), or stdin's."""
     def lines_for(path: str) -> list[str]:
         if stdin_text is not None:
-            return stdin_text.splitlines()
+            return python_lines(stdin_text)
         try:
-            return (cwd / path).read_text(encoding="utf-8", errors="replace").splitlines()
+            return python_lines((cwd / path).read_text(encoding="utf-8", errors="replace"))
         except OSError:
             return []
 

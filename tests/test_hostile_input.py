@@ -230,3 +230,88 @@ def test_fix_through_a_symlink_fixes_the_target_and_keeps_the_link(tmp_path):
     refused = portcheck("scan", "--isolated", "--no-cache", "--fix", "hard.py", cwd=tmp_path)
     assert refused.returncode == 1 and b"hard links" in refused.stdout
     assert (tmp_path / "real.py").read_text() == GOOD == (tmp_path / "hard.py").read_text()
+
+
+# ---- files that are not regular files, line splitting, git config from the scanned tree ------------------------
+
+
+def test_fifos_device_links_and_sparse_files_are_error_entries_not_reads(tmp_path):
+    (tmp_path / "good.py").write_text(GOOD)
+    os.mkfifo(tmp_path / "fifo.py")  # reading it waited for a writer for ever
+    (tmp_path / "zero.py").symlink_to("/dev/zero")  # never ends: unbounded memory
+    with open(tmp_path / "sparse.py", "wb") as handle:
+        handle.truncate(4 * 2**30)  # 4 GiB, no disk used
+    cache = tmp_path / "cache"
+    for _ in range(2):  # the second run reads the cache
+        done = portcheck("scan", "--isolated", "--cache-dir", str(cache), "--format", "json", ".", cwd=tmp_path,
+                         timeout=60)
+        report = report_of(done)
+        errors = errors_of(report)
+        assert [f["path"] for f in report["findings"]] == ["good.py"]
+        assert errors["fifo.py"] == errors["zero.py"] == "cannot read: not a regular file (a FIFO, device or socket)"
+        assert errors["sparse.py"].startswith("too large to analyse: 4096.0 MB")
+    # a cache entry that is a FIFO or a link to /dev/zero is a miss, not a hang
+    for entry in (cache / "v1").iterdir():
+        entry.unlink()
+        os.mkfifo(entry) if entry.name < "8" else entry.symlink_to("/dev/zero")
+    report = report_of(portcheck("scan", "--isolated", "--cache-dir", str(cache), "--format", "json", ".",
+                                 cwd=tmp_path, timeout=60))
+    assert [f["path"] for f in report["findings"]] == ["good.py"]
+
+
+def test_lines_are_split_where_python_splits_them(tmp_path):
+    """A form feed, U+2028 or \\x1c (in a comment) is inside a line for Python; str.splitlines split there, so code
+    frames, review suggestions and fingerprints were built from the wrong line."""
+    (tmp_path / "odd.py").write_text("import torch\n\f\nx = 1  # \u2028 y\n# a \x1c b\nz = torch.zeros(3).cuda()\n")
+    full = portcheck("scan", "--isolated", "--no-cache", "--format", "full", "odd.py", cwd=tmp_path)
+    assert " 5 | z = torch.zeros(3).cuda()" in full.stdout.decode()
+    from portcheck.findings import fingerprinted, python_lines
+
+    assert python_lines("a\fb\n\u2028c\r\nd\re\n") == ["a\fb", "\u2028c", "d", "e"]
+    # the fingerprint hashes the flagged text: with the file's lines split as Python does, it is the same as for
+    # the same code without the odd characters above it
+    from portcheck.static.engine import analyse_text
+
+    odd_text = (tmp_path / "odd.py").read_text()
+    (odd,) = analyse_text(odd_text, "m.py", "trn2", "native", frozenset({"PC101"})).findings
+    (plain,) = analyse_text("import torch\n\n\n\nz = torch.zeros(3).cuda()\n", "m.py", "trn2", "native",
+                            frozenset({"PC101"})).findings
+    assert odd.line == plain.line == 5 and odd.fingerprint == plain.fingerprint
+    assert fingerprinted([odd], odd_text.splitlines(), "m.py")[0].fingerprint != odd.fingerprint  # the old split
+
+
+def test_review_suggestion_is_built_from_the_flagged_line(tmp_path):
+    _git("init", "-q", "-b", "main", cwd=tmp_path)
+    (tmp_path / "base.py").write_text("x = 1\n")
+    _git("add", ".", cwd=tmp_path)
+    _git("commit", "-q", "-m", "base", cwd=tmp_path)
+    (tmp_path / "odd.py").write_text("import torch\n# \u2028 a\n# \x1c b\nz = torch.zeros(3).cuda()\n")
+    _git("add", ".", cwd=tmp_path)
+    _git("commit", "-q", "-m", "odd", cwd=tmp_path)
+    done = portcheck("review", "--isolated", "--base", "HEAD~1", "--head", "HEAD", "--format", "github-review",
+                     cwd=tmp_path)
+    body = json.loads(done.stdout)
+    (comment,) = body["comments"]
+    assert comment["line"] == 4 and 'z = torch.zeros(3).to("neuron")' in comment["body"], comment
+
+
+@pytest.mark.parametrize("command", ["scan", "review"])
+def test_git_config_in_the_scanned_tree_runs_nothing(tmp_path, command):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git("init", "-q", "-b", "main", cwd=repo)
+    marker = tmp_path / "ran"
+    hook = tmp_path / "monitor.sh"
+    hook.write_text(f"#!/bin/sh\ntouch {marker}\nexit 1\n")
+    hook.chmod(0o755)
+    (repo / "base.py").write_text("x = 1\n")
+    _git("add", ".", cwd=repo)
+    _git("commit", "-q", "-m", "base", cwd=repo)
+    (repo / "good.py").write_text(GOOD)
+    _git("add", "good.py", cwd=repo)
+    _git("config", "core.fsmonitor", str(hook), cwd=repo)  # what an extracted archive's .git/config can say
+    args = ("scan", "--isolated", "--no-cache", ".") if command == "scan" else ("review", "--isolated", "--base",
+                                                                                  "main")
+    done = portcheck(*args, cwd=repo)
+    assert done.returncode == 1 and b"PC101" in done.stdout, done.stderr
+    assert not marker.exists(), "git ran the tree's core.fsmonitor"

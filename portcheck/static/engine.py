@@ -17,7 +17,17 @@ from typing import cast
 
 import libcst as cst
 
-from portcheck.findings import Edit, FileError, FileJob, FileResult, FileTooLarge, Finding, Fix, fingerprinted
+from portcheck.findings import (
+    Edit,
+    FileError,
+    FileJob,
+    FileResult,
+    FileTooLarge,
+    Finding,
+    Fix,
+    fingerprinted,
+    python_lines,
+)
 from portcheck.knowledge import load
 from portcheck.rules import registry
 from portcheck.static.check import CHECKS, Check, Context, FixPlan, Hit
@@ -235,7 +245,7 @@ def analyse_text(text: str, path: str, chip: str, stack: str, enabled: frozenset
     # one numbering for both, so a silenced finding never shares a fingerprint with a live twin
     silenced = Counter((f.sort_key, f.message) for f in suppressed)
     kept, quiet = [], []
-    for f in fingerprinted([*findings, *suppressed], ctx.text.splitlines(), path):
+    for f in fingerprinted([*findings, *suppressed], python_lines(ctx.text), path):
         key = (f.sort_key, f.message)
         if silenced[key]:
             silenced[key] -= 1
