@@ -315,3 +315,61 @@ def test_git_config_in_the_scanned_tree_runs_nothing(tmp_path, command):
     done = portcheck(*args, cwd=repo)
     assert done.returncode == 1 and b"PC101" in done.stdout, done.stderr
     assert not marker.exists(), "git ran the tree's core.fsmonitor"
+
+
+# ---- the model's process ----------------------------------------------------------------------------------------
+
+
+def test_trace_child_imports_nothing_from_the_working_directory(tmp_path):
+    """The child ran `python -m` in the working directory, so a json.py or portcheck.py there was imported and
+    run in place of the real module."""
+    marker = tmp_path / "ran"
+    for name in ("json.py", "portcheck.py", "enum.py"):
+        (tmp_path / name).write_text(f"open({str(marker)!r}, 'a').write({name!r})\n")
+    models = tmp_path / "models"
+    models.mkdir()
+    (models / "tiny.py").write_text("import torch\n\n\ndef build():\n"
+                                    "    return torch.nn.Linear(2, 2), (torch.zeros(1, 2),)\n")
+    # -P for this process too, as the `portcheck` console script runs it: only the child is under test
+    done = subprocess.run([sys.executable, "-P", "-m", "portcheck", "trace", "--isolated", "--no-shapes",
+                           "models/tiny.py:build", "--exit-zero"], cwd=tmp_path, capture_output=True, timeout=300)
+    assert done.returncode == 0, done.stderr.decode()
+    assert not marker.exists(), marker.read_text()
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process table from /proc (Linux)")
+def test_sigterm_to_trace_ends_the_model_and_removes_its_directory(tmp_path):
+    import signal
+
+    (tmp_path / "slow.py").write_text("import time\n\n\ndef build():\n    time.sleep(600)\n")
+    process = subprocess.Popen([sys.executable, "-m", "portcheck", "trace", "--isolated", "slow.py:build"],
+                               cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               env={**os.environ, "TMPDIR": str(tmp_path)})
+    deadline = time.monotonic() + 120
+    children: list[int] = []
+    while not children and time.monotonic() < deadline:
+        time.sleep(0.2)
+        children = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _parent(p) == process.pid]
+    assert children, "the model's process never started"
+    time.sleep(1)
+    process.send_signal(signal.SIGTERM)
+    process.communicate(timeout=60)
+    deadline = time.monotonic() + 10
+    while any(Path(f"/proc/{c}").exists() and _state(c) not in ("Z", "X") for c in children):
+        assert time.monotonic() < deadline, "the model's process outlived portcheck"
+        time.sleep(0.1)
+    assert not list(tmp_path.glob("portcheck-trace-*")), "the temporary directory was left behind"
+
+
+def _parent(entry: Path) -> int:
+    try:
+        return int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "X"

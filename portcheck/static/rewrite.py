@@ -156,7 +156,7 @@ def _repeatable(stmt: ast.stmt) -> bool:
     return isinstance(func, ast.Attribute) and func.attr in _IDEMPOTENT_CALLS
 
 
-def _elif(parent: ast.AST, stmt: ast.If) -> bool:
+def _elif(parent: ast.AST, stmt: ast.stmt) -> bool:
     """`stmt` is the `elif` of `parent`: its lines are part of the `if` statement, not a block of their own."""
     return isinstance(parent, ast.If) and parent.orelse == [stmt] and stmt.col_offset == parent.col_offset
 
