@@ -1,37 +1,143 @@
-"""Replacing a file whole: write beside it, flush to disk, rename into place. A reader sees the old file or the
-whole new one, never half of one, and no temporary file is left behind, whatever goes wrong."""
+"""Writing files without replacing what must not be replaced.
+
+`replace_file` puts new bytes at a path whole: written beside it, flushed, renamed into place, so a reader sees
+the old file or the whole new one and no temporary file is left behind, whatever goes wrong. `write_text`
+(reports, plans, scripts, baselines) and `replace_keeping` (`--fix`) decide first what the path is:
+
+- a new path: created with the umask's mode, like any other program's output;
+- a regular file: replaced whole, keeping its mode, owner and extended attributes; through a symlink, the file
+  it points at is replaced and the link stays a link;
+- a terminal, `/dev/null`, a pipe or a FIFO (`-o /dev/stdout`, `-o >(gzip > x)`): written in place, as a shell
+  redirection would, never replaced by a regular file; `/dev/stdout`, `/dev/stderr` and `/dev/fd/N` are the
+  open descriptors themselves;
+- anything else (a directory, a block device, a socket, a symlink to nothing) is refused with one line.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
+import re
+import stat
+import sys
 import tempfile
 from pathlib import Path
 
 from portcheck.errors import UserError
 
+_DESCRIPTOR = re.compile(r"/(?:dev/fd|proc/self/fd)/(\d+)")
 
-def replace_file(path: Path, data: bytes, mode: int, durable: bool = True) -> None:
-    """Put `data` at `path` with permission bits `mode`; an OSError says why not. `durable=False` skips the
-    flush to disk, for files a crash may lose (a cache entry) but must never leave half-written."""
+
+def replace_file(path: Path, data: bytes, mode: int, durable: bool = True,
+                 owner: tuple[int, int] | None = None, attributes_from: Path | None = None) -> None:
+    """Put `data` at `path` with permission bits `mode` (and `owner`, and the extended attributes of
+    `attributes_from`, where allowed); an OSError says why not. `durable=False` skips the flush to disk, for
+    files a crash may lose (a cache entry) but must never leave half-written."""
     directory = path.parent if str(path.parent) else Path(".")
     descriptor, temporary = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(descriptor, "wb") as handle:
             handle.write(data)
+            if owner is not None:
+                with contextlib.suppress(PermissionError):  # only root may give a file away; the group may fail
+                    os.fchown(handle.fileno(), *owner)
+            if attributes_from is not None:
+                _copy_attributes(attributes_from, handle.fileno())
+            os.fchmod(handle.fileno(), mode)  # after fchown, which clears set-id bits
             if durable:
                 handle.flush()
                 os.fsync(handle.fileno())
-        os.chmod(temporary, mode)
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
 
 
-def write_text(path: Path, text: str, mode: int = 0o644) -> None:
-    """Write a report, plan, script or baseline whole; a failure is one line (UserError)."""
+def _copy_attributes(source: Path, descriptor: int) -> None:
+    if not hasattr(os, "listxattr"):
+        return
+    with contextlib.suppress(OSError):
+        for name in os.listxattr(source):
+            with contextlib.suppress(OSError):
+                os.setxattr(descriptor, name, os.getxattr(source, name))
+
+
+def _umask() -> int:
+    current = os.umask(0o022)
+    os.umask(current)
+    return current
+
+
+def replace_keeping(path: Path, data: bytes, durable: bool = True) -> None:
+    """Replace an existing regular file's content whole, keeping mode, owner and extended attributes; through a
+    symlink, the target is replaced. A file with other hard links is refused (a rename would split them). An
+    OSError or a UserError says why not."""
+    real = Path(os.path.realpath(path))
+    info = os.stat(real)
+    if not stat.S_ISREG(info.st_mode):
+        raise UserError("not a regular file")
+    if info.st_nlink > 1:
+        raise UserError(f"it has {info.st_nlink} hard links, which replacing it would split")
+    replace_file(real, data, stat.S_IMODE(info.st_mode), durable, owner=(info.st_uid, info.st_gid),
+                 attributes_from=real)
+
+
+def write_text(path: Path, text: str, executable: bool = False) -> None:
+    """Write a report, plan, script or baseline whole (see the module's docstring for what `path` may be); a
+    failure is one line (UserError)."""
+    data = text.encode("utf-8")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        replace_file(path, text.encode("utf-8"), mode)
+        _write(path, data, executable)
     except OSError as exc:
-        raise UserError(f"cannot write {path}: {exc.strerror or exc}") from None
+        reason = exc.strerror or str(exc)
+        if exc.errno == errno.ENXIO:
+            reason = "no process is reading that FIFO"
+        raise UserError(f"cannot write {path}: {reason}") from None
+    except UserError as exc:
+        raise UserError(f"cannot write {path}: {exc}") from None
+
+
+def _write(path: Path, data: bytes, executable: bool) -> None:
+    descriptor = _DESCRIPTOR.fullmatch(os.path.abspath(path))
+    named = {"/dev/stdout": 1, "/dev/stderr": 2}.get(os.path.abspath(path))
+    if descriptor or named is not None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        _write_all(named if named is not None else int(descriptor.group(1)) if descriptor else 1, data)
+        return
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        if os.path.islink(path):
+            raise UserError("it is a symlink to a file that does not exist") from None
+        path.parent.mkdir(parents=True, exist_ok=True)
+        replace_file(path, data, (0o777 if executable else 0o666) & ~_umask())
+        return
+    kind = info.st_mode
+    if stat.S_ISDIR(kind):
+        raise UserError("it is a directory")
+    if stat.S_ISCHR(kind) or stat.S_ISFIFO(kind):
+        _write_in_place(path, data)
+    elif not stat.S_ISREG(kind):
+        raise UserError("not a regular file, a terminal, a device like /dev/null or a pipe")
+    elif info.st_nlink > 1:
+        _write_in_place(path, data, truncate=True)  # replacing it would split its hard links
+    else:
+        replace_keeping(path, data)
+
+
+def _write_in_place(path: Path, data: bytes, truncate: bool = False) -> None:
+    # O_NONBLOCK: opening a FIFO nobody reads fails at once (ENXIO) instead of waiting for ever.
+    descriptor = os.open(path, os.O_WRONLY | os.O_NONBLOCK | (os.O_TRUNC if truncate else 0))
+    try:
+        os.set_blocking(descriptor, True)
+        _write_all(descriptor, data)
+    finally:
+        os.close(descriptor)
+
+
+def _write_all(descriptor: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(descriptor, view):]

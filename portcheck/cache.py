@@ -25,12 +25,13 @@ from typing import Any
 
 from portcheck import __version__
 from portcheck.atomic import replace_file
-from portcheck.findings import Edit, FileError, FileResult, Finding, Fix, Severity
+from portcheck.findings import Edit, FileError, FileResult, FileTooLarge, Finding, Fix, Severity, read_bounded
 from portcheck.knowledge import rules_dir
 
 LAYOUT = "v1"
 DEFAULT_DIR = ".portcheck_cache"
 ENVIRONMENT = "PORTCHECK_CACHE_DIR"
+ENTRY_LIMIT = 64 * 2**20  # far above any real entry (a file's findings)
 
 _PACKAGE = Path(__file__).resolve().parent
 
@@ -72,14 +73,14 @@ class Cache:
 
     def get(self, key: str, content: str) -> FileResult | None:
         try:
-            with open(self.entries / f"{key}.json", "rb") as handle:
-                entry = json.loads(handle.read())
+            # a bounded read of a regular file: an entry that is a FIFO or a link to /dev/zero is a miss, not a hang
+            entry = json.loads(read_bounded(str(self.entries / f"{key}.json"), ENTRY_LIMIT))
             if entry["content"] != content:
                 return None
             result = _result(entry["result"])
         except FileNotFoundError:
             return None
-        except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError):
+        except (OSError, FileTooLarge, ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError):
             return None  # a damaged entry: analysed again and rewritten
         self.hits += 1
         return result

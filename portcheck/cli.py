@@ -474,7 +474,7 @@ def _advise(args: argparse.Namespace) -> int:
                                    args.tp or 0, args.prefer, args.lnc or 0, script=bool(args.emit_script)),
                      traced, request)
     if outcome.script is not None:
-        write_text(Path(args.emit_script), outcome.script, mode=0o755)
+        write_text(Path(args.emit_script), outcome.script, executable=True)
     buffer = io.StringIO()
     color = not args.output and sys.stdout.isatty() and not os.environ.get("NO_COLOR")
     write_plan(outcome.plan, outcome.result, args.format, buffer, color=color)

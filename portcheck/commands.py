@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from portcheck.config import ConfigError, Settings
-from portcheck.findings import FileTooLarge, Finding, ScanResult, Target, fingerprinted
+from portcheck.findings import FileTooLarge, Finding, ScanResult, Target, fingerprinted, python_lines
 
 if TYPE_CHECKING:
     from portcheck.advise.plan import Plan
@@ -26,9 +26,9 @@ def source_lines(cwd: Path, stdin_text: str | None = None) -> LinesFor:
     """For code frames and suggestions: a file's lines (relative to `cwd`), or stdin's."""
     def lines_for(path: str) -> list[str]:
         if stdin_text is not None:
-            return stdin_text.splitlines()
+            return python_lines(stdin_text)
         try:
-            return (cwd / path).read_text(encoding="utf-8", errors="replace").splitlines()
+            return python_lines((cwd / path).read_text(encoding="utf-8", errors="replace"))
         except OSError:
             return []
 
@@ -98,7 +98,8 @@ class StdinFix:
 
 def fix_stdin(data: bytes, filename: str | None, settings: Settings, cwd: Path, fixing: Fixing) -> StdinFix:
     """`portcheck scan --fix -`: the fixed source and what is left, for stdin's text."""
-    from portcheck.static.rewrite import fix_text, unified_diff
+    from portcheck.static.engine import failed
+    from portcheck.static.rewrite import FixOutcome, fix_text, unified_diff
     from portcheck.static.source import SourceError, decode
 
     display = filename or "-"
@@ -110,7 +111,10 @@ def fix_stdin(data: bytes, filename: str | None, settings: Settings, cwd: Path, 
         raise ConfigError(f"{display}: {exc}") from None
     except SourceError as exc:
         raise ConfigError(f"{display}: {exc.message}") from None
-    outcome = fix_text(source.text, job, fixing.unsafe)
+    try:
+        outcome = fix_text(source.text, job, fixing.unsafe)
+    except Exception as exc:  # RecursionError, MemoryError, a bug: an error entry, the text given back unchanged
+        outcome = FixOutcome(failed(display, exc))
     text = outcome.text if outcome.text is not None else source.text
     result = ScanResult(Target(settings.chip, settings.stack, settings.sdk), 1, list(outcome.result.findings),
                         list(outcome.result.errors), outcome.fixed, True)

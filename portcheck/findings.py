@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import enum
+import errno
 import hashlib
 import os
 import re
+import stat
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
@@ -124,17 +126,38 @@ class FileJob:
     def read(self) -> bytes:
         """The file's bytes: those given, else the file's (an OSError says why not; FileTooLarge, a file over
         `max_bytes`, which is never read whole)."""
-        if self.data is not None:
-            data = self.data
-        else:
-            with open(self.location or self.path, "rb") as handle:
-                size = os.fstat(handle.fileno()).st_size
-                if size > self.max_bytes:
-                    raise FileTooLarge(size, self.max_bytes)
-                data = handle.read(self.max_bytes + 1)
+        data = self.data if self.data is not None else read_bounded(self.location or self.path, self.max_bytes)
         if len(data) > self.max_bytes:
             raise FileTooLarge(len(data), self.max_bytes)
         return data
+
+
+def read_bounded(path: str, limit: int) -> bytes:
+    """A regular file's bytes, at most `limit` of them (FileTooLarge past that). The type and size come from the
+    open descriptor, so a FIFO named `x.py` (which would wait for a writer), a symlink to `/dev/zero` (which never
+    ends) or a sparse 4 GiB file is refused before anything is read; an OSError says why."""
+    descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    with open(descriptor, "rb", closefd=True) as handle:
+        info = os.fstat(descriptor)
+        if not stat.S_ISREG(info.st_mode):
+            raise IsADirectoryError(errno.EISDIR, "a directory") if stat.S_ISDIR(info.st_mode) else OSError(
+                errno.EINVAL, "not a regular file (a FIFO, device or socket)")
+        if info.st_size > limit:
+            raise FileTooLarge(info.st_size, limit)
+        return handle.read(limit + 1)
+
+
+def python_lines(text: str) -> list[str]:
+    """The lines as Python counts them: split at \n, \r\n and \r only. `str.splitlines` also splits at a form
+    feed, \x1c-\x1e, \x85 and U+2028/U+2029, which Python's tokenizer keeps inside a line, so line numbers from
+    the parser would point at the wrong text (suggestions, code frames, fingerprints)."""
+    lines = _PYTHON_NEWLINE.split(text)
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+_PYTHON_NEWLINE = re.compile(r"\r\n|\r|\n")
 
 
 class FileTooLarge(Exception):

@@ -16,7 +16,8 @@ from typing import Any
 
 from portcheck.config import ConfigError, Settings
 from portcheck.errors import GitError, PostError
-from portcheck.findings import ScanResult, Target
+from portcheck.findings import ScanResult, Target, python_lines
+from portcheck.static.discover import GIT_SAFETY, git_environment
 
 HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@")
 
@@ -52,7 +53,8 @@ class Change:
 
 def git(args: list[str], cwd: Path) -> str:
     try:
-        done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+        done = subprocess.run(["git", *GIT_SAFETY, *args], cwd=cwd, capture_output=True, text=True, timeout=120,
+                              env=git_environment())
     except FileNotFoundError:
         raise GitError("portcheck review needs git on the PATH") from None
     if done.returncode != 0:
@@ -63,8 +65,8 @@ def git(args: list[str], cwd: Path) -> str:
 
 
 def _commit(ref: str, option: str, cwd: Path) -> str:
-    done = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], cwd=cwd,
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(["git", *GIT_SAFETY, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], cwd=cwd,
+                          capture_output=True, text=True, timeout=60, env=git_environment())
     if done.returncode != 0:
         raise ConfigError(f"{option} {ref}: no such commit here (a shallow clone? with actions/checkout, set "
                           "fetch-depth: 0)")
@@ -82,7 +84,7 @@ def changed_lines(base: str, head: str | None, cwd: Path) -> Change:
     _commit(base, "--base", cwd)
     sha = _commit(head or "HEAD", "--head", cwd)
     span = [f"{base}...{head}"] if head else ["--merge-base", base]
-    diff = git(["-c", "core.quotepath=on", "diff", "--no-color", "--no-ext-diff", "--unified=0", "-M",
+    diff = git(["-c", "core.quotepath=on", "diff", "--no-color", "--no-ext-diff", "--no-textconv", "--unified=0", "-M",
                 "--diff-filter=AMR", "--src-prefix=a/", "--dst-prefix=b/", "--no-relative", *span, "--"], root)
     change = Change(root, head or "", sha)
     current: str | None = None
@@ -134,14 +136,15 @@ def review(change: Change, settings: Settings) -> ScanResult:
 
 
 def git_show(head: str, path: str, root: Path) -> bytes:
-    done = subprocess.run(["git", "show", f"{head}:{path}"], cwd=root, capture_output=True, timeout=120)
+    done = subprocess.run(["git", *GIT_SAFETY, "show", "--no-textconv", f"{head}:{path}"], cwd=root,
+                          capture_output=True, timeout=120, env=git_environment())
     if done.returncode != 0:
         raise GitError(f"git show {head}:{path}: {done.stderr.decode(errors='replace').strip()}")
     return done.stdout
 
 
 def lines_at_head(change: Change, path: str) -> list[str]:
-    return change.source(path).decode("utf-8", errors="replace").splitlines()
+    return python_lines(change.source(path).decode("utf-8", errors="replace"))
 
 
 # --- posting to GitHub -------------------------------------------------------------------------------------------

@@ -78,7 +78,8 @@ def test_github_review_body_with_suggestions(repo):
     body = json.loads(done.stdout)
     assert body["commit_id"] == git("rev-parse", "feature", cwd=repo).strip()
     assert body["event"] == "COMMENT"
-    assert "| category | errors | warnings | info |" in body["body"] and "trn2 (native stack, Neuron SDK 2.34)" in body["body"]
+    assert "| category | errors | warnings | info |" in body["body"]
+    assert "trn2 (native stack, Neuron SDK 2.34)" in body["body"]
     comments = {(c["path"], c["line"]): c for c in body["comments"]}
     assert set(comments) == {("models/new file.py", 3), ("models/old.py", 4), ("models/renamed.py", 9)}
     assert all(c["side"] == "RIGHT" for c in comments.values())
@@ -91,7 +92,8 @@ def test_github_review_body_with_suggestions(repo):
 def test_markdown_for_one_comment(repo):
     done = portcheck("review", "--base", "main", "--head", "feature", "--format", "markdown", "--target", "inf2",
                      cwd=repo)
-    assert done.stdout.startswith("**portcheck**: 3 finding(s) on the changed lines for inf2 (xla stack, Neuron SDK 2.34).")
+    assert done.stdout.startswith(
+        "**portcheck**: 3 finding(s) on the changed lines for inf2 (xla stack, Neuron SDK 2.34).")
     assert "| `models/old.py:4` | PC101 `cuda-tensor-placement` | error |" in done.stdout
 
 

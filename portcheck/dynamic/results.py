@@ -17,7 +17,7 @@ from portcheck.dynamic.rules import (
     TracedUnsupportedOp,
     UnknownOps,
 )
-from portcheck.findings import Finding, ScanResult, Target, fingerprinted
+from portcheck.findings import Finding, ScanResult, Target, fingerprinted, python_lines
 from portcheck.knowledge import OpSupport, load, load_op_releases, load_ops
 from portcheck.rules import Rule
 from portcheck.static.dynamic_shape.control_flow import TensorControlFlow
@@ -62,7 +62,7 @@ class Lines:
     def get(self, path: str) -> list[str]:
         if path not in self._files:
             try:
-                self._files[path] = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
+                self._files[path] = python_lines(Path(path).read_text(encoding="utf-8", errors="replace"))
             except OSError:
                 self._files[path] = []
         return self._files[path]

@@ -45,11 +45,16 @@ def run_child(request: TraceRequest, cwd: Path, timeout: float) -> TraceOutcome:
         request_path, result_path = (Path(scratch) / n for n in ("request.json", "result.json"))
         request_path.write_text(request.to_json(), encoding="utf-8")
         process = subprocess.Popen(
-            [sys.executable, "-m", "portcheck.dynamic.child", str(request_path), str(result_path)],
+            # -P: the working directory is not put on sys.path, so a json.py, torch.py or portcheck.py there is
+            # never imported in place of the real one (the model's own module is loaded by path, see load.py)
+            [sys.executable, "-P", "-m", "portcheck.dynamic.child", str(request_path), str(result_path)],
             cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             start_new_session=True)
         output = _Output(process)
         output.start()
+        # SIGTERM (a CI runner stopping the job) ends portcheck through the same path as a timeout: the model's
+        # process group is killed and the temporary directory removed.
+        previous = _on_terminate()
         try:
             returncode = process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -60,7 +65,9 @@ def run_child(request: TraceRequest, cwd: Path, timeout: float) -> TraceOutcome:
             _kill(process)
             raise
         finally:
-            output.join()
+            _restore(previous)
+            # a grandchild in its own session may hold the pipe open for ever: wait for the output a while only
+            output.join(timeout=5)
         if output.flooded:
             raise TraceError(f"the model printed more than {OUTPUT_LIMIT // 2**20} MiB; it was stopped"
                              f"{output.last_line()}")
@@ -101,6 +108,20 @@ class _Output(threading.Thread):
     def last_line(self) -> str:
         lines = [line.strip() for line in self.tail.decode(errors="replace").splitlines() if line.strip()]
         return f"; its last output: {lines[-1][:200]}" if lines else ""
+
+
+def _on_terminate() -> object:
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    def terminate(number: int, frame: object) -> None:
+        raise SystemExit(128 + number)
+
+    return signal.signal(signal.SIGTERM, terminate)
+
+
+def _restore(previous: object) -> None:
+    if previous is not None:
+        signal.signal(signal.SIGTERM, previous)  # type: ignore[arg-type]  # what signal.signal returned
 
 
 def _kill(process: subprocess.Popen[bytes]) -> None:

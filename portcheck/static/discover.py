@@ -15,6 +15,17 @@ from portcheck.static.manifests import kind
 
 SUFFIXES = (".py", ".pyi")
 
+# A scanned tree may come with its own .git/config (an extracted archive, a checkout's hooks): nothing it names
+# may run. Settings on git's command line win over every config file.
+GIT_SAFETY = ("-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "core.pager=cat",
+              "-c", "core.untrackedCache=false", "--no-pager")
+
+
+def git_environment() -> dict[str, str]:
+    """The environment git runs with: no prompts, no pager, no editor."""
+    return {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_PAGER": "cat", "PAGER": "cat", "GIT_EDITOR": "true",
+            "GIT_OPTIONAL_LOCKS": "0"}
+
 
 @dataclass(frozen=True)
 class Candidate:
@@ -124,8 +135,8 @@ def _drop_gitignored(paths: list[Path]) -> list[Path]:
         listing = "\0".join(str(p.absolute()) for p in members) + "\0"
         try:
             done = subprocess.run(
-                [git, "-C", str(tree), "check-ignore", "--stdin", "-z"],
-                input=listing.encode(), capture_output=True, timeout=60, check=False,
+                [git, *GIT_SAFETY, "-C", str(tree), "check-ignore", "--stdin", "-z"],
+                input=listing.encode(), capture_output=True, timeout=60, check=False, env=git_environment(),
             )
         except (OSError, subprocess.SubprocessError):
             kept.extend(members)

@@ -17,7 +17,17 @@ from typing import cast
 
 import libcst as cst
 
-from portcheck.findings import Edit, FileError, FileJob, FileResult, FileTooLarge, Finding, Fix, fingerprinted
+from portcheck.findings import (
+    Edit,
+    FileError,
+    FileJob,
+    FileResult,
+    FileTooLarge,
+    Finding,
+    Fix,
+    fingerprinted,
+    python_lines,
+)
 from portcheck.knowledge import load
 from portcheck.rules import registry
 from portcheck.static import manifests
@@ -25,6 +35,7 @@ from portcheck.static.check import CHECKS, Check, Context, FixPlan, Hit
 from portcheck.static.compile.environments import analyse_manifest
 from portcheck.static.gated_tests import CudaGatedTests
 from portcheck.static.names import function_scope
+from portcheck.static.nesting import MAX_FLAT_LINKS, flat_chain_depth, on_parse_stack
 from portcheck.static.positions import Positions
 from portcheck.static.source import SourceError, decode
 from portcheck.static.suppression import apply_suppressions, might_hold_suppression, parse_comment
@@ -139,15 +150,23 @@ def analyse_file(job: FileJob) -> FileResult:
     try:
         text = manifests.decode(data) if manifests.kind(job.path) else decode(data).text
         return analyse_text(text, job.path, job.chip, job.stack, job.enabled, job.sdk)
-    except SourceError as exc:
-        return FileResult(job.path, errors=(FileError(job.path, exc.message, exc.line),))
-    except RecursionError:
-        return FileResult(job.path, errors=(FileError(job.path, "too deeply nested to analyse (recursion limit)"),))
     except Exception as exc:  # a bug of ours must not stop the scan of the other files
-        return FileResult(job.path, errors=(FileError(job.path, f"internal error: {type(exc).__name__}: {exc}"),))
+        return failed(job.path, exc)
     finally:
         if collecting:
             gc.enable()
+
+
+def failed(path: str, exc: Exception) -> FileResult:
+    """The one error entry for a file whose analysis or fix raised: every file operation (scan, fix, diff,
+    review, stdin) ends a failure here, so one file never stops the others."""
+    if isinstance(exc, SourceError):
+        return FileResult(path, errors=(FileError(path, exc.message, exc.line),))
+    if isinstance(exc, RecursionError):
+        return FileResult(path, errors=(FileError(path, "too deeply nested to analyse (recursion limit)"),))
+    if isinstance(exc, MemoryError):
+        return FileResult(path, errors=(FileError(path, "out of memory while analysing it"),))
+    return FileResult(path, errors=(FileError(path, f"internal error: {type(exc).__name__}: {exc}"),))
 
 
 def parse(text: str) -> cst.Module:
@@ -189,14 +208,22 @@ def analyse_text(text: str, path: str, chip: str, stack: str, enabled: frozenset
         return FileResult(path, errors=(FileError(path, f"syntax error: {exc.msg}", exc.lineno),))
     except RecursionError:
         return FileResult(path, errors=(FileError(path, "too deeply nested to analyse (Python's parser gave up)"),))
-    except (ValueError, MemoryError) as exc:
-        return FileResult(path, errors=(FileError(path, f"cannot parse: {exc}"),))
+    except MemoryError:
+        return FileResult(path, errors=(FileError(path, "too deeply nested to analyse (Python's parser ran out of "
+                                                        "memory)"),))
+    except ValueError as exc:
+        return FileResult(path, errors=(FileError(path, f"cannot parse: {str(exc) or type(exc).__name__}"),))
+    links, line = flat_chain_depth(tree, text)
+    if links > MAX_FLAT_LINKS:
+        return FileResult(path, errors=(FileError(
+            path, f"too deeply nested for the parser: {links:,} chained and/or operators or dotted names in one "
+                  f"expression (the limit is {MAX_FLAT_LINKS:,})", line or None),))
     table = _table(_plan(enabled), text)
     may_suppress = might_hold_suppression(text)
     if not table and not may_suppress:
         return FileResult(path)  # nothing here can fire
     try:
-        module = parse(text)
+        module = on_parse_stack(lambda: parse(text))
     except cst.ParserSyntaxError as exc:
         message = " ".join(exc.message.split())
         return FileResult(path, errors=(FileError(path, f"syntax error: {message}", exc.raw_line),))
@@ -222,7 +249,7 @@ def analyse_text(text: str, path: str, chip: str, stack: str, enabled: frozenset
     # one numbering for both, so a silenced finding never shares a fingerprint with a live twin
     silenced = Counter((f.sort_key, f.message) for f in suppressed)
     kept, quiet = [], []
-    for f in fingerprinted([*findings, *suppressed], ctx.text.splitlines(), path):
+    for f in fingerprinted([*findings, *suppressed], python_lines(ctx.text), path):
         key = (f.sort_key, f.message)
         if silenced[key]:
             silenced[key] -= 1
@@ -287,4 +314,4 @@ def _finding(hit: Hit, path: str, ctx: Context, positions: Positions) -> Finding
     )
 
 
-__all__ = ["FileJob", "analyse_file", "analyse_text"]
+__all__ = ["FileJob", "analyse_file", "analyse_text", "failed"]

@@ -10,17 +10,16 @@ from __future__ import annotations
 
 import ast
 import difflib
-import os
 import re
-import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from portcheck.atomic import replace_file
+from portcheck.atomic import replace_keeping
+from portcheck.errors import UserError
 from portcheck.findings import Edit, FileError, FileResult, FileTooLarge, Finding
-from portcheck.static.engine import FileJob, analyse_text
-from portcheck.static.source import SourceError, decode
+from portcheck.static.engine import FileJob, analyse_text, failed
+from portcheck.static.source import decode
 
 MAX_PASSES = 10
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
@@ -290,9 +289,9 @@ def fix_file(job: FileJob, unsafe: bool) -> tuple[FixOutcome, bytes | None, str]
         return FixOutcome(FileResult(job.path, errors=(FileError(job.path, str(exc)),))), None, ""
     try:
         source = decode(data)
-    except SourceError as exc:
-        return FixOutcome(FileResult(job.path, errors=(FileError(job.path, exc.message, exc.line),))), None, ""
-    return fix_text(source.text, job, unsafe), data, source.encoding
+        return fix_text(source.text, job, unsafe), data, source.encoding
+    except Exception as exc:  # RecursionError, MemoryError, a bug: this file's error entry, the others go on
+        return FixOutcome(failed(job.path, exc)), None, ""
 
 
 def replace_if_unchanged(location: Path, text: str, encoding: str, expected: bytes) -> str | None:
@@ -301,14 +300,15 @@ def replace_if_unchanged(location: Path, text: str, encoding: str, expected: byt
         with open(location, "rb") as handle:
             if handle.read() != expected:
                 return "changed on disk since it was read; not fixed, run again"
-        mode = stat.S_IMODE(os.stat(location).st_mode)
         data = text.encode(encoding)
     except (OSError, UnicodeEncodeError) as exc:
         return f"cannot write: {getattr(exc, 'strerror', None) or exc}"
     try:
-        replace_file(location, data, mode)
+        replace_keeping(location, data)  # through a symlink, the target; mode, owner and xattrs kept
     except OSError as exc:
         return f"cannot write: {exc.strerror or exc}"
+    except UserError as exc:
+        return f"not fixed: {exc}"
     return None
 
 

@@ -1,0 +1,375 @@
+"""Hostile files, output paths, repositories and models (issue 21): no crash, no hang, nothing from the scanned tree
+run, nothing replaced that must not be. Each case failed before the change it names; the README's "What bad input
+gets" table has a row per class."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+GOOD = "import torch\n\nx = torch.zeros(3).cuda()\n"
+
+
+def portcheck(*args: str, cwd: Path, stdin: bytes | None = None, env: dict[str, str] | None = None,
+              stack: int | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    def limit_stack() -> None:
+        assert stack is not None
+        resource.setrlimit(resource.RLIMIT_STACK, (stack, stack))
+
+    return subprocess.run([sys.executable, "-m", "portcheck", *args], cwd=cwd, capture_output=True, input=stdin,
+                          timeout=timeout, env=env, preexec_fn=limit_stack if stack else None)
+
+
+def report_of(done: subprocess.CompletedProcess) -> dict:
+    assert b"Traceback" not in done.stderr and done.returncode >= 0, done.stderr.decode()
+    return json.loads(done.stdout)
+
+
+def errors_of(report: dict) -> dict[str, str]:
+    return {e["path"]: e["message"] for e in report["errors"]}
+
+
+def chain(terms: int, operator: str = "and") -> str:
+    return "y = " + f" {operator} ".join(["a"] * terms) + f" {operator} b\n"
+
+
+# ---- libcst's native recursion ----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def nested_tree(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("nested")
+    (root / "good.py").write_text(GOOD)
+    (root / "and_10000.py").write_text(chain(10_000))  # 60 KB: overflowed an 8 MiB stack (SIGSEGV)
+    (root / "or_60000.py").write_text(chain(60_000, "or"))  # overflows even the parse thread's stack
+    (root / "dotted_import.py").write_text("import " + ".".join(["a"] * 20_000) + "\n")  # flat in ast
+    # nested chains add up along a path: 7,000 `or` links then 7,000 `and` links inside the last operand
+    (root / "nested.py").write_text("y = " + " or ".join(["a"] * 7_000) + " or (" + chain(7_000)[4:-1] + ")\n")
+    return root
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_chains_libcst_would_crash_on_are_error_entries_and_the_rest_survives(nested_tree, jobs):
+    done = portcheck("scan", "--isolated", "--no-cache", "--format", "json", "-j", jobs, ".", cwd=nested_tree)
+    report = report_of(done)
+    assert done.returncode == 1
+    assert [f["path"] for f in report["findings"]] == ["good.py"]
+    errors = errors_of(report)
+    for name in ("or_60000.py", "dotted_import.py", "nested.py"):
+        assert errors[name].startswith("too deeply nested for the parser: "), errors
+        assert "the limit is 10,000" in errors[name]
+    assert "and_10000.py" not in errors or "too deeply nested" in errors["and_10000.py"]
+
+
+def test_the_parse_does_not_depend_on_the_callers_stack_size(nested_tree, tmp_path):
+    """A 1 MiB `ulimit -s` overflowed at about 900 `and` terms on the main thread; the parse has its own stack."""
+    (tmp_path / "good.py").write_text(GOOD)
+    (tmp_path / "chain.py").write_text("import torch\n" + chain(5_000) + "z = torch.zeros(1).cuda()\n")
+    done = portcheck("scan", "--isolated", "--no-cache", "--format", "json", "-j", "1", ".", cwd=tmp_path,
+                     stack=2**20)
+    report = report_of(done)
+    assert {f["path"] for f in report["findings"]} >= {"good.py"}
+    assert all("deeply nested" in m for m in errors_of(report).values())
+
+
+@pytest.mark.parametrize("mode", ["--diff", "--fix"])
+def test_fix_and_diff_go_on_past_a_file_too_deep_to_fix(tmp_path, mode):
+    (tmp_path / "a_good.py").write_text(GOOD)
+    # compiles and parses, but the fix's Python side recurses too deep on it: that file's error entry only
+    (tmp_path / "b_deep.py").write_text("import torch\nx = torch.zeros(3).cuda()\n" + chain(9_000))
+    (tmp_path / "c_crash.py").write_text(chain(60_000))
+    (tmp_path / "d_good.py").write_text(GOOD)
+    done = portcheck("scan", "--isolated", "--no-cache", mode, ".", cwd=tmp_path)
+    assert b"Traceback" not in done.stderr and done.returncode == 1, done.stderr.decode()
+    said = (done.stdout + done.stderr).decode()
+    assert "b_deep.py: error: too deeply nested" in said and "c_crash.py:1: error: too deeply nested" in said
+    assert "2 fixed, 0 remaining." in said or "2 to fix, 0 remaining." in said
+    if mode == "--fix":
+        assert "cuda" not in (tmp_path / "d_good.py").read_text()
+
+
+def test_fix_from_stdin_too_deep_is_an_error_entry_and_the_text_comes_back(tmp_path):
+    source = ("import torch\nx = torch.zeros(3).cuda()\n" + chain(9_000)).encode()
+    done = portcheck("scan", "--isolated", "--fix", "-", cwd=tmp_path, stdin=source)
+    assert b"Traceback" not in done.stderr and done.returncode == 1
+    assert done.stdout == source and b"-: error: too deeply nested" in done.stderr
+
+
+def _git(*args: str, cwd: Path) -> None:
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
+                   env={**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
+                        "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"})
+
+
+def test_review_and_the_pre_commit_hook_survive_a_crashing_file(tmp_path):
+    _git("init", "-q", "-b", "main", cwd=tmp_path)
+    (tmp_path / "base.py").write_text("x = 1\n")
+    _git("add", ".", cwd=tmp_path)
+    _git("commit", "-q", "-m", "base", cwd=tmp_path)
+    (tmp_path / "good.py").write_text(GOOD)
+    (tmp_path / "crash.py").write_text(chain(60_000))
+    _git("add", ".", cwd=tmp_path)
+    done = portcheck("review", "--isolated", "--base", "main", "--format", "json", cwd=tmp_path)
+    report = report_of(done)
+    assert [f["path"] for f in report["findings"]] == ["good.py"]
+    assert errors_of(report)["crash.py"].startswith("too deeply nested for the parser")
+    # pre-commit passes the staged files explicitly, with --force-exclude (.pre-commit-hooks.yaml)
+    hook = portcheck("scan", "--isolated", "--force-exclude", "--format", "json", "good.py", "crash.py",
+                     cwd=tmp_path)
+    assert [f["path"] for f in report_of(hook)["findings"]] == ["good.py"]
+
+
+# ---- output paths -----------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def dev_null_stays_a_device():
+    yield
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode), "/dev/null is no longer a character device"
+
+
+def _scan_to(target: str, cwd: Path, *extra: str, umask: int | None = None) -> subprocess.CompletedProcess:
+    def set_umask() -> None:
+        assert umask is not None
+        os.umask(umask)
+
+    return subprocess.run([sys.executable, "-m", "portcheck", "scan", "--isolated", "--no-cache", "good.py",
+                           *extra, target], cwd=cwd, capture_output=True, timeout=120,
+                          preexec_fn=set_umask if umask is not None else None)
+
+
+@pytest.mark.usefixtures("dev_null_stays_a_device")
+@pytest.mark.parametrize("option", ["-o", "--write-baseline"])
+def test_output_paths_are_written_through_never_replaced(tmp_path, option):
+    (tmp_path / "good.py").write_text(GOOD)
+    # a symlink to a regular file: the file gets the report, the link stays a link
+    (tmp_path / "target.txt").write_text("old\n")
+    (tmp_path / "link.txt").symlink_to("target.txt")
+    assert _scan_to("link.txt", tmp_path, option).returncode in (0, 1)
+    assert (tmp_path / "link.txt").is_symlink() and "old" not in (tmp_path / "target.txt").read_text()
+    # a symlink to /dev/null (as `-o /dev/null` is): written to, the link and the device untouched
+    (tmp_path / "null").symlink_to("/dev/null")
+    done = _scan_to("null", tmp_path, option)
+    assert done.returncode in (0, 1) and b"error" not in done.stderr, done.stderr
+    assert (tmp_path / "null").is_symlink()
+    # an existing file keeps its mode; a new one gets the umask's
+    (tmp_path / "private.txt").write_text("old\n")
+    (tmp_path / "private.txt").chmod(0o600)
+    _scan_to("private.txt", tmp_path, option, umask=0o077)
+    assert stat.S_IMODE((tmp_path / "private.txt").stat().st_mode) == 0o600
+    _scan_to("new.txt", tmp_path, option, umask=0o027)
+    assert stat.S_IMODE((tmp_path / "new.txt").stat().st_mode) == 0o640
+    # a hard-linked file is written in place: both names still see one file
+    (tmp_path / "one.txt").write_text("old\n")
+    os.link(tmp_path / "one.txt", tmp_path / "two.txt")
+    _scan_to("two.txt", tmp_path, option)
+    assert (tmp_path / "one.txt").read_text() == (tmp_path / "two.txt").read_text() != "old\n"
+
+
+@pytest.mark.usefixtures("dev_null_stays_a_device")
+def test_output_to_pipes_fifos_and_descriptors(tmp_path):
+    (tmp_path / "good.py").write_text(GOOD)
+    # /dev/fd/1 is the open standard output (the old code tried to create a file in /proc/self/fd)
+    done = _scan_to("/dev/fd/1", tmp_path, "-o")
+    assert done.returncode == 1 and b"PC101" in done.stdout, done.stderr
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    lonely = _scan_to("fifo", tmp_path, "-o")  # nobody reads it: one line, no hang
+    assert lonely.returncode == 2 and b"no process is reading that FIFO" in lonely.stderr
+    reader = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.PIPE)
+    try:
+        time.sleep(0.3)  # let cat open the FIFO
+        assert _scan_to("fifo", tmp_path, "-o").returncode == 1
+        assert b"PC101" in reader.communicate(timeout=30)[0]
+    finally:
+        reader.kill()
+        reader.wait()
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
+
+
+@pytest.mark.parametrize("make", ["directory", "dangling"])
+def test_output_paths_that_are_refused(tmp_path, make):
+    (tmp_path / "good.py").write_text(GOOD)
+    if make == "directory":
+        (tmp_path / "out").mkdir()
+    else:
+        (tmp_path / "out").symlink_to("nowhere")
+    done = _scan_to("out", tmp_path, "-o")
+    assert done.returncode == 2 and done.stderr.startswith(b"portcheck: error: cannot write out: ")
+    assert b"Traceback" not in done.stderr and (tmp_path / "out").is_dir() == (make == "directory")
+    assert not (tmp_path / "nowhere").exists()
+
+
+def test_advise_outputs_keep_links_and_modes(tmp_path):
+    (tmp_path / "plan.txt").write_text("previous plan\n")
+    (tmp_path / "plan-link").symlink_to("plan.txt")
+    done = portcheck("advise", "--isolated", "--params", "7e9", "--layers", "32", "--hidden", "4096", "--heads", "32",
+                     "-o", "plan-link", cwd=tmp_path)
+    assert done.returncode in (0, 1), done.stderr
+    assert (tmp_path / "plan-link").is_symlink() and "previous plan" not in (tmp_path / "plan.txt").read_text()
+
+
+def test_fix_through_a_symlink_fixes_the_target_and_keeps_the_link(tmp_path):
+    (tmp_path / "real.py").write_text(GOOD)
+    (tmp_path / "real.py").chmod(0o640)
+    (tmp_path / "link.py").symlink_to("real.py")
+    done = portcheck("scan", "--isolated", "--no-cache", "--fix", "link.py", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "link.py").is_symlink() and "cuda" not in (tmp_path / "real.py").read_text()
+    assert stat.S_IMODE((tmp_path / "real.py").stat().st_mode) == 0o640
+    os.link(tmp_path / "real.py", tmp_path / "hard.py")
+    (tmp_path / "real.py").write_text(GOOD)
+    refused = portcheck("scan", "--isolated", "--no-cache", "--fix", "hard.py", cwd=tmp_path)
+    assert refused.returncode == 1 and b"hard links" in refused.stdout
+    assert (tmp_path / "real.py").read_text() == GOOD == (tmp_path / "hard.py").read_text()
+
+
+# ---- files that are not regular files, line splitting, git config from the scanned tree ------------------------
+
+
+def test_fifos_device_links_and_sparse_files_are_error_entries_not_reads(tmp_path):
+    (tmp_path / "good.py").write_text(GOOD)
+    os.mkfifo(tmp_path / "fifo.py")  # reading it waited for a writer for ever
+    (tmp_path / "zero.py").symlink_to("/dev/zero")  # never ends: unbounded memory
+    with open(tmp_path / "sparse.py", "wb") as handle:
+        handle.truncate(4 * 2**30)  # 4 GiB, no disk used
+    cache = tmp_path / "cache"
+    for _ in range(2):  # the second run reads the cache
+        done = portcheck("scan", "--isolated", "--cache-dir", str(cache), "--format", "json", ".", cwd=tmp_path,
+                         timeout=60)
+        report = report_of(done)
+        errors = errors_of(report)
+        assert [f["path"] for f in report["findings"]] == ["good.py"]
+        assert errors["fifo.py"] == errors["zero.py"] == "cannot read: not a regular file (a FIFO, device or socket)"
+        assert errors["sparse.py"].startswith("too large to analyse: 4096.0 MB")
+    # a cache entry that is a FIFO or a link to /dev/zero is a miss, not a hang
+    for entry in (cache / "v1").iterdir():
+        entry.unlink()
+        os.mkfifo(entry) if entry.name < "8" else entry.symlink_to("/dev/zero")
+    report = report_of(portcheck("scan", "--isolated", "--cache-dir", str(cache), "--format", "json", ".",
+                                 cwd=tmp_path, timeout=60))
+    assert [f["path"] for f in report["findings"]] == ["good.py"]
+
+
+def test_lines_are_split_where_python_splits_them(tmp_path):
+    """A form feed, U+2028 or \\x1c (in a comment) is inside a line for Python; str.splitlines split there, so code
+    frames, review suggestions and fingerprints were built from the wrong line."""
+    (tmp_path / "odd.py").write_text("import torch\n\f\nx = 1  # \u2028 y\n# a \x1c b\nz = torch.zeros(3).cuda()\n")
+    full = portcheck("scan", "--isolated", "--no-cache", "--format", "full", "odd.py", cwd=tmp_path)
+    assert " 5 | z = torch.zeros(3).cuda()" in full.stdout.decode()
+    from portcheck.findings import fingerprinted, python_lines
+
+    assert python_lines("a\fb\n\u2028c\r\nd\re\n") == ["a\fb", "\u2028c", "d", "e"]
+    # the fingerprint hashes the flagged text: with the file's lines split as Python does, it is the same as for
+    # the same code without the odd characters above it
+    from portcheck.static.engine import analyse_text
+
+    odd_text = (tmp_path / "odd.py").read_text()
+    (odd,) = analyse_text(odd_text, "m.py", "trn2", "native", frozenset({"PC101"})).findings
+    (plain,) = analyse_text("import torch\n\n\n\nz = torch.zeros(3).cuda()\n", "m.py", "trn2", "native",
+                            frozenset({"PC101"})).findings
+    assert odd.line == plain.line == 5 and odd.fingerprint == plain.fingerprint
+    assert fingerprinted([odd], odd_text.splitlines(), "m.py")[0].fingerprint != odd.fingerprint  # the old split
+
+
+def test_review_suggestion_is_built_from_the_flagged_line(tmp_path):
+    _git("init", "-q", "-b", "main", cwd=tmp_path)
+    (tmp_path / "base.py").write_text("x = 1\n")
+    _git("add", ".", cwd=tmp_path)
+    _git("commit", "-q", "-m", "base", cwd=tmp_path)
+    (tmp_path / "odd.py").write_text("import torch\n# \u2028 a\n# \x1c b\nz = torch.zeros(3).cuda()\n")
+    _git("add", ".", cwd=tmp_path)
+    _git("commit", "-q", "-m", "odd", cwd=tmp_path)
+    done = portcheck("review", "--isolated", "--base", "HEAD~1", "--head", "HEAD", "--format", "github-review",
+                     cwd=tmp_path)
+    body = json.loads(done.stdout)
+    (comment,) = body["comments"]
+    assert comment["line"] == 4 and 'z = torch.zeros(3).to("neuron")' in comment["body"], comment
+
+
+@pytest.mark.parametrize("command", ["scan", "review"])
+def test_git_config_in_the_scanned_tree_runs_nothing(tmp_path, command):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git("init", "-q", "-b", "main", cwd=repo)
+    marker = tmp_path / "ran"
+    hook = tmp_path / "monitor.sh"
+    hook.write_text(f"#!/bin/sh\ntouch {marker}\nexit 1\n")
+    hook.chmod(0o755)
+    (repo / "base.py").write_text("x = 1\n")
+    _git("add", ".", cwd=repo)
+    _git("commit", "-q", "-m", "base", cwd=repo)
+    (repo / "good.py").write_text(GOOD)
+    _git("add", "good.py", cwd=repo)
+    _git("config", "core.fsmonitor", str(hook), cwd=repo)  # what an extracted archive's .git/config can say
+    args = ("scan", "--isolated", "--no-cache", ".") if command == "scan" else ("review", "--isolated", "--base",
+                                                                                  "main")
+    done = portcheck(*args, cwd=repo)
+    assert done.returncode == 1 and b"PC101" in done.stdout, done.stderr
+    assert not marker.exists(), "git ran the tree's core.fsmonitor"
+
+
+# ---- the model's process ----------------------------------------------------------------------------------------
+
+
+def test_trace_child_imports_nothing_from_the_working_directory(tmp_path):
+    """The child ran `python -m` in the working directory, so a json.py or portcheck.py there was imported and
+    run in place of the real module."""
+    marker = tmp_path / "ran"
+    for name in ("json.py", "portcheck.py", "enum.py"):
+        (tmp_path / name).write_text(f"open({str(marker)!r}, 'a').write({name!r})\n")
+    models = tmp_path / "models"
+    models.mkdir()
+    (models / "tiny.py").write_text("import torch\n\n\ndef build():\n"
+                                    "    return torch.nn.Linear(2, 2), (torch.zeros(1, 2),)\n")
+    # -P for this process too, as the `portcheck` console script runs it: only the child is under test
+    done = subprocess.run([sys.executable, "-P", "-m", "portcheck", "trace", "--isolated", "--no-shapes",
+                           "models/tiny.py:build", "--exit-zero"], cwd=tmp_path, capture_output=True, timeout=300)
+    assert done.returncode == 0, done.stderr.decode()
+    assert not marker.exists(), marker.read_text()
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process table from /proc (Linux)")
+def test_sigterm_to_trace_ends_the_model_and_removes_its_directory(tmp_path):
+    import signal
+
+    (tmp_path / "slow.py").write_text("import time\n\n\ndef build():\n    time.sleep(600)\n")
+    process = subprocess.Popen([sys.executable, "-m", "portcheck", "trace", "--isolated", "slow.py:build"],
+                               cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               env={**os.environ, "TMPDIR": str(tmp_path)})
+    deadline = time.monotonic() + 120
+    children: list[int] = []
+    while not children and time.monotonic() < deadline:
+        time.sleep(0.2)
+        children = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _parent(p) == process.pid]
+    assert children, "the model's process never started"
+    time.sleep(1)
+    process.send_signal(signal.SIGTERM)
+    process.communicate(timeout=60)
+    deadline = time.monotonic() + 10
+    while any(Path(f"/proc/{c}").exists() and _state(c) not in ("Z", "X") for c in children):
+        assert time.monotonic() < deadline, "the model's process outlived portcheck"
+        time.sleep(0.1)
+    assert not list(tmp_path.glob("portcheck-trace-*")), "the temporary directory was left behind"
+
+
+def _parent(entry: Path) -> int:
+    try:
+        return int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "X"
