@@ -325,3 +325,13 @@ def test_test_files_are_left_out_unless_included(tmp_path):
     write(tmp_path / "portcheck.toml", 'tests = "some"\n')
     done = run_portcheck("scan", ".", cwd=tmp_path)
     assert done.returncode == 2 and "unknown tests setting 'some'" in done.stderr
+
+
+def test_statistics_align_both_tables_on_one_count_column(tmp_path):
+    # two codes found 5 times each, one category found 10 times: the category's count sets the column's width
+    lines = [f"x{i} = torch.zeros(3).cuda()\nd{i} = torch.device('cuda')" for i in range(5)]
+    (tmp_path / "m.py").write_text("import torch\n" + "\n".join(lines) + "\n", encoding="utf-8")
+    done = run_portcheck("scan", "--isolated", "--no-cache", "--statistics", "--select", "PC101,PC102",
+                         str(tmp_path / "m.py"))
+    rows = [line for line in done.stdout.splitlines() if "PC10" in line or line.endswith("cuda-api")]
+    assert rows == [" 5  PC101  cuda-tensor-placement", " 5  PC102  cuda-device-object", "10  cuda-api"]

@@ -45,7 +45,8 @@ def write_concise(result: ScanResult, stream: TextIO, *, color: bool) -> None:
 def write_statistics(result: ScanResult, stream: TextIO, *, color: bool) -> None:
     by_code = Counter((f.code, f.name) for f in result.findings)
     by_category = Counter(f.category for f in result.findings)
-    width = max((len(str(n)) for n in by_code.values()), default=1)
+    # One column width for both tables: a category counts at least as many findings as any of its codes.
+    width = max((len(str(n)) for n in (*by_code.values(), *by_category.values())), default=1)
     for (code, name), n in sorted(by_code.items(), key=lambda item: (-item[1], item[0])):
         stream.write(f"{n:>{width}}  {code}  {name}\n")
     if by_category:
