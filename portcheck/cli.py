@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import io
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -429,7 +430,7 @@ def _trace_request(args: argparse.Namespace, require_model: bool) -> TraceReques
     if require_model and not (args.model or args.hf_config):
         raise ConfigError(f"{args.command} needs a model (path/to/file.py:build or package.module:build) or "
                           "--hf-config")
-    if args.timeout <= 0:
+    if not math.isfinite(args.timeout) or args.timeout <= 0:
         raise ConfigError(f"--timeout must be more than 0, not {args.timeout:g}")
     options = dict(_key_value(o) for o in args.hf_option)
     return TraceRequest(
@@ -562,6 +563,13 @@ def _rule(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
+    given = sys.argv[1:] if argv is None else argv
+    # A file named like an option (`--output=victim.py`, committed and handed over by pre-commit after other files)
+    # is never taken as one: a name before `--` that starts with '-' and exists here is refused.
+    for text in given[:given.index("--")] if "--" in given else given:
+        if text.startswith("-") and text != "-" and os.path.lexists(text):
+            _say_error(f"{text!r} is a file here, not an option: put '--' before file names that start with '-'")
+            return EXIT_ERROR
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
+import math
 import os
 import re
 import tomllib
@@ -87,11 +88,12 @@ class Settings:
         except (ValueError, OSError):
             return path.as_posix()
 
-    def job(self, display: str, location: Path, data: bytes | None = None) -> FileJob:
+    def job(self, display: str, location: Path, data: bytes | None = None, unreadable: str = "") -> FileJob:
         """The one way to make a file's job: the target, the rules enabled for that file and the size limit."""
         return FileJob(path=display, chip=self.chip, stack=self.stack, sdk=self.sdk,
                        enabled=self.enabled_for(self.relative(location)), data=data,
-                       location=None if data is not None else str(location), max_bytes=self.max_file_bytes)
+                       location=None if data is not None else str(location), max_bytes=self.max_file_bytes,
+                       unreadable=unreadable)
 
     def enabled_for(self, relative_path: str) -> frozenset[str]:
         ignored: set[str] = set()
@@ -314,7 +316,7 @@ def resolve(layers: list[Layer], root: Path, config_path: Path | None, command: 
     force_exclude, _ = last("force_exclude", False)
     respect_gitignore, _ = last("respect_gitignore", True)
     max_size, origin = last("max_file_size", DEFAULT_MAX_FILE_BYTES / 2**20)
-    if max_size <= 0:
+    if isinstance(max_size, bool) or not math.isfinite(max_size) or max_size <= 0:
         raise ConfigError(f"{origin}: max-file-size must be a positive number of megabytes, not {max_size}")
     return Settings(
         chip=chip, stack=stack, enabled=frozenset(enabled), per_file_ignores=tuple(per_file),

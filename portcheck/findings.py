@@ -122,10 +122,13 @@ class FileJob:
     location: str | None = None
     max_bytes: int = DEFAULT_MAX_FILE_BYTES  # larger files are an error entry, not analysed
     sdk: str = ""  # the Neuron SDK release whose facts apply ("": the newest the data knows)
+    unreadable: str = ""  # a directory the walk could not list: why (reported as an error entry, never read)
 
     def read(self) -> bytes:
         """The file's bytes: those given, else the file's (an OSError says why not; FileTooLarge, a file over
         `max_bytes`, which is never read whole)."""
+        if self.unreadable:
+            raise OSError(self.unreadable)
         data = self.data if self.data is not None else read_bounded(self.location or self.path, self.max_bytes)
         if len(data) > self.max_bytes:
             raise FileTooLarge(len(data), self.max_bytes)

@@ -4,11 +4,13 @@ head (or the working tree) — and, with --post, a GitHub pull-request review wi
 from __future__ import annotations
 
 import http.client
+import ipaddress
 import json
 import os
 import re
 import subprocess
 import urllib.error
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -166,20 +168,42 @@ def destination(pr: int | None) -> Destination:
         raise ConfigError("--post needs GITHUB_TOKEN in the environment")
     if not token.isprintable() or any(c.isspace() for c in token):
         raise ConfigError("GITHUB_TOKEN is malformed (it holds whitespace or control characters)")
-    if not api.startswith(("https://", "http://127.0.0.1", "http://localhost")):
+    if not _api_allowed(api):
         raise ConfigError(f"GITHUB_API_URL must be an https:// URL, not {api!r}")
-    if not re.fullmatch(r"[\w.-]+/[\w.-]+", repository):
+    if not re.fullmatch(r"[\w.-]+/[\w.-]+", repository) or {".", ".."} & set(repository.split("/")):
         raise ConfigError("--post needs GITHUB_REPOSITORY (owner/name) in the environment")
     if pr is None:
         event = os.environ.get("GITHUB_EVENT_PATH", "")
         try:
             payload = json.loads(Path(event).read_text(encoding="utf-8")) if event else {}
-            pr = int((payload.get("pull_request") or {}).get("number") or payload.get("number") or 0) or None
+            number = (payload.get("pull_request") or {}).get("number") or payload.get("number")
+            # 1e400 reads as inf, -5 and 5.5 are no pull request: only a positive JSON integer is one.
+            pr = number if type(number) is int and number > 0 else None
         except (OSError, ValueError, AttributeError):
             pr = None
         if pr is None:
             raise ConfigError("--post needs the pull request: --pr N, or GITHUB_EVENT_PATH of a pull_request event")
     return Destination(api, repository, pr, token)
+
+
+def _api_allowed(api: str) -> bool:
+    """https:// anywhere; plain http:// only to this machine (a test server), judged on the parsed host."""
+    try:
+        parts = urllib.parse.urlsplit(api)
+        host = parts.hostname or ""
+        parts.port  # noqa: B018 -- raises ValueError on a malformed port
+    except ValueError:
+        return False
+    if parts.scheme == "https":
+        return bool(host)
+    if parts.scheme != "http":
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def post_review(body: dict[str, Any], where: Destination) -> str:

@@ -373,3 +373,123 @@ def _state(pid: int) -> str:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except (OSError, IndexError):
         return "X"
+
+
+# ---- file names that look like options; numbers that are not; directories that cannot be listed --------------
+
+
+def test_a_file_named_like_an_option_is_never_taken_as_one(tmp_path):
+    (tmp_path / "victim.py").write_text("x = 1\n")
+    (tmp_path / "--output=victim.py").write_text(GOOD)
+    # pre-commit appends the changed files after the hook's arguments: the name comes after another file
+    done = portcheck("scan", "--isolated", "--no-cache", "victim.py", "--output=victim.py", cwd=tmp_path)
+    assert done.returncode == 2 and b"put '--' before file names" in done.stderr, done.stderr
+    assert len(done.stderr.decode().strip().splitlines()) == 1
+    assert (tmp_path / "victim.py").read_text() == "x = 1\n"
+    # after `--` it is a file like any other, and is scanned
+    done = portcheck("scan", "--isolated", "--no-cache", "--format", "json", "--", "victim.py", "--output=victim.py",
+                     cwd=tmp_path)
+    assert done.returncode == 1 and (tmp_path / "victim.py").read_text() == "x = 1\n"
+    assert {f["path"] for f in report_of(done)["findings"]} == {"--output=victim.py"}
+    # an option that names no file here is still an option
+    done = portcheck("scan", "--isolated", "--no-cache", "victim.py", "--output=report.txt", cwd=tmp_path)
+    assert done.returncode == 0 and (tmp_path / "report.txt").exists()
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_sizes_and_timeouts_that_are_no_number_are_one_line(tmp_path, value):
+    (tmp_path / "a.py").write_text(GOOD)
+    for args in (("scan", "--isolated", "--no-cache", f"--max-file-size={value}", "a.py"),
+                 ("trace", f"--timeout={value}", "a.py:build"), ("advise", f"--timeout={value}", "a.py:build")):
+        done = portcheck(*args, cwd=tmp_path)
+        lines = done.stderr.decode().strip().splitlines()
+        assert done.returncode == 2 and len(lines) == 1 and "internal error" not in lines[0], (args, lines)
+    (tmp_path / "pyproject.toml").write_text(f"[tool.portcheck]\nmax-file-size = {value}\n")
+    done = portcheck("scan", "--no-cache", "a.py", cwd=tmp_path)
+    lines = done.stderr.decode().strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and "max-file-size" in lines[0], lines
+
+
+def test_directories_that_cannot_be_listed_are_error_entries(tmp_path):
+    (tmp_path / "good.py").write_text(GOOD)
+    deep = tmp_path / "deep"
+    deep.mkdir()
+    here = os.open(deep, os.O_RDONLY)
+    try:  # 25 levels of 200-character names: past PATH_MAX (4096), so the walk cannot list the deepest ones
+        for _ in range(25):
+            os.mkdir("d" * 200, dir_fd=here)
+            inner = os.open("d" * 200, os.O_RDONLY, dir_fd=here)
+            os.close(here)
+            here = inner
+        with open(os.open("hidden.py", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=here), "w") as handle:
+            handle.write(GOOD)
+    finally:
+        os.close(here)
+    done = portcheck("scan", "--isolated", "--no-cache", "--format", "json", ".", cwd=tmp_path)
+    report = report_of(done)
+    assert done.returncode == 1
+    assert [f["path"] for f in report["findings"]] == ["good.py"]
+    (error,) = report["errors"]
+    assert error["path"].startswith("deep/ddd") and "cannot be listed" in error["message"]
+    done = portcheck("scan", "--isolated", "--no-cache", "deep", cwd=tmp_path)
+    assert done.returncode == 1 and b"All checks passed" not in done.stdout
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root lists a directory whatever its mode")
+def test_a_directory_without_permission_is_an_error_entry(tmp_path):
+    (tmp_path / "shut").mkdir()
+    (tmp_path / "shut" / "a.py").write_text(GOOD)
+    (tmp_path / "shut").chmod(0)
+    try:
+        done = portcheck("scan", "--isolated", "--no-cache", "--format", "json", ".", cwd=tmp_path)
+    finally:
+        (tmp_path / "shut").chmod(0o755)
+    assert done.returncode == 1 and errors_of(report_of(done)).keys() == {"shut"}
+
+
+@pytest.mark.parametrize("api, allowed", [
+    ("https://api.github.com", True), ("http://127.0.0.1:8080", True), ("http://localhost:9", True),
+    ("http://[::1]:9", True), ("http://127.0.0.1.attacker.example", False),
+    ("http://localhost.attacker.example", False),
+    ("http://127.0.0.1@attacker.example", False), ("http://attacker.example/http://127.0.0.1", False),
+    ("http://10.0.0.1", False), ("ftp://127.0.0.1", False), ("https://", False), ("http://127.0.0.1:99999", False)])
+def test_plain_http_is_allowed_only_to_this_machine(monkeypatch, api, allowed):
+    from portcheck.config import ConfigError
+    from portcheck.review import destination
+
+    monkeypatch.setenv("GITHUB_TOKEN", "t0ken")
+    monkeypatch.setenv("GITHUB_REPOSITORY", "owner/repo")
+    monkeypatch.setenv("GITHUB_API_URL", api)
+    if allowed:
+        assert destination(3).api == api
+    else:
+        with pytest.raises(ConfigError, match="GITHUB_API_URL"):
+            destination(3)
+
+
+@pytest.mark.parametrize("repository", ["../..", "owner/..", "./repo", "owner/repo/extra"])
+def test_repository_names_that_climb_are_refused(monkeypatch, repository):
+    from portcheck.config import ConfigError
+    from portcheck.review import destination
+
+    monkeypatch.setenv("GITHUB_TOKEN", "t0ken")
+    monkeypatch.setenv("GITHUB_REPOSITORY", repository)
+    monkeypatch.delenv("GITHUB_API_URL", raising=False)
+    with pytest.raises(ConfigError, match="GITHUB_REPOSITORY"):
+        destination(3)
+
+
+@pytest.mark.parametrize("number", ["-5", "1e400", "5.5", "true", '"7"', "[7]", "0"])
+def test_event_pr_numbers_that_are_no_pull_request_are_refused(monkeypatch, tmp_path, number):
+    from portcheck.config import ConfigError
+    from portcheck.review import destination
+
+    event = tmp_path / "event.json"
+    event.write_text('{"pull_request": {"number": ' + number + "}}")
+    monkeypatch.setenv("GITHUB_TOKEN", "t0ken")
+    monkeypatch.setenv("GITHUB_REPOSITORY", "owner/repo")
+    monkeypatch.setenv("GITHUB_EVENT_PATH", str(event))
+    with pytest.raises(ConfigError, match="--post needs the pull request"):
+        destination(None)
+    event.write_text('{"pull_request": {"number": 7}}')
+    assert destination(None).number == 7

@@ -31,6 +31,7 @@ def git_environment() -> dict[str, str]:
 class Candidate:
     location: Path  # where to read it
     display: str  # how reports name it: relative to the working directory
+    unreadable: str = ""  # a directory the walk could not list (permissions, a path over the system's limit)
 
 
 def display_path(path: Path, cwd: Path) -> str:
@@ -58,6 +59,7 @@ def is_test_file(relative: str) -> bool:
 def discover(paths: list[str], settings: Settings, cwd: Path) -> list[Candidate]:
     explicit: list[Path] = []
     walked: list[Path] = []
+    unlisted: dict[Path, str] = {}
     for raw in paths:
         path = Path(raw)
         if not path.is_absolute():
@@ -67,7 +69,7 @@ def discover(paths: list[str], settings: Settings, cwd: Path) -> list[Candidate]
         if path.is_dir():
             if settings.force_exclude and is_excluded(path, settings):
                 continue
-            walked.extend(_walk(path, settings))
+            walked.extend(_walk(path, settings, unlisted))
         else:
             # With --force-exclude (how pre-commit passes files), a test file is left out like a walked one.
             if settings.force_exclude and (is_excluded(path, settings) or (
@@ -86,12 +88,19 @@ def discover(paths: list[str], settings: Settings, cwd: Path) -> list[Candidate]
             continue
         seen.add(key)
         found.append(Candidate(path, display_path(path, cwd)))
+    for path, why in unlisted.items():
+        found.append(Candidate(path, display_path(path, cwd), unreadable=f"a directory that cannot be listed: {why}"))
     found.sort(key=lambda c: c.display)
     return found
 
 
-def _walk(top: Path, settings: Settings) -> list[Path]:
+def _walk(top: Path, settings: Settings, unlisted: dict[Path, str]) -> list[Path]:
+    """The files under `top` to read; a directory that cannot be listed goes into `unlisted` (path: why), so
+    that the scan reports it instead of passing over what it holds."""
     out = []
+
+    def unlistable(exc: OSError) -> None:
+        unlisted[Path(exc.filename or top)] = exc.strerror or str(exc)
 
     # A test folder named on the command line (`portcheck scan tests/`) is read whatever the setting.
     skip_tests = settings.tests == "exclude" and not is_test_file(top.resolve().as_posix())
@@ -100,7 +109,7 @@ def _walk(top: Path, settings: Settings) -> list[Path]:
         return is_excluded(path, settings) or (skip_tests and is_test_file(path.relative_to(top).as_posix()))
 
     # followlinks=False: a symlinked directory loop cannot trap the walk.
-    for directory, dirnames, filenames in os.walk(top, onerror=None):
+    for directory, dirnames, filenames in os.walk(top, onerror=unlistable):
         base = Path(directory)
         dirnames[:] = sorted(d for d in dirnames if not skipped(base / d))
         for name in sorted(filenames):

@@ -30,7 +30,7 @@ class Fixing:
 def scan_paths(paths: list[str], settings: Settings, cwd: Path, fixing: Fixing | None = None,
                jobs: int | None = None, cache: Cache | None = None) -> ScanResult:
     candidates = discover(paths, settings, cwd)
-    file_jobs = [settings.job(c.display, c.location) for c in candidates]
+    file_jobs = [settings.job(c.display, c.location, unreadable=c.unreadable) for c in candidates]
     return _run(file_jobs, settings, jobs, cache) if fixing is None else _fix(file_jobs, settings, fixing, jobs)
 
 
