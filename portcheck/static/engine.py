@@ -10,7 +10,7 @@ import ast
 import functools
 import gc
 import re
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import cast
@@ -25,7 +25,6 @@ from portcheck.findings import (
     FileTooLarge,
     Finding,
     Fix,
-    fingerprinted,
     python_lines,
 )
 from portcheck.knowledge import load
@@ -38,7 +37,7 @@ from portcheck.static.names import function_scope
 from portcheck.static.nesting import MAX_FLAT_LINKS, flat_chain_depth, on_parse_stack
 from portcheck.static.positions import Positions
 from portcheck.static.source import SourceError, decode
-from portcheck.static.suppression import apply_suppressions, might_hold_suppression, parse_comment
+from portcheck.static.suppression import apply_suppressions, file_result, might_hold_suppression, parse_comment
 from portcheck.static.walk import STATEMENTS, walk
 
 registry()  # importing the rule modules registers their checks
@@ -246,17 +245,7 @@ def analyse_text(text: str, path: str, chip: str, stack: str, enabled: frozenset
         suppressions.extend(
             parse_comment(comment.value, where.start.line, where.start.column + 1, where.end.column + 1))
     findings, suppressed = apply_suppressions(findings, ctx.hits, positions, suppressions, enabled, path)
-    # one numbering for both, so a silenced finding never shares a fingerprint with a live twin
-    silenced = Counter((f.sort_key, f.message) for f in suppressed)
-    kept, quiet = [], []
-    for f in fingerprinted([*findings, *suppressed], python_lines(ctx.text), path):
-        key = (f.sort_key, f.message)
-        if silenced[key]:
-            silenced[key] -= 1
-            quiet.append(f)
-        else:
-            kept.append(f)
-    return FileResult(path, findings=tuple(kept), suppressed=tuple(quiet))
+    return file_result(path, findings, suppressed, python_lines(ctx.text))
 
 
 def _import_line(module: cst.Module, positions: Positions) -> int:

@@ -7,6 +7,7 @@ Every answer errs towards "don't know": a check that cannot tell stays quiet.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import libcst as cst
 
@@ -195,6 +196,20 @@ def contains(tree: cst.CSTNode | None, target: cst.CSTNode) -> bool:
 
     visit(tree, Finder())
     return found
+
+
+def named_or_branched(ctx: Context, node: cst.CSTNode, names: re.Pattern[str],
+                      test: Callable[[cst.BaseExpression], bool]) -> bool:
+    """`node` runs in a function whose name `names` matches (`def _ssim_cpu`, `def compile_xla`), or in the body of
+    an enclosing `if` whose test `test` accepts: code that says which device or stack it is written for."""
+    if any(names.search(function.name.value) for function in ctx.functions):
+        return True
+    chain = ctx.statements
+    for index, stmt in enumerate(chain):
+        inner = chain[index + 1] if index + 1 < len(chain) else node
+        if isinstance(stmt, cst.If) and contains(stmt.body, inner) and test(stmt.test):
+            return True
+    return False
 
 
 def skipped_when_compiling(ctx: Context, node: cst.CSTNode) -> str | None:

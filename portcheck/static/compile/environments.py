@@ -4,15 +4,14 @@ native torch-neuronx together (PC724), a torch or torch-neuronx the target's sta
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Iterator
 
-from portcheck.findings import FileError, FileResult, Finding, Severity, fingerprinted
+from portcheck.findings import FileError, FileResult, Finding, Severity
 from portcheck.knowledge import load, load_environments
 from portcheck.rules import Rule, rule
 from portcheck.static.manifests import Manifest, Requirement, read
 from portcheck.static.suppression import parse_comment
-from portcheck.static.suppression.unused import apply_line_suppressions
+from portcheck.static.suppression.unused import apply_line_suppressions, file_result
 
 
 @rule
@@ -238,13 +237,4 @@ def analyse_manifest(text: str, path: str, chip: str, stack: str, enabled: froze
     suppressions = [s for line, column, end, comment in manifest.comments
                     for s in parse_comment(comment, line, column, end)]
     kept, silenced = apply_line_suppressions(findings, suppressions, enabled, path)
-    quiet = Counter((f.sort_key, f.message) for f in silenced)
-    live, suppressed = [], []
-    for finding in fingerprinted([*kept, *silenced], text.splitlines(), path):
-        marked = (finding.sort_key, finding.message)
-        if quiet[marked]:
-            quiet[marked] -= 1
-            suppressed.append(finding)
-        else:
-            live.append(finding)
-    return FileResult(path, findings=tuple(live), suppressed=tuple(suppressed))
+    return file_result(path, kept, silenced, text.splitlines())

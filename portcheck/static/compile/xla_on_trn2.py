@@ -13,7 +13,7 @@ from portcheck.static.branches import tpu_only, version_fallback
 from portcheck.static.check import Context, check
 from portcheck.static.compile.text import one_line
 from portcheck.static.syntax import dotted_name
-from portcheck.static.values import contains, guard
+from portcheck.static.values import guard, named_or_branched
 
 
 @rule
@@ -96,15 +96,8 @@ _OTHER_TARGET = re.compile(r"xla|inf[12]|trn1", re.IGNORECASE)
 
 
 def _for_other_target(ctx: Context, node: cst.CSTNode) -> bool:
-    if any(_OTHER_TARGET.search(function.name.value) for function in ctx.functions):
-        return True
-    chain = ctx.statements
-    for index, stmt in enumerate(chain):
-        inner = chain[index + 1] if index + 1 < len(chain) else node
-        if isinstance(stmt, cst.If) and contains(stmt.body, inner) and _OTHER_TARGET.search(
-                " ".join(s.value for s in _strings_and_names(stmt.test))):
-            return True
-    return False
+    return named_or_branched(ctx, node, _OTHER_TARGET, lambda test: _OTHER_TARGET.search(
+        " ".join(s.value for s in _strings_and_names(test))) is not None)
 
 
 def _strings_and_names(test: cst.BaseExpression) -> list[cst.Name | cst.SimpleString]:

@@ -2,6 +2,7 @@
 that reports one suppressing nothing."""
 
 from portcheck.static.suppression.comments import Suppression, might_hold_suppression, parse_comment
-from portcheck.static.suppression.unused import UnusedSuppression, apply_suppressions
+from portcheck.static.suppression.unused import UnusedSuppression, apply_suppressions, file_result
 
-__all__ = ["Suppression", "UnusedSuppression", "apply_suppressions", "might_hold_suppression", "parse_comment"]
+__all__ = ["Suppression", "UnusedSuppression", "apply_suppressions", "file_result", "might_hold_suppression",
+           "parse_comment"]

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from typing import TYPE_CHECKING
 
-from portcheck.findings import Finding
+from portcheck.findings import FileResult, Finding, fingerprinted
 from portcheck.knowledge import load
 from portcheck.rules import Rule, rule
 from portcheck.static.suppression.comments import Suppression
@@ -72,6 +72,21 @@ def apply_line_suppressions(findings: list[Finding], suppressions: list[Suppress
     if UnusedSuppression.code in enabled:
         kept.extend(_unused(suppressions, enabled, path))
     return kept, silenced
+
+
+def file_result(path: str, kept: list[Finding], silenced: list[Finding], lines: list[str]) -> FileResult:
+    """A file's findings and suppressed findings, fingerprinted in one numbering, so that a silenced finding never
+    shares a fingerprint with a live twin."""
+    quiet = Counter((f.sort_key, f.message) for f in silenced)
+    live, suppressed = [], []
+    for finding in fingerprinted([*kept, *silenced], lines, path):
+        key = (finding.sort_key, finding.message)
+        if quiet[key]:
+            quiet[key] -= 1
+            suppressed.append(finding)
+        else:
+            live.append(finding)
+    return FileResult(path, findings=tuple(live), suppressed=tuple(suppressed))
 
 
 def _unused(suppressions: list[Suppression], enabled: frozenset[str], path: str) -> list[Finding]:

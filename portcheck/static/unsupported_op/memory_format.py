@@ -11,7 +11,7 @@ from portcheck.rules import Rule, rule
 from portcheck.static.check import Context, check
 from portcheck.static.cuda_api.paths import cuda_path
 from portcheck.static.syntax import call_name, keyword, positional
-from portcheck.static.values import contains
+from portcheck.static.values import named_or_branched
 
 
 @rule
@@ -71,14 +71,7 @@ _DEVICE_TEST = re.compile(r"""\bis_cpu\b|\bis_cuda\b|['"](cpu|cuda)['"]""")
 
 
 def _cpu_or_gpu_only(ctx: Context, node: cst.CSTNode) -> bool:
-    if any(_DEVICE_WORD.search(function.name.value) for function in ctx.functions):
-        return True
-    chain = ctx.statements
-    for index, stmt in enumerate(chain):
-        inner = chain[index + 1] if index + 1 < len(chain) else node
-        if isinstance(stmt, cst.If) and contains(stmt.body, inner) and _DEVICE_TEST.search(ctx.source(stmt.test)):
-            return True
-    return False
+    return named_or_branched(ctx, node, _DEVICE_WORD, lambda test: _DEVICE_TEST.search(ctx.source(test)) is not None)
 
 
 @check(cst.Call, rules=(ChannelsLastOnNeuron,), tokens=TOKENS)
