@@ -86,7 +86,7 @@ def replace_keeping(path: Path, data: bytes, durable: bool = True) -> None:
 def write_text(path: Path, text: str, executable: bool = False) -> None:
     """Write a report, plan, script or baseline whole (see the module's docstring for what `path` may be); a
     failure is one line (UserError)."""
-    data = text.encode("utf-8")
+    data = text.encode("utf-8", "backslashreplace")  # a file name's undecodable bytes, as escapes
     try:
         _write(path, data, executable)
     except OSError as exc:

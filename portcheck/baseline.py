@@ -12,9 +12,10 @@ from pathlib import Path
 from portcheck import __version__
 from portcheck.atomic import write_text
 from portcheck.config import ConfigError
-from portcheck.findings import Finding, ScanResult
+from portcheck.findings import FileTooLarge, Finding, ScanResult, read_bounded
 
 KIND = "portcheck-baseline"
+BASELINE_LIMIT = 256 * 2**20  # bytes: a baseline of a million findings is about 150 MiB
 
 
 def write_baseline(path: Path, findings: list[Finding]) -> None:
@@ -27,18 +28,27 @@ def write_baseline(path: Path, findings: list[Finding]) -> None:
 def read_baseline(path: Path) -> dict[str, list[int]]:
     """Stem -> the lines its findings were recorded at."""
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
+        document = json.loads(read_bounded(str(path), BASELINE_LIMIT).decode("utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such baseline file (make one with --write-baseline)") from None
+    except FileTooLarge:
+        raise ConfigError(f"{path}: not a portcheck baseline (over {BASELINE_LIMIT // 2**20} MiB)") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: not a portcheck baseline (nested too deeply)") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ConfigError(f"{path}: not a portcheck baseline ({exc})") from None
     if not isinstance(document, dict) or document.get("kind") != KIND or not isinstance(
             document.get("findings"), list):
         raise ConfigError(f"{path}: not a portcheck baseline (write one with --write-baseline)")
     known: dict[str, list[int]] = defaultdict(list)
-    for entry in document["findings"]:
-        if isinstance(entry, dict) and entry.get("stem"):
-            known[str(entry["stem"])].append(int(entry.get("line") or 0))
+    for number, entry in enumerate(document["findings"], 1):
+        if not isinstance(entry, dict) or not entry.get("stem"):
+            continue
+        line = entry.get("line") or 0
+        if not isinstance(entry["stem"], str) or not isinstance(line, int) or isinstance(line, bool) or line < 0:
+            raise ConfigError(f"{path}: finding {number} of the baseline is malformed (its stem must be a string "
+                              "and its line a number)")
+        known[entry["stem"]].append(line)
     return known
 
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from portcheck import __version__
 from portcheck.atomic import replace_file
+from portcheck.errors import UserError
 from portcheck.findings import Edit, FileError, FileResult, FileTooLarge, Finding, Fix, Severity, read_bounded
 from portcheck.knowledge import rules_dir
 
@@ -69,15 +70,21 @@ class Cache:
 
     def key(self, path: str, chip: str, stack: str, enabled: frozenset[str], sdk: str = "") -> str:
         text = "\0".join((self._salt, path, chip, stack, ",".join(sorted(enabled)), sdk))
-        return hashlib.sha256(text.encode()).hexdigest()[:40]
+        return hashlib.sha256(text.encode(errors="surrogateescape")).hexdigest()[:40]
 
-    def get(self, key: str, content: str) -> FileResult | None:
+    def get(self, key: str, content: str, path: str) -> FileResult | None:
+        """The result cached for `path` with this content; None for a miss, a damaged entry, or one whose findings
+        belong to another file (a forged entry must not make a report quote some other file's lines)."""
         try:
             # a bounded read of a regular file: an entry that is a FIFO or a link to /dev/zero is a miss, not a hang
             entry = json.loads(read_bounded(str(self.entries / f"{key}.json"), ENTRY_LIMIT))
             if entry["content"] != content:
                 return None
             result = _result(entry["result"])
+            paths = {result.path, *(f.path for f in (*result.findings, *result.suppressed)),
+                     *(e.path for e in result.errors)}
+            if paths != {path}:
+                return None
         except FileNotFoundError:
             return None
         except (OSError, FileTooLarge, ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError):
@@ -112,13 +119,25 @@ def content_hash(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+class CacheRefused(Exception):
+    """The default cache directory is not one portcheck may write to: the scan goes on without a cache."""
+
+
 def directory_for(option: str | None, disabled: bool, root: Path) -> Path | None:
     """Where the cache lives: --cache-dir, else $PORTCHECK_CACHE_DIR, else .portcheck_cache at the project
     root; None with --no-cache."""
     if disabled:
         return None
     chosen = option or os.environ.get(ENVIRONMENT) or None
-    return Path(chosen).expanduser() if chosen else root / DEFAULT_DIR
+    if chosen is None:
+        default = root / DEFAULT_DIR
+        if default.is_symlink():  # committed to the repository, it would send the cache's writes anywhere
+            raise CacheRefused(f"{default} is a symlink, which portcheck does not follow: continuing without the "
+                               f"cache (remove it, or give the cache's place with --cache-dir or ${ENVIRONMENT})")
+        return default
+    if chosen.startswith("~") and not chosen.startswith(("~/", f"~{os.sep}")) and chosen != "~":
+        raise UserError(f"cache directory {chosen!r}: only your own home (~/) is expanded; give the path")
+    return Path(chosen).expanduser()
 
 
 # ---- FileResult <-> JSON --------------------------------------------------------------------------------

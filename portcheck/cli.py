@@ -280,10 +280,16 @@ def _scan(args: argparse.Namespace) -> int:
 
         fixing = Fixing(write=not args.diff, unsafe=args.unsafe_fixes, diff=args.diff)
     fix_mode = "diff" if args.diff else "fix-only" if args.fix_only else ""
+    if reads_stdin and sys.stdin is None:
+        raise ConfigError("'-' reads stdin, but stdin is closed")
     data = sys.stdin.buffer.read() if reads_stdin else None
     if data is not None and fixing is not None:
         fixed = fix_stdin(data, args.stdin_filename, settings, cwd, fixing)
-        sys.stdout.write(fixed.diff if fixing.diff else fixed.text)
+        if fixed.untouched is not None and not fixing.diff:
+            sys.stdout.flush()
+            sys.stdout.buffer.write(fixed.untouched)
+        else:
+            sys.stdout.write(fixed.diff if fixing.diff else fixed.text)
         sys.stdout.flush()
         if not args.fix_only and not fixing.diff:
             _render(fixed.result, "concise", sys.stderr, color=False, lines_for=lambda _: [])
@@ -561,7 +567,19 @@ def _rule(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _standard_streams() -> None:
+    """A closed stdout or stderr (`>&-`) writes nowhere instead of failing; text that cannot be encoded (the
+    undecodable bytes of a file name) is written as escapes, never an error."""
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is None:
+            setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))  # noqa: SIM115  # lives as long as sys.stdout
+        elif isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
+
+
 def main(argv: list[str] | None = None) -> int:
+    _standard_streams()
     parser = _parser()
     given = sys.argv[1:] if argv is None else argv
     # A file named like an option (`--output=victim.py`, committed and handed over by pre-commit after other files)

@@ -73,9 +73,13 @@ def scan(options: ScanOptions) -> ScanOutcome:
     else:
         cache = None
         if options.fixing is None:
-            from portcheck.cache import Cache, directory_for
+            from portcheck.cache import Cache, CacheRefused, directory_for
 
-            directory = directory_for(options.cache_dir, not options.use_cache, settings.root)
+            try:
+                directory = directory_for(options.cache_dir, not options.use_cache, settings.root)
+            except CacheRefused as exc:
+                directory = None
+                warnings.append(str(exc))
             cache = Cache(directory if directory.is_absolute() else cwd / directory) if directory else None
         result = scan_paths(list(options.paths), settings, cwd, options.fixing, jobs=options.jobs, cache=cache)
         if cache is not None and cache.problem:
@@ -94,15 +98,21 @@ class StdinFix:
     text: str  # the fixed source (the source itself when nothing changed)
     diff: str  # the unified diff from the source to `text`
     changed: bool
+    untouched: bytes | None = None  # the input, to be given back byte for byte (an excluded file)
 
 
 def fix_stdin(data: bytes, filename: str | None, settings: Settings, cwd: Path, fixing: Fixing) -> StdinFix:
     """`portcheck scan --fix -`: the fixed source and what is left, for stdin's text."""
+    from portcheck.static.discover import is_excluded
     from portcheck.static.engine import failed
     from portcheck.static.rewrite import FixOutcome, fix_text, unified_diff
     from portcheck.static.source import SourceError, decode
 
     display = filename or "-"
+    target = Target(settings.chip, settings.stack, settings.sdk)
+    if filename and settings.force_exclude and is_excluded(cwd / filename, settings):
+        # excluded (--force-exclude): given back byte for byte, as `scan -` reports nothing for it
+        return StdinFix(ScanResult(target, fixing=True), "", "", False, untouched=data)
     job = settings.job(display, cwd / (filename or "-"), data)
     try:
         job.read()

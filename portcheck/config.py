@@ -132,9 +132,10 @@ def find_config(start: Path) -> Path | None:
         candidate = directory / "pyproject.toml"
         if candidate.is_file():
             try:
-                if "portcheck" in tomllib.loads(candidate.read_text(encoding="utf-8")).get("tool", {}):
+                tool = tomllib.loads(candidate.read_text(encoding="utf-8")).get("tool")
+                if isinstance(tool, dict) and "portcheck" in tool:
                     return candidate
-            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError):
                 # A broken pyproject.toml that may be ours: read it properly to report its line.
                 if "[tool.portcheck" in candidate.read_text(encoding="utf-8", errors="replace"):
                     return candidate
@@ -155,13 +156,18 @@ def read_config(path: Path) -> Layer:
         raise ConfigError(f"{path}: cannot read: {exc}") from None
     try:
         data = tomllib.loads(text)
+    except RecursionError:
+        raise ConfigError(f"{path}: invalid TOML: nested too deeply to read") from None
     except tomllib.TOMLDecodeError as exc:
         message = str(exc)
         found = re.search(r"\(at line (\d+), column \d+\)", message)
         line = int(found.group(1)) if found else max(1, text.count("\n"))  # "at end of document"
         reason = re.sub(r"\s*\(at (line \d+, column \d+|end of document)\)", "", message)
         raise ConfigError(f"{path}:{line}: invalid TOML: {reason}") from None
-    table = data.get("tool", {}).get("portcheck", {}) if path.name == "pyproject.toml" else data
+    tool = data.get("tool", {})
+    if path.name == "pyproject.toml" and not isinstance(tool, dict):
+        raise ConfigError(f"{path}: [tool] must be a table")
+    table = tool.get("portcheck", {}) if path.name == "pyproject.toml" else data
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [tool.portcheck] must be a table")
 

@@ -228,7 +228,8 @@ def fingerprinted(findings: list[Finding], lines: list[str], path: str) -> list[
         scope = _scope(lines, f.line)
         key = (f.code, scope, snippet)
         stem = f"{f.code}\0{path}\0{scope}\0{snippet}"
-        digest = hashlib.sha256(f"{stem}\0{seen[key]}".encode()).hexdigest()[:16]
+        digest = hashlib.sha256(f"{stem}\0{seen[key]}".encode(errors="surrogateescape")).hexdigest()[:16]
         seen[key] += 1
-        out.append(replace(f, fingerprint=digest, stem=hashlib.sha256(stem.encode()).hexdigest()[:16]))
+        stem_digest = hashlib.sha256(stem.encode(errors="surrogateescape")).hexdigest()[:16]
+        out.append(replace(f, fingerprint=digest, stem=stem_digest))
     return out

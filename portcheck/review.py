@@ -9,6 +9,7 @@ import json
 import os
 import re
 import subprocess
+import threading
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -18,6 +19,7 @@ from typing import Any
 
 from portcheck.config import ConfigError, Settings
 from portcheck.errors import GitError, PostError
+from portcheck.escape import printable
 from portcheck.findings import ScanResult, Target, python_lines
 from portcheck.static.discover import GIT_SAFETY, git_environment
 
@@ -90,13 +92,15 @@ def changed_lines(base: str, head: str | None, cwd: Path) -> Change:
                 "--diff-filter=AMR", "--src-prefix=a/", "--dst-prefix=b/", "--no-relative", *span, "--"], root)
     change = Change(root, head or "", sha)
     current: str | None = None
-    in_header = False
+    in_header = submodule = False
     for line in diff.splitlines():
         if line.startswith("diff --git "):
-            current, in_header = None, True
+            current, in_header, submodule = None, True, False
+        elif in_header and line.startswith(("new file mode ", "new mode ", "index ")):
+            submodule = submodule or line.endswith(" 160000")  # a submodule (a commit, not a file) named `lib.py`
         elif in_header and line.startswith("+++ "):
             name = _unquote(line[4:].rstrip("\t"))  # git ends a name holding a space with a tab
-            python = name.startswith("b/") and name.endswith((".py", ".pyi"))
+            python = name.startswith("b/") and name.endswith((".py", ".pyi")) and not submodule
             current = name[2:] if python else None
             if current is not None:
                 change.hunks.setdefault(current, [])
@@ -112,7 +116,7 @@ def _unquote(name: str) -> str:
     """git quotes paths with unusual characters ("b/na\\303\\257ve.py")."""
     if name.startswith('"') and name.endswith('"'):
         raw = name[1:-1].encode("latin-1").decode("unicode_escape").encode("latin-1")
-        return raw.decode("utf-8", errors="replace")
+        return raw.decode("utf-8", errors="surrogateescape")  # a name that is not UTF-8 keeps its bytes
     return name
 
 
@@ -206,15 +210,39 @@ def _api_allowed(api: str) -> bool:
         return False
 
 
+POST_DEADLINE = 120.0  # seconds for the whole exchange: a server that trickles its answer is not waited for
+ANSWER_LIMIT = 2**20  # bytes of an answer read: a review's answer is a few KB
+
+
 def post_review(body: dict[str, Any], where: Destination) -> str:
     """POST the review; the URL of the review made, or one line saying why not (the token never appears)."""
     url = f"{where.api}/repos/{where.repository}/pulls/{where.number}/reviews"
+    outcome: list[str | PostError] = []
+
+    def exchange() -> None:
+        try:
+            outcome.append(_post(url, body, where))
+        except PostError as exc:
+            outcome.append(exc)
+
+    # The socket timeout bounds each read; only a deadline on the whole exchange bounds a trickle.
+    worker = threading.Thread(target=exchange, daemon=True)
+    worker.start()
+    worker.join(POST_DEADLINE)
+    if not outcome:
+        raise PostError(f"could not post to {where.api}: no complete answer within {POST_DEADLINE:g} s")
+    if isinstance(outcome[0], PostError):
+        raise outcome[0]
+    return outcome[0]
+
+
+def _post(url: str, body: dict[str, Any], where: Destination) -> str:
     try:
         request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST", headers={
             "Authorization": f"Bearer {where.token}", "Accept": "application/vnd.github+json",
             "X-GitHub-Api-Version": "2022-11-28", "Content-Type": "application/json", "User-Agent": "portcheck"})
         with urllib.request.build_opener(_NoRedirect).open(request, timeout=60) as response:
-            payload = response.read()
+            payload = response.read(ANSWER_LIMIT)
     except urllib.error.HTTPError as exc:
         raise PostError(_http_problem(exc, where)) from None
     except (urllib.error.URLError, TimeoutError, OSError, http.client.HTTPException, ValueError) as exc:
@@ -222,9 +250,10 @@ def post_review(body: dict[str, Any], where: Destination) -> str:
         raise PostError(f"could not reach {where.api}: {reason}") from None
     try:
         answer = json.loads(payload or b"{}")
-    except ValueError:
+    except (ValueError, RecursionError):
         return url
-    return str(answer.get("html_url") or url) if isinstance(answer, dict) else url
+    link = answer.get("html_url") if isinstance(answer, dict) else None
+    return printable(link)[:2000] if isinstance(link, str) and link else url
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -236,9 +265,10 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
 
 def _http_problem(exc: urllib.error.HTTPError, where: Destination) -> str:
     try:
-        detail = json.loads(exc.read() or b"{}").get("message", "")
-    except (ValueError, OSError, AttributeError):
+        detail = json.loads(exc.read(ANSWER_LIMIT) or b"{}").get("message", "")
+    except (ValueError, OSError, AttributeError, RecursionError):
         detail = ""
+    detail = printable(detail)[:300] if isinstance(detail, str) else ""
     detail = detail.replace(where.token, "***") if where.token else detail
     meaning = {401: "the token was refused (GITHUB_TOKEN expired or wrong)",
                403: "the token may not write reviews here (permissions: pull-requests: write)",

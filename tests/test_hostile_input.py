@@ -493,3 +493,279 @@ def test_event_pr_numbers_that_are_no_pull_request_are_refused(monkeypatch, tmp_
         destination(None)
     event.write_text('{"pull_request": {"number": 7}}')
     assert destination(None).number == 7
+
+
+# ---- what a model's process leaves behind ----------------------------------------------------------------------
+
+ESCAPING_BUILD = '''import subprocess
+import sys
+
+import torch
+
+
+def build():
+    # a grandchild that leaves the process group (setsid) and keeps the output pipe open
+    subprocess.Popen([sys.executable, "-c", "import os, time; open('grandchild.pid', 'w').write(str(os.getpid())); "
+                      "time.sleep(600)"], start_new_session=True)
+    import threading, time
+    threading.Thread(target=time.sleep, args=(600,)).start()  # not a daemon: it would keep the process alive
+    return torch.nn.Linear(4, 2), (torch.randn(1, 4),)
+'''
+
+
+def test_nothing_the_model_starts_outlives_the_trace(tmp_path):
+    (tmp_path / "escape.py").write_text(ESCAPING_BUILD)
+    started = time.monotonic()
+    done = portcheck("trace", "--isolated", "--no-static", "--timeout", "120", "escape.py:build", cwd=tmp_path)
+    elapsed = time.monotonic() - started
+    assert done.returncode in (0, 1), done.stderr.decode()
+    assert b"did not finish" not in done.stderr  # the thread left running did not turn the trace into a timeout
+    assert elapsed < 100, elapsed
+    pid = int((tmp_path / "grandchild.pid").read_text())
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{pid}").exists() and _state(pid) not in ("Z", "X"):
+        assert time.monotonic() < deadline, "the setsid() grandchild outlived portcheck trace"
+        time.sleep(0.1)
+
+
+# ---- closed standard streams -------------------------------------------------------------------------------------
+
+
+def test_closed_standard_streams_are_one_line_not_an_internal_error(tmp_path):
+    (tmp_path / "a.py").write_text(GOOD)
+    done = subprocess.run([sys.executable, "-m", "portcheck", "scan", "--isolated", "--no-cache", "-"], cwd=tmp_path,
+                          capture_output=True, timeout=120, preexec_fn=lambda: os.close(0))
+    assert done.returncode == 2 and done.stderr.decode().strip() == \
+        "portcheck: error: '-' reads stdin, but stdin is closed", done.stderr
+    done = subprocess.run([sys.executable, "-m", "portcheck", "scan", "--isolated", "--no-cache", "a.py"],
+                          cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=120,
+                          preexec_fn=lambda: os.close(1))
+    assert done.returncode == 1 and not done.stderr, done.stderr
+
+
+# ---- file names and code that are not plain text ----------------------------------------------------------------
+
+
+def _git(*args: str, cwd: Path) -> None:
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "protocol.file.allow=always", *args],
+                   cwd=cwd, check=True, capture_output=True, timeout=60)
+
+
+def test_file_names_that_are_not_utf8_or_hold_escapes(tmp_path):
+    _git("init", "-q", ".", cwd=tmp_path)
+    _git("commit", "-q", "--allow-empty", "-m", "base", cwd=tmp_path)
+    odd = os.fsencode(tmp_path) + b"/b\xff.py"
+    with open(odd, "w") as handle:
+        handle.write(GOOD)
+    (tmp_path / "e\x1b[31mred.py").write_text(GOOD)
+    (tmp_path / "code.py").write_text('import torch\n\nx = torch.zeros(3).cuda(); s = "\x1b]0;owned\x07"\n')
+    done = portcheck("scan", "--isolated", "--no-cache", "--format", "json", ".", cwd=tmp_path)
+    text = done.stdout.decode("utf-8")  # strict: the output is UTF-8
+    assert done.returncode == 1 and sorted(f["path"] for f in json.loads(text)["findings"]) == \
+        ["b\udcff.py", "code.py", "e\x1b[31mred.py"]
+    for output_format in ("concise", "full"):
+        done = portcheck("scan", "--isolated", "--no-cache", "--format", output_format, ".", cwd=tmp_path)
+        assert done.returncode == 1 and b"\x1b" not in done.stdout and b"\x07" not in done.stdout, done.stdout
+        assert b"b\\xff.py:3:5: PC101" in done.stdout.replace(b" [error]", b"") or b"b\\xff.py:3:5" in done.stdout
+        assert b"e\\x1b[31mred.py" in done.stdout
+    done = portcheck("scan", "--isolated", "--no-cache", "--format", "sarif", ".", cwd=tmp_path)
+    uris = {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+            for r in json.loads(done.stdout)["runs"][0]["results"]}
+    assert "b%FF.py" in uris
+    # review: the changed files come from git, quoted; a submodule named like a Python file is no file
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    _git("init", "-q", ".", cwd=sub)
+    _git("commit", "-q", "--allow-empty", "-m", "s", cwd=sub)
+    _git("submodule", "add", "-q", "./sub", "lib.py", cwd=tmp_path)
+    _git("add", "-A", cwd=tmp_path)
+    _git("commit", "-q", "-m", "change", cwd=tmp_path)
+    done = portcheck("review", "--base", "HEAD~1", "--format", "json", cwd=tmp_path)
+    report = report_of(done)
+    assert done.returncode == 1 and not report["errors"], report["errors"]
+    assert "b\udcff.py" in {f["path"] for f in report["findings"]}
+
+
+def test_markdown_cells_stay_cells():
+    from portcheck.escape import markdown_code, markdown_text, printable
+
+    assert printable("a\x1b[31mb\nc\u2028\udcff") == "a\\x1b[31mb\\x0ac\\u2028\\xff"
+    assert markdown_text("`(a | b).cuda()` moves <img src=x> & more | end") == \
+        "`(a \\| b).cuda()` moves &lt;img src=x&gt; &amp; more \\| end"
+    assert markdown_text("an unpaired ` backtick <b>") == "an unpaired \\` backtick &lt;b&gt;"
+    assert markdown_code("we`ird|name.py:3") == "``we`ird\\|name.py:3``"
+
+
+def test_review_markdown_keeps_four_columns(tmp_path):
+    _git("init", "-q", ".", cwd=tmp_path)
+    _git("commit", "-q", "--allow-empty", "-m", "base", cwd=tmp_path)
+    (tmp_path / "a|b.py").write_text("import torch\n\nx = (torch.ones(2) | torch.ones(2)).cuda()  # <b>x</b>\n")
+    _git("add", "-A", cwd=tmp_path)
+    _git("commit", "-q", "-m", "change", cwd=tmp_path)
+    done = portcheck("review", "--base", "HEAD~1", "--format", "markdown", cwd=tmp_path)
+    rows = [line for line in done.stdout.decode().splitlines() if "PC101" in line]
+    assert len(rows) == 1 and "<b>" not in rows[0]
+    cells = [cell for cell in __import__("re").split(r"(?<!\\)\|", rows[0])[1:-1]]
+    assert len(cells) == 4, rows[0]
+
+
+# ---- the cache: only where it was meant to be, only for the file it was made for -------------------------------
+
+
+def test_a_cache_directory_committed_as_a_symlink_is_not_followed(tmp_path):
+    project, outside = tmp_path / "project", tmp_path / "outside"
+    project.mkdir()
+    outside.mkdir()
+    (project / "pyproject.toml").write_text("[tool.portcheck]\n")
+    (project / "a.py").write_text(GOOD)
+    (project / ".portcheck_cache").symlink_to(outside)
+    done = portcheck("scan", "a.py", cwd=project)
+    assert done.returncode == 1 and b"is a symlink, which portcheck does not follow" in done.stderr
+    assert list(outside.iterdir()) == [] and not (tmp_path / ".gitignore").exists()
+
+
+def test_a_cache_directory_in_another_users_home_is_refused(tmp_path):
+    (tmp_path / "a.py").write_text(GOOD)
+    done = portcheck("scan", "a.py", cwd=tmp_path, env={**os.environ, "PORTCHECK_CACHE_DIR": "~nobody/cache"})
+    lines = done.stderr.decode().strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and "only your own home" in lines[0], lines
+
+
+def test_a_cache_entry_for_another_file_is_a_miss(tmp_path):
+    from dataclasses import replace
+
+    from portcheck.cache import Cache
+    from portcheck.findings import FileResult, Finding, Severity
+
+    cache = Cache(tmp_path / "cache")
+    finding = Finding("PC101", "cuda-tensor-placement", "cuda-api", Severity.ERROR, "m", "a.py", 3, 5, 3, 10)
+    key = cache.key("a.py", "trn2", "native", frozenset({"PC101"}))
+    cache.put(key, "hash", FileResult("a.py", findings=(finding,)))
+    assert cache.get(key, "hash", "a.py") is not None
+    cache.put(key, "hash", FileResult("a.py", findings=(replace(finding, path="/etc/shadow"),)))
+    assert cache.get(key, "hash", "a.py") is None
+
+
+# ---- configuration and baselines that are not what they claim -----------------------------------------------
+
+
+@pytest.mark.parametrize("name, text, expected", [
+    ("pyproject.toml", "[tool.portcheck]\nx = " + "[" * 100_000 + "]" * 100_000 + "\n", "nested too deeply"),
+    ("portcheck.toml", "x = " + "[" * 100_000 + "]" * 100_000 + "\n", "nested too deeply"),
+    ("pyproject.toml", "tool = 5\n", None),  # not ours: no configuration, a plain scan
+])
+def test_configuration_files_that_are_malformed(tmp_path, name, text, expected):
+    (tmp_path / name).write_text(text)
+    (tmp_path / "a.py").write_text(GOOD)
+    done = portcheck("scan", "--no-cache", "a.py", cwd=tmp_path)
+    lines = done.stderr.decode().strip().splitlines()
+    if expected is None:
+        assert done.returncode == 1 and not lines, lines
+    else:
+        assert done.returncode == 2 and len(lines) == 1 and expected in lines[0], lines
+
+
+@pytest.mark.parametrize("mangle, expected", [
+    (lambda d: d["findings"][0].update(line="abc"), "malformed"),
+    (lambda d: d["findings"][0].update(line=[1]), "malformed"),
+    (lambda d: d["findings"][0].update(stem=7), "malformed"),
+    (None, "nested too deeply"),
+])
+def test_baselines_that_are_malformed(tmp_path, mangle, expected):
+    (tmp_path / "a.py").write_text(GOOD)
+    (tmp_path / "base.json").write_text(json.dumps({"kind": "portcheck-baseline", "version": 1, "findings": [
+        {"fingerprint": "0b7e38c6ac07a8dd", "stem": "ff82e98178310324", "code": "PC101", "path": "a.py", "line": 3}]}))
+    if mangle is None:
+        (tmp_path / "base.json").write_text('{"kind": "portcheck-baseline", "findings": ' + "[" * 100_000
+                                            + "]" * 100_000 + "}")
+    else:
+        document = json.loads((tmp_path / "base.json").read_text())
+        mangle(document)
+        (tmp_path / "base.json").write_text(json.dumps(document))
+    done = portcheck("scan", "--isolated", "--no-cache", "--baseline", "base.json", "a.py", cwd=tmp_path)
+    lines = done.stderr.decode().strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and expected in lines[0], lines
+
+
+def test_force_exclude_gives_stdin_back_untouched_with_fix(tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[tool.portcheck]\nexclude = ["generated"]\n')
+    source = GOOD.encode() + b"# \xe9\n"  # not even UTF-8: given back byte for byte
+    done = portcheck("scan", "--no-cache", "--force-exclude", "--fix", "--stdin-filename", "generated/a.py", "-",
+                     cwd=tmp_path, stdin=source)
+    assert done.returncode == 0 and done.stdout == source, done.stderr
+    done = portcheck("scan", "--no-cache", "--force-exclude", "--fix", "--stdin-filename", "a.py", "-",
+                     cwd=tmp_path, stdin=GOOD.encode())
+    assert done.returncode == 0 and b'.to("neuron")' in done.stdout
+
+
+# ---- --post: every answer read within a deadline and a bound ---------------------------------------------------
+
+
+class _Answers:
+    """A real HTTP server on 127.0.0.1 that answers a POST in one of several hostile ways."""
+
+    def __init__(self, mode: str) -> None:
+        import http.server
+        import threading
+
+        answers = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):  # http.server's name for the POST handler
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                if mode == "trickle":
+                    self.send_response(200)
+                    self.send_header("Content-Length", "100000")
+                    self.end_headers()
+                    for _ in range(1000):
+                        if answers.stop.is_set():
+                            return
+                        self.wfile.write(b" ")
+                        self.wfile.flush()
+                        time.sleep(0.05)
+                elif mode == "huge":
+                    self.send_response(200)
+                    self.send_header("Content-Length", str(2**30))
+                    self.end_headers()
+                    for _ in range(8):
+                        self.wfile.write(b"[" * 2**20)
+                elif mode == "deep":
+                    body = b"[" * 200_000 + b"]" * 200_000
+                    self.send_response(200)
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+
+            def log_message(self, *args):  # http.server's hook: keep the test output clean
+                pass
+
+        self.stop = threading.Event()
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self) -> None:
+        self.stop.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.parametrize("mode", ["trickle", "huge", "deep"])
+def test_post_answers_are_read_within_a_deadline_and_a_bound(monkeypatch, mode):
+    from portcheck import review
+    from portcheck.errors import PostError
+
+    server = _Answers(mode)
+    monkeypatch.setattr(review, "POST_DEADLINE", 3.0)
+    where = review.Destination(server.url, "owner/repo", 7, "t0ken")
+    started = time.monotonic()
+    try:
+        if mode == "trickle":
+            with pytest.raises(PostError, match="no complete answer within 3 s"):
+                review.post_review({"body": "x"}, where)
+        else:  # read up to the bound, not understood: the review's URL is what is left to say
+            assert review.post_review({"body": "x"}, where).endswith("/pulls/7/reviews")
+    finally:
+        server.close()
+    assert time.monotonic() - started < 30

@@ -8,6 +8,7 @@ import importlib.util
 import io
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -38,6 +39,8 @@ def run_child(request: TraceRequest, cwd: Path, timeout: float) -> TraceOutcome:
         raise TraceError("portcheck trace needs torch: pip install 'portcheck[trace]'")
     package_parent = str(Path(__file__).resolve().parents[2])
     env = dict(os.environ)
+    token = secrets.token_hex(16)
+    env[_RUN_VARIABLE] = token  # inherited by everything the model starts: how the sweep finds what escaped
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1",
                TOKENIZERS_PARALLELISM="false", PYTHONUNBUFFERED="1",
                PYTHONPATH=os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH", "")) if p))
@@ -66,6 +69,7 @@ def run_child(request: TraceRequest, cwd: Path, timeout: float) -> TraceOutcome:
             raise
         finally:
             _restore(previous)
+            sweep(token)
             # a grandchild in its own session may hold the pipe open for ever: wait for the output a while only
             output.join(timeout=5)
         if output.flooded:
@@ -122,6 +126,37 @@ def _on_terminate() -> object:
 def _restore(previous: object) -> None:
     if previous is not None:
         signal.signal(signal.SIGTERM, previous)  # type: ignore[arg-type]  # what signal.signal returned
+
+
+_RUN_VARIABLE = "PORTCHECK_TRACE_RUN"
+
+
+def sweep(token: str) -> int:
+    """Kill every process still carrying this run's token in its environment: what the model started and left
+    behind, including a process that left the group with setsid(), which killing the group does not reach.
+    The number killed."""
+    marker = f"{_RUN_VARIABLE}={token}".encode()
+    killed = 0
+    for _ in range(3):  # a process forking while we look: look again
+        found = []
+        with contextlib.suppress(OSError):
+            for entry in os.scandir("/proc"):
+                if not entry.name.isdigit() or int(entry.name) == os.getpid():
+                    continue
+                try:
+                    with open(f"/proc/{entry.name}/environ", "rb") as handle:
+                        environment = handle.read(1 << 20)
+                except OSError:  # gone, or another user's
+                    continue
+                if marker in environment.split(b"\0"):
+                    found.append(int(entry.name))
+        for pid in found:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        killed += len(found)
+        if not found:
+            break
+    return killed
 
 
 def _kill(process: subprocess.Popen[bytes]) -> None:

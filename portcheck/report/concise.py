@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import TextIO
 
+from portcheck.escape import printable
 from portcheck.findings import ScanResult, Severity
 
 _BOLD, _RED, _YELLOW, _CYAN, _DIM, _RESET = "\x1b[1m", "\x1b[31m", "\x1b[33m", "\x1b[36m", "\x1b[2m", "\x1b[0m"
@@ -31,14 +32,15 @@ def summary_line(result: ScanResult) -> str:
 
 def write_concise(result: ScanResult, stream: TextIO, *, color: bool) -> None:
     for f in result.findings:
+        path, message = printable(f.path), printable(f.message)
         if color:
-            stream.write(f"{_BOLD}{f.path}{_RESET}:{f.line}:{f.column}: "
-                         f"{_SEVERITY_COLOR[f.severity]}{_BOLD}{f.code}{_RESET} {f.message}\n")
+            stream.write(f"{_BOLD}{path}{_RESET}:{f.line}:{f.column}: "
+                         f"{_SEVERITY_COLOR[f.severity]}{_BOLD}{f.code}{_RESET} {message}\n")
         else:
-            stream.write(f"{f.path}:{f.line}:{f.column}: {f.code} {f.message}\n")
+            stream.write(f"{path}:{f.line}:{f.column}: {f.code} {message}\n")
     for e in result.errors:
         where = f"{e.path}:{e.line}" if e.line else e.path
-        stream.write(f"{where}: error: {e.message}\n")
+        stream.write(f"{printable(where)}: error: {printable(e.message)}\n")
     stream.write(summary_line(result) + "\n")
 
 

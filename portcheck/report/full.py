@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 
+from portcheck.escape import printable
 from portcheck.findings import ScanResult, Severity
 from portcheck.knowledge import load
 from portcheck.report.concise import summary_line
@@ -22,14 +23,16 @@ def write_full(result: ScanResult, stream: TextIO, *, color: bool, lines_for: Ca
                       no_color=not color, highlight=False, soft_wrap=True)
     rules = load().rules
     for f in result.findings:
-        console.print(Text.assemble((f"{f.path}:{f.line}:{f.column}: ", "bold"), (f.code, _STYLE[f.severity]),
+        console.print(Text.assemble((f"{printable(f.path)}:{f.line}:{f.column}: ", "bold"),
+                                    (f.code, _STYLE[f.severity]),
                                     f" [{f.severity.label}] {f.name}"))
-        console.print(f"  {escape(f.message)}")
+        console.print(f"  {escape(printable(f.message))}")
         lines = lines_for(f.path)
         if 0 < f.line <= len(lines):
             gutter = len(str(f.end_line)) + 1
             for number in range(max(1, f.line - 1), min(len(lines), f.end_line) + 1):
-                console.print(Text.assemble((f"{number:>{gutter}} | ", "dim"), lines[number - 1].rstrip("\r\n")))
+                code = printable(lines[number - 1].rstrip("\r\n"))
+                console.print(Text.assemble((f"{number:>{gutter}} | ", "dim"), code))
                 if number == f.line:
                     end = f.end_column if f.end_line == f.line else len(lines[number - 1].rstrip("\r\n")) + 1
                     caret = " " * (f.column - 1) + "^" * max(1, end - f.column)
@@ -43,5 +46,6 @@ def write_full(result: ScanResult, stream: TextIO, *, color: bool, lines_for: Ca
         console.print()
     for e in result.errors:
         where = f"{e.path}:{e.line}" if e.line else e.path
-        console.print(Text.assemble((f"{where}: ", "bold"), ("error", "bold red"), f": {e.message}"))
+        console.print(Text.assemble((f"{printable(where)}: ", "bold"), ("error", "bold red"),
+                                    f": {printable(e.message)}"))
     console.print(summary_line(result))

@@ -8,6 +8,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TextIO
 
+from portcheck.escape import markdown_code, markdown_text
 from portcheck.findings import Finding, ScanResult, Severity
 
 if TYPE_CHECKING:
@@ -46,12 +47,12 @@ def summary_markdown(result: ScanResult) -> str:
     text = [f"**portcheck**: {len(result.findings)} finding(s) on the changed lines for {target}.", "", *rows]
     if result.errors:
         text += ["", f"{len(result.errors)} changed file(s) could not be analysed: "
-                 + ", ".join(f"`{e.path}` ({e.message})" for e in result.errors)]
+                 + ", ".join(f"{markdown_code(e.path)} ({markdown_text(e.message)})" for e in result.errors)]
     return "\n".join(text)
 
 
 def _comment(f: Finding, lines: list[str]) -> str:
-    text = f"**{f.code}** `{f.name}` ({ICONS[f.severity]}): {f.message}"
+    text = f"**{f.code}** `{f.name}` ({ICONS[f.severity]}): {markdown_text(f.message)}"
     suggestion = fixed_lines(f, lines)
     if suggestion is not None:
         fence = "`" * max(3, _longest_backticks(suggestion) + 1)
@@ -104,6 +105,6 @@ def write_markdown(result: ScanResult, stream: TextIO) -> None:
     if result.findings:
         out += ["", "| where | rule | severity | what |", "|---|---|---|---|"]
         for f in result.findings:
-            message = f.message.replace("|", "\\|").replace("\n", " ")
-            out.append(f"| `{f.path}:{f.line}` | {f.code} `{f.name}` | {f.severity.label} | {message} |")
+            out.append(f"| {markdown_code(f'{f.path}:{f.line}')} | {f.code} `{f.name}` | {f.severity.label} | "
+                       f"{markdown_text(f.message)} |")
     stream.write("\n".join(out) + "\n")

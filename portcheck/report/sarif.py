@@ -4,6 +4,7 @@ with its region, fingerprint and fix, suppressed findings as suppressions, one r
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import quote
@@ -96,7 +97,7 @@ def _place(path: str, line: int, column: int, end_line: int, end_column: int) ->
 
 
 def _artifact(path: str) -> dict[str, str]:
-    location = {"uri": quote(Path(path).as_posix())}
+    location = {"uri": quote(os.fsencode(Path(path).as_posix()))}  # a name that is not UTF-8: its bytes
     if not Path(path).is_absolute():
         location["uriBaseId"] = "SRCROOT"
     return location

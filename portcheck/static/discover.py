@@ -141,11 +141,11 @@ def _drop_gitignored(paths: list[Path]) -> list[Path]:
             by_tree.setdefault(tree, []).append(path)
     kept = list(outside)
     for tree, members in by_tree.items():
-        listing = "\0".join(str(p.absolute()) for p in members) + "\0"
+        listing = b"\0".join(os.fsencode(p.absolute()) for p in members) + b"\0"
         try:
             done = subprocess.run(
                 [git, *GIT_SAFETY, "-C", str(tree), "check-ignore", "--stdin", "-z"],
-                input=listing.encode(), capture_output=True, timeout=60, check=False, env=git_environment(),
+                input=listing, capture_output=True, timeout=60, check=False, env=git_environment(),
             )
         except (OSError, subprocess.SubprocessError):
             kept.extend(members)
@@ -153,6 +153,6 @@ def _drop_gitignored(paths: list[Path]) -> list[Path]:
         if done.returncode not in (0, 1):  # 128: not really a work tree, or git failed; ignore nothing
             kept.extend(members)
             continue
-        ignored = {Path(p) for p in done.stdout.decode(errors="surrogateescape").split("\0") if p}
+        ignored = {Path(os.fsdecode(p)) for p in done.stdout.split(b"\0") if p}
         kept.extend(p for p in members if Path(str(p.absolute())) not in ignored)
     return kept

@@ -90,7 +90,7 @@ def _run(jobs: list[FileJob], settings: Settings, workers: int | None = 1, cache
             pending.append((job, None, None))
             continue
         content, key = content_hash(data), cache.key(job.path, job.chip, job.stack, job.enabled, job.sdk)
-        cached = cache.get(key, content)
+        cached = cache.get(key, content, job.path)
         if cached is not None:
             outcomes.append(cached)
         else:
