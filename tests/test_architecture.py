@@ -88,8 +88,10 @@ def test_the_layers_import_each_other_one_way():
 
 
 # The plain values every layer may read: findings, the rule classes, Neuron's facts, and what a trace found
-# (portcheck/traced.py: the graph, the op inventory, the shape probe, traced findings).
-VALUES = {"portcheck", "portcheck.findings", "portcheck.rules", "portcheck.knowledge", "portcheck.traced"}
+# (portcheck/traced.py: the graph, the op inventory, the shape probe, traced findings), and escaping text for a
+# medium (portcheck/escape.py).
+VALUES = {"portcheck", "portcheck.findings", "portcheck.rules", "portcheck.knowledge", "portcheck.traced",
+          "portcheck.escape"}
 
 
 def test_reports_depend_only_on_findings_rules_knowledge_and_trace_values():

@@ -183,8 +183,8 @@ def test_entries_round_trip_every_field_of_a_result(tmp_path):
     assert result.findings and any(f.fix for f in result.findings)
     cache = Cache(tmp_path)
     cache.put("k", "c", result)
-    assert cache.get("k", "c") == result and cache.get("k", "other") is None
+    assert cache.get("k", "c", "m.py") == result and cache.get("k", "other", "m.py") is None
     broken = FileResult("bad.py", errors=(FileError("bad.py", "syntax error: invalid syntax", 3),
                                           FileError("bad.py", "binary file")))
     cache.put("e", "c", broken)
-    assert cache.get("e", "c") == broken
+    assert cache.get("e", "c", "bad.py") == broken and cache.get("e", "c", "m.py") is None
