@@ -107,7 +107,7 @@ class FileResult:
 # libcst holds a parsed file in several hundred times its size (a 3 MB generated file took 2.5 GB and half a
 # minute): larger files are reported, not analysed, so that one of them cannot exhaust a machine's memory.
 # `max-file-size` in the configuration changes it.
-DEFAULT_MAX_FILE_BYTES = 2 * 2**20
+DEFAULT_MAX_FILE_BYTES = 32 * 2**20  # files over 1 MB are analysed a group of statements at a time
 
 
 @dataclass(frozen=True)
@@ -168,8 +168,8 @@ class FileTooLarge(Exception):
 
     def __init__(self, size: int, limit: int) -> None:
         super().__init__(
-            f"too large to analyse: {size / 2**20:.1f} MB, over the {limit / 2**20:g} MB limit "
-            "(libcst needs several hundred times a file's size in memory); raise max-file-size to analyse it")
+            f"too large to analyse: {size / 2**20:.1f} MB, over the {limit / 2**20:g} MB limit; raise max-file-size "
+            "to analyse it")
 
 
 @dataclass(frozen=True)

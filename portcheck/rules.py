@@ -47,6 +47,7 @@ class Rule:
     VALID: ClassVar[tuple[str, ...]] = ()  # code that must stay quiet
     INVALID: ClassVar[tuple[str, ...]] = ()  # code that must fire
     FIXABLE: ClassVar[bool] = False  # some occurrences carry a fix (its safety is decided per occurrence)
+    ONCE_PER_FILE: ClassVar[bool] = False  # it reports a file's first occurrence only
     EXAMPLE_FILE: ClassVar[str] = "example.py"  # the file name its examples are scanned as (a requirements file)
 
     @classmethod

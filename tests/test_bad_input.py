@@ -163,17 +163,17 @@ def _generated(size: int) -> str:
     return "".join(parts)
 
 
-def test_a_10_mb_generated_file_is_an_error_entry_and_the_limit_is_configurable(tmp_path):
+def test_a_file_over_the_size_limit_is_an_error_entry_and_the_limit_is_configurable(tmp_path):
     (tmp_path / "generated.py").write_text(_generated(10_000_000))
     (tmp_path / "good.py").write_text(GOOD)
     (tmp_path / "small.py").write_text(_generated(20_000))
     for _ in range(2):  # the second run has a cache: a too-large file is still reported, never cached
-        done = scan(".", cwd=tmp_path)
+        done = scan("--max-file-size", "5", ".", cwd=tmp_path)
         report = report_of(done)
         assert done.returncode == 1
         (error,) = report["errors"]
         assert error["path"] == "generated.py"
-        assert error["message"].startswith("too large to analyse: 9.5 MB, over the 2 MB limit")
+        assert error["message"].startswith("too large to analyse: 9.5 MB, over the 5 MB limit")
         assert "max-file-size" in error["message"]
         assert [f["line"] for f in report["findings"] if f["path"] == "good.py"] == [3]
         assert len([f for f in report["findings"] if f["path"] == "small.py"]) > 50

@@ -769,3 +769,75 @@ def test_post_answers_are_read_within_a_deadline_and_a_bound(monkeypatch, mode):
     finally:
         server.close()
     assert time.monotonic() - started < 30
+
+
+# ---- large generated modules: analysed a group of statements at a time ----------------------------------------
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+
+
+@pytest.mark.parametrize("target", [("trn2", "native"), ("inf2", "xla")])
+def test_groups_of_statements_find_what_the_whole_file_finds(monkeypatch, target):
+    """Every fixture (the rules' must-fire and must-stay-quiet files, the fix pairs, the example models) analysed in
+    groups of about 150 characters gives the findings, fixes, suppressions and fingerprints of a whole parse."""
+    from portcheck.rules import registry
+    from portcheck.static import chunks, engine
+
+    monkeypatch.setattr(chunks, "GROUP_SIZE", 150)
+    enabled = frozenset(registry())
+    compared = grouped = 0
+    for path in sorted(FIXTURES.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        name = path.relative_to(FIXTURES).as_posix()
+
+        def whole(part: str, name: str = name) -> object:
+            return engine._analyse_python(part, name, *target, enabled, "")
+
+        expected = whole(text)
+        got = chunks.analyse_large(text, name, whole)
+        assert got == expected, name
+        compared += 1
+        grouped += len(list(chunks._groups(chunks.top_level_statements(text),
+                                           [len(line) + 1 for line in text.splitlines()]))) > 1
+    assert compared > 150 and grouped > 90, (compared, grouped)
+
+
+def test_top_level_statements_keep_decorators_clauses_and_bodies_together():
+    from portcheck.static.chunks import top_level_statements
+
+    text = ('"""doc"""\nimport os  # c\n\n@dec(\n    1)\n@other\ndef f():\n    if x:\n        pass\n\n'
+            "    return 1\n# between\nif a:\n    b = 1\nelif c:\n    pass\nelse:\n    d = [\n1]\n"
+            "try:\n    pass\nexcept E:\n    pass\nfinally:\n    pass\nx = 1; y = 2\nclass C: pass\n")
+    found = [(s.start, s.end, s.first) for s in top_level_statements(text)]
+    assert found == [(1, 1, '"""doc"""'), (2, 2, "import"), (4, 11, "@"), (13, 19, "if"), (20, 25, "try"),
+                     (26, 26, "x"), (27, 27, "class")]
+
+
+def _generated_pb2(lines: int) -> str:
+    """The shape of a protobuf `_pb2` module: imports, one large serialized descriptor, then many small lines."""
+    head = ("from google.protobuf import descriptor_pool as _descriptor_pool\nimport torch\n\n"
+            "DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'" + "\\x0a\\x12" * 280_000 + "')\n")
+    body = "".join(f"_globals['_MESSAGE{n}']._serialized_start={n * 7}\n" for n in range(lines))
+    return head + body + "x = torch.zeros(3).cuda()\ny = x.double()\n"
+
+
+def test_a_large_generated_module_is_analysed_not_refused(tmp_path):
+    text = _generated_pb2(6_000)
+    assert len(text) > 2 * 2**20  # over the limit that refused it before
+    (tmp_path / "model_pb2.py").write_text(text)
+    last = text.count("\n")
+    measure = ("import resource, subprocess, sys; done = subprocess.run([sys.executable, '-m', 'portcheck', 'scan', "
+               "'--isolated', '--no-cache', '--format', 'json', 'model_pb2.py'], capture_output=True); "
+               "sys.stderr.buffer.write(done.stderr); sys.stdout.buffer.write(done.stdout); "
+               "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr)")
+    done = subprocess.run([sys.executable, "-c", measure], cwd=tmp_path, capture_output=True, timeout=900)
+    report = report_of(done)
+    assert not report["errors"], report["errors"]
+    assert [(f["code"], f["line"]) for f in report["findings"]] == [("PC101", last - 1), ("PC303", last)]
+    peak_kib = int(done.stderr.decode().strip().splitlines()[-1])
+    assert peak_kib < 1024 * 1024, f"peak RSS {peak_kib / 1024:.0f} MiB"
+    # --fix reports them, but does not try to fix a file this large (checking the result compiles would not fit)
+    done = portcheck("scan", "--isolated", "--no-cache", "--fix", "--format", "json", "model_pb2.py", cwd=tmp_path,
+                     timeout=900)
+    report = report_of(done)
+    assert "not fixed" in report["errors"][0]["message"] and (tmp_path / "model_pb2.py").read_text() == text

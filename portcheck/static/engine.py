@@ -31,6 +31,7 @@ from portcheck.knowledge import load
 from portcheck.rules import registry
 from portcheck.static import manifests
 from portcheck.static.check import CHECKS, Check, Context, FixPlan, Hit
+from portcheck.static.chunks import CHUNKED_ABOVE, analyse_large
 from portcheck.static.compile.environments import analyse_manifest
 from portcheck.static.gated_tests import CudaGatedTests
 from portcheck.static.names import function_scope
@@ -198,6 +199,12 @@ def _no_validation(self: cst.CSTNode) -> None:
 def analyse_text(text: str, path: str, chip: str, stack: str, enabled: frozenset[str], sdk: str = "") -> FileResult:
     if manifests.kind(path) is not None:  # requirements*.txt, pyproject.toml, environment.yml
         return analyse_manifest(text, path, chip, stack, enabled)
+    if len(text) > CHUNKED_ABOVE:  # memory bounded by a group of statements, not the file
+        return analyse_large(text, path, lambda part: _analyse_python(part, path, chip, stack, enabled, sdk))
+    return _analyse_python(text, path, chip, stack, enabled, sdk)
+
+
+def _analyse_python(text: str, path: str, chip: str, stack: str, enabled: frozenset[str], sdk: str) -> FileResult:
     # Python's own parser first: its messages and lines are the ones users know, it is a tenth of libcst's
     # cost, and it refuses what would crash libcst's native parser (thousands of nested brackets segfault it).
     try:

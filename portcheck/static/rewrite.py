@@ -18,6 +18,7 @@ from pathlib import Path
 from portcheck.atomic import replace_keeping
 from portcheck.errors import UserError
 from portcheck.findings import Edit, FileError, FileResult, FileTooLarge, Finding
+from portcheck.static.chunks import CHUNKED_ABOVE
 from portcheck.static.engine import FileJob, analyse_text, failed
 from portcheck.static.source import decode
 
@@ -82,6 +83,12 @@ def _overlaps(a: tuple[int, int, str], b: tuple[int, int, str]) -> bool:
 def fix_text(text: str, job: FileJob, unsafe: bool) -> FixOutcome:
     result = analyse_text(text, job.path, job.chip, job.stack, job.enabled, job.sdk)
     outcome = FixOutcome(result, first=result, original=text)
+    if len(text) > CHUNKED_ABOVE and any(applicable(f, unsafe) for f in result.findings):
+        # Checking a fixed file compiles needs Python's parser over all of it: gigabytes for a generated module.
+        error = FileError(job.path, f"not fixed: {len(text) / 2**20:.1f} MB is over the {CHUNKED_ABOVE // 2**20} MB "
+                                    "up to which fixes are applied (its findings are reported)")
+        outcome.result = FileResult(job.path, result.findings, (error,))
+        return outcome
     current = text
     for _ in range(MAX_PASSES):
         if result.errors or not any(applicable(f, unsafe) for f in result.findings):

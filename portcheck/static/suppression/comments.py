@@ -56,5 +56,10 @@ def parse_comment(text: str, line: int, column: int, end_column: int) -> list[Su
     return found
 
 
+def holds_file_suppression(text: str) -> bool:
+    """Whether a line holds a file-level `# portcheck: noqa`."""
+    return "portcheck" in text.lower() and _FILE.search(text) is not None
+
+
 def might_hold_suppression(text: str) -> bool:
     return any(token in text for token in TOKENS)

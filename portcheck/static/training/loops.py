@@ -40,6 +40,7 @@ class TrainingOnInf2(Rule):
     """
 
     code = "PC607"
+    ONCE_PER_FILE = True
     message = ("this file trains (`{shown}`), and {chip} is an inference target: Neuron documents training on "
                "Trn1/Trn2 only, and PyTorch/XLA, the only stack on Inf2, supports no training from Neuron 2.30; "
                "train on trn2 and deploy the trained model to inf2")
