@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 from portcheck import __version__
 from portcheck.atomic import write_text
@@ -27,6 +28,17 @@ def write_baseline(path: Path, findings: list[Finding]) -> None:
 
 def read_baseline(path: Path) -> dict[str, list[int]]:
     """Stem -> the lines its findings were recorded at."""
+    return _known(_entries(_document(path), path))
+
+
+def _known(entries: list[dict[str, Any]]) -> dict[str, list[int]]:
+    known: dict[str, list[int]] = defaultdict(list)
+    for entry in entries:
+        known[entry["stem"]].append(entry["line"])
+    return known
+
+
+def _document(path: Path) -> dict[str, Any]:
     try:
         document = json.loads(read_bounded(str(path), BASELINE_LIMIT).decode("utf-8"))
     except FileNotFoundError:
@@ -40,7 +52,11 @@ def read_baseline(path: Path) -> dict[str, list[int]]:
     if not isinstance(document, dict) or document.get("kind") != KIND or not isinstance(
             document.get("findings"), list):
         raise ConfigError(f"{path}: not a portcheck baseline (write one with --write-baseline)")
-    known: dict[str, list[int]] = defaultdict(list)
+    return document
+
+
+def _entries(document: dict[str, Any], path: Path) -> list[dict[str, Any]]:
+    out = []
     for number, entry in enumerate(document["findings"], 1):
         if not isinstance(entry, dict) or not entry.get("stem"):
             continue
@@ -48,23 +64,42 @@ def read_baseline(path: Path) -> dict[str, list[int]]:
         if not isinstance(entry["stem"], str) or not isinstance(line, int) or isinstance(line, bool) or line < 0:
             raise ConfigError(f"{path}: finding {number} of the baseline is malformed (its stem must be a string "
                               "and its line a number)")
-        known[entry["stem"]].append(line)
-    return known
+        out.append({"stem": entry["stem"], "line": line, "code": str(entry.get("code", "")),
+                    "path": str(entry.get("path", ""))})
+    return out
 
 
-def apply_baseline(result: ScanResult, known: dict[str, list[int]]) -> None:
-    """Drop the findings the baseline holds: each recorded entry covers one current finding of its stem, the
-    one nearest the line it was recorded at."""
+def _matched(findings: list[Finding], known: dict[str, list[int]]) -> tuple[set[int], list[tuple[str, int]]]:
+    """Which current findings the baseline covers (by id), and the recorded (stem, line)s that cover none."""
     groups: dict[str, list[Finding]] = defaultdict(list)
-    for f in result.findings:
+    for f in findings:
         groups[f.stem].append(f)
     covered: set[int] = set()
+    unmatched = []
     for stem, recorded in known.items():
         candidates = groups.get(stem, [])
         for line in sorted(recorded):
             free = [f for f in candidates if id(f) not in covered]
             if not free:
-                break
+                unmatched.append((stem, line))
+                continue
             covered.add(id(min(free, key=lambda f: (abs(f.line - line), f.line))))
+    return covered, unmatched
+
+
+def compare_with_baseline(findings: list[Finding], path: Path) -> tuple[list[Finding], list[tuple[str, str, int]]]:
+    """The findings the baseline does not hold (new), and the recorded findings no longer found (fixed): each as
+    (code, path, line) as it was recorded."""
+    entries = _entries(_document(path), path)
+    covered, unmatched = _matched(findings, _known(entries))
+    gone = set(unmatched)
+    fixed = [(e["code"], e["path"], e["line"]) for e in entries if (e["stem"], e["line"]) in gone]
+    return [f for f in findings if id(f) not in covered], fixed
+
+
+def apply_baseline(result: ScanResult, known: dict[str, list[int]]) -> None:
+    """Drop the findings the baseline holds: each recorded entry covers one current finding of its stem, the
+    one nearest the line it was recorded at."""
+    covered, _ = _matched(result.findings, known)
     result.baselined += len(covered)
     result.findings = [f for f in result.findings if id(f) not in covered]

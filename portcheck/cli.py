@@ -28,6 +28,7 @@ from portcheck.config import (
     resolve,
 )
 from portcheck.errors import UserError
+from portcheck.escape import printable
 from portcheck.findings import ScanResult, Severity
 
 if TYPE_CHECKING:
@@ -79,7 +80,7 @@ def _parser() -> argparse.ArgumentParser:
     scan.add_argument("--jobs", "-j", type=int, metavar="N", help="processes to analyse files with (default: cores)")
     scan.add_argument("--no-cache", action="store_true", help="neither read nor write the results cache")
     scan.add_argument("--max-file-size", type=float, metavar="MB",
-                      help="report larger files instead of analysing them (default 2)")
+                      help="report larger files instead of analysing them (default 32)")
     scan.add_argument("--cache-dir", metavar="DIR",
                       help="keep the results cache in DIR (default: $PORTCHECK_CACHE_DIR, else .portcheck_cache)")
     scan.add_argument("--baseline", metavar="FILE", help="report only findings this baseline file does not hold")
@@ -157,6 +158,27 @@ def _parser() -> argparse.ArgumentParser:
                         help="pull request number for --post (default: from GITHUB_EVENT_PATH)")
     _target_and_selection(review)
     review.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
+
+    report = commands.add_parser(
+        "report", help="one page for a team deciding and tracking a port: every target side by side (HTML or markdown)")
+    report.add_argument("paths", nargs="*", metavar="PATH", help="files or directories; default: .")
+    report.add_argument("--target", action="append", choices=("trn2", "inf2", "trn1"), dest="targets",
+                        help="a target to report (repeat it for several; default: trn2 and inf2)")
+    _sdk_argument(report)
+    report.add_argument("--format", choices=("html", "markdown"), default="html",
+                        help="html (default: one self-contained file) or markdown (a PR comment, a step summary)")
+    report.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
+    report.add_argument("--baseline", metavar="FILE",
+                        help="also show what is new since this baseline (scan --write-baseline) and what was fixed")
+    for name, what in (("--select", "only these codes"), ("--extend-select", "add to the selection"),
+                       ("--ignore", "drop from the selection")):
+        report.add_argument(name, type=_codes, default=None if name == "--select" else [], metavar="CODES", help=what)
+    report.add_argument("--exclude", type=_codes, metavar="GLOBS", help="replace the default excludes")
+    report.add_argument("--extend-exclude", type=_codes, default=[], metavar="GLOBS", help="exclude these too")
+    report.add_argument("--config", metavar="FILE", help="use this portcheck.toml / pyproject.toml")
+    report.add_argument("--isolated", action="store_true", help="ignore every configuration file")
+    report.add_argument("--no-cache", action="store_true", help="neither read nor write the results cache")
+    report.add_argument("--jobs", "-j", type=int, metavar="N", help="processes to analyse files with")
 
     commands.add_parser("sdk", help="list the Neuron SDK releases portcheck's data knows and what changed in each")
     rules = commands.add_parser("rules", help="list every rule")
@@ -296,10 +318,13 @@ def _scan(args: argparse.Namespace) -> int:
         _fix_summary(fixed.result, args.show_fixes, sys.stderr)
         fixed.result.diff = fixed.diff if fixed.changed else ""
         return exit_code(fixed.result, settings.fail_level, exit_zero=args.exit_zero, fixes=fix_mode)
-    outcome = scan(ScanOptions(
-        settings, cwd, tuple(paths), stdin=data, stdin_filename=args.stdin_filename, fixing=fixing, jobs=args.jobs,
-        cache_dir=args.cache_dir, use_cache=not args.no_cache,
-        baseline=Path(args.baseline) if args.baseline and not args.write_baseline else None))
+    from portcheck.report.trace import file_progress
+
+    with file_progress(settings.format if not args.statistics else "concise") as progress:
+        outcome = scan(ScanOptions(
+            settings, cwd, tuple(paths), stdin=data, stdin_filename=args.stdin_filename, fixing=fixing,
+            jobs=args.jobs, cache_dir=args.cache_dir, use_cache=not args.no_cache,
+            baseline=Path(args.baseline) if args.baseline and not args.write_baseline else None, progress=progress))
     for warning in outcome.warnings:
         sys.stderr.write(f"portcheck: warning: {warning}\n")
     result = outcome.result
@@ -536,6 +561,38 @@ def _review(args: argparse.Namespace) -> int:
     return exit_code(result, settings.fail_level, exit_zero=args.exit_zero)
 
 
+def _report(args: argparse.Namespace) -> int:
+    from portcheck.commands import ScanOptions, report_page, scan
+    from portcheck.report.trace import file_progress
+
+    cwd = Path.cwd()
+    paths = args.paths or ["."]
+    if "-" in paths:
+        raise ConfigError("report reads files, not stdin ('-')")
+    start = _common_parent(paths, cwd)
+    results = []
+    lines_for: LinesFor = lambda _: []  # noqa: E731  # replaced by the first scan's
+    for chip in dict.fromkeys(args.targets or ["trn2", "inf2"]):
+        settings = _settings(args, start if start.is_dir() else start.parent, cwd, Layer(
+            target=chip, sdk=args.sdk, select=args.select, extend_select=args.extend_select, ignore=args.ignore,
+            exclude=args.exclude, extend_exclude=args.extend_exclude))
+        with file_progress(args.format, f"scanning for {chip}") as progress:
+            outcome = scan(ScanOptions(settings, cwd, tuple(paths), jobs=args.jobs, use_cache=not args.no_cache,
+                                       progress=progress))
+        for warning in outcome.warnings:
+            sys.stderr.write(f"portcheck: warning: {warning}\n")
+        results.append(outcome.result)
+        lines_for = outcome.lines_for
+    text = report_page(results, paths, lines_for, Path(args.baseline) if args.baseline else None, args.format)
+    if args.output:
+        write_text(Path(args.output), text)
+        sys.stderr.write(f"portcheck: wrote the report to {printable(args.output)}\n")
+    else:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    return EXIT_OK
+
+
 def _rules(args: argparse.Namespace) -> int:
     from portcheck.report.ruledoc import write_rules
 
@@ -593,7 +650,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return EXIT_ERROR
     handler = {"scan": _scan, "trace": _trace, "advise": _advise, "review": _review, "rules": _rules,
-               "rule": _rule, "sdk": _sdk}[args.command]
+               "rule": _rule, "sdk": _sdk, "report": _report}[args.command]
     try:
         return handler(args)
     except UserError as exc:

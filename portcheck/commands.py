@@ -50,6 +50,7 @@ class ScanOptions:
     cache_dir: str | None = None
     use_cache: bool = True
     baseline: Path | None = None  # report only findings this baseline does not hold
+    progress: Callable[[int, int, str], None] | None = None  # told after each file is analysed
 
 
 @dataclass
@@ -81,7 +82,8 @@ def scan(options: ScanOptions) -> ScanOutcome:
                 directory = None
                 warnings.append(str(exc))
             cache = Cache(directory if directory.is_absolute() else cwd / directory) if directory else None
-        result = scan_paths(list(options.paths), settings, cwd, options.fixing, jobs=options.jobs, cache=cache)
+        result = scan_paths(list(options.paths), settings, cwd, options.fixing, jobs=options.jobs, cache=cache,
+                            progress=options.progress)
         if cache is not None and cache.problem:
             warnings.append(cache.problem)
         lines_for = source_lines(cwd)
@@ -129,6 +131,33 @@ def fix_stdin(data: bytes, filename: str | None, settings: Settings, cwd: Path, 
     result = ScanResult(Target(settings.chip, settings.stack, settings.sdk), 1, list(outcome.result.findings),
                         list(outcome.result.errors), outcome.fixed, True)
     return StdinFix(result, text, unified_diff(display, source.text, text), outcome.text is not None)
+
+
+# ---- report ---------------------------------------------------------------------------------------------------
+
+
+def report_page(results: list[ScanResult], paths: list[str], lines_for: LinesFor, baseline: Path | None,
+                output_format: str) -> str:
+    """`portcheck report`: the page for the scans of one tree, one result per target."""
+    import io
+
+    from portcheck.report.page import build_page, write_html, write_markdown_report
+    from portcheck.static.rewrite import apply_edits, unified_diff
+
+    def fix_diff(finding: Finding) -> str:
+        before = "".join(line + "\n" for line in lines_for(finding.path))
+        after, applied = apply_edits(before, [finding], True)
+        return unified_diff(finding.path, before, after) if applied else ""
+
+    change = None
+    if baseline is not None and results:
+        from portcheck.baseline import compare_with_baseline
+
+        change = compare_with_baseline(results[0].findings, baseline)
+    page = build_page(results, paths, lines_for, fix_diff, change)
+    buffer = io.StringIO()
+    (write_html if output_format == "html" else write_markdown_report)(page, buffer)
+    return buffer.getvalue()
 
 
 # ---- trace --------------------------------------------------------------------------------------------------

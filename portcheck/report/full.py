@@ -14,8 +14,19 @@ from portcheck.escape import printable
 from portcheck.findings import ScanResult, Severity
 from portcheck.knowledge import load
 from portcheck.report.concise import summary_line
+from portcheck.report.links import source_links
 
 _STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "bold yellow", Severity.INFO: "bold cyan"}
+
+
+def _source(source: str, color: bool) -> Text:
+    """The rule's sources; on a terminal, each that names a published page is a hyperlink to it (OSC 8)."""
+    text = Text("  source: ", "dim")
+    for index, link in enumerate(source_links(source)):
+        if index:
+            text.append("; ", "dim")
+        text.append(link.text, f"dim link {link.url}" if color and link.url else "dim")
+    return text
 
 
 def write_full(result: ScanResult, stream: TextIO, *, color: bool, lines_for: Callable[[str], list[str]]) -> None:
@@ -40,7 +51,7 @@ def write_full(result: ScanResult, stream: TextIO, *, color: bool, lines_for: Ca
         info = rules.get(f.code)
         if info is not None:
             console.print(Text.assemble(("  on Neuron: ", "bold"), info.neuron))
-            console.print(Text.assemble(("  source: ", "dim"), (info.source, "dim")))
+            console.print(_source(info.source, color))
         if f.fix is not None:
             console.print(Text.assemble(("  fix", "bold green"), f" ({f.fix.applicability}): {f.fix.title}"))
         console.print()

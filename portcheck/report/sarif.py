@@ -12,6 +12,7 @@ from urllib.parse import quote
 from portcheck import __version__
 from portcheck.findings import Edit, Finding, ScanResult, Severity
 from portcheck.knowledge import load
+from portcheck.report.links import first_url
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 LEVELS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
@@ -34,6 +35,7 @@ def sarif_log(result: ScanResult, cwd: Path | None = None) -> dict[str, Any]:
             "shortDescription": {"text": r.summary.replace("`", "")},
             "fullDescription": {"text": r.neuron.replace("`", "")},
             "help": {"text": rule_doc(r), "markdown": rule_doc(r)},
+            **({"helpUri": url} if (url := first_url(r.source)) else {}),
             "defaultConfiguration": {"level": LEVELS[r.severity], "enabled": r.default},
             "properties": {"category": r.category, "tags": ["neuron", r.category], "source": r.source},
         } for r in rules],

@@ -7,9 +7,10 @@ import contextlib
 import os
 import sys
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TextIO
 
+from portcheck.escape import printable
 from portcheck.findings import ScanResult
 from portcheck.traced import GraphFacts
 
@@ -21,13 +22,40 @@ _VERDICTS = {"supported": "supported", "restricted": "restricted", "cpu-fallback
 @contextlib.contextmanager
 def progress(what: str) -> Iterator[None]:
     """A spinner on a terminal; nothing when stderr is piped or CI is set."""
-    if os.environ.get("CI") or not sys.stderr.isatty():
+    if not _shown_progress():
         yield
         return
     from rich.console import Console
 
     with Console(stderr=True).status(what):
         yield
+
+
+def _shown_progress(output_format: str = "concise") -> bool:
+    """Progress goes to a person at a terminal: not when stderr is piped, in CI, or for a machine format."""
+    return output_format in ("concise", "full", "html", "markdown") and not os.environ.get("CI") and \
+        sys.stderr.isatty()
+
+
+@contextlib.contextmanager
+def file_progress(output_format: str, what: str = "scanning") -> Iterator[Callable[[int, int, str], None] | None]:
+    """A progress bar on stderr (files done / in all, the current file) while files are analysed; None where
+    progress is not shown (see _shown_progress). It is gone once the scan ends."""
+    if not _shown_progress(output_format):
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+               TextColumn("{task.fields[current]}", style="dim"))
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(what, total=None, current="")
+
+        def advance(done: int, total: int, path: str) -> None:
+            bar.update(task, completed=done, total=total, current=printable(path)[-60:])
+
+        yield advance
 
 
 def write_trace_summary(result: ScanResult, stream: TextIO) -> None:

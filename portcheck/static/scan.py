@@ -27,11 +27,16 @@ class Fixing:
     diff: bool
 
 
+Progress = Callable[[int, int, str], None]  # (files done, files in all, the file just done)
+
+
 def scan_paths(paths: list[str], settings: Settings, cwd: Path, fixing: Fixing | None = None,
-               jobs: int | None = None, cache: Cache | None = None) -> ScanResult:
+               jobs: int | None = None, cache: Cache | None = None, progress: Progress | None = None) -> ScanResult:
     candidates = discover(paths, settings, cwd)
     file_jobs = [settings.job(c.display, c.location, unreadable=c.unreadable) for c in candidates]
-    return _run(file_jobs, settings, jobs, cache) if fixing is None else _fix(file_jobs, settings, fixing, jobs)
+    if fixing is not None:
+        return _fix(file_jobs, settings, fixing, jobs)
+    return _run(file_jobs, settings, jobs, cache, progress)
 
 
 def scan_stdin(data: bytes, filename: str | None, settings: Settings, cwd: Path) -> ScanResult:
@@ -74,7 +79,8 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def _run(jobs: list[FileJob], settings: Settings, workers: int | None = 1, cache: Cache | None = None) -> ScanResult:
+def _run(jobs: list[FileJob], settings: Settings, workers: int | None = 1, cache: Cache | None = None,
+         progress: Progress | None = None) -> ScanResult:
     result = ScanResult(target=Target(settings.chip, settings.stack, settings.sdk), files=len(jobs))
     outcomes: list[FileResult] = []
     pending: list[tuple[FileJob, str | None, str | None]] = []  # the job, its cache key, its content hash
@@ -103,6 +109,8 @@ def _run(jobs: list[FileJob], settings: Settings, workers: int | None = 1, cache
         analysed = _in_parallel(analyse_file, [job for job, _, _ in pending], workers)
     for (_, put_key, put_content), outcome in zip(pending, analysed, strict=True):
         outcomes.append(outcome)
+        if progress is not None:
+            progress(len(outcomes), len(jobs), outcome.path)
         if cache is not None and put_key is not None and put_content is not None and _cacheable(outcome):
             cache.put(put_key, put_content, outcome)
     return _gathered(result, outcomes)
