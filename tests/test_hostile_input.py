@@ -841,3 +841,20 @@ def test_a_large_generated_module_is_analysed_not_refused(tmp_path):
                      timeout=900)
     report = report_of(done)
     assert "not fixed" in report["errors"][0]["message"] and (tmp_path / "model_pb2.py").read_text() == text
+
+
+def test_a_form_feed_at_the_start_of_a_line_keeps_columns_and_fixes(tmp_path):
+    import ast
+
+    source = "import torch\n\fx = torch.cuda.is_available()\n\fy = torch.randn(2).cuda()\nz = torch.ones(1).cuda()\n"
+    (tmp_path / "ff.py").write_text(source)
+    done = portcheck("scan", "--isolated", "--no-cache", "--format", "json", "ff.py", cwd=tmp_path)
+    found = {(f["line"], f["column"]) for f in report_of(done)["findings"]}
+    expected = {(node.lineno, node.col_offset + 1) for node in ast.walk(ast.parse(source))
+                if isinstance(node, ast.Attribute) and node.attr in ("is_available", "cuda")}
+    # a call's finding starts where its expression starts: Python's column for the outermost attribute's value
+    starts = {(n.lineno, n.col_offset + 1) for n in ast.parse(source).body[1:] for n in [n.value]}
+    assert found == starts and len(found) == 3, (found, starts, expected)
+    done = portcheck("scan", "--isolated", "--no-cache", "--fix", "ff.py", cwd=tmp_path)
+    assert b"please report" not in done.stdout + done.stderr, done.stdout
+    assert (tmp_path / "ff.py").read_text() == source.replace(".cuda()", '.to("neuron")')

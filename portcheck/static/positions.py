@@ -67,7 +67,17 @@ class Positions:
                 found = self._known(node)
                 if found is not None:
                     break
-        return found if found is not None else self._everything()[node]
+        return found if found is not None else self._form_feeds(self._everything()[node])
+
+    def _form_feeds(self, where: CodeRange) -> CodeRange:
+        """libcst drops a form feed from a line's indentation, and counts its columns without it: put it back."""
+        def shifted(position: CodePosition) -> CodePosition:
+            line = self.lines[position.line - 1] if 0 < position.line <= len(self.lines) else ""
+            indent = line[: len(line) - len(line.lstrip(" \t\f"))]
+            feeds = indent.count("\f")
+            return CodePosition(position.line, position.column + feeds) if feeds else position
+
+        return CodeRange(shifted(where.start), shifted(where.end))
 
     def _attempts(self, node: cst.CSTNode, chain: tuple[cst.CSTNode, ...]) -> Iterator[None]:
         """Generate ever more code around `node` until its position is known, cheapest first."""
@@ -120,7 +130,8 @@ class Positions:
 
     def _known(self, node: cst.CSTNode) -> CodeRange | None:
         if self._whole is not None:
-            return self._whole.get(node)
+            whole = self._whole.get(node)
+            return self._form_feeds(whole) if whole is not None else None
         found = self._generated.get(node)
         return _shifted(*found) if found is not None else None
 
