@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import os
 import re
 import stat
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from portcheck.errors import UserError
@@ -52,6 +54,47 @@ def replace_file(path: Path, data: bytes, mode: int, durable: bool = True,
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+
+
+def writer_elsewhere(path: Path) -> int | None:
+    """A process other than this one that holds `path` open for writing (its pid), where the system says so
+    (Linux's /proc; elsewhere None). Replacing the file would cut such a writer off: what it appends after the
+    rename goes to the old, unlinked file and is lost. (A snapshot of the system's writers, at most 5 s old.)"""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return _writers(int(time.monotonic() // 5)).get((info.st_dev, info.st_ino))
+
+
+@functools.lru_cache(maxsize=1)
+def _writers(period: int) -> dict[tuple[int, int], int]:
+    """(device, inode) -> the pid of a process holding it open for writing, for every process this user can see."""
+    found: dict[tuple[int, int], int] = {}
+    try:
+        processes = os.listdir("/proc")
+    except OSError:
+        return found
+    me = str(os.getpid())
+    for pid in processes:
+        if not pid.isdigit() or pid == me:
+            continue
+        try:
+            descriptors = os.listdir(f"/proc/{pid}/fdinfo")
+        except OSError:
+            continue
+        for fd in descriptors:
+            try:
+                with open(f"/proc/{pid}/fdinfo/{fd}", "rb") as handle:
+                    flags = next((line for line in handle.read(4096).splitlines() if line.startswith(b"flags:")), b"")
+                if not flags or int(flags.split()[1], 8) & (os.O_WRONLY | os.O_RDWR) == 0:
+                    continue
+                target = os.stat(f"/proc/{pid}/fd/{fd}")
+            except (OSError, ValueError, IndexError):
+                continue
+            if stat.S_ISREG(target.st_mode):
+                found.setdefault((target.st_dev, target.st_ino), int(pid))
+    return found
 
 
 def _copy_attributes(source: Path, descriptor: int) -> None:

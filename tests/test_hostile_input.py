@@ -858,3 +858,22 @@ def test_a_form_feed_at_the_start_of_a_line_keeps_columns_and_fixes(tmp_path):
     done = portcheck("scan", "--isolated", "--no-cache", "--fix", "ff.py", cwd=tmp_path)
     assert b"please report" not in done.stdout + done.stderr, done.stdout
     assert (tmp_path / "ff.py").read_text() == source.replace(".cuda()", '.to("neuron")')
+
+
+def test_fix_leaves_a_file_another_process_is_writing_to(tmp_path):
+    (tmp_path / "log_model.py").write_text(GOOD)
+    appender = subprocess.Popen([sys.executable, "-c", "import sys, time\nf = open('log_model.py', 'a')\n"
+                                 "print('ready', flush=True)\nsys.stdin.readline()\nf.write('# appended\\n')\n"
+                                 "f.close()\n"], cwd=tmp_path, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                text=True)
+    try:
+        assert appender.stdout.readline().strip() == "ready"
+        done = portcheck("scan", "--isolated", "--no-cache", "--fix", "log_model.py", cwd=tmp_path)
+        assert b"has it open for writing" in done.stdout, done.stdout
+        appender.communicate("go\n", timeout=60)
+    finally:
+        appender.kill()
+    # nothing was cut off: the writer's line is in the file, and the file is otherwise as it was
+    assert (tmp_path / "log_model.py").read_text() == GOOD + "# appended\n"
+    done = portcheck("scan", "--isolated", "--no-cache", "--fix", "log_model.py", cwd=tmp_path)
+    assert '.to("neuron")' in (tmp_path / "log_model.py").read_text()

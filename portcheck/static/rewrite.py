@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from portcheck.atomic import replace_keeping
+from portcheck.atomic import replace_keeping, writer_elsewhere
 from portcheck.errors import UserError
 from portcheck.findings import Edit, FileError, FileResult, FileTooLarge, Finding
 from portcheck.static.chunks import CHUNKED_ABOVE
@@ -310,6 +310,9 @@ def replace_if_unchanged(location: Path, text: str, encoding: str, expected: byt
         data = text.encode(encoding)
     except (OSError, UnicodeEncodeError) as exc:
         return f"cannot write: {getattr(exc, 'strerror', None) or exc}"
+    writer = writer_elsewhere(location)
+    if writer is not None:
+        return f"not fixed: process {writer} has it open for writing (what it writes next would be lost); run again"
     try:
         replace_keeping(location, data)  # through a symlink, the target; mode, owner and xattrs kept
     except OSError as exc:
