@@ -181,3 +181,32 @@ def test_a_progress_bar_on_a_terminal_and_nothing_otherwise():
         assert "scanning" not in quiet, (args, extra, quiet)
     piped = portcheck("scan", "--isolated", "--no-cache", ".", cwd=EXAMPLES)
     assert "scanning" not in piped.stderr
+
+
+@pytest.mark.parametrize("source, url", [
+    ("SDK:frameworks/torch/pytorch-native-overview.rst (backend)",
+     "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/frameworks/torch/pytorch-native-overview.html"),
+    ("NeuronDocs:en/v2.33.0/neuron-runtime/explore/device-memory.html (model code)",
+     "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/neuron-runtime/explore/device-memory.html"),
+    ("NeuronDocs:_sources/release-notes/components/torchneuron.rst (public beta)",
+     "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/release-notes/components/torchneuron.html"),
+    ("SDK@v2.29.0:release-notes/components/pytorch.rst",
+     "https://github.com/aws-neuron/aws-neuron-sdk/blob/v2.29.0/release-notes/components/pytorch.rst"),
+    ("aws-neuron/neuronx-distributed#53", "https://github.com/aws-neuron/neuronx-distributed/issues/53"),
+    ("pytorch/vision:torchvision/ops/boxes.py (nms)",
+     "https://github.com/pytorch/vision/blob/HEAD/torchvision/ops/boxes.py"),
+    ("rules/ops.toml (per op)", None), ("observed: torch 2.13.0+cpu", None), ("KNOWLEDGE.md §3.7", None),
+])
+def test_sources_link_to_where_they_are_published(source, url):
+    from portcheck.report.links import source_links
+
+    assert source_links(source)[0].url == url
+
+
+def test_every_rule_source_that_names_a_page_links_to_an_https_url():
+    from portcheck.knowledge import load
+    from portcheck.report.links import source_links
+
+    links = [link for rule in load().rules.values() for link in source_links(rule.source)]
+    linked = [link.url for link in links if link.url]
+    assert len(linked) > 150 and all(u.startswith("https://") and " " not in u for u in linked)

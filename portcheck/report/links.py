@@ -19,7 +19,8 @@ class Link:
 
 _SDK = re.compile(r"SDK:(?P<path>[\w./-]+)\.(?:rst|txt|md)\b")
 _SDK_AT = re.compile(r"SDK@(?P<ref>v[\w.]+):(?P<path>[\w./-]+\.\w+)")
-_DOCS = re.compile(r"NeuronDocs:(?P<path>[\w./-]+\.html)")
+_DOCS = re.compile(r"NeuronDocs:(?P<path>[\w./-]+\.(?:html|rst))")
+_GITHUB = re.compile(r"^(?P<path>github\.com/[\w./#-]+)")
 _REPOSITORY = re.compile(r"^(?P<repo>[\w.-]+/[\w.-]+)(?:@(?P<ref>[\w.-]+))?:(?P<path>[\w./-]+\.\w+)")
 _ISSUE = re.compile(r"^(?P<repo>[\w.-]+/[\w.-]+)#(?P<number>\d+)")
 _WEB = re.compile(r"^(?P<host>(?:docs\.pytorch\.org|pytorch\.org|huggingface\.co|docs\.vllm\.ai)/[^\s)]*)")
@@ -36,7 +37,12 @@ def _url(part: str) -> str | None:
     if match := _SDK_AT.search(part):
         return f"https://github.com/{_SDK_REPOSITORY}/blob/{match['ref']}/{match['path']}"
     if match := _DOCS.search(part):
-        return NEURON_DOCS + match["path"]
+        path = match["path"].removeprefix("_sources/")
+        if path.endswith(".rst"):
+            path = path.removesuffix(".rst") + ".html"
+        return f"https://awsdocs-neuron.readthedocs-hosted.com/{path}" if path.startswith("en/") else NEURON_DOCS + path
+    if match := _GITHUB.match(part):
+        return f"https://{match['path']}"
     if match := _ISSUE.match(part):
         return f"https://github.com/{match['repo']}/issues/{match['number']}"
     if (match := _REPOSITORY.match(part)) and not part.startswith(("rules/", "KNOWLEDGE")):
