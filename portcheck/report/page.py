@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import datetime
 import hashlib
+import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TextIO
 
 import jinja2
+import markupsafe
 
 from portcheck import __version__
 from portcheck.escape import markdown_code, markdown_text, printable
@@ -203,5 +205,12 @@ def tile_size(lines: int, largest: int) -> int:
     return 48 + int(112 * (max(lines, 1) / max(largest, 1)) ** 0.5)
 
 
+def inline_code(text: str) -> markupsafe.Markup:
+    """Text escaped for HTML, with its `backticked` spans as code."""
+    escaped = str(markupsafe.escape(text))
+    return markupsafe.Markup(re.sub(r"`([^`]+)`", r"<code>\1</code>", escaped))
+
+
 _ENVIRONMENT.globals["tile_size"] = tile_size
+_ENVIRONMENT.filters["code"] = inline_code
 __all__ = ["Page", "build_page", "write_html", "write_markdown_report"]
