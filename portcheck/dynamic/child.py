@@ -64,7 +64,7 @@ def run(request_path: Path) -> TraceOutcome:
     try:
         eager = run_eagerly(loaded)  # the one eager run: bad inputs stop here, in one line
     except ModelError as exc:
-        result.error = StageError("inputs", str(exc))
+        result.error = StageError("inputs", str(exc), exc.place)
         return result
     except SystemExit as exc:
         result.error = StageError("inputs", f"running the model raised {one_line(exc)}", exception_place(exc))

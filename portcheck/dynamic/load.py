@@ -22,11 +22,17 @@ import torch
 from portcheck.dynamic.inputs import decoder_inputs, forward_parameters, given_inputs, made_inputs
 from portcheck.dynamic.outcome import InputFact
 from portcheck.dynamic.request import TraceRequest, split_model_spec
+from portcheck.dynamic.sourcemap import exception_place
 from portcheck.traced import Place, Step
 
 
 class ModelError(Exception):
-    """The model could not be built or called as the request describes: one line for the user."""
+    """The model could not be built or called as the request describes: one line for the user (and the line of
+    the model's code that failed, if known)."""
+
+    def __init__(self, message: str, place: Place | None = None) -> None:
+        super().__init__(message)
+        self.place = place
 
 
 @dataclass
@@ -95,14 +101,14 @@ def run_eagerly(loaded: Loaded) -> Step | None:
         _call(loaded)
     except Exception as exc:
         if not loaded.held_back:
-            raise ModelError(_failed(loaded, exc)) from None
+            raise ModelError(_failed(loaded, exc), exception_place(exc)) from None
         loaded.kwargs.update(loaded.held_back)
         loaded.held_back = {}
         loaded.inputs = input_facts(loaded.model, loaded.args, loaded.kwargs)
         try:
             _call(loaded)
         except Exception as again:
-            raise ModelError(_failed(loaded, again)) from None
+            raise ModelError(_failed(loaded, again), exception_place(again)) from None
     loaded.held_back = {}
     return Step.timed("eager run", True, time.perf_counter() - started)
 
@@ -122,8 +128,8 @@ def _failed(loaded: Loaded, exc: Exception) -> str:
     if loaded.origin == "--input":
         return (f"the --input tensors ({shown}) fail when the model runs eagerly: {one_line(exc)}; give the "
                 "inputs forward takes with --input name=dtype[d0,...]")
-    return (f"the example inputs the build callable returned ({shown}) fail when the model runs eagerly: "
-            f"{one_line(exc)}; return inputs it takes, or return only the model and give --input name=dtype[d0,...]")
+    return (f"the model fails when run eagerly on the example inputs the build callable returned ({shown}): "
+            f"{one_line(exc)}; check them, or return only the model and give --input name=dtype[d0,...]")
 
 
 def _shown(fact: InputFact) -> str:
