@@ -229,9 +229,24 @@ class TracedModel:
     class_name: str  # module.QualifiedName
     parameters: int
     device: str  # "cpu" or "meta"
+    inputs: tuple[JSON, ...] = ()  # each example input as traced: name, dtype, shape (see InputFact.to_json)
+    config_use_cache: bool | None = None  # the config's own use_cache; None: it sets none
+    traced_use_cache: bool | None = None  # False: traced with the cache off
+
+    def use_cache_note(self) -> str:
+        """"config ships use_cache=true; traced with use_cache=False", or "" when the cache was not touched."""
+        if self.traced_use_cache is None:
+            return ""
+        traced = f"traced with use_cache={self.traced_use_cache}"
+        if self.config_use_cache is None:
+            return traced
+        return f"config ships use_cache={str(self.config_use_cache).lower()}; {traced}"
 
     def to_json(self) -> JSON:
-        return {"class": self.class_name, "parameters": self.parameters, "device": self.device}
+        return {"class": self.class_name, "parameters": self.parameters, "device": self.device,
+                "inputs": list(self.inputs),
+                "use_cache": None if self.traced_use_cache is None and self.config_use_cache is None else
+                {"config": self.config_use_cache, "traced": self.traced_use_cache, "note": self.use_cache_note()}}
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,8 @@ def build_model():
 
         data = json.loads(Path(spec["hf_config"]).read_text(encoding="utf-8"))
         data.pop("transformers_version", None)
-        data.setdefault("use_cache", False)
+        data.update({k: {**v, "use_cache": False} for k, v in data.items() if isinstance(v, dict) and "use_cache" in v})
+        data["use_cache"] = False  # as portcheck traced it (sub-configs too), whatever the config ships
         config = transformers.AutoConfig.for_model(data.pop("model_type"), **data)
         names = getattr(config, "architectures", None) or []
         cls = next((getattr(transformers, n) for n in names if hasattr(transformers, n)), None)

@@ -49,7 +49,7 @@ def run(request_path: Path) -> TraceOutcome:
         result.error = StageError("setup", "torch is not installed: pip install 'portcheck[trace]'")
         return result
     from portcheck.dynamic.capture import capture, one_line
-    from portcheck.dynamic.load import ModelError, load_model
+    from portcheck.dynamic.load import ModelError, load_model, run_eagerly
     from portcheck.dynamic.sourcemap import exception_place
 
     torch.manual_seed(0)
@@ -61,13 +61,21 @@ def run(request_path: Path) -> TraceOutcome:
     except (Exception, SystemExit) as exc:
         result.error = StageError("build", f"building the model raised {one_line(exc)}", exception_place(exc))
         return result
+    try:
+        eager = run_eagerly(loaded)  # the one eager run: bad inputs stop here, in one line
+    except ModelError as exc:
+        result.error = StageError("inputs", str(exc), exc.place)
+        return result
+    except SystemExit as exc:
+        result.error = StageError("inputs", f"running the model raised {one_line(exc)}", exception_place(exc))
+        return result
     result.model = _model_facts(loaded)
     try:
         taken = capture(loaded)
     except (Exception, SystemExit) as exc:
         result.error = StageError("trace", f"tracing the model raised {one_line(exc)}", exception_place(exc))
         return result
-    result.steps = list(taken.steps)
+    result.steps = [eager, *taken.steps] if eager is not None and not eager.ok else list(taken.steps)
     result.findings = list(taken.findings)
     graph = GraphFacts(taken.method, sum(len(g.nodes) for g in taken.graphs), taken.graph_breaks)
     from portcheck.dynamic.facts import graph_memory
@@ -79,7 +87,7 @@ def run(request_path: Path) -> TraceOutcome:
         graph = replace(graph, int64=None, peak_activation_bytes=0, memory_detail=one_line(exc))
     _analyse(taken, result)
     if request.shapes and taken.program is not None:
-        from portcheck.dynamic.shapes import find_axes, probe_shapes
+        from portcheck.dynamic.shapes import OPTIONAL_FACTOR, find_axes, probe_shapes
 
         try:
             axes = find_axes(loaded, request.dynamic)
@@ -88,7 +96,8 @@ def run(request_path: Path) -> TraceOutcome:
             return result
         if axes:
             try:
-                result.shapes = probe_shapes(loaded, axes)
+                exported = next((s.seconds for s in taken.steps if s.method == "torch.export" and s.ok), 0.0)
+                result.shapes = probe_shapes(loaded, axes, OPTIONAL_FACTOR * exported)
             except Exception as exc:  # the probe is extra evidence: its failure is reported, not fatal
                 result.shapes = ShapeProbe(False, 0.0, one_line(exc))
             result.steps.append(Step("torch.export (Dim.AUTO)", result.shapes.ok, result.shapes.seconds, 0,
@@ -110,7 +119,8 @@ def _model_facts(loaded: Loaded) -> ModelFacts:
     return ModelFacts(f"{type(model).__module__}.{type(model).__qualname__}", loaded.parameters, loaded.device,
                       loaded.source_file, max_positions(loaded.config), loaded.build_place,
                       config_facts(loaded.config), module_classes(model), loaded.inputs,
-                      example_batch=first.shape[0] if first else 0, example_seq=tokens.shape[1] if tokens else 0)
+                      example_batch=first.shape[0] if first else 0, example_seq=tokens.shape[1] if tokens else 0,
+                      config_use_cache=loaded.config_use_cache, traced_use_cache=loaded.traced_use_cache)
 
 
 def _analyse(taken: Capture, result: TraceOutcome) -> None:

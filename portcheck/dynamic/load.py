@@ -1,5 +1,6 @@
 """Child side: build the model and its example inputs from the request (a build callable, or a transformers
-config with random weights), on the CPU or on the meta device when the weights would not fit in memory."""
+config with random weights), on the CPU or on the meta device when the weights would not fit in memory, and run
+it once eagerly on those inputs (`run_eagerly`) before it is traced."""
 
 from __future__ import annotations
 
@@ -10,20 +11,28 @@ import inspect
 import json
 import os
 import sys
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from portcheck.dynamic.inputs import decoder_inputs, forward_parameters, given_inputs, made_inputs
 from portcheck.dynamic.outcome import InputFact
-from portcheck.dynamic.request import InputSpec, TraceRequest, split_model_spec
-from portcheck.traced import Place
+from portcheck.dynamic.request import TraceRequest, split_model_spec
+from portcheck.dynamic.sourcemap import exception_place
+from portcheck.traced import Place, Step
 
 
 class ModelError(Exception):
-    """The model could not be built or called as the request describes: one line for the user."""
+    """The model could not be built or called as the request describes: one line for the user (and the line of
+    the model's code that failed, if known)."""
+
+    def __init__(self, message: str, place: Place | None = None) -> None:
+        super().__init__(message)
+        self.place = place
 
 
 @dataclass
@@ -37,27 +46,128 @@ class Loaded:
     source_file: str = ""  # the file holding the build callable or the model class
     build_place: Place | None = None  # the build callable, or the --hf-config file
     inputs: tuple[InputFact, ...] = ()  # each example input's name, dtype, shape and value range (see input_facts)
+    config_use_cache: bool | None = None  # the config's own use_cache; None: it sets none
+    traced_use_cache: bool | None = None  # False when portcheck turned the cache off (config and call)
+    origin: str = "build"  # where the inputs came from: "build" (returned with the model), "--input" or "made"
+    # Decoder inputs held back until the eager run shows the model needs them (T5, whisper; BART derives its own)
+    held_back: dict[str, Any] = field(default_factory=dict)
 
 
 def load_model(request: TraceRequest) -> Loaded:
-    build = _hf_builder(request) if request.hf_config else _callable(request.model)
+    config_use_cache: bool | None = None
+    if request.hf_config:
+        build, config_use_cache = _hf_builder(request)
+    else:
+        build = _callable(request.model)
     device = request.device
     if device == "auto":
         device = "cpu" if _fits_in_memory(build, request) else "meta"
     with torch.device("meta") if device == "meta" else contextlib.nullcontext():
         built = build()
-    model, args, kwargs = _split(built, request)
+    model, args, kwargs, origin = _split(built, request)
     if not isinstance(model, torch.nn.Module):
         raise ModelError(f"the build callable returned {type(model).__name__}, not a torch.nn.Module "
                          "(return a model, or (model, example_inputs))")
     model.eval()
+    config = getattr(model, "config", None)
+    held_back: dict[str, Any] = {}
+    if origin == "made":
+        held_back = decoder_inputs(model, config, kwargs)
+        if device == "meta":  # no eager run to show whether the model needs them: pass them
+            kwargs, held_back = {**kwargs, **held_back}, {}
+    traced_use_cache: bool | None = None
+    if config is not None and origin != "build":  # inputs portcheck makes are called without a cache
+        if not request.hf_config:  # (a --hf-config model was built with it off)
+            config_use_cache = _use_cache(config)
+        if _without_cache(config) or kwargs.get("use_cache") is False:
+            traced_use_cache = False
     inputs = input_facts(model, args, kwargs)
     if device == "meta":
         args = tuple(_to_meta(a) for a in args)
         kwargs = {k: _to_meta(v) for k, v in kwargs.items()}
-    config = getattr(model, "config", None)
     return Loaded(model, args, kwargs, device, _count(model), config, _source_file(request, model),
-                  _build_place(request, build), inputs)
+                  _build_place(request, build), inputs, config_use_cache, traced_use_cache, origin, held_back)
+
+
+def run_eagerly(loaded: Loaded) -> Step | None:
+    """Call the model once on its example inputs, as the trace will: inputs it cannot take stop here with one
+    line naming --input, not deep inside an export. Decoder inputs held back are added when the model fails
+    without them. On the meta device there are no weights to run: the Step returned says it was skipped."""
+    if loaded.device == "meta":
+        return Step("eager run", False, 0.0, 0, "skipped: the model was built on the meta device (no weights to "
+                                                "run); its inputs are checked only by the trace")
+    started = time.perf_counter()
+    try:
+        _call(loaded)
+    except Exception as exc:
+        if not loaded.held_back:
+            raise ModelError(_failed(loaded, exc), exception_place(exc)) from None
+        loaded.kwargs.update(loaded.held_back)
+        loaded.held_back = {}
+        loaded.inputs = input_facts(loaded.model, loaded.args, loaded.kwargs)
+        try:
+            _call(loaded)
+        except Exception as again:
+            raise ModelError(_failed(loaded, again), exception_place(again)) from None
+    loaded.held_back = {}
+    return Step.timed("eager run", True, time.perf_counter() - started)
+
+
+def _call(loaded: Loaded) -> None:
+    with torch.no_grad():
+        loaded.model(*loaded.args, **loaded.kwargs)
+
+
+def _failed(loaded: Loaded, exc: Exception) -> str:
+    from portcheck.dynamic.capture import one_line
+
+    shown = ", ".join(_shown(i) for i in loaded.inputs) or "no inputs"
+    if loaded.origin == "made":
+        return (f"the inputs portcheck made up for {type(loaded.model).__name__} ({shown}) fail when it runs "
+                f"eagerly: {one_line(exc)}; give its inputs with --input name=dtype[d0,...]")
+    if loaded.origin == "--input":
+        return (f"the --input tensors ({shown}) fail when the model runs eagerly: {one_line(exc)}; give the "
+                "inputs forward takes with --input name=dtype[d0,...]")
+    return (f"the model fails when run eagerly on the example inputs the build callable returned ({shown}): "
+            f"{one_line(exc)}; check them, or return only the model and give --input name=dtype[d0,...]")
+
+
+def _shown(fact: InputFact) -> str:
+    if fact.kind == "tensor":
+        return f"{fact.name}={fact.dtype}[{','.join(str(d) for d in fact.shape)}]"
+    if fact.kind == "constant":
+        return f"{fact.name}={fact.constant!r}"
+    return f"{fact.name}={fact.unsupported}"
+
+
+def _use_cache(config: Any) -> bool | None:
+    """The config's use_cache, or its first sub-config's (a multimodal config's text part) when it has none."""
+    value = getattr(config, "use_cache", None)
+    if isinstance(value, bool):
+        return value
+    return next((v for v in map(_use_cache, _sub_configs(config)) if v is not None), None)
+
+
+def _without_cache(config: Any) -> bool:
+    """Set use_cache=False on the config and each sub-config that carries it (text_config, decoder, ...): a
+    cache object built at construction or returned by forward is no graph to export. True if any had it."""
+    found = False
+    if isinstance(getattr(config, "use_cache", None), bool):
+        config.use_cache = False
+        found = True
+    for sub in _sub_configs(config):
+        found = _without_cache(sub) or found
+    return found
+
+
+def _sub_configs(config: Any) -> list[Any]:
+    try:
+        from transformers import PretrainedConfig
+    except ImportError:
+        return []
+    if not isinstance(config, PretrainedConfig):
+        return []
+    return [value for value in vars(config).values() if isinstance(value, PretrainedConfig)]
 
 
 def input_facts(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[InputFact, ...]:
@@ -130,7 +240,8 @@ def _callable(spec: str) -> Callable[[], Any]:
     return build
 
 
-def _hf_builder(request: TraceRequest) -> Callable[[], Any]:
+def _hf_builder(request: TraceRequest) -> tuple[Callable[[], Any], bool | None]:
+    """The build for a transformers config, with the cache turned off; and the config's own use_cache."""
     try:
         import transformers
     except ImportError:
@@ -147,11 +258,12 @@ def _hf_builder(request: TraceRequest) -> Callable[[], Any]:
     if not isinstance(data, dict) or "model_type" not in data:
         raise ModelError(f"{path}: a transformers config.json needs a \"model_type\"")
     data.pop("transformers_version", None)
-    data.setdefault("use_cache", False)
     try:
         config = transformers.AutoConfig.for_model(data.pop("model_type"), **data)
-    except (ValueError, KeyError) as exc:
+    except (ValueError, KeyError, TypeError) as exc:
         raise ModelError(f"{path}: {exc}") from None
+    shipped = _use_cache(config)
+    _without_cache(config)
     options = dict(request.hf_options)
 
     def build() -> Any:
@@ -161,7 +273,7 @@ def _hf_builder(request: TraceRequest) -> Callable[[], Any]:
             return cls._from_config(config, **options)
         return transformers.AutoModel.from_config(config, **options)
 
-    return build
+    return build, shipped
 
 
 def _fits_in_memory(build: Callable[[], Any], request: TraceRequest) -> bool:
@@ -190,64 +302,32 @@ def _available_memory(request: TraceRequest) -> int:
     return min(available, request.memory_limit) if request.memory_limit else available
 
 
-def _split(built: Any, request: TraceRequest) -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
+def _split(built: Any, request: TraceRequest) -> tuple[Any, tuple[Any, ...], dict[str, Any], str]:
+    """The model, its positional and keyword inputs, and where they came from ("build", "--input", "made")."""
     if isinstance(built, tuple) and len(built) == 2 and isinstance(built[0], torch.nn.Module):
         model, inputs = built
         if isinstance(inputs, dict):
-            return model, (), dict(inputs)
+            return model, (), dict(inputs), "build"
         if isinstance(inputs, torch.Tensor):
-            return model, (inputs,), {}
+            return model, (inputs,), {}, "build"
         if isinstance(inputs, (tuple, list)):
-            return model, tuple(inputs), {}
+            return model, tuple(inputs), {}, "build"
         raise ModelError(f"example inputs must be a tuple of positional inputs or a dict of keyword inputs, "
                          f"not {type(inputs).__name__}")
     model = built
+    if not isinstance(model, torch.nn.Module):
+        return model, (), {}, "build"  # load_model says what it is
     if request.inputs:
-        made = {spec.name: make_input(spec) for spec in request.inputs}
-        parameters: Mapping[str, inspect.Parameter]
-        try:
-            parameters = inspect.signature(model.forward).parameters
-        except (TypeError, ValueError, AttributeError):
-            parameters = {}
-        if all(name in parameters for name in made):
-            return model, (), made
-        # Names the forward does not have (`x` for Sequential's `input`): positional, in the order given.
-        return model, tuple(made.values()), {}
+        args, kwargs = given_inputs(model, request.inputs)
+        return model, args, kwargs, "--input"
     config = getattr(model, "config", None)
-    if config is not None:
-        return model, (), _hf_inputs(model, config)
-    raise ModelError("the build callable returned only a model: give its inputs with --input "
-                     "name=dtype[d0,...], or return (model, example_inputs)")
-
-
-def make_input(spec: InputSpec) -> torch.Tensor:
-    dtype = getattr(torch, spec.dtype)
-    if dtype.is_floating_point or dtype.is_complex:
-        return torch.randn(spec.shape, dtype=dtype)
-    if dtype == torch.bool:
-        return torch.ones(spec.shape, dtype=dtype)
-    return torch.randint(0, 2, spec.shape, dtype=dtype)
-
-
-def _hf_inputs(model: torch.nn.Module, config: Any) -> dict[str, torch.Tensor]:
-    """Inputs for a transformers model when none were given: batch 1, a sequence of 128 (or the model's
-    limit, if smaller), images at the configured size."""
-    name = getattr(model, "main_input_name", "input_ids")
-    limit = max_positions(config) or 128
-    seq = min(128, limit)
-    vocab = getattr(config, "vocab_size", None) or 2
-    if name == "pixel_values":
-        size = getattr(config, "image_size", 224)
-        size = size[0] if isinstance(size, (list, tuple)) else size
-        inputs = {name: torch.randn(1, getattr(config, "num_channels", 3), size, size)}
-    elif name == "input_features":
-        frames = 2 * (getattr(config, "max_source_positions", 1500) or 1500)
-        inputs = {name: torch.randn(1, getattr(config, "num_mel_bins", 80), frames)}
-    else:
-        inputs = {"input_ids": torch.randint(0, vocab, (1, seq))}
-    if getattr(config, "is_encoder_decoder", False):
-        inputs["decoder_input_ids"] = torch.randint(0, vocab, (1, min(seq, 64)))
-    return inputs
+    made = made_inputs(model, config) if config is not None else None
+    if made is not None:
+        return model, (), made, "made"
+    takes = ", ".join(n for n in forward_parameters(model) if n not in ("args", "kwargs")) or "nothing"
+    reason = "has no config to make them from" if config is None else f"takes none portcheck can make ({takes})"
+    raise ModelError(f"the build callable returned only a model, and {type(model).__name__} {reason}: give its "
+                     "inputs with --input name=dtype[d0,...], or return (model, example_inputs)")
 
 
 def max_positions(config: Any) -> int:

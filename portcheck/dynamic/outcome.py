@@ -115,6 +115,8 @@ class ModelFacts:
     inputs: tuple[InputFact, ...] = ()
     example_batch: int = 0
     example_seq: int = 0
+    config_use_cache: bool | None = None  # the config's own use_cache; None: it sets none
+    traced_use_cache: bool | None = None  # False: traced with the cache off (at construction and call)
 
     def to_json(self) -> JSON:
         return {"class": self.class_name, "parameters": self.parameters, "device": self.device,
@@ -122,7 +124,8 @@ class ModelFacts:
                 "build_place": self.build_place.to_json() if self.build_place else None,
                 "config": self.config.to_json(), "modules": list(self.modules),
                 "inputs": [i.to_json() for i in self.inputs], "example_batch": self.example_batch,
-                "example_seq": self.example_seq}
+                "example_seq": self.example_seq, "config_use_cache": self.config_use_cache,
+                "traced_use_cache": self.traced_use_cache}
 
     @classmethod
     def from_json(cls, data: JSON) -> ModelFacts:
@@ -130,7 +133,8 @@ class ModelFacts:
                    data.get("source_file") or "", int(data.get("max_positions") or 0),
                    Place.from_json(data.get("build_place")), ConfigFacts.from_json(data.get("config") or {}),
                    tuple(data.get("modules") or ()), tuple(InputFact.from_json(i) for i in data.get("inputs") or ()),
-                   int(data.get("example_batch") or 0), int(data.get("example_seq") or 0))
+                   int(data.get("example_batch") or 0), int(data.get("example_seq") or 0),
+                   data.get("config_use_cache"), data.get("traced_use_cache"))
 
 
 @dataclass(frozen=True)

@@ -122,7 +122,8 @@ def build_report(outcome: TraceOutcome, settings: Settings, cwd: Path, static: b
         steps=tuple(outcome.steps),
         ops=tuple(_op_status(entry, status, cwd) for entry, status in inventory),
         shapes=outcome.shapes,
-        model=TracedModel(model.class_name, model.parameters, model.device) if model else None,
+        model=TracedModel(model.class_name, model.parameters, model.device, tuple(i.to_json() for i in model.inputs),
+                          model.config_use_cache, model.traced_use_cache) if model else None,
         neuron_analyze=outcome.neuron_analyze,
     )
     return result
@@ -202,7 +203,8 @@ def _shape_findings(outcome: TraceOutcome, anchor: Place) -> list[TracedFinding]
                 else:
                     text += "; compile powers of two from 128 up to your longest sequence"
             else:
-                text += "; compile one graph per batch size you serve (or pad to one)"
+                what = {"samples": "audio length", "height": "image height", "width": "image width"}
+                text += f"; compile one graph per {what.get(axis.label, 'batch size')} you serve (or pad to one)"
             dynamic.append(text)
     if pinned:
         out.append(TracedFinding(SpecialisedAxis, anchor, SpecialisedAxis.format(axes=", ".join(pinned))))

@@ -3,8 +3,11 @@ export learned: which axes stayed dynamic, their ranges (guards), and which the 
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -12,6 +15,7 @@ from typing import Any
 import torch
 
 from portcheck.dynamic.capture import one_line
+from portcheck.dynamic.inputs import forward_parameters
 from portcheck.dynamic.load import Loaded
 from portcheck.dynamic.request import DynamicAxis
 from portcheck.traced import ShapeAxis, ShapeProbe
@@ -28,8 +32,10 @@ class Axis:
 
 
 def find_axes(loaded: Loaded, given: tuple[DynamicAxis, ...]) -> list[Axis]:
-    """`--dynamic` axes if given; else axis 0 of every input (batch) and axis 1 of 2-D token inputs (ids,
-    masks: the sequence), decoder inputs apart from encoder ones."""
+    """`--dynamic` axes if given; else axis 0 of every input (batch), axis 1 of 2-D token inputs (ids,
+    masks: the sequence), decoder inputs apart from encoder ones, and the float inputs' free axes: audio samples
+    (`input_values`), image height and width (`pixel_values`, a diffusion `sample`) unless the model's position
+    embeddings fix the image size."""
     tensors = _named_inputs(loaded)
     if given:
         axes = []
@@ -49,7 +55,56 @@ def find_axes(loaded: Loaded, given: tuple[DynamicAxis, ...]) -> list[Axis]:
         if t.dim() == 2 and t.dtype in _TOKEN_INPUTS:
             label = "decoder_seq" if name.startswith("decoder_") else "seq"
             axes.append(Axis(name, 1, label, int(t.shape[1])))
+    for name, t in tensors.items():
+        if not t.dtype.is_floating_point:
+            continue
+        if name == "input_values" and t.dim() == 2:
+            axes.append(Axis(name, 1, "samples", int(t.shape[1])))
+        elif name in ("pixel_values", "sample") and t.dim() == 4 and not fixed_image_size(loaded):
+            axes += [Axis(name, 2, "height", int(t.shape[2])), Axis(name, 3, "width", int(t.shape[3]))]
     return axes
+
+
+def fixed_image_size(loaded: Loaded) -> bool:
+    """Whether the model's absolute position embeddings fix its image size (ViT, CLIP): their forward takes
+    `interpolate_pos_encoding`, which the trace does not pass, and their config does not turn the embeddings off
+    (Swin's `use_absolute_embeddings=False`, where windows take any size)."""
+    if "interpolate_pos_encoding" not in forward_parameters(loaded.model):
+        return False
+    if loaded.kwargs.get("interpolate_pos_encoding") is True:
+        return False
+    config = loaded.config
+    vision = getattr(config, "vision_config", None) or config
+    return getattr(vision, "use_absolute_embeddings", True) is not False
+
+
+# Axes the probe may drop to keep the others when export cannot make them all dynamic (or not in time).
+OPTIONAL_LABELS = frozenset({"samples", "height", "width"})
+OPTIONAL_FACTOR = 5  # times the first export's seconds
+MIN_OPTIONAL_SECONDS = 10.0
+
+
+class _OutOfTime(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float) -> Iterator[None]:
+    """Raise _OutOfTime in the block after `seconds` (0: no limit; only on the main thread, where signals land)."""
+    if not seconds or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(signum: int, frame: object) -> None:
+        raise _OutOfTime
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def _named_inputs(loaded: Loaded) -> dict[str, torch.Tensor]:
@@ -58,10 +113,38 @@ def _named_inputs(loaded: Loaded) -> dict[str, torch.Tensor]:
     return named
 
 
-def probe_shapes(loaded: Loaded, axes: list[Axis]) -> ShapeProbe:
+def probe_shapes(loaded: Loaded, axes: list[Axis], budget: float = 0.0) -> ShapeProbe:
     """Export with those axes as `Dim.AUTO`. An axis whose example size is 0 or 1 is widened to 2 first:
-    export fixes sizes 0 and 1, which would hide whether the model itself does."""
+    export fixes sizes 0 and 1, which would hide whether the model itself does. When that export fails and some
+    axes are float ones (samples, height, width), it is tried again without them: the batch and sequence axes
+    are what `advise` buckets, and the detail says why the others were left out. Symbolic image sizes can send
+    export's solver into minutes (Swin's window padding): the try with them stops after `budget` seconds (the
+    first export's time times OPTIONAL_FACTOR, from the caller; at least MIN_OPTIONAL_SECONDS)."""
+    budget = max(budget, MIN_OPTIONAL_SECONDS)
     started = time.perf_counter()
+    kept = [a for a in axes if a.label not in OPTIONAL_LABELS]
+    optional = bool(kept) and len(kept) < len(axes)
+    try:
+        with _time_limit(budget if optional else 0):
+            return _probe(loaded, axes, started)
+    except _OutOfTime:
+        first = f"it took over {budget:.0f} s"
+    except Exception as exc:
+        first = one_line(exc)
+    if not optional:
+        return ShapeProbe(False, round(time.perf_counter() - started, 3), first, tuple(_probed(a, None) for a in axes))
+    dropped = [a for a in axes if a not in kept]
+    try:
+        probe = _probe(loaded, kept, started)
+    except Exception as exc:
+        return ShapeProbe(False, round(time.perf_counter() - started, 3), one_line(exc),
+                          tuple(_probed(a, None) for a in axes))
+    labels = ", ".join(dict.fromkeys(a.label for a in dropped))
+    return ShapeProbe(True, probe.seconds, f"{labels} not probed: export with them dynamic failed ({first})",
+                      probe.axes + tuple(_probed(a, None) for a in dropped))
+
+
+def _probe(loaded: Loaded, axes: list[Axis], started: float) -> ShapeProbe:
     args, kwargs = list(loaded.args), dict(loaded.kwargs)
     for axis in axes:
         if axis.size < 2:
@@ -79,13 +162,8 @@ def probe_shapes(loaded: Loaded, axes: list[Axis]) -> ShapeProbe:
         dynamic_shapes = tuple(specs_args)
     else:
         dynamic_shapes = {"args": tuple(specs_args), "kwargs": {k: specs_kwargs.get(k) for k in kwargs}}
-    try:
-        with torch.no_grad():
-            program = torch.export.export(loaded.model, tuple(args), kwargs, dynamic_shapes=dynamic_shapes,
-                                          strict=False)
-    except Exception as exc:
-        return ShapeProbe(False, round(time.perf_counter() - started, 3), one_line(exc),
-                          tuple(_probed(a, None) for a in axes))
+    with torch.no_grad():
+        program = torch.export.export(loaded.model, tuple(args), kwargs, dynamic_shapes=dynamic_shapes, strict=False)
     found = _placeholder_shapes(program, args, kwargs)
     out = []
     for axis in axes:
@@ -112,8 +190,9 @@ def _placeholder_shapes(program: torch.export.ExportedProgram, args: list[Any],
                         kwargs: dict[str, Any]) -> dict[str, tuple[Any, ...]]:
     """The shapes export gave each user input, by the same names `find_axes` uses."""
     names = [f"args[{i}]" for i in range(len(args))] + list(kwargs)
-    user_inputs = [spec for spec in program.graph_signature.input_specs
-                   if spec.kind == torch.export.graph_signature.InputKind.USER_INPUT]
+    user_inputs = [spec for spec in program.graph_signature.input_specs  # tensors only: not use_cache=False
+                   if spec.kind == torch.export.graph_signature.InputKind.USER_INPUT and
+                   isinstance(spec.arg, torch.export.graph_signature.TensorArgument)]
     placeholders = {n.name: n for n in program.graph.nodes if n.op == "placeholder"}
     shapes: dict[str, tuple[Any, ...]] = {}
     flat = [n for n in names if (n in kwargs and isinstance(kwargs[n], torch.Tensor)) or

@@ -75,6 +75,7 @@ def write_trace_summary(result: ScanResult, stream: TextIO) -> None:
             stream.write(f"ops on {chip}: {len(ops)} distinct ATen ops: {verdict}\n")
     model, graph = trace.model, trace.graph or GraphFacts()
     if model is not None:
+        note = model.use_cache_note()
         stream.write(f"model: {model.class_name}, {model.parameters:,} parameters, built on {model.device}; graph: "
                      f"{graph.method or 'none'}, {graph.nodes} nodes, {graph.graph_breaks} graph breaks, "
-                     f"{graph.seconds or 0:.1f} s\n")
+                     f"{graph.seconds or 0:.1f} s{'; ' + note if note else ''}\n")

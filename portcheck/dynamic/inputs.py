@@ -1,0 +1,134 @@
+"""Child side: the example inputs of a model that came without them, made from its forward signature, its
+`main_input_name` and its config (a transformers config, or a diffusers one); and `--input` specs as tensors.
+
+A model is called as a user would call it for inference: batch 1, its main input (token ids, pixel values, audio
+samples or log-mel features), the other modality only where the model takes both (CLIP), decoder inputs only where
+forward takes them and the model cannot derive them (see `DECODER_IDS`), and `use_cache=False` where forward takes
+it. No attention or pixel masks: every model here treats a missing mask as "attend to everything"."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import torch
+
+from portcheck.dynamic.request import InputSpec
+
+# Forward's inputs portcheck knows how to make; the first of them forward takes (after `main_input_name`) leads.
+MAIN_INPUTS = ("input_ids", "pixel_values", "input_values", "input_features", "sample")
+DECODER_IDS = "decoder_input_ids"  # made only when the model fails without it (BART derives it from input_ids)
+AUDIO_SAMPLES = 16000  # one second at 16 kHz, the rate wav2vec2-style models are trained on
+TEXT_LENGTH = 128  # tokens, or the model's limit if smaller
+CONDITION_LENGTH = 77  # tokens of a diffusion model's text condition (CLIP's text length)
+
+
+def forward_parameters(model: torch.nn.Module) -> dict[str, inspect.Parameter]:
+    try:
+        return dict(inspect.signature(model.forward).parameters)
+    except (TypeError, ValueError, AttributeError):
+        return {}
+
+
+def make_input(spec: InputSpec) -> torch.Tensor:
+    dtype = getattr(torch, spec.dtype)
+    if dtype.is_floating_point or dtype.is_complex:
+        return torch.randn(spec.shape, dtype=dtype)
+    if dtype == torch.bool:
+        return torch.ones(spec.shape, dtype=dtype)
+    return torch.randint(0, 2, spec.shape, dtype=dtype)
+
+
+def given_inputs(model: torch.nn.Module, specs: tuple[InputSpec, ...]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """`--input` specs: by keyword when forward has those names (with `use_cache=False` where it takes it), else
+    positional in the order given (`x` for Sequential's `input`)."""
+    made = {spec.name: make_input(spec) for spec in specs}
+    parameters = forward_parameters(model)
+    if all(name in parameters for name in made):
+        return (), {**made, **_no_cache(parameters, made)}
+    return tuple(made.values()), {}
+
+
+def made_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any] | None:
+    """Keyword inputs for a model with a config; None when forward takes none of the inputs portcheck can make."""
+    parameters = forward_parameters(model)
+    main = getattr(model, "main_input_name", None)
+    lead = main if main in parameters and main in MAIN_INPUTS else next(
+        (name for name in MAIN_INPUTS if name in parameters), None)
+    if lead is None:
+        return None
+    names = [lead]
+    vision, text = _part(config, "vision_config"), _part(config, "text_config")
+    if vision is not None and text is not None and {"input_ids", "pixel_values"} <= set(parameters):
+        names = ["input_ids", "pixel_values"]  # a text-image model (CLIP, SigLIP): both towers run
+    if lead == "sample":
+        names += [n for n in ("timestep", "encoder_hidden_states") if n in parameters]
+    inputs = {name: _make(name, config, vision or config, text or config) for name in names}
+    return {**inputs, **_no_cache(parameters, inputs)}
+
+
+def decoder_inputs(model: torch.nn.Module, config: Any, inputs: dict[str, Any]) -> dict[str, Any]:
+    """The decoder's token ids for an encoder-decoder model whose forward takes them; {} for any other model."""
+    if not getattr(config, "is_encoder_decoder", False) or DECODER_IDS not in forward_parameters(model):
+        return {}
+    if DECODER_IDS in inputs or "decoder_inputs_embeds" in inputs:
+        return {}
+    text = _part(config, "text_config") or config
+    length = min(64, _positions(text, "max_target_positions", "max_position_embeddings") or 64)
+    return {DECODER_IDS: torch.randint(0, _vocab(text), (1, length))}
+
+
+def _make(name: str, config: Any, vision: Any, text: Any) -> Any:
+    if name == "input_ids":
+        length = min(TEXT_LENGTH, _positions(text, "max_position_embeddings", "n_positions") or TEXT_LENGTH)
+        return torch.randint(0, _vocab(text), (1, length))
+    if name == "pixel_values":
+        size = _first(getattr(vision, "image_size", None)) or 224
+        return torch.randn(1, getattr(vision, "num_channels", 3) or 3, size, size)
+    if name == "input_values":
+        return torch.randn(1, AUDIO_SAMPLES)
+    if name == "input_features":  # log-mel frames: the encoder's positions after its stride-2 convolution
+        frames = 2 * (getattr(config, "max_source_positions", 1500) or 1500)
+        return torch.randn(1, getattr(config, "num_mel_bins", 80) or 80, frames)
+    if name == "sample":  # a diffusion UNet's latent
+        size = _first(_get(config, "sample_size")) or 64
+        return torch.randn(1, _get(config, "in_channels") or 4, size, size)
+    if name == "timestep":
+        return torch.tensor([500])
+    width = _first(_get(config, "cross_attention_dim")) or 768  # encoder_hidden_states: the text condition
+    return torch.randn(1, CONDITION_LENGTH, width)
+
+
+def _no_cache(parameters: dict[str, inspect.Parameter], inputs: dict[str, Any]) -> dict[str, Any]:
+    """`use_cache=False` where forward takes it: a cache object in the outputs is no graph to export."""
+    return {"use_cache": False} if "use_cache" in parameters and "use_cache" not in inputs else {}
+
+
+def _part(config: Any, name: str) -> Any:
+    part = _get(config, name)
+    return part if part is not None and not isinstance(part, (dict, str, int, float, bool)) else None
+
+
+def _get(config: Any, name: str) -> Any:
+    """A config value, from a transformers config (attributes) or a diffusers one (a dict with attributes)."""
+    if isinstance(config, dict):
+        return config.get(name)
+    return getattr(config, name, None)
+
+
+def _first(value: Any) -> int:
+    value = value[0] if isinstance(value, (list, tuple)) and value else value
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _positions(config: Any, *keys: str) -> int:
+    for key in keys:
+        value = getattr(config, key, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return 0
+
+
+def _vocab(config: Any) -> int:
+    value = getattr(config, "vocab_size", None)
+    return value if isinstance(value, int) and value > 1 else 2
