@@ -186,6 +186,16 @@ def test_model_copies_take_cores_and_the_throughput_plan_fills_the_instance():
     assert full.throughput is None
 
 
+def test_a_kv_cache_that_fits_nowhere_is_offered_fp8():
+    # Mistral-7B at batch 64 and 16384 tokens on inf2: 32 × 1 KV head × 128 × 16384 × 64 × 2 × 2 bytes = 16 GiB a
+    # core from tp 8 on (one KV head a core); in fp8, 8 GiB at tp 8.
+    row = {**MISTRAL, "batch": 64, "seq": 16384}
+    result = plan_for(row)
+    message = next(f.message for f in result.findings if f.rule.code == "PC802")
+    assert "an fp8 KV cache (--kv-cache-dtype fp8) (tp 8 on inf2.24xlarge" in message
+    assert "fp8 weights (--dtype fp8)" not in message  # the weights were never the problem
+
+
 @pytest.mark.parametrize("args, message", [
     (("--target", "inf2", "--attention-dp", "2"), "documented for Trn2"),
     (("--attention-dp", "3", "--batch", "8"), "must divide the batch"),
