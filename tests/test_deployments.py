@@ -202,6 +202,7 @@ def test_a_kv_cache_that_fits_nowhere_is_offered_fp8():
     (("--attention-dp", "4", "--batch", "8", "--tp", "2"), "must divide --tp 2"),
     (("--kind", "encoder", "--kv-cache-dtype", "fp8"), "no KV cache"),
     (("--dp", "0"), "at least 1"),
+    (("--target", "inf2", "--dp", "24"), "--dp 24: no inf2 instance holds 24 copies of the smallest degree"),
     (("--context-batch", "x"), "expected a whole number"),
 ])
 def test_bad_parallelism_gets_one_line_and_exit_2(args, message, portcheck):

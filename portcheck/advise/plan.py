@@ -250,6 +250,9 @@ def _size(plan: Plan, chip: ChipHardware, lnc: int, options: AdviseOptions, hard
         tp, why = _smallest_divisor(model, fits, at, budget)
         memory = at[tp]
     else:
+        if work.dp > 1 and (one := fitting(model, replace(work, dp=1), chip, lnc, hardware)):
+            raise PlanError(f"--dp {work.dp}: no {chip.name} instance holds {work.dp} copies of the smallest degree "
+                            f"that fits ({one[0][0].tp} cores each)")
         plan.memory = at[candidates[-1]]
         _fits_nowhere(plan, chip, lnc, total_gib, hardware)
         return
