@@ -130,6 +130,14 @@ def _parser() -> argparse.ArgumentParser:
     advise.add_argument("--dtype", choices=("bf16", "fp16", "fp32", "fp8"), default="bf16",
                         help="weights' dtype on the device (default bf16)")
     advise.add_argument("--tp", type=_positive, metavar="N", help="check this tensor-parallel degree")
+    advise.add_argument("--dp", type=_positive, default=1, metavar="N",
+                        help="model copies on the instance, each with --batch sequences (default 1)")
+    advise.add_argument("--attention-dp", type=_positive, default=1, metavar="N",
+                        help="attention data parallelism inside the tensor-parallel group (trn2, decoders)")
+    advise.add_argument("--context-batch", type=_positive, default=1, metavar="N",
+                        help="sequences a decoder's context encoding runs at once (default 1, as vLLM Neuron)")
+    advise.add_argument("--kv-cache-dtype", choices=("bf16", "fp16", "fp32", "fp8"),
+                        help="the KV cache's dtype (default: the activations', bf16 for --dtype fp8)")
     advise.add_argument("--lnc", type=int, choices=(1, 2), help="trn2 logical core size (default 2)")
     advise.add_argument("--prefer", choices=("accuracy", "speed"), default="accuracy",
                         help="accuracy: no compiler auto-cast (default); speed: matmult auto-cast, -O3")
@@ -503,7 +511,9 @@ def _advise(args: argparse.Namespace) -> int:
         raise ConfigError(refusal)  # before the model is built: the plan could not be made
     traced = run_model(request, cwd, args.timeout, args.model or args.hf_config) if request else None
     outcome = advise(AdviseOptions(settings, cwd, numbers, args.task, args.batch, args.seq_len or 0, args.dtype,
-                                   args.tp or 0, args.prefer, args.lnc or 0, script=bool(args.emit_script)),
+                                   args.tp or 0, args.prefer, args.lnc or 0, script=bool(args.emit_script),
+                                   dp=args.dp, attention_dp=args.attention_dp, context_batch=args.context_batch,
+                                   kv_dtype=args.kv_cache_dtype or ""),
                      traced, request)
     if outcome.script is not None:
         write_text(Path(args.emit_script), outcome.script, executable=True)

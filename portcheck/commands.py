@@ -205,6 +205,10 @@ class AdviseOptions:
     prefer: str = "accuracy"
     lnc: int = 0
     script: bool = False  # also write the bring-up script
+    dp: int = 1  # model copies
+    attention_dp: int = 1
+    context_batch: int = 1
+    kv_dtype: str = ""
 
 
 @dataclass
@@ -236,7 +240,8 @@ def advise(options: AdviseOptions, traced: TraceOutcome | None, request: TraceRe
     if not shape.params:
         raise ConfigError("the model has no parameters to size: give --params")
     plan = make_plan(shape, PlanOptions(settings.chip, settings.stack, options.task, options.batch, options.seq_len,
-                                        options.dtype, options.tp, options.prefer, options.lnc, settings.sdk))
+                                        options.dtype, options.tp, options.prefer, options.lnc, settings.sdk,
+                                        options.dp, options.attention_dp, options.context_batch, options.kv_dtype))
     findings = trace(traced, settings, cwd, static=False).findings if traced else []
     findings += _plan_findings(plan, settings, traced, cwd)
     result = ScanResult(Target(settings.chip, settings.stack, settings.sdk), files=0, findings=findings)

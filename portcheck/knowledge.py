@@ -632,6 +632,11 @@ class SizingSources:
     training_optimizer: str
     fp8_weights: str
     compile_host: str
+    context_encoding: str
+    flash_attention: str
+    kv_cache_dtype: str
+    data_parallel: str
+    attention_dp: str
 
 
 @dataclass(frozen=True)

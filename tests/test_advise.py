@@ -59,15 +59,27 @@ def plan(name: str, chip: str = "inf2", stack: str | None = None, **options):
 
 
 def by_hand(name: str, tp: int, seq: int, budget: float, physical_per_core: int, batch: int = 1,
-            size: int = 2) -> dict:
-    """The per-core memory of an inference plan, from the formulas in the issue and the plan's reasons."""
+            size: int = 2, context_batch: int = 1) -> dict:
+    """The per-core memory of an inference plan, from the formulas in the issue and the plan's reasons: a decoder
+    context-encodes `context_batch` sequences at a time, with NxD Inference's flash kernel (no score matrix) from
+    4096 tokens at LNC=1 and from 1024 tokens in multiples of 512 at LNC=2 (trn2's LNC equals its physical cores
+    per logical core); an encoder runs its whole batch and holds its scores."""
     params, layers, hidden, heads, kv, inter, _, kind = MODELS[name]
     head_dim = hidden // heads
     weights = params * size / tp / GIB
     kv_cache = 0.0
+    heads_core = math.ceil(heads / tp)
+    per_token = 4 * hidden + 2 * math.ceil(inter / tp)
     if kind == "decoder":
         kv_cache = layers * math.ceil(kv / tp) * head_dim * seq * batch * 2 * size / GIB
-    activations = batch * seq * (4 * hidden + 2 * math.ceil(inter / tp) + math.ceil(heads / tp) * seq) * size / GIB
+        rows = min(context_batch, batch)
+        flash = (seq % 512 == 0 if seq >= 1024 else seq % 256 == 0) if physical_per_core == 2 else seq >= 4096
+    else:
+        rows, flash = batch, False
+    scores = rows * heads_core * 128 * min(seq, 2048) * 4 if flash else rows * heads_core * seq * seq * size
+    prefill = rows * seq * per_token * size + scores
+    decode = (batch * per_token + batch * heads_core * seq) * size if kind == "decoder" else 0
+    activations = max(prefill, decode) / GIB
     overhead = MICROCODE * physical_per_core + 0.10 * budget
     return {"weights": weights, "kv": kv_cache, "activations": activations, "overhead": overhead,
             "total": weights + kv_cache + activations + overhead}
@@ -141,7 +153,8 @@ def test_gqa_8b_class_models_on_inf2(name):
     if name == "llama-3-8b":  # worked out with a calculator: 8,030,261,248 × 2 / 2 bytes; 32 × 4 × 128 × 4096 × 2 × 2
         assert result.memory.weights == pytest.approx(7.479, abs=1e-3)
         assert result.memory.kv_cache == 0.25
-        assert result.memory.activations == pytest.approx(0.734, abs=1e-3)  # 4096 × (16384 + 14336 + 65536) × 2
+        # the flash kernel at 4096 tokens: 4096 × (16384 + 14336) × 2 + 16 heads × 128 × 2048 × 4 bytes
+        assert result.memory.activations == 0.25
         # 14.96 GiB of weights fit inf2.xlarge's 16 GiB host to load, not to compile: a larger compile host
         assert result.compile_instance.name == "inf2.8xlarge"
 
@@ -153,7 +166,7 @@ def test_mixtral_8x7b_needs_eight_inf2_cores_and_two_trn2_chips():
     check_memory(inf2, by_hand("mixtral-8x7b", 8, 4096, 16, 1))
     assert inf2.memory.weights == pytest.approx(10.873, abs=1e-3)  # 46,702,792,704 × 2 / 8
     assert inf2.memory.kv_cache == 0.0625  # 8 KV heads over 8 cores: 32 × 1 × 128 × 4096 × 2 × 2
-    assert inf2.memory.activations == pytest.approx(0.277, abs=1e-3)  # 4096 × (16384 + 3584 + 16384) × 2
+    assert inf2.memory.activations == 0.15625  # 4096 × (16384 + 3584) × 2 + 4 heads × 128 × 2048 × 4
     assert (inf2.tp_degree, inf2.chips, inf2.instance.name) == (8, 4, "inf2.24xlarge")
     trn2 = plan("mixtral-8x7b", "trn2")
     # tp 4 at LNC=2: 21.75 + KV + activations + 2.59 overhead > 24 GiB; tp 8 = 2 chips → trn2.48xlarge.

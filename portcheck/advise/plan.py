@@ -15,14 +15,18 @@ from portcheck.advise.sizing import (
     GIB,
     RESERVE_SHARE,
     Memory,
+    Throughput,
     Workload,
     choose_instance,
+    context_rows,
     degrees,
     divides_heads,
     fitting,
+    flash_attention,
     has_kv_cache,
     memory_at,
     padded_heads,
+    throughput,
     weights_bytes,
 )
 from portcheck.errors import UserError
@@ -51,6 +55,10 @@ class AdviseOptions:
     prefer: str = "accuracy"
     lnc: int = 0  # 0: the chip's default
     sdk: str = ""  # the Neuron SDK release whose facts apply ("": the newest the data knows)
+    dp: int = 1  # model copies (data-parallel replicas)
+    attention_dp: int = 1  # attention data parallelism inside the tensor-parallel group (trn2)
+    context_batch: int = 1  # sequences a decoder's context encoding runs at once (vLLM Neuron's ctx_batch_size)
+    kv_dtype: str = ""  # the KV cache's dtype ("": the compute dtype)
 
 
 @dataclass(frozen=True)
@@ -103,6 +111,8 @@ class Plan:
     instance: Instance | None = None
     compile_instance: Instance | None = None  # a larger host to compile on, when the instance's is small
     replicas: int = 0
+    dp: int = 1
+    throughput: Throughput | None = None  # the throughput-oriented configuration, when it differs
     compiler_args: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     buckets: list[int] = field(default_factory=list)
@@ -120,8 +130,12 @@ class Plan:
             "instance": self.instance.name if self.instance else None,
             "compile_instance": self.compile_instance.name if self.compile_instance else None,
             "tp_degree": self.tp_degree or None, "cores": self.cores or None, "chips": self.chips or None,
-            "lnc": self.lnc, "replicas": self.replicas or None, "task": self.task,
-            "workload": {"batch": self.workload.batch, "seq_len": self.workload.seq, "dtype": self.workload.dtype},
+            "lnc": self.lnc, "replicas": self.replicas or None, "dp": self.dp,
+            "attention_dp": self.workload.attention_dp, "task": self.task,
+            "workload": {"batch": self.workload.batch, "seq_len": self.workload.seq, "dtype": self.workload.dtype,
+                         "kv_cache_dtype": self.workload.cache_dtype if has_kv_cache(self.model, self.workload)
+                         else None, "context_batch": context_rows(self.model, self.workload)},
+            "throughput": self.throughput.to_json() if self.throughput else None,
             "memory": {"tp_degree": self.memory.tp, **self.memory.as_dict()} if self.memory else None,
             "compiler_args": list(self.compiler_args), "env": dict(self.env), "buckets": list(self.buckets),
             "dynamic_batch": self.dynamic_batch, "reasons": [r.to_json() for r in self.reasons],
@@ -160,7 +174,9 @@ def make_plan(model: ModelShape, options: AdviseOptions) -> Plan:
         raise PlanError(f"--lnc {lnc} is not available on {chip.name} (allowed: "
                         f"{', '.join(map(str, chip.lnc))})")
     seq, seq_why = _sequence(model, options)
-    work = Workload(options.task, options.batch, seq, options.dtype)
+    work = Workload(options.task, options.batch, seq, options.dtype, options.kv_dtype, options.context_batch,
+                    options.attention_dp, options.dp)
+    _check_parallelism(model, work, options)
     plan = Plan(options.chip, options.stack, options.task, work, model, lnc=lnc if len(chip.lnc) > 1 else None)
     plan.reason("workload", f"batch {work.batch}, sequence {seq} ({seq_why}), {work.dtype} weights, "
                 f"{work.task}", "command line and model")
@@ -170,6 +186,23 @@ def make_plan(model: ModelShape, options: AdviseOptions) -> Plan:
     choose_buckets(plan, options)
     load_compiler().check(plan.compiler_args, plan.env, options.chip, options.stack)
     return plan
+
+
+def _check_parallelism(model: ModelShape, work: Workload, options: AdviseOptions) -> None:
+    """Attention data parallelism as NxD Inference validates it and as the docs place it (Trn2, decoders that
+    generate); a KV cache dtype only where there is a KV cache."""
+    if work.attention_dp > 1:
+        if options.chip != "trn2":
+            raise PlanError(f"--attention-dp is documented for Trn2 (vLLM Neuron's attention DP), not {options.chip}")
+        if not has_kv_cache(model, work):
+            raise PlanError("--attention-dp shards the KV cache of a decoder while it generates: this model or task "
+                            "has none")
+        if work.batch % work.attention_dp:
+            raise PlanError(f"--attention-dp {work.attention_dp} must divide the batch ({work.batch})")
+        if options.tp and options.tp % work.attention_dp:
+            raise PlanError(f"--attention-dp {work.attention_dp} must divide --tp {options.tp}")
+    if options.kv_dtype and not has_kv_cache(model, work):
+        raise PlanError("--kv-cache-dtype applies to a decoder that generates: this model or task has no KV cache")
 
 
 def _sequence(model: ModelShape, options: AdviseOptions) -> tuple[int, str]:
@@ -208,7 +241,7 @@ def _size(plan: Plan, chip: ChipHardware, lnc: int, options: AdviseOptions, hard
     plan.reason("overhead_gib", f"{hardware.microcode_mib_per_physical_core:g} MiB micro-code per physical core, "
                 f"plus {RESERVE_SHARE:.0%} of the core kept for scratchpad, DMA rings and collectives "
                 "(not sized by the docs)", f"{hardware.runtime_source}; {PORTCHECK} for the reserve")
-    _memory_reasons(plan)
+    _memory_reasons(plan, lnc)
     if options.tp:
         tp, why = options.tp, "given with --tp"
         memory = at.get(tp) or memory_at(model, work, chip, lnc, tp, hardware)
@@ -217,12 +250,16 @@ def _size(plan: Plan, chip: ChipHardware, lnc: int, options: AdviseOptions, hard
         tp, why = _smallest_divisor(model, fits, at, budget)
         memory = at[tp]
     else:
+        if work.dp > 1 and (one := fitting(model, replace(work, dp=1), chip, lnc, hardware)):
+            raise PlanError(f"--dp {work.dp}: no {chip.name} instance holds {work.dp} copies of the smallest degree "
+                            f"that fits ({one[0][0].tp} cores each)")
         plan.memory = at[candidates[-1]]
         _fits_nowhere(plan, chip, lnc, total_gib, hardware)
         return
     plan.memory = memory
-    plan.tp_degree = plan.cores = tp
-    plan.chips = math.ceil(tp / chip.cores_per_chip[lnc])
+    plan.tp_degree, plan.dp = tp, work.dp
+    plan.cores = tp * work.dp
+    plan.chips = math.ceil(plan.cores / chip.cores_per_chip[lnc])
     plan.reason("tp_degree", why + f"; degrees the runtime supports on {chip.name}: "
                 f"{', '.join(map(str, chip.tp_degrees[lnc]))}", hardware.sizing.tp_degrees)
     if not at[1].fits and not options.tp:
@@ -232,6 +269,7 @@ def _size(plan: Plan, chip: ChipHardware, lnc: int, options: AdviseOptions, hard
     if model.heads and not divides_heads(model, tp) and tp <= candidates[-1]:
         plan.findings.append(PlanFinding(HeadsNotDivisible, _padding(model, tp)))
     _place(plan, chip, lnc, total_gib, hardware, given=bool(options.tp) and tp <= candidates[-1])
+    _throughput(plan, chip, lnc, hardware)
     if len(chip.lnc) > 1:
         _other_lnc(plan, chip, lnc, hardware)
 
@@ -271,18 +309,19 @@ def _check_given(plan: Plan, memory: Memory, candidates: list[int], smallest: in
 def _place(plan: Plan, chip: ChipHardware, lnc: int, total_gib: float, hardware: Hardware, given: bool) -> None:
     """The smallest instance for the plan's cores, and how many replicas it runs."""
     tp = plan.tp_degree
-    plan.instance = choose_instance(chip, lnc, tp, total_gib, hardware)
+    plan.instance = choose_instance(chip, lnc, plan.cores, total_gib, hardware)
     if plan.instance is None:
-        if given:
-            plan.findings.append(PlanFinding(TensorParallelDegree, f"--tp {tp}: no {chip.name} instance has the "
-                                             f"chips and the host memory for {total_gib:.1f} GiB of weights"))
+        copies = f" × {plan.dp} copies" if plan.dp > 1 else ""
+        if given or plan.dp > 1:
+            plan.findings.append(PlanFinding(TensorParallelDegree, f"--tp {tp}{copies}: no {chip.name} instance has "
+                                             f"the chips and the host memory for {total_gib:.1f} GiB of weights"))
         return
     cores_there = plan.instance.chips * chip.cores_per_chip[lnc]
     plan.replicas = cores_there // tp
     host = (f"{plan.instance.host_memory_gib:g} GiB host memory holds the {total_gib:.1f} GiB of weights while "
             "they load" if plan.instance.host_memory_gib else
             f"host memory is not in the Neuron docs: check it holds the {total_gib:.1f} GiB of weights")
-    plan.reason("instance", f"the smallest {chip.name} shape with {plan.chips} chip(s) for {tp} core(s); "
+    plan.reason("instance", f"the smallest {chip.name} shape with {plan.chips} chip(s) for {plan.cores} core(s); "
                 f"{cores_there} cores there run {plan.replicas} replica(s); {host}", plan.instance.source)
     host_gib = plan.instance.host_memory_gib
     if host_gib and host_gib < COMPILE_HOST_FACTOR * total_gib:
@@ -307,31 +346,72 @@ def _padding(model: ModelShape, tp: int) -> str:
     return "; ".join(parts)
 
 
-def _memory_reasons(plan: Plan) -> None:
+def _memory_reasons(plan: Plan, lnc: int) -> None:
     model, work = plan.model, plan.workload
     sizing = load_hardware().sizing
-    plan.reason("weights_gib", f"{model.params:,} parameters × {DTYPE_NAMES[work.dtype]} / tp",
-                "parameter count " + ("of the traced model" if model.source != "numbers" else "given with --params"))
+    weights = f"{model.params:,} parameters × {DTYPE_NAMES[work.dtype]} / tp (the weights only: --dtype does not " \
+              f"change the activations' {work.compute_dtype} or the KV cache's dtype)"
+    if work.attention_dp > 1:
+        weights += (f"; the attention projections counted over tp / {work.attention_dp} (the attention group), the "
+                    "larger of the layouts the docs describe")
+    plan.reason("weights_gib", weights, "parameter count " + ("of the traced model" if model.source != "numbers"
+                                                              else "given with --params")
+                + (f"; {sizing.attention_dp}" if work.attention_dp > 1 else ""))
     if has_kv_cache(model, work):
+        share = f"batch {work.batch}" + (f" / attention-DP {work.attention_dp}" if work.attention_dp > 1 else "")
+        cache = ("--kv-cache-dtype" if work.kv_dtype else "the compute dtype: quantised only with --kv-cache-dtype")
         plan.reason("kv_cache_gib", f"{model.layers} layers × {model.kv_heads or model.heads} KV heads × head dim "
-                    f"{model.attention_head_dim} × sequence {work.seq} × batch {work.batch} × 2 (K, V) × bytes, "
-                    "with each core's share of the KV heads (split when tp divides them, one replicated head when "
-                    "they divide tp, else converted to multi-head attention)", sizing.kv_cache)
-    if model.is_transformer:
-        source = sizing.training_activations if work.task == "training" else PORTCHECK
-        what = ("every layer's activations kept for the backward pass" if work.task == "training" else
-                "the largest layer's live tensors: 4 × hidden + 2 × intermediate / tp + heads / tp × sequence "
-                "per token")
-        plan.reason("activations_gib", what, source)
+                    f"{model.attention_head_dim} × sequence {work.seq} × {share} × 2 (K, V) × "
+                    f"{DTYPE_NAMES[work.cache_dtype]} ({cache}), with each core's share of the KV heads (split when "
+                    "the attention group divides them, one replicated head when they divide it, else converted to "
+                    "multi-head attention)", f"{sizing.kv_cache}; {sizing.kv_cache_dtype}"
+                    + (f"; {sizing.attention_dp}" if work.attention_dp > 1 else ""))
+    if model.is_transformer and work.task == "training":
+        plan.reason("activations_gib", "every layer's activations kept for the backward pass",
+                    sizing.training_activations)
+    elif model.is_transformer:
+        rows = context_rows(model, work)
+        if has_kv_cache(model, work):
+            plan.reason("context_batch", f"context encoding runs {rows} sequence(s) at a time (--context-batch; "
+                        "vLLM Neuron sets ctx_batch_size 1, NxD Inference alone defaults to the batch): the "
+                        "activations are sized for that many, not the whole batch", sizing.context_encoding)
+        if flash_attention(model, work, lnc):
+            scores = (f"the flash-attention kernel at sequence {work.seq} (LNC={lnc}): no score matrix, a 128 × "
+                      f"{min(work.seq, 2048)} fp32 tile per head / tp")
+        else:
+            where = ("NxD Inference uses the flash kernel only from 4096 tokens at LNC=1 and from 1024 tokens in "
+                     "multiples of 512 at LNC=2" if has_kv_cache(model, work) else
+                     "the flash kernels are NxD Inference's for decoders; a traced encoder holds its scores")
+            scores = f"the full score matrix, heads / tp × sequence² per sequence ({where})"
+        plan.reason("attention", scores, sizing.flash_attention)
+        plan.reason("activations_gib", f"the largest layer's live tensors for {rows} sequence(s) of {work.seq} "
+                    f"tokens in {work.compute_dtype}: 4 × hidden + 2 × intermediate / tp per token, plus the "
+                    "attention above; or one decode step of the whole batch when that is larger", PORTCHECK)
     elif model.peak_activation_bytes:
         plan.reason("activations_gib", f"the traced graph's largest set of live tensors "
                     f"({model.peak_activation_bytes / 2**20:.1f} MiB at batch {model.example_batch or 1}, fp32), "
                     "scaled to the plan's batch and dtype", "torch.export graph, liveness walk")
+    if work.dp > 1:
+        plan.reason("dp", f"{work.dp} model copies of tp cores each, every copy serving its own batch of "
+                    f"{work.batch}", sizing.data_parallel)
     if work.task == "training":
         plan.reason("optimizer_gib", "gradients in the weights' dtype and Adam's state (fp32 moments, plus an "
                     "fp32 master copy for 16-bit weights) per parameter, split over tp", sizing.training_optimizer)
 
 
+def _throughput(plan: Plan, chip: ChipHardware, lnc: int, hardware: Hardware) -> None:
+    """The throughput-oriented configuration, kept when it differs from the minimum."""
+    if plan.instance is None or plan.task != "inference" or plan.memory is None or not plan.memory.fits:
+        return
+    found = throughput(plan.model, plan.workload, chip, lnc, plan.tp_degree, plan.instance, hardware)
+    if found.dp == plan.dp and found.batch == plan.workload.batch:
+        return
+    plan.throughput = found
+    copies = f"{found.dp} cop{'y' if found.dp == 1 else 'ies'}"
+    plan.reason("throughput", f"on {found.instance.name}: {copies} of tp {found.tp} (DP × TP up to its cores), "
+                f"{found.batch} sequences each (the batch doubled while a core still holds it, at most 256), "
+                f"{found.dp * found.batch} in flight at {found.memory.per_core:.2f} GiB a core",
+                f"{hardware.sizing.data_parallel}; {PORTCHECK} for the batch search")
 
 
 def _fits_nowhere(plan: Plan, chip: ChipHardware, lnc: int, total_gib: float, hardware: Hardware) -> None:
@@ -344,6 +424,8 @@ def _fits_nowhere(plan: Plan, chip: ChipHardware, lnc: int, total_gib: float, ha
     tries = []
     if work.dtype != "fp8":
         tries.append(("fp8 weights (--dtype fp8)", replace(work, dtype="fp8"), chip, lnc))
+    if has_kv_cache(model, work) and work.cache_dtype != "fp8":
+        tries.append(("an fp8 KV cache (--kv-cache-dtype fp8)", replace(work, kv_dtype="fp8"), chip, lnc))
     if work.batch > 1:
         tries.append(("--batch 1", replace(work, batch=1), chip, lnc))
     if work.seq > 128 and (memory.kv_cache or memory.activations):

@@ -15,8 +15,9 @@ class NeedsTensorParallelism(Rule):
 
     ## Example
     `portcheck advise --params 7e9 --layers 32 --hidden 4096 --heads 32 --target inf2 --seq-len 4096`:
-    13 GiB of bf16 weights, 2 GiB of KV cache, 1.3 GiB of activations and 1.7 GiB of runtime overhead come to
-    18 GiB, more than a NeuronCore-v2's 16 GiB; tensor parallelism 2 fits.
+    13 GiB of bf16 weights, 2 GiB of KV cache, 0.4 GiB of activations (one sequence context-encoded with the
+    flash kernel) and 1.7 GiB of runtime overhead come to 17.1 GiB, more than a NeuronCore-v2's 16 GiB; tensor
+    parallelism 2 fits.
 
     ## Use instead
     The plan's `tp_degree`: neuronx-distributed parallel layers or NxD Inference with that degree, on the

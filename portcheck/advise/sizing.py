@@ -1,12 +1,14 @@
 """Memory per core at a tensor-parallel degree, the smallest degree that fits, and the instance that holds it.
 
 Weights, KV cache and the runtime's micro-code are counted from documented sizes; activations and the runtime's
-remaining buffers are portcheck's estimates, and the plan's reasons say which is which."""
+remaining buffers are portcheck's estimates, and the plan's reasons say which is which. A decoder is sized as the
+serving stacks run it: context encoding a few sequences at a time, the flash-attention kernel where NxD Inference
+selects it, the KV cache in its own dtype, model copies (dp) and attention data parallelism as plan dimensions."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from portcheck.advise.model import ModelShape
 from portcheck.knowledge import ChipHardware, Hardware, Instance
@@ -19,14 +21,33 @@ OPTIMIZER_BYTES = {"fp32": 8, "bf16": 12, "fp16": 12, "fp8": 12}
 # Scratchpad, DMA rings and collectives buffers are not sized by the docs: portcheck keeps this share of each
 # core's memory for them.
 RESERVE_SHARE = 0.10
+# The flash kernel's working set per head: a 128-row query tile (the partition size) against a key tile of at most
+# seq_tile_size (2048) positions, in fp32. portcheck's estimate of what replaces the score matrix.
+FLASH_QUERY_TILE = 128
+FLASH_KEY_TILE = 2048
+# The throughput-oriented configuration doubles the batch per copy up to this many sequences (portcheck's bound).
+MAX_THROUGHPUT_BATCH = 256
 
 
 @dataclass(frozen=True)
 class Workload:
     task: str  # "inference" or "training"
-    batch: int
+    batch: int  # sequences per model copy
     seq: int
-    dtype: str
+    dtype: str  # the weights' dtype
+    kv_dtype: str = ""  # the KV cache's ("": the compute dtype)
+    context_batch: int = 1  # sequences a decoder's context encoding runs at once
+    attention_dp: int = 1  # attention data parallelism inside the tensor-parallel group (decode only)
+    dp: int = 1  # model copies on the instance
+
+    @property
+    def compute_dtype(self) -> str:
+        """Activations keep the model's 16-bit dtype when only the weights are quantised to fp8."""
+        return "bf16" if self.dtype == "fp8" else self.dtype
+
+    @property
+    def cache_dtype(self) -> str:
+        return self.kv_dtype or self.compute_dtype
 
 
 @dataclass(frozen=True)
@@ -85,36 +106,86 @@ def has_kv_cache(model: ModelShape, work: Workload) -> bool:
 
 
 def kv_cache_bytes(model: ModelShape, work: Workload, tp: int = 1) -> int:
-    """layers × KV heads × head dim × sequence × batch × 2 (K and V) × bytes, with each core's share of the KV
-    heads."""
+    """layers × KV heads × head dim × sequence × batch × 2 (K and V) × the cache dtype's bytes, with each core's
+    share of the KV heads over the attention group (tp / attention-DP) and of the batch over attention-DP."""
     if not has_kv_cache(model, work):
         return 0
-    return (model.layers * kv_heads_per_core(model, tp) * model.attention_head_dim * work.seq * work.batch * 2
-            * DTYPE_BYTES[work.dtype])
+    group = max(tp // work.attention_dp, 1)
+    batch = math.ceil(work.batch / work.attention_dp)
+    return (model.layers * kv_heads_per_core(model, group) * model.attention_head_dim * work.seq * batch * 2
+            * DTYPE_BYTES[work.cache_dtype])
 
 
-def activation_bytes(model: ModelShape, work: Workload, tp: int = 1) -> int:
+def context_rows(model: ModelShape, work: Workload) -> int:
+    """Sequences one forward pass holds: a serving decoder encodes its context `context_batch` sequences at a time
+    (vLLM Neuron: one); an encoder or a vision model runs its whole batch."""
+    if has_kv_cache(model, work):
+        return max(1, min(work.context_batch, work.batch))
+    return work.batch
+
+
+def flash_attention(model: ModelShape, work: Workload, lnc: int) -> bool:
+    """Whether NxD Inference's context encoding uses the flash-attention kernel at this sequence length (its
+    largest bucket): at LNC=2 from 1024 tokens in multiples of 512 (or below 1024 in multiples of 256), at LNC=1
+    from 4096 tokens. Only decoders served by NxD Inference / vLLM Neuron; everything else holds the scores."""
+    if not has_kv_cache(model, work):
+        return False
+    s = work.seq
+    if lnc > 1:
+        return s % 512 == 0 if s >= 1024 else s % 256 == 0
+    return s >= 4096
+
+
+def activation_bytes(model: ModelShape, work: Workload, tp: int = 1, lnc: int = 1) -> int:
     """One core's live activations.
 
-    Inference, transformer: the largest layer's live set — residual, normalised input, attention output and
-    queries (4 × hidden), the MLP's two projections (2 × intermediate / tp) and the attention scores
-    (heads / tp × sequence) — per token of batch × sequence. Training, transformer: Korthikanti et al. 2022
-    (arXiv:2205.05198, §4, tensor parallelism without sequence parallelism), s·b·h·(10 + 24/t + 5·a·s/(h·t)) bytes
-    per layer at 16 bits, every layer kept for the backward pass. Other models: the traced graph's largest set
-    of live tensors, scaled from its example batch and float32 to the plan's."""
-    size = DTYPE_BYTES[work.dtype]
+    Inference, transformer: the largest layer's live set in context encoding — residual, normalised input,
+    attention output and queries (4 × hidden), the MLP's two projections (2 × intermediate / tp) per token of the
+    context rows × sequence — plus the attention scores: heads / tp × sequence² per row without the flash kernel,
+    its query × key tile (128 × up to 2048, fp32) per head with it; or one decode step of the whole batch if that
+    is larger. Training, transformer: Korthikanti et al. 2022 (arXiv:2205.05198, §4, tensor parallelism without
+    sequence parallelism), s·b·h·(10 + 24/t + 5·a·s/(h·t)) bytes per layer at 16 bits, every layer kept for the
+    backward pass. Other models: the traced graph's largest set of live tensors, scaled from its example batch and
+    float32 to the plan's."""
+    size = DTYPE_BYTES[work.compute_dtype]
     b, s = work.batch, work.seq
     if model.is_transformer:
         h, a = model.hidden, model.heads
         i = model.intermediate or 4 * h
+        heads = math.ceil(a / tp)
         if work.task == "training":
             per_layer = s * b * h * (10 + 24 / tp + 5 * a * s / (h * tp)) * size / 2
             return int(per_layer * model.layers)
-        return int(b * s * (4 * h + 2 * math.ceil(i / tp) + math.ceil(a / tp) * s) * size)
+        rows = context_rows(model, work)
+        per_token = 4 * h + 2 * math.ceil(i / tp)
+        if flash_attention(model, work, lnc):
+            scores = rows * heads * FLASH_QUERY_TILE * min(s, FLASH_KEY_TILE) * 4
+        else:
+            scores = rows * heads * s * s * size
+        prefill = rows * s * per_token * size + scores
+        decode = (b * per_token + b * heads * s) * size if has_kv_cache(model, work) else 0
+        return int(max(prefill, decode))
     if model.peak_activation_bytes:
         scale = (b / (model.example_batch or 1)) * size / 4
         return int(model.peak_activation_bytes * scale / tp)
     return 0
+
+
+def attention_params(model: ModelShape) -> int:
+    """The attention projections' parameters: queries and output (heads × head dim each), keys and values (KV
+    heads × head dim each), per layer."""
+    d = model.attention_head_dim
+    return model.layers * model.hidden * d * 2 * (model.heads + (model.kv_heads or model.heads))
+
+
+def weight_bytes_per_core(model: ModelShape, work: Workload, tp: int) -> float:
+    """The weights over tp; with attention data parallelism portcheck counts the attention projections split over
+    the attention group only (tp / attention-DP), the larger of the layouts the docs describe."""
+    total = weights_bytes(model, work.dtype)
+    if work.attention_dp <= 1 or not model.is_transformer:
+        return total / tp
+    attention = min(attention_params(model), model.params) * DTYPE_BYTES[work.dtype]
+    return (total - attention) / tp + attention / max(tp // work.attention_dp, 1)
 
 
 def memory_at(model: ModelShape, work: Workload, chip: ChipHardware, lnc: int, tp: int,
@@ -123,27 +194,61 @@ def memory_at(model: ModelShape, work: Workload, chip: ChipHardware, lnc: int, t
     physical_per_core = chip.physical_cores // chip.cores_per_chip[lnc]
     microcode = hardware.microcode_mib_per_physical_core * physical_per_core / 1024
     overhead = microcode + RESERVE_SHARE * budget
-    weights = weights_bytes(model, work.dtype) / tp / GIB
+    weights = weight_bytes_per_core(model, work, tp) / GIB
     gradients = optimizer = 0.0
     if work.task == "training":
         gradients = weights
         optimizer = model.params * OPTIMIZER_BYTES[work.dtype] / tp / GIB
-    return Memory(tp, weights, kv_cache_bytes(model, work, tp) / GIB, activation_bytes(model, work, tp) / GIB,
-                  overhead, budget, gradients, optimizer)
+    return Memory(tp, weights, kv_cache_bytes(model, work, tp) / GIB,
+                  activation_bytes(model, work, tp, lnc) / GIB, overhead, budget, gradients, optimizer)
 
 
 def fitting(model: ModelShape, work: Workload, chip: ChipHardware, lnc: int,
             hardware: Hardware) -> list[tuple[Memory, Instance]]:
-    """The supported degrees whose per-core share fits a core and that some instance holds, smallest first,
-    with that share and the smallest such instance."""
+    """The supported degrees whose per-core share fits a core and whose dp copies some instance holds, smallest
+    first, with that share and the smallest such instance."""
     total_gib = weights_bytes(model, work.dtype) / GIB
     out = []
     for tp in degrees(chip, lnc, hardware):
+        if tp % work.attention_dp:
+            continue
         memory = memory_at(model, work, chip, lnc, tp, hardware)
-        instance = choose_instance(chip, lnc, tp, total_gib, hardware) if memory.fits else None
+        instance = choose_instance(chip, lnc, tp * work.dp, total_gib, hardware) if memory.fits else None
         if instance is not None:
             out.append((memory, instance))
     return out
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """The throughput-oriented configuration next to the minimum: the same instance filled with copies of the
+    minimum's degree, each with the largest batch that still fits."""
+
+    tp: int
+    dp: int
+    batch: int
+    memory: Memory
+    instance: Instance
+
+    def to_json(self) -> dict[str, object]:
+        return {"tp_degree": self.tp, "dp": self.dp, "batch": self.batch, "instance": self.instance.name,
+                "sequences_in_flight": self.dp * self.batch, "per_core_gib": round(self.memory.per_core, 3),
+                "budget_per_core_gib": self.memory.budget}
+
+
+def throughput(model: ModelShape, work: Workload, chip: ChipHardware, lnc: int, tp: int, instance: Instance,
+               hardware: Hardware) -> Throughput:
+    """Copies of degree `tp` over the instance's cores (DP × TP up to its cores), and the batch per copy doubled
+    from the plan's while it fits, up to MAX_THROUGHPUT_BATCH."""
+    dp = max(instance.chips * chip.cores_per_chip[lnc] // tp, 1)
+    batch = work.batch
+    memory = memory_at(model, work, chip, lnc, tp, hardware)
+    while batch * 2 <= MAX_THROUGHPUT_BATCH:
+        bigger = memory_at(model, replace(work, batch=batch * 2), chip, lnc, tp, hardware)
+        if not bigger.fits:
+            break
+        batch, memory = batch * 2, bigger
+    return Throughput(tp, dp, batch, memory, instance)
 
 
 def degrees(chip: ChipHardware, lnc: int, hardware: Hardware) -> list[int]:

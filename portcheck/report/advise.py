@@ -61,6 +61,9 @@ def write_plan(plan: Plan, result: ScanResult, output_format: str, stream: TextI
          + (f" (LNC={plan.lnc})" if plan.lnc else "")),
         ("replicas on the instance", str(plan.replicas or "-")),
     ]
+    if plan.dp > 1 or plan.workload.attention_dp > 1:
+        rows.append(("data parallelism", f"{plan.dp} model copies"
+                     + (f", attention DP {plan.workload.attention_dp}" if plan.workload.attention_dp > 1 else "")))
     if memory is not None:
         parts = [f"weights {memory.weights:.2f}", f"KV cache {memory.kv_cache:.2f}",
                  f"activations {memory.activations:.2f}"]
@@ -81,6 +84,20 @@ def write_plan(plan: Plan, result: ScanResult, output_format: str, stream: TextI
     for name, value in rows:
         table.add_row(name, escape(value))
     console.print(table)
+    if plan.throughput is not None and memory is not None and plan.instance is not None:
+        side = Table(show_header=True, header_style="bold", expand=False, title="minimum and throughput-oriented")
+        for column in ("", "minimum", "throughput"):
+            side.add_column(column)
+        best = plan.throughput
+        for name, low, high in (
+                ("tp × dp", f"{plan.tp_degree} × {plan.dp}", f"{best.tp} × {best.dp}"),
+                ("batch per copy", str(plan.workload.batch), str(best.batch)),
+                ("sequences in flight", str(plan.dp * plan.workload.batch), str(best.dp * best.batch)),
+                ("instance", plan.instance.name, best.instance.name),
+                ("GiB per core", f"{memory.per_core:.2f} of {memory.budget:g}",
+                 f"{best.memory.per_core:.2f} of {best.memory.budget:g}")):
+            side.add_row(name, low, high)
+        console.print(side)
     console.print("[bold]why[/bold] (full sources in --format json)")
     for reason in plan.reasons:
         console.print(f"  [bold]{escape(reason.item)}[/bold]: {escape(reason.why)} "
