@@ -877,3 +877,12 @@ def test_fix_leaves_a_file_another_process_is_writing_to(tmp_path):
     assert (tmp_path / "log_model.py").read_text() == GOOD + "# appended\n"
     done = portcheck("scan", "--isolated", "--no-cache", "--fix", "log_model.py", cwd=tmp_path)
     assert '.to("neuron")' in (tmp_path / "log_model.py").read_text()
+
+
+def test_the_build_callable_runs_once_with_device_auto(tmp_path):
+    (tmp_path / "counted.py").write_text(
+        "import torch\n\n\ndef build():\n    with open('builds.txt', 'a') as f:\n        f.write('built\\n')\n"
+        "    return torch.nn.Linear(4, 2), (torch.randn(1, 4),)\n")
+    done = portcheck("trace", "--isolated", "--no-static", "--no-shapes", "counted.py:build", cwd=tmp_path)
+    assert done.returncode in (0, 1), done.stderr.decode()
+    assert (tmp_path / "builds.txt").read_text() == "built\n"

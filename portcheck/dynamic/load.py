@@ -61,7 +61,10 @@ def load_model(request: TraceRequest) -> Loaded:
         build = _callable(request.model)
     device = request.device
     if device == "auto":
-        device = "cpu" if _fits_in_memory(build, request) else "meta"
+        # A transformers config is sized on the meta device first (building it there runs only transformers'
+        # code). A build callable is the user's code: it runs once, on the CPU, under the memory cap (past it,
+        # the message says to use --device meta), never a second time just to be sized.
+        device = "cpu" if not request.hf_config or _fits_in_memory(build, request) else "meta"
     with torch.device("meta") if device == "meta" else contextlib.nullcontext():
         built = build()
     model, args, kwargs, origin = _split(built, request)

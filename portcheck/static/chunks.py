@@ -12,6 +12,7 @@ whole-file analysis on real modules.
 
 from __future__ import annotations
 
+import gc
 import io
 import tokenize
 from collections.abc import Callable, Iterator
@@ -121,6 +122,7 @@ def analyse_large(text: str, path: str, analyse: Analyse) -> FileResult:
         header, text_of_header = _context(statements, lines, start, end, directives)
         source = text_of_header + "".join(line + "\n" for line in lines[start - 1 : end])
         result = analyse(source)
+        gc.collect()  # the engine turns the collector off while it analyses: free each group's cycles now
 
         def original(line: int, header: list[int] = header, start: int = start) -> int:
             return header[line - 1] if line <= len(header) else start + line - len(header) - 1
