@@ -405,6 +405,15 @@ class OpLimit:
 
 
 @dataclass(frozen=True)
+class RestrictedDtypes:
+    """The dtypes of an op's first tensor operand its `restricted` status is about
+    (`[ops."aten::mm".restricted_dtypes]`): a call with other dtypes is outside the restriction."""
+
+    dtypes: frozenset[str]  # torch's names without "torch.": "int64"
+    source: str
+
+
+@dataclass(frozen=True)
 class OpSupport:
     """One ATen op's support per stack (rules/ops.toml); a stack without a status is unknown."""
 
@@ -414,6 +423,7 @@ class OpSupport:
     restriction: str = ""
     error_code: str = ""
     limits: dict[str, OpLimit] = field(default_factory=dict)  # argument -> its limit
+    restricted_dtypes: RestrictedDtypes | None = None  # the dtypes a dtype restriction is about
 
     def on(self, stack: str) -> str:
         return self.status.get(stack, "unknown")
@@ -453,7 +463,7 @@ def load_ops() -> dict[str, OpSupport]:
                                  "\" / \"-separated)")
         limits = {argument: _op_limit(name, argument, spec, cite) for argument, spec in entry.get("limits", {}).items()}
         ops[name] = OpSupport(name, status, cite(entry.get("source", "")), entry.get("restriction", ""), error_code,
-                              limits)
+                              limits, _restricted_dtypes(name, entry, cite))
     return ops
 
 
@@ -495,6 +505,22 @@ def load_native_sdpa() -> NativeSdpa:
         raise KnowledgeError("ops.toml: [native_sdpa] needs `since` and a source")
     return NativeSdpa(spec["eager_seq_multiple"], spec["compile_seq_multiple"], spec["compile_key_tile"],
                       spec["head_dim_max"], releases, spec["source"])
+
+
+def _restricted_dtypes(op: str, entry: dict[str, Any], cite: Callable[[str], str]) -> RestrictedDtypes | None:
+    spec = entry.get("restricted_dtypes")
+    if spec is None:
+        return None
+    dtypes = spec.get("dtypes") if isinstance(spec, dict) else None
+    if not isinstance(spec, dict) or set(spec) != {"dtypes", "source"} or not isinstance(dtypes, list) or not dtypes \
+            or not all(isinstance(d, str) and d.isidentifier() for d in dtypes):
+        raise KnowledgeError(f"ops.toml: {op} restricted_dtypes needs exactly dtypes (a list of dtype names) and "
+                             "source")
+    if not isinstance(spec["source"], str) or not spec["source"].strip():
+        raise KnowledgeError(f"ops.toml: {op} restricted_dtypes has no source")
+    if "restricted" not in entry.values():
+        raise KnowledgeError(f"ops.toml: {op} has restricted_dtypes but no restricted status")
+    return RestrictedDtypes(frozenset(dtypes), cite(spec["source"]))
 
 
 def _op_limit(op: str, argument: str, spec: object, cite: Callable[[str], str]) -> OpLimit:

@@ -172,15 +172,16 @@ class ShapeProbe:
     seconds: float
     detail: str = ""
     axes: tuple[ShapeAxis, ...] = ()
+    nodes: int = 0  # of the exported graph
 
     def to_json(self) -> JSON:
         return {"ok": self.ok, "seconds": self.seconds, "detail": self.detail,
-                "axes": [a.to_json() for a in self.axes]}
+                "axes": [a.to_json() for a in self.axes], "nodes": self.nodes}
 
     @classmethod
     def from_json(cls, data: JSON) -> ShapeProbe:
         return cls(data["ok"], data["seconds"], data.get("detail", ""),
-                   tuple(ShapeAxis.from_json(a) for a in data.get("axes", [])))
+                   tuple(ShapeAxis.from_json(a) for a in data.get("axes", [])), data.get("nodes", 0))
 
 
 @dataclass(frozen=True)

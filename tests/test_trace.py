@@ -204,6 +204,12 @@ def test_transformers_models_trace_clean(name, hf):
     flagged = {m for f in report["findings"] if f["code"] in ("PC316", "PC317")
                for m in re.findall(r"`(aten::\w+)`", f["message"])}
     assert not supported & flagged
+    # SDPA is one answer (PC403 says the compiler takes it), and bookkeeping, factories and eval-mode no-ops are
+    # resolved, on both chips; float matmuls and float pow are outside the integer restrictions.
+    status = {op["op"]: op["status"] for op in report["ops"]}
+    for op in ("aten::scaled_dot_product_attention", "aten::to", "aten::dropout", "aten::new_ones",
+               "aten::lift_fresh_copy", "aten::mm", "aten::bmm", "aten::pow"):
+        assert set(status.get(op, {}).values()) <= {"supported"}, (op, status.get(op))
 
 
 def test_eager_attention_is_an_attention_subgraph(hf):
@@ -227,6 +233,11 @@ def test_mixtral_grouped_and_batched_dispatch_get_their_real_status(hf):
     custom = [name for name in ops if not name.startswith("aten::")]
     assert custom, "the grouped_mm dispatch should show up as its custom op"
     assert all(ops[name]["status"]["inf2"] == "unknown" for name in custom)
+    # ... and is a warning naming it at its line, not a name in the unknown-ops info line
+    warned = [f for f in grouped["findings"] if f["code"] == "PC320"]
+    assert warned and all(f["severity"] == "warning" for f in warned)
+    assert {name for name in custom} <= {f["message"].split("`")[1] for f in warned}
+    assert not any(name in f["message"] for f in grouped["findings"] if f["code"] == "PC318" for name in custom)
     batched = hf("mixtral", "experts_implementation=batched_mm")
     assert {"aten::bmm", "aten::topk"} <= {op["op"] for op in batched["ops"]}
     assert "PC201" not in codes(batched) and "PC208" not in codes(batched)
@@ -238,6 +249,39 @@ def test_sequence_buckets_follow_the_position_limit(hf):
     assert seq["dynamic"] is True and seq["max"] == 128  # the position_ids buffer bounds it
     message = next(f["message"] for f in report["findings"] if f["code"] == "PC211")
     assert "compile sequence buckets 128" in message
+    # input_ids and attention_mask share the sequence axis: its buckets are named once
+    assert message.count("compile sequence buckets") == 1, message
+    probe = next(s for s in report["graph"]["steps"] if s["method"] == "torch.export (Dim.AUTO)")
+    assert probe["ok"] and probe["nodes"] > 0
+
+
+def test_restrictions_follow_the_dtypes_the_graph_used(trace_json):
+    integer = {op["op"]: op for op in trace_json("fixtures/models/integer_matmul.py:build", "--no-shapes")["ops"]}
+    assert integer["aten::mm"]["status"]["inf2"] == "restricted"
+    floats = {op["op"]: op for op in trace_json("fixtures/models/integer_matmul.py:build_float", "--no-shapes")["ops"]}
+    assert floats["aten::mm"]["status"]["inf2"] == "supported"
+
+
+def test_a_sort_within_topks_limit_is_quiet(trace_json):
+    report = trace_json("fixtures/models/vocab_sort.py:build_small", "--no-shapes")
+    assert "aten::sort" in {op["op"] for op in report["ops"]}
+    assert "PC306" not in codes(report)
+    full = trace_json("fixtures/models/vocab_sort.py:build", "--no-shapes")
+    assert [f["severity"] for f in full["findings"] if f["code"] == "PC306"] == ["error"]
+
+
+def test_attention_is_matched_on_the_aot_path(trace_json):
+    report = trace_json("fixtures/models/attention_after_break.py:build", "--no-shapes", "--target", "inf2")
+    assert report["graph"]["method"] == "torch.compile+aot_autograd"
+    attention = [f for f in report["findings"] if f["code"] == "PC401"]
+    assert attention and "traced" in attention[0]["evidence"] and "head_dim 16" in attention[0]["message"]
+    assert "PC403" in codes(report)
+    # SDPA captured on the CPU is its CPU kernel: judged as SDPA, never unknown
+    status = {op["op"]: op["status"] for op in report["ops"]}
+    assert set(status["aten::_scaled_dot_product_flash_attention_for_cpu"].values()) == {"supported"}
+    assert "PC318" not in codes(report)
+    quiet = trace_json("fixtures/models/tensor_branch.py:build", "--no-shapes")
+    assert quiet["graph"]["method"] == "torch.compile+aot_autograd" and "PC401" not in codes(quiet)
 
 
 def test_every_trace_only_rule_fires_somewhere():
@@ -332,6 +376,23 @@ def test_request_parsing():
     for bad in ("ids=int64", "ids=int64[1,-2]", "=int64[1]"):
         with pytest.raises(RequestError):
             InputSpec.parse(bad)
+
+
+def test_op_status_narrows_restrictions_and_resolves_what_does_nothing():
+    ops = load_ops()
+    assert op_status("aten::mm", None, "xla", ops, operand_dtypes=["float32"]) == "supported"
+    assert op_status("aten::mm", None, "xla", ops, operand_dtypes=["float32", "int64"]) == "restricted"
+    assert op_status("aten::mm", None, "xla", ops) == "restricted"  # dtypes unknown: the restriction holds
+    assert op_status("aten::topk", None, "xla", ops, operand_dtypes=["float32"]) == "supported"
+    assert op_status("aten::topk", None, "xla", ops, operand_dtypes=["float32"], over_limit=True) == "restricted"
+    assert op_status("aten::scatter_add", None, "xla", ops, operand_dtypes=["bfloat16"]) == "supported"
+    assert op_status("aten::scatter_add", None, "xla", ops, operand_dtypes=["int32"]) == "restricted"
+    assert op_status("aten::convolution", None, "xla", ops, operand_dtypes=["float32"]) == "restricted"  # dilation
+    assert op_status("aten::dropout", [], "xla", ops) == "supported"  # eval mode: decomposes into nothing
+    assert op_status("aten::add_", None, "xla", ops) == "supported"  # functionalised into aten::add
+    assert op_status("aten::add_", None, "native", ops) == "unknown"
+    sdpa = "aten::_scaled_dot_product_flash_attention_for_cpu"
+    assert op_status(sdpa, None, "native", ops) == op_status("aten::scaled_dot_product_attention", None, "native", ops)
 
 
 def test_op_status_is_never_supported_without_a_source():

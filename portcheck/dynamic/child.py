@@ -100,8 +100,8 @@ def run(request_path: Path) -> TraceOutcome:
                 result.shapes = probe_shapes(loaded, axes, OPTIONAL_FACTOR * exported)
             except Exception as exc:  # the probe is extra evidence: its failure is reported, not fatal
                 result.shapes = ShapeProbe(False, 0.0, one_line(exc))
-            result.steps.append(Step("torch.export (Dim.AUTO)", result.shapes.ok, result.shapes.seconds, 0,
-                                     result.shapes.detail))
+            result.steps.append(Step("torch.export (Dim.AUTO)", result.shapes.ok, result.shapes.seconds,
+                                     result.shapes.nodes, result.shapes.detail))
     if request.neuron_analyze:
         _neuron_analyze(loaded, result)
     result.graph = replace(graph, seconds=round(time.perf_counter() - started, 3))
@@ -130,6 +130,8 @@ def _analyse(taken: Capture, result: TraceOutcome) -> None:
     dtypes: dict[str, set[str]] = {}
     places: dict[str, Place | None] = {}
     parts: dict[str, tuple[str, ...] | None] = {}
+    operands: dict[str, set[str]] = {}
+    over_limit: set[str] = set()
     for graph in taken.graphs:
         report = analyse_graph(graph)
         result.findings += report.findings
@@ -140,9 +142,13 @@ def _analyse(taken: Capture, result: TraceOutcome) -> None:
                 parts[name] = None if decomposed is None else tuple(decomposed)
             counts[name] += use.count
             dtypes[name] |= use.dtypes
+            operands.setdefault(name, set()).update(use.operand_dtypes)
+            if use.over_limit:
+                over_limit.add(name)
             if places[name] is None and use.place is not None:
                 places[name] = use.place
-    ops = [OpCount(name, counts[name], tuple(sorted(dtypes[name])), places[name], parts[name]) for name in counts]
+    ops = [OpCount(name, counts[name], tuple(sorted(dtypes[name])), places[name], parts[name],
+                   tuple(sorted(operands[name])), name in over_limit) for name in counts]
     result.ops = sorted(ops, key=lambda e: (-e.count, e.op))
 
 

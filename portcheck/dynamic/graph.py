@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import functools
 import operator
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
-from portcheck.dynamic.rules import AttentionKernelFit
+from portcheck.dynamic.rules import AttentionKernelFit, CustomOp, custom_op
 from portcheck.dynamic.sourcemap import node_place
 from portcheck.findings import Severity
-from portcheck.knowledge import DtypeSupport, load_dtypes, load_op
+from portcheck.knowledge import DtypeSupport, load_dtypes, load_op, load_ops
 from portcheck.rules import Rule
 from portcheck.static.custom_attention.handwritten import HandWrittenAttention
 from portcheck.static.dtype.integer_math import IntegerMatmul, IntegerScatterReduce
@@ -41,6 +41,8 @@ BOOKKEEPING = frozenset({
     "aten::_assert_tensor_metadata", "aten::_assert_scalar", "aten::_assert_async", "aten::sym_size",
     "aten::sym_numel", "aten::sym_stride", "aten::sym_storage_offset", "aten::sym_constrain_range",
     "aten::sym_constrain_range_for_size", "aten::_check_is_size",
+    # a tensor literal (`torch.tensor([...])`) lifted into the graph as a constant: data, not an op to run
+    "aten::lift_fresh_copy",
 })
 MATMULS = frozenset({"aten::matmul", "aten::bmm", "aten::mm", "aten::baddbmm", "aten::einsum"})
 SOFTMAXES = frozenset({"aten::softmax", "aten::_softmax", "aten::_safe_softmax"})
@@ -49,14 +51,17 @@ SDPA = frozenset({
     "aten::_scaled_dot_product_attention_math", "aten::_scaled_dot_product_efficient_attention",
     "aten::_scaled_dot_product_flash_attention", "aten::_scaled_dot_product_cudnn_attention",
 })
+# The CPU kernel SDPA dispatches to when torch.compile captures the graph on the CPU: judged as SDPA itself.
+SDPA_CPU = "aten::_scaled_dot_product_flash_attention_for_cpu"
 # Between q @ kᵀ and the softmax (scale, mask, cast), and between the softmax and the @ v (dropout, cast).
 _SCORE_STEPS = frozenset({
     "aten::add", "aten::sub", "aten::mul", "aten::div", "aten::masked_fill", "aten::where", "aten::to",
     "aten::_to_copy", "aten::type_as", "aten::clamp", "aten::tanh", "aten::view", "aten::reshape",
-    "aten::contiguous", "aten::clone", "aten::alias",
+    "aten::contiguous", "aten::clone", "aten::alias", "aten::_unsafe_view", "aten::expand",
 })
 _WEIGHT_STEPS = frozenset({"aten::dropout", "aten::native_dropout", "aten::to", "aten::_to_copy", "aten::type_as",
-                           "aten::view", "aten::reshape", "aten::contiguous", "aten::clone", "aten::alias"})
+                           "aten::view", "aten::reshape", "aten::contiguous", "aten::clone", "aten::alias",
+                           "aten::expand", "aten::_unsafe_view"})
 # Ops whose output size depends on the input's values, and the rule each one is (UnbackedSize, PC210, for one
 # without a rule of its own).
 DATA_DEPENDENT: dict[str, type[Rule]] = {
@@ -83,6 +88,8 @@ class OpUse:
     dtypes: set[str] = field(default_factory=set)
     place: Place | None = None
     example: torch.fx.Node | None = None
+    operand_dtypes: set[str] = field(default_factory=set)  # of the first tensor operand
+    over_limit: bool = False  # a call exceeded an argument limit of rules/ops.toml
 
 
 @dataclass
@@ -149,18 +156,25 @@ def analyse_graph(graph: torch.fx.Graph) -> GraphReport:
         use.count += 1
         inputs = _tensor_inputs(node)
         use.dtypes |= {_dtype_name(t.dtype) for t in inputs}
+        if inputs:
+            use.operand_dtypes.add(_dtype_name(inputs[0].dtype))
         place = node_place(node)
         if use.place is None and place is not None:
             use.place, use.example = place, node
         elif use.example is None:
             use.example = node
-        _check_node(node, name, inputs, place, report)
+        if custom_op(name):
+            report.add(CustomOp, place, "", name)
+        elif _check_node(node, name, inputs, place, report):
+            use.over_limit = True
     _match_attention(graph, report)
     return report
 
 
 def _check_node(node: torch.fx.Node, name: str, inputs: list[torch.Tensor], place: Place | None,
-                report: GraphReport) -> None:
+                report: GraphReport) -> bool:
+    """Report what Neuron refuses or restricts in this call; True when an argument is over its ops.toml limit."""
+    over_limit = False
     outputs = _outputs(node)
     in_dtypes = {t.dtype for t in inputs}
     out_dtypes = {t.dtype for t in outputs}
@@ -198,12 +212,15 @@ def _check_node(node: torch.fx.Node, name: str, inputs: list[torch.Tensor], plac
                        f"take integer inputs ({topk.error_code}); cast to float first", name)
         limit = topk.limit("k")
         if isinstance(k, int) and k > limit.max:
+            over_limit = True
             report.add(TopkLimit, place, f"`topk` with k={k}: neuronx-cc allows k <= {limit.max} ({limit.error_code})",
                        name)
-    elif short in ("sort", "argsort") and inputs and inputs[0].dtype in _INTEGER:
-        report.add(IntegerSortInput, place, f"`{short}` on a {_dtype_name(inputs[0].dtype)} tensor: integer sorts "
-                   "have failed to compile on some neuronx-cc versions; sort a float copy", name,
-                   severity=Severity.WARNING)
+    elif short in ("sort", "argsort"):
+        if inputs and inputs[0].dtype in _INTEGER:
+            report.add(IntegerSortInput, place, f"`{short}` on a {_dtype_name(inputs[0].dtype)} tensor: integer sorts "
+                       "have failed to compile on some neuronx-cc versions; sort a float copy", name,
+                       severity=Severity.WARNING)
+        over_limit = _sort_over_limit(node, name, inputs, place, report)
     elif name in MATMULS | {"aten::addmm", "aten::linear", "aten::addbmm", "aten::dot", "aten::mv"} and \
             inputs and all(t.dtype in _INTEGER for t in inputs[:2]):
         report.add(IntegerMatmul, place, f"`{name}` on integer tensors: Neuron has no integer matmul, it computes in "
@@ -237,6 +254,31 @@ def _check_node(node: torch.fx.Node, name: str, inputs: list[torch.Tensor], plac
             not any(free_unbacked_symbols(t) for t in inputs):
         shape = _shape(outputs[0])
         report.add(UnbackedSize, place, data_dependent_message(name, UnbackedSize, shape), name, shape=shape)
+    return over_limit
+
+
+def _argument(node: torch.fx.Node, index: int, name: str, default: Any) -> Any:
+    return node.args[index] if len(node.args) > index else node.kwargs.get(name, default)
+
+
+def _sort_over_limit(node: torch.fx.Node, name: str, inputs: list[torch.Tensor], place: Place | None,
+                     report: GraphReport) -> bool:
+    """A sort over a dimension longer than TopK's k limit: neuronx-cc can rewrite the sort (a sampler's sort of the
+    logits) into its TopK with k = that length, which it rejects (aws-neuron-sdk#1339)."""
+    if not inputs or inputs[0].dim() == 0:
+        return False
+    stable = "stable" in str(node.target)  # sort.stable(self, *, stable, dim, descending)
+    dim = node.kwargs.get("dim", -1) if stable else _argument(node, 1, "dim", -1)
+    descending = node.kwargs.get("descending", False) if stable else _argument(node, 2, "descending", False)
+    size = _int(inputs[0].shape[dim]) if isinstance(dim, int) and -inputs[0].dim() <= dim < inputs[0].dim() else None
+    limit = load_op("aten::sort").limit("size")
+    if size is None or size <= limit.max:
+        return False
+    short, order = name.removeprefix("aten::"), "a descending " if descending else "a "
+    report.add(TopkLimit, place, f"`{short}`: {order}sort over a dimension of {size}; neuronx-cc rewrites a sort over "
+               f"logits into its TopK with k = the dimension (aws-neuron-sdk#1339), and TopK takes k <= {limit.max} "
+               f"({limit.error_code}); take `topk` with the k you need, or sort on the CPU", name)
+    return True
 
 
 def _accumulates(node: torch.fx.Node) -> bool:
@@ -276,7 +318,7 @@ def _report_sdpa(node: torch.fx.Node, name: str, report: GraphReport) -> None:
     if not isinstance(q, torch.Tensor) or not isinstance(k, torch.Tensor) or q.dim() < 2:
         return
     head_dim, seq_q, seq_k = q.shape[-1], q.shape[-2], k.shape[-2]
-    causal = bool(node.kwargs.get("is_causal", node.args[5] if len(node.args) > 5 else False))
+    causal = bool(_argument(node, 4 if name == SDPA_CPU else 5, "is_causal", False))
     report.add(AttentionKernelFit, node_place(node), "", name, attention=AttentionShape(
         _int(q.shape[-3]) if q.dim() > 2 else 1, _int(head_dim), _int(seq_q), _int(seq_k), causal))
 
@@ -289,7 +331,8 @@ def _report_handwritten(softmax: torch.fx.Node, report: GraphReport) -> None:
     if weights_out is None:
         return
     q = _val(scores.args[0]) if op_name(scores) != "aten::einsum" else None
-    s = _val(scores)
+    # the softmax's input has the scores' shape with the heads axis (an AOT graph's bmm is 3-D: batch x heads)
+    s = _val(softmax.args[0])
     if not isinstance(s, torch.Tensor) or s.dim() < 2:
         return
     head_dim = _int(q.shape[-1]) if isinstance(q, torch.Tensor) else None
@@ -343,15 +386,23 @@ def _int(value: Any) -> int | None:
 
 def decomposition(use: OpUse) -> list[str] | None:
     """The ops a CompositeImplicitAutograd op (`aten::linear`, `aten::scaled_dot_product_attention`, ...)
-    turns into before a backend sees it: traced once on meta tensors of the first call's shapes. None for an
-    op that is not composite, or whose decomposition could not be traced."""
+    turns into before a backend sees it, traced once on meta tensors of the first call's shapes; likewise, by
+    torch's reference decompositions (torch._decomp), a CompositeExplicitAutograd op rules/ops.toml has no status
+    for on some stack (`aten::zeros`, `aten::new_ones`), and the CPU kernel of SDPA (as SDPA). [] for an op that
+    does nothing (eval-mode dropout, `to` the same dtype). None for any other op, or where tracing failed."""
     node = use.example
     if node is None:
         return None
     target = node.target
     if not isinstance(target, torch._ops.OpOverload):
         return None
-    if not torch._C._dispatch_has_kernel_for_dispatch_key(target.name(), "CompositeImplicitAutograd"):
+    table = _expandable()
+    if use.op == SDPA_CPU:
+        target, args, kwargs = _as_sdpa(node)
+    elif torch._C._dispatch_has_kernel_for_dispatch_key(target.name(), "CompositeImplicitAutograd") or \
+            target in table:
+        args, kwargs = tuple(node.args), dict(node.kwargs)
+    else:
         return None
     from torch.fx.experimental.proxy_tensor import make_fx
     from torch.utils._pytree import tree_map
@@ -366,11 +417,14 @@ def decomposition(use: OpUse) -> list[str] | None:
             return torch.empty(shape, dtype=value.dtype, device="meta")
         if isinstance(value, torch.SymInt):
             raise _Symbolic
+        if isinstance(value, torch.device):  # factories: build on meta, whatever device the graph named
+            return torch.device("meta")
         return value
 
     try:
-        args, kwargs = tree_map(on_meta, (node.args, node.kwargs))
-        traced = make_fx(lambda *a, **k: target(*a, **k))(*args, **kwargs)
+        meta_args, meta_kwargs = tree_map(on_meta, (args, kwargs))
+        # make_fx traces positional inputs only: keyword arguments (`scale=`, `dtype=`) are bound here
+        traced = make_fx(functools.partial(_call, target, meta_kwargs), decomposition_table=table)(*meta_args)
     except Exception:
         return None
     names = []
@@ -379,6 +433,34 @@ def decomposition(use: OpUse) -> list[str] | None:
         if name and name not in BOOKKEEPING and name not in names:
             names.append(name)
     return names
+
+
+def _call(target: Any, kwargs: dict[str, Any], *args: Any) -> Any:
+    return target(*args, **kwargs)
+
+
+def _as_sdpa(node: torch.fx.Node) -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
+    """`_scaled_dot_product_flash_attention_for_cpu(q, k, v, dropout_p, is_causal, *, attn_mask, scale)` as the
+    `scaled_dot_product_attention` call it came from."""
+    q, k, v = node.args[:3]
+    kwargs = {"attn_mask": node.kwargs.get("attn_mask"), "dropout_p": _argument(node, 3, "dropout_p", 0.0),
+              "is_causal": _argument(node, 4, "is_causal", False), "scale": node.kwargs.get("scale")}
+    return torch.ops.aten.scaled_dot_product_attention.default, (q, k, v), kwargs
+
+
+_EXPANDABLE: dict[Any, Callable[..., object]] = {}
+
+
+def _expandable() -> dict[Any, Callable[..., object]]:
+    """torch's reference decompositions of the ops rules/ops.toml lacks a status for on some stack (built once)."""
+    if not _EXPANDABLE:
+        from torch._decomp import decomposition_table
+
+        ops = load_ops()
+        _EXPANDABLE.update({op: fn for op, fn in decomposition_table.items() if isinstance(op, torch._ops.OpOverload)
+                            and not all(stack in getattr(ops.get(op._schema.name), "status", {})
+                                        for stack in ("native", "xla"))})
+    return _EXPANDABLE
 
 
 class _Symbolic(Exception):

@@ -16,6 +16,7 @@ from portcheck.dynamic.rules import (
     SpecialisedAxis,
     TracedUnsupportedOp,
     UnknownOps,
+    custom_op,
 )
 from portcheck.findings import Finding, ScanResult, Target, fingerprinted, python_lines
 from portcheck.knowledge import OpSupport, load, load_op_releases, load_ops
@@ -48,6 +49,8 @@ _SAME_PROBLEM = {
                               RepeatInterleaveTensor, BincountUnbounded, ShapeFromData, UnbackedSize),
 }
 _STATUS_ORDER = ("unsupported", "cpu-fallback", "unknown", "restricted", "supported")
+# Ops judged by another op's entry: the CPU kernel SDPA dispatches to on a graph captured on the CPU.
+JUDGED_AS = {"aten::_scaled_dot_product_flash_attention_for_cpu": "aten::scaled_dot_product_attention"}
 _CHIPS = ("trn2", "inf2")
 # An op of the inventory with its status per chip.
 Judged = tuple[OpCount, Mapping[str, str]]
@@ -76,15 +79,29 @@ def shown_path(path: str, cwd: Path) -> str:
         return path
 
 
-def op_status(op: str, decomposes_to: Sequence[str] | None, stack: str, ops: dict[str, OpSupport]) -> str:
-    """An op's status on a stack: its own entry, else the worst of what it decomposes into, else unknown."""
-    entry = ops.get(op)
+def op_status(op: str, decomposes_to: Sequence[str] | None, stack: str, ops: dict[str, OpSupport], *,
+              operand_dtypes: Sequence[str] = (), over_limit: bool = False) -> str:
+    """An op's status on a stack: its own entry, else the worst of what it decomposes into, else unknown. An op that
+    decomposes into nothing does no work. A restriction about dtypes holds only for the dtypes the graph called the
+    op with (`operand_dtypes`, of its first tensor operand; unknown: it holds), one about an argument's limit only
+    when a call exceeded it (`over_limit`)."""
+    entry = ops.get(JUDGED_AS.get(op, op))
+    if (entry is None or stack not in entry.status) and stack == "xla" and op.endswith("_"):
+        entry = ops.get(op.removesuffix("_"))  # functionalization makes `add_` an `add` (ops.toml `xla_views`)
     if entry is not None and stack in entry.status:
-        return entry.status[stack]
+        status = entry.status[stack]
+        narrowed = entry.restricted_dtypes
+        if status == "restricted" and narrowed is not None and operand_dtypes and not over_limit and \
+                not narrowed.dtypes & set(operand_dtypes):
+            return "supported"
+        return status
+    if decomposes_to is not None and not decomposes_to:
+        return "supported"
     if decomposes_to:
-        parts = [op_status(part, None, stack, ops) for part in decomposes_to]
+        parts = [op_status(part, None, stack, ops, operand_dtypes=operand_dtypes) for part in decomposes_to]
         return min(parts, key=_STATUS_ORDER.index)
     return "unknown"
+
 
 
 def stack_of(chip: str, target: Target, sdk: str = "") -> str:
@@ -106,7 +123,8 @@ def build_report(outcome: TraceOutcome, settings: Settings, cwd: Path, static: b
         for chip in dict.fromkeys((*_CHIPS, target.chip)):
             stack = stack_of(chip, target, sdk)
             # A stack's statuses hold for its releases only (ops.toml [releases]): outside them, unknown.
-            status[chip] = op_status(entry.op, entry.decomposes_to, stack, ops_data) \
+            status[chip] = op_status(entry.op, entry.decomposes_to, stack, ops_data,
+                                     operand_dtypes=entry.operand_dtypes, over_limit=entry.over_limit) \
                 if releases[stack].holds(sdk) else "unknown"
         inventory.append((entry, status))
     findings = _graph_findings(outcome, settings, inventory, ops_data, anchor)
@@ -158,7 +176,7 @@ def _graph_findings(outcome: TraceOutcome, settings: Settings, inventory: list[J
         elif status[chip] == "cpu-fallback":
             out.append(TracedFinding(CpuFallbackOp, entry.place, CpuFallbackOp.format(usage=usage, chip=chip,
                                                                                       stack=stack)))
-        elif status[chip] == "unknown":
+        elif status[chip] == "unknown" and not custom_op(entry.op):  # a custom op is PC320's
             unknown.append(entry)
     if unknown:
         names = ", ".join(e.op.removeprefix("aten::") for e in unknown[:12])
@@ -186,6 +204,8 @@ def _shape_findings(outcome: TraceOutcome, anchor: Place) -> list[TracedFinding]
     limit = outcome.model.max_positions if outcome.model else 0
     out = []
     dynamic, pinned = [], []
+    # What to compile for, each piece of advice once however many axes share it (input_ids and attention_mask).
+    advice: dict[str, list[str]] = {}
     for axis in shapes.axes:
         name = f"`{axis.input}` axis {axis.axis} ({axis.label}, traced at {axis.size})"
         if axis.dynamic is False:
@@ -193,23 +213,25 @@ def _shape_findings(outcome: TraceOutcome, anchor: Place) -> list[TracedFinding]
         elif axis.dynamic:
             high = axis.max
             bound = f"up to {high}" if high else "with no upper bound export could see"
-            text = f"{name} stays dynamic, {bound}"
+            dynamic.append(f"{name} stays dynamic, {bound}")
             if "seq" in axis.label:
                 longest = min(x for x in (high, limit) if x) if (high or limit) else 0
                 if longest:
                     source = "the model's position limit" if longest == limit else "export's bound"
-                    text += (f"; compile sequence buckets {', '.join(map(str, sequence_buckets(1, longest)))} "
-                             f"({source}: {longest})")
+                    text = (f"compile sequence buckets {', '.join(map(str, sequence_buckets(1, longest)))} "
+                            f"({source}: {longest})")
                 else:
-                    text += "; compile powers of two from 128 up to your longest sequence"
+                    text = "compile powers of two from 128 up to your longest sequence"
             else:
                 what = {"samples": "audio length", "height": "image height", "width": "image width"}
-                text += f"; compile one graph per {what.get(axis.label, 'batch size')} you serve (or pad to one)"
-            dynamic.append(text)
+                text = f"compile one graph per {what.get(axis.label, 'batch size')} you serve (or pad to one)"
+            advice.setdefault(text, []).append(axis.label)
     if pinned:
         out.append(TracedFinding(SpecialisedAxis, anchor, SpecialisedAxis.format(axes=", ".join(pinned))))
     if dynamic:
-        out.append(TracedFinding(DynamicAxes, anchor, DynamicAxes.format(axes="; ".join(dynamic))))
+        todo = "; ".join(text if len(advice) == 1 else f"{'/'.join(dict.fromkeys(labels))}: {text}"
+                         for text, labels in advice.items())
+        out.append(TracedFinding(DynamicAxes, anchor, DynamicAxes.format(axes=f"{'; '.join(dynamic)}. {todo}")))
     return out
 
 

@@ -134,6 +134,45 @@ class UnknownOps(Rule):
                "host (the JSON report lists each with its first line)")
 
 
+# torch's own operator namespaces; an op in any other (`transformers::grouped_mm_fallback`) is a custom operator.
+TORCH_NAMESPACES = frozenset({"aten", "prims", "_c10d_functional", "_c10d_functional_autograd", "c10d"})
+
+
+def custom_op(op: str) -> bool:
+    return op.split("::")[0] not in TORCH_NAMESPACES
+
+
+@rule
+class CustomOp(Rule):
+    """## What it does
+    Reports each call of a custom operator in the traced graph: an op outside torch's own namespaces (`aten`,
+    `prims`), registered by a library or by the model (`torch.library.custom_op`, a C++ extension), such as
+    `transformers::grouped_mm_fallback`, at the line that calls it.
+
+    ## Example
+    A mixture-of-experts layer whose expert matmuls go through `torch.ops.mylib.grouped_mm(...)`.
+
+    ## Use instead
+    The same computation in ATen ops (`torch.bmm`, a loop over experts), or an implementation of the op for the
+    Neuron device (an NKI kernel registered for it).
+
+    ## Fix safety
+    No automatic fix.
+    """
+
+    code = "PC320"
+    passes = (Pass.TRACE,)
+    message = "`{op}` is a custom operator, not an ATen op: {why}"
+
+    @classmethod
+    def traced_message(cls, finding: TracedFinding, stack: str) -> str:
+        why = ("torch-xla has no lowering for it, so it runs on the CPU and cuts the graph, and `torch_neuronx.trace` "
+               "can throw on it" if stack == "xla" else
+               "without a kernel for the neuron device it takes TorchNeuron's CPU fallback, and `torch.compile` "
+               "needs it in ATen ops")
+        return cls.format(op=finding.op, why=f"{why}; write it in ATen ops or give it a Neuron (NKI) implementation")
+
+
 @rule
 class AttentionKernelFit(Rule):
     """## What it does
@@ -214,6 +253,6 @@ class ExportFailure(Rule):
 
 
 __all__ = [
-    "AttentionKernelFit", "CpuFallbackOp", "DynamicAxes", "ExportFailure", "GraphBreak", "SpecialisedAxis",
+    "AttentionKernelFit", "CpuFallbackOp", "CustomOp", "DynamicAxes", "ExportFailure", "GraphBreak", "SpecialisedAxis",
     "TracedUnsupportedOp", "UnknownOps",
 ]

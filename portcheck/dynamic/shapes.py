@@ -170,7 +170,7 @@ def _probe(loaded: Loaded, axes: list[Axis], started: float) -> ShapeProbe:
         dim = found.get(axis.input)
         size = dim[axis.axis] if dim is not None and axis.axis < len(dim) else None
         out.append(_probed(axis, _range(program, size)))
-    return ShapeProbe(True, round(time.perf_counter() - started, 3), "", tuple(out))
+    return ShapeProbe(True, round(time.perf_counter() - started, 3), "", tuple(out), len(program.graph.nodes))
 
 
 def _set(args: list[Any], kwargs: dict[str, Any], name: str,
