@@ -166,6 +166,7 @@ class AdviseOptions:
     prefer: str = "accuracy"
     lnc: int = 0
     script: bool = False  # also write the bring-up script
+    compile_only: bool = False  # the script only compiles (a host without Neuron devices)
 
 
 @dataclass
@@ -197,7 +198,8 @@ def advise(options: AdviseOptions, traced: TraceOutcome | None, request: TraceRe
     if not shape.params:
         raise ConfigError("the model has no parameters to size: give --params")
     plan = make_plan(shape, PlanOptions(settings.chip, settings.stack, options.task, options.batch, options.seq_len,
-                                        options.dtype, options.tp, options.prefer, options.lnc, settings.sdk))
+                                        options.dtype, options.tp, options.prefer, options.lnc, settings.sdk,
+                                        options.compile_only))
     findings = trace(traced, settings, cwd, static=False).findings if traced else []
     findings += _plan_findings(plan, settings, traced, cwd)
     result = ScanResult(Target(settings.chip, settings.stack, settings.sdk), files=0, findings=findings)
