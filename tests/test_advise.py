@@ -27,6 +27,7 @@ import pytest
 from portcheck.advise.model import with_numbers
 from portcheck.advise.plan import AdviseOptions, LncAlternative, PlanError, make_plan
 from portcheck.knowledge import KnowledgeError, load_compiler
+from tests.test_serving import check_embedded
 
 ROOT = Path(__file__).resolve().parent.parent
 HF = ROOT / "fixtures" / "models" / "hf"
@@ -505,7 +506,7 @@ def _script_run(advise_json, tmp_path: Path, *advise_args: str) -> tuple[dict, s
     done = subprocess.run([sys.executable, str(script), "--warmup", "1", "--runs", "2", "--output",
                            str(tmp_path / "out")], cwd=tmp_path, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr
-    assert "dry run: torch-neuronx is not installed here" in done.stdout
+    assert "is not installed here; running the same model and inputs eagerly on the CPU" in done.stdout
     result = json.loads(done.stdout.rsplit("result: ", 1)[1])
     assert result["mode"] == "dry-run"
     result["stdout"] = done.stdout
@@ -527,6 +528,12 @@ def test_emitted_scripts_run_here_as_dry_runs(tmp_path, config, target, script_r
     embedded = script_plan(tmp_path / "bringup.py")
     for key in ("compiler_args", "env", "buckets", "tp_degree"):
         assert embedded[key] == report["plan"][key], key
+    # each a serving path's script (tests/test_serving.py): what it would run, shown in the dry run and checked
+    path, preview = {"llama": ("nxd-inference", "NeuronConfig(tp_degree=1, batch_size=1, seq_len=256"),
+                     "vit": ("optimum-neuron", "command: optimum-cli export neuron --model "),
+                     "bert": ("native", ""), "gpt2": ("trace", "")}[config]
+    assert f"serving path {path}" in result["stdout"] and preview in result["stdout"]
+    check_embedded(tmp_path / "bringup.py", config, path)
 
 
 @needs_torch

@@ -9,8 +9,8 @@ It runs the plan's serving path (PLAN["serving"]):
   times generation;
 - native: torch.compile(backend="neuron", dynamic=False, fullgraph=True) on device "neuron", inputs padded to a
   bucket;
-- trace: torch_neuronx.trace, or bucket_model_trace with one graph per sequence bucket (neuronx_distributed's
-  parallel_model_trace with tp_degree when the plan shards the model), saved under --output.
+- trace: torch_neuronx.trace, or bucket_model_trace with one graph per sequence bucket, saved under --output
+  (a plan with tensor parallelism stops there: tracing does not shard a model as written).
 With PLAN["serving"]["compile_only"] it only compiles, on a host without Neuron devices. The model is built in its
 serving dtype. Where it cannot run the path it says why and runs the same model with the same inputs eagerly on
 the CPU: a dry run that checks the script, the model, the inputs and the bucket kernel, not Neuron.
@@ -225,15 +225,6 @@ def compile_xla(examples, output):
                                          compiler_workdir=str(output / "workdir"), cpu_backend=True)
             torch.jit.save(traced, str(output / f"model_{example[0].size(-1)}.pt"))
         return None
-    if PLAN["tp_degree"] and PLAN["tp_degree"] > 1:  # sharded by neuronx-distributed, never compiled unsharded
-        from neuronx_distributed.trace import parallel_model_trace, parallel_model_save
-
-        config = torch_neuronx.BucketModelConfig(get_bucket_kernel) if len(examples) > 1 else None
-        traced = parallel_model_trace(get_model, [tuple(e) for e in examples] if config else tuple(examples[0]),
-                                      compiler_workdir=str(output / "workdir"), compiler_args=PLAN["compiler_args"],
-                                      bucket_config=config, tp_degree=PLAN["tp_degree"])
-        parallel_model_save(traced, str(output / "sharded"))
-        return traced
     if len(examples) > 1:
         traced = torch_neuronx.bucket_model_trace(get_model, [tuple(e) for e in examples],
                                                   torch_neuronx.BucketModelConfig(get_bucket_kernel),
@@ -382,8 +373,13 @@ def main():
             done = run_nxdi(output, args.warmup, args.runs)
         print("result: " + json.dumps({"mode": mode, "reason": "", "runs": [done]}))
         return int(done.get("returncode", 0))
-    if SERVING["compile_only"] and mode is None and not args.dry_run and not args.meta:
-        raise SystemExit(f"compile only: {why}")
+    if mode == "xla" and PLAN["tp_degree"] and PLAN["tp_degree"] > 1:  # never compiled unsharded
+        raise SystemExit(f"tensor parallelism {PLAN['tp_degree']}: {SERVING['title']} cannot shard a model as "
+                         "written; port it to NxD Inference, or build it from neuronx-distributed parallel layers "
+                         "and trace it with ModelBuilder V2 (neuronx_distributed.trace.model_builder)")
+    refused = SERVING.get("compile_only_refused")
+    if (refused or (SERVING["compile_only"] and mode is None)) and not args.dry_run and not args.meta:
+        raise SystemExit(f"compile only: {refused or why}")
     meta = args.meta
     if mode is None:
         print(f"dry run: {why}; running the same model and inputs eagerly on the CPU (no Neuron compile; the "
@@ -396,8 +392,9 @@ def main():
             print(f"dry run on the meta device: {built_gib:.1f} GiB of weights do not fit this host's free "
                   "memory; shapes are checked, nothing is timed")
     if PLAN["tp_degree"] and PLAN["tp_degree"] > 1:
-        how = {"trace": "neuronx_distributed's parallel_model_trace(tp_degree=...) shards it; get_model must build "
-                        "it from neuronx-distributed parallel layers (a custom port), else each core holds it whole",
+        how = {"trace": "tracing cannot shard a model as written, so on a Neuron host this script stops before "
+                        "compiling it: port it to NxD Inference, or to neuronx-distributed parallel layers traced "
+                        "with ModelBuilder V2",
                "native": "torch.compile compiles it as written, which fits one core only once it is sharded "
                          "(a custom port with TorchNeuron's tensor parallelism)"}
         print(f"note: the plan shards the model over {PLAN['tp_degree']} cores; "

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from portcheck.advise.model import KINDS
 from portcheck.advise.rules import CompileHostMemory
+from portcheck.dynamic.results import sequence_buckets
 from portcheck.knowledge import KnowledgeError, _read, known_releases, load, load_hardware
 from portcheck.releases import Range, read_range
 
@@ -87,7 +88,8 @@ def load_serving() -> ServingData:
     for entry in data.get("path", []):
         where = f"serving.toml: path {entry.get('id')!r}"
         path = ServingPath(entry.get("id", ""), entry.get("title", ""), tuple(entry.get("chips", ())),
-                           tuple(entry.get("stacks", ())), tuple(entry.get("kinds", ())), read_range(where, entry, known),
+                           tuple(entry.get("stacks", ())), tuple(entry.get("kinds", ())),
+                           read_range(where, entry, known),
                            tuple(entry.get("architectures", ())), tuple(entry.get("model_types", ())),
                            entry.get("why", ""), entry.get("source", ""))
         if not (path.id and path.title and path.why and path.source.strip() and path.chips and path.stacks
@@ -129,12 +131,14 @@ class Serving:
     options: dict[str, Any] = field(default_factory=dict)  # the path's settings: vllm/optimum arguments, NeuronConfig
     compile_only: bool = False
     compile_env: dict[str, str] = field(default_factory=dict)
+    compile_only_refused: str = ""  # why --compile-only cannot be done on this path
     compile_host_gib: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         return {"path": self.path, "title": self.title, "natively": self.natively, "task": self.task or None,
                 "options": dict(self.options), "compile_only": self.compile_only,
-                "compile_env": dict(self.compile_env), "compile_host_gib": round(self.compile_host_gib, 1)}
+                "compile_only_refused": self.compile_only_refused or None, "compile_env": dict(self.compile_env),
+                "compile_host_gib": round(self.compile_host_gib, 1)}
 
 
 def choose_serving(plan: Plan, options: AdviseOptions) -> None:
@@ -182,7 +186,8 @@ def _task(name: str, kind: str) -> str:
 
 def _settings(plan: Plan, path: str) -> dict[str, Any]:
     work, tp = plan.workload, plan.tp_degree or 1
-    buckets = plan.buckets or ([work.seq] if work.seq > 1 else [])
+    # the serving libraries bucket every LLM's sequence, whatever the trace of the model as written found
+    buckets = plan.buckets or (sequence_buckets(1, work.seq) if work.seq > 1 else [])
     dtype = HF_DTYPES[work.dtype]
     if path == "vllm-neuron":
         seqs = [1 << i for i in range(work.batch.bit_length()) if 1 << i < work.batch] + [work.batch]
@@ -238,6 +243,7 @@ def _compile_only(plan: Plan, data: ServingData) -> None:
     assert plan.serving is not None
     entry = data.compile_only.get(plan.serving.path)
     if entry is None:
+        plan.serving.compile_only_refused = f"{plan.serving.title} has no documented compile-only mode"
         plan.reason("compile_only", f"{plan.serving.title} compiles on first use on a Neuron device: no documented "
                     "way to compile it on a host without one (the script refuses --compile-only)",
                     next(p.source for p in data.paths if p.id == plan.serving.path))
