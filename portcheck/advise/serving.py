@@ -127,6 +127,7 @@ class Serving:
     path: str
     title: str
     natively: bool  # the path lists the model's architecture (else: the stack's generic path)
+    known: bool = True  # the architecture is known (not a model given as numbers only)
     task: str = ""  # optimum-neuron's --task
     options: dict[str, Any] = field(default_factory=dict)  # the path's settings: vllm/optimum arguments, NeuronConfig
     compile_only: bool = False
@@ -135,7 +136,8 @@ class Serving:
     compile_host_gib: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
-        return {"path": self.path, "title": self.title, "natively": self.natively, "task": self.task or None,
+        return {"path": self.path, "title": self.title, "natively": self.natively, "architecture_known": self.known,
+                "task": self.task or None,
                 "options": dict(self.options), "compile_only": self.compile_only,
                 "compile_only_refused": self.compile_only_refused or None, "compile_env": dict(self.compile_env),
                 "compile_host_gib": round(self.compile_host_gib, 1)}
@@ -170,7 +172,7 @@ def choose_serving(plan: Plan, options: AdviseOptions) -> None:
                 f"({missing}); " if libraries else "")
         plan.reason("serving_path", f"{name} ({model_type or 'no model_type'}) on {plan.chip} at Neuron {sdk}: "
                     f"{port}{chosen.title}: {chosen.why}", "; ".join([*(p.source for p in libraries), chosen.source]))
-    plan.serving = Serving(chosen.id, chosen.title, bool(serving), _task(model.name, model.kind))
+    plan.serving = Serving(chosen.id, chosen.title, bool(serving), known, _task(model.name, model.kind))
     plan.serving.options = _settings(plan, chosen.id)
     if options.compile_only:
         _compile_only(plan, data)

@@ -63,8 +63,9 @@ def write_plan(plan: Plan, result: ScanResult, output_format: str, stream: TextI
         ("compile instance", plan.compile_instance.name if plan.compile_instance else "the instance"),
     ]
     if plan.serving is not None:
-        rows.append(("serving path", plan.serving.title + ("" if plan.serving.natively else " (not a listed "
-                                                           "architecture: a custom port)")))
+        note = "" if plan.serving.natively else " (not a listed architecture: a custom port)" if \
+            plan.serving.known else " (architecture unknown: give --hf-config)"
+        rows.append(("serving path", plan.serving.title + note))
     if memory is not None:
         parts = [f"weights {memory.weights:.2f}", f"KV cache {memory.kv_cache:.2f}",
                  f"activations {memory.activations:.2f}"]
