@@ -282,13 +282,14 @@ def serve_vllm(warmup, runs):
 
 def run_nxdi(output, warmup, runs):
     """NxD Inference: the plan's NeuronConfig, compiled (and, unless compile-only, loaded and timed)."""
-    from neuronx_distributed_inference.models.config import NeuronConfig
-    from neuronx_distributed_inference.utils.constants import MODEL_TYPES
-    from neuronx_distributed_inference.utils.hf_adapter import HuggingFaceGenerationAdapter, load_pretrained_config
+    # the nxd-inference path is chosen for inf2 / trn1 (and trn2 up to Neuron 2.33) only (rules/serving.toml)
+    from neuronx_distributed_inference.models import config as nxdi  # portcheck: ignore[PC722]
+    from neuronx_distributed_inference.utils import constants, hf_adapter  # portcheck: ignore[PC722]
 
     model_dir = PLAN["model_dir"]
-    cls = MODEL_TYPES[PLAN["model_type"]]["causal-lm"]
-    config = cls.get_config_cls()(NeuronConfig(**SERVING["options"]), load_config=load_pretrained_config(model_dir))
+    cls = constants.MODEL_TYPES[PLAN["model_type"]]["causal-lm"]
+    config = cls.get_config_cls()(nxdi.NeuronConfig(**SERVING["options"]),
+                                  load_config=hf_adapter.load_pretrained_config(model_dir))
     model = cls(model_dir, config)
     started = time.perf_counter()
     model.compile(str(output))
@@ -296,7 +297,7 @@ def run_nxdi(output, warmup, runs):
     if SERVING["compile_only"]:
         return result
     model.load(str(output))
-    generator = HuggingFaceGenerationAdapter(model)
+    generator = hf_adapter.HuggingFaceGenerationAdapter(model)
     ids = torch.randint(1, 100, (PLAN["batch"], min(PLAN["seq_len"] // 2, 128)))
     times = measure(lambda: generator.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=32), [],
                     warmup, runs, lambda: None)
