@@ -146,6 +146,9 @@ def _parser() -> argparse.ArgumentParser:
     advise.add_argument("--emit-script", metavar="FILE",
                         help="write a bring-up script that compiles and times the model with the plan (needs a "
                              "model; without torch-neuronx it runs the model eagerly on the CPU: a dry run)")
+    advise.add_argument("--compile-only", action="store_true",
+                        help="the script only compiles, on a host without Neuron devices where the serving path "
+                             "allows it (with --emit-script)")
     advise.add_argument("--config", metavar="FILE", help="use this portcheck.toml / pyproject.toml")
     advise.add_argument("--isolated", action="store_true", help="ignore every configuration file")
     advise.add_argument("--fail-level", choices=("error", "warning", "info"))
@@ -503,6 +506,8 @@ def _advise(args: argparse.Namespace) -> int:
     if args.emit_script and not spec:
         raise ConfigError("--emit-script needs a model to compile (path/to/file.py:build or --hf-config), not "
                           "only numbers")
+    if args.compile_only and not args.emit_script:
+        raise ConfigError("--compile-only shapes the bring-up script: give --emit-script FILE too")
     request = _trace_request(args, require_model=False) if spec else None
     settings = _settings(args, cwd, cwd, Layer(target=args.target, stack=args.stack, sdk=args.sdk,
                                                      fail_level=args.fail_level),
@@ -513,7 +518,7 @@ def _advise(args: argparse.Namespace) -> int:
     outcome = advise(AdviseOptions(settings, cwd, numbers, args.task, args.batch, args.seq_len or 0, args.dtype,
                                    args.tp or 0, args.prefer, args.lnc or 0, script=bool(args.emit_script),
                                    dp=args.dp, attention_dp=args.attention_dp, context_batch=args.context_batch,
-                                   kv_dtype=args.kv_cache_dtype or ""),
+                                   kv_dtype=args.kv_cache_dtype or "", compile_only=args.compile_only),
                      traced, request)
     if outcome.script is not None:
         write_text(Path(args.emit_script), outcome.script, executable=True)

@@ -209,6 +209,7 @@ class AdviseOptions:
     attention_dp: int = 1
     context_batch: int = 1
     kv_dtype: str = ""
+    compile_only: bool = False  # the script only compiles (a host without Neuron devices)
 
 
 @dataclass
@@ -241,7 +242,8 @@ def advise(options: AdviseOptions, traced: TraceOutcome | None, request: TraceRe
         raise ConfigError("the model has no parameters to size: give --params")
     plan = make_plan(shape, PlanOptions(settings.chip, settings.stack, options.task, options.batch, options.seq_len,
                                         options.dtype, options.tp, options.prefer, options.lnc, settings.sdk,
-                                        options.dp, options.attention_dp, options.context_batch, options.kv_dtype))
+                                        options.dp, options.attention_dp, options.context_batch, options.kv_dtype,
+                                        compile_only=options.compile_only))
     findings = trace(traced, settings, cwd, static=False).findings if traced else []
     findings += _plan_findings(plan, settings, traced, cwd)
     result = ScanResult(Target(settings.chip, settings.stack, settings.sdk), files=0, findings=findings)

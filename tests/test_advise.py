@@ -27,6 +27,7 @@ import pytest
 from portcheck.advise.model import with_numbers
 from portcheck.advise.plan import AdviseOptions, LncAlternative, PlanError, make_plan
 from portcheck.knowledge import KnowledgeError, load_compiler
+from tests.test_serving import check_embedded
 
 ROOT = Path(__file__).resolve().parent.parent
 HF = ROOT / "fixtures" / "models" / "hf"
@@ -119,7 +120,8 @@ def test_llama_2_7b_on_inf2_needs_two_cores_of_one_inf2_xlarge():
     check_memory(result, by_hand("llama-2-7b", 2, 4096, 16, 1))
     assert (result.tp_degree, result.cores, result.chips, result.lnc) == (2, 2, 1, None)
     assert result.instance.name == "inf2.xlarge"  # 1 chip = 2 cores; 16 GiB host ≥ 12.55 GiB of weights
-    assert [f.rule.code for f in result.findings] == ["PC801"]
+    # and 16 GiB of host memory is too little to compile 12.55 GiB of weights on (PC808, tests/test_serving.py)
+    assert [f.rule.code for f in result.findings] == ["PC801", "PC808"]
     assert result.buckets == [128, 256, 512, 1024, 2048, 4096]
 
 
@@ -260,7 +262,7 @@ def test_a_model_that_fits_nowhere_says_what_would_make_it_fit():
 
 def test_a_given_tp_that_does_not_fit_is_an_error_naming_the_smallest():
     result = plan("llama-2-7b", "inf2", tp=1)
-    assert [f.rule.code for f in result.findings] == ["PC804"]
+    assert [f.rule.code for f in result.findings] == ["PC804", "PC808"]  # PC808: inf2.xlarge's host memory
     assert "smallest degree that fits is 2" in result.findings[0].message
     result = plan("llama-2-7b", "inf2", tp=48)
     assert "more than the 24 cores" in result.findings[0].message
@@ -518,7 +520,8 @@ def _script_run(advise_json, tmp_path: Path, *advise_args: str) -> tuple[dict, s
     done = subprocess.run([sys.executable, str(script), "--warmup", "1", "--runs", "2", "--output",
                            str(tmp_path / "out")], cwd=tmp_path, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr
-    assert "dry run: torch-neuronx is not installed here" in done.stdout
+    assert "is not installed here" in done.stdout
+    assert "running the same model and inputs eagerly on the CPU" in done.stdout
     result = json.loads(done.stdout.rsplit("result: ", 1)[1])
     assert result["mode"] == "dry-run"
     result["stdout"] = done.stdout
@@ -540,6 +543,12 @@ def test_emitted_scripts_run_here_as_dry_runs(tmp_path, config, target, script_r
     embedded = script_plan(tmp_path / "bringup.py")
     for key in ("compiler_args", "env", "buckets", "tp_degree"):
         assert embedded[key] == report["plan"][key], key
+    # each a serving path's script (tests/test_serving.py): what it would run, shown in the dry run and checked
+    path, preview = {"llama": ("nxd-inference", "NeuronConfig(tp_degree=1, batch_size=1, seq_len=256"),
+                     "vit": ("optimum-neuron", "command: optimum-cli export neuron --model "),
+                     "bert": ("native", ""), "gpt2": ("trace", "")}[config]
+    assert f"serving path {path}" in result["stdout"] and preview in result["stdout"]
+    check_embedded(tmp_path / "bringup.py", config, path)
 
 
 @needs_torch

@@ -1,14 +1,21 @@
 #!/usr/bin/env python3
 """__TITLE__
 
-On a Neuron host with torch-neuronx, it compiles the model with the plan's neuronx-cc flags and environment
-(xla stack: torch_neuronx.trace, or torch_neuronx.bucket_model_trace with one graph per sequence bucket, saved
-under --output; native stack: torch.compile(backend="neuron", dynamic=False, fullgraph=True) on device
-"neuron", inputs padded to a bucket), then times warm runs and prints latency and throughput. Where it cannot
-compile for Neuron it says why and runs the same model with the same inputs eagerly on the CPU: a dry run that
-checks the script, the model, the inputs and the bucket kernel, not Neuron.
+It runs the plan's serving path (PLAN["serving"]):
+- vllm-neuron: starts `vllm serve` with the plan's Neuron settings and times completions through its
+  OpenAI-compatible API (--client URL times a server that is already running);
+- optimum-neuron: runs `optimum-cli export neuron` with the plan's shapes, cores and dtype;
+- nxd-inference: builds NxD Inference's NeuronConfig (tp_degree, batch, sequence, buckets), compiles, loads and
+  times generation;
+- native: torch.compile(backend="neuron", dynamic=False, fullgraph=True) on device "neuron", inputs padded to a
+  bucket;
+- trace: torch_neuronx.trace, or bucket_model_trace with one graph per sequence bucket, saved under --output
+  (a plan with tensor parallelism stops there: tracing does not shard a model as written).
+With PLAN["serving"]["compile_only"] it only compiles, on a host without Neuron devices. The model is built in its
+serving dtype. Where it cannot run the path it says why and runs the same model with the same inputs eagerly on
+the CPU: a dry run that checks the script, the model, the inputs and the bucket kernel, not Neuron.
 
-    python THIS_SCRIPT [--warmup 3] [--runs 20] [--output neuron_artifacts] [--dry-run | --meta]
+    python THIS_SCRIPT [--warmup 3] [--runs 20] [--output neuron_artifacts] [--dry-run | --meta] [--client URL]
 """
 
 import argparse
@@ -17,21 +24,27 @@ import importlib.util
 import json
 import math
 import os
+import shutil
 import statistics
+import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 from typing import List, Tuple
 
 PLAN = json.loads(r"""__PLAN__""")
 
-for _name, _value in PLAN["env"].items():
+SERVING = PLAN["serving"] or {"path": "native" if PLAN["target"]["stack"] == "native" else "trace", "options": {},
+                              "compile_only": False, "compile_env": {}, "title": ""}
+for _name, _value in {**PLAN["env"], **SERVING["compile_env"]}.items():
     os.environ.setdefault(_name, _value)
 
 import torch  # noqa: E402  (after the environment: the Neuron runtime reads it at import)
 
 # fp8 plans size quantized weights; the model as written runs in bf16
 DTYPE = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp8": torch.bfloat16}.get(PLAN["dtype"])
+BYTES = {torch.bfloat16: 2, torch.float16: 2}.get(DTYPE, 4)
 
 
 def build_model():
@@ -47,7 +60,9 @@ def build_model():
         config = transformers.AutoConfig.for_model(data.pop("model_type"), **data)
         names = getattr(config, "architectures", None) or []
         cls = next((getattr(transformers, n) for n in names if hasattr(transformers, n)), None)
-        options = spec["hf_options"]
+        options = dict(spec["hf_options"])
+        if DTYPE is not None:  # built in the serving dtype: no fp32 copy first
+            options["dtype" if int(transformers.__version__.split(".")[0]) >= 5 else "torch_dtype"] = DTYPE
         return cls._from_config(config, **options) if cls else transformers.AutoModel.from_config(config, **options)
     if spec["file"]:
         path = Path(spec["file"])
@@ -64,7 +79,13 @@ def build_model():
     target = module
     for part in attribute.split("."):
         target = getattr(target, part)
-    built = target()
+    default = torch.get_default_dtype()
+    if DTYPE is not None:  # parameters made in the serving dtype, not in fp32 and cast after
+        torch.set_default_dtype(DTYPE)
+    try:
+        built = target()
+    finally:
+        torch.set_default_dtype(default)
     return built[0] if isinstance(built, tuple) else built
 
 
@@ -153,22 +174,34 @@ def get_bucket_kernel(*_):
 
 
 def neuron_mode(force_dry_run):
-    """("xla" | "native", "") when this host can compile and run the plan's stack, else (None, why not)."""
+    """(the mode, "") when this host can compile (and run) the plan's serving path, else (None, why not)."""
     if force_dry_run:
         return None, "a dry run was asked for"
+    path, compile_only = SERVING["path"], SERVING["compile_only"]
+    if path in ("vllm-neuron", "optimum-neuron"):
+        tool = PLAN["command"][0]
+        return (path, "") if shutil.which(tool) else (None, f"{tool} ({SERVING['title']}) is not installed here")
+    if path == "nxd-inference":
+        if importlib.util.find_spec("neuronx_distributed_inference") is None:
+            return None, "neuronx-distributed-inference (NxD Inference) is not installed here"
+        if not compile_only and not Path("/dev/neuron0").exists():
+            return None, "no Neuron device here (/dev/neuron0): advise --compile-only writes a script that compiles"
+        return path, ""
     try:
         import torch_neuronx
     except ImportError as exc:
         return None, f"torch-neuronx is not installed here ({exc})"
     if PLAN["target"]["stack"] == "native":
+        if compile_only:
+            return None, "TorchNeuron compiles on first use on a Neuron device: it has no compile-only mode"
         device = getattr(torch, "neuron", None)
         if device is None or not device.is_available():
             return None, "torch-neuronx is installed but no Neuron device is visible to TorchNeuron"
         return "native", ""
     if not hasattr(torch_neuronx, "trace"):
         return None, "this torch-neuronx is the native (TorchNeuron) backend: the xla stack needs Neuron <= 2.31"
-    if not Path("/dev/neuron0").exists():
-        return None, "no Neuron device here (/dev/neuron0)"
+    if not compile_only and not Path("/dev/neuron0").exists():
+        return None, "no Neuron device here (/dev/neuron0): advise --compile-only writes a script that compiles"
     return "xla", ""
 
 
@@ -187,6 +220,12 @@ def compile_xla(examples, output):
     behind the bucket kernel; saved for torch.jit.load."""
     import torch_neuronx
 
+    if SERVING["compile_only"]:  # cpu_backend: no device here; --target is in the compiler arguments
+        for example in examples:
+            traced = torch_neuronx.trace(get_model()[0], tuple(example), compiler_args=PLAN["compiler_args"],
+                                         compiler_workdir=str(output / "workdir"), cpu_backend=True)
+            torch.jit.save(traced, str(output / f"model_{example[0].size(-1)}.pt"))
+        return None
     if len(examples) > 1:
         traced = torch_neuronx.bucket_model_trace(get_model, [tuple(e) for e in examples],
                                                   torch_neuronx.BucketModelConfig(get_bucket_kernel),
@@ -199,6 +238,86 @@ def compile_xla(examples, output):
             traced = torch_neuronx.dynamic_batch(traced)
     torch.jit.save(traced, str(output / "model.pt"))
     return traced
+
+
+def time_client(url, warmup, runs):
+    """Completions through the server's OpenAI-compatible API (POST /v1/completions): latency and tokens/s."""
+    body = json.dumps({"model": PLAN["command"][2], "prompt": "Hello, my name is",
+                       "max_tokens": 32, "temperature": 0}).encode()
+    times, tokens = [], 0
+    for number in range(warmup + runs):
+        request = urllib.request.Request(url.rstrip("/") + "/v1/completions", data=body,
+                                         headers={"Content-Type": "application/json"})
+        started = time.perf_counter()
+        with urllib.request.urlopen(request, timeout=600) as response:
+            answer = json.loads(response.read())
+        if number >= warmup:
+            times.append((time.perf_counter() - started) * 1000)
+            tokens += int(answer.get("usage", {}).get("completion_tokens", 0))
+    mean = statistics.fmean(times)
+    return {"p50_ms": round(statistics.median(times), 3), "mean_ms": round(mean, 3),
+            "tokens_per_s": round(tokens * 1000 / sum(times), 1)}
+
+
+def serve_vllm(warmup, runs):
+    """vllm serve in the background until it answers /health, then the client timing; or, compile-only, the
+    command until it ends."""
+    if SERVING["compile_only"]:
+        return {"returncode": subprocess.run(PLAN["command"], check=False).returncode}
+    port = SERVING["options"]["--port"]
+    server = subprocess.Popen(PLAN["command"])
+    try:
+        for _ in range(7200):
+            if server.poll() is not None:
+                raise SystemExit(f"vllm serve ended with code {server.returncode} before answering")
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5).close()
+                break
+            except OSError:
+                time.sleep(1)
+        return time_client(f"http://127.0.0.1:{port}", warmup, runs)
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+
+
+def run_nxdi(output, warmup, runs):
+    """NxD Inference: the plan's NeuronConfig, compiled (and, unless compile-only, loaded and timed)."""
+    # the nxd-inference path is chosen for inf2 / trn1 (and trn2 up to Neuron 2.33) only (rules/serving.toml)
+    from neuronx_distributed_inference.models import config as nxdi  # portcheck: ignore[PC722]
+    from neuronx_distributed_inference.utils import constants, hf_adapter  # portcheck: ignore[PC722]
+
+    model_dir = PLAN["model_dir"]
+    cls = constants.MODEL_TYPES[PLAN["model_type"]]["causal-lm"]
+    config = cls.get_config_cls()(nxdi.NeuronConfig(**SERVING["options"]),
+                                  load_config=hf_adapter.load_pretrained_config(model_dir))
+    model = cls(model_dir, config)
+    started = time.perf_counter()
+    model.compile(str(output))
+    result = {"compile_s": round(time.perf_counter() - started, 1)}
+    if SERVING["compile_only"]:
+        return result
+    model.load(str(output))
+    generator = hf_adapter.HuggingFaceGenerationAdapter(model)
+    ids = torch.randint(1, 100, (PLAN["batch"], min(PLAN["seq_len"] // 2, 128)))
+    times = measure(lambda: generator.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=32), [],
+                    warmup, runs, lambda: None)
+    result.update({"p50_ms": round(statistics.median(times), 3),
+                   "tokens_per_s": round(PLAN["batch"] * 32 * 1000 / statistics.fmean(times), 1)})
+    return result
+
+
+def serving_preview():
+    """What the serving path would run, printed in a dry run."""
+    if PLAN["command"]:
+        return "command: " + " ".join(_quoted(part) for part in PLAN["command"])
+    if SERVING["path"] == "nxd-inference":
+        return f"NeuronConfig({', '.join(f'{k}={v!r}' for k, v in SERVING['options'].items())})"
+    return ""
+
+
+def _quoted(part):
+    return "'" + part.replace("'", "'\\''") + "'" if any(c in part for c in " {}\"'[],") else part
 
 
 def measure(run, inputs, warmup, runs, synchronize):
@@ -229,28 +348,62 @@ def main():
     parser.add_argument("--dry-run", action="store_true", help="run eagerly on the CPU even on a Neuron host")
     parser.add_argument("--meta", action="store_true",
                         help="dry run on the meta device: export each shape without weights (shapes only)")
+    parser.add_argument("--client", metavar="URL",
+                        help="vllm-neuron: time completions from a server already running at URL, nothing else")
     args = parser.parse_args()
+    print(f"plan: {PLAN['model_name']} on {PLAN['instance']} ({PLAN['target']['chip']}, "
+          f"{PLAN['target']['stack']}), tp {PLAN['tp_degree']}, serving path {SERVING['path']}"
+          + (" (compile only)" if SERVING["compile_only"] else "")
+          + f", compiler args: {' '.join(PLAN['compiler_args'])}")
+    if args.client:
+        if SERVING["path"] != "vllm-neuron":
+            raise SystemExit(f"--client times a vLLM server; this plan's serving path is {SERVING['path']}")
+        timed = time_client(args.client, args.warmup, args.runs)
+        print(f"client: p50 {timed['p50_ms']:.2f} ms, {timed['tokens_per_s']:.1f} tokens/s")
+        print("result: " + json.dumps({"mode": "client", "reason": "", "runs": [timed]}))
+        return 0
 
     mode, why = neuron_mode(args.dry_run or args.meta)
-    print(f"plan: {PLAN['model_name']} on {PLAN['instance']} ({PLAN['target']['chip']}, "
-          f"{PLAN['target']['stack']}), tp {PLAN['tp_degree']}, compiler args: {' '.join(PLAN['compiler_args'])}")
+    output = Path(args.output)
+    if mode in ("vllm-neuron", "optimum-neuron", "nxd-inference"):
+        output.mkdir(parents=True, exist_ok=True)
+        if mode == "vllm-neuron":
+            done = serve_vllm(args.warmup, args.runs)
+        elif mode == "optimum-neuron":
+            done = {"returncode": subprocess.run(PLAN["command"], check=False).returncode}
+        else:
+            done = run_nxdi(output, args.warmup, args.runs)
+        print("result: " + json.dumps({"mode": mode, "reason": "", "runs": [done]}))
+        return int(done.get("returncode", 0))
+    if mode == "xla" and PLAN["tp_degree"] and PLAN["tp_degree"] > 1:  # never compiled unsharded
+        raise SystemExit(f"tensor parallelism {PLAN['tp_degree']}: {SERVING['title']} cannot shard a model as "
+                         "written; port it to NxD Inference, or build it from neuronx-distributed parallel layers "
+                         "and trace it with ModelBuilder V2 (neuronx_distributed.trace.model_builder)")
+    refused = SERVING.get("compile_only_refused")
+    if (refused or (SERVING["compile_only"] and mode is None)) and not args.dry_run and not args.meta:
+        raise SystemExit(f"compile only: {refused or why}")
     meta = args.meta
     if mode is None:
         print(f"dry run: {why}; running the same model and inputs eagerly on the CPU (no Neuron compile; the "
               "times below are CPU times)")
-        built_gib = PLAN["params"] * 4 / 2**30  # built in fp32 before the cast
+        if serving_preview():
+            print(f"{SERVING['title']}: {serving_preview()}")
+        built_gib = PLAN["params"] * BYTES / 2**30  # built in the serving dtype
         if not meta and built_gib * 1.5 > free_memory_gib():
             meta = True
-            print(f"dry run on the meta device: {built_gib:.1f} GiB of fp32 weights do not fit this host's free "
+            print(f"dry run on the meta device: {built_gib:.1f} GiB of weights do not fit this host's free "
                   "memory; shapes are checked, nothing is timed")
     if PLAN["tp_degree"] and PLAN["tp_degree"] > 1:
-        print(f"note: the plan shards the model over {PLAN['tp_degree']} cores; this script compiles the model as "
-              "written, which fits one core only once it is sharded (neuronx-distributed parallel layers, NxD "
-              "Inference with tp_degree): unsharded, expect the compile or the load to run out of device memory")
+        how = {"trace": "tracing cannot shard a model as written, so on a Neuron host this script stops before "
+                        "compiling it: port it to NxD Inference, or to neuronx-distributed parallel layers traced "
+                        "with ModelBuilder V2",
+               "native": "torch.compile compiles it as written, which fits one core only once it is sharded "
+                         "(a custom port with TorchNeuron's tensor parallelism)"}
+        print(f"note: the plan shards the model over {PLAN['tp_degree']} cores; "
+              + how.get(SERVING["path"], f"{SERVING['title']} shards it with tensor parallelism {PLAN['tp_degree']}"))
 
     shapes = shapes_to_run()
     kernel = get_bucket_kernel() if len(shapes) > 1 else None
-    output = Path(args.output)
 
     def inputs_for(batch, length):
         made = make_inputs(batch, length)
@@ -261,7 +414,10 @@ def main():
             output.mkdir(parents=True, exist_ok=True)
             started = time.perf_counter()
             run = compile_xla([inputs_for(batch, bucket) for batch, _, bucket in shapes], output)
-            print(f"compiled {len(shapes)} graph(s) in {time.perf_counter() - started:.1f} s: {output / 'model.pt'}")
+            print(f"compiled {len(shapes)} graph(s) in {time.perf_counter() - started:.1f} s: {output}")
+            if SERVING["compile_only"]:
+                print("result: " + json.dumps({"mode": "compile-only", "reason": "", "runs": []}))
+                return 0
         elif meta:
             with torch.device("meta"):
                 run = Positional(build_model()).eval()

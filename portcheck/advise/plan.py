@@ -11,6 +11,7 @@ from typing import Any
 from portcheck.advise.flags import choose_buckets, compiler_settings
 from portcheck.advise.model import ModelShape
 from portcheck.advise.rules import FitsNoInstance, HeadsNotDivisible, NeedsTensorParallelism, TensorParallelDegree
+from portcheck.advise.serving import Serving, choose_serving
 from portcheck.advise.sizing import (
     GIB,
     RESERVE_SHARE,
@@ -59,6 +60,7 @@ class AdviseOptions:
     attention_dp: int = 1  # attention data parallelism inside the tensor-parallel group (trn2)
     context_batch: int = 1  # sequences a decoder's context encoding runs at once (vLLM Neuron's ctx_batch_size)
     kv_dtype: str = ""  # the KV cache's dtype ("": the compute dtype)
+    compile_only: bool = False  # the script compiles on a host without Neuron devices, where the path allows it
 
 
 @dataclass(frozen=True)
@@ -120,6 +122,7 @@ class Plan:
     reasons: list[Reason] = field(default_factory=list)
     findings: list[PlanFinding] = field(default_factory=list)
     alternatives: list[LncAlternative] = field(default_factory=list)
+    serving: Serving | None = None  # the serving path and its artifact's settings (serving.py)
 
     def reason(self, item: str, why: str, source: str) -> None:
         self.reasons.append(Reason(item, why, source))
@@ -140,6 +143,7 @@ class Plan:
             "compiler_args": list(self.compiler_args), "env": dict(self.env), "buckets": list(self.buckets),
             "dynamic_batch": self.dynamic_batch, "reasons": [r.to_json() for r in self.reasons],
             "alternatives": [a.to_json() for a in self.alternatives],
+            "serving": self.serving.to_json() if self.serving else None,
         }
 
 
@@ -185,6 +189,7 @@ def make_plan(model: ModelShape, options: AdviseOptions) -> Plan:
     compiler_settings(plan, options)
     choose_buckets(plan, options)
     load_compiler().check(plan.compiler_args, plan.env, options.chip, options.stack)
+    choose_serving(plan, options)
     return plan
 
 

@@ -91,4 +91,27 @@ class TensorParallelDegree(Rule):
     passes = (Pass.ADVISE,)
 
 
-__all__ = ["FitsNoInstance", "HeadsNotDivisible", "NeedsTensorParallelism", "TensorParallelDegree"]
+@rule
+class CompileHostMemory(Rule):
+    """## What it does
+    Adds up what compiling the plan asks of the host: the weights in their serving dtype, times the compiler's
+    appetite (more at `-O3`), plus a copy of the model in each bucket worker where `bucket_model_trace` builds one,
+    and reports an instance whose host memory is smaller, with the instance to compile on instead.
+
+    ## Example
+    Llama-2-7B on inf2.xlarge (16 GiB of host memory): 12.6 GiB of bf16 weights need about 25 GiB to load and
+    compile.
+
+    ## Use instead
+    Compile on the plan's `compile_instance` (or any host with that much memory; `advise --compile-only` writes a
+    script that only compiles) and copy the compiled artifacts to the serving instance.
+
+    ## Fix safety
+    Advice only.
+    """
+
+    code = "PC808"
+    passes = (Pass.ADVISE,)
+
+
+__all__ = ["CompileHostMemory", "FitsNoInstance", "HeadsNotDivisible", "NeedsTensorParallelism", "TensorParallelDegree"]

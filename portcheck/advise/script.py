@@ -1,6 +1,7 @@
-"""`portcheck advise --emit-script`: a standalone bring-up script (no portcheck import) that builds the model,
-compiles it with the plan's settings on a Neuron host and times warm runs — or, without torch-neuronx, runs the
-same model and inputs eagerly on the CPU and says it is a dry run."""
+"""`portcheck advise --emit-script`: a standalone bring-up script (no portcheck import) that runs the plan's serving
+path (serving.py: `vllm serve`, `optimum-cli export neuron`, NxD Inference, torch.compile or torch_neuronx tracing)
+with the plan's settings on a Neuron host and times it — or, where it cannot, runs the same model and inputs
+eagerly on the CPU and says it is a dry run."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from portcheck import __version__
+from portcheck.advise.serving import command
 
 if TYPE_CHECKING:
     from portcheck.advise.plan import Plan
@@ -30,6 +32,9 @@ def bringup_script(plan: Plan, request: TraceRequest, cwd: Path) -> str:
             spec["callable"] = attribute
         else:
             spec["callable"] = request.model
+    config_file = spec["hf_config"]
+    model_dir = str(Path(config_file).parent) if isinstance(config_file, str) and config_file else \
+        "/path/to/checkpoint"
     data = {
         "portcheck_version": __version__,
         "model_name": model.name,
@@ -48,9 +53,14 @@ def bringup_script(plan: Plan, request: TraceRequest, cwd: Path) -> str:
         "example_batch": model.example_batch,
         "example_seq": model.example_seq,
         "params": model.params,
+        "serving": plan.serving.to_json() if plan.serving else None,
+        "model_dir": model_dir,  # the checkpoint the serving libraries load (a config directory has no weights)
+        "model_type": model.hf_model_type,
+        "command": command(plan, model_dir),
     }
+    served = f", {plan.serving.title}" if plan.serving else ""
     title = (f"Bring-up script for {model.name} on {data['instance'] or plan.chip} ({plan.chip}, {plan.stack} "
-             f"stack), written by portcheck {__version__} advise.")
+             f"stack{served}), written by portcheck {__version__} advise.")
     text = TEMPLATE.read_text(encoding="utf-8")
     text = text.replace("__TITLE__", title).replace("__BUCKETS__", json.dumps(plan.buckets or [0]))
     return text.replace("__PLAN__", json.dumps(data, indent=4, sort_keys=False))

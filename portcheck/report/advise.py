@@ -60,10 +60,15 @@ def write_plan(plan: Plan, result: ScanResult, output_format: str, stream: TextI
         ("cores / chips", f"{plan.cores or '-'} / {plan.chips or '-'}"
          + (f" (LNC={plan.lnc})" if plan.lnc else "")),
         ("replicas on the instance", str(plan.replicas or "-")),
+        ("compile instance", plan.compile_instance.name if plan.compile_instance else "the instance"),
     ]
     if plan.dp > 1 or plan.workload.attention_dp > 1:
         rows.append(("data parallelism", f"{plan.dp} model copies"
                      + (f", attention DP {plan.workload.attention_dp}" if plan.workload.attention_dp > 1 else "")))
+    if plan.serving is not None:
+        note = "" if plan.serving.natively else " (not a listed architecture: a custom port)" if \
+            plan.serving.known else " (architecture unknown: give --hf-config)"
+        rows.append(("serving path", plan.serving.title + note))
     if memory is not None:
         parts = [f"weights {memory.weights:.2f}", f"KV cache {memory.kv_cache:.2f}",
                  f"activations {memory.activations:.2f}"]

@@ -1,0 +1,295 @@
+"""The serving path a plan names and writes out (`advise --emit-script`): vLLM Neuron, NxD Inference, optimum-neuron,
+the native torch.compile script or torch_neuronx tracing, chosen per chip, stack and SDK release; the architecture
+check behind the choice; compiling on a host without Neuron devices (`--compile-only`); and the host memory a
+compile needs (PC808). Data from rules/serving.toml; pure arithmetic, no torch here."""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from portcheck.advise.model import KINDS
+from portcheck.advise.rules import CompileHostMemory
+from portcheck.dynamic.results import sequence_buckets
+from portcheck.knowledge import KnowledgeError, _read, known_releases, load, load_hardware
+from portcheck.releases import Range, read_range
+
+if TYPE_CHECKING:
+    from portcheck.advise.plan import AdviseOptions, Plan
+
+ARGUMENT_TYPES = ("int", "str", "json", "path", "switch")
+HF_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "fp8": "bfloat16"}
+# transformers class-name endings and the optimum-neuron task each is exported for (its --task values)
+TASK_SUFFIXES = (("ForCausalLM", "text-generation"), ("LMHeadModel", "text-generation"),
+                 ("ForConditionalGeneration", "text2text-generation"), ("ForSequenceClassification",
+                 "text-classification"), ("ForMaskedLM", "fill-mask"), ("ForQuestionAnswering", "question-answering"),
+                 ("ForTokenClassification", "token-classification"), ("ForMultipleChoice", "multiple-choice"),
+                 ("ForImageClassification", "image-classification"))
+
+
+@dataclass(frozen=True)
+class ServingPath:
+    id: str
+    title: str
+    chips: tuple[str, ...]
+    stacks: tuple[str, ...]
+    kinds: tuple[str, ...]
+    releases: Range
+    architectures: tuple[str, ...]
+    model_types: tuple[str, ...]
+    why: str
+    source: str
+
+    @property
+    def listed(self) -> bool:
+        """Serves only the architectures it lists (a library), not every model of its stack."""
+        return bool(self.architectures or self.model_types)
+
+    def serves(self, name: str, model_type: str) -> bool:
+        return name in self.architectures or (bool(model_type) and model_type in self.model_types)
+
+
+@dataclass(frozen=True)
+class CompileOnly:
+    path: str
+    env: dict[str, str]
+    how: str
+    source: str
+
+
+@dataclass(frozen=True)
+class Argument:
+    tool: str
+    name: str
+    type: str
+    choices: tuple[str, ...]
+    keys: tuple[str, ...]
+    source: str
+
+
+@dataclass(frozen=True)
+class ServingData:
+    paths: tuple[ServingPath, ...]
+    compile_only: dict[str, CompileOnly]
+    arguments: dict[str, dict[str, Argument]]  # tool -> name -> argument
+    weights_factor: float
+    optlevel3_factor: float
+    compile_host_source: str
+
+
+@functools.cache
+def load_serving() -> ServingData:
+    """rules/serving.toml, checked: known chips, stacks, kinds and releases, a source on every entry."""
+    data = _read("serving.toml")
+    knowledge, known = load(), known_releases()
+    paths = []
+    for entry in data.get("path", []):
+        where = f"serving.toml: path {entry.get('id')!r}"
+        path = ServingPath(entry.get("id", ""), entry.get("title", ""), tuple(entry.get("chips", ())),
+                           tuple(entry.get("stacks", ())), tuple(entry.get("kinds", ())),
+                           read_range(where, entry, known),
+                           tuple(entry.get("architectures", ())), tuple(entry.get("model_types", ())),
+                           entry.get("why", ""), entry.get("source", ""))
+        if not (path.id and path.title and path.why and path.source.strip() and path.chips and path.stacks
+                and path.kinds) or not set(path.chips) <= set(knowledge.chips) or not set(path.stacks) <= \
+                set(knowledge.stacks) or not set(path.kinds) <= set(KINDS):
+            raise KnowledgeError(f"{where}: needs an id, a title, why, a source and known chips, stacks and kinds")
+        paths.append(path)
+    ids = {p.id for p in paths}
+    compile_only = {}
+    for entry in data.get("compile_only", []):
+        found = CompileOnly(entry.get("path", ""), dict(entry.get("env", {})), entry.get("how", ""),
+                            entry.get("source", ""))
+        if found.path not in ids or not found.how or not found.source.strip():
+            raise KnowledgeError(f"serving.toml: compile_only {found.path!r} needs a known path, how and a source")
+        compile_only[found.path] = found
+    arguments: dict[str, dict[str, Argument]] = {}
+    for entry in data.get("argument", []):
+        argument = Argument(entry.get("tool", ""), entry.get("name", ""), entry.get("type", ""),
+                            tuple(entry.get("choices", ())), tuple(entry.get("keys", ())), entry.get("source", ""))
+        if not argument.tool or not argument.name or argument.type not in ARGUMENT_TYPES or not argument.source:
+            raise KnowledgeError(f"serving.toml: argument {argument.name!r} needs a tool, a type "
+                                 f"({', '.join(ARGUMENT_TYPES)}) and a source")
+        arguments.setdefault(argument.tool, {})[argument.name] = argument
+    host = data.get("compile_host", {})
+    if not host.get("source") or float(host.get("weights_factor", 0)) < 1:
+        raise KnowledgeError("serving.toml: [compile_host] needs weights_factor >= 1 and a source")
+    return ServingData(tuple(paths), compile_only, arguments, float(host["weights_factor"]),
+                       float(host.get("optlevel3_factor", 1)), host["source"])
+
+
+@dataclass
+class Serving:
+    """The plan's serving path and what its artifact passes."""
+
+    path: str
+    title: str
+    natively: bool  # the path lists the model's architecture (else: the stack's generic path)
+    known: bool = True  # the architecture is known (not a model given as numbers only)
+    task: str = ""  # optimum-neuron's --task
+    options: dict[str, Any] = field(default_factory=dict)  # the path's settings: vllm/optimum arguments, NeuronConfig
+    compile_only: bool = False
+    compile_env: dict[str, str] = field(default_factory=dict)
+    compile_only_refused: str = ""  # why --compile-only cannot be done on this path
+    compile_host_gib: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "title": self.title, "natively": self.natively, "architecture_known": self.known,
+                "task": self.task or None,
+                "options": dict(self.options), "compile_only": self.compile_only,
+                "compile_only_refused": self.compile_only_refused or None, "compile_env": dict(self.compile_env),
+                "compile_host_gib": round(self.compile_host_gib, 1)}
+
+
+def choose_serving(plan: Plan, options: AdviseOptions) -> None:
+    """The path the chip, stack and release document for the model, why, and its artifact's settings."""
+    if plan.task != "inference":
+        return
+    data, sdk = load_serving(), options.sdk or load().newest_sdk
+    model = plan.model
+    open_paths = [p for p in data.paths if plan.chip in p.chips and plan.stack in p.stacks
+                  and p.releases.holds(sdk) and model.kind in p.kinds]
+    name, model_type = model.name, model.hf_model_type
+    serving = [p for p in open_paths if p.listed and p.serves(name, model_type)]
+    generic = next((p for p in open_paths if not p.listed), None)
+    chosen = serving[0] if serving else generic
+    if chosen is None:
+        return
+    known = bool(model_type) or model.source != "numbers"
+    if serving:
+        others = "; also " + ", ".join(p.title for p in serving[1:]) if serving[1:] else ""
+        plan.reason("serving_path", f"{name} ({model_type or 'no model_type'}) is served natively by {chosen.title} "
+                    f"on {plan.chip} at Neuron {sdk}: {chosen.why}{others}", chosen.source)
+    elif not known:
+        plan.reason("serving_path", f"{chosen.title}: the architecture is unknown for a model given as numbers "
+                    "(give --hf-config to check it against the serving libraries' lists)", chosen.source)
+    else:
+        libraries = [p for p in open_paths if p.listed]
+        missing = "; ".join(f"{p.title} lists {', '.join(p.architectures or p.model_types)}" for p in libraries)
+        port = (f"not served natively: it needs a custom port to {' or '.join(p.title for p in libraries)} "
+                f"({missing}); " if libraries else "")
+        plan.reason("serving_path", f"{name} ({model_type or 'no model_type'}) on {plan.chip} at Neuron {sdk}: "
+                    f"{port}{chosen.title}: {chosen.why}", "; ".join([*(p.source for p in libraries), chosen.source]))
+    plan.serving = Serving(chosen.id, chosen.title, bool(serving), known, _task(model.name, model.kind))
+    plan.serving.options = _settings(plan, chosen.id)
+    if options.compile_only:
+        _compile_only(plan, data)
+    host_memory(plan, data)
+
+
+def _task(name: str, kind: str) -> str:
+    found = next((task for suffix, task in TASK_SUFFIXES if name.endswith(suffix)), "")
+    if kind == "decoder":
+        return "text-generation"
+    return found or "feature-extraction"
+
+
+def _settings(plan: Plan, path: str) -> dict[str, Any]:
+    work, tp = plan.workload, plan.tp_degree or 1
+    # the serving libraries bucket every LLM's sequence, whatever the trace of the model as written found
+    buckets = plan.buckets or (sequence_buckets(1, work.seq) if work.seq > 1 else [])
+    dtype = HF_DTYPES[work.dtype]
+    if path == "vllm-neuron":
+        seqs = [1 << i for i in range(work.batch.bit_length()) if 1 << i < work.batch] + [work.batch]
+        return {"--tensor-parallel-size": tp, "--max-model-len": work.seq, "--max-num-seqs": work.batch,
+                "--max-num-batched-tokens": max(buckets or [work.seq]), "--dtype": dtype, "--port": 8000,
+                "--additional-config": {"neuron_config": {"num_batched_tokens_buckets": buckets or [work.seq],
+                                                          "num_seqs_buckets": seqs}}}
+    if path == "optimum-neuron":
+        speed = "--auto-cast" in plan.compiler_args and "matmult" in plan.compiler_args
+        level = _optlevel(plan)
+        settings: dict[str, Any] = {"--batch_size": work.batch}
+        if plan.model.kind != "vision" and work.seq > 1:
+            settings["--sequence_length"] = work.seq
+        settings.update({"--num_cores": tp, "--auto_cast": "matmul" if speed else "none",
+                         "--auto_cast_type": "fp16" if work.dtype == "fp16" else "bf16", "--torch_dtype": dtype,
+                         "--instance_type": plan.chip, f"-O{level}": None})
+        return settings
+    if path == "nxd-inference":
+        config: dict[str, Any] = {"tp_degree": tp, "batch_size": work.batch, "seq_len": work.seq,
+                                  "max_context_length": work.seq, "torch_dtype": dtype}
+        if buckets:
+            config.update({"enable_bucketing": True, "context_encoding_buckets": buckets,
+                           "token_generation_buckets": buckets})
+        if plan.lnc:
+            config["logical_nc_config"] = plan.lnc
+        return config
+    return {"tp_degree": tp, "dtype": dtype}
+
+
+def command(plan: Plan, model_ref: str, output: str = "neuron_artifacts") -> list[str]:
+    """The vllm serve / optimum-cli command of the plan's serving path, for the model at `model_ref`."""
+    serving = plan.serving
+    if serving is None or serving.path not in ("vllm-neuron", "optimum-neuron"):
+        return []
+    if serving.path == "vllm-neuron":
+        out = ["vllm", "serve", model_ref]
+    else:
+        out = ["optimum-cli", "export", "neuron", "--model", model_ref, "--task", serving.task]
+    for name, value in serving.options.items():
+        out.append(name)
+        if value is not None:
+            out.append(json.dumps(value, separators=(",", ":")) if isinstance(value, dict) else str(value))
+    return [*out, output] if serving.path == "optimum-neuron" else out
+
+
+def _optlevel(plan: Plan) -> str:
+    """The plan's neuronx-cc optimisation level: its --optlevel (the native stack's NEURON_COMPILER_OPT_LEVEL)."""
+    args = plan.compiler_args
+    return args[args.index("--optlevel") + 1] if "--optlevel" in args[:-1] else "2"
+
+
+def _compile_only(plan: Plan, data: ServingData) -> None:
+    assert plan.serving is not None
+    entry = data.compile_only.get(plan.serving.path)
+    if entry is None:
+        plan.serving.compile_only_refused = f"{plan.serving.title} has no documented compile-only mode"
+        plan.reason("compile_only", f"{plan.serving.title} compiles on first use on a Neuron device: no documented "
+                    "way to compile it on a host without one (the script refuses --compile-only)",
+                    next(p.source for p in data.paths if p.id == plan.serving.path))
+        return
+    plan.serving.compile_only = True
+    plan.serving.compile_env = {k: v.replace("{target}", plan.chip) for k, v in entry.env.items()}
+    env = " ".join(f"{k}={v}" for k, v in plan.serving.compile_env.items())
+    plan.reason("compile_only", entry.how + (f" ({env})" if env else ""), entry.source)
+
+
+def host_memory(plan: Plan, data: ServingData) -> None:
+    """What compiling and loading the weights ask of the host, against the instance's host RAM (PC808)."""
+    from portcheck.advise.plan import PORTCHECK, PlanFinding
+    from portcheck.advise.sizing import GIB, weights_bytes
+
+    serving = plan.serving
+    if serving is None or plan.instance is None:
+        return
+    weights = weights_bytes(plan.model, plan.workload.dtype) / GIB
+    level3 = _optlevel(plan) == "3"
+    factor = data.weights_factor * (data.optlevel3_factor if level3 else 1)
+    # bucket_model_trace builds the model in every bucket's worker; the serving libraries load the checkpoint once
+    workers = len(plan.buckets) if serving.path == "trace" and len(plan.buckets) > 1 else 1
+    need = weights * factor + weights * (workers - 1)
+    serving.compile_host_gib = need
+    parts = f"{weights:.1f} GiB of {plan.workload.dtype} weights × {factor:g}" + (" (-O3)" if level3 else "") + \
+        (f" + a copy in each of {workers - 1} more bucket workers" if workers > 1 else "")
+    hardware = load_hardware()
+    host = plan.instance.host_memory_gib
+    plan.reasons = [r for r in plan.reasons if r.item != "compile_instance"]
+    plan.compile_instance = None
+    if not host:
+        plan.reason("compile_host_gib", f"about {need:.1f} GiB ({parts}); {plan.instance.name}'s host memory is not "
+                    "in the Neuron docs: check it", f"{data.compile_host_source}; {PORTCHECK}")
+        return
+    plan.reason("compile_host_gib", f"about {need:.1f} GiB of host memory to load and compile ({parts}) of "
+                f"{plan.instance.name}'s {host:g} GiB", f"{data.compile_host_source}; {PORTCHECK}")
+    if need <= host:
+        return
+    plan.compile_instance = next((i for i in hardware.instances if i.chip == plan.chip and i.host_memory_gib >= need),
+                                 None)
+    where = (f"compile on {plan.compile_instance.name} ({plan.compile_instance.host_memory_gib:g} GiB)"
+             if plan.compile_instance else f"compile on a host with at least {need:.0f} GiB")
+    only = "" if serving.compile_only else " (advise --compile-only writes a script that only compiles)"
+    plan.reason("compile_instance", f"{where}{only} and copy the compiled artifacts", hardware.sizing.compile_host)
+    plan.findings.append(PlanFinding(CompileHostMemory, f"compiling needs about {need:.1f} GiB of host memory "
+                                     f"({parts}), more than {plan.instance.name}'s {host:g} GiB: {where}{only}"))
