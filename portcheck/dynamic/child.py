@@ -22,6 +22,7 @@ from portcheck.traced import AnalyzeVerdict, GraphFacts, Place, ShapeProbe, Step
 if TYPE_CHECKING:
     from portcheck.dynamic.capture import Capture
     from portcheck.dynamic.load import Loaded
+    from portcheck.dynamic.ran import Recorder
 
 
 def _limit_memory(limit: int) -> None:
@@ -62,11 +63,17 @@ def run(request_path: Path) -> TraceOutcome:
         result.error = StageError("build", f"building the model raised {one_line(exc)}", exception_place(exc))
         return result
     result.model = _model_facts(loaded)
+    from portcheck.dynamic.ran import Recorder
+
+    recorder = Recorder()
+    _run_eagerly(loaded, recorder)
     try:
         taken = capture(loaded)
     except (Exception, SystemExit) as exc:
         result.error = StageError("trace", f"tracing the model raised {one_line(exc)}", exception_place(exc))
         return result
+    recorder.add_graphs(taken.graphs)
+    result.ran = recorder.result()
     result.steps = list(taken.steps)
     result.findings = list(taken.findings)
     graph = GraphFacts(taken.method, sum(len(g.nodes) for g in taken.graphs), taken.graph_breaks)
@@ -97,6 +104,21 @@ def run(request_path: Path) -> TraceOutcome:
         _neuron_analyze(loaded, result)
     result.graph = replace(graph, seconds=round(time.perf_counter() - started, 3))
     return result
+
+
+def _run_eagerly(loaded: Loaded, recorder: Recorder) -> None:
+    """The one eager call of the model, under the line recorder: which lines of its code ran. None on the meta
+    device (the graph's stack traces are the witness there). A failure leaves the lines recorded before it, and
+    the stack traces as the witness of the rest."""
+    import torch
+
+    if loaded.device == "meta":
+        return
+    try:
+        with torch.no_grad(), recorder.recording():
+            loaded.model(*loaded.args, **loaded.kwargs)
+    except Exception:
+        recorder.eager = False
 
 
 def _model_facts(loaded: Loaded) -> ModelFacts:

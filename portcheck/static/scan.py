@@ -47,7 +47,7 @@ A = TypeVar("A")
 R = TypeVar("R")
 
 
-def _in_parallel(function: Callable[[A], R], jobs: list[A], workers: int | None) -> Iterator[R]:
+def in_parallel(function: Callable[[A], R], jobs: list[A], workers: int | None) -> Iterator[R]:
     """`function` over `jobs` in a pool of processes (one per core by default); in this process when there is
     one job or one worker, so a single file pays no start-up."""
     workers = workers or os.cpu_count() or 1
@@ -100,7 +100,7 @@ def _run(jobs: list[FileJob], settings: Settings, workers: int | None = 1, cache
         from portcheck.static.engine import analyse_file
 
         pending.sort(key=lambda item: -_size(item[0]))  # largest first: the pool ends together
-        analysed = _in_parallel(analyse_file, [job for job, _, _ in pending], workers)
+        analysed = in_parallel(analyse_file, [job for job, _, _ in pending], workers)
     for (_, put_key, put_content), outcome in zip(pending, analysed, strict=True):
         outcomes.append(outcome)
         if cache is not None and put_key is not None and put_content is not None and _cacheable(outcome):
@@ -139,7 +139,7 @@ def _fix(jobs: list[FileJob], settings: Settings, fixing: Fixing, workers: int |
 
     result = ScanResult(target=Target(settings.chip, settings.stack, settings.sdk), files=len(jobs), fixing=True)
     diffs, finals = [], []
-    for job, (outcome, data, encoding) in zip(jobs, _in_parallel(partial(fix_file, unsafe=fixing.unsafe), jobs,
+    for job, (outcome, data, encoding) in zip(jobs, in_parallel(partial(fix_file, unsafe=fixing.unsafe), jobs,
                                                                   workers), strict=True):
         final = outcome.result
         if outcome.text is not None and data is not None:
