@@ -118,7 +118,8 @@ def build_report(outcome: TraceOutcome, settings: Settings, cwd: Path, static: b
     made = [_finding(item, settings, cwd, lines) for item in findings]
     built = _fingerprinted(_dedupe([f for f in made if f is not None]), lines, cwd)
     ran = outcome.ran or RanCode()
-    scope = Scope(cwd, {anchor.file, model.source_file if model else ""})
+    # The user owns the build file (or the --hf-config file), not the class's module: that is transformers' own.
+    scope = Scope(cwd, {anchor.file})
     # The files never depend on the target: the anchor, the build file, and the files whose lines ran.
     scanned = scope.files(ran, [str(cwd / f.path) for f in built])
     files = sorted({shown_path(p, cwd) for p in scanned} | {f.path for f in built})
@@ -263,23 +264,23 @@ def _merge_static(traced: list[Finding], files: list[str], scope: Scope, ran: Ra
                   cwd: Path) -> list[Finding]:
     """The static pass's findings on `files` joined with the traced ones: all of the user's files, and in other
     files (libraries) only the findings on lines that ran."""
-    from portcheck.static.engine import analyse_file
-    from portcheck.static.scan import in_parallel
+    from portcheck.cache import Cache, directory_for
+    from portcheck.static.scan import run_jobs
 
     rules = load().rules
     # Rules on by default only in trace (PC401) report static evidence only where the graph confirms it.
     trace_only_default = {c for c, r in rules.items() if r.trace_default and not r.default}
     jobs = [settings.job(shown_path(path, cwd), Path(path)) for path in files
             if path.endswith(".py") and Path(path).is_file()]
-    # Library files are large (modeling_utils.py is 280 kB): two or more are worth a pool.
-    workers = None if sum(Path(job.location or "").stat().st_size for job in jobs) > 200_000 else 1
-    static: list[Finding] = []
-    for job, result in zip(jobs, in_parallel(analyse_file, jobs, workers), strict=True):
-        location = job.location or ""
-        if scope.owned(location):
-            static += result.findings
-        else:
-            static += [f for f in result.findings if ran.ran(location, f.line, f.end_line)]
+    locations = {job.path: job.location or "" for job in jobs}
+    # Library files are large (modeling_utils.py is 280 kB) and never change: they come from `scan`'s results
+    # cache when it has them, and two or more to analyse are worth a pool.
+    directory = directory_for(None, False, settings.root)
+    cache = Cache(directory if directory.is_absolute() else cwd / directory) if directory else None
+    workers = None if sum(Path(location).stat().st_size for location in locations.values()) > 200_000 else 1
+    scanned = run_jobs(jobs, settings, workers, cache)
+    static = [f for f in scanned.findings if scope.owned(locations[f.path])
+              or ran.ran(locations[f.path], f.line, f.end_line)]
     merged = _join(static, traced)
     return [f for f in merged if f.code not in trace_only_default or "traced" in f.evidence]
 

@@ -31,7 +31,7 @@ def scan_paths(paths: list[str], settings: Settings, cwd: Path, fixing: Fixing |
                jobs: int | None = None, cache: Cache | None = None) -> ScanResult:
     candidates = discover(paths, settings, cwd)
     file_jobs = [settings.job(c.display, c.location, unreadable=c.unreadable) for c in candidates]
-    return _run(file_jobs, settings, jobs, cache) if fixing is None else _fix(file_jobs, settings, fixing, jobs)
+    return run_jobs(file_jobs, settings, jobs, cache) if fixing is None else _fix(file_jobs, settings, fixing, jobs)
 
 
 def scan_stdin(data: bytes, filename: str | None, settings: Settings, cwd: Path) -> ScanResult:
@@ -40,14 +40,14 @@ def scan_stdin(data: bytes, filename: str | None, settings: Settings, cwd: Path)
     if filename and settings.force_exclude and is_excluded(location, settings):
         return ScanResult(target=Target(settings.chip, settings.stack, settings.sdk))
     job = settings.job(display, location, data)
-    return _run([job], settings)
+    return run_jobs([job], settings)
 
 
 A = TypeVar("A")
 R = TypeVar("R")
 
 
-def in_parallel(function: Callable[[A], R], jobs: list[A], workers: int | None) -> Iterator[R]:
+def _in_parallel(function: Callable[[A], R], jobs: list[A], workers: int | None) -> Iterator[R]:
     """`function` over `jobs` in a pool of processes (one per core by default); in this process when there is
     one job or one worker, so a single file pays no start-up."""
     workers = workers or os.cpu_count() or 1
@@ -74,7 +74,8 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def _run(jobs: list[FileJob], settings: Settings, workers: int | None = 1, cache: Cache | None = None) -> ScanResult:
+def run_jobs(jobs: list[FileJob], settings: Settings, workers: int | None = 1,
+             cache: Cache | None = None) -> ScanResult:
     result = ScanResult(target=Target(settings.chip, settings.stack, settings.sdk), files=len(jobs))
     outcomes: list[FileResult] = []
     pending: list[tuple[FileJob, str | None, str | None]] = []  # the job, its cache key, its content hash
@@ -100,7 +101,7 @@ def _run(jobs: list[FileJob], settings: Settings, workers: int | None = 1, cache
         from portcheck.static.engine import analyse_file
 
         pending.sort(key=lambda item: -_size(item[0]))  # largest first: the pool ends together
-        analysed = in_parallel(analyse_file, [job for job, _, _ in pending], workers)
+        analysed = _in_parallel(analyse_file, [job for job, _, _ in pending], workers)
     for (_, put_key, put_content), outcome in zip(pending, analysed, strict=True):
         outcomes.append(outcome)
         if cache is not None and put_key is not None and put_content is not None and _cacheable(outcome):
@@ -139,7 +140,7 @@ def _fix(jobs: list[FileJob], settings: Settings, fixing: Fixing, workers: int |
 
     result = ScanResult(target=Target(settings.chip, settings.stack, settings.sdk), files=len(jobs), fixing=True)
     diffs, finals = [], []
-    for job, (outcome, data, encoding) in zip(jobs, in_parallel(partial(fix_file, unsafe=fixing.unsafe), jobs,
+    for job, (outcome, data, encoding) in zip(jobs, _in_parallel(partial(fix_file, unsafe=fixing.unsafe), jobs,
                                                                   workers), strict=True):
         final = outcome.result
         if outcome.text is not None and data is not None:
