@@ -117,7 +117,7 @@ def _run_eagerly(loaded: Loaded, recorder: Recorder) -> None:
     try:
         with torch.no_grad(), recorder.recording():
             loaded.model(*loaded.args, **loaded.kwargs)
-    except Exception:
+    except (Exception, SystemExit):  # the capture below reports why the model does not run
         recorder.eager = False
 
 

@@ -122,7 +122,8 @@ def build_report(outcome: TraceOutcome, settings: Settings, cwd: Path, static: b
     scope = Scope(cwd, {anchor.file})
     # The files never depend on the target: the anchor, the build file, and the files whose lines ran.
     scanned = scope.files(ran, [str(cwd / f.path) for f in built])
-    files = sorted({shown_path(p, cwd) for p in scanned} | {f.path for f in built})
+    read = scanned if static else [anchor.file] if anchor.file else []
+    files = sorted({shown_path(p, cwd) for p in read} | {f.path for f in built})
     built = _merge_static(built, scanned, scope, ran, settings, cwd) if static else _join([], built)
     result = ScanResult(target, files=len(files), findings=sorted(built, key=lambda f: f.sort_key))
     result.trace = TraceResult(
