@@ -167,6 +167,7 @@ def run_model(request: TraceRequest, cwd: Path, timeout: float, shown: str) -> T
     """Run the model's code in the child process: what it found, or a UserError saying why not."""
     from portcheck.dynamic.results import shown_path
     from portcheck.dynamic.runner import run_child
+    from portcheck.report.concise import terminal_path
     from portcheck.report.trace import progress
 
     with progress(f"tracing {shown}"):
@@ -175,7 +176,7 @@ def run_model(request: TraceRequest, cwd: Path, timeout: float, shown: str) -> T
     if error is not None:
         message = error.message
         if error.place is not None and error.place.file:
-            message = f"{shown_path(error.place.file, cwd)}:{error.place.line}: {message}"
+            message = f"{terminal_path(shown_path(error.place.file, cwd))}:{error.place.line}: {message}"
         if "allocate" in message or "out of memory" in message:
             message += " (try --device meta)"
         raise ConfigError(message)

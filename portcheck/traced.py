@@ -251,6 +251,18 @@ class TracedModel:
 
 
 @dataclass(frozen=True)
+class StaticScope:
+    """The files whose static findings a trace report merged: the user's are read whole, a library's only on the
+    lines that ran, as `witness` saw them ("eager run", "graph stack traces", or "" when nothing said)."""
+
+    files: tuple[str, ...]  # as reports show them
+    witness: str
+
+    def to_json(self) -> JSON:
+        return {"files": list(self.files), "witness": self.witness}
+
+
+@dataclass(frozen=True)
 class TraceResult:
     """What `portcheck trace` adds to a ScanResult: the reports write it beside the findings."""
 
@@ -260,6 +272,7 @@ class TraceResult:
     shapes: ShapeProbe | None = None
     model: TracedModel | None = None
     neuron_analyze: AnalyzeVerdict | None = None
+    scope: StaticScope | None = None  # None: the static pass was off (--no-static)
 
     def to_json(self) -> JSON:
         """The trace's part of the JSON report (schema 1's extra keys)."""
@@ -270,8 +283,9 @@ class TraceResult:
             "shapes": self.shapes.to_json() if self.shapes is not None else None,
             "model": self.model.to_json() if self.model is not None else {},
             "neuron_analyze": self.neuron_analyze.to_json() if self.neuron_analyze is not None else None,
+            "static_scope": self.scope.to_json() if self.scope is not None else None,
         }
 
 
-__all__ = ["AnalyzeVerdict", "AttentionShape", "GraphFacts", "OpStatus", "Place", "ShapeAxis", "ShapeProbe", "Step",
-           "TraceResult", "TracedFinding", "TracedModel"]
+__all__ = ["AnalyzeVerdict", "AttentionShape", "GraphFacts", "OpStatus", "Place", "ShapeAxis", "ShapeProbe",
+           "StaticScope", "Step", "TraceResult", "TracedFinding", "TracedModel"]

@@ -61,8 +61,12 @@ def run(request_path: Path) -> TraceOutcome:
     except (Exception, SystemExit) as exc:
         result.error = StageError("build", f"building the model raised {one_line(exc)}", exception_place(exc))
         return result
+    from portcheck.dynamic.ran import Recorder
+
+    recorder = Recorder()  # which lines of the model's code ran, in the one eager run and in the graphs
     try:
-        eager = run_eagerly(loaded)  # the one eager run: bad inputs stop here, in one line
+        with contextlib.nullcontext() if loaded.device == "meta" else recorder.recording():
+            eager = run_eagerly(loaded)  # the one eager run: bad inputs stop here, in one line
     except ModelError as exc:
         result.error = StageError("inputs", str(exc), exc.place)
         return result
@@ -75,6 +79,8 @@ def run(request_path: Path) -> TraceOutcome:
     except (Exception, SystemExit) as exc:
         result.error = StageError("trace", f"tracing the model raised {one_line(exc)}", exception_place(exc))
         return result
+    recorder.add_graphs(taken.graphs)
+    result.ran = recorder.result()
     result.steps = [eager, *taken.steps] if eager is not None and not eager.ok else list(taken.steps)
     result.findings = list(taken.findings)
     graph = GraphFacts(taken.method, sum(len(g.nodes) for g in taken.graphs), taken.graph_breaks)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
+from portcheck.dynamic.ran import RanCode
 from portcheck.traced import JSON, AnalyzeVerdict, GraphFacts, Place, ShapeProbe, Step, TracedFinding
 
 
@@ -173,6 +174,7 @@ class TraceOutcome:
     model: ModelFacts | None = None
     graph: GraphFacts | None = None
     neuron_analyze: AnalyzeVerdict | None = None
+    ran: RanCode | None = None  # the lines that ran (dynamic/ran.py)
 
     def to_json(self) -> JSON:
         return {
@@ -184,6 +186,7 @@ class TraceOutcome:
             "model": self.model.to_json() if self.model else None,
             "graph": self.graph.to_json() if self.graph else None,
             "neuron_analyze": self.neuron_analyze.to_json() if self.neuron_analyze else None,
+            "ran": self.ran.to_json() if self.ran else None,
         }
 
     @classmethod
@@ -202,6 +205,7 @@ class TraceOutcome:
             model=ModelFacts.from_json(model) if model else None,
             graph=GraphFacts.from_json(graph) if graph else None,
             neuron_analyze=AnalyzeVerdict.from_json(verdict) if verdict else None,
+            ran=RanCode.from_json(data["ran"]) if data.get("ran") else None,
         )
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from portcheck.config import Settings
 from portcheck.dynamic.outcome import OpCount, TraceOutcome
+from portcheck.dynamic.ran import RanCode, Scope
 from portcheck.dynamic.rules import (
     CpuFallbackOp,
     DynamicAxes,
@@ -34,19 +35,22 @@ from portcheck.static.dynamic_shape.mask_index import BooleanMaskIndex
 from portcheck.static.dynamic_shape.nms import UnbackedSize
 from portcheck.static.dynamic_shape.shape_from_data import ShapeFromData
 from portcheck.static.host_sync.reads import HostValueRead
-from portcheck.traced import OpStatus, Place, TracedFinding, TracedModel, TraceResult
+from portcheck.traced import OpStatus, Place, StaticScope, TracedFinding, TracedModel, TraceResult
 
 
 def _codes(*rules: type[Rule]) -> frozenset[str]:
     return frozenset(r.code for r in rules)
 
 
-# A traced finding joins a static one at the same line when the static rule names the same problem.
+# A traced finding joins a static one (or another traced one) at the same line when that rule names the same
+# problem: every rule of an output sized by the data is one problem (`x[mask]` is static PC204 and, on the AOT
+# path, traced "PC201 aten::nonzero").
+_DATA_SIZED = _codes(Nonzero, WhereSingleArgument, MaskedSelect, BooleanMaskIndex, Unique, RepeatInterleaveTensor,
+                     BincountUnbounded, ShapeFromData, UnbackedSize)
 _SAME_PROBLEM = {
     TensorControlFlow.code: _codes(TensorControlFlow, ShapeFromData, HostValueRead),
     HostValueRead.code: _codes(HostValueRead, ShapeFromData),
-    UnbackedSize.code: _codes(Nonzero, WhereSingleArgument, MaskedSelect, BooleanMaskIndex, Unique,
-                              RepeatInterleaveTensor, BincountUnbounded, ShapeFromData, UnbackedSize),
+    **{code: _DATA_SIZED for code in _DATA_SIZED},
 }
 _STATUS_ORDER = ("unsupported", "cpu-fallback", "unknown", "restricted", "supported")
 # Ops judged by another op's entry: the CPU kernel SDPA dispatches to on a graph captured on the CPU.
@@ -131,9 +135,14 @@ def build_report(outcome: TraceOutcome, settings: Settings, cwd: Path, static: b
     findings += _shape_findings(outcome, anchor)
     made = [_finding(item, settings, cwd, lines) for item in findings]
     built = _fingerprinted(_dedupe([f for f in made if f is not None]), lines, cwd)
-    files = sorted({f.path for f in built} | ({shown_path(anchor.file, cwd)} if anchor.file else set()))
-    if static:
-        built = _merge_static(built, files, settings, cwd)
+    ran = outcome.ran or RanCode()
+    # The user owns the build file (or the --hf-config file), not the class's module: that is transformers' own.
+    scope = Scope(cwd, {anchor.file})
+    # The files never depend on the target: the anchor, the build file, and the files whose lines ran.
+    scanned = scope.files(ran, [str(cwd / f.path) for f in built])
+    read = scanned if static else [anchor.file] if anchor.file else []
+    files = sorted({shown_path(p, cwd) for p in read} | {f.path for f in built})
+    built = _merge_static(built, scanned, scope, ran, settings, cwd) if static else _join([], built)
     result = ScanResult(target, files=len(files), findings=sorted(built, key=lambda f: f.sort_key))
     result.trace = TraceResult(
         graph=outcome.graph,
@@ -143,6 +152,7 @@ def build_report(outcome: TraceOutcome, settings: Settings, cwd: Path, static: b
         model=TracedModel(model.class_name, model.parameters, model.device, tuple(i.to_json() for i in model.inputs),
                           model.config_use_cache, model.traced_use_cache) if model else None,
         neuron_analyze=outcome.neuron_analyze,
+        scope=StaticScope(tuple(shown_path(p, cwd) for p in scanned), ran.source) if static else None,
     )
     return result
 
@@ -275,30 +285,50 @@ def _dedupe(findings: list[Finding]) -> list[Finding]:
     return out
 
 
-def _merge_static(traced: list[Finding], files: list[str], settings: Settings, cwd: Path) -> list[Finding]:
-    from portcheck.static.engine import analyse_file
+def _merge_static(traced: list[Finding], files: list[str], scope: Scope, ran: RanCode, settings: Settings,
+                  cwd: Path) -> list[Finding]:
+    """The static pass's findings on `files` joined with the traced ones: all of the user's files, and in other
+    files (libraries) only the findings on lines that ran."""
+    from portcheck.cache import Cache, directory_for
+    from portcheck.static.scan import run_jobs
 
     rules = load().rules
     # Rules on by default only in trace (PC401) report static evidence only where the graph confirms it.
     trace_only_default = {c for c, r in rules.items() if r.trace_default and not r.default}
-    static: list[Finding] = []
-    for path in files:
-        location = cwd / path
-        if location.suffix != ".py" or not location.is_file():
-            continue
-        result = analyse_file(settings.job(path, location))
-        static += result.findings
+    jobs = [settings.job(shown_path(path, cwd), Path(path)) for path in files
+            if path.endswith(".py") and Path(path).is_file()]
+    locations = {job.path: job.location or "" for job in jobs}
+    # Library files are large (modeling_utils.py is 280 kB) and never change: they come from `scan`'s results
+    # cache when it has them, and two or more to analyse are worth a pool.
+    directory = directory_for(None, False, settings.root)
+    cache = Cache(directory if directory.is_absolute() else cwd / directory) if directory else None
+    workers = None if sum(Path(location).stat().st_size for location in locations.values()) > 200_000 else 1
+    scanned = run_jobs(jobs, settings, workers, cache)
+    static = [f for f in scanned.findings if scope.owned(locations[f.path])
+              or ran.ran(locations[f.path], f.line, f.end_line)]
+    merged = _join(static, traced)
+    return [f for f in merged if f.code not in trace_only_default or "traced" in f.evidence]
+
+
+def _join(static: list[Finding], traced: list[Finding]) -> list[Finding]:
+    """One finding a construct: a traced finding joins the finding at its line that names the same problem (the
+    same rule first), keeping both witnesses."""
+    merged: list[Finding] = list(static)
     by_line: dict[tuple[str, int], list[int]] = defaultdict(list)
     for index, f in enumerate(static):
         by_line[(f.path, f.line)].append(index)
-    merged: list[Finding] = list(static)
     for f in traced:
         same = _SAME_PROBLEM.get(f.code, frozenset({f.code}))
-        match = next((i for i in by_line.get((f.path, f.line), []) if merged[i].code in same), None)
+        here = by_line[(f.path, f.line)]
+        match = next((i for i in here if merged[i].code == f.code), None)
         if match is None:
+            match = next((i for i in here if merged[i].code in same), None)
+        if match is None:
+            here.append(len(merged))
             merged.append(f)
             continue
         old = merged[match]
-        merged[match] = replace(old, evidence=("static", "traced"), severity=max(old.severity, f.severity),
+        evidence = tuple(e for e in ("static", "traced") if e in old.evidence or e in f.evidence)
+        merged[match] = replace(old, evidence=evidence, severity=max(old.severity, f.severity),
                                 message=f"{old.message} [traced: {f.message}]")
-    return [f for f in merged if f.code not in trace_only_default or "traced" in f.evidence]
+    return merged

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import sysconfig
 from collections import Counter
+from pathlib import PurePath
 from typing import TextIO
 
 from portcheck.escape import printable
-from portcheck.findings import ScanResult, Severity
+from portcheck.findings import Finding, ScanResult, Severity
 
 _BOLD, _RED, _YELLOW, _CYAN, _DIM, _RESET = "\x1b[1m", "\x1b[31m", "\x1b[33m", "\x1b[36m", "\x1b[2m", "\x1b[0m"
 _SEVERITY_COLOR = {Severity.ERROR: _RED, Severity.WARNING: _YELLOW, Severity.INFO: _CYAN}
@@ -30,14 +33,42 @@ def summary_line(result: ScanResult) -> str:
     return f"{text}. Target: {target.chip} ({target.stack} stack{sdk}).{baselined}"
 
 
+def terminal_path(path: str) -> str:
+    """A path as terminal lines show it, never absolute: an installed package's file relative to its
+    site-packages (`transformers/models/llama/modeling_llama.py`), the standard library's relative to it, any other
+    relative to the working directory. (Machine formats keep the path the result holds.)"""
+    pure = PurePath(path)
+    if not pure.is_absolute():
+        return path
+    parts = pure.parts
+    for marker in ("site-packages", "dist-packages"):
+        if marker in parts:
+            return PurePath(*parts[len(parts) - parts[::-1].index(marker):]).as_posix()
+    for key in ("stdlib", "platstdlib"):
+        root = sysconfig.get_paths().get(key)
+        if root and pure.is_relative_to(root):
+            return pure.relative_to(root).as_posix()
+    try:
+        return PurePath(os.path.relpath(path)).as_posix()
+    except ValueError:  # another drive (Windows)
+        return path
+
+
+def evidence_label(result: ScanResult, f: Finding) -> str:
+    """In a trace report, which pass saw the finding: `[static]`, `[traced]` or `[static+traced]`; in a scan's,
+    nothing (every finding there is static)."""
+    return f"[{'+'.join(f.evidence)}] " if result.trace is not None else ""
+
+
 def write_concise(result: ScanResult, stream: TextIO, *, color: bool) -> None:
     for f in result.findings:
-        path, message = printable(f.path), printable(f.message)
+        path, label, message = printable(terminal_path(f.path)), evidence_label(result, f), printable(f.message)
         if color:
+            dim = f"{_DIM}{label}{_RESET}" if label else ""
             stream.write(f"{_BOLD}{path}{_RESET}:{f.line}:{f.column}: "
-                         f"{_SEVERITY_COLOR[f.severity]}{_BOLD}{f.code}{_RESET} {message}\n")
+                         f"{_SEVERITY_COLOR[f.severity]}{_BOLD}{f.code}{_RESET} {dim}{message}\n")
         else:
-            stream.write(f"{path}:{f.line}:{f.column}: {f.code} {message}\n")
+            stream.write(f"{path}:{f.line}:{f.column}: {f.code} {label}{message}\n")
     for e in result.errors:
         where = f"{e.path}:{e.line}" if e.line else e.path
         stream.write(f"{printable(where)}: error: {printable(e.message)}\n")

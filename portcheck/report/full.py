@@ -13,7 +13,7 @@ from rich.text import Text
 from portcheck.escape import printable
 from portcheck.findings import ScanResult, Severity
 from portcheck.knowledge import load
-from portcheck.report.concise import summary_line
+from portcheck.report.concise import evidence_label, summary_line, terminal_path
 from portcheck.report.links import source_links
 
 _STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "bold yellow", Severity.INFO: "bold cyan"}
@@ -34,9 +34,9 @@ def write_full(result: ScanResult, stream: TextIO, *, color: bool, lines_for: Ca
                       no_color=not color, highlight=False, soft_wrap=True)
     rules = load().rules
     for f in result.findings:
-        console.print(Text.assemble((f"{printable(f.path)}:{f.line}:{f.column}: ", "bold"),
-                                    (f.code, _STYLE[f.severity]),
-                                    f" [{f.severity.label}] {f.name}"))
+        console.print(Text.assemble((f"{printable(terminal_path(f.path))}:{f.line}:{f.column}: ", "bold"),
+                                    (f.code, _STYLE[f.severity]), f" [{f.severity.label}] {f.name}",
+                                    (f" {evidence_label(result, f)}".rstrip(), "dim")))
         console.print(f"  {escape(printable(f.message))}")
         lines = lines_for(f.path)
         if 0 < f.line <= len(lines):

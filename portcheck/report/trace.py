@@ -73,6 +73,13 @@ def write_trace_summary(result: ScanResult, stream: TextIO) -> None:
             order = [s for s in _VERDICTS if s in counts] + sorted(s for s in counts if s not in _VERDICTS)
             verdict = ", ".join(f"{counts[status]} {_VERDICTS.get(status, status)}" for status in order)
             stream.write(f"ops on {chip}: {len(ops)} distinct ATen ops: {verdict}\n")
+    scope = trace.scope
+    if scope is not None:
+        witness = {"eager run": "lines an eager run of the model ran",
+                   "graph stack traces": "lines in the graph's stack traces (no eager run on the meta device)"}
+        seen = witness.get(scope.witness, "none: nothing recorded what ran")
+        stream.write(f"static: {len(scope.files)} file{'s' if len(scope.files) != 1 else ''} read; yours whole, "
+                     f"libraries' findings only on {seen}\n")
     model, graph = trace.model, trace.graph or GraphFacts()
     if model is not None:
         note = model.use_cache_note()

@@ -36,7 +36,7 @@ def scan_paths(paths: list[str], settings: Settings, cwd: Path, fixing: Fixing |
     file_jobs = [settings.job(c.display, c.location, unreadable=c.unreadable) for c in candidates]
     if fixing is not None:
         return _fix(file_jobs, settings, fixing, jobs)
-    return _run(file_jobs, settings, jobs, cache, progress)
+    return run_jobs(file_jobs, settings, jobs, cache, progress)
 
 
 def scan_stdin(data: bytes, filename: str | None, settings: Settings, cwd: Path) -> ScanResult:
@@ -45,7 +45,7 @@ def scan_stdin(data: bytes, filename: str | None, settings: Settings, cwd: Path)
     if filename and settings.force_exclude and is_excluded(location, settings):
         return ScanResult(target=Target(settings.chip, settings.stack, settings.sdk))
     job = settings.job(display, location, data)
-    return _run([job], settings)
+    return run_jobs([job], settings)
 
 
 A = TypeVar("A")
@@ -79,8 +79,8 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def _run(jobs: list[FileJob], settings: Settings, workers: int | None = 1, cache: Cache | None = None,
-         progress: Progress | None = None) -> ScanResult:
+def run_jobs(jobs: list[FileJob], settings: Settings, workers: int | None = 1, cache: Cache | None = None,
+             progress: Progress | None = None) -> ScanResult:
     result = ScanResult(target=Target(settings.chip, settings.stack, settings.sdk), files=len(jobs))
     outcomes: list[FileResult] = []
     pending: list[tuple[FileJob, str | None, str | None]] = []  # the job, its cache key, its content hash
