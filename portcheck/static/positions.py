@@ -73,11 +73,10 @@ class Positions:
         """libcst drops a form feed from a line's indentation, and counts its columns without it: put it back."""
         def shifted(position: CodePosition) -> CodePosition:
             line = self.lines[position.line - 1] if 0 < position.line <= len(self.lines) else ""
-            indent = line[: len(line) - len(line.lstrip(" \t\f"))]
-            feeds = indent.count("\f")
-            return CodePosition(position.line, position.column + feeds) if feeds else position
+            return CodePosition(position.line, file_column(line, position.column))
 
-        return CodeRange(shifted(where.start), shifted(where.end))
+        end = where.end if where.end.column == 0 else shifted(where.end)  # a line's start, before its form feed
+        return CodeRange(shifted(where.start), end)
 
     def _attempts(self, node: cst.CSTNode, chain: tuple[cst.CSTNode, ...]) -> Iterator[None]:
         """Generate ever more code around `node` until its position is known, cheapest first."""
@@ -328,3 +327,20 @@ def _ast_blocks(statement: ast.stmt) -> list[list[ast.stmt]]:
     if isinstance(statement, (ast.With, ast.AsyncWith, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         return [statement.body]
     return []
+
+
+def file_column(line: str, column: int) -> int:
+    """The column in the file's `line` of libcst's `column`, which counts the line without the form feeds of its
+    indentation."""
+    indent = line[: len(line) - len(line.lstrip(" \t\f"))]
+    if "\f" not in indent:
+        return column
+    kept = 0
+    for index, char in enumerate(indent):
+        if char == "\f":
+            continue
+        if kept == column:
+            return index
+        kept += 1
+    return column + indent.count("\f")  # past the indentation: every form feed of it is before
+
