@@ -4,6 +4,7 @@ scanned paths, with the command line layered on top (ruff's model: a layer's `se
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import fnmatch
 import math
@@ -135,10 +136,13 @@ def find_config(start: Path) -> Path | None:
                 tool = tomllib.loads(candidate.read_text(encoding="utf-8")).get("tool")
                 if isinstance(tool, dict) and "portcheck" in tool:
                     return candidate
-            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError):
+            except OSError:
+                continue  # unreadable (no permission): not a configuration portcheck can use
+            except (UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError):
                 # A broken pyproject.toml that may be ours: read it properly to report its line.
-                if "[tool.portcheck" in candidate.read_text(encoding="utf-8", errors="replace"):
-                    return candidate
+                with contextlib.suppress(OSError):
+                    if "[tool.portcheck" in candidate.read_text(encoding="utf-8", errors="replace"):
+                        return candidate
     return None
 
 

@@ -886,3 +886,24 @@ def test_the_build_callable_runs_once_with_device_auto(tmp_path):
     done = portcheck("trace", "--isolated", "--no-static", "--no-shapes", "counted.py:build", cwd=tmp_path)
     assert done.returncode in (0, 1), done.stderr.decode()
     assert (tmp_path / "builds.txt").read_text() == "built\n"
+
+
+def test_a_long_implicit_string_concatenation_is_analysed(tmp_path):
+    (tmp_path / "strings.py").write_text("import torch\n\nx = (" + " ".join(['"a"'] * 5_000) + ")\n"
+                                         "y = torch.zeros(1).cuda()\n")
+    done = portcheck("scan", "--isolated", "--no-cache", "--format", "json", "strings.py", cwd=tmp_path)
+    report = report_of(done)
+    assert not report["errors"] and [f["line"] for f in report["findings"]] == [4]
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a file whatever its mode")
+def test_an_unreadable_pyproject_above_is_not_an_internal_error(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[tool.portcheck]\n")
+    (tmp_path / "pyproject.toml").chmod(0)
+    (tmp_path / "inner").mkdir()
+    (tmp_path / "inner" / "a.py").write_text(GOOD)
+    try:
+        done = portcheck("scan", "--no-cache", "a.py", cwd=tmp_path / "inner")
+    finally:
+        (tmp_path / "pyproject.toml").chmod(0o644)
+    assert done.returncode == 1 and b"internal error" not in done.stderr
