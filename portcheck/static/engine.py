@@ -35,7 +35,13 @@ from portcheck.static.chunks import CHUNKED_ABOVE, analyse_large
 from portcheck.static.compile.environments import analyse_manifest
 from portcheck.static.gated_tests import CudaGatedTests
 from portcheck.static.names import function_scope
-from portcheck.static.nesting import MAX_FLAT_LINKS, flat_chain_depth, on_parse_stack
+from portcheck.static.nesting import (
+    MAX_CONCATENATED,
+    MAX_FLAT_LINKS,
+    flat_chain_depth,
+    longest_concatenation,
+    on_parse_stack,
+)
 from portcheck.static.positions import Positions
 from portcheck.static.source import SourceError, decode
 from portcheck.static.suppression import apply_suppressions, file_result, might_hold_suppression, parse_comment
@@ -231,8 +237,15 @@ def _analyse_python(text: str, path: str, chip: str, stack: str, enabled: frozen
     try:
         module = on_parse_stack(lambda: parse(text))
     except cst.ParserSyntaxError as exc:
+        # Python's parser took the file: what libcst refuses is libcst's limit, not a syntax error.
+        count, line = longest_concatenation(text)
+        if count > MAX_CONCATENATED:
+            return FileResult(path, errors=(FileError(
+                path, f"too many strings in one expression for the parser: {count:,} written one after another "
+                      f"(libcst takes at most {MAX_CONCATENATED:,}); Python itself accepts the file", line),))
         message = " ".join(exc.message.split())
-        return FileResult(path, errors=(FileError(path, f"syntax error: {message}", exc.raw_line),))
+        return FileResult(path, errors=(FileError(path, f"cannot parse (Python's parser accepts it, libcst does "
+                                                        f"not): {message}", exc.raw_line),))
 
     ctx = Context(module, chip, stack, enabled, text, path, sdk)
     comments: _Comments | None = [] if may_suppress else None

@@ -19,8 +19,11 @@ operators, 3,500 nested lambdas and 1,270 nested parentheses: at most 6.5 KiB a 
 from __future__ import annotations
 
 import ast
+import contextlib
+import io
 import re
 import threading
+import tokenize
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -50,6 +53,25 @@ def flat_chain_depth(tree: ast.Module, text: str) -> tuple[int, int]:
             deepest, line = links, getattr(node, "lineno", 0)
         stack.extend((child, links) for child in ast.iter_child_nodes(node))
     return deepest, line
+
+
+MAX_CONCATENATED = 3_000  # implicitly concatenated strings libcst 1.9's parser takes in one expression (measured)
+
+
+def longest_concatenation(text: str) -> tuple[int, int]:
+    """The most string literals written one after another (implicitly concatenated) in the file, and the line
+    where they start. Python keeps them as one constant; libcst's parser refuses more than MAX_CONCATENATED."""
+    longest, line, run, start = 0, 0, 0, 0
+    skipped = (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT)
+    with contextlib.suppress(tokenize.TokenError, SyntaxError):
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.type == tokenize.STRING:
+                run, start = run + 1, start if run else token.start[0]
+                if run > longest:
+                    longest, line = run, start
+            elif token.type not in skipped or token.type == tokenize.NEWLINE:
+                run = 0
+    return longest, line
 
 
 def on_parse_stack(function: Callable[[], T]) -> T:
