@@ -38,12 +38,12 @@ def terminal_path(path: str) -> str:
     site-packages (`transformers/models/llama/modeling_llama.py`), the standard library's relative to it, any other
     relative to the working directory. (Machine formats keep the path the result holds.)"""
     pure = PurePath(path)
-    if not pure.is_absolute():
-        return path
     parts = pure.parts
-    for marker in ("site-packages", "dist-packages"):
+    for marker in ("site-packages", "dist-packages"):  # a venv inside the project gives relative ones too
         if marker in parts:
             return PurePath(*parts[len(parts) - parts[::-1].index(marker):]).as_posix()
+    if not pure.is_absolute():
+        return path
     for key in ("stdlib", "platstdlib"):
         root = sysconfig.get_paths().get(key)
         if root and pure.is_relative_to(root):
