@@ -181,6 +181,17 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
     report.add_argument("--baseline", metavar="FILE",
                         help="also show what is new since this baseline (scan --write-baseline) and what was fixed")
+    report.add_argument("--model", action="append", dest="models", type=lambda spec: ("model", spec), default=[],
+                        metavar="SPEC", help="also trace this model and plan it for each target, as trace and "
+                                             "advise do (path/to/file.py:build or package.module:build; repeatable)")
+    report.add_argument("--hf-config", action="append", dest="models", type=lambda spec: ("hf", spec),
+                        metavar="DIR_OR_JSON", help="also trace and plan a transformers model built from this local "
+                                                    "config.json (repeatable)")
+    report.add_argument("--device", choices=("auto", "cpu", "meta"), default="auto",
+                        help="build the models on the meta device (no weights in memory); auto: when they would "
+                             "not fit")
+    report.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS",
+                        help="stop a model's process after this long (default 300)")
     for name, what in (("--select", "only these codes"), ("--extend-select", "add to the selection"),
                        ("--ignore", "drop from the selection")):
         report.add_argument(name, type=_codes, default=None if name == "--select" else [], metavar="CODES", help=what)
@@ -448,15 +459,18 @@ def _size(text: str) -> int:
 
 def _trace(args: argparse.Namespace) -> int:
     from portcheck.commands import run_model, trace
-    from portcheck.report.trace import write_trace_summary
+    from portcheck.report.trace import step_progress, write_trace_summary
 
     cwd = Path.cwd()
     request = _trace_request(args, require_model=True)
     settings = _settings(args, cwd, cwd, Layer(
         target=args.target, stack=args.stack, sdk=args.sdk, select=args.select, extend_select=args.extend_select,
         ignore=args.ignore, fail_level=args.fail_level, format=args.format), command="trace")
-    traced = run_model(request, cwd, args.timeout, args.model or args.hf_config)
-    result = trace(traced, settings, cwd, static=not args.no_static)
+    with step_progress(settings.format) as step:
+        traced = run_model(request, cwd, args.timeout, args.model or args.hf_config, step)
+        if step is not None:
+            step("checking its ops against Neuron" + ("" if args.no_static else " and reading the code that ran"))
+        result = trace(traced, settings, cwd, static=not args.no_static)
     summary = write_trace_summary if settings.format in ("concise", "full") else None
     _output(result, settings.format, args.output, lines_for=source_lines(cwd), summary=summary)
     return exit_code(result, settings.fail_level, exit_zero=args.exit_zero)
@@ -494,6 +508,7 @@ def _key_value(text: str) -> tuple[str, str]:
 def _advise(args: argparse.Namespace) -> int:
     from portcheck.commands import AdviseOptions, advise, advise_refusal, run_model
     from portcheck.report.advise import write_plan
+    from portcheck.report.trace import step_progress
 
     cwd = Path.cwd()
     numbers = {"params": args.params, "layers": args.layers, "hidden": args.hidden, "heads": args.heads,
@@ -514,12 +529,15 @@ def _advise(args: argparse.Namespace) -> int:
                          command="advise")
     if refusal := advise_refusal(settings, args.task):
         raise ConfigError(refusal)  # before the model is built: the plan could not be made
-    traced = run_model(request, cwd, args.timeout, args.model or args.hf_config) if request else None
-    outcome = advise(AdviseOptions(settings, cwd, numbers, args.task, args.batch, args.seq_len or 0, args.dtype,
-                                   args.tp or 0, args.prefer, args.lnc or 0, script=bool(args.emit_script),
-                                   dp=args.dp, attention_dp=args.attention_dp, context_batch=args.context_batch,
-                                   kv_dtype=args.kv_cache_dtype or "", compile_only=args.compile_only),
-                     traced, request)
+    with step_progress(args.format) as step:
+        traced = run_model(request, cwd, args.timeout, args.model or args.hf_config, step) if request else None
+        if step is not None:
+            step(f"planning for {settings.chip}")
+        outcome = advise(AdviseOptions(settings, cwd, numbers, args.task, args.batch, args.seq_len or 0, args.dtype,
+                                       args.tp or 0, args.prefer, args.lnc or 0, script=bool(args.emit_script),
+                                       dp=args.dp, attention_dp=args.attention_dp, context_batch=args.context_batch,
+                                       kv_dtype=args.kv_cache_dtype or "", compile_only=args.compile_only),
+                         traced, request)
     if outcome.script is not None:
         write_text(Path(args.emit_script), outcome.script, executable=True)
     buffer = io.StringIO()
@@ -578,7 +596,7 @@ def _review(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     from portcheck.commands import ScanOptions, report_page, scan
-    from portcheck.report.trace import file_progress
+    from portcheck.report.trace import file_progress, step_progress
 
     cwd = Path.cwd()
     paths = args.paths or ["."]
@@ -598,7 +616,27 @@ def _report(args: argparse.Namespace) -> int:
             sys.stderr.write(f"portcheck: warning: {warning}\n")
         results.append(outcome.result)
         lines_for = outcome.lines_for
-    text = report_page(results, paths, lines_for, Path(args.baseline) if args.baseline else None, args.format)
+    models = []
+    if args.models:
+        from portcheck.commands import report_model
+        from portcheck.dynamic.request import TraceRequest
+        from portcheck.dynamic.runner import default_memory_limit
+
+        if not math.isfinite(args.timeout) or args.timeout <= 0:
+            raise ConfigError(f"--timeout must be more than 0, not {args.timeout:g}")
+        targets = [_settings(args, cwd, cwd, Layer(target=chip, sdk=args.sdk, select=args.select,
+                                                   extend_select=args.extend_select, ignore=args.ignore),
+                             command="trace") for chip in dict.fromkeys(args.targets or ["trn2", "inf2"])]
+        with step_progress(args.format) as step:
+            for kind, spec in args.models:
+                request = TraceRequest(model=spec if kind == "model" else "", hf_config=spec if kind == "hf" else "",
+                                       device=args.device, memory_limit=default_memory_limit())
+                run = report_model(request, spec, targets, cwd, args.timeout, step)
+                if run.error:
+                    sys.stderr.write(f"portcheck: warning: {printable(spec)}: {run.error}\n")
+                models.append(run)
+    text = report_page(results, paths, lines_for, Path(args.baseline) if args.baseline else None, args.format,
+                       models)
     if args.output:
         write_text(Path(args.output), text)
         sys.stderr.write(f"portcheck: wrote the report to {printable(args.output)}\n")

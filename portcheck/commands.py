@@ -137,10 +137,11 @@ def fix_stdin(data: bytes, filename: str | None, settings: Settings, cwd: Path, 
 
 
 def report_page(results: list[ScanResult], paths: list[str], lines_for: LinesFor, baseline: Path | None,
-                output_format: str) -> str:
-    """`portcheck report`: the page for the scans of one tree, one result per target."""
+                output_format: str, models: list[ModelRun] | None = None) -> str:
+    """`portcheck report`: the page for the scans of one tree, one result per target, and the models traced."""
     import io
 
+    from portcheck.report.models import model_views
     from portcheck.report.page import build_page, write_html, write_markdown_report
     from portcheck.static.rewrite import apply_edits, unified_diff
 
@@ -154,24 +155,70 @@ def report_page(results: list[ScanResult], paths: list[str], lines_for: LinesFor
         from portcheck.baseline import compare_with_baseline
 
         change = compare_with_baseline(results[0].findings, baseline)
-    page = build_page(results, paths, lines_for, fix_diff, change)
+    page = build_page(results, paths, lines_for, fix_diff, change, model_views(models or []))
     buffer = io.StringIO()
     (write_html if output_format == "html" else write_markdown_report)(page, buffer)
     return buffer.getvalue()
 
 
+@dataclass
+class ModelTarget:
+    """One model on one target, as `trace --format json` and `advise --format json` report it."""
+
+    chip: str
+    trace: dict[str, Any]  # the trace's JSON report for this target (its op statuses, findings, graph, shapes)
+    plan: dict[str, Any] | None = None  # advise's JSON report, or None when no plan could be made
+    refusal: str = ""  # why there is no plan
+
+
+@dataclass
+class ModelRun:
+    shown: str  # the model as the command line named it
+    error: str = ""  # why it could not be built or traced
+    targets: list[ModelTarget] = field(default_factory=list)
+
+
+def report_model(request: TraceRequest, shown: str, targets: list[Settings], cwd: Path, timeout: float,
+                 step: Callable[[str], None] | None = None) -> ModelRun:
+    """`portcheck report --model`: one trace in the child process, then its report and the plan per target. A
+    model that cannot be built or traced, or planned for, is said so on the page, not an error of the report."""
+    from portcheck.errors import UserError
+    from portcheck.report.advise import plan_report
+    from portcheck.report.json import report_dict
+
+    try:
+        traced = run_model(request, cwd, timeout, shown, step)
+    except UserError as exc:
+        return ModelRun(shown, str(exc))
+    run = ModelRun(shown)
+    for settings in targets:
+        if step is not None:
+            step(f"{shown}: checking the ops and planning for {settings.chip}")
+        entry = ModelTarget(settings.chip, report_dict(trace(traced, settings, cwd, static=False)))
+        entry.refusal = advise_refusal(settings, "inference") or ""
+        if not entry.refusal:
+            try:
+                outcome = advise(AdviseOptions(settings, cwd, {}), traced, request)
+                entry.plan = plan_report(outcome.plan, outcome.result)
+            except UserError as exc:
+                entry.refusal = str(exc)
+        run.targets.append(entry)
+    return run
+
+
 # ---- trace --------------------------------------------------------------------------------------------------
 
 
-def run_model(request: TraceRequest, cwd: Path, timeout: float, shown: str) -> TraceOutcome:
-    """Run the model's code in the child process: what it found, or a UserError saying why not."""
+def run_model(request: TraceRequest, cwd: Path, timeout: float, shown: str,
+              step: Callable[[str], None] | None = None) -> TraceOutcome:
+    """Run the model's code in the child process: what it found, or a UserError saying why not. `step` is told
+    each step the child starts (building the model, running it, capturing the graph, ...)."""
     from portcheck.dynamic.results import shown_path
     from portcheck.dynamic.runner import run_child
     from portcheck.report.concise import terminal_path
-    from portcheck.report.trace import progress
 
-    with progress(f"tracing {shown}"):
-        outcome = run_child(request, cwd, timeout)
+    outcome = run_child(request, cwd, timeout,
+                        None if step is None else lambda doing: step(f"{shown}: {doing}"))
     error = outcome.error
     if error is not None:
         message = error.message
@@ -300,6 +347,7 @@ def review(base: str, head: str | None, settings: Settings, cwd: Path) -> Review
 
 
 __all__ = [
-    "AdviseOptions", "AdviseOutcome", "ReviewOutcome", "ScanOptions", "ScanOutcome", "StdinFix", "advise",
-    "advise_refusal", "fix_stdin", "review", "run_model", "scan", "source_lines", "trace",
+    "AdviseOptions", "AdviseOutcome", "ModelRun", "ModelTarget", "ReviewOutcome", "ScanOptions", "ScanOutcome",
+    "StdinFix", "advise", "advise_refusal", "fix_stdin", "report_model", "review", "run_model", "scan",
+    "source_lines", "trace",
 ]

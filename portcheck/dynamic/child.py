@@ -30,6 +30,17 @@ def _limit_memory(limit: int) -> None:
             resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
+_STEP: list[Path] = []  # where the parent reads the step under way (for its progress display)
+
+
+def _step(doing: str) -> None:
+    """Tell the parent which step is under way: a file it polls, replaced whole."""
+    for path in _STEP:
+        with contextlib.suppress(OSError):
+            path.with_name(path.name + ".part").write_text(doing, encoding="utf-8")
+            os.replace(path.with_name(path.name + ".part"), path)
+
+
 def _write(path: Path, outcome: TraceOutcome) -> None:
     temporary = path.with_name(path.name + ".part")
     temporary.write_text(json.dumps(outcome.to_json()), encoding="utf-8")
@@ -53,6 +64,7 @@ def run(request_path: Path) -> TraceOutcome:
     from portcheck.dynamic.sourcemap import exception_place
 
     torch.manual_seed(0)
+    _step("building the model")
     try:
         loaded = load_model(request)
     except ModelError as exc:
@@ -64,6 +76,7 @@ def run(request_path: Path) -> TraceOutcome:
     from portcheck.dynamic.ran import Recorder
 
     recorder = Recorder()  # which lines of the model's code ran, in the one eager run and in the graphs
+    _step("running it once")
     try:
         with contextlib.nullcontext() if loaded.device == "meta" else recorder.recording():
             eager = run_eagerly(loaded)  # the one eager run: bad inputs stop here, in one line
@@ -74,6 +87,7 @@ def run(request_path: Path) -> TraceOutcome:
         result.error = StageError("inputs", f"running the model raised {one_line(exc)}", exception_place(exc))
         return result
     result.model = _model_facts(loaded)
+    _step("capturing its graph")
     try:
         taken = capture(loaded)
     except (Exception, SystemExit) as exc:
@@ -101,6 +115,7 @@ def run(request_path: Path) -> TraceOutcome:
             result.error = StageError("request", str(exc))
             return result
         if axes:
+            _step("probing dynamic shapes")
             try:
                 exported = next((s.seconds for s in taken.steps if s.method == "torch.export" and s.ok), 0.0)
                 result.shapes = probe_shapes(loaded, axes, OPTIONAL_FACTOR * exported)
@@ -109,6 +124,7 @@ def run(request_path: Path) -> TraceOutcome:
             result.steps.append(Step("torch.export (Dim.AUTO)", result.shapes.ok, result.shapes.seconds,
                                      result.shapes.nodes, result.shapes.detail))
     if request.neuron_analyze:
+        _step("torch_neuronx.analyze")
         _neuron_analyze(loaded, result)
     result.graph = replace(graph, seconds=round(time.perf_counter() - started, 3))
     return result
@@ -182,6 +198,7 @@ def _neuron_analyze(loaded: Loaded, result: TraceOutcome) -> None:
 
 def main() -> int:
     request_path, result_path = Path(sys.argv[1]), Path(sys.argv[2])
+    _STEP.append(result_path.with_name("step"))
     try:
         result = run(request_path)
     except MemoryError:

@@ -14,6 +14,8 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from portcheck.dynamic.outcome import TraceOutcome
@@ -34,7 +36,9 @@ def default_memory_limit() -> int:
     return 16 * 2**30
 
 
-def run_child(request: TraceRequest, cwd: Path, timeout: float) -> TraceOutcome:
+def run_child(request: TraceRequest, cwd: Path, timeout: float,
+              step: Callable[[str], None] | None = None) -> TraceOutcome:
+    """Build and trace the model in a child process; `step` is told each step the child starts."""
     if importlib.util.find_spec("torch") is None:
         raise TraceError("portcheck trace needs torch: pip install 'portcheck[trace]'")
     package_parent = str(Path(__file__).resolve().parents[2])
@@ -59,7 +63,7 @@ def run_child(request: TraceRequest, cwd: Path, timeout: float) -> TraceOutcome:
         # process group is killed and the temporary directory removed.
         previous = _on_terminate()
         try:
-            returncode = process.wait(timeout=timeout)
+            returncode = _wait(process, timeout, Path(scratch) / "step", step)
         except subprocess.TimeoutExpired:
             _kill(process)
             raise TraceError(f"the model did not finish building and tracing within {timeout:g} s "
@@ -81,6 +85,24 @@ def run_child(request: TraceRequest, cwd: Path, timeout: float) -> TraceOutcome:
             except (OSError, ValueError, KeyError, TypeError) as exc:
                 raise TraceError(f"the trace process left an unreadable result ({exc})") from None
         raise TraceError(_death(returncode, request, output.last_line()))
+
+
+def _wait(process: subprocess.Popen[bytes], timeout: float, steps: Path, step: Callable[[str], None] | None) -> int:
+    """The child's exit status; TimeoutExpired after `timeout` seconds. Meanwhile `step` hears each new step."""
+    if step is None:
+        return process.wait(timeout=timeout)
+    deadline, shown = time.monotonic() + timeout, ""
+    while True:
+        try:
+            return process.wait(timeout=max(0.0, min(0.2, deadline - time.monotonic())))
+        except subprocess.TimeoutExpired:
+            if time.monotonic() >= deadline:
+                raise
+        with contextlib.suppress(OSError):
+            doing = steps.read_text(encoding="utf-8", errors="replace")[:80]  # the model's process writes it
+            if doing != shown:
+                shown = doing
+                step("".join(c if c.isprintable() else "?" for c in doing))
 
 
 OUTPUT_LIMIT = 64 * 2**20  # what a model may print while it is built and traced

@@ -24,6 +24,7 @@ from portcheck.escape import markdown_code, markdown_text, printable
 from portcheck.findings import CATEGORIES, Finding, ScanResult, Severity
 from portcheck.knowledge import RuleInfo, load
 from portcheck.report.links import Link, source_links
+from portcheck.report.models import ModelView
 
 # Okabe and Ito's palette, which readers with any common colour-vision deficiency tell apart; every colour also
 # has a text label on the page.
@@ -42,6 +43,8 @@ class Verdict:
     files_affected: int
     files: int
     could_not_analyse: int
+    models: int = 0  # models traced for the page
+    models_blocked: int = 0  # of them, those with errors on this target, or no plan for it
 
 
 @dataclass
@@ -98,14 +101,15 @@ class Page:
     entries: int
     change: Change | None = None
     colours: dict[str, str] = field(default_factory=dict)
+    models: list[ModelView] = field(default_factory=list)
 
 
 def build_page(results: Sequence[ScanResult], paths: Sequence[str], lines_for: Callable[[str], list[str]],
                fix_diff: Callable[[Finding], str], change: tuple[list[Finding], list[tuple[str, str, int]]] | None
-               = None) -> Page:
-    """The page for the scans of one tree, one result per target, in the order given."""
+               = None, models: Sequence[ModelView] = ()) -> Page:
+    """The page for the scans of one tree, one result per target, in the order given, and the models traced."""
     rules = load().rules
-    verdicts = [_verdict(result) for result in results]
+    verdicts = [_verdict(result, models) for result in results]
     chips = [result.target.chip for result in results]
     entries: dict[tuple[str, int, int, str, str], Entry] = {}
     for result in results:
@@ -143,18 +147,20 @@ def build_page(results: Sequence[ScanResult], paths: Sequence[str], lines_for: C
         title="portcheck migration report", version=__version__, paths=[printable(p) for p in paths],
         generated=datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         verdicts=verdicts, chips=chips, matrix=matrix, files=files, entries=len(entries), change=shown_change,
-        colours={s.label: colour for s, colour in SEVERITY_COLOURS.items()},
+        colours={s.label: colour for s, colour in SEVERITY_COLOURS.items()}, models=list(models),
     )
 
 
-def _verdict(result: ScanResult) -> Verdict:
+def _verdict(result: ScanResult, models: Sequence[ModelView]) -> Verdict:
     counts = Counter(f.severity for f in result.findings)
     fixes = Counter(f.fix.applicability for f in result.findings if f.fix is not None)
     target = result.target
     sdk = f", Neuron SDK {target.sdk}" if target.sdk else ""
+    on_target = [t for model in models for t in model.targets if t.chip == target.chip]
+    blocked = sum(1 for model in models if model.error) + sum(1 for t in on_target if t.errors or t.plan is None)
     return Verdict(f"{target.chip} ({target.stack} stack{sdk})", target.chip, counts[Severity.ERROR],
                    counts[Severity.WARNING], counts[Severity.INFO], fixes["safe"], fixes["unsafe"],
-                   len({f.path for f in result.findings}), result.files, len(result.errors))
+                   len({f.path for f in result.findings}), result.files, len(result.errors), len(models), blocked)
 
 
 def _entry(f: Finding, lines_for: Callable[[str], list[str]], fix_diff: Callable[[Finding], str],

@@ -20,20 +20,33 @@ _VERDICTS = {"supported": "supported", "restricted": "restricted", "cpu-fallback
 
 
 @contextlib.contextmanager
-def progress(what: str) -> Iterator[None]:
-    """A spinner on a terminal; nothing when stderr is piped or CI is set."""
-    if not _shown_progress():
-        yield
+def step_progress(output_format: str) -> Iterator[Callable[[str], None] | None]:
+    """The steps of `trace`, `advise` and `report`'s models on stderr, one line each: a spinner on the one under
+    way, a tick and its time on those done. None where progress is not shown (see _shown_progress); gone once the
+    command ends."""
+    if not _shown_progress(output_format):
+        yield None
         return
     from rich.console import Console
+    from rich.markup import escape
+    from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
-    with Console(stderr=True).status(what):
-        yield
+    columns = (SpinnerColumn(finished_text="[green]✓[/green]"), TextColumn("{task.description}"),
+               TimeElapsedColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        under_way: list[TaskID] = []
+
+        def step(doing: str) -> None:
+            for task in under_way:
+                bar.update(task, total=1, completed=1)
+            under_way[:] = [bar.add_task(escape(printable(doing)), total=None)]
+
+        yield step
 
 
 def _shown_progress(output_format: str = "concise") -> bool:
     """Progress goes to a person at a terminal: not when stderr is piped, in CI, or for a machine format."""
-    return output_format in ("concise", "full", "html", "markdown") and not os.environ.get("CI") and \
+    return output_format in ("concise", "full", "table", "html", "markdown") and not os.environ.get("CI") and \
         sys.stderr.isatty()
 
 
