@@ -44,17 +44,56 @@ def parsed(html: str) -> Page:
     return page
 
 
+# Every test of the module on one xdist worker: they share the report's one run (and its model's one trace).
+pytestmark = pytest.mark.xdist_group("report-page")
+LLAMA = ROOT / "fixtures" / "models" / "hf" / "llama"
+MISSING_MODEL = "no_such_model.py:build"
+
+
 @pytest.fixture(scope="module")
-def examples(tmp_path_factory):
+def report_run(tmp_path_factory):
+    """The report of the shipped examples with two models: the tiny llama (traced once, planned for both targets)
+    and one whose file does not exist; run with stderr on a terminal, so its progress shows."""
+    import os
+
     out = tmp_path_factory.mktemp("report")
-    done = portcheck("report", "--isolated", "--no-cache", "-o", str(out / "report.html"), ".", cwd=EXAMPLES)
-    assert done.returncode == 0, done.stderr
+    env = {**{k: v for k, v in os.environ.items() if k != "CI"}, "COLUMNS": "250"}  # no step line cut short
+    returncode, stderr = _on_a_terminal("report", "--isolated", "--no-cache", "--hf-config", str(LLAMA), "--model",
+                                        MISSING_MODEL, "-o", str(out / "report.html"), ".", env=env)
+    assert returncode == 0, stderr
+    return (out / "report.html").read_text(encoding="utf-8"), stderr
+
+
+@pytest.fixture(scope="module")
+def examples(report_run):
     scans = {}
     for chip in ("trn2", "inf2"):
         scanned = portcheck("scan", "--isolated", "--no-cache", "--target", chip, "--format", "json", ".",
                             cwd=EXAMPLES)
         scans[chip] = json.loads(scanned.stdout)
-    return (out / "report.html").read_text(encoding="utf-8"), scans
+    return report_run[0], scans
+
+
+@pytest.fixture(scope="module")
+def model_json():
+    """What `portcheck trace --format json` and `portcheck advise --format json` report for the tiny llama on each
+    target, made by the same functions those commands call, from a trace of its own; and the ModelRun."""
+    from portcheck.commands import AdviseOptions, ModelRun, ModelTarget, advise, run_model, trace
+    from portcheck.config import Layer, resolve
+    from portcheck.dynamic.request import TraceRequest
+    from portcheck.report.advise import plan_report
+    from portcheck.report.json import report_dict
+
+    request = TraceRequest(hf_config=str(LLAMA))
+    traced = run_model(request, EXAMPLES, 240, str(LLAMA))
+    out, run = {}, ModelRun(str(LLAMA))
+    for chip in ("trn2", "inf2"):
+        settings = resolve([Layer(target=chip)], EXAMPLES, None, "trace")
+        outcome = advise(AdviseOptions(settings, EXAMPLES, {}), traced, request)
+        out[chip] = (report_dict(trace(traced, settings, EXAMPLES, static=False)),
+                     plan_report(outcome.plan, outcome.result))
+        run.targets.append(ModelTarget(chip, *out[chip]))
+    return out, run
 
 
 def test_every_finding_of_every_target_is_on_the_page(examples):
@@ -143,31 +182,42 @@ def test_against_a_baseline_it_shows_what_is_new_and_what_was_fixed(tmp_path):
     assert "**Since the baseline:** 1 new, 1 fixed." in done.stdout
 
 
-def _stderr_on_a_terminal(*args: str, env: dict[str, str]) -> str:
+def _on_a_terminal(*args: str, env: dict[str, str], cwd: Path = EXAMPLES) -> tuple[int, str]:
+    """portcheck ARGS with its stderr on a terminal: the exit code and what the terminal showed. The terminal is
+    read while the command runs: a full terminal buffer would stop it."""
     import os
     import pty
+    import threading
 
     leader, follower = pty.openpty()
-    try:
-        done = subprocess.run([sys.executable, "-m", "portcheck", *args], cwd=EXAMPLES, stdout=subprocess.PIPE,
-                              stderr=follower, env=env, timeout=300)
-        os.close(follower)
-        follower = -1
-        chunks = []
+    chunks: list[bytes] = []
+
+    def drain() -> None:
         while True:
             try:
                 chunk = os.read(leader, 65536)
             except OSError:  # the terminal's other side is closed: all read
-                break
+                return
             if not chunk:
-                break
+                return
             chunks.append(chunk)
-        assert done.returncode == 1
-        return b"".join(chunks).decode(errors="replace")
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    try:
+        done = subprocess.run([sys.executable, "-m", "portcheck", *args], cwd=cwd, stdout=subprocess.PIPE,
+                              stderr=follower, env=env, timeout=300)
     finally:
+        os.close(follower)
+        reader.join(timeout=10)
         os.close(leader)
-        if follower != -1:
-            os.close(follower)
+    return done.returncode, b"".join(chunks).decode(errors="replace")
+
+
+def _stderr_on_a_terminal(*args: str, env: dict[str, str]) -> str:
+    returncode, shown = _on_a_terminal(*args, env=env)
+    assert returncode == 1
+    return shown
 
 
 def test_a_progress_bar_on_a_terminal_and_nothing_otherwise():
@@ -210,3 +260,174 @@ def test_every_rule_source_that_names_a_page_links_to_an_https_url():
     links = [link for rule in load().rules.values() for link in source_links(rule.source)]
     linked = [link.url for link in links if link.url]
     assert len(linked) > 150 and all(u.startswith("https://") and " " not in u for u in linked)
+
+
+def _model_card(html: str, chip: str) -> str:
+    """The HTML of the tiny llama's card for one target."""
+    start = html.index(f'data-chip="{chip}"')
+    return html[start:html.index('<div class="card" data-model=', start) if chip == "trn2" else
+                html.index("</section>", start)]
+
+
+def test_each_model_shows_its_capture_ops_and_plan_per_target_as_trace_and_advise_report_them(report_run, model_json):
+    html, _ = report_run
+    expected, _ = model_json
+    page = parsed(html)
+    cards = [(a["data-model"], a["data-chip"]) for tag, a in page.elements if tag == "div" and "data-chip" in a]
+    assert [chip for _, chip in cards] == ["trn2", "inf2"] and len({model for model, _ in cards}) == 1
+    for chip, (traced, planned) in expected.items():
+        card = _model_card(html, chip)
+        ops = Counter(op["status"][chip] for op in traced["ops"])
+        shown = dict(re.findall(r'<tr data-status="([\w-]+)"><th scope="row">[^<]+</th><td class="num">(\d+)</td>',
+                                card))
+        assert {status: int(n) for status, n in shown.items()} == dict(ops) and sum(ops.values()) > 20, (chip, shown)
+        assert f"{len(traced['ops'])} distinct ATen ops" in card
+        assert f'data-graph-breaks="{traced["graph"]["graph_breaks"]}"' in card
+        for axis in traced["shapes"]["axes"]:
+            assert (f"{axis['input']}:{axis['axis']} ({axis['label']}" in card) == axis["dynamic"], axis
+        plan = planned["plan"]
+        rows = dict(re.findall(r'<tr><th scope="row">([^<]+)</th><td>(.*?)</td></tr>', card))
+        assert rows["instance"] == plan["instance"] and rows["tensor parallelism (TP)"] == str(plan["tp_degree"])
+        assert rows["NeuronCores"] == str(plan["cores"]) and rows["serving path"] == plan["serving"]["title"]
+        assert rows["compiler flags"] == f"<code>{' '.join(plan['compiler_args'])}</code>"
+        assert rows["environment"].count("<code>") == len(plan["env"]) > 0
+        for key, value in plan["env"].items():
+            assert f"<code>{key}={value}</code>" in rows["environment"]
+        memory = plan["memory"]
+        chart = re.search(r'<svg id="memory-model-\w+-' + chip + r'".*?</svg>', card, re.S)
+        assert chart, chip
+        assert f"memory per core: {memory['per_core_gib']:.2f} of {memory['budget_per_core_gib']:g} GiB" in chart[0]
+        widths = {title: float(width) for width, title in re.findall(
+            r'<rect x="[\d.]+" y="2" width="([\d.]+)" height="10" fill="#\w+"><title>([^:]+):', chart[0])}
+        assert set(widths) == {"weights", "KV cache", "activations", "overhead"}
+        scale = max(memory["per_core_gib"], memory["budget_per_core_gib"]) / 100
+        for name, key in (("weights", "weights_gib"), ("overhead", "overhead_gib"), ("KV cache", "kv_cache_gib")):
+            assert abs(widths[name] * scale - memory[key]) < 0.01, (chip, name)
+        assert len(re.findall(r"<li><strong>", card)) == len(plan["reasons"]) > 5
+        codes = Counter(a["data-code"] for tag, a in parsed(card).elements if tag == "li" and "data-code" in a)
+        assert codes == Counter(f["code"] for f in planned["findings"]) and codes, chip
+    # the model that could not be built is on the page, said so, and counted as blocked on each target
+    assert f"<code>{MISSING_MODEL}</code>" in html and html.count("not traced</span>") == 1
+    verdicts = re.findall(r"Models: <strong>(\d+)</strong> of (\d+) blocked", html)
+    blocked = {chip: 1 + bool(any(f["severity"] == "error" for f in planned["findings"]))
+               for chip, (_, planned) in expected.items()}
+    assert verdicts == [(str(blocked["trn2"]), "2"), (str(blocked["inf2"]), "2")]
+
+
+def test_the_report_shows_each_model_step_on_a_terminal(report_run):
+    _, stderr = report_run
+    for step in ("building the model", "capturing its graph", "checking the ops and planning for inf2",
+                 "scanning for trn2"):
+        assert step in stderr, (step, stderr[-2000:])
+    assert f"warning: {MISSING_MODEL}:" in stderr
+
+
+def test_advise_and_trace_show_their_steps_on_a_terminal_and_nothing_otherwise():
+    import os
+
+    from portcheck.report.trace import step_progress
+
+    env = {k: v for k, v in os.environ.items() if k != "CI"}
+    sized = ("advise", "--params", "7e9", "--layers", "32", "--hidden", "4096", "--heads", "32")
+    returncode, shown = _on_a_terminal(*sized, env=env)
+    assert returncode == 0 and "planning for trn2" in shown, shown
+    for extra, more in ((("--format", "json"), {}), ((), {"CI": "true"})):
+        returncode, quiet = _on_a_terminal(*sized, *extra, env={**env, **more})
+        assert returncode == 0 and "planning" not in quiet, (extra, more, quiet)
+    with step_progress("json") as step:  # and piped (pytest's stderr is no terminal): nothing either
+        assert step is None
+
+
+def test_markdown_has_the_models_and_their_plans(model_json):
+    from portcheck.commands import report_page
+
+    expected, run = model_json
+    text = report_page([], ["."], lambda _: [], None, "markdown", [run])
+    table = text[text.index("### Models"):]
+    rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
+            for line in table.splitlines() if line.startswith("| ") and line.count("|") == 4}
+    assert rows[""] == [f"{t['chip']} ({t['stack']} stack, Neuron SDK {t['sdk']})"
+                        for t in (traced["target"] for traced, _ in expected.values())]
+    for at, (traced, planned) in enumerate(expected.values()):
+        plan = planned["plan"]
+        assert rows["instance"][at] == plan["instance"]
+        assert rows["serving path"][at] == plan["serving"]["title"]
+        assert rows["compiler flags"][at] == " ".join(plan["compiler_args"])
+        assert rows["ops (distinct)"][at].startswith(f"{len(traced['ops'])}: ")
+        assert rows["memory per core (GiB)"][at].startswith(
+            f"{plan['memory']['per_core_gib']:.2f} of {plan['memory']['budget_per_core_gib']:g}")
+        assert rows["graph"][at].endswith(f"{traced['graph']['graph_breaks']} graph breaks")
+
+
+def test_a_plan_field_the_page_does_not_know_is_shown_under_its_own_name():
+    from portcheck.report.models import plan_view
+
+    view = plan_view({"instance": "trn2.48xlarge", "tp_degree": 64, "instance_count": 2,
+                      "cost_per_hour_usd": 44.5, "interconnect": "EFA", "memory": None, "reasons": []})
+    assert view.rows == [("instance", "trn2.48xlarge"), ("tensor parallelism (TP)", "64"),
+                         ("instance count", "2"), ("cost per hour usd", "44.5"), ("interconnect", "EFA")]
+
+
+def test_the_memory_chart_marks_a_plan_over_the_budget():
+    from portcheck.report.models import memory_chart
+
+    chart = memory_chart({"weights_gib": 20.0, "kv_cache_gib": 8.0, "activations_gib": 1.0, "overhead_gib": 3.0,
+                          "per_core_gib": 32.0, "budget_per_core_gib": 24.0})
+    assert not chart.fits and chart.budget_x == 75.0
+    assert [(p.name, p.x, p.width) for p in chart.parts] == [
+        ("weights", 0.0, 62.5), ("KV cache", 62.5, 25.0), ("activations", 87.5, 3.125), ("overhead", 90.625, 9.375)]
+
+
+# ---- in a browser --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """One headless Chromium (Debian's package) for every check of the module, over the DevTools protocol."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from chromium import Chromium, find_chromium
+
+    binary = find_chromium()
+    if binary is None:
+        pytest.skip("Chromium is not installed (.ci/run installs Debian's chromium when it runs as root with "
+                    "apt-get; elsewhere: apt-get install chromium)")
+    with Chromium(binary, width=1280, height=1600) as opened:
+        yield opened
+
+
+def test_chromium_opens_the_report_with_no_console_errors(report_run, browser, tmp_path):
+    html, _ = report_run
+    (tmp_path / "report.html").write_text(html, encoding="utf-8")
+    assert browser.open(tmp_path / "report.html").console == []
+    # the same check hears a page that breaks the rules: a remote image (blocked by the page's policy) and an error
+    (tmp_path / "broken.html").write_text(html.replace("</main>", '<img src="https://example.com/x.png"></main>'),
+                                          encoding="utf-8")
+    said = browser.open(tmp_path / "broken.html").console
+    assert len(said) == 1 and "example.com/x.png" in said[0] and "Content Security Policy" in said[0], said
+
+
+def test_a_screenshot_shows_the_verdict_the_matrix_the_heat_map_and_the_memory_chart(report_run, browser, tmp_path):
+    html, _ = report_run
+    (tmp_path / "report.html").write_text(html, encoding="utf-8")
+    browser.open(tmp_path / "report.html")
+    chart = re.search(r'<svg id="(memory-model-\w+-trn2)"', html)[1]
+    ids = json.dumps(["verdict", "matrix", "heatmap", chart])
+    places = json.loads(browser.evaluate(f"JSON.stringify({ids}.map(id => {{ const e = document.getElementById(id); "
+                                         "if (!e) return [id, null]; const r = e.getBoundingClientRect(); "
+                                         "return [id, [r.x, r.y + window.scrollY, r.width, r.height]]; }))"))
+    placed = dict(places)
+    assert all(box and box[2] > 100 and box[3] > 20 for box in placed.values()), placed
+    # each region, as the screen shows it, holds what it is drawn with: the verdict's and the matrix's severity
+    # badges, the heat map's tiles (the examples' files have errors: the error colour), the chart's parts and line
+    colours = {"error": "#D55E00", "warning": "#E69F00", "info": "#0072B2", "overhead": "#999999",
+               "budget": "#000000", "paper": "#FFFFFF"}
+    wanted = {"verdict": ("error", "warning", "info"), "matrix": ("error", "warning", "info"),
+              "heatmap": ("error",), chart: ("overhead", "budget")}
+    for name, box in placed.items():
+        shot = browser.screenshot(*box)
+        assert shot.width >= box[2] - 1 and len(shot.colours()) > 8, name  # drawn, not a blank region
+        assert shot.share_near(colours["paper"]) < 0.97, name
+        for colour in wanted[name]:
+            assert shot.share_near(colours[colour], tolerance=6) > 0.002, (name, colour)
+    heatmap = browser.screenshot(*placed["heatmap"])
+    assert heatmap.share_near(colours["error"], tolerance=6) > 0.1  # the tiles are big, the text on them small

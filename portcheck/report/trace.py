@@ -40,6 +40,7 @@ def step_progress(output_format: str) -> Iterator[Callable[[str], None] | None]:
             for task in under_way:
                 bar.update(task, total=1, completed=1)
             under_way[:] = [bar.add_task(escape(printable(doing)), total=None)]
+            bar.refresh()  # a step shorter than the refresh period is shown too
 
         yield step
 
