@@ -197,6 +197,8 @@ def _parser() -> argparse.ArgumentParser:
         report.add_argument(name, type=_codes, default=None if name == "--select" else [], metavar="CODES", help=what)
     report.add_argument("--exclude", type=_codes, metavar="GLOBS", help="replace the default excludes")
     report.add_argument("--extend-exclude", type=_codes, default=[], metavar="GLOBS", help="exclude these too")
+    report.add_argument("--respect-gitignore", action=argparse.BooleanOptionalAction, default=None,
+                        help="skip files .gitignore ignores (default: yes)")
     report.add_argument("--config", metavar="FILE", help="use this portcheck.toml / pyproject.toml")
     report.add_argument("--isolated", action="store_true", help="ignore every configuration file")
     report.add_argument("--no-cache", action="store_true", help="neither read nor write the results cache")
@@ -608,7 +610,7 @@ def _report(args: argparse.Namespace) -> int:
     for chip in dict.fromkeys(args.targets or ["trn2", "inf2"]):
         settings = _settings(args, start if start.is_dir() else start.parent, cwd, Layer(
             target=chip, sdk=args.sdk, select=args.select, extend_select=args.extend_select, ignore=args.ignore,
-            exclude=args.exclude, extend_exclude=args.extend_exclude))
+            exclude=args.exclude, extend_exclude=args.extend_exclude, respect_gitignore=args.respect_gitignore))
         with file_progress(args.format, f"scanning for {chip}") as progress:
             outcome = scan(ScanOptions(settings, cwd, tuple(paths), jobs=args.jobs, use_cache=not args.no_cache,
                                        progress=progress))

@@ -139,16 +139,16 @@ def fix_stdin(data: bytes, filename: str | None, settings: Settings, cwd: Path, 
 def report_page(results: list[ScanResult], paths: list[str], lines_for: LinesFor, baseline: Path | None,
                 output_format: str, models: list[ModelRun] | None = None) -> str:
     """`portcheck report`: the page for the scans of one tree, one result per target, and the models traced."""
+    import functools
     import io
 
     from portcheck.report.models import model_views
-    from portcheck.report.page import build_page, write_html, write_markdown_report
-    from portcheck.static.rewrite import apply_edits, unified_diff
+    from portcheck.report.page import build_page, fix_preview, write_html, write_markdown_report
+
+    lines_for = functools.lru_cache(maxsize=None)(lines_for)  # each file read once for frames, tiles and fixes
 
     def fix_diff(finding: Finding) -> str:
-        before = "".join(line + "\n" for line in lines_for(finding.path))
-        after, applied = apply_edits(before, [finding], True)
-        return unified_diff(finding.path, before, after) if applied else ""
+        return fix_preview(finding.path, lines_for(finding.path), finding.fix.edits) if finding.fix else ""
 
     change = None
     if baseline is not None and results:

@@ -431,3 +431,17 @@ def test_a_screenshot_shows_the_verdict_the_matrix_the_heat_map_and_the_memory_c
             assert shot.share_near(colours[colour], tolerance=6) > 0.002, (name, colour)
     heatmap = browser.screenshot(*placed["heatmap"])
     assert heatmap.share_near(colours["error"], tolerance=6) > 0.1  # the tiles are big, the text on them small
+
+
+def test_a_fix_preview_is_the_diff_of_the_lines_its_edits_touch_with_a_hunk_for_each_place():
+    import difflib
+
+    from portcheck.findings import Edit
+    from portcheck.report.page import fix_preview
+
+    lines = [f"x{n} = {n}" for n in range(1, 41)]
+    edits = (Edit(30, 7, 30, 9, "torch.ones(3)"), Edit(1, 1, 1, 1, "import torch\n"), Edit(31, 1, 32, 1, ""))
+    after = ["import torch", *lines[:29], "x30 = torch.ones(3)", *lines[31:]]
+    expected = "".join(difflib.unified_diff([line + "\n" for line in lines], [line + "\n" for line in after],
+                                           "a/m.py", "b/m.py", n=2))
+    assert fix_preview("m.py", lines, edits) == expected and expected.count("@@ -") == 2

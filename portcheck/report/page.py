@@ -9,6 +9,7 @@ content renders as markdown for a pull request comment or $GITHUB_STEP_SUMMARY."
 from __future__ import annotations
 
 import datetime
+import difflib
 import hashlib
 import re
 from collections import Counter
@@ -21,7 +22,7 @@ import markupsafe
 
 from portcheck import __version__
 from portcheck.escape import markdown_code, markdown_text, printable
-from portcheck.findings import CATEGORIES, Finding, ScanResult, Severity
+from portcheck.findings import CATEGORIES, Edit, Finding, ScanResult, Severity
 from portcheck.knowledge import RuleInfo, load
 from portcheck.report.links import Link, source_links
 from portcheck.report.models import ModelView
@@ -178,6 +179,43 @@ def _entry(f: Finding, lines_for: Callable[[str], list[str]], fix_diff: Callable
     )
 
 
+def fix_preview(path: str, lines: Sequence[str], edits: Sequence[Edit], context: int = 2) -> str:
+    """One fix as a unified diff of the lines its edits touch, with `context` lines around them: a hunk for each
+    group of nearby edits (an import added at the top, the call changed further down). Only those lines are
+    rewritten and compared, so a preview costs the same in a short file and a long one."""
+    groups: list[list[Edit]] = []
+    for edit in sorted(edits, key=lambda e: (e.line, e.column)):
+        if groups and edit.line <= max(e.end_line for e in groups[-1]) + 2 * context + 1:
+            groups[-1].append(edit)
+        else:
+            groups.append([edit])
+    out, shift = [f"--- a/{path}\n", f"+++ b/{path}\n"], 0
+    for group in groups:
+        first = max(1, group[0].line - context)
+        last = min(len(lines), max(e.end_line for e in group) + context)
+        before = [line + "\n" for line in lines[first - 1:last]]
+        starts = [0]
+        for line in before:
+            starts.append(starts[-1] + len(line))
+        text = "".join(before)
+        for edit in sorted(group, key=lambda e: (e.line, e.column), reverse=True):
+            start = min(starts[edit.line - first] + edit.column - 1, len(text))
+            end = min(starts[min(edit.end_line - first, len(before))] + edit.end_column - 1, len(text))
+            text = text[:start] + edit.content + text[end:]
+        after = text.splitlines(keepends=True)
+        for line in list(difflib.unified_diff(before, after, n=context))[2:]:
+            if hunk := _HUNK.match(line):
+                old_start, old_count, new_start, new_count = hunk.groups()
+                line = (f"@@ -{int(old_start) + first - 1}{old_count or ''} "
+                        f"+{int(new_start) + first - 1 + shift}{new_count or ''} @@\n")
+            out.append(line)
+        shift += len(after) - len(before)
+    return "".join(out) if len(out) > 2 else ""
+
+
+_HUNK = re.compile(r"@@ -(\d+)(,\d+)? \+(\d+)(,\d+)? @@")
+
+
 def printable_diff(diff: str) -> str:
     return "\n".join(printable(line) for line in diff.splitlines())
 
@@ -219,4 +257,4 @@ def inline_code(text: str) -> markupsafe.Markup:
 
 _ENVIRONMENT.globals["tile_size"] = tile_size
 _ENVIRONMENT.filters["code"] = inline_code
-__all__ = ["Page", "build_page", "write_html", "write_markdown_report"]
+__all__ = ["Page", "build_page", "fix_preview", "write_html", "write_markdown_report"]
