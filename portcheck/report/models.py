@@ -29,7 +29,7 @@ PLAN_LABELS = {
     "instance": "instance", "tp_degree": "tensor parallelism (TP)", "dp": "data parallelism (DP)",
     "attention_dp": "attention DP", "cores": "NeuronCores", "chips": "chips", "lnc": "logical core size (LNC)",
     "replicas": "replicas on the instance", "compile_instance": "compile instance", "task": "task",
-    "buckets": "sequence buckets", "dynamic_batch": "dynamic batch",
+    "buckets": "sequence buckets", "dynamic_batch": "dynamic batch", "throughput": "throughput-oriented plan",
 }
 # Shown in their own parts of the page, not as rows.
 _OWN_PLACE = {"memory", "reasons", "compiler_args", "env", "serving", "workload", "alternatives"}
