@@ -223,8 +223,9 @@ def _cost(plan: Plan, options: CostOptions) -> None:
     if each is None:
         plan.reason("cost", cost.price.origin, "rules/prices.toml")
         return
-    where = ", ".join(x for x in (cost.price.region, cost.price.date) if x)
-    origin = cost.price.origin + (f": {where}" if where else "")
+    where = [f"region: {cost.price.region}" if cost.price.region else "", f"as of {cost.price.date}" if
+             cost.price.date else ""]
+    origin = "; ".join(x for x in (cost.price.origin, *where) if x)
     plan.reason("cost", f"${each:,.2f} per {plan.instance.name} hour ({origin}) × {cost.count} = "
                 f"${cost.usd_per_hour:,.2f} per hour", cost.price.source or cost.price.origin)
     if cost.usd_per_million_tokens is not None:
