@@ -771,6 +771,17 @@ def load_prices() -> dict[str, Price]:
     return prices
 
 
+@functools.cache
+def load_claims() -> dict[str, tuple[tuple[str, str], ...]]:
+    """rules/prices.toml [[claim]]: per chip, vendor claims (text, source) quoted as claims, never used as figures."""
+    claims: dict[str, list[tuple[str, str]]] = {}
+    for entry in _read("prices.toml").get("claim", []):
+        if not entry.get("claim", "").strip() or not entry.get("source", "").strip():
+            raise KnowledgeError(f"prices.toml: a claim about {entry.get('chip')} needs its text and source")
+        claims.setdefault(entry["chip"], []).append((entry["claim"], entry["source"]))
+    return {chip: tuple(items) for chip, items in claims.items()}
+
+
 def _sources(where: str, table: str, given: object, expected: set[str]) -> dict[str, str]:
     """A table of citations: exactly the `expected` keys, each a non-empty string."""
     if not isinstance(given, dict) or set(given) != expected:

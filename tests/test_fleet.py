@@ -155,6 +155,15 @@ def test_cost_per_hour_and_per_million_tokens_by_hand():
     assert (fleet.count, fleet.usd_per_hour) == (2, 80) and fleet.price.origin == "--price-per-hour"
     assert fleet.usd_per_million_tokens == pytest.approx(80 / 3.6)
     assert per_million(None, 10) is None and per_million(1.0, 0) is None
+    # A vendor claim is quoted beside the measured ratio, as a claim: never a figure of the plan.
+    trn1 = plan(1e9, "trn1", "xla", cost=cost)
+    (claim,) = [r for r in trn1.reasons if r.item == "claim"]
+    assert "up to 50% cost-to-train savings" in claim.why and "not a measurement" in claim.why
+    assert trn1.cost.usd_per_hour == 1.34 and not [r for r in result_reasons(cost) if r.item == "claim"]
+
+
+def result_reasons(cost: CostOptions) -> list:
+    return plan(1e9, "inf2", "xla", cost=cost).reasons
 
 
 def test_a_config_prices_table_overrides_the_data_and_the_flag_overrides_both(tmp_path, capsys):

@@ -33,7 +33,7 @@ from portcheck.advise.sizing import (
     weights_bytes,
 )
 from portcheck.errors import UserError
-from portcheck.knowledge import ChipHardware, Hardware, Instance, load, load_compiler, load_hardware
+from portcheck.knowledge import ChipHardware, Hardware, Instance, load, load_claims, load_compiler, load_hardware
 from portcheck.rules import Rule
 
 # The source of a figure that is portcheck's own: every Neuron citation of a plan is rules/ data.
@@ -240,6 +240,8 @@ def _cost(plan: Plan, options: CostOptions) -> None:
             f"${theirs:,.4f} per million tokens at {baseline.tokens_per_second:g} tokens/s; {ratio:.2f}× its tokens "
             "per dollar" if theirs is not None and ratio is not None else baseline.price.origin),
             baseline.price.source or baseline.price.origin)
+        for claim, source in load_claims().get(plan.chip, ()):
+            plan.reason("claim", f"{claim} (a vendor claim, not a measurement: the ratio above is yours)", source)
 
 
 def _check_parallelism(model: ModelShape, work: Workload, options: AdviseOptions) -> None:
@@ -308,7 +310,8 @@ def _size(plan: Plan, chip: ChipHardware, lnc: int, options: AdviseOptions, hard
             raise PlanError(f"--dp {work.dp}: no {chip.name} instance holds {work.dp} copies of the smallest degree "
                             f"that fits ({one[0][0].tp} cores each)")
         plan.memory = at[candidates[-1]]
-        fleet, gaps = plan_fleet(model, work, chip, lnc, hardware, options.stack, options.sdk or load().newest_sdk)
+        fleet, gaps = plan_fleet(model, work, chip, lnc, hardware, options.stack, options.sdk or load().newest_sdk) \
+            if work.dp == 1 else (None, [f"--dp {work.dp}: copies of a model that spans instances are not planned"])
         if fleet is None:
             _fits_nowhere(plan, chip, lnc, total_gib, hardware, gaps)
         else:
