@@ -315,7 +315,7 @@ def _size(plan: Plan, chip: ChipHardware, lnc: int, options: AdviseOptions, hard
         if fleet is None:
             _fits_nowhere(plan, chip, lnc, total_gib, hardware, gaps)
         else:
-            _place_fleet(plan, fleet, chip, lnc, total_gib, hardware)
+            _place_fleet(plan, fleet, total_gib, hardware)
         return
     plan.memory = memory
     plan.tp_degree, plan.dp = tp, work.dp
@@ -475,19 +475,18 @@ def _throughput(plan: Plan, chip: ChipHardware, lnc: int, hardware: Hardware) ->
                 f"{hardware.sizing.data_parallel}; {PORTCHECK} for the batch search")
 
 
-def _place_fleet(plan: Plan, fleet: Fleet, chip: ChipHardware, lnc: int, total_gib: float,
-                 hardware: Hardware) -> None:
+def _place_fleet(plan: Plan, fleet: Fleet, total_gib: float, hardware: Hardware) -> None:
     """No single instance holds the model, several do: tensor parallelism within each instance, the plan's
     `across` parallelism between them."""
+    one = plan.memory  # the largest degree one instance has
+    assert one is not None  # _size sets it first
     plan.fleet, plan.instance, plan.memory = fleet, fleet.instance, fleet.memory
     plan.tp_degree, plan.dp, plan.replicas = fleet.tp, 1, 1
     plan.cores = fleet.tp * fleet.count
     plan.chips = fleet.chips
-    largest = max((i for i in hardware.instances if i.chip == chip.name), key=lambda i: i.chips)
-    cores = largest.chips * chip.cores_per_chip[lnc]
-    plan.reason("tp_degree", f"tensor parallelism {fleet.tp} within each instance (its {fleet.within}); the "
-                f"{total_gib:.1f} GiB of weights need more than one instance's {cores} cores",
-                hardware.sizing.tp_degrees)
+    plan.reason("tp_degree", f"tensor parallelism {fleet.tp} within each instance (its {fleet.within}); on one "
+                f"instance each of its cores would need {one.per_core:.2f} GiB of its {one.budget:g} "
+                f"({total_gib:.1f} GiB of weights)", hardware.sizing.tp_degrees)
     total = f" (one tensor-parallel group of {fleet.tp * fleet.count} cores)" if fleet.tensor_across else ""
     plan.reason("instance", f"{fleet.count} × {fleet.instance.name} ({fleet.name}, {fleet.chips} chips): "
                 f"{fleet.across} between the instances ({fleet.between}){total}, because {fleet.why}; "

@@ -60,7 +60,9 @@ def write_plan(plan: Plan, result: ScanResult, output_format: str, stream: TextI
         ("instances", f"{fleet.count} × {fleet.instance.name} ({fleet.name}, {fleet.chips} chips): {fleet.across} "
          "between them" if fleet else str(plan.instance_count or "-")),
         ("interconnect", _interconnect(plan)),
-        ("tensor parallelism", str(plan.tp_degree or "-")),
+        ("tensor parallelism", str(plan.tp_degree or "-") + (
+            f" per instance ({fleet.tp * fleet.count} over the {fleet.count} instances)" if fleet and
+            fleet.tensor_across else f" per instance ({fleet.across} across them)" if fleet else "")),
         ("cores / chips", f"{plan.cores or '-'} / {plan.chips or '-'}"
          + (f" (LNC={plan.lnc})" if plan.lnc else "")),
         ("replicas on the instance", str(plan.replicas or "-")),
