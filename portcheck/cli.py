@@ -149,6 +149,16 @@ def _parser() -> argparse.ArgumentParser:
     advise.add_argument("--compile-only", action="store_true",
                         help="the script only compiles, on a host without Neuron devices where the serving path "
                              "allows it (with --emit-script)")
+    cost = advise.add_argument_group("cost (USD; on-demand prices from rules/prices.toml unless given)")
+    cost.add_argument("--price-per-hour", type=_amount, metavar="USD",
+                      help="the plan's instance's price per hour (overrides the data and the config's prices table)")
+    cost.add_argument("--tokens-per-second", type=_amount, metavar="N",
+                      help="the throughput you measured for the whole plan: prints the cost per million tokens")
+    cost.add_argument("--baseline-gpu", metavar="INSTANCE", help="compare tokens per dollar with this GPU instance")
+    cost.add_argument("--baseline-tokens-per-second", type=_amount, metavar="N",
+                      help="the throughput you measured on --baseline-gpu")
+    cost.add_argument("--baseline-price-per-hour", type=_amount, metavar="USD",
+                      help="--baseline-gpu's price per hour (default: from the data or the config's prices table)")
     advise.add_argument("--config", metavar="FILE", help="use this portcheck.toml / pyproject.toml")
     advise.add_argument("--isolated", action="store_true", help="ignore every configuration file")
     advise.add_argument("--fail-level", choices=("error", "warning", "info"))
@@ -232,6 +242,17 @@ def _count(text: str) -> int:
     if not value >= 1 or value != value or value == float("inf"):
         raise argparse.ArgumentTypeError(f"expected a positive number, not {text!r}")
     return int(value)
+
+
+def _amount(text: str) -> float:
+    """A positive, finite number: a price or a throughput."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, not {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number, not {text!r}")
+    return value
 
 
 def _positive(text: str) -> int:
@@ -508,6 +529,7 @@ def _key_value(text: str) -> tuple[str, str]:
 
 
 def _advise(args: argparse.Namespace) -> int:
+    from portcheck.advise.cost import CostOptions, check
     from portcheck.commands import AdviseOptions, advise, advise_refusal, run_model
     from portcheck.report.advise import write_plan
     from portcheck.report.trace import step_progress
@@ -531,6 +553,8 @@ def _advise(args: argparse.Namespace) -> int:
                          command="advise")
     if refusal := advise_refusal(settings, args.task):
         raise ConfigError(refusal)  # before the model is built: the plan could not be made
+    check(CostOptions(args.price_per_hour or 0.0, (), args.tokens_per_second or 0.0, args.baseline_gpu or "",
+                      args.baseline_tokens_per_second or 0.0, args.baseline_price_per_hour or 0.0), args.task)
     with step_progress(args.format) as step:
         traced = run_model(request, cwd, args.timeout, args.model or args.hf_config, step) if request else None
         if step is not None:
@@ -538,7 +562,11 @@ def _advise(args: argparse.Namespace) -> int:
         outcome = advise(AdviseOptions(settings, cwd, numbers, args.task, args.batch, args.seq_len or 0, args.dtype,
                                        args.tp or 0, args.prefer, args.lnc or 0, script=bool(args.emit_script),
                                        dp=args.dp, attention_dp=args.attention_dp, context_batch=args.context_batch,
-                                       kv_dtype=args.kv_cache_dtype or "", compile_only=args.compile_only),
+                                       kv_dtype=args.kv_cache_dtype or "", compile_only=args.compile_only,
+                                       cost=CostOptions(args.price_per_hour or 0.0, settings.prices,
+                                                        args.tokens_per_second or 0.0, args.baseline_gpu or "",
+                                                        args.baseline_tokens_per_second or 0.0,
+                                                        args.baseline_price_per_hour or 0.0)),
                          traced, request)
     if outcome.script is not None:
         write_text(Path(args.emit_script), outcome.script, executable=True)

@@ -13,6 +13,7 @@ from portcheck.config import ConfigError, Settings
 from portcheck.findings import FileTooLarge, Finding, ScanResult, Target, fingerprinted, python_lines
 
 if TYPE_CHECKING:
+    from portcheck.advise.cost import CostOptions
     from portcheck.advise.plan import Plan
     from portcheck.dynamic.outcome import TraceOutcome
     from portcheck.dynamic.request import TraceRequest
@@ -258,6 +259,7 @@ class AdviseOptions:
     context_batch: int = 1
     kv_dtype: str = ""
     compile_only: bool = False  # the script only compiles (a host without Neuron devices)
+    cost: CostOptions | None = None  # prices, throughputs and the GPU baseline (advise/cost.py)
 
 
 @dataclass
@@ -277,6 +279,7 @@ def advise_refusal(settings: Settings, task: str) -> str | None:
 
 def advise(options: AdviseOptions, traced: TraceOutcome | None, request: TraceRequest | None) -> AdviseOutcome:
     """The plan for the model's shape (from the trace, the numbers given, or both), its findings and script."""
+    from portcheck.advise.cost import CostOptions
     from portcheck.advise.model import from_trace, with_numbers
     from portcheck.advise.plan import AdviseOptions as PlanOptions
     from portcheck.advise.plan import make_plan
@@ -291,7 +294,8 @@ def advise(options: AdviseOptions, traced: TraceOutcome | None, request: TraceRe
     plan = make_plan(shape, PlanOptions(settings.chip, settings.stack, options.task, options.batch, options.seq_len,
                                         options.dtype, options.tp, options.prefer, options.lnc, settings.sdk,
                                         options.dp, options.attention_dp, options.context_batch, options.kv_dtype,
-                                        compile_only=options.compile_only))
+                                        compile_only=options.compile_only,
+                                        cost=options.cost or CostOptions(prices=settings.prices)))
     findings = trace(traced, settings, cwd, static=False).findings if traced else []
     findings += _plan_findings(plan, settings, traced, cwd)
     result = ScanResult(Target(settings.chip, settings.stack, settings.sdk), files=0, findings=findings)

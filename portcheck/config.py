@@ -63,6 +63,7 @@ class Layer:
     fail_level: str | None = None
     format: str | None = None
     max_file_size: float | None = None  # megabytes
+    prices: dict[str, float] | None = None  # advise: USD per instance hour, overriding rules/prices.toml
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,7 @@ class Settings:
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
     tests: str = "exclude"
     sdk: str = ""  # the Neuron SDK release whose facts apply ("": the newest the data knows)
+    prices: tuple[tuple[str, float], ...] = ()  # advise: USD per instance hour (the config's `prices` table)
 
     def relative(self, path: Path) -> str:
         """The path as exclude and per-file-ignores patterns see it: relative to the config's directory."""
@@ -121,6 +123,7 @@ _KEYS: dict[str, type | tuple[type, ...]] = {
     "target": str, "stack": str, "sdk": str, "select": list, "extend-select": list, "ignore": list,
     "per-file-ignores": dict, "exclude": list, "extend-exclude": list, "force-exclude": bool,
     "respect-gitignore": bool, "tests": str, "fail-level": str, "format": str, "max-file-size": (int, float),
+    "prices": dict,
 }
 
 
@@ -194,6 +197,11 @@ def read_config(path: Path) -> Layer:
             kind = {str: "a string", list: "a list of strings", dict: "a table", bool: "true or false",
                     (int, float): "a positive number of megabytes"}[expected]
             raise ConfigError(f"{where(key)}: '{key}' must be {kind}, not {value!r}")
+        if key == "prices":
+            for instance, price in value.items():
+                if isinstance(price, bool) or not isinstance(price, (int, float)) or not 0 < price < float("inf"):
+                    raise ConfigError(f"{where(instance)}: prices: '{instance}' must be a positive number of USD per "
+                                      f"hour, not {price!r}")
         if key == "per-file-ignores":
             for pattern, codes in value.items():
                 if not isinstance(codes, list) or not all(isinstance(c, str) for c in codes):
@@ -325,6 +333,7 @@ def resolve(layers: list[Layer], root: Path, config_path: Path | None, command: 
         raise ConfigError(f"{origin}: unknown tests setting '{tests}'; choose exclude or include")
     force_exclude, _ = last("force_exclude", False)
     respect_gitignore, _ = last("respect_gitignore", True)
+    prices: dict[str, float] = last("prices", {})[0] or {}
     max_size, origin = last("max_file_size", DEFAULT_MAX_FILE_BYTES / 2**20)
     if isinstance(max_size, bool) or not math.isfinite(max_size) or max_size <= 0:
         raise ConfigError(f"{origin}: max-file-size must be a positive number of megabytes, not {max_size}")
@@ -333,6 +342,7 @@ def resolve(layers: list[Layer], root: Path, config_path: Path | None, command: 
         exclude=tuple(exclude), force_exclude=force_exclude, respect_gitignore=respect_gitignore,
         fail_level=fail, format=output_format, root=root, config_path=config_path,
         max_file_bytes=int(max_size * 2**20), tests=tests, sdk=sdk,
+        prices=tuple(sorted((name, float(usd)) for name, usd in prices.items())),
     )
 
 

@@ -646,6 +646,8 @@ class Instance:
     vcpus: int  # 0: not documented
     host_memory_gib: float  # 0: not documented
     source: str
+    efa_gbps: float = 0.0  # 0: not documented
+    interconnect: str = ""  # the link between its chips
 
 
 @dataclass(frozen=True)
@@ -672,6 +674,47 @@ class Hardware:
     microcode_mib_per_physical_core: float
     runtime_source: str
     sizing: SizingSources
+    ultraservers: tuple[UltraServer, ...] = ()
+    scale_out: tuple[ScaleOut, ...] = ()
+
+
+@dataclass(frozen=True)
+class UltraServer:
+    """Instances joined by NeuronLink into one domain (hardware.toml [[ultraserver]])."""
+
+    name: str
+    instance: str
+    count: int
+    allocations: tuple[int, ...]
+    interconnect: str
+    source: str
+
+
+@dataclass(frozen=True)
+class ScaleOut:
+    """A documented (or, with supported false, a missing) way to split one model across instances."""
+
+    chip: str  # "*": every chip
+    task: str
+    stacks: tuple[str, ...]
+    link: str  # "ultraserver" or "efa"
+    supported: bool
+    across: str
+    why: str
+    missing: str
+    releases: Range
+    source: str
+
+
+@dataclass(frozen=True)
+class Price:
+    """An instance's on-demand price (rules/prices.toml)."""
+
+    instance: str
+    usd_per_hour: float
+    region: str
+    date: str
+    source: str
 
 
 @functools.cache
@@ -690,15 +733,53 @@ def load_hardware() -> Hardware:
             raise KnowledgeError(f"hardware.toml: chip {name} needs cores and memory for each of its LNC values")
         chips[name] = chip
     instances = tuple(sorted((Instance(i["name"], i["chip"], i["chips"], i["vcpus"], float(i["host_memory_gib"]),
-                                       i["source"]) for i in data["instance"]),
-                             key=lambda i: (i.chip, i.chips, i.host_memory_gib)))
+                                       i["source"], float(i.get("efa_gbps", 0)), i.get("interconnect", ""))
+                              for i in data["instance"]),
+                             key=lambda i: (i.chip, i.chips, i.host_memory_gib, i.name)))
     for instance in instances:
         if instance.chip not in chips or instance.chips < 1 or not instance.source:
             raise KnowledgeError(f"hardware.toml: instance {instance.name} names an unknown chip or no source")
     runtime = data["runtime"]
     sizing = SizingSources(**_sources("hardware.toml", "sizing", data.get("sizing"),
                                       {f.name for f in fields(SizingSources)}))
-    return Hardware(chips, instances, float(runtime["microcode_mib_per_physical_core"]), runtime["source"], sizing)
+    names = {i.name for i in instances}
+    ultraservers = tuple(UltraServer(u["name"], u["instance"], u["count"], tuple(u["allocations"]), u["interconnect"],
+                                     u["source"]) for u in data.get("ultraserver", []))
+    if any(u.instance not in names or u.count < 2 or not u.source for u in ultraservers):
+        raise KnowledgeError("hardware.toml: an ultraserver names an unknown instance, fewer than two, or no source")
+    known = known_releases()
+    scale_out = tuple(ScaleOut(s["chip"], s["task"], tuple(s["stacks"]), s["link"], s.get("supported", True),
+                               s["across"], s["why"], s["missing"],
+                               read_range(f"hardware.toml: scale_out {s['chip']} {s['task']}", s, known), s["source"])
+                      for s in data.get("scale_out", []))
+    if any(s.link not in ("ultraserver", "efa") or s.task not in ("inference", "training") for s in scale_out):
+        raise KnowledgeError("hardware.toml: a scale_out entry needs link ultraserver or efa and a task")
+    return Hardware(chips, instances, float(runtime["microcode_mib_per_physical_core"]), runtime["source"], sizing,
+                    ultraservers, scale_out)
+
+
+@functools.cache
+def load_prices() -> dict[str, Price]:
+    """rules/prices.toml: on-demand USD per instance hour, each with its region, date and source."""
+    prices = {}
+    for entry in _read("prices.toml").get("price", []):
+        price = Price(entry["instance"], float(entry["usd_per_hour"]), entry["region"], entry["date"],
+                      entry["source"])
+        if price.usd_per_hour <= 0 or not price.source.strip() or not price.date or price.instance in prices:
+            raise KnowledgeError(f"prices.toml: {price.instance} needs a positive price, a date and a source, once")
+        prices[price.instance] = price
+    return prices
+
+
+@functools.cache
+def load_claims() -> dict[str, tuple[tuple[str, str], ...]]:
+    """rules/prices.toml [[claim]]: per chip, vendor claims (text, source) quoted as claims, never used as figures."""
+    claims: dict[str, list[tuple[str, str]]] = {}
+    for entry in _read("prices.toml").get("claim", []):
+        if not entry.get("claim", "").strip() or not entry.get("source", "").strip():
+            raise KnowledgeError(f"prices.toml: a claim about {entry.get('chip')} needs its text and source")
+        claims.setdefault(entry["chip"], []).append((entry["claim"], entry["source"]))
+    return {chip: tuple(items) for chip, items in claims.items()}
 
 
 def _sources(where: str, table: str, given: object, expected: set[str]) -> dict[str, str]:

@@ -101,6 +101,18 @@ LONGEST = {
     "test_trace.py::test_fixture_models_report_their_markers": 5,
     "test_trace.py::test_neuron_analyze_reports_its_absence": 5,
     "test_trace.py::test_a_model_that_fails_gets_one_line_and_exit_2": 3,
+    # each model's tests share one trace on one worker (an xdist_group): the group starts with its first test
+    "test_hf_models.py::test_each_model_exports_whole": 12,
+    "test_hf_models.py::test_each_model_gets_the_inputs_it_takes": 12,
+    "test_serving.py::test_the_vllm_script_dry_runs_here_and_shows_the_command": 12,
+    "test_trace_path.py::test_transformers_files_read_and_their_findings_are_the_same_for_both_targets": 10,
+    "test_static_engine.py::test_positions_of_any_node_match_position_provider_without_generating_the_module": 10,
+    "test_static_engine.py::test_the_fast_engine_reports_what_the_slow_one_does_on_every_fixture": 10,
+    "test_trace.py::test_restrictions_follow_the_dtypes_the_graph_used": 9,
+    "test_trace.py::test_a_sort_within_topks_limit_is_quiet": 8,
+    "test_scaffold.py::test_the_skeletons_pass_the_rule_tests": 8,
+    "test_trace_path.py::test_a_library_reports_only_lines_that_ran_and_the_user_file_whole": 8,
+    "test_hostile_input.py::test_groups_of_statements_find_what_the_whole_file_finds": 6,
 }
 
 

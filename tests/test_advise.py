@@ -549,6 +549,19 @@ def test_emitted_scripts_run_here_as_dry_runs(tmp_path, config, target, script_r
                      "bert": ("native", ""), "gpt2": ("trace", "")}[config]
     assert f"serving path {path}" in result["stdout"] and preview in result["stdout"]
     check_embedded(tmp_path / "bringup.py", config, path)
+    # $ per million tokens from the CPU's throughput at the plan's longest shape, labelled a dry run: by hand,
+    # the plan's price per hour / (tokens/s × 3,600) × 1,000,000 (llama's inf2.xlarge is priced in the data)
+    timed = [r for r in result["runs"] if r.get("tokens_per_s")]
+    cost = report["plan"]["cost"]
+    if timed:
+        line = next(x for x in result["stdout"].splitlines() if x.startswith("cost: "))
+        assert line.startswith("cost: dry run, CPU throughput (not a Neuron figure): ")
+        if cost["usd_per_hour"]:
+            usd = cost["usd_per_hour"] / (timed[-1]["tokens_per_s"] * 3600) * 1_000_000
+            assert f"${usd:,.4f} per million tokens at {timed[-1]['tokens_per_s']:.1f} tokens/s" in line
+        else:
+            assert "give --price-per-hour" in line
+    assert config != "llama" or (cost["usd_per_hour"] == 0.758 and timed)
 
 
 @needs_torch

@@ -362,10 +362,10 @@ def test_markdown_has_the_models_and_their_plans(model_json):
 def test_a_plan_field_the_page_does_not_know_is_shown_under_its_own_name():
     from portcheck.report.models import plan_view
 
-    view = plan_view({"instance": "trn2.48xlarge", "tp_degree": 64, "instance_count": 2,
-                      "cost_per_hour_usd": 44.5, "interconnect": "EFA", "memory": None, "reasons": []})
+    view = plan_view({"instance": "trn2.48xlarge", "spot_usd_per_hour": 14.5, "tp_degree": 64,
+                      "placement": {"group": "cluster", "zones": ["a", "b"]}, "memory": None, "reasons": []})
     assert view.rows == [("instance", "trn2.48xlarge"), ("tensor parallelism (TP)", "64"),
-                         ("instance count", "2"), ("cost per hour usd", "44.5"), ("interconnect", "EFA")]
+                         ("spot usd per hour", "14.5"), ("placement", "group cluster, zones a, b")]
 
 
 def test_the_memory_chart_marks_a_plan_over_the_budget():
@@ -445,3 +445,21 @@ def test_a_fix_preview_is_the_diff_of_the_lines_its_edits_touch_with_a_hunk_for_
     expected = "".join(difflib.unified_diff([line + "\n" for line in lines], [line + "\n" for line in after],
                                            "a/m.py", "b/m.py", n=2))
     assert fix_preview("m.py", lines, edits) == expected and expected.count("@@ -") == 2
+
+
+def test_a_plan_across_instances_shows_its_fleet_interconnect_and_cost():
+    from portcheck.report.models import plan_view
+
+    done = portcheck("advise", "--isolated", "--params", "1e12", "--layers", "126", "--hidden", "16384", "--heads",
+                     "128", "--kv-heads", "8", "--price-per-hour", "40", "--tokens-per-second", "1000", "--format",
+                     "json", cwd=ROOT)
+    plan = json.loads(done.stdout)["plan"]
+    rows = dict(plan_view(plan).rows)
+    fleet, cost = plan["fleet"], plan["cost"]
+    assert rows["instances"] == str(plan["instance_count"]) and plan["instance_count"] > 1
+    assert rows["across instances"].startswith(f"{fleet['name']}: {fleet['instance_count']} × {fleet['instance']}, "
+                                               f"TP {fleet['tp_degree_per_instance']} per instance")
+    assert rows["interconnect"].startswith(f"within instance {plan['interconnect']['within_instance']}")
+    assert rows["cost"] == (f"${cost['usd_per_hour']:,.2f} per hour ({cost['instance_count']} × {cost['instance']} "
+                            f"at $40.000, from --price-per-hour); ${cost['usd_per_million_tokens']:,.4f} per million "
+                            "tokens at 1000 tokens/s")

@@ -340,6 +340,22 @@ def free_memory_gib():
         return float("inf")
 
 
+def print_cost(tokens_per_s, dry_run):
+    """$ per million tokens from the throughput this run measured and the plan's price per hour."""
+    cost = PLAN["cost"]
+    if not tokens_per_s:
+        return
+    where = f"{cost['instance_count']} × {cost['instance']}"
+    label = "dry run, CPU throughput (not a Neuron figure): " if dry_run else ""
+    if not cost["usd_per_hour"]:
+        print(f"cost: {label}{tokens_per_s:.1f} tokens/s measured; {cost['price_from']} (re-run advise with "
+              "--price-per-hour)")
+        return
+    usd = cost["usd_per_hour"] / (tokens_per_s * 3600) * 1_000_000
+    print(f"cost: {label}${usd:,.4f} per million tokens at {tokens_per_s:.1f} tokens/s and "
+          f"${cost['usd_per_hour']:,.2f} per hour ({where}, {cost['price_from']})")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--warmup", type=int, default=3)
@@ -360,6 +376,7 @@ def main():
             raise SystemExit(f"--client times a vLLM server; this plan's serving path is {SERVING['path']}")
         timed = time_client(args.client, args.warmup, args.runs)
         print(f"client: p50 {timed['p50_ms']:.2f} ms, {timed['tokens_per_s']:.1f} tokens/s")
+        print_cost(timed["tokens_per_s"], False)
         print("result: " + json.dumps({"mode": "client", "reason": "", "runs": [timed]}))
         return 0
 
@@ -373,6 +390,7 @@ def main():
             done = {"returncode": subprocess.run(PLAN["command"], check=False).returncode}
         else:
             done = run_nxdi(output, args.warmup, args.runs)
+        print_cost(done.get("tokens_per_s"), False)
         print("result: " + json.dumps({"mode": mode, "reason": "", "runs": [done]}))
         return int(done.get("returncode", 0))
     if mode == "xla" and PLAN["tp_degree"] and PLAN["tp_degree"] > 1:  # never compiled unsharded
@@ -462,6 +480,9 @@ def main():
         print(f"{label}: first call {first:.2f} s{compiled}, p50 {entry['p50_ms']:.2f} ms, p90 "
               f"{entry['p90_ms']:.2f} ms, {entry['samples_per_s']:.1f} samples/s"
               + (f", {entry['tokens_per_s']:.0f} tokens/s" if length else ""))
+    timed = [r for r in results if r.get("tokens_per_s")]
+    if timed:  # the plan's longest shape: the sequence it was sized for
+        print_cost(timed[-1]["tokens_per_s"], mode is None)
     print("result: " + json.dumps({"mode": mode or "dry-run", "reason": why, "runs": results}))
     return 0
 

@@ -8,7 +8,9 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from portcheck.advise.cost import Cost, CostOptions, check, plan_cost
 from portcheck.advise.flags import choose_buckets, compiler_settings
+from portcheck.advise.fleet import Fleet, plan_fleet
 from portcheck.advise.model import ModelShape
 from portcheck.advise.rules import FitsNoInstance, HeadsNotDivisible, NeedsTensorParallelism, TensorParallelDegree
 from portcheck.advise.serving import Serving, choose_serving
@@ -31,7 +33,7 @@ from portcheck.advise.sizing import (
     weights_bytes,
 )
 from portcheck.errors import UserError
-from portcheck.knowledge import ChipHardware, Hardware, Instance, load, load_compiler, load_hardware
+from portcheck.knowledge import ChipHardware, Hardware, Instance, load, load_claims, load_compiler, load_hardware
 from portcheck.rules import Rule
 
 # The source of a figure that is portcheck's own: every Neuron citation of a plan is rules/ data.
@@ -61,6 +63,7 @@ class AdviseOptions:
     context_batch: int = 1  # sequences a decoder's context encoding runs at once (vLLM Neuron's ctx_batch_size)
     kv_dtype: str = ""  # the KV cache's dtype ("": the compute dtype)
     compile_only: bool = False  # the script compiles on a host without Neuron devices, where the path allows it
+    cost: CostOptions = field(default_factory=CostOptions)  # prices, throughputs and the GPU baseline (cost.py)
 
 
 @dataclass(frozen=True)
@@ -123,6 +126,19 @@ class Plan:
     findings: list[PlanFinding] = field(default_factory=list)
     alternatives: list[LncAlternative] = field(default_factory=list)
     serving: Serving | None = None  # the serving path and its artifact's settings (serving.py)
+    fleet: Fleet | None = None  # several instances hold one copy (fleet.py)
+    cost: Cost | None = None  # price per hour, per million tokens, against a GPU baseline (cost.py)
+
+    @property
+    def instance_count(self) -> int:
+        return self.fleet.count if self.fleet else (1 if self.instance else 0)
+
+    def interconnect(self) -> dict[str, str | None] | None:
+        """The link between the plan's chips, and between its instances where there are several."""
+        if self.instance is None:
+            return None
+        return {"within_instance": self.instance.interconnect or None,
+                "between_instances": self.fleet.between if self.fleet else None}
 
     def reason(self, item: str, why: str, source: str) -> None:
         self.reasons.append(Reason(item, why, source))
@@ -144,6 +160,9 @@ class Plan:
             "dynamic_batch": self.dynamic_batch, "reasons": [r.to_json() for r in self.reasons],
             "alternatives": [a.to_json() for a in self.alternatives],
             "serving": self.serving.to_json() if self.serving else None,
+            "instance_count": self.instance_count or None, "interconnect": self.interconnect(),
+            "fleet": self.fleet.to_json() if self.fleet else None,
+            "cost": self.cost.to_json() if self.cost else None,
         }
 
 
@@ -173,6 +192,7 @@ def make_plan(model: ModelShape, options: AdviseOptions) -> Plan:
     chip = hardware.chips[options.chip]
     if refusal := plan_refusal(options):
         raise PlanError(refusal)
+    check(options.cost, options.task)
     lnc = options.lnc or chip.default_lnc
     if lnc not in chip.lnc:
         raise PlanError(f"--lnc {lnc} is not available on {chip.name} (allowed: "
@@ -190,7 +210,38 @@ def make_plan(model: ModelShape, options: AdviseOptions) -> Plan:
     choose_buckets(plan, options)
     load_compiler().check(plan.compiler_args, plan.env, options.chip, options.stack)
     choose_serving(plan, options)
+    _cost(plan, options.cost)
     return plan
+
+
+def _cost(plan: Plan, options: CostOptions) -> None:
+    """Price × instances per hour; per million tokens at the throughput the user measured; against a GPU."""
+    if plan.instance is None:
+        return
+    plan.cost = cost = plan_cost(plan.instance.name, plan.instance_count, options)
+    each = cost.price.usd_per_hour
+    if each is None:
+        plan.reason("cost", cost.price.origin, "rules/prices.toml")
+        return
+    where = [f"region: {cost.price.region}" if cost.price.region else "", f"as of {cost.price.date}" if
+             cost.price.date else ""]
+    origin = "; ".join(x for x in (cost.price.origin, *where) if x)
+    plan.reason("cost", f"${each:,.2f} per {plan.instance.name} hour ({origin}) × {cost.count} = "
+                f"${cost.usd_per_hour:,.2f} per hour", cost.price.source or cost.price.origin)
+    if cost.usd_per_million_tokens is not None:
+        plan.reason("usd_per_million_tokens", f"${cost.usd_per_hour:,.2f} per hour / ({cost.tokens_per_second:g} "
+                    f"tokens/s × 3,600 s) × 1,000,000 = ${cost.usd_per_million_tokens:,.4f} (at the throughput given "
+                    "with --tokens-per-second)", "command line")
+    baseline = cost.baseline
+    if baseline is not None:
+        ratio = cost.tokens_per_dollar_ratio
+        theirs = baseline.usd_per_million_tokens
+        plan.reason("baseline", f"{baseline.instance}: " + (
+            f"${theirs:,.4f} per million tokens at {baseline.tokens_per_second:g} tokens/s; {ratio:.2f}× its tokens "
+            "per dollar" if theirs is not None and ratio is not None else baseline.price.origin),
+            baseline.price.source or baseline.price.origin)
+        for claim, source in load_claims().get(plan.chip, ()):
+            plan.reason("claim", f"{claim} (a vendor claim, not a measurement: the ratio above is yours)", source)
 
 
 def _check_parallelism(model: ModelShape, work: Workload, options: AdviseOptions) -> None:
@@ -259,7 +310,12 @@ def _size(plan: Plan, chip: ChipHardware, lnc: int, options: AdviseOptions, hard
             raise PlanError(f"--dp {work.dp}: no {chip.name} instance holds {work.dp} copies of the smallest degree "
                             f"that fits ({one[0][0].tp} cores each)")
         plan.memory = at[candidates[-1]]
-        _fits_nowhere(plan, chip, lnc, total_gib, hardware)
+        fleet, gaps = plan_fleet(model, work, chip, lnc, hardware, options.stack, options.sdk or load().newest_sdk) \
+            if work.dp == 1 else (None, [f"--dp {work.dp}: copies of a model that spans instances are not planned"])
+        if fleet is None:
+            _fits_nowhere(plan, chip, lnc, total_gib, hardware, gaps)
+        else:
+            _place_fleet(plan, fleet, total_gib, hardware)
         return
     plan.memory = memory
     plan.tp_degree, plan.dp = tp, work.dp
@@ -419,9 +475,30 @@ def _throughput(plan: Plan, chip: ChipHardware, lnc: int, hardware: Hardware) ->
                 f"{hardware.sizing.data_parallel}; {PORTCHECK} for the batch search")
 
 
-def _fits_nowhere(plan: Plan, chip: ChipHardware, lnc: int, total_gib: float, hardware: Hardware) -> None:
+def _place_fleet(plan: Plan, fleet: Fleet, total_gib: float, hardware: Hardware) -> None:
+    """No single instance holds the model, several do: tensor parallelism within each instance, the plan's
+    `across` parallelism between them."""
+    one = plan.memory  # the largest degree one instance has
+    assert one is not None  # _size sets it first
+    plan.fleet, plan.instance, plan.memory = fleet, fleet.instance, fleet.memory
+    plan.tp_degree, plan.dp, plan.replicas = fleet.tp, 1, 1
+    plan.cores = fleet.tp * fleet.count
+    plan.chips = fleet.chips
+    plan.reason("tp_degree", f"tensor parallelism {fleet.tp} within each instance (its {fleet.within}); on one "
+                f"instance each of its cores would need {one.per_core:.2f} GiB of its {one.budget:g} "
+                f"({total_gib:.1f} GiB of weights)", hardware.sizing.tp_degrees)
+    total = f" (one tensor-parallel group of {fleet.tp * fleet.count} cores)" if fleet.tensor_across else ""
+    plan.reason("instance", f"{fleet.count} × {fleet.instance.name} ({fleet.name}, {fleet.chips} chips): "
+                f"{fleet.across} between the instances ({fleet.between}){total}, because {fleet.why}; "
+                f"{fleet.memory.per_core:.2f} GiB a core", fleet.source)
+    if fleet.missing:
+        plan.reason("missing", fleet.missing, fleet.source)
+
+
+def _fits_nowhere(plan: Plan, chip: ChipHardware, lnc: int, total_gib: float, hardware: Hardware,
+                  gaps: list[str]) -> None:
     """PC802, with the changes that would make the model fit, each tried: lower-precision weights, a shorter
-    sequence or a smaller batch, the larger target; else pipeline parallelism across instances."""
+    sequence or a smaller batch, the larger target; and what the docs lack to span instances."""
     largest = max((i for i in hardware.instances if i.chip == chip.name), key=lambda i: i.chips)
     cores = largest.chips * chip.cores_per_chip[lnc]
     model, work, memory = plan.model, plan.workload, plan.memory
@@ -444,12 +521,12 @@ def _fits_nowhere(plan: Plan, chip: ChipHardware, lnc: int, total_gib: float, ha
         if found:
             first, instance = found[0]
             ideas.append(f"{text} (tp {first.tp} on {instance.name}, {first.per_core:.2f} GiB a core)")
-    ideas.append("pipeline parallelism across instances" + (" (a Trn2 UltraServer joins four trn2u.48xlarge)"
-                                                            if chip.name == "trn2" else ""))
+    fits = f"; it would fit with {' or '.join(ideas)}" if ideas else ""
+    across = f"; across instances: {'; '.join(gaps)}" if gaps else ""
     plan.findings.append(PlanFinding(FitsNoInstance, f"needs {memory.per_core:.2f} GiB per core even at "
                                      f"tensor parallelism {memory.tp} on {largest.name} ({cores} cores of "
-                                     f"{chip.memory_per_core_gib[lnc]:g} GiB, {total_gib:.1f} GiB of weights); it "
-                                     "would fit with " + " or ".join(ideas)))
+                                     f"{chip.memory_per_core_gib[lnc]:g} GiB, {total_gib:.1f} GiB of weights), and "
+                                     f"no documented shape or combination of instances holds it{fits}{across}"))
 
 
 def _other_lnc(plan: Plan, chip: ChipHardware, lnc: int, hardware: Hardware) -> None:

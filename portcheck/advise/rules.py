@@ -34,14 +34,17 @@ class NeedsTensorParallelism(Rule):
 @rule
 class FitsNoInstance(Rule):
     """## What it does
-    Reports a model that no tensor-parallel degree fits on any single instance of the target, and what would
-    make it fit: another target, lower-precision weights, a shorter sequence or smaller batch.
+    Reports a model that no documented shape holds: no tensor-parallel degree fits a single instance of the
+    target, and no documented combination of instances (a Trn2 UltraServer, instances over EFA where a stack
+    splits a model across them for the task) holds it either. It says what would make it fit (another target,
+    lower-precision weights, a shorter sequence or smaller batch) and what the docs lack to span instances.
 
     ## Example
-    A 400B-parameter model in bf16 on inf2: 745 GiB of weights, more than inf2.48xlarge's 384 GiB.
+    A 400B-parameter model in bf16 on inf2: 745 GiB of weights, more than inf2.48xlarge's 384 GiB, and no
+    documented inference stack splits one model across inf2 instances.
 
     ## Use instead
-    fp8 weights, the larger target (trn2.48xlarge has 1,536 GiB), or pipeline parallelism across instances.
+    fp8 weights, or the larger target (trn2.48xlarge has 1,536 GiB; a Trn2 UltraServer 6,144 GiB).
 
     ## Fix safety
     Advice only.

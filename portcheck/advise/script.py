@@ -57,6 +57,9 @@ def bringup_script(plan: Plan, request: TraceRequest, cwd: Path) -> str:
         "model_dir": model_dir,  # the checkpoint the serving libraries load (a config directory has no weights)
         "model_type": model.hf_model_type,
         "command": command(plan, model_dir),
+        "cost": {"instance": plan.instance.name if plan.instance else None, "instance_count": plan.instance_count,
+                 "usd_per_hour": plan.cost.usd_per_hour if plan.cost else None,
+                 "price_from": plan.cost.price.origin if plan.cost else "no instance"},
     }
     served = f", {plan.serving.title}" if plan.serving else ""
     title = (f"Bring-up script for {model.name} on {data['instance'] or plan.chip} ({plan.chip}, {plan.stack} "

@@ -54,9 +54,15 @@ def write_plan(plan: Plan, result: ScanResult, output_format: str, stream: TextI
     table.add_column("setting")
     table.add_column("value", overflow="fold")
     memory = plan.memory
+    fleet = plan.fleet
     rows = [
         ("instance", plan.instance.name if plan.instance else "none fits"),
-        ("tensor parallelism", str(plan.tp_degree or "-")),
+        ("instances", f"{fleet.count} × {fleet.instance.name} ({fleet.name}, {fleet.chips} chips): {fleet.across} "
+         "between them" if fleet else str(plan.instance_count or "-")),
+        ("interconnect", _interconnect(plan)),
+        ("tensor parallelism", str(plan.tp_degree or "-") + (
+            f" per instance ({fleet.tp * fleet.count} over the {fleet.count} instances)" if fleet and
+            fleet.tensor_across else f" per instance ({fleet.across} across them)" if fleet else "")),
         ("cores / chips", f"{plan.cores or '-'} / {plan.chips or '-'}"
          + (f" (LNC={plan.lnc})" if plan.lnc else "")),
         ("replicas on the instance", str(plan.replicas or "-")),
@@ -82,6 +88,7 @@ def write_plan(plan: Plan, result: ScanResult, output_format: str, stream: TextI
         ("sequence buckets", ", ".join(map(str, plan.buckets)) or "-"),
         ("dynamic batch", "yes" if plan.dynamic_batch else "no"),
     ]
+    rows += _cost_rows(plan)
     for alternative in plan.alternatives:
         rows.append((f"at LNC={alternative.lnc}", f"tp {alternative.tp_degree} on {alternative.chips} "
                      f"chip(s), {alternative.per_core_gib:.2f} of {alternative.budget_per_core_gib:g} GiB "
@@ -112,6 +119,35 @@ def write_plan(plan: Plan, result: ScanResult, output_format: str, stream: TextI
         style = {"error": "red", "warning": "yellow"}.get(f.severity.label, "cyan")
         console.print(f"{escape(where)}[{style}]{f.code}[/{style}] {f.severity.label}: {escape(f.message)}",
                       soft_wrap=True)
+
+
+def _interconnect(plan: Plan) -> str:
+    links = plan.interconnect()
+    if not links:
+        return "-"
+    within = f"within an instance: {links['within_instance'] or 'not documented'}"
+    return within + (f"; between instances: {links['between_instances']}" if links["between_instances"] else "")
+
+
+def _cost_rows(plan: Plan) -> list[tuple[str, str]]:
+    cost = plan.cost
+    if cost is None:
+        return []
+    if cost.usd_per_hour is None:
+        return [("cost per hour", cost.price.origin)]
+    each = cost.price.usd_per_hour or 0.0
+    rows = [("cost per hour", f"${cost.usd_per_hour:,.2f} ({cost.count} × ${each:,.2f}, {cost.price.origin}"
+             + (f", {cost.price.date}" if cost.price.date else "") + ")")]
+    if cost.usd_per_million_tokens is not None:
+        rows.append(("cost per million tokens", f"${cost.usd_per_million_tokens:,.4f} at {cost.tokens_per_second:g} "
+                     "tokens/s (--tokens-per-second)"))
+    baseline = cost.baseline
+    if baseline is not None:
+        theirs, ratio = baseline.usd_per_million_tokens, cost.tokens_per_dollar_ratio
+        rows.append((f"vs {baseline.instance}", f"${theirs:,.4f} per million tokens at {baseline.tokens_per_second:g} "
+                     f"tokens/s: {ratio:.2f}× its tokens per dollar" if theirs is not None and ratio is not None
+                     else baseline.price.origin))
+    return rows
 
 
 def _quote(value: str) -> str:

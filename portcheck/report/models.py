@@ -30,6 +30,7 @@ PLAN_LABELS = {
     "attention_dp": "attention DP", "cores": "NeuronCores", "chips": "chips", "lnc": "logical core size (LNC)",
     "replicas": "replicas on the instance", "compile_instance": "compile instance", "task": "task",
     "buckets": "sequence buckets", "dynamic_batch": "dynamic batch", "throughput": "throughput-oriented plan",
+    "instance_count": "instances", "fleet": "across instances", "interconnect": "interconnect", "cost": "cost",
 }
 # Shown in their own parts of the page, not as rows.
 _OWN_PLACE = {"memory", "reasons", "compiler_args", "env", "serving", "workload", "alternatives"}
@@ -189,7 +190,7 @@ def _target_view(entry: ModelTarget) -> TargetView:
 
 def plan_view(plan: Mapping[str, Any]) -> PlanView:
     """advise's plan (its JSON) as the page shows it."""
-    rows = [(label, _shown(plan[key])) for key, label in PLAN_LABELS.items()
+    rows = [(label, _FORMATS.get(key, _shown)(plan[key])) for key, label in PLAN_LABELS.items()
             if key in plan and plan[key] not in (None, "", [], {})]
     rows += [(key.replace("_", " "), _shown(value)) for key, value in plan.items()
              if key not in PLAN_LABELS and key not in _OWN_PLACE and value not in (None, "", [], {})]
@@ -222,6 +223,40 @@ def memory_chart(memory: Mapping[str, Any]) -> MemoryChart:
                                 MEMORY_COLOURS.get(name, "#000000"), round(x, 3), round(width, 3)))
         x += width
     return MemoryChart(parts, per_core, budget, round(budget / scale, 3))
+
+
+def _cost(cost: Any) -> str:
+    """advise's cost: the plan's price per hour and where it is from, per million tokens when measured."""
+    if not isinstance(cost, dict):
+        return _shown(cost)
+    price = cost.get("price") or {}
+    if cost.get("usd_per_hour") is None:
+        return printable(str(price.get("from") or "no price"))
+    dated = f", {price['date']}" if price.get("date") else ""
+    text = (f"${cost['usd_per_hour']:,.2f} per hour ({cost.get('instance_count') or 1} × {cost.get('instance')} at "
+            f"${price.get('usd_per_hour') or 0:,.3f}, from {price.get('from')}{dated})")
+    if cost.get("usd_per_million_tokens") is not None:
+        text += (f"; ${cost['usd_per_million_tokens']:,.4f} per million tokens at "
+                 f"{cost.get('tokens_per_second'):g} tokens/s")
+    baseline = cost.get("baseline") or {}
+    if cost.get("tokens_per_dollar_ratio") is not None and baseline:
+        text += f"; {cost['tokens_per_dollar_ratio']:g}× the tokens per dollar of {baseline.get('instance')}"
+    return printable(text)
+
+
+def _fleet(fleet: Any) -> str:
+    """advise's plan across instances: how many of which, split how, over what."""
+    if not isinstance(fleet, dict):
+        return _shown(fleet)
+    text = (f"{fleet.get('name') or fleet.get('layout')}: {fleet.get('instance_count')} × {fleet.get('instance')}, "
+            f"TP {fleet.get('tp_degree_per_instance')} per instance ({fleet.get('tp_degree_total')} in all), "
+            f"{fleet.get('chips')} chips")
+    if not fleet.get("documented", True):
+        text += f" (not documented: {_shown(fleet.get('missing'))})"
+    return printable(text)
+
+
+_FORMATS = {"cost": _cost, "fleet": _fleet}
 
 
 def _shown(value: object) -> str:

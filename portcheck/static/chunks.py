@@ -25,6 +25,7 @@ from portcheck.static.suppression.comments import holds_file_suppression
 
 CHUNKED_ABOVE = 2**20  # characters: a file this large is analysed in groups of statements
 GROUP_SIZE = 128 * 2**10  # characters a group aims at (one statement larger than this is a group alone)
+COLLECT_AFTER = 128 * 2**10  # characters analysed between two runs of the garbage collector
 _CLAUSES = frozenset({"else", "elif", "except", "finally"})  # continue the compound statement before them
 
 Analyse = Callable[[str], FileResult]
@@ -118,11 +119,15 @@ def analyse_large(text: str, path: str, analyse: Analyse) -> FileResult:
     silenced: list[Finding] = []
     unused: dict[int, list[Finding]] = {n: [] for n in directives}
     groups = list(_groups(statements, [len(line) + 1 for line in lines]))
+    uncollected = 0
     for start, end in groups:
         header, text_of_header = _context(statements, lines, start, end, directives)
         source = text_of_header + "".join(line + "\n" for line in lines[start - 1 : end])
         result = analyse(source)
-        gc.collect()  # the engine turns the collector off while it analyses: free each group's cycles now
+        uncollected += len(source)
+        if uncollected >= COLLECT_AFTER:  # the engine turns the collector off while it analyses: free the cycles
+            gc.collect()
+            uncollected = 0
 
         def original(line: int, header: list[int] = header, start: int = start) -> int:
             return header[line - 1] if line <= len(header) else start + line - len(header) - 1
