@@ -44,10 +44,26 @@ def parsed(html: str) -> Page:
     return page
 
 
-# Every test of the module on one xdist worker: they share the report's one run (and its model's one trace).
-pytestmark = pytest.mark.xdist_group("report-page")
 LLAMA = ROOT / "fixtures" / "models" / "hf" / "llama"
 MISSING_MODEL = "no_such_model.py:build"
+
+
+def _once(tmp_path_factory, name: str, make):
+    """`make()` (a JSON value) run once a session, whichever xdist workers ask for it: the first makes it under a
+    lock, the others read it. (An xdist_group would not do: with pytest 9.2, xdist 3.8's group suffix never reaches
+    the node ids, so a group's tests still go to every worker.)"""
+    import fcntl
+    import os
+
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the directory every worker's base directory is in
+    made = root / f"{name}.json"
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not made.is_file():
+            made.write_text(json.dumps(make()), encoding="utf-8")
+        return json.loads(made.read_text(encoding="utf-8"))
 
 
 @pytest.fixture(scope="module")
@@ -56,12 +72,16 @@ def report_run(tmp_path_factory):
     and one whose file does not exist; run with stderr on a terminal, so its progress shows."""
     import os
 
-    out = tmp_path_factory.mktemp("report")
-    env = {**{k: v for k, v in os.environ.items() if k != "CI"}, "COLUMNS": "250"}  # no step line cut short
-    returncode, stderr = _on_a_terminal("report", "--isolated", "--no-cache", "--hf-config", str(LLAMA), "--model",
-                                        MISSING_MODEL, "-o", str(out / "report.html"), ".", env=env)
-    assert returncode == 0, stderr
-    return (out / "report.html").read_text(encoding="utf-8"), stderr
+    def make() -> list[str]:
+        out = tmp_path_factory.mktemp("report")
+        env = {**{k: v for k, v in os.environ.items() if k != "CI"}, "COLUMNS": "250"}  # no step line cut short
+        returncode, stderr = _on_a_terminal("report", "--isolated", "--no-cache", "--hf-config", str(LLAMA),
+                                            "--model", MISSING_MODEL, "-o", str(out / "report.html"), ".", env=env)
+        assert returncode == 0, stderr
+        return [(out / "report.html").read_text(encoding="utf-8"), stderr]
+
+    html, stderr = _once(tmp_path_factory, "report-page-examples", make)
+    return html, stderr
 
 
 @pytest.fixture(scope="module")
@@ -75,24 +95,30 @@ def examples(report_run):
 
 
 @pytest.fixture(scope="module")
-def model_json():
+def model_json(tmp_path_factory):
     """What `portcheck trace --format json` and `portcheck advise --format json` report for the tiny llama on each
     target, made by the same functions those commands call, from a trace of its own; and the ModelRun."""
-    from portcheck.commands import AdviseOptions, ModelRun, ModelTarget, advise, run_model, trace
-    from portcheck.config import Layer, resolve
-    from portcheck.dynamic.request import TraceRequest
-    from portcheck.report.advise import plan_report
-    from portcheck.report.json import report_dict
+    from portcheck.commands import ModelRun, ModelTarget
 
-    request = TraceRequest(hf_config=str(LLAMA))
-    traced = run_model(request, EXAMPLES, 240, str(LLAMA))
-    out, run = {}, ModelRun(str(LLAMA))
-    for chip in ("trn2", "inf2"):
-        settings = resolve([Layer(target=chip)], EXAMPLES, None, "trace")
-        outcome = advise(AdviseOptions(settings, EXAMPLES, {}), traced, request)
-        out[chip] = (report_dict(trace(traced, settings, EXAMPLES, static=False)),
-                     plan_report(outcome.plan, outcome.result))
-        run.targets.append(ModelTarget(chip, *out[chip]))
+    def make() -> dict:
+        from portcheck.commands import AdviseOptions, advise, run_model, trace
+        from portcheck.config import Layer, resolve
+        from portcheck.dynamic.request import TraceRequest
+        from portcheck.report.advise import plan_report
+        from portcheck.report.json import report_dict
+
+        request = TraceRequest(hf_config=str(LLAMA))
+        traced = run_model(request, EXAMPLES, 240, str(LLAMA))
+        out = {}
+        for chip in ("trn2", "inf2"):
+            settings = resolve([Layer(target=chip)], EXAMPLES, None, "trace")
+            outcome = advise(AdviseOptions(settings, EXAMPLES, {}), traced, request)
+            out[chip] = [report_dict(trace(traced, settings, EXAMPLES, static=False)),
+                         plan_report(outcome.plan, outcome.result)]
+        return out
+
+    out = _once(tmp_path_factory, "report-page-llama", make)
+    run = ModelRun(str(LLAMA), targets=[ModelTarget(chip, traced, planned) for chip, (traced, planned) in out.items()])
     return out, run
 
 
