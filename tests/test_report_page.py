@@ -362,6 +362,12 @@ def test_advise_and_trace_show_their_steps_on_a_terminal_and_nothing_otherwise()
         assert returncode == 0 and "planning" not in quiet, (extra, more, quiet)
     with step_progress("json") as step:  # and piped (pytest's stderr is no terminal): nothing either
         assert step is None
+    returncode, shown = _on_a_terminal("trace", "--isolated", "--no-static", "--no-shapes",
+                                       str(ROOT / "fixtures" / "models" / "clean_mlp.py") + ":build",
+                                       env={**env, "COLUMNS": "250"})
+    assert returncode == 0, shown
+    for step in ("building the model", "running it once", "capturing its graph", "checking its ops against Neuron"):
+        assert step in shown, (step, shown[-2000:])
 
 
 def test_markdown_has_the_models_and_their_plans(model_json):

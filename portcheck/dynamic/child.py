@@ -34,11 +34,10 @@ _STEP: list[Path] = []  # where the parent reads the step under way (for its pro
 
 
 def _step(doing: str) -> None:
-    """Tell the parent which step is under way: a file it polls, replaced whole."""
+    """Tell the parent which step is under way: a line added to a file it polls."""
     for path in _STEP:
-        with contextlib.suppress(OSError):
-            path.with_name(path.name + ".part").write_text(doing, encoding="utf-8")
-            os.replace(path.with_name(path.name + ".part"), path)
+        with contextlib.suppress(OSError), path.open("a", encoding="utf-8") as steps:
+            steps.write(doing + "\n")
 
 
 def _write(path: Path, outcome: TraceOutcome) -> None:

@@ -91,18 +91,19 @@ def _wait(process: subprocess.Popen[bytes], timeout: float, steps: Path, step: C
     """The child's exit status; TimeoutExpired after `timeout` seconds. Meanwhile `step` hears each new step."""
     if step is None:
         return process.wait(timeout=timeout)
-    deadline, shown = time.monotonic() + timeout, ""
+    deadline, told = time.monotonic() + timeout, 0
     while True:
         try:
             return process.wait(timeout=max(0.0, min(0.2, deadline - time.monotonic())))
         except subprocess.TimeoutExpired:
             if time.monotonic() >= deadline:
                 raise
-        with contextlib.suppress(OSError):
-            doing = steps.read_text(encoding="utf-8", errors="replace")[:80]  # the model's process writes it
-            if doing != shown:
-                shown = doing
-                step("".join(c if c.isprintable() else "?" for c in doing))
+        with contextlib.suppress(OSError), steps.open("rb") as file:
+            # one line a step; the model's process could write there too: read little, show printable text only
+            lines = file.read(8192).decode(errors="replace").split("\n")[:-1][:32]
+            for doing in lines[told:]:
+                step("".join(c if c.isprintable() else "?" for c in doing[:80]))
+            told = max(told, len(lines))
 
 
 OUTPUT_LIMIT = 64 * 2**20  # what a model may print while it is built and traced
