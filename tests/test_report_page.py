@@ -380,6 +380,7 @@ def test_markdown_has_the_models_and_their_plans(model_json):
             for line in table.splitlines() if line.startswith("| ") and line.count("|") == 4}
     assert rows[""] == [f"{t['chip']} ({t['stack']} stack, Neuron SDK {t['sdk']})"
                         for t in (traced["target"] for traced, _ in expected.values())]
+    priced = 0
     for at, (traced, planned) in enumerate(expected.values()):
         plan = planned["plan"]
         assert rows["instance"][at] == plan["instance"]
@@ -389,6 +390,10 @@ def test_markdown_has_the_models_and_their_plans(model_json):
         assert rows["memory per core (GiB)"][at].startswith(
             f"{plan['memory']['per_core_gib']:.2f} of {plan['memory']['budget_per_core_gib']:g}")
         assert rows["graph"][at].endswith(f"{traced['graph']['graph_breaks']} graph breaks")
+        priced += plan["cost"]["usd_per_hour"] is not None
+        if plan["cost"]["usd_per_hour"] is not None:  # a dollar sign escaped: GitHub reads $…$ as mathematics
+            assert rows["cost"][at].startswith(f"\\${plan['cost']['usd_per_hour']:,.2f} per hour (")
+    assert priced  # inf2.xlarge has a price in rules/prices.toml
 
 
 def test_a_plan_field_the_page_does_not_know_is_shown_under_its_own_name():
