@@ -85,7 +85,7 @@ def test_each_model_exports_whole(name, traced):
     assert report["graph"]["nodes"] > 0
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xdist_group(f"hf-{n}")) for n in ("wav2vec2", "bart")])
+@pytest.mark.parametrize("name", [p for p in each_model() if p.values[0] in ("wav2vec2", "bart")])
 def test_no_library_finding_from_code_the_model_did_not_run(name, traced):
     """Every static finding in transformers' files is on a line that ran, as an independent witness saw it
     (sys.settrace over the model's construction and an eager forward: tests/data/lines_that_ran.py); the same files

@@ -20,12 +20,12 @@ def main() -> None:
     root = os.path.dirname(transformers.__file__) + os.sep
     ran: set[tuple[str, int]] = set()
 
-    def lines(frame, event, arg):  # noqa: ANN001, ANN202
+    def lines(frame, event, arg):
         if event == "line":
             ran.add((frame.f_code.co_filename, frame.f_lineno))
         return lines
 
-    def calls(frame, event, arg):  # noqa: ANN001, ANN202
+    def calls(frame, event, arg):
         if not frame.f_code.co_filename.startswith(root):
             return None
         ran.add((frame.f_code.co_filename, frame.f_lineno))
