@@ -65,6 +65,10 @@ GUARDED = [
     # torch.manual_seed already seeds every device (PyG seed.py)
     ("import torch\ndef seed_everything(s):\n    torch.manual_seed(s)\n    torch.cuda.manual_seed_all(s)\n",
      4, "PC106"),
+    # transformers utils/import_utils.py: a query whose error (no CUDA) a broad handler turns into False
+    ("def capturing():\n    try:\n        import torch\n        return torch.cuda.is_current_stream_capturing()\n"
+     "    except Exception:\n        return False\n", 4, "PC108"),
+    ("import torch\ndef f():\n    try:\n        torch.cuda.set_device(0)\n    except:\n        pass\n", 4, "PC105"),
 ]
 
 
@@ -97,6 +101,14 @@ UNGUARDED = [
     ("import torch\ndef f(device_ids):\n    if device_ids is not None:\n        s = torch.cuda.Stream()\n", 4, "PC107"),
     ("import torch\ndef f():\n    torch.cuda.empty_cache()\n", 3, "PC106"),
     ("import bitsandbytes as bnb\n", 1, "PC501"),
+    # a handler that does not catch what it raises without CUDA, or one that raises again
+    ("import torch\ndef f():\n    try:\n        torch.cuda.set_device(0)\n    except ImportError:\n        pass\n",
+     4, "PC105"),
+    ("import torch\ndef f():\n    try:\n        torch.cuda.set_device(0)\n    except Exception:\n        raise\n",
+     4, "PC105"),
+    # in the handler, not the body
+    ("import torch\ndef f():\n    try:\n        pass\n    except Exception:\n        torch.cuda.set_device(0)\n",
+     6, "PC105"),
 ]
 
 

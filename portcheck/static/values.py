@@ -270,6 +270,27 @@ def catches_import_error(stmt: cst.Try | cst.TryStar) -> bool:
     return False
 
 
+def catching_everything(ctx: Context, node: cst.CSTNode) -> str | None:
+    """`node` runs in the body of a `try` whose handler catches every exception (bare, `Exception`,
+    `BaseException`) and carries on: the handler, as written (`except Exception`), or None. A call that raises on
+    Neuron there takes the handler's path instead."""
+    for stmt in reversed(ctx.statements):
+        if not isinstance(stmt, (cst.Try, cst.TryStar)) or not contains(stmt.body, node):
+            continue
+        for handler in stmt.handlers:
+            if _reraises(handler):
+                continue
+            if handler.type is None:
+                return "except:"
+            kinds = handler.type.elements if isinstance(handler.type, cst.Tuple) else [handler.type]
+            for kind in kinds:
+                expr = kind.value if isinstance(kind, cst.Element) else kind
+                name = dotted_name(expr) if isinstance(expr, cst.BaseExpression) else None
+                if name in ("Exception", "BaseException", "builtins.Exception", "builtins.BaseException"):
+                    return f"except {name.rsplit('.', 1)[-1]}"
+    return None
+
+
 def availability_probe(test: cst.BaseExpression) -> str | None:
     found: list[str] = []
 

@@ -18,7 +18,7 @@ from portcheck.static.cuda_api.apis import api_entry
 from portcheck.static.cuda_api.devices import device_text, is_cuda_text, one_line, placements
 from portcheck.static.cuda_api.paths import CUDA, NOT_CUDA, cuda_path, polarity, probe_call, test_gate_argument
 from portcheck.static.syntax import block_body, blocks, call_name, small_statements, string_prefix
-from portcheck.static.values import contains
+from portcheck.static.values import catching_everything, contains
 from portcheck.static.walk import visit
 
 
@@ -126,6 +126,11 @@ def report_guarded(ctx: Context, reported: type[Rule], node: cst.CSTNode, messag
     `if not torch.cuda.is_available(): return`) it is info too, without a fix: no port reaches it."""
     message = reported.format(**fields) if message is None else message
     probe = _cuda_only(ctx, node)
+    handler = catching_everything(ctx, node) if raises and probe is None else None
+    if handler is not None:  # what it raises without CUDA is caught: on Neuron the code takes the handler's path
+        ctx.report(reported, node, f"{message} (inside `try` with `{handler}`, which carries on: on Neuron it "
+                   "takes that path)", Severity.INFO)
+        return
     if probe is None:
         path = cuda_path(ctx, node)
         if path is None:

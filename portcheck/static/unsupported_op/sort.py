@@ -50,6 +50,9 @@ class TopkLimit(Rule):
     """## What it does
     Finds `topk` with a literal (or constant) k above 16384, the compiler's documented limit, and, as a warning,
     `topk` whose k is a whole dimension (`x.size(-1)`, `x.shape[-1]`), which on a vocabulary exceeds it.
+    `portcheck trace` reports it from the graph as well, with the sizes the model used: a `topk` whose k, or a
+    `sort` whose sorted dimension, is larger than 16384 (the compiler rewrites such a sort followed by a slice to
+    TopK over the whole dimension).
 
     ## Example
     ```python
