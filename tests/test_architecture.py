@@ -3,6 +3,7 @@ may grow, and that the reports read the rule registry without loading an engine.
 
 import ast
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -142,3 +143,18 @@ def test_the_check_itself_can_fail(module):
     done = subprocess.run([sys.executable, "-c", f"import {module}, sys; print(sorted(sys.modules))"], cwd=ROOT,
                           capture_output=True, text=True, check=True)
     assert set(ENGINES) & set(eval(done.stdout))
+
+
+@pytest.mark.xdist_group("xdist-group-check")
+def test_xdist_groups_take_effect(request):
+    """Tests that share a traced model are grouped onto one worker (tests/conftest.py): under xdist's loadgroup
+    scheduling a grouped test's node id carries its group, or the group was ignored (as with pytest 9.2)."""
+    worker = getattr(request.config, "workerinput", None)
+    if not os.environ.get("PYTEST_XDIST_WORKER") or worker is None:
+        pytest.skip("only under pytest-xdist")
+    argv = worker["mainargv"]  # the project's addopts ask for loadgroup; a --dist on the command line wins
+    asked = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--dist"]
+    asked += [a[len("--dist="):] for a in argv if a.startswith("--dist=")]
+    if asked and asked[-1] != "loadgroup":
+        pytest.skip("only under pytest-xdist's loadgroup scheduling")
+    assert request.node.nodeid.endswith("@xdist-group-check"), request.node.nodeid
