@@ -653,7 +653,7 @@ def test_a_cache_entry_for_another_file_is_a_miss(tmp_path):
     ("pyproject.toml", "[tool.portcheck]\nx = " + "[" * 100_000 + "]" * 100_000 + "\n", "nested too deeply"),
     ("portcheck.toml", "x = " + "[" * 100_000 + "]" * 100_000 + "\n", "nested too deeply"),
     ("pyproject.toml", "tool = 5\n", None),  # not ours: no configuration, a plain scan
-])
+], ids=["pyproject-nested-deep", "portcheck-nested-deep", "tool-not-a-table"])  # (an id is in the environment)
 def test_configuration_files_that_are_malformed(tmp_path, name, text, expected):
     (tmp_path / name).write_text(text)
     (tmp_path / "a.py").write_text(GOOD)
