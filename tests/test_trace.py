@@ -390,7 +390,9 @@ def test_op_status_narrows_restrictions_and_resolves_what_does_nothing():
     assert op_status("aten::convolution", None, "xla", ops, operand_dtypes=["float32"]) == "restricted"  # dilation
     assert op_status("aten::dropout", [], "xla", ops) == "supported"  # eval mode: decomposes into nothing
     assert op_status("aten::add_", None, "xla", ops) == "supported"  # functionalised into aten::add
-    assert op_status("aten::add_", None, "native", ops) == "unknown"
+    assert op_status("aten::add_", None, "native", ops) == "supported"  # TorchNeuron registers a kernel for it
+    assert op_status("aten::lgamma_", None, "native", ops) == "unknown"  # in place, no kernel and no functional data
+    assert op_status("aten::full_like", None, "native", ops) == "supported"  # from its callees: empty_like, fill_
     sdpa = "aten::_scaled_dot_product_flash_attention_for_cpu"
     assert op_status(sdpa, None, "native", ops) == op_status("aten::scaled_dot_product_attention", None, "native", ops)
 
