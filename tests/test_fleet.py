@@ -87,6 +87,21 @@ def test_a_1t_model_goes_onto_a_trn2_ultraserver():
     assert whole.memory.per_core == pytest.approx(2 * weights / 256 + OVERHEAD)
 
 
+def test_a_tp_larger_than_one_instance_spans_an_ultraserver():
+    # --tp 128 on trn2 is 128 logical cores: two trn2u.48xlarge of an UltraServer at 64 each (the plan advise makes
+    # by itself for 1e12 parameters), --tp 256 the whole UltraServer; --tp 512 no documented layout (PC804).
+    given = plan(1e12, tp=128)
+    assert given.fleet is not None and (given.fleet.count, given.fleet.tp, given.cores) == (2, 64, 128)
+    assert not [f for f in given.findings if f.rule.code == "PC804"]
+    assert plan(1e12, tp=256).fleet.count == 4
+    assert plan(1e12, tp=256).memory.per_core == pytest.approx(1e12 * 2 / GIB / 256 + OVERHEAD)
+    beyond = plan(1e12, tp=512)
+    assert beyond.fleet is None and [f for f in beyond.findings if f.rule.code == "PC804"]
+    # Training splits across instances with FSDP, not tensor parallelism: --tp 128 stays a PC804 there.
+    training = plan(400e9, task="training", tp=128)
+    assert training.fleet is None and [f for f in training.findings if f.rule.code == "PC804"]
+
+
 def test_llama_3_1_405b_stays_on_one_trn2_48xlarge_at_tp_64():
     # The NxD Inference tutorial (SDK:libraries/nxd-inference/tutorials/trn2-llama3.1-405b-tutorial.rst) deploys it
     # at tensor_parallel_size 64 on one trn2.48xlarge: 405,853,388,800 × 2 bytes / 64 = 11.81 GiB of weights a core.

@@ -71,9 +71,10 @@ def fleet_memory(model: ModelShape, work: Workload, chip: ChipHardware, lnc: int
 
 
 def plan_fleet(model: ModelShape, work: Workload, chip: ChipHardware, lnc: int, hardware: Hardware, stack: str,
-               sdk: str) -> tuple[Fleet | None, list[str]]:
+               sdk: str, total_tp: int | None = None) -> tuple[Fleet | None, list[str]]:
     """The smallest documented multi-instance layout that holds the model (an UltraServer first, then instances over
-    EFA), and, when there is none, what the docs lack, one sentence per link."""
+    EFA), and, when there is none, what the docs lack, one sentence per link. `total_tp` (a --tp larger than one
+    instance): only a layout whose tensor parallelism spans exactly that many cores over the instances' link."""
     gaps: list[str] = []
     total_gib = weights_bytes(model, work.dtype) / GIB
     for link, candidates in (("ultraserver", _ultraservers(chip, hardware)), ("efa", _efa(chip, hardware))):
@@ -89,17 +90,30 @@ def plan_fleet(model: ModelShape, work: Workload, chip: ChipHardware, lnc: int, 
                         f"no documented {work.task} stack on {chip.name} splits one model across instances over {over}")
             continue
         entry = documented[0]
+        if total_tp is not None and not entry.across.startswith("tensor"):
+            gaps.append(f"--tp {total_tp}: {entry.across}, not tensor parallelism, crosses the link between "
+                        f"{chip.name} instances over {link}")
+            continue
         for name, instance, count, between, source in candidates:
             cores = instance.chips * chip.cores_per_chip[lnc]
             tp = max(t for t in chip.tp_degrees[lnc] if t <= cores)
+            if total_tp is not None and tp * count != total_tp:
+                continue
             memory = fleet_memory(model, work, chip, lnc, tp, count, hardware, entry.across.startswith("tensor"))
             host_ok = not instance.host_memory_gib or instance.host_memory_gib * count >= total_gib
             if memory.fits and host_ok:
                 return Fleet(link, name, instance, count, tp, memory, entry.across, instance.interconnect, between,
                              entry.why, entry.missing, f"{source}; {entry.source}"), gaps
-        largest = candidates[-1]
-        gaps.append(f"{largest[2]} × {largest[1].name} ({largest[0]}) do not hold it either")
+        if total_tp is None:
+            largest = candidates[-1]
+            gaps.append(f"{largest[2]} × {largest[1].name} ({largest[0]}) do not hold it either")
+        else:
+            gaps.append(f"no {name_of(link)} of {chip.name} instances spans --tp {total_tp} and holds the model")
     return None, gaps
+
+
+def name_of(link: str) -> str:
+    return "UltraServer allocation" if link == "ultraserver" else "set of instances over EFA"
 
 
 Candidate = tuple[str, Instance, int, str, str]  # name, instance, count, the link between them, source

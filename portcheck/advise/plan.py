@@ -298,6 +298,13 @@ def _size(plan: Plan, chip: ChipHardware, lnc: int, options: AdviseOptions, hard
                 f"plus {RESERVE_SHARE:.0%} of the core kept for scratchpad, DMA rings and collectives "
                 "(not sized by the docs)", f"{hardware.runtime_source}; {PORTCHECK} for the reserve")
     _memory_reasons(plan, lnc)
+    if options.tp and options.tp > candidates[-1] and work.dp == 1:  # more cores than one instance: several?
+        fleet, gaps = plan_fleet(model, work, chip, lnc, hardware, options.stack, options.sdk or load().newest_sdk,
+                                 total_tp=options.tp)
+        if fleet is not None:
+            plan.memory = at[candidates[-1]]
+            _place_fleet(plan, fleet, total_gib, hardware)
+            return
     if options.tp:
         tp, why = options.tp, "given with --tp"
         memory = at.get(tp) or memory_at(model, work, chip, lnc, tp, hardware)
