@@ -256,17 +256,26 @@ def _reraises(handler: cst.ExceptHandler | cst.ExceptStarHandler) -> bool:
     return any(isinstance(small, cst.Raise) for small in smalls)
 
 
+def _caught(handler: cst.ExceptHandler | cst.ExceptStarHandler) -> list[str] | None:
+    """The exceptions a handler names, dotted as written; None for a bare `except:`."""
+    if handler.type is None:
+        return None
+    kinds = handler.type.elements if isinstance(handler.type, cst.Tuple) else [handler.type]
+    names = []
+    for kind in kinds:
+        expr = kind.value if isinstance(kind, cst.Element) else kind
+        # A `*starred` element (an expression too) names no exception: dotted_name answers None for it.
+        name = dotted_name(expr) if isinstance(expr, cst.BaseExpression) else None
+        if name is not None:
+            names.append(name)
+    return names
+
+
 def catches_import_error(stmt: cst.Try | cst.TryStar) -> bool:
     for handler in stmt.handlers:
-        if handler.type is None:
+        names = _caught(handler)
+        if names is None or any(name.rsplit(".", 1)[-1] in _IMPORT_ERRORS for name in names):
             return True
-        kinds = handler.type.elements if isinstance(handler.type, cst.Tuple) else [handler.type]
-        for kind in kinds:
-            expr = kind.value if isinstance(kind, cst.Element) else kind
-            # A `*starred` element (an expression too) names no exception: dotted_name answers None for it.
-            name = dotted_name(expr) if isinstance(expr, cst.BaseExpression) else None
-            if name is not None and name.rsplit(".", 1)[-1] in _IMPORT_ERRORS:
-                return True
     return False
 
 
@@ -280,12 +289,10 @@ def catching_everything(ctx: Context, node: cst.CSTNode) -> str | None:
         for handler in stmt.handlers:
             if _reraises(handler):
                 continue
-            if handler.type is None:
+            names = _caught(handler)
+            if names is None:
                 return "except:"
-            kinds = handler.type.elements if isinstance(handler.type, cst.Tuple) else [handler.type]
-            for kind in kinds:
-                expr = kind.value if isinstance(kind, cst.Element) else kind
-                name = dotted_name(expr) if isinstance(expr, cst.BaseExpression) else None
+            for name in names:
                 if name in ("Exception", "BaseException", "builtins.Exception", "builtins.BaseException"):
                     return f"except {name.rsplit('.', 1)[-1]}"
     return None
