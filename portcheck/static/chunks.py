@@ -148,12 +148,15 @@ def analyse_large(text: str, path: str, analyse: Analyse) -> FileResult:
             kept.append(reports[0])
     kept.sort(key=lambda f: f.sort_key)
     once = {code for code, rule in registry().items() if rule.ONCE_PER_FILE}
+    seen: set[str] = set()
     firsts: list[Finding] = []
     for finding in kept:  # a rule that reports a file's first occurrence: the first of all the groups'
-        if finding.code not in once or all(f.code != finding.code for f in firsts):
-            firsts.append(finding)
-    kept = firsts
-    return file_result(path, kept, sorted(silenced, key=lambda f: f.sort_key), lines)
+        if finding.code in once:
+            if finding.code in seen:
+                continue
+            seen.add(finding.code)
+        firsts.append(finding)
+    return file_result(path, firsts, sorted(silenced, key=lambda f: f.sort_key), lines)
 
 
 HEADER_LIMIT = 32 * 2**10  # characters of context ahead of a group, imports aside
