@@ -286,6 +286,7 @@ def _sequence(model: ModelShape, options: AdviseOptions) -> tuple[int, str]:
 
 def _size(plan: Plan, chip: ChipHardware, lnc: int, options: AdviseOptions, hardware: Hardware) -> None:
     model, work = plan.model, plan.workload
+    sdk = options.sdk or load().newest_sdk
     total_gib = weights_bytes(model, work.dtype) / GIB
     candidates = degrees(chip, lnc, hardware)
     at = {tp: memory_at(model, work, chip, lnc, tp, hardware) for tp in candidates}
@@ -299,8 +300,7 @@ def _size(plan: Plan, chip: ChipHardware, lnc: int, options: AdviseOptions, hard
                 "(not sized by the docs)", f"{hardware.runtime_source}; {PORTCHECK} for the reserve")
     _memory_reasons(plan, lnc)
     if options.tp and options.tp > candidates[-1] and work.dp == 1:  # more cores than one instance: several?
-        fleet, gaps = plan_fleet(model, work, chip, lnc, hardware, options.stack, options.sdk or load().newest_sdk,
-                                 total_tp=options.tp)
+        fleet, gaps = plan_fleet(model, work, chip, lnc, hardware, options.stack, sdk, total_tp=options.tp)
         if fleet is not None:
             plan.memory = at[candidates[-1]]
             _place_fleet(plan, fleet, total_gib, hardware)
@@ -317,7 +317,7 @@ def _size(plan: Plan, chip: ChipHardware, lnc: int, options: AdviseOptions, hard
             raise PlanError(f"--dp {work.dp}: no {chip.name} instance holds {work.dp} copies of the smallest degree "
                             f"that fits ({one[0][0].tp} cores each)")
         plan.memory = at[candidates[-1]]
-        fleet, gaps = plan_fleet(model, work, chip, lnc, hardware, options.stack, options.sdk or load().newest_sdk) \
+        fleet, gaps = plan_fleet(model, work, chip, lnc, hardware, options.stack, sdk) \
             if work.dp == 1 else (None, [f"--dp {work.dp}: copies of a model that spans instances are not planned"])
         if fleet is None:
             _fits_nowhere(plan, chip, lnc, total_gib, hardware, gaps)
