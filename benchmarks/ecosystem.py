@@ -63,7 +63,11 @@ HERE = Path(__file__).resolve().parent
 PROJECTS_FILE = HERE / "ecosystem" / "projects.toml"
 JUDGMENTS_FILE = HERE / "ecosystem" / "judgments.toml"
 TARGETS = ("trn2", "inf2")
-VERDICTS = {"tp": "true positive", "fp": "false positive"}
+SETS = ("tuning", "test")
+LABELS_DIR = HERE / "ecosystem" / "labels"
+CATEGORIES = ("cuda-api", "cuda-library", "dynamic-shape", "unsupported-op", "dtype", "custom-attention", "host-sync",
+              "training", "distributed", "compile", "memory")
+VERDICTS = {"tp": "true positive", "fp": "false positive", "unsure": "ambiguous (left out of precision)"}
 JUDGED_SEVERITIES = ("error", "warning")
 DEFAULT_SAMPLE = 20
 
@@ -80,6 +84,7 @@ class Project:
     include: tuple[str, ...]
     tests: bool
     pip_args: tuple[str, ...] = ()
+    set: str = "tuning"  # "tuning": rules were changed looking at its findings; "test": never (JUDGING rubric)
 
     @property
     def dist(self) -> str:
@@ -128,6 +133,22 @@ class Miss:
         return range(self.line, (self.end_line or self.line) + 1)
 
 
+@dataclass(frozen=True)
+class Label:
+    """A construct that hurts on Neuron, written down by hand before portcheck ran on the project (recall)."""
+
+    project: str
+    path: str
+    line: int
+    end_line: int
+    category: str
+    target: str  # "both", "trn2" or "inf2"
+    reason: str
+
+    def applies(self, target: str) -> bool:
+        return self.target in ("both", target)
+
+
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
         with path.open("rb") as handle:
@@ -148,8 +169,10 @@ def load_projects(path: Path = PROJECTS_FILE) -> list[Project]:
             raise Fail(f"{where}: needs a name and an exact requirement NAME==VERSION")
         if not isinstance(entry.get("tests"), bool) or not entry.get("include"):
             raise Fail(f"{where} ({entry['name']}): needs include = [...] and tests = true/false")
+        if entry.get("set", "tuning") not in SETS:
+            raise Fail(f"{where} ({entry['name']}): set must be one of {', '.join(SETS)}")
         projects.append(Project(entry["name"], requirement, tuple(entry["include"]), entry["tests"],
-                                tuple(entry.get("pip_args", ()))))
+                                tuple(entry.get("pip_args", ())), entry.get("set", "tuning")))
     if len({p.name for p in projects}) != len(projects):
         raise Fail(f"{path.name}: two projects share a name")
     return projects
@@ -211,6 +234,50 @@ def load_judgments(path: Path = JUDGMENTS_FILE) -> tuple[list[Judgment], list[Mi
     return judgments, misses
 
 
+def load_labels(folder: Path = LABELS_DIR) -> list[Label]:
+    """Every `labels/<project>.toml`, validated: a known category and target, lines in order, a reason."""
+    labels: list[Label] = []
+    for path in sorted(folder.glob("*.toml")) if folder.is_dir() else []:
+        project = path.stem
+        for i, entry in enumerate(_read_toml(path).get("labels", []), 1):
+            where = f"{path.name}: label {i} ({entry.get('path')}:{entry.get('line')})"
+            line, end = entry.get("line"), entry.get("end_line", entry.get("line"))
+            if not isinstance(line, int) or not isinstance(end, int) or line < 1 or end < line:
+                raise Fail(f"{where}: line and end_line must be positive integers, end_line not below line")
+            if entry.get("category") not in CATEGORIES:
+                raise Fail(f"{where}: category must be one of {', '.join(CATEGORIES)}")
+            if entry.get("target", "both") not in ("both", *TARGETS):
+                raise Fail(f"{where}: target must be both, trn2 or inf2")
+            if not isinstance(entry.get("path"), str) or not str(entry.get("reason", "")).strip():
+                raise Fail(f"{where}: path and reason are required")
+            labels.append(Label(project, entry["path"], line, end, entry["category"], entry.get("target", "both"),
+                                entry["reason"]))
+    return labels
+
+
+def label_recall(labels: Iterable[Label], findings: Iterable[tuple[Key, str]], target: str) -> dict[str, Any]:
+    """Labels hit by a finding of the same category (any severity) on one of their lines, per category."""
+    placed: dict[tuple[str, str], set[tuple[int, str]]] = defaultdict(set)
+    for (project, path, line, _code), category in findings:
+        placed[(project, path)].add((line, category))
+    rows = []
+    for label in labels:
+        if not label.applies(target):
+            continue
+        here = placed.get((label.project, label.path), set())
+        hit = any(label.line <= line <= label.end_line and category == label.category for line, category in here)
+        near = sorted({c for line, c in here if label.line <= line <= label.end_line} - {label.category})
+        rows.append({"project": label.project, "path": label.path, "line": label.line, "category": label.category,
+                     "found": hit, "other_category_on_line": near, "reason": label.reason})
+    by_category: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for row in rows:
+        by_category[row["category"]][0] += row["found"]
+        by_category[row["category"]][1] += 1
+    hit = sum(r["found"] for r in rows)
+    return {"labels": len(rows), "found": hit, "recall": _round(hit / len(rows)) if rows else None,
+            "by_category": {c: {"found": f, "labels": n} for c, (f, n) in sorted(by_category.items())}, "rows": rows}
+
+
 def verdict_for(judgments: dict[tuple[Key, str | None], Judgment], key: Key, target: str) -> Judgment | None:
     """The judgment of a key for a target: one made for that target, else one made for every target."""
     return judgments.get((key, target)) or judgments.get((key, None))
@@ -245,12 +312,13 @@ class Tally:
     sampled: int = 0
     tp: int = 0
     fp: int = 0
+    unsure: int = 0
     weighted_tp: float = 0.0  # sum over rules of precision x keys: the estimated true positives among all keys
     weighted_keys: int = 0  # keys of the rules with at least one judged sample
 
     @property
     def unjudged(self) -> int:
-        return self.sampled - self.tp - self.fp
+        return self.sampled - self.tp - self.fp - self.unsure
 
     @property
     def precision(self) -> float | None:
@@ -266,6 +334,7 @@ class Tally:
         self.sampled += other.sampled
         self.tp += other.tp
         self.fp += other.fp
+        self.unsure += other.unsure
         self.weighted_tp += other.weighted_tp
         self.weighted_keys += other.weighted_keys
 
@@ -294,6 +363,8 @@ def precision(keys: Iterable[Key], sampled: dict[str, list[Key]], judgments: dic
                 unjudged.append(key)
             elif judgment.verdict == "tp":
                 tally.tp += 1
+            elif judgment.verdict == "unsure":
+                tally.unsure += 1
             else:
                 tally.fp += 1
         if tally.precision is not None:
@@ -474,7 +545,8 @@ COLUMNS = ("findings", "sampled", "tp", "fp", "unjudged", "precision", "weighted
 
 def print_target(result: dict[str, Any], rules: dict[str, Tally], categories: dict[str, Tally], total: Tally,
                  category_of: dict[str, str]) -> None:
-    print(f"\n== {result['target']} ({result['stack']}): {result['files']} files, {total.keys} warning/error "
+    print(f"\n== {result['set']} projects, {result['target']} ({result['stack']}): {result['files']} files, "
+          f"{total.keys} warning/error "
           f"findings (keys), {result['info']} info, scan {result['wall_seconds']:.0f}s ==")
     print()
     _table(("code", "category", *COLUMNS),
@@ -486,6 +558,11 @@ def print_target(result: dict[str, Any], rules: dict[str, Tally], categories: di
     print(f"\nrecall over misses: {rec['found']}/{rec['misses']} ({_pct(rec['recall'])}) found (a finding of the "
           f"expected code, any severity, on the miss's lines); {sum(r['other_code_on_line'] for r in rec['rows'])} "
           f"have a finding of another code there")
+    labels = result["labels"]
+    if labels["labels"]:
+        print(f"recall over hand-written labels: {labels['found']}/{labels['labels']} ({_pct(labels['recall'])}) "
+              "found (a finding of the label's category, any severity, on its lines); per category: "
+              + ", ".join(f"{c} {v['found']}/{v['labels']}" for c, v in labels["by_category"].items()))
     for err in result["errors"][:5]:
         print(f"  scan error: {err.get('path')}: {err.get('message')}")
 
@@ -525,6 +602,10 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
                         help="where archives and extracted files are kept (default benchmarks/.cache/)")
     parser.add_argument("--judgments", type=Path, default=JUDGMENTS_FILE, metavar="FILE",
                         help="the judgment file (default benchmarks/ecosystem/judgments.toml)")
+    parser.add_argument("--set", choices=SETS, help="only the tuning or only the test projects (default: both, "
+                        "reported apart)")
+    parser.add_argument("--labels", type=Path, default=LABELS_DIR, metavar="DIR",
+                        help="the recall labels, one TOML file per project (default benchmarks/ecosystem/labels/)")
     parser.add_argument("--sample", type=int, default=DEFAULT_SAMPLE, metavar="N",
                         help=f"keys judged per code (default {DEFAULT_SAMPLE})")
     parser.add_argument("--seed", type=int, default=0, help="seed of the sample (default 0)")
@@ -541,6 +622,8 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
 def run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     projects = load_projects()
+    if args.set:
+        projects = [p for p in projects if p.set == args.set]
     if args.project:
         unknown = set(args.project) - {p.name for p in projects}
         if unknown:
@@ -551,6 +634,8 @@ def run(args: argparse.Namespace) -> int:
     judgments = {(j.key, j.target): j for j in judgment_list}
     chosen = {p.name for p in projects}
     misses = [m for m in misses if m.project in chosen]
+    labels = [label for label in load_labels(args.labels) if label.project in chosen]
+    set_of = {p.name: p.set for p in projects}
     cache = args.cache_dir.expanduser().resolve() / "ecosystem"
     for project in projects:
         extract(download(cache, project), project, cache / project.folder)
@@ -562,33 +647,44 @@ def run(args: argparse.Namespace) -> int:
     matched: set[tuple[Key, str | None]] = set()
     for target in targets:
         report, elapsed = scan(cache, projects, target)
-        pairs = keyed(report.get("findings", []), projects)
-        category_of.update((f["code"], f.get("category", "?")) for _, f in pairs)
-        judged = [(k, f) for k, f in pairs if f.get("severity") in JUDGED_SEVERITIES]
-        keys = {k for k, _ in judged}
-        picked = sample(keys, args.sample, args.seed)
-        tallies, missing = precision(keys, picked, judgments, target)
-        categories, total = rollup(tallies, category_of)
-        for key in keys:
-            for slot in ((key, target), (key, None)):
-                if slot in judgments:
-                    matched.add(slot)
-        first: dict[Key, dict[str, Any]] = {}
-        for key, finding in judged:
-            first.setdefault(key, finding)
-        for key in missing:
-            entry = unjudged.setdefault(key, {"severity": first[key].get("severity"), "targets": [],
-                                              "message": first[key].get("message", "")})
-            entry["targets"].append(target)
-        result = {"target": target, "stack": report.get("target", {}).get("stack", "?"),
-                  "files": report.get("summary", {}).get("files", 0), "info": len(pairs) - len(judged),
-                  "wall_seconds": round(elapsed, 1), "errors": report.get("errors", []),
-                  "rules": {c: t.as_json() | {"category": category_of.get(c, "?")} for c, t in tallies.items()},
-                  "categories": {c: t.as_json() for c, t in categories.items()}, "overall": total.as_json(),
-                  "unjudged": [list(k) for k in missing],
-                  "recall": recall(misses, {k for k, _ in pairs}, target)}
-        print_target(result, tallies, categories, total, category_of)
-        results.append(result)
+        every = keyed(report.get("findings", []), projects)
+        category_of.update((f["code"], f.get("category", "?")) for _, f in every)
+        for part in SETS:
+            # Tuning and test projects apart (JUDGING rubric): the sample of each is drawn from its own findings.
+            pairs = [(k, f) for k, f in every if set_of[k[0]] == part]
+            if not any(p.set == part for p in projects):
+                continue
+            judged = [(k, f) for k, f in pairs if f.get("severity") in JUDGED_SEVERITIES]
+            keys = {k for k, _ in judged}
+            picked = sample(keys, args.sample, args.seed)
+            tallies, missing = precision(keys, picked, judgments, target)
+            categories, total = rollup(tallies, category_of)
+            for key in keys:
+                for slot in ((key, target), (key, None)):
+                    if slot in judgments:
+                        matched.add(slot)
+            first: dict[Key, dict[str, Any]] = {}
+            for key, finding in judged:
+                first.setdefault(key, finding)
+            for key in missing:
+                entry = unjudged.setdefault(key, {"severity": first[key].get("severity"), "targets": [],
+                                                  "message": first[key].get("message", "")})
+                entry["targets"].append(target)
+            in_part = [m for m in misses if set_of[m.project] == part]
+            result = {"target": target, "set": part, "stack": report.get("target", {}).get("stack", "?"),
+                      "files": sum(1 for p in projects if p.set == part for _ in (cache / p.folder).rglob("*.py")),
+                      "info": len(pairs) - len(judged),
+                      "wall_seconds": round(elapsed, 1), "errors": [e for e in report.get("errors", [])
+                                                                    if _project_of(e.get("path", ""), projects,
+                                                                                   set_of) == part],
+                      "rules": {c: t.as_json() | {"category": category_of.get(c, "?")} for c, t in tallies.items()},
+                      "categories": {c: t.as_json() for c, t in categories.items()}, "overall": total.as_json(),
+                      "unjudged": [list(k) for k in missing],
+                      "recall": recall(in_part, {k for k, _ in pairs}, target),
+                      "labels": label_recall([lb for lb in labels if set_of[lb.project] == part],
+                                             [(k, f.get("category", "?")) for k, f in pairs], target)}
+            print_target(result, tallies, categories, total, category_of)
+            results.append(result)
 
     # A judgment no finding matches any more was made for code that moved or a finding that went away.
     stale = []
@@ -610,7 +706,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.json is not None:
         payload = {"projects": [{"name": p.name, "requirement": p.requirement, "include": list(p.include),
-                                 "tests": p.tests} for p in projects],
+                                 "tests": p.tests, "set": p.set} for p in projects],
                    "sample": args.sample, "seed": args.seed, "targets": results,
                    "stale": [{"key": list(k), "target": t} for k, t in stale], "wall_seconds": round(elapsed, 1)}
         try:
@@ -619,6 +715,11 @@ def run(args: argparse.Namespace) -> int:
             raise Fail(f"--json {args.json}: cannot write: {exc.strerror or exc}") from None
         print(f"wrote {args.json}")
     return 1 if unjudged else 0
+
+
+def _project_of(path: str, projects: list[Project], set_of: dict[str, str]) -> str | None:
+    folder = path.replace("\\", "/").partition("/")[0]
+    return next((set_of[p.name] for p in projects if p.folder == folder), None)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,7 +26,17 @@ from typing import Any
 from portcheck import __version__
 from portcheck.atomic import replace_file
 from portcheck.errors import UserError
-from portcheck.findings import Edit, FileError, FileResult, FileTooLarge, Finding, Fix, Severity, read_bounded
+from portcheck.findings import (
+    Edit,
+    FileError,
+    FileResult,
+    FileTooLarge,
+    Finding,
+    Fix,
+    Severity,
+    Summary,
+    read_bounded,
+)
 from portcheck.knowledge import rules_dir
 
 LAYOUT = "v1"
@@ -47,7 +57,7 @@ def code_version() -> str:
     libcst_version = Path(spec.origin).parent / "_version.py" if spec and spec.origin else None
     sources = [libcst_version] if libcst_version else []
     sources += sorted(rules_dir().rglob("*.toml"))
-    sources += sorted((_PACKAGE / "static").glob("*.py"))
+    sources += sorted((_PACKAGE / "static").rglob("*.py"))  # the rule packages and the semantic model too
     sources += [_PACKAGE / "findings.py", _PACKAGE / "knowledge.py"]
     for source in sources:
         try:
@@ -148,6 +158,7 @@ def _plain(result: FileResult) -> dict[str, Any]:
         "findings": [_plain_finding(f) for f in result.findings],
         "suppressed": [_plain_finding(f) for f in result.suppressed],
         "errors": [[e.path, e.message, e.line] for e in result.errors],
+        "summary": None if result.summary is None else result.summary.plain(),
     }
 
 
@@ -157,7 +168,7 @@ def _plain_finding(f: Finding) -> list[Any]:
         fix = [f.fix.applicability, f.fix.title,
                [[e.line, e.column, e.end_line, e.end_column, e.content] for e in f.fix.edits]]
     return [f.code, f.name, f.category, int(f.severity), f.message, f.path, f.line, f.column, f.end_line,
-            f.end_column, list(f.evidence), fix, f.fingerprint, f.stem]
+            f.end_column, list(f.evidence), fix, f.fingerprint, f.stem, f.requires]
 
 
 def _result(plain: dict[str, Any]) -> FileResult:
@@ -167,12 +178,13 @@ def _result(plain: dict[str, Any]) -> FileResult:
         suppressed=tuple(_finding(f) for f in plain["suppressed"]),
         errors=tuple(FileError(str(p), str(m), None if line is None else int(line))
                      for p, m, line in plain["errors"]),
+        summary=None if plain.get("summary") is None else Summary.from_plain(plain["summary"]),
     )
 
 
 def _finding(plain: list[Any]) -> Finding:
     (code, name, category, severity, message, path, line, column, end_line, end_column, evidence, fix,
-     fingerprint, stem) = plain
+     fingerprint, stem, requires) = plain
     made_fix = None
     if fix is not None:
         applicability, title, edits = fix
@@ -182,5 +194,5 @@ def _finding(plain: list[Any]) -> Finding:
         code=str(code), name=str(name), category=str(category), severity=Severity(int(severity)),
         message=str(message), path=str(path), line=int(line), column=int(column), end_line=int(end_line),
         end_column=int(end_column), evidence=tuple(str(e) for e in evidence), fix=made_fix,
-        fingerprint=str(fingerprint), stem=str(stem),
+        fingerprint=str(fingerprint), stem=str(stem), requires=str(requires),
     )

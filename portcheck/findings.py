@@ -81,6 +81,9 @@ class Finding:
     fix: Fix | None = None
     fingerprint: str = ""
     stem: str = ""  # the fingerprint without the occurrence number: what identical findings of a file share
+    # A condition only the project's call graph can settle (portcheck.static.semantic.graph): "device" = a
+    # finding only where the code is part of the device step. Settled before any report; never in the output.
+    requires: str = ""
 
     @property
     def sort_key(self) -> tuple[str, int, int, str]:
@@ -96,12 +99,53 @@ class FileError:
     line: int | None = None
 
 
+# What one file tells the rest of the project (portcheck.static.semantic.summary reads it, the call graph in
+# portcheck.static.semantic.graph uses it).
+@dataclass(frozen=True)
+class Function:
+    name: str  # "Net.forward", "helper", "outer.inner"
+    line: int
+    end_line: int
+    roles: tuple[str, ...]
+    calls: tuple[tuple[str, str], ...]  # (what is called or passed on, the guard it sits under or "")
+    returns: tuple[str, ...]  # the calls whose value it returns: a probe when one of them is
+    host_refs: tuple[str, ...] = ()  # functions it hands to the data pipeline (`collate_fn=f`)
+
+
+@dataclass(frozen=True)
+class Summary:
+    functions: tuple[Function, ...] = ()
+    classes: tuple[tuple[str, tuple[str, ...]], ...] = ()  # class name -> its bases, resolved
+    exports: tuple[tuple[str, str], ...] = ()  # a name imported at module level -> what it names
+    regions: tuple[tuple[int, int, str], ...] = ()  # (line, end_line, guard) of guarded blocks
+
+    def plain(self) -> list[object]:
+        """As JSON values, for the cache."""
+        return [[[f.name, f.line, f.end_line, list(f.roles), [list(c) for c in f.calls], list(f.returns),
+                  list(f.host_refs)] for f in self.functions],
+                [[n, list(b)] for n, b in self.classes], [list(e) for e in self.exports],
+                [list(r) for r in self.regions]]
+
+    @classmethod
+    def from_plain(cls, plain: list[object]) -> Summary:
+        """The summary a cache entry holds; anything malformed raises (TypeError, ValueError), a cache miss."""
+        functions, classes, exports, regions = plain
+        return cls(
+            tuple(Function(str(n), int(a), int(b), tuple(map(str, roles)), tuple((str(t), str(g)) for t, g in calls),
+                           tuple(map(str, rets)), tuple(map(str, refs)))
+                  for n, a, b, roles, calls, rets, refs in functions),  # type: ignore[attr-defined]
+            tuple((str(n), tuple(map(str, b))) for n, b in classes),  # type: ignore[attr-defined]
+            tuple((str(a), str(b)) for a, b in exports),  # type: ignore[attr-defined]
+            tuple((int(a), int(b), str(g)) for a, b, g in regions))  # type: ignore[attr-defined]
+
+
 @dataclass(frozen=True)
 class FileResult:
     path: str
     findings: tuple[Finding, ...] = ()
     errors: tuple[FileError, ...] = ()
     suppressed: tuple[Finding, ...] = ()  # silenced by a suppression comment (SARIF reports them as such)
+    summary: Summary | None = None  # None: not read (a file that failed, a dependency file, a large file)
 
 
 # libcst holds a parsed file in several hundred times its size (a 3 MB generated file took 2.5 GB and half a
@@ -191,6 +235,7 @@ class ScanResult:
     trace: TraceResult | None = None  # `portcheck trace`: graph, ops, shapes and model facts for the reports
     suppressed: list[Finding] = field(default_factory=list)
     baselined: int = 0  # findings left out because the baseline file holds them
+    notice: str | None = None  # one line for the user about the scan itself (the call graph was not built)
 
 
 _SPACE = re.compile(r"\s+")

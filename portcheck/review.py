@@ -125,18 +125,21 @@ def review(change: Change, settings: Settings) -> ScanResult:
     the findings that touch a changed line. Paths are the repository root's, as GitHub wants them."""
     from portcheck.static.discover import is_excluded
     from portcheck.static.engine import analyse_file
+    from portcheck.static.semantic.graph import apply
 
     result = ScanResult(Target(settings.chip, settings.stack, settings.sdk))
+    outcomes = []
     for path, hunks in sorted(change.hunks.items()):
         location = change.root / path
         if not hunks or is_excluded(location, settings):
             continue
         data = change.source(path) if change.head else None
-        job = settings.job(path, location, data)
-        outcome = analyse_file(job)
+        outcomes.append(analyse_file(settings.job(path, location, data)))
+    for outcome in apply(outcomes)[0]:  # the call graph of the changed files
         result.files += 1
         result.errors.extend(outcome.errors)
-        result.findings.extend(f for f in outcome.findings if change.hunk_of(path, f.line, f.end_line))
+        result.findings.extend(f for f in outcome.findings
+                               if change.hunk_of(outcome.path, f.line, f.end_line))
     result.findings.sort(key=lambda f: f.sort_key)
     return result
 

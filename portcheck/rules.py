@@ -49,6 +49,9 @@ class Rule:
     FIXABLE: ClassVar[bool] = False  # some occurrences carry a fix (its safety is decided per occurrence)
     ONCE_PER_FILE: ClassVar[bool] = False  # it reports a file's first occurrence only
     EXAMPLE_FILE: ClassVar[str] = "example.py"  # the file name its examples are scanned as (a requirements file)
+    # Where its findings keep their severity (portcheck.static.semantic.graph): "device" (what forward or a
+    # training step reaches), "host" (what only the data pipeline reaches) and "unknown". None: its category's.
+    CONTEXTS: ClassVar[frozenset[str] | None] = None
 
     @classmethod
     def info(cls) -> RuleInfo:
@@ -130,9 +133,26 @@ def rule_class(code: str) -> type[Rule] | None:
     return registry().get(code)
 
 
+# Categories whose findings matter only where the code runs on the device: what only the data pipeline reaches
+# runs on the host (numpy, CPU tensors), where a data-dependent shape, a float64 or a host read costs nothing.
+_DEVICE_CATEGORIES = frozenset({"dynamic-shape", "host-sync", "dtype", "unsupported-op", "custom-attention"})
+EVERYWHERE = frozenset({"device", "host", "unknown"})
+
+
+@functools.cache
+def contexts_of(code: str) -> frozenset[str]:
+    """The contexts a rule's findings keep their severity in: its own `CONTEXTS`, else its category's."""
+    cls = rule_class(code)
+    if cls is not None and cls.CONTEXTS is not None:
+        return cls.CONTEXTS
+    category = load().rules[code].category if code in load().rules else ""
+    return EVERYWHERE - {"host"} if category in _DEVICE_CATEGORIES else EVERYWHERE
+
+
 def package_of(category: str) -> str:
     """The static package a category's rules live in: `cuda-api` -> `cuda_api`."""
     return category.replace("-", "_")
 
 
-__all__ = ["HOMES", "RULES", "Pass", "Rule", "doc_sections", "package_of", "registry", "rule", "rule_class"]
+__all__ = ["EVERYWHERE", "HOMES", "RULES", "Pass", "Rule", "contexts_of", "doc_sections", "package_of", "registry",
+           "rule", "rule_class"]

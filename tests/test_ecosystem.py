@@ -158,3 +158,39 @@ def test_recall_finds_a_miss_by_its_code_on_its_lines():
     assert (result["misses"], result["found"], result["recall"]) == (3, 2, pytest.approx(2 / 3, abs=1e-4))
     assert [r["other_code_on_line"] for r in result["rows"]] == [False, False, True]
     assert ecosystem.recall(misses, found, "inf2")["misses"] == 4
+
+
+# ---- test projects and recall labels ------------------------------------------------------------
+
+
+def test_tuning_and_test_projects_are_apart_and_test_projects_have_labels_written_first():
+    projects = ecosystem.load_projects()
+    test = {p.name for p in projects if p.set == "test"}
+    assert len(test) >= 10 and {p.set for p in projects} == {"tuning", "test"}
+    labels = ecosystem.load_labels()
+    assert {label.project for label in labels} <= test  # labels are for test projects only
+    assert len(labels) >= 80
+
+
+def test_labels_are_validated(tmp_path):
+    (tmp_path / "p.toml").write_text('labels = [{ path = "a.py", line = 3, category = "gpu", reason = "r" }]')
+    with pytest.raises(Fail, match="category must be one of"):
+        ecosystem.load_labels(tmp_path)
+    (tmp_path / "p.toml").write_text('labels = [{ path = "a.py", line = 3, end_line = 2, category = "dtype", '
+                                     'reason = "r" }]')
+    with pytest.raises(Fail, match="end_line not below line"):
+        ecosystem.load_labels(tmp_path)
+
+
+def test_a_label_is_found_by_a_finding_of_its_category_on_its_lines_for_its_target():
+    labels = [ecosystem.Label("p", "a.py", 10, 12, "host-sync", "both", "r"),
+              ecosystem.Label("p", "a.py", 20, 20, "training", "inf2", "r"),
+              ecosystem.Label("p", "b.py", 5, 5, "dtype", "both", "r")]
+    findings = [(key("a.py", 11, "PC701"), "host-sync"), (key("a.py", 20, "PC601"), "training"),
+                (key("b.py", 5, "PC301"), "unsupported-op")]
+    trn2 = ecosystem.label_recall(labels, findings, "trn2")
+    assert (trn2["labels"], trn2["found"]) == (2, 1)  # the inf2-only label does not count on trn2
+    assert trn2["rows"][1]["other_category_on_line"] == ["unsupported-op"]  # another category is no hit
+    inf2 = ecosystem.label_recall(labels, findings, "inf2")
+    assert (inf2["labels"], inf2["found"]) == (3, 2)
+    assert inf2["by_category"]["training"] == {"found": 1, "labels": 1}

@@ -18,6 +18,7 @@ from portcheck.knowledge import load
 from portcheck.rules import Pass, registry
 from portcheck.static.engine import FileJob, analyse_file
 from portcheck.static.manifests import kind
+from portcheck.static.semantic.graph import apply
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "static"
 EXPECT = re.compile(r"#\s*expect(?:\((?P<where>[\w-]+)\))?:\s*(?P<codes>PC\d{3}(?:\s*,\s*PC\d{3})*)")
@@ -67,8 +68,8 @@ def test_fixture_tree_is_not_empty():
                          ids=[f"{p.relative_to(FIXTURES)}-{c}-{s}" for p, (c, s) in CASES])
 def test_fixture(path: Path, target: tuple[str, str]):
     chip, stack = target
-    result = analyse_file(FileJob(path=str(path), chip=chip, stack=stack, enabled=enabled(path, chip, stack),
-                                  location=str(path)))
+    (result,), _ = apply([analyse_file(FileJob(path=str(path), chip=chip, stack=stack,
+                                               enabled=enabled(path, chip, stack), location=str(path)))])
     assert result.errors == ()
     got = {(f.line, f.code) for f in result.findings}
     want = expected(path, chip, stack)

@@ -50,6 +50,7 @@ class Hit:
     severity: Severity | None = None  # None: the rule's severity; set where one occurrence is milder or worse
     fix: FixPlan | None = None
     chain: tuple[cst.CSTNode, ...] = ()  # the statements enclosing `node`, outermost first
+    requires: str = ""  # see Finding.requires
 
 
 N = TypeVar("N", bound=cst.CSTNode)
@@ -129,15 +130,17 @@ class Context:
         self.skip: set[int] = set()
 
     def report(self, rule: type[Rule] | str, node: cst.CSTNode, message: str | None = None,
-               severity: Severity | None = None, fix: FixPlan | None = None, **fields: object) -> None:
-        """A finding of `rule` at `node`, worded by `message` or else by the rule's template and `fields`."""
+               severity: Severity | None = None, fix: FixPlan | None = None, requires: str = "",
+               **fields: object) -> None:
+        """A finding of `rule` at `node`, worded by `message` or else by the rule's template and `fields`;
+        `requires="device"`: only if the project's call graph puts the code in the device step."""
         code = rule if isinstance(rule, str) else rule.code
         if code in self.enabled:
             if message is None:
                 assert not isinstance(rule, str)
                 message = rule.format(**fields)
             statement = self.statements[-1] if self.statements else None
-            self.hits.append(Hit(code, node, message, statement, severity, fix, tuple(self.statements)))
+            self.hits.append(Hit(code, node, message, statement, severity, fix, tuple(self.statements), requires))
 
     def memo(self, kind: str, node: cst.CSTNode, compute: Callable[[], T]) -> T:
         """A per-file cache for facts about a node (is this loop a training loop?) that several checks ask."""

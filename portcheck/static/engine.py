@@ -13,6 +13,7 @@ import re
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import cast
 
 import libcst as cst
@@ -43,6 +44,8 @@ from portcheck.static.nesting import (
     on_parse_stack,
 )
 from portcheck.static.positions import Positions
+from portcheck.static.semantic.graph import apply
+from portcheck.static.semantic.summary import summarise
 from portcheck.static.source import SourceError, decode
 from portcheck.static.suppression import apply_suppressions, file_result, might_hold_suppression, parse_comment
 from portcheck.static.walk import STATEMENTS, walk
@@ -155,7 +158,7 @@ def analyse_file(job: FileJob) -> FileResult:
     gc.disable()
     try:
         text = manifests.decode(data) if manifests.kind(job.path) else decode(data).text
-        return analyse_text(text, job.path, job.chip, job.stack, job.enabled, job.sdk)
+        return _analysed(text, job.path, job.chip, job.stack, job.enabled, job.sdk)
     except Exception as exc:  # a bug of ours must not stop the scan of the other files
         return failed(job.path, exc)
     finally:
@@ -203,6 +206,12 @@ def _no_validation(self: cst.CSTNode) -> None:
 
 
 def analyse_text(text: str, path: str, chip: str, stack: str, enabled: frozenset[str], sdk: str = "") -> FileResult:
+    """One file on its own: its findings with the file's own call graph applied (a project's scan applies the
+    whole project's graph instead, to what `analyse_file` returns)."""
+    return apply([_analysed(text, path, chip, stack, enabled, sdk)])[0][0]
+
+
+def _analysed(text: str, path: str, chip: str, stack: str, enabled: frozenset[str], sdk: str = "") -> FileResult:
     if manifests.kind(path) is not None:  # requirements*.txt, pyproject.toml, environment.yml
         return analyse_manifest(text, path, chip, stack, enabled)
     if len(text) > CHUNKED_ABOVE:  # memory bounded by a group of statements, not the file
@@ -225,6 +234,7 @@ def _analyse_python(text: str, path: str, chip: str, stack: str, enabled: frozen
                                                         "memory)"),))
     except ValueError as exc:
         return FileResult(path, errors=(FileError(path, f"cannot parse: {str(exc) or type(exc).__name__}"),))
+    summary = summarise(tree)
     links, line = flat_chain_depth(tree, text)
     if links > MAX_FLAT_LINKS:
         return FileResult(path, errors=(FileError(
@@ -233,7 +243,7 @@ def _analyse_python(text: str, path: str, chip: str, stack: str, enabled: frozen
     table = _table(_plan(enabled), text)
     may_suppress = might_hold_suppression(text)
     if not table and not may_suppress:
-        return FileResult(path)  # nothing here can fire
+        return FileResult(path, summary=summary)  # nothing here can fire
     try:
         module = on_parse_stack(lambda: parse(text))
     except cst.ParserSyntaxError as exc:
@@ -256,7 +266,7 @@ def _analyse_python(text: str, path: str, chip: str, stack: str, enabled: frozen
 
     suppressing = [(c, chain) for c, chain in comments or () if might_hold_suppression(c.value)]
     if not ctx.hits and not suppressing:
-        return FileResult(path)
+        return FileResult(path, summary=summary)
     positions = Positions(module, tree, text)
     findings = [_finding(hit, path, ctx, positions) for hit in ctx.hits]
     suppressions = []
@@ -265,7 +275,7 @@ def _analyse_python(text: str, path: str, chip: str, stack: str, enabled: frozen
         suppressions.extend(
             parse_comment(comment.value, where.start.line, where.start.column + 1, where.end.column + 1))
     findings, suppressed = apply_suppressions(findings, ctx.hits, positions, suppressions, enabled, path)
-    return file_result(path, findings, suppressed, python_lines(ctx.text))
+    return replace(file_result(path, findings, suppressed, python_lines(ctx.text)), summary=summary)
 
 
 def _import_line(module: cst.Module, positions: Positions) -> int:
@@ -320,6 +330,7 @@ def _finding(hit: Hit, path: str, ctx: Context, positions: Positions) -> Finding
         end_line=where.end.line,
         end_column=where.end.column + 1,
         fix=_fix(hit.fix, hit, ctx, positions) if hit.fix is not None else None,
+        requires=hit.requires,
     )
 
 

@@ -113,13 +113,18 @@ def run_jobs(jobs: list[FileJob], settings: Settings, workers: int | None = 1, c
             progress(len(outcomes), len(jobs), outcome.path)
         if cache is not None and put_key is not None and put_content is not None and _cacheable(outcome):
             cache.put(put_key, put_content, outcome)
+    if pending or outcomes:  # what one file's findings mean can depend on the others: the project's call graph
+        from portcheck.static.semantic.graph import apply
+
+        outcomes, result.notice = apply(outcomes)
     return _gathered(result, outcomes)
 
 
 def _gathered(result: ScanResult, outcomes: list[FileResult]) -> ScanResult:
     """The files' results in one report, in a stable order whatever order the pool returned them in."""
     for outcome in outcomes:
-        result.findings.extend(outcome.findings)
+        # a finding only the call graph could keep (Finding.requires) never reaches a report unsettled
+        result.findings.extend(f for f in outcome.findings if not f.requires)
         result.errors.extend(outcome.errors)
         result.suppressed.extend(outcome.suppressed)
     result.findings.sort(key=lambda f: f.sort_key)

@@ -183,8 +183,9 @@ def _steps_inside(ctx: Context, statement: cst.If) -> bool:
 
 
 def read_place(ctx: Context) -> str | None:
-    """"forward", "step" (a loop body that steps an optimizer), or None where a host read is harmless: host-side
-    code (scope.host_code), an error path, a logging interval."""
+    """"forward", "step" (a loop body that steps an optimizer), "helper" (another function: a read there counts
+    only where the project's call graph puts it in the device step), or None where a host read is harmless:
+    host-side code (scope.host_code), an error path, a logging interval, module level, a model's construction."""
     if host_code(ctx) is not None or error_path(ctx) or _interval(ctx):
         return None
     if ctx.in_forward:
@@ -192,7 +193,31 @@ def read_place(ctx: Context) -> str | None:
     for loop, facts in enclosing_loops(ctx):
         if facts.steps:
             return None if _after_sync(ctx, loop, facts) else "step"
+    if ctx.functions and not any(f.name.value in _SET_UP or _drives_steps(ctx, f) for f in ctx.functions):
+        return "helper"
     return None
+
+
+def _drives_steps(ctx: Context, function: cst.FunctionDef) -> bool:
+    """The function runs the training loop itself: what it reads outside the loop's steps is read once."""
+    def compute() -> bool:
+        found = False
+
+        class Finder(cst.CSTVisitor):
+            def visit_Call(self, call: cst.Call) -> bool:
+                nonlocal found
+                found = found or _is_step(ctx, call) or _backward_name(call) is not None
+                return not found
+
+        visit(function, Finder())
+        return found
+
+    return ctx.memo("drives-steps", function, compute)
+
+
+# Functions that run once, to build or load a model: a host read there is no per-step cost.
+_SET_UP = frozenset({"__init__", "reset_parameters", "_init_weights", "init_weights", "__repr__", "extra_repr",
+                     "__str__", "load_state_dict", "state_dict", "__setstate__", "__getstate__"})
 
 
 def quiet_calls(ctx: Context) -> set[int]:

@@ -75,8 +75,10 @@ def _torch_returns_tensor(qualname: str) -> bool:
 
 
 def _forward_tensors(ctx: Context) -> frozenset[str]:
-    """Parameters of the enclosing `forward` annotated as tensors (`x: torch.Tensor`)."""
-    forward = next((f for f in reversed(ctx.functions) if f.name.value == "forward"), None)
+    """Parameters of the enclosing `forward` (else of the function a read is in) annotated as tensors (`x:
+    torch.Tensor`)."""
+    forward = next((f for f in reversed(ctx.functions) if f.name.value == "forward"),
+                   ctx.functions[-1] if ctx.functions else None)
     if forward is None:
         return frozenset()
 
@@ -93,7 +95,7 @@ def _forward_tensors(ctx: Context) -> frozenset[str]:
 
 
 def known_tensors(ctx: Context, place: str) -> set[str] | frozenset[str]:
-    if place == "forward":
+    if place in ("forward", "helper"):
         return _forward_tensors(ctx)
     names: set[str] = set()
     for _, facts in enclosing_loops(ctx):

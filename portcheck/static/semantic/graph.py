@@ -1,0 +1,324 @@
+"""The project's call graph, built after every file is analysed, from the files' summaries alone, and what it says
+about each finding: where its code runs and whether a CUDA-only or other-vendor path is the only way there.
+
+- **Probes across functions.** A function that returns a CUDA probe (`def has_gpu(): return
+  torch.cuda.is_available()`), or returns another such function's value, is a probe: `if has_gpu():` is a CUDA
+  guard in every file that imports it.
+- **CUDA-only and other-vendor functions.** A function called only under CUDA guards (or only from CUDA-only
+  functions) is CUDA-only; one that drives TensorRT, OpenVINO, CoreML or ONNX Runtime, or is reached only from
+  one, or only under `torch.onnx.is_in_onnx_export()`, is another vendor's. Neither runs on Neuron: a finding
+  there is info. A function with no caller in the scanned tree (public API, an entry point, a `forward` that
+  `__call__` reaches) is none of these.
+- **Where code runs.** The device step is what a module's `forward` or a training step (a function that calls
+  `backward()` or `optimizer.step()`, Lightning's `*_step`) reaches through the calls the graph resolves (imports
+  inside the tree, methods through `self` and the class's bases). Host code is what only a data-pipeline entry
+  reaches (`__getitem__`, a Dataset's or Sampler's methods, a function given as `collate_fn=`). A rule declares
+  the contexts it reports in (`Rule.CONTEXTS`); outside them its finding is info.
+
+Bounded: past `MAX_FUNCTIONS` functions the graph is not built and the scan keeps per-file results (the
+caller says so in one line). Every walk is iterative, so cycles and deep call chains cost nothing extra.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict, deque
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+
+from portcheck.findings import FileResult, Finding, Severity
+from portcheck.rules import contexts_of
+from portcheck.static.semantic.summary import CUDA_GUARD, FORWARD, HOST, PROBE, STEP, VENDOR, VENDOR_GUARD, Function
+
+MAX_FUNCTIONS = 200_000
+_DEPTH = 8  # re-exports and base classes followed at most this deep
+
+
+@dataclass
+class _Node:
+    full: str  # module.function
+    path: str
+    module: str
+    function: Function
+
+
+def module_of(path: str) -> tuple[str, bool]:
+    """`pkg/sub/mod.py` -> ("pkg.sub.mod", False); `pkg/__init__.py` -> ("pkg", True)."""
+    stem = path.replace("\\", "/").removesuffix(".pyi").removesuffix(".py").strip("/")
+    parts = [p for p in stem.split("/") if p not in ("", ".")]
+    package = bool(parts) and parts[-1] == "__init__"
+    if package:
+        parts = parts[:-1]
+    return ".".join(parts), package
+
+
+def _suffixes(full: str, module: str) -> Iterable[str]:
+    """`a.b.c.f` with module `a.b.c` -> a.b.c.f, b.c.f, c.f: how an absolute import may name it."""
+    parts = module.split(".") if module else []
+    rest = full[len(module) + 1:] if module else full
+    for start in range(len(parts)):
+        yield ".".join(parts[start:]) + "." + rest
+
+
+class Project:
+    def __init__(self, results: list[FileResult]) -> None:
+        self.nodes: dict[str, _Node] = {}
+        self.by_suffix: dict[str, list[str]] = defaultdict(list)
+        self.exports: dict[str, str] = {}
+        self.export_suffix: dict[str, list[str]] = defaultdict(list)
+        self.classes: dict[str, tuple[str, ...]] = {}
+        self.class_suffix: dict[str, list[str]] = defaultdict(list)
+        self.files: dict[str, tuple[str, bool, list[_Node]]] = {}
+        for result in results:
+            if result.summary is None:
+                continue
+            module, package = module_of(result.path)
+            nodes = []
+            for function in result.summary.functions:
+                full = f"{module}.{function.name}" if module else function.name
+                node = _Node(full, result.path, module, function)
+                self.nodes[full] = node
+                nodes.append(node)
+                for key in _suffixes(full, module):
+                    self.by_suffix[key].append(full)
+            for name, bases in result.summary.classes:
+                full = f"{module}.{name}" if module else name
+                self.classes[full] = tuple(self._absolute(b, module, package) for b in bases)
+                for key in _suffixes(full, module):
+                    self.class_suffix[key].append(full)
+            for name, target in result.summary.exports:
+                full = f"{module}.{name}" if module else name
+                self.exports[full] = self._absolute(target, module, package)
+                for key in _suffixes(full, module):
+                    self.export_suffix[key].append(full)
+            self.files[result.path] = (module, package, sorted(nodes, key=lambda n: n.function.line))
+
+    @staticmethod
+    def _absolute(target: str, module: str, package: bool) -> str:
+        """A relative import (`..mod.f`) made absolute against the importing module."""
+        if not target.startswith("."):
+            return target
+        dots = len(target) - len(target.lstrip("."))
+        base = module.split(".") if module else []
+        keep = len(base) - dots + (1 if package else 0)
+        return ".".join([*base[:max(keep, 0)], target[dots:]]).strip(".")
+
+    # ---- resolving a name to functions -----------------------------------------------------------------------
+
+    def _find(self, dotted_name: str, depth: int = 0) -> list[str]:
+        """The functions an absolute dotted name may be (a class stands for its `__init__`)."""
+        if dotted_name in self.nodes:
+            return [dotted_name]
+        found = list(self.by_suffix.get(dotted_name, ()))
+        if found:
+            return found
+        classes = [dotted_name] if dotted_name in self.classes else self.class_suffix.get(dotted_name, [])
+        if classes:
+            return [f"{c}.__init__" for c in classes if f"{c}.__init__" in self.nodes]
+        if depth < _DEPTH:
+            exported = [dotted_name] if dotted_name in self.exports else self.export_suffix.get(dotted_name, [])
+            return [f for e in exported for f in self._find(self.exports[e], depth + 1)]
+        return []
+
+    def _method(self, cls: str, name: str, depth: int = 0) -> list[str]:
+        if f"{cls}.{name}" in self.nodes:
+            return [f"{cls}.{name}"]
+        if depth >= _DEPTH:
+            return []
+        found: list[str] = []
+        for base in self.classes.get(cls, ()):
+            for known in ([base] if base in self.classes else self.class_suffix.get(base, [])):
+                found.extend(self._method(known, name, depth + 1))
+        return found
+
+    def resolve(self, target: str, caller: _Node) -> list[str]:
+        module, package = self.files[caller.path][:2]
+        if target.startswith("self."):
+            rest = target[len("self."):]
+            cls = self._class_of(caller)
+            return self._method(cls, rest) if cls and "." not in rest else []
+        if target.startswith(":"):
+            name = target[1:]
+            scopes = caller.function.name.split(".")
+            for end in range(len(scopes), -1, -1):  # nested functions first, then the module
+                prefix = ".".join(filter(None, [module, *scopes[:end]]))
+                full = f"{prefix}.{name}" if prefix else name
+                if full in self.nodes:
+                    return [full]
+                if full in self.classes:
+                    return [f"{full}.__init__"] if f"{full}.__init__" in self.nodes else []
+            full = f"{module}.{name}" if module else name
+            return self._find(self.exports[full]) if full in self.exports else []
+        return self._find(self._absolute(target, module, package))
+
+    def _class_of(self, node: _Node) -> str | None:
+        parts = node.function.name.split(".")
+        for end in range(len(parts) - 1, 0, -1):
+            cls = ".".join(filter(None, [node.module, *parts[:end]]))
+            if cls in self.classes:
+                return cls
+        return None
+
+
+@dataclass(frozen=True)
+class Facts:
+    probes: frozenset[str]
+    cuda_only: frozenset[str]
+    vendor_only: frozenset[str]
+    device: frozenset[str]
+    host: frozenset[str]
+
+
+def facts(project: Project) -> Facts:
+    edges: dict[str, list[tuple[str, str]]] = {}  # caller -> (callee, guard)
+    for full, node in project.nodes.items():
+        edges[full] = [(callee, guard) for target, guard in node.function.calls
+                       for callee in project.resolve(target, node)]
+    probes = {f for f, n in project.nodes.items() if PROBE in n.function.roles}
+    changed = True
+    while changed:  # a function returning a probe's value is one
+        changed = False
+        for full, node in project.nodes.items():
+            if full in probes or not node.function.returns:
+                continue
+            found = [project.resolve(t, node) for t in node.function.returns]
+            if any(f and all(c in probes for c in f) for f in found):
+                probes.add(full)
+                changed = True
+
+    def guard_kind(guard: str, caller: _Node) -> str:
+        if guard.startswith("?"):
+            callees = project.resolve(guard[1:], caller)
+            return CUDA_GUARD if callees and all(c in probes for c in callees) else ""
+        return guard if guard in (CUDA_GUARD, VENDOR_GUARD) else ""
+
+    sites: dict[str, list[tuple[str, str]]] = defaultdict(list)  # callee -> (caller, guard kind)
+    for caller, out in edges.items():
+        node = project.nodes[caller]
+        for callee, guard in out:
+            if callee != caller:
+                sites[callee].append((caller, guard_kind(guard, node)))
+
+    def only(kind: str, roots: set[str]) -> set[str]:
+        found = set(roots)
+        changed = True
+        while changed:
+            changed = False
+            for callee, calls in sites.items():
+                if callee not in found and all(g == kind or c in found for c, g in calls):
+                    found.add(callee)
+                    changed = True
+        return found
+
+    cuda_only = only(CUDA_GUARD, set())
+    vendor_only = only(VENDOR_GUARD, {f for f, n in project.nodes.items() if VENDOR in n.function.roles})
+    skipped = cuda_only | vendor_only
+
+    def reach(roots: Iterable[str], avoid: set[str]) -> set[str]:
+        seen = set(roots) - avoid
+        queue = deque(seen)
+        while queue:
+            caller = queue.popleft()
+            node = project.nodes[caller]
+            for callee, guard in edges.get(caller, ()):
+                if callee not in seen and callee not in avoid and not guard_kind(guard, node):
+                    seen.add(callee)
+                    queue.append(callee)
+        return seen
+
+    device = reach((f for f, n in project.nodes.items() if {FORWARD, STEP} & set(n.function.roles)), skipped)
+    host_roots = {f for f, n in project.nodes.items() if HOST in n.function.roles}
+    for node in project.nodes.values():
+        for ref in node.function.host_refs:
+            host_roots.update(project.resolve(ref, node))
+    host = reach(host_roots, skipped | device)
+    return Facts(frozenset(probes), frozenset(cuda_only), frozenset(vendor_only), frozenset(device),
+                 frozenset(host))
+
+
+# ---- findings ----------------------------------------------------------------------------------------------------
+
+
+def _enclosing(nodes: list[_Node], line: int) -> list[_Node]:
+    """The functions holding `line`, outermost first."""
+    return [n for n in nodes if n.function.line <= line <= n.function.end_line]
+
+
+def _where(project: Project, found: Facts, result: FileResult, finding: Finding) -> tuple[str, str] | None:
+    """(context, why) for a finding whose place the graph knows: "cuda" or "vendor" for a path that never runs on
+    Neuron, "host" for host-side code; None where the per-file analysis stands."""
+    nodes = project.files[result.path][2]
+    holders = _enclosing(nodes, finding.line)
+    for node in holders:
+        if node.full in found.cuda_only:
+            return "cuda", f"`{node.function.name}` is called only where CUDA is present"
+        if node.full in found.vendor_only:
+            return "vendor", f"`{node.function.name}` runs only for another vendor's runtime or export"
+    assert result.summary is not None
+    for line, end, guard in result.summary.regions:
+        if line <= finding.line <= end:
+            if guard == VENDOR_GUARD:
+                return "vendor", "under a test for an ONNX export or a trace"
+            if guard.startswith("?") and holders:
+                callees = project.resolve(guard[1:], holders[-1])
+                if callees and all(c in found.probes for c in callees):
+                    return "cuda", f"under `{guard[1:].lstrip(':.')}()`, which returns a CUDA probe"
+    if holders and holders[-1].full in found.host and not any(h.full in found.device for h in holders):
+        return "host", f"`{holders[-1].function.name}` is reached only from the data pipeline"
+    return None
+
+
+_NOTES = {
+    "cuda": "a CUDA-only path, {why}: it does not run on Neuron",
+    "vendor": "another vendor's path, {why}: it does not run on Neuron",
+    "host": "host-side code, {why}",
+}
+
+
+def apply(results: list[FileResult]) -> tuple[list[FileResult], str | None]:
+    """The results with what the call graph knows applied; and a line to tell the user when it was not built.
+    Findings that require the device step are kept where the graph puts their code there, and dropped elsewhere
+    (or everywhere, when there is no graph)."""
+    if not any(r.summary is not None and r.findings for r in results):
+        return [settled(r) for r in results], None
+    count = sum(len(r.summary.functions) for r in results if r.summary is not None)
+    if count > MAX_FUNCTIONS:
+        return [settled(r) for r in results], (
+            f"the project holds {count:,} functions, more than the call graph's {MAX_FUNCTIONS:,}: findings are "
+            "judged file by file")
+    project = Project(results)
+    found = facts(project)
+    out = []
+    for result in results:
+        if result.summary is None or not result.findings:
+            out.append(settled(result))
+            continue
+        changed = []
+        for finding in result.findings:
+            if finding.requires:
+                if not _in_device_step(project, found, result, finding):
+                    continue
+                finding = replace(finding, requires="")
+            if finding.severity > Severity.INFO and (place := _where(project, found, result, finding)) is not None:
+                context, why = place
+                if context != "host" or context not in contexts_of(finding.code):
+                    note = _NOTES[context].format(why=why)
+                    finding = replace(finding, severity=Severity.INFO, message=f"{finding.message} ({note})",
+                                      fix=None)
+            changed.append(finding)
+        out.append(replace(result, findings=tuple(changed)))
+    return out, None
+
+
+def _in_device_step(project: Project, found: Facts, result: FileResult, finding: Finding) -> bool:
+    holders = _enclosing(project.files[result.path][2], finding.line)
+    return bool(holders) and holders[-1].full in found.device
+
+
+def settled(result: FileResult) -> FileResult:
+    """The result without the findings only the call graph could have kept."""
+    if not any(f.requires for f in result.findings):
+        return result
+    return replace(result, findings=tuple(f for f in result.findings if not f.requires))
+
+
+__all__ = ["MAX_FUNCTIONS", "Facts", "Project", "apply", "facts", "module_of", "settled"]

@@ -1,0 +1,293 @@
+"""What one file tells the rest of the project about itself, read from Python's own syntax tree (the engine
+parses it anyway, as its syntax check): its functions with their line spans, what each one calls and under which
+CUDA guard, what each is for (a model's `forward`, a training step, a data-pipeline entry, a CUDA probe), the
+names it re-exports, and the regions of code that only another vendor's backend runs.
+
+The project's call graph (`portcheck.static.semantic.graph`) is built from these summaries alone, so a summary is
+a function of the file's bytes: it is cached with the file's findings, and the graph is rebuilt from the cached
+summaries on every run.
+
+Names are resolved through the file's imports: `torch.cuda.is_available`, `pkg.mod.helper`, `..mod.helper` (a
+relative import); any other name is written `:helper` (the graph looks it up in the file's scopes), and a method
+reached through `self` is `self.helper`.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from portcheck.findings import Function, Summary
+
+# What a function is for, as its own code says.
+FORWARD = "forward"  # a module's forward: what the Neuron compiler sees
+STEP = "step"  # a training or evaluation step: calls `backward()` / `optimizer.step()`, or is Lightning's *_step
+HOST = "host"  # a data-pipeline entry: `__getitem__`, a collate function, a method of a Dataset or Sampler
+PROBE = "probe"  # returns whether CUDA is there (`return torch.cuda.is_available()`)
+VENDOR = "vendor"  # drives another vendor's runtime (TensorRT, OpenVINO, CoreML, ONNX Runtime)
+
+# Guards, as written at a call site or over a region: "cuda" (runs only with CUDA), "vendor" (only another
+# vendor's export or runtime takes it), or "?target" / "!target": under `if target():` / `if not target():`,
+# which is a CUDA-only path when `target` turns out to be one of the project's probes.
+CUDA_GUARD, VENDOR_GUARD = "cuda", "vendor"
+
+_STEP_METHODS = frozenset({"training_step", "validation_step", "test_step", "predict_step", "train_step",
+                           "eval_step"})
+_PROBES = frozenset({"torch.cuda.is_available", "torch.cuda.device_count", "torch.cuda.is_initialized"})
+_DATA_BASES = ("torch.utils.data.Dataset", "torch.utils.data.IterableDataset", "torch.utils.data.Sampler",
+               "torch.utils.data.dataset.Dataset", "torch.utils.data.sampler.Sampler")
+_HOST_KEYWORDS = frozenset({"collate_fn", "worker_init_fn"})
+_VENDOR_MODULES = ("tensorrt", "torch_tensorrt", "openvino", "coremltools", "onnxruntime", "tensorflow", "paddle",
+                   "pycuda", "polygraphy")
+_VENDOR_TESTS = frozenset({"torch.onnx.is_in_onnx_export", "torch.jit.is_tracing", "torch.jit.is_scripting",
+                           "torch.onnx.is_onnx_exporting"})
+
+
+def summarise(tree: ast.Module) -> Summary:
+    reader = _Reader(_imports(tree))
+    reader.block(tree.body, (), "")
+    return Summary(tuple(reader.functions), tuple(reader.classes), tuple(sorted(reader.aliases.items())),
+                   tuple(reader.regions))
+
+
+def _imports(tree: ast.Module) -> dict[str, str]:
+    """Local name -> dotted name, for every import in the file (a relative import keeps its dots)."""
+    aliases: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    aliases[alias.asname] = alias.name
+                else:
+                    aliases.setdefault(alias.name.split(".")[0], alias.name.split(".")[0])
+        elif isinstance(node, ast.ImportFrom):
+            base = "." * node.level + (node.module or "")
+            for alias in node.names:
+                if alias.name != "*":
+                    joined = f"{base}.{alias.name}" if base and not base.endswith(".") else base + alias.name
+                    aliases[alias.asname or alias.name] = joined
+    return aliases
+
+
+def dotted(node: ast.expr) -> str | None:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+class _Reader:
+    def __init__(self, aliases: dict[str, str]) -> None:
+        self.aliases = aliases
+        self.functions: list[Function] = []
+        self.classes: list[tuple[str, tuple[str, ...]]] = []
+        self.regions: list[tuple[int, int, str]] = []
+        self.vendor_file = any(v.split(".")[0] in _VENDOR_MODULES for v in aliases.values())
+        self._calls: list[tuple[str, str]] | None = None
+        self._returns: list[str] = []
+        self._host_refs: list[str] = []
+        self._probe = False
+        self._step = False
+        self._vendor = False
+
+    def resolve(self, node: ast.expr) -> str | None:
+        name = dotted(node)
+        if name is None:
+            return None
+        head, _, rest = name.partition(".")
+        if head in self.aliases:
+            target = self.aliases[head]
+            return f"{target}.{rest}" if rest else target
+        if head == "self":
+            return name
+        return f":{name}"
+
+    # ---- guards ----------------------------------------------------------------------------------------------
+
+    def polarity(self, test: ast.expr) -> str | None:
+        """"cuda" when `test` holds only with CUDA, "!cuda" when it fails only then, "vendor" for another vendor's
+        export or trace, "?f" / "!f" for a call of a function that may be a probe; else None."""
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            inner = self.polarity(test.operand)
+            if inner is None or inner == VENDOR_GUARD:
+                return None
+            return inner[1:] if inner[0] == "!" else "!" + (inner[1:] if inner[0] == "?" else inner)
+        if isinstance(test, ast.BoolOp):
+            # `a and b` holds only where a positive side holds; `a or b` fails only where a negative side fails
+            sides = [s for s in map(self.polarity, test.values) if s is not None]
+            negative = isinstance(test.op, ast.Or)
+            return next((s for s in sides if s.startswith("!") == negative), None)
+        if isinstance(test, ast.Compare) and len(test.ops) == 1:
+            return self._comparison(test)
+        if isinstance(test, ast.Call):
+            target = self.resolve(test.func)
+            if target in _PROBES:
+                return CUDA_GUARD
+            if target in _VENDOR_TESTS:
+                return VENDOR_GUARD
+            return f"?{target}" if target is not None and not target.startswith(("torch.", "os.", "isinstance")) \
+                else None
+        if isinstance(test, ast.Attribute):
+            if test.attr == "is_cuda":
+                return CUDA_GUARD
+            if test.attr in ("onnx_trace", "onnx_export", "exporting_onnx", "tracing_onnx"):
+                return VENDOR_GUARD
+        return None
+
+    def _comparison(self, test: ast.Compare) -> str | None:
+        op, left, right = test.ops[0], test.left, test.comparators[0]
+        same, differs = isinstance(op, (ast.Eq, ast.Is)), isinstance(op, (ast.NotEq, ast.IsNot))
+        for side in (left, right):
+            if isinstance(side, ast.Constant) and side.value == "cuda":
+                return CUDA_GUARD if same else "!cuda" if differs else None
+        if isinstance(op, ast.In) and isinstance(left, ast.Constant) and left.value == "cuda":
+            return CUDA_GUARD
+        if isinstance(left, ast.Call) and self.resolve(left.func) in _PROBES and isinstance(right, ast.Constant):
+            count = right.value
+            if isinstance(count, int) and ((isinstance(op, ast.Gt) and count >= 0) or (isinstance(op, ast.GtE)
+                                           and count >= 1) or (isinstance(op, ast.NotEq) and count == 0)):
+                return CUDA_GUARD
+        return None
+
+    # ---- the walk --------------------------------------------------------------------------------------------
+
+    def block(self, body: list[ast.stmt], guards: tuple[str, ...], scope: str) -> None:
+        for index, stmt in enumerate(body):
+            self.statement(stmt, guards, scope)
+            # `if not torch.cuda.is_available(): return` guards the rest of the block
+            if isinstance(stmt, ast.If) and not stmt.orelse and _exits(stmt.body):
+                side = self.polarity(stmt.test)
+                if side is not None and side.startswith("!"):
+                    rest = body[index + 1:]
+                    guard = side[1:] if side == "!cuda" else "?" + side[1:]
+                    if rest:
+                        self._region(rest[0].lineno, _end(rest[-1]), guard)
+                    self.block(rest, (*guards, guard), scope)
+                    return
+
+    def _region(self, line: int, end: int, guard: str) -> None:
+        if guard == CUDA_GUARD:
+            return  # the rules see local CUDA guards themselves
+        self.regions.append((line, end, guard))
+
+    def statement(self, stmt: ast.stmt, guards: tuple[str, ...], scope: str) -> None:
+        if isinstance(stmt, ast.ClassDef):
+            name = f"{scope}.{stmt.name}" if scope else stmt.name
+            bases = tuple(b for b in (self.resolve(base) for base in stmt.bases) if b is not None)
+            self.classes.append((name, bases))
+            for decorator in stmt.decorator_list:
+                self.expression(decorator, guards)
+            self.block(stmt.body, guards, name)
+            return
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            self.function(stmt, guards, scope)
+            return
+        if isinstance(stmt, ast.If):
+            side = self.polarity(stmt.test)
+            self.expression(stmt.test, guards)
+            body_guard = side if side is not None and not side.startswith("!") else None
+            else_guard = (side[1:] if side == "!cuda" else "?" + side[1:]) if side and side.startswith("!") else None
+            for part, guard in ((stmt.body, body_guard), (stmt.orelse, else_guard)):
+                if part and guard is not None:
+                    self._region(part[0].lineno, _end(part[-1]), guard)
+                self.block(part, (*guards, guard) if guard else guards, scope)
+            return
+        for field in ast.iter_fields(stmt):
+            value = field[1]
+            items = value if isinstance(value, list) else [value]
+            if items and isinstance(items[0], ast.stmt):
+                self.block(items, guards, scope)
+            else:
+                for item in items:
+                    if isinstance(item, ast.AST):
+                        self.expression(item, guards)
+        if isinstance(stmt, ast.Return) and stmt.value is not None and self._calls is not None:
+            self._returned(stmt.value)
+
+    def _returned(self, value: ast.expr) -> None:
+        side = self.polarity(value)
+        if side == CUDA_GUARD:
+            self._probe = True
+        elif side is not None and side.startswith("?"):
+            self._returns.append(side[1:])
+        elif isinstance(value, ast.IfExp) and isinstance(value.body, ast.Constant) and value.body.value == "cuda":
+            self._probe = self._probe or self.polarity(value.test) == CUDA_GUARD
+
+    def expression(self, node: ast.AST, guards: tuple[str, ...]) -> None:
+        for child in ast.walk(node):
+            if isinstance(child, ast.IfExp):
+                side = self.polarity(child.test)
+                if side is not None and not side.startswith("!") and side != CUDA_GUARD:
+                    self._region(child.body.lineno, _end(child.body), side)
+            if not isinstance(child, ast.Call):
+                continue
+            for keyword in child.keywords:
+                if keyword.arg in _HOST_KEYWORDS and (ref := self.resolve(keyword.value)) is not None:
+                    self._host_refs.append(ref)
+            if self._calls is None:
+                continue  # module-level code: no function to record the call in
+            target = self.resolve(child.func)
+            guard = CUDA_GUARD if CUDA_GUARD in guards else guards[-1] if guards else ""
+            if target is not None:
+                self._calls.append((target, guard))
+                last = target.rsplit(".", 1)[-1]
+                if last == "backward" or (last == "step" and "optim" in target.lower()):
+                    self._step = True
+                if target.split(".")[0] in _VENDOR_MODULES:
+                    self._vendor = True
+            # a function passed on (`pool.map(self.work, xs)`, `register_hook(fn)`) may be called from there
+            for arg in (*child.args, *(k.value for k in child.keywords)):
+                if isinstance(arg, (ast.Name, ast.Attribute)) and (ref := self.resolve(arg)) is not None:
+                    self._calls.append((ref, guard))
+
+    def function(self, node: ast.FunctionDef | ast.AsyncFunctionDef, guards: tuple[str, ...], scope: str) -> None:
+        name = f"{scope}.{node.name}" if scope else node.name
+        saved = (self._calls, self._returns, self._host_refs, self._probe, self._step, self._vendor)
+        self._calls, self._returns, self._host_refs = [], [], []
+        self._probe = self._step = False
+        self._vendor = self.vendor_file and any(
+            isinstance(n, (ast.Name, ast.Attribute)) and (self.resolve(n) or "").split(".")[0] in _VENDOR_MODULES
+            for n in ast.walk(node))
+        for decorator in node.decorator_list:
+            self.expression(decorator, guards)
+        self.block(node.body, (), name)
+        roles = []
+        if node.name == "forward" and scope:
+            roles.append(FORWARD)
+        if self._step or node.name in _STEP_METHODS:
+            roles.append(STEP)
+        if node.name in ("__getitem__", "__iter__") or self._data_class(scope):
+            roles.append(HOST)
+        if self._probe:
+            roles.append(PROBE)
+        if self._vendor:
+            roles.append(VENDOR)
+        self.functions.append(Function(name, node.lineno, _end(node), tuple(roles), tuple(self._calls),
+                                       tuple(self._returns), tuple(self._host_refs)))
+        host_refs = self._host_refs
+        self._calls, self._returns, self._host_refs, self._probe, self._step, self._vendor = saved
+        self._host_refs.extend(host_refs)
+        if self._calls is not None:
+            self._calls.append((f":{name}", guards[-1] if guards else ""))  # a nested function runs with its parent
+
+    def _data_class(self, scope: str) -> bool:
+        for name, bases in self.classes:
+            if name == scope:
+                return any(b in _DATA_BASES for b in bases)
+        return False
+
+
+def _exits(body: list[ast.stmt]) -> bool:
+    return bool(body) and isinstance(body[-1], (ast.Return, ast.Raise, ast.Continue, ast.Break))
+
+
+def _end(node: ast.AST) -> int:
+    end: int = getattr(node, "end_lineno", None) or getattr(node, "lineno", 0)
+    return end
+
+
+__all__ = ["CUDA_GUARD", "FORWARD", "HOST", "PROBE", "STEP", "VENDOR", "VENDOR_GUARD", "Function", "Summary",
+           "summarise"]
