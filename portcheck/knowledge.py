@@ -122,6 +122,7 @@ class CudaApi:
     fixes: dict[str, ApiFix] = field(default_factory=dict)  # stack -> fix
     native_since: str = ""  # the first Neuron SDK release whose native stack has `native` (and its fix)
     native_source: str = ""
+    harmless: str = ""  # why doing nothing without CUDA loses nothing: then it is reported as info
 
     def replacement(self, stack: str, sdk: str = "") -> str:
         """The replacement on a stack at a release ("": the newest); "" where there is none."""
@@ -322,7 +323,7 @@ def load() -> Knowledge:
                                                        "source": a.get("native_source", "")}, known).since
         api = CudaApi(name, a["code"], a["behaviour"], a.get("native", ""), a.get("xla", ""),
                       a.get("xla_source", ""), a.get("xla_note", ""), _api_fixes(name, a), since,
-                      a.get("native_source", ""))
+                      a.get("native_source", ""), a.get("harmless", ""))
         if since and not api.native:
             raise KnowledgeError(f"cuda_api.toml: {name} has native_since without a native replacement")
         if api.xla and not api.xla_source:

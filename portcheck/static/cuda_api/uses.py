@@ -7,6 +7,7 @@ from __future__ import annotations
 import libcst as cst
 
 from portcheck.static.check import Context
+from portcheck.static.cuda_api.apis import api_entry
 from portcheck.static.cuda_api.probes import data_preparation, seeded_already
 from portcheck.static.cuda_api.statements import find_call
 from portcheck.static.syntax import call_name, dotted_name
@@ -55,7 +56,8 @@ def silent_note(ctx: Context, qualname: str) -> str | None:
         return "`torch.manual_seed` here already seeds every device"
     if data_preparation(ctx):
         return "in data preparation, which runs on the host"
-    return None
+    api = api_entry(qualname.removeprefix("torch.cuda."))
+    return api.harmless if api is not None and api.harmless else None
 
 
 def mocked(ctx: Context, node: cst.BaseExpression) -> bool:

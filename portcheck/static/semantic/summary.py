@@ -285,8 +285,8 @@ def _exits(body: list[ast.stmt]) -> bool:
 
 
 def _end(node: ast.AST) -> int:
-    end: int = getattr(node, "end_lineno", None) or getattr(node, "lineno", 0)
-    return end
+    end = getattr(node, "end_lineno", None) or getattr(node, "lineno", None)
+    return end if isinstance(end, int) else 0
 
 
 __all__ = ["CUDA_GUARD", "FORWARD", "HOST", "PROBE", "STEP", "VENDOR", "VENDOR_GUARD", "Function", "Summary",

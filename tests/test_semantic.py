@@ -1,0 +1,262 @@
+"""The semantic model across a project (portcheck.static.semantic): each piece on real files in a temporary tree,
+scanned as `portcheck scan` scans them, with a case that fires and a case that stays quiet; each case fails
+without the piece it tests (the severity or the finding is what only the call graph decides)."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from portcheck.config import Layer, Settings, resolve
+from portcheck.findings import Severity
+from portcheck.static import scan as scan_module
+from portcheck.static.semantic import graph
+from portcheck.static.semantic.graph import module_of
+
+
+def _tree(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+
+
+def _settings(root: Path, chip: str = "trn2", stack: str = "native") -> Settings:
+    return resolve([Layer(target=chip, stack=stack)], root, None)
+
+
+def _scan(root: Path, chip: str = "trn2", stack: str = "native", jobs: int = 1,
+          paths: list[str] | None = None) -> dict[tuple[str, int, str], Severity]:
+    settings = _settings(root, chip, stack)
+    result = scan_module.scan_paths(paths or ["."], settings, root, jobs=jobs)
+    return {(f.path, f.line, f.code): f.severity for f in result.findings}
+
+
+PROBE = """\
+    import torch
+
+    def has_gpu():
+        return torch.cuda.is_available()
+
+    def gpu_only():
+        return has_gpu() and torch.cuda.device_count() > 1
+    """
+
+
+def test_a_project_probe_guards_like_torch_cuda_is_available(tmp_path):
+    _tree(tmp_path, {"pkg/__init__.py": "", "pkg/env.py": PROBE, "pkg/model.py": """\
+        import torch
+        from pkg.env import has_gpu, gpu_only
+        from . import env
+
+        def run(x):
+            if has_gpu():
+                torch.cuda.synchronize()
+            if gpu_only():
+                torch.cuda.synchronize()
+            if env.has_gpu():
+                torch.cuda.synchronize()
+            if not has_gpu():
+                return x
+            torch.cuda.synchronize()
+            return x
+        """})
+    found = _scan(tmp_path)
+    for line in (7, 9, 11, 14):
+        assert found[("pkg/model.py", line, "PC105")] == Severity.INFO, line
+
+
+def test_a_function_that_is_not_a_probe_guards_nothing(tmp_path):
+    _tree(tmp_path, {"pkg/__init__.py": "", "pkg/env.py": "def ready():\n    return True\n", "pkg/model.py": """\
+        import torch
+        from pkg.env import ready
+
+        def run():
+            if ready():
+                torch.cuda.synchronize()
+        """})
+    assert _scan(tmp_path)[("pkg/model.py", 6, "PC105")] == Severity.ERROR
+
+
+def test_a_function_called_only_under_cuda_guards_is_cuda_only(tmp_path):
+    _tree(tmp_path, {"stats.py": """\
+        import torch
+
+        def gpu_memory():
+            torch.cuda.synchronize()
+            return torch.cuda.mem_get_info()
+
+        def used_everywhere():
+            torch.cuda.synchronize()
+        """, "train.py": """\
+        import torch
+        from stats import gpu_memory, used_everywhere
+
+        def step(model, x):
+            if torch.cuda.is_available():
+                print(gpu_memory())
+            used_everywhere()
+            if x.is_cuda:
+                used_everywhere()
+        """})
+    found = _scan(tmp_path)
+    assert found[("stats.py", 4, "PC105")] == Severity.INFO  # its only caller is guarded
+    assert found[("stats.py", 5, "PC105")] == Severity.INFO
+    assert found[("stats.py", 8, "PC105")] == Severity.ERROR  # one caller is not
+
+
+def test_cycles_and_recursion_do_not_make_a_function_cuda_only(tmp_path):
+    _tree(tmp_path, {"m.py": """\
+        import torch
+
+        def a(n):
+            torch.cuda.synchronize()
+            return b(n - 1) if n else 0
+
+        def b(n):
+            return a(n)
+
+        def entry():
+            return a(3)
+        """})
+    assert _scan(tmp_path)[("m.py", 4, "PC105")] == Severity.ERROR
+
+
+def test_another_vendors_backend_is_not_a_neuron_path(tmp_path):
+    _tree(tmp_path, {"export.py": """\
+        import tensorrt as trt
+        import torch
+
+        def build_engine(model):
+            torch.cuda.synchronize()
+            return trt.Builder(None)
+
+        def helper_of_the_engine():
+            torch.cuda.synchronize()
+
+        def make():
+            helper_of_the_engine()
+            return build_engine(None)
+        """, "model.py": """\
+        import torch
+
+        class Net(torch.nn.Module):
+            def forward(self, x):
+                if torch.onnx.is_in_onnx_export():
+                    return x.nonzero()
+                return x[x > 0]
+        """})
+    found = _scan(tmp_path)
+    assert found[("export.py", 5, "PC105")] == Severity.INFO
+    assert found[("export.py", 9, "PC105")] == Severity.ERROR  # `make` is no vendor function: it is reachable
+    assert found[("model.py", 6, "PC201")] == Severity.INFO
+    assert found[("model.py", 7, "PC204")] == Severity.ERROR
+
+
+def test_code_only_the_data_pipeline_reaches_is_host_side(tmp_path):
+    _tree(tmp_path, {"ops.py": """\
+        def positive(x):
+            return x[x > 0]
+
+        def shared(x):
+            return x[x > 0]
+        """, "data.py": """\
+        from torch.utils.data import Dataset
+        from ops import positive, shared
+
+        class Items(Dataset):
+            def __getitem__(self, i):
+                return positive(self.rows[i]), shared(self.rows[i])
+        """, "model.py": """\
+        import torch
+        from ops import shared
+
+        class Net(torch.nn.Module):
+            def forward(self, x):
+                return shared(x)
+        """})
+    found = _scan(tmp_path)
+    assert found[("ops.py", 2, "PC204")] == Severity.INFO  # only __getitem__ reaches it
+    assert found[("ops.py", 5, "PC204")] == Severity.ERROR  # forward reaches it too
+
+
+def test_a_host_read_in_a_helper_counts_where_forward_calls_it(tmp_path):
+    _tree(tmp_path, {"helpers.py": """\
+        import torch
+
+        def count(mask: torch.Tensor):
+            return mask.sum().item()
+
+        def unused(mask: torch.Tensor):
+            return mask.sum().item()
+        """, "model.py": """\
+        import torch
+        from helpers import count
+
+        class Net(torch.nn.Module):
+            def forward(self, x):
+                return x * count(x > 0)
+        """})
+    found = _scan(tmp_path, "inf2", "xla")
+    assert found[("helpers.py", 4, "PC701")] == Severity.WARNING
+    assert ("helpers.py", 7, "PC701") not in found  # nothing on the device step calls it
+
+
+def test_results_do_not_depend_on_jobs_or_file_order(tmp_path):
+    _tree(tmp_path, {"pkg/__init__.py": "", "pkg/env.py": PROBE, "pkg/a.py": """\
+        import torch
+        from pkg.env import has_gpu
+
+        def f():
+            if has_gpu():
+                torch.cuda.synchronize()
+        """, "pkg/b.py": "import torch\n\ndef g(x):\n    return x.nonzero()\n"})
+    one = _scan(tmp_path, jobs=1)
+    assert one == _scan(tmp_path, jobs=2)
+    assert one == _scan(tmp_path, paths=["pkg/b.py", "pkg/a.py", "pkg/env.py", "pkg/__init__.py"])
+
+
+def test_the_cache_follows_a_change_in_a_function_another_file_depends_on(tmp_path):
+    from portcheck.cache import Cache
+
+    _tree(tmp_path, {"env.py": PROBE, "model.py": """\
+        import torch
+        from env import has_gpu
+
+        def f():
+            if has_gpu():
+                torch.cuda.synchronize()
+        """})
+    settings = _settings(tmp_path)
+
+    def severity() -> Severity:
+        result = scan_module.scan_paths(["."], settings, tmp_path, cache=Cache(tmp_path / ".cache"))
+        return next(f.severity for f in result.findings if f.path == "model.py" and f.code == "PC105")
+
+    assert severity() == Severity.INFO
+    (tmp_path / "env.py").write_text("def has_gpu():\n    return True\n")  # no probe any more
+    assert severity() == Severity.ERROR  # model.py itself did not change, and was read from the cache
+
+
+def test_past_the_bound_the_scan_judges_file_by_file_and_says_so(tmp_path, monkeypatch):
+    _tree(tmp_path, {"env.py": PROBE, "model.py": """\
+        import torch
+        from env import has_gpu
+
+        def f():
+            if has_gpu():
+                torch.cuda.synchronize()
+        """})
+    monkeypatch.setattr(graph, "MAX_FUNCTIONS", 2)
+    result = scan_module.scan_paths(["."], _settings(tmp_path), tmp_path)
+    assert "more than the call graph's 2" in (result.notice or "")
+    assert next(f.severity for f in result.findings if f.path == "model.py") == Severity.ERROR
+
+
+@pytest.mark.parametrize(("path", "module"), [
+    ("pkg/sub/mod.py", ("pkg.sub.mod", False)), ("pkg/__init__.py", ("pkg", True)), ("a.py", ("a", False)),
+])
+def test_module_names_from_paths(path, module):
+    assert module_of(path) == module
