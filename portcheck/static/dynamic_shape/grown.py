@@ -108,8 +108,9 @@ def _feeds(ctx: Context, loop: cst.For | cst.While, name: str) -> str | None:
     return found
 
 
-_BUILTINS = frozenset({"len", "print", "range", "enumerate", "zip", "list", "tuple", "int", "float", "str", "isinstance",
-                       "min", "max", "sum", "any", "all", "sorted", "repr", "getattr", "hasattr", "setattr", "type"})
+_BUILTINS = frozenset({"len", "print", "range", "enumerate", "zip", "list", "tuple", "int", "float", "str",
+                       "isinstance", "min", "max", "sum", "any", "all", "sorted", "repr", "getattr", "hasattr",
+                       "setattr", "type"})
 
 
 @check(cst.SimpleStatementLine, rules=(TensorGrownPerStep,), tokens=("cat", "stack"))
