@@ -53,6 +53,8 @@ class TensorGrownPerStep(Rule):
     )
     VALID = (
         "import torch\nfor batch in loader:\n    preds = torch.cat([preds, model(batch)])",
+        "import torch\nfor layer in self.layers:\n    x = torch.cat([x, layer(x)], 1)",
+        "import torch\nfor t in steps:\n    x = torch.cat([x, cond], 1)\n    x = unet(x, t)",
         "import torch\nids = torch.cat([ids, extra])\nout = model(ids)",
         "import torch\nfor _ in range(8):\n    out = model(ids)\n    ids = torch.cat([ids.cpu(), out.cpu()])",
     )
@@ -81,9 +83,42 @@ def _grown_name(ctx: Context, statement: cst.CSTNode) -> tuple[str, cst.Call] | 
     return target.value, value
 
 
+def _rebound(loop: cst.For | cst.While, name: str, grown: cst.CSTNode) -> bool:
+    """`name` is bound in the loop other than by the concatenation: the loop's own target (`for ids in batch:`),
+    a slice that keeps it at a fixed size (`queue = queue[:k]`), a new value every step (`x = model(x)`)."""
+    if isinstance(loop, cst.For) and _names(loop.target, name):
+        return True
+    found = False
+
+    class Finder(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return False
+
+        def visit_Assign(self, node: cst.Assign) -> None:
+            nonlocal found
+            found = found or (node is not grown and any(_names(t.target, name) for t in node.targets))
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            nonlocal found
+            found = found or _names(node.target, name)
+
+    visit(loop.body, Finder())
+    return found
+
+
+def _names(target: cst.BaseExpression, name: str) -> bool:
+    if isinstance(target, cst.Name):
+        return target.value == name
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return any(_names(e.value, name) for e in target.elements)
+    return False
+
+
 def _feeds(ctx: Context, loop: cst.For | cst.While, name: str) -> str | None:
-    """The callee (not a torch function, not a builtin) the loop passes `name` to, or a slice of it."""
+    """The callee (not a torch function, not a builtin, not the loop's own variable: `for layer in layers:
+    x = torch.cat([x, layer(x)])` is a dense block of fixed shapes) the loop passes `name` to, or a slice of it."""
     found: str | None = None
+    varying = {n.value for n in _target_names(loop.target)} if isinstance(loop, cst.For) else set()
 
     class Finder(cst.CSTVisitor):
         def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
@@ -93,7 +128,7 @@ def _feeds(ctx: Context, loop: cst.For | cst.While, name: str) -> str | None:
             nonlocal found
             if found is not None or ctx.qualname(call.func) is not None:
                 return found is None
-            if isinstance(call.func, cst.Name) and call.func.value in _BUILTINS:
+            if isinstance(call.func, cst.Name) and (call.func.value in _BUILTINS or call.func.value in varying):
                 return True
             for arg in call.args:
                 value = arg.value
@@ -106,6 +141,14 @@ def _feeds(ctx: Context, loop: cst.For | cst.While, name: str) -> str | None:
 
     visit(loop.body, Finder())
     return found
+
+
+def _target_names(target: cst.BaseExpression) -> list[cst.Name]:
+    if isinstance(target, cst.Name):
+        return [target]
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [n for e in target.elements for n in _target_names(e.value)]
+    return []
 
 
 _BUILTINS = frozenset({"len", "print", "range", "enumerate", "zip", "list", "tuple", "int", "float", "str",
@@ -121,8 +164,9 @@ def check_grown(node: cst.SimpleStatementLine, ctx: Context) -> None:
     if grown is None:
         return
     name, call = grown
-    if host_value(ctx, call):
+    loop = ctx.loops[-1]
+    if host_value(ctx, call) or _rebound(loop, name, node.body[0]):
         return
-    callee = _feeds(ctx, ctx.loops[-1], name)
+    callee = _feeds(ctx, loop, name)
     if callee is not None:
         ctx.report(TensorGrownPerStep, call, name=name, callee=callee)

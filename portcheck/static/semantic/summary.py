@@ -30,8 +30,9 @@ VENDOR = "vendor"  # drives another vendor's runtime (TensorRT, OpenVINO, CoreML
 # which is a CUDA-only path when `target` turns out to be one of the project's probes.
 CUDA_GUARD, VENDOR_GUARD = "cuda", "vendor"
 
-_STEP_METHODS = frozenset({"training_step", "validation_step", "test_step", "predict_step", "train_step",
-                           "eval_step"})
+# Training steps only: what a validation, test or predict step adds around the model's forward (metrics, logging)
+# runs once per evaluation batch, not in the hot loop, and `forward` already reaches the model itself.
+_STEP_METHODS = frozenset({"training_step", "train_step"})
 _PROBES = frozenset({"torch.cuda.is_available", "torch.cuda.device_count", "torch.cuda.is_initialized"})
 _DATA_BASES = ("torch.utils.data.Dataset", "torch.utils.data.IterableDataset", "torch.utils.data.Sampler",
                "torch.utils.data.dataset.Dataset", "torch.utils.data.sampler.Sampler")
