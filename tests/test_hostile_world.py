@@ -5,6 +5,8 @@ input gets" table has a row per class."""
 from __future__ import annotations
 
 import json
+import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -98,3 +100,88 @@ def test_every_git_call_goes_through_one_place():
     callers = sorted(path.relative_to(package).as_posix() for path in package.rglob("*.py")
                      if path.name != "gitrun.py" and '"git"' in path.read_text())
     assert callers == []
+
+
+# ---- writes: never outside the tree, never through a symlink, never over what the user could not write -----------
+
+
+def test_fix_of_a_directory_never_writes_through_a_committed_symlink(tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "victim.py").write_text(GOOD)
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "real.py").write_text(GOOD)
+    (project / "evil.py").symlink_to("../outside/victim.py")  # what a clone's committed symlink is
+    (project / "inside.py").symlink_to("real.py")
+    done = portcheck("scan", "--isolated", "--no-cache", "--fix", "--format", "json", "project", cwd=tmp_path)
+    report = json.loads(done.stdout)
+    assert done.returncode == 1, done.stderr
+    assert (outside / "victim.py").read_text() == GOOD
+    assert (project / "evil.py").is_symlink() and (project / "inside.py").is_symlink()
+    assert "cuda" not in (project / "real.py").read_text()
+    errors = {e["path"]: e["message"] for e in report["errors"]}
+    assert set(errors) == {"project/evil.py"} and "symlink" in errors["project/evil.py"]  # inside.py is real.py
+
+
+@pytest.fixture
+def nobody(tmp_path):
+    """A directory owned by an unprivileged user, and a context to act as that user in this process (root only)."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to act as another user")
+    import contextlib
+    import shutil
+    import tempfile
+
+    home = Path(tempfile.mkdtemp(prefix="portcheck-nobody-", dir="/tmp"))
+    os.chown(home, 65534, 65534)
+
+    @contextlib.contextmanager
+    def acting() -> object:
+        os.setegid(65534)
+        os.seteuid(65534)
+        try:
+            yield
+        finally:
+            os.seteuid(0)
+            os.setegid(0)
+
+    yield home, acting
+    shutil.rmtree(home)
+
+
+def test_fix_never_replaces_what_the_user_could_not_write(nobody):
+    from portcheck.static.rewrite import replace_if_unchanged
+
+    home, acting = nobody
+    fixed = GOOD.replace(".cuda()", '.to("neuron")')
+    cases = {"readonly.py": (65534, 0o444), "roots.py": (0, 0o644), "roots_shared.py": (0, 0o666)}
+    for name, (owner, mode) in cases.items():
+        (home / name).write_text(GOOD)
+        os.chown(home / name, owner, owner)
+        os.chmod(home / name, mode)
+    with acting():
+        problems = {name: replace_if_unchanged(home / name, fixed, "utf-8", GOOD.encode()) for name in cases}
+    for name, (owner, mode) in cases.items():
+        info = (home / name).stat()
+        assert (home / name).read_text() == GOOD, name
+        assert (info.st_uid, stat.S_IMODE(info.st_mode)) == (owner, mode), name
+        assert problems[name] and problems[name].startswith("not fixed: "), problems
+    assert "permission denied" in problems["readonly.py"] and "another user" in problems["roots_shared.py"]
+
+
+def test_output_onto_another_users_file_keeps_its_owner(nobody):
+    from portcheck.atomic import write_text
+    from portcheck.errors import UserError
+
+    home, acting = nobody
+    (home / "shared.txt").write_text("old\n")
+    os.chmod(home / "shared.txt", 0o666)  # root's, writable by everyone: a shell's `>` writes it in place
+    (home / "locked.txt").write_text("old\n")
+    os.chmod(home / "locked.txt", 0o644)
+    with acting():
+        write_text(home / "shared.txt", "new\n")
+        with pytest.raises(UserError, match="permission denied"):
+            write_text(home / "locked.txt", "new\n")
+    assert (home / "shared.txt").read_text() == "new\n" and (home / "shared.txt").stat().st_uid == 0
+    assert (home / "locked.txt").read_text() == "old\n"

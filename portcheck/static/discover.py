@@ -70,7 +70,8 @@ def discover(paths: list[str], settings: Settings, cwd: Path) -> list[Candidate]
             explicit = _drop_gitignored(explicit)
     seen: set[Path] = set()
     found = []
-    for path in explicit + walked:
+    # A file and a symlink to it are one file, read under the file's own name (a fix never writes through a link).
+    for path in sorted(explicit + walked, key=os.path.islink):
         key = path.resolve() if path.exists() else path
         if key in seen:
             continue
