@@ -5,8 +5,10 @@ the old file or the whole new one and no temporary file is left behind, whatever
 (reports, plans, scripts, baselines) and `replace_keeping` (`--fix`) decide first what the path is:
 
 - a new path: created with the umask's mode, like any other program's output;
-- a regular file: replaced whole, keeping its mode, owner and extended attributes; through a symlink, the file
-  it points at is replaced and the link stays a link;
+- a regular file: replaced whole, keeping its mode, owner and extended attributes; refused where a shell's `>`
+  would not write (a 0444 file, another user's 0644 file); another user's file this user may write is written
+  in place (`-o`), as a shell would, or not fixed (`--fix`), since replacing it would change its owner;
+- a symlink to a regular file: refused, never written through (a committed link may point anywhere);
 - a terminal, `/dev/null`, a pipe or a FIFO (`-o /dev/stdout`, `-o >(gzip > x)`): written in place, as a shell
   redirection would, never replaced by a regular file; `/dev/stdout`, `/dev/stderr` and `/dev/fd/N` are the
   open descriptors themselves;
@@ -27,8 +29,13 @@ import time
 from pathlib import Path
 
 from portcheck.errors import UserError
+from portcheck.escape import printable
 
 _DESCRIPTOR = re.compile(r"/(?:dev/fd|proc/self/fd)/(\d+)")
+
+
+class WouldChangeOwner(UserError):
+    """Replacing the file would give it another owner or group (only root may give a file away)."""
 
 
 def replace_file(path: Path, data: bytes, mode: int, durable: bool = True,
@@ -42,8 +49,10 @@ def replace_file(path: Path, data: bytes, mode: int, durable: bool = True,
         with os.fdopen(descriptor, "wb") as handle:
             handle.write(data)
             if owner is not None:
-                with contextlib.suppress(PermissionError):  # only root may give a file away; the group may fail
+                try:  # only root may give a file away, or a group this user is not in
                     os.fchown(handle.fileno(), *owner)
+                except PermissionError:
+                    raise WouldChangeOwner("replacing it would change its owner or group") from None
             if attributes_from is not None:
                 _copy_attributes(attributes_from, handle.fileno())
             os.fchmod(handle.fileno(), mode)  # after fchown, which clears set-id bits
@@ -113,17 +122,30 @@ def _umask() -> int:
 
 
 def replace_keeping(path: Path, data: bytes, durable: bool = True) -> None:
-    """Replace an existing regular file's content whole, keeping mode, owner and extended attributes; through a
-    symlink, the target is replaced. A file with other hard links is refused (a rename would split them). An
-    OSError or a UserError says why not."""
-    real = Path(os.path.realpath(path))
-    info = os.stat(real)
+    """Replace an existing regular file's content whole, keeping mode, owner and extended attributes. Refused (a
+    UserError, or an OSError) where a shell's `>` would not write or where replacing would change what the file
+    is: a symlink (never written through: a committed link may point anywhere), a file with other hard links (a
+    rename would split them), a file this user may not write (a 0444 file, another user's 0644 file), a file whose
+    owner or group could not be kept (WouldChangeOwner)."""
+    info = os.lstat(path)
+    if stat.S_ISLNK(info.st_mode):
+        raise UserError(f"it is a symlink (to {printable(os.readlink(path))}), which portcheck never writes through")
     if not stat.S_ISREG(info.st_mode):
         raise UserError("not a regular file")
     if info.st_nlink > 1:
         raise UserError(f"it has {info.st_nlink} hard links, which replacing it would split")
-    replace_file(real, data, stat.S_IMODE(info.st_mode), durable, owner=(info.st_uid, info.st_gid),
-                 attributes_from=real)
+    if not _writable(path):
+        raise UserError("permission denied: this user may not write it")
+    if os.geteuid() != 0 and info.st_uid != os.geteuid():
+        raise WouldChangeOwner(f"it belongs to another user (uid {info.st_uid}), which replacing it would change")
+    replace_file(path, data, stat.S_IMODE(info.st_mode), durable, owner=(info.st_uid, info.st_gid),
+                 attributes_from=path)
+
+
+def _writable(path: Path) -> bool:
+    if os.access in os.supports_effective_ids:
+        return os.access(path, os.W_OK, effective_ids=True)
+    return os.access(path, os.W_OK)
 
 
 def write_text(path: Path, text: str, executable: bool = False) -> None:
@@ -167,7 +189,10 @@ def _write(path: Path, data: bytes, executable: bool) -> None:
     elif info.st_nlink > 1:
         _write_in_place(path, data, truncate=True)  # replacing it would split its hard links
     else:
-        replace_keeping(path, data)
+        try:
+            replace_keeping(path, data)
+        except WouldChangeOwner:
+            _write_in_place(path, data, truncate=True)  # as a shell's `>` would: the owner stays
 
 
 def _write_in_place(path: Path, data: bytes, truncate: bool = False) -> None:

@@ -8,7 +8,6 @@ import ipaddress
 import json
 import os
 import re
-import subprocess
 import threading
 import urllib.error
 import urllib.parse
@@ -21,7 +20,7 @@ from portcheck.config import ConfigError, Settings
 from portcheck.errors import GitError, PostError
 from portcheck.escape import printable
 from portcheck.findings import ScanResult, Target, python_lines
-from portcheck.static.discover import GIT_SAFETY, git_environment
+from portcheck.gitrun import GitMissing, run_git
 
 HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@")
 
@@ -56,25 +55,25 @@ class Change:
 
 
 def git(args: list[str], cwd: Path) -> str:
+    """git's output, with bytes that are not UTF-8 kept as surrogates (a path, a line of a latin-1 file)."""
     try:
-        done = subprocess.run(["git", *GIT_SAFETY, *args], cwd=cwd, capture_output=True, text=True, timeout=120,
-                              env=git_environment())
-    except FileNotFoundError:
+        done = run_git(args, cwd)
+    except (GitMissing, FileNotFoundError):
         raise GitError("portcheck review needs git on the PATH") from None
     if done.returncode != 0:
-        message = (done.stderr.strip().splitlines() or ["failed"])[-1].removeprefix("fatal: ")
+        stderr = done.stderr.decode("utf-8", errors="replace")
+        message = (stderr.strip().splitlines() or ["failed"])[-1].removeprefix("fatal: ")
         verb = next((a for a in args if not a.startswith("-") and "=" not in a), "")
         raise GitError(f"git {verb}: {message}")
-    return done.stdout
+    return done.stdout.decode("utf-8", errors="surrogateescape")
 
 
 def _commit(ref: str, option: str, cwd: Path) -> str:
-    done = subprocess.run(["git", *GIT_SAFETY, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], cwd=cwd,
-                          capture_output=True, text=True, timeout=60, env=git_environment())
+    done = run_git(["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], cwd, timeout=60)
     if done.returncode != 0:
         raise ConfigError(f"{option} {ref}: no such commit here (a shallow clone? with actions/checkout, set "
                           "fetch-depth: 0)")
-    return done.stdout.strip()
+    return done.stdout.decode("utf-8", errors="replace").strip()
 
 
 def changed_lines(base: str, head: str | None, cwd: Path) -> Change:
@@ -145,8 +144,7 @@ def review(change: Change, settings: Settings) -> ScanResult:
 
 
 def git_show(head: str, path: str, root: Path) -> bytes:
-    done = subprocess.run(["git", *GIT_SAFETY, "show", "--no-textconv", f"{head}:{path}"], cwd=root,
-                          capture_output=True, timeout=120, env=git_environment())
+    done = run_git(["show", f"{head}:{path}"], root)
     if done.returncode != 0:
         raise GitError(f"git show {head}:{path}: {done.stderr.decode(errors='replace').strip()}")
     return done.stdout

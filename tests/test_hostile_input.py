@@ -150,11 +150,12 @@ def _scan_to(target: str, cwd: Path, *extra: str, umask: int | None = None) -> s
 @pytest.mark.parametrize("option", ["-o", "--write-baseline"])
 def test_output_paths_are_written_through_never_replaced(tmp_path, option):
     (tmp_path / "good.py").write_text(GOOD)
-    # a symlink to a regular file: the file gets the report, the link stays a link
+    # a symlink to a regular file (a committed one may point anywhere): refused, never written through
     (tmp_path / "target.txt").write_text("old\n")
     (tmp_path / "link.txt").symlink_to("target.txt")
-    assert _scan_to("link.txt", tmp_path, option).returncode in (0, 1)
-    assert (tmp_path / "link.txt").is_symlink() and "old" not in (tmp_path / "target.txt").read_text()
+    refused = _scan_to("link.txt", tmp_path, option)
+    assert refused.returncode == 2 and b"never writes through" in refused.stderr, refused.stderr
+    assert (tmp_path / "link.txt").is_symlink() and (tmp_path / "target.txt").read_text() == "old\n"
     # a symlink to /dev/null (as `-o /dev/null` is): written to, the link and the device untouched
     (tmp_path / "null").symlink_to("/dev/null")
     done = _scan_to("null", tmp_path, option)
@@ -208,22 +209,24 @@ def test_output_paths_that_are_refused(tmp_path, make):
     assert not (tmp_path / "nowhere").exists()
 
 
-def test_advise_outputs_keep_links_and_modes(tmp_path):
+def test_advise_outputs_never_go_through_links(tmp_path):
     (tmp_path / "plan.txt").write_text("previous plan\n")
     (tmp_path / "plan-link").symlink_to("plan.txt")
     done = portcheck("advise", "--isolated", "--params", "7e9", "--layers", "32", "--hidden", "4096", "--heads", "32",
                      "-o", "plan-link", cwd=tmp_path)
-    assert done.returncode in (0, 1), done.stderr
-    assert (tmp_path / "plan-link").is_symlink() and "previous plan" not in (tmp_path / "plan.txt").read_text()
+    assert done.returncode == 2 and b"never writes through" in done.stderr, done.stderr
+    assert (tmp_path / "plan-link").is_symlink() and (tmp_path / "plan.txt").read_text() == "previous plan\n"
 
 
-def test_fix_through_a_symlink_fixes_the_target_and_keeps_the_link(tmp_path):
+def test_fix_never_goes_through_a_symlink_and_keeps_the_mode(tmp_path):
     (tmp_path / "real.py").write_text(GOOD)
     (tmp_path / "real.py").chmod(0o640)
     (tmp_path / "link.py").symlink_to("real.py")
     done = portcheck("scan", "--isolated", "--no-cache", "--fix", "link.py", cwd=tmp_path)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert (tmp_path / "link.py").is_symlink() and "cuda" not in (tmp_path / "real.py").read_text()
+    assert done.returncode == 1 and b"never writes through" in done.stdout, done.stdout + done.stderr
+    assert (tmp_path / "link.py").is_symlink() and (tmp_path / "real.py").read_text() == GOOD
+    done = portcheck("scan", "--isolated", "--no-cache", "--fix", "real.py", cwd=tmp_path)
+    assert done.returncode == 0 and "cuda" not in (tmp_path / "real.py").read_text()
     assert stat.S_IMODE((tmp_path / "real.py").stat().st_mode) == 0o640
     os.link(tmp_path / "real.py", tmp_path / "hard.py")
     (tmp_path / "real.py").write_text(GOOD)

@@ -5,27 +5,15 @@ what git ignores. Explicit files are always read unless --force-exclude (how pre
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from portcheck.config import TEST_PATTERNS, ConfigError, Settings, path_matches
+from portcheck.gitrun import GitMissing, run_git
 from portcheck.static.manifests import kind
 
 SUFFIXES = (".py", ".pyi")
-
-# A scanned tree may come with its own .git/config (an extracted archive, a checkout's hooks): nothing it names
-# may run. Settings on git's command line win over every config file.
-GIT_SAFETY = ("-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "core.pager=cat",
-              "-c", "core.untrackedCache=false", "--no-pager")
-
-
-def git_environment() -> dict[str, str]:
-    """The environment git runs with: no prompts, no pager, no editor."""
-    return {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_PAGER": "cat", "PAGER": "cat", "GIT_EDITOR": "true",
-            "GIT_OPTIONAL_LOCKS": "0"}
-
 
 @dataclass(frozen=True)
 class Candidate:
@@ -82,7 +70,8 @@ def discover(paths: list[str], settings: Settings, cwd: Path) -> list[Candidate]
             explicit = _drop_gitignored(explicit)
     seen: set[Path] = set()
     found = []
-    for path in explicit + walked:
+    # A file and a symlink to it are one file, read under the file's own name (a fix never writes through a link).
+    for path in sorted(explicit + walked, key=os.path.islink):
         key = path.resolve() if path.exists() else path
         if key in seen:
             continue
@@ -128,8 +117,7 @@ def _work_tree(path: Path) -> Path | None:
 
 
 def _drop_gitignored(paths: list[Path]) -> list[Path]:
-    git = shutil.which("git")
-    if git is None or not paths:
+    if not paths:
         return paths
     by_tree: dict[Path, list[Path]] = {}
     outside = []
@@ -143,11 +131,8 @@ def _drop_gitignored(paths: list[Path]) -> list[Path]:
     for tree, members in by_tree.items():
         listing = b"\0".join(os.fsencode(p.absolute()) for p in members) + b"\0"
         try:
-            done = subprocess.run(
-                [git, *GIT_SAFETY, "-C", str(tree), "check-ignore", "--stdin", "-z"],
-                input=listing, capture_output=True, timeout=60, check=False, env=git_environment(),
-            )
-        except (OSError, subprocess.SubprocessError):
+            done = run_git(["check-ignore", "--stdin", "-z"], tree, input=listing, timeout=60)
+        except (GitMissing, OSError, subprocess.SubprocessError):
             kept.extend(members)
             continue
         if done.returncode not in (0, 1):  # 128: not really a work tree, or git failed; ignore nothing

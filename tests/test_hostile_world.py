@@ -1,0 +1,187 @@
+"""Hostile world, second round (issue 32): git configuration that names programs, symlinked fix targets, forged
+caches, quadratic files, orphaned models. Each case failed before the change it names; the README's "What bad
+input gets" table has a row per class."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+GOOD = "import torch\n\nx = torch.zeros(3).cuda()\n"
+
+
+def portcheck(*args: str, cwd: Path, stdin: bytes | None = None, env: dict[str, str] | None = None,
+              timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "portcheck", *args], cwd=cwd, capture_output=True, input=stdin,
+                          timeout=timeout, env=env)
+
+
+def _git(*args: str, cwd: Path) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout
+
+
+def _repo(root: Path) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    _git("init", "-q", "-b", "main", cwd=root)
+    _git("config", "user.email", "dev@example.com", cwd=root)
+    _git("config", "user.name", "dev", cwd=root)
+    return root
+
+
+# ---- git configuration that names a program ---------------------------------------------------------------------
+
+
+def _marker_program(tmp_path: Path, name: str) -> tuple[Path, str]:
+    marker = tmp_path / f"ran-{name}"
+    script = tmp_path / f"{name}.sh"
+    script.write_text(f"#!/bin/sh\ntouch {marker}\ncat\n")
+    script.chmod(0o755)
+    return marker, str(script)
+
+
+# (attribute line, config entries): each names a program git would run when it reads or diffs a .py file
+PROGRAMS = {
+    "filter-clean": ("*.py filter=evil", {"filter.evil.clean": "{p}"}),
+    "filter-required": ("*.py filter=evil", {"filter.evil.clean": "{p}", "filter.evil.required": "true"}),
+    "filter-process": ("*.py filter=evil", {"filter.evil.process": "{p}"}),
+    "filter-odd-name": ("*.py filter=e=v.il", {"filter.e=v.il.clean": "{p}"}),
+    "textconv": ("*.py diff=evil", {"diff.evil.textconv": "{p}"}),
+    "diff-command": ("*.py diff=evil", {"diff.evil.command": "{p}"}),
+    "diff-external": ("", {"diff.external": "{p}"}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PROGRAMS))
+@pytest.mark.parametrize("head", ["worktree", "commit"])
+def test_review_runs_nothing_the_repository_configures(tmp_path, case, head):
+    attributes, config = PROGRAMS[case]
+    repo = _repo(tmp_path / "repo")
+    marker, program = _marker_program(tmp_path, case)
+    (repo / "a.py").write_text("x = 1\n")
+    (repo / ".gitattributes").write_text(attributes + "\n")
+    _git("add", ".", cwd=repo)
+    _git("commit", "-q", "-m", "base", cwd=repo)
+    (repo / "a.py").write_text("x = 1\n" + GOOD)
+    args = ["review", "--isolated", "--base", "HEAD", "--format", "json"]
+    if head == "commit":  # committed before the configuration names the program
+        _git("commit", "-q", "-am", "change", cwd=repo)
+        args = ["review", "--isolated", "--base", "HEAD~1", "--head", "HEAD", "--format", "json"]
+    for key, value in config.items():
+        _git("config", key, value.format(p=program), cwd=repo)
+    done = portcheck(*args, cwd=repo)
+    assert not marker.exists(), f"review ran the repository's {case}"
+    assert done.returncode == 1, done.stderr.decode()
+    assert [f["code"] for f in json.loads(done.stdout)["findings"]] == ["PC101"]
+
+
+def test_scan_runs_no_filter_the_repository_configures(tmp_path):
+    repo = _repo(tmp_path / "repo")
+    marker, program = _marker_program(tmp_path, "scan")
+    (repo / ".gitattributes").write_text("* filter=evil\n")
+    (repo / "a.py").write_text(GOOD)
+    _git("add", ".", cwd=repo)
+    _git("commit", "-q", "-m", "base", cwd=repo)
+    _git("config", "filter.evil.process", program, cwd=repo)
+    _git("config", "filter.evil.clean", program, cwd=repo)
+    done = portcheck("scan", "--isolated", "--no-cache", ".", cwd=repo)
+    assert done.returncode == 1 and b"PC101" in done.stdout, done.stderr
+    assert not marker.exists()
+
+
+def test_every_git_call_goes_through_one_place():
+    """No module starts git but portcheck/gitrun.py, so the hardening there covers every call."""
+    package = Path(__file__).resolve().parent.parent / "portcheck"
+    callers = sorted(path.relative_to(package).as_posix() for path in package.rglob("*.py")
+                     if path.name != "gitrun.py" and '"git"' in path.read_text())
+    assert callers == []
+
+
+# ---- writes: never outside the tree, never through a symlink, never over what the user could not write -----------
+
+
+def test_fix_of_a_directory_never_writes_through_a_committed_symlink(tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "victim.py").write_text(GOOD)
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "real.py").write_text(GOOD)
+    (project / "evil.py").symlink_to("../outside/victim.py")  # what a clone's committed symlink is
+    (project / "inside.py").symlink_to("real.py")
+    done = portcheck("scan", "--isolated", "--no-cache", "--fix", "--format", "json", "project", cwd=tmp_path)
+    report = json.loads(done.stdout)
+    assert done.returncode == 1, done.stderr
+    assert (outside / "victim.py").read_text() == GOOD
+    assert (project / "evil.py").is_symlink() and (project / "inside.py").is_symlink()
+    assert "cuda" not in (project / "real.py").read_text()
+    errors = {e["path"]: e["message"] for e in report["errors"]}
+    assert set(errors) == {"project/evil.py"} and "symlink" in errors["project/evil.py"]  # inside.py is real.py
+
+
+@pytest.fixture
+def nobody(tmp_path):
+    """A directory owned by an unprivileged user, and a context to act as that user in this process (root only)."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to act as another user")
+    import contextlib
+    import shutil
+    import tempfile
+
+    home = Path(tempfile.mkdtemp(prefix="portcheck-nobody-", dir="/tmp"))
+    os.chown(home, 65534, 65534)
+
+    @contextlib.contextmanager
+    def acting() -> object:
+        os.setegid(65534)
+        os.seteuid(65534)
+        try:
+            yield
+        finally:
+            os.seteuid(0)
+            os.setegid(0)
+
+    yield home, acting
+    shutil.rmtree(home)
+
+
+def test_fix_never_replaces_what_the_user_could_not_write(nobody):
+    from portcheck.static.rewrite import replace_if_unchanged
+
+    home, acting = nobody
+    fixed = GOOD.replace(".cuda()", '.to("neuron")')
+    cases = {"readonly.py": (65534, 0o444), "roots.py": (0, 0o644), "roots_shared.py": (0, 0o666)}
+    for name, (owner, mode) in cases.items():
+        (home / name).write_text(GOOD)
+        os.chown(home / name, owner, owner)
+        os.chmod(home / name, mode)
+    with acting():
+        problems = {name: replace_if_unchanged(home / name, fixed, "utf-8", GOOD.encode()) for name in cases}
+    for name, (owner, mode) in cases.items():
+        info = (home / name).stat()
+        assert (home / name).read_text() == GOOD, name
+        assert (info.st_uid, stat.S_IMODE(info.st_mode)) == (owner, mode), name
+        assert problems[name] and problems[name].startswith("not fixed: "), problems
+    assert "permission denied" in problems["readonly.py"] and "another user" in problems["roots_shared.py"]
+
+
+def test_output_onto_another_users_file_keeps_its_owner(nobody):
+    from portcheck.atomic import write_text
+    from portcheck.errors import UserError
+
+    home, acting = nobody
+    (home / "shared.txt").write_text("old\n")
+    os.chmod(home / "shared.txt", 0o666)  # root's, writable by everyone: a shell's `>` writes it in place
+    (home / "locked.txt").write_text("old\n")
+    os.chmod(home / "locked.txt", 0o644)
+    with acting():
+        write_text(home / "shared.txt", "new\n")
+        with pytest.raises(UserError, match="permission denied"):
+            write_text(home / "locked.txt", "new\n")
+    assert (home / "shared.txt").read_text() == "new\n" and (home / "shared.txt").stat().st_uid == 0
+    assert (home / "locked.txt").read_text() == "old\n"
