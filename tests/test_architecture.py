@@ -4,6 +4,7 @@ may grow, and that the reports read the rule registry without loading an engine.
 import ast
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -158,3 +159,20 @@ def test_xdist_groups_take_effect(request):
     if asked and asked[-1] != "loadgroup":
         pytest.skip("only under pytest-xdist's loadgroup scheduling")
     assert request.node.nodeid.endswith("@xdist-group-check"), request.node.nodeid
+
+
+# A clone must stand alone: nothing shipped or cited may point at a file outside the repository (the notes the
+# project started from sat beside it, outside; their public sources are cited instead).
+OUTSIDE = re.compile(r"(?<![\w-])" + "shared" + r"/|/" + "work" + r"/")
+
+
+def test_nothing_refers_to_a_file_outside_the_repository():
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    found = []
+    for name in tracked.decode().split("\0"):
+        # a measurement record keeps the command line it ran, interpreter path included
+        if not name or name.startswith("benchmarks/results/") or not (ROOT / name).is_file():
+            continue
+        text = (ROOT / name).read_bytes().decode("utf-8", "replace")
+        found += [f"{name}:{n}" for n, line in enumerate(text.splitlines(), 1) if OUTSIDE.search(line)]
+    assert found == []
