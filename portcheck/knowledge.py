@@ -12,14 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from portcheck.findings import CATEGORIES, Severity
+from portcheck.releases import KnowledgeError as KnowledgeError  # raised by every loader; defined below them
 from portcheck.releases import Range, parse, read_range
 
 CODE_PATTERN = re.compile(r"^PC\d{3}$")
 ALL_RELEASES = Range()
-
-
-class KnowledgeError(Exception):
-    """The shipped rules data is inconsistent: a packaging or editing mistake, never user input."""
 
 
 @dataclass(frozen=True)

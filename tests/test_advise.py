@@ -25,7 +25,8 @@ from pathlib import Path
 import pytest
 
 from portcheck.advise.model import with_numbers
-from portcheck.advise.plan import AdviseOptions, LncAlternative, PlanError, make_plan
+from portcheck.advise.plan import PlanError, make_plan
+from portcheck.advise.values import AdviseOptions, LncAlternative
 from portcheck.knowledge import KnowledgeError, load_compiler
 from tests.test_serving import check_embedded
 
