@@ -11,10 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 from portcheck.config import ConfigError, Settings
 from portcheck.findings import FileTooLarge, Finding, ScanResult, Target, fingerprinted, python_lines
+from portcheck.report.models import ModelRun, ModelTarget
 
 if TYPE_CHECKING:
     from portcheck.advise.cost import CostOptions
-    from portcheck.advise.plan import Plan
+    from portcheck.advise.values import Plan
     from portcheck.dynamic.outcome import TraceOutcome
     from portcheck.dynamic.request import TraceRequest
     from portcheck.review import Change
@@ -164,23 +165,6 @@ def report_page(results: list[ScanResult], paths: list[str], lines_for: LinesFor
     return buffer.getvalue()
 
 
-@dataclass
-class ModelTarget:
-    """One model on one target, as `trace --format json` and `advise --format json` report it."""
-
-    chip: str
-    trace: dict[str, Any]  # the trace's JSON report for this target (its op statuses, findings, graph, shapes)
-    plan: dict[str, Any] | None = None  # advise's JSON report, or None when no plan could be made
-    refusal: str = ""  # why there is no plan
-
-
-@dataclass
-class ModelRun:
-    shown: str  # the model as the command line named it
-    error: str = ""  # why it could not be built or traced
-    targets: list[ModelTarget] = field(default_factory=list)
-
-
 def report_model(request: TraceRequest, shown: str, targets: list[Settings], cwd: Path, timeout: float,
                  step: Callable[[str], None] | None = None) -> ModelRun:
     """`portcheck report --model`: one trace in the child process, then its report and the plan per target. A
@@ -273,8 +257,8 @@ class AdviseOutcome:
 
 def advise_refusal(settings: Settings, task: str) -> str | None:
     """Why no plan can be made for the target and task at the chosen release, before any model is built."""
-    from portcheck.advise.plan import AdviseOptions as PlanOptions
     from portcheck.advise.plan import plan_refusal
+    from portcheck.advise.values import AdviseOptions as PlanOptions
 
     return plan_refusal(PlanOptions(settings.chip, settings.stack, task, sdk=settings.sdk))
 
@@ -283,8 +267,8 @@ def advise(options: AdviseOptions, traced: TraceOutcome | None, request: TraceRe
     """The plan for the model's shape (from the trace, the numbers given, or both), its findings and script."""
     from portcheck.advise.cost import CostOptions
     from portcheck.advise.model import from_trace, with_numbers
-    from portcheck.advise.plan import AdviseOptions as PlanOptions
     from portcheck.advise.plan import make_plan
+    from portcheck.advise.values import AdviseOptions as PlanOptions
 
     settings, cwd = options.settings, options.cwd
     try:

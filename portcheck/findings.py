@@ -44,7 +44,7 @@ CATEGORIES = (
     "distributed",
     "compile",
     "memory",
-    # Not in DESIGN.md's table: the home of rules about portcheck's own comments (PC9xx).
+    # Not one of the ten porting categories: the home of rules about portcheck's own comments (PC9xx).
     "suppression",
 )
 

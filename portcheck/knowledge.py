@@ -12,14 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from portcheck.findings import CATEGORIES, Severity
+from portcheck.releases import KnowledgeError as KnowledgeError  # raised by every loader; defined below them
 from portcheck.releases import Range, parse, read_range
 
 CODE_PATTERN = re.compile(r"^PC\d{3}$")
 ALL_RELEASES = Range()
-
-
-class KnowledgeError(Exception):
-    """The shipped rules data is inconsistent: a packaging or editing mistake, never user input."""
 
 
 @dataclass(frozen=True)
@@ -197,7 +194,7 @@ class Knowledge:
         return next((r for r in self.rules.values() if r.name == name), None)
 
 
-# The hundreds digit of a code is its category group (`--select PC2` selects a family): DESIGN.md, rule codes.
+# The hundreds digit of a code is its category group (`--select PC2` selects a family): CONTRIBUTING.md, rule codes.
 FAMILIES = {
     "1": ("cuda-api",), "2": ("dynamic-shape",), "3": ("unsupported-op", "dtype"), "4": ("custom-attention",),
     "5": ("cuda-library",), "6": ("training", "distributed"), "7": ("host-sync", "compile"), "8": ("memory",),
@@ -289,7 +286,7 @@ def load() -> Knowledge:
         family = FAMILIES.get(info.code[2], ())
         if info.category not in family:
             raise KnowledgeError(f"catalog/{where}: {info.code} is in category {info.category}, but PC{info.code[2]} "
-                                 f"codes are {' or '.join(family) or 'unassigned'} (DESIGN.md: rule codes)")
+                                 f"codes are {' or '.join(family) or 'unassigned'} (CONTRIBUTING.md: rule codes)")
         if where != f"{info.category}.toml":
             raise KnowledgeError(f"catalog/{where}: {info.code} is in category {info.category}, whose rules belong in "
                                  f"catalog/{info.category}.toml")

@@ -13,6 +13,11 @@ from dataclasses import dataclass
 RELEASE_PATTERN = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)$")
 
 
+class KnowledgeError(Exception):
+    """The shipped rules data is inconsistent: a packaging or editing mistake, never user input. Defined here, the
+    lowest module that reads the data, and raised by every loader (portcheck.knowledge re-exports it)."""
+
+
 def parse(text: str) -> tuple[int, int]:
     """(2, 34) for "2.34"; ValueError for anything that is not MAJOR.MINOR."""
     match = RELEASE_PATTERN.match(text)
@@ -50,8 +55,6 @@ class Range:
 def read_range(where: str, entry: Mapping[str, object], known: tuple[str, ...]) -> Range:
     """The `since` / `until` of a data entry, checked: each a release rules/sdk.toml knows, `since` <= `until`,
     and a `source` beside them. `known` is every release the data knows."""
-    from portcheck.knowledge import KnowledgeError
-
     ends = {}
     for key in ("since", "until"):
         value = entry.get(key, "")

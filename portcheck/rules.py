@@ -22,12 +22,12 @@ import importlib
 import inspect
 import re
 import string
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from dataclasses import dataclass
+from typing import Any, ClassVar, TypeVar
 
+from portcheck.findings import Severity
 from portcheck.knowledge import RuleInfo, load
-
-if TYPE_CHECKING:
-    from portcheck.traced import TracedFinding
+from portcheck.traced import JSON, AttentionShape, Place
 
 
 class Pass(enum.StrEnum):
@@ -149,10 +149,43 @@ def contexts_of(code: str) -> frozenset[str]:
     return EVERYWHERE - {"host"} if category in _DEVICE_CATEGORIES else EVERYWHERE
 
 
+@dataclass(frozen=True)
+class TracedFinding:
+    """A finding of the child's, before it is placed in a file: its rule class, the user's line, and either its
+    message or the facts its rule words one from for the target (`Rule.traced_message`)."""
+
+    rule: type[Rule]
+    place: Place | None
+    message: str = ""  # "": worded by the rule from the facts below
+    severity: Severity | None = None  # where this occurrence's differs from the rule's
+    op: str = ""  # the ATen op, where one is at fault
+    shape: tuple[int | str, ...] = ()  # a data-dependent output's sizes (symbolic ones as text)
+    reason: str = ""  # export's or Dynamo's own words
+    attention: AttentionShape | None = None
+    failure_at: str = ""  # torch_neuronx.analyze: where the op failed
+
+    def to_json(self) -> JSON:
+        return {"code": self.rule.code, "place": self.place.to_json() if self.place else None,
+                "message": self.message, "severity": self.severity.label if self.severity else None,
+                "op": self.op, "shape": list(self.shape), "reason": self.reason,
+                "attention": self.attention.to_json() if self.attention else None, "failure_at": self.failure_at}
+
+    @classmethod
+    def from_json(cls, data: JSON) -> TracedFinding:
+        rule = rule_class(data["code"])
+        if rule is None:
+            raise ValueError(f"the trace reported {data['code']}, which no rule class has")
+        severity = data.get("severity")
+        return cls(rule, Place.from_json(data.get("place")), data.get("message", ""),
+                   Severity.parse(severity) if severity else None, data.get("op", ""), tuple(data.get("shape", ())),
+                   data.get("reason", ""), AttentionShape.from_json(data.get("attention")),
+                   data.get("failure_at", ""))
+
+
 def package_of(category: str) -> str:
     """The static package a category's rules live in: `cuda-api` -> `cuda_api`."""
     return category.replace("-", "_")
 
 
-__all__ = ["EVERYWHERE", "HOMES", "RULES", "Pass", "Rule", "contexts_of", "doc_sections", "package_of", "registry",
-           "rule", "rule_class"]
+__all__ = ["EVERYWHERE", "HOMES", "RULES", "Pass", "Rule", "TracedFinding", "contexts_of", "doc_sections",
+           "package_of", "registry", "rule", "rule_class"]

@@ -1,19 +1,17 @@
-"""The values of a trace: what the child process found in the graph (traced findings, each naming its rule class,
-with the user's line), and what `portcheck trace` reports besides its findings — how the graph was captured, the op
-inventory with each op's status per chip, the shape probe, the model and `torch_neuronx.analyze`'s verdict.
+"""The values of a trace: the user's line behind a graph node, the sizes of an attention, and what `portcheck trace`
+reports besides its findings — how the graph was captured, the op inventory with each op's status per chip, the
+shape probe, the model and `torch_neuronx.analyze`'s verdict. (A traced finding names its rule class, so it lives
+with the rules: `portcheck.rules.TracedFinding`.)
 
 Plain frozen dataclasses. The child process writes them as JSON and the parent reads them back
 (`portcheck/dynamic/outcome.py`); the reports write them (`to_json`). In between, code reads attributes. No torch,
-no engine: the reports import this module."""
+no engine, no other portcheck module: every layer may import this one."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-
-from portcheck.findings import Severity
-from portcheck.rules import Rule, rule_class
 
 JSON = dict[str, Any]
 
@@ -54,39 +52,6 @@ class AttentionShape:
         if not data:
             return None
         return cls(data.get("heads"), data.get("head_dim"), data.get("seq_q"), data.get("seq_k"), data.get("causal"))
-
-
-@dataclass(frozen=True)
-class TracedFinding:
-    """A finding of the child's, before it is placed in a file: its rule class, the user's line, and either its
-    message or the facts its rule words one from for the target (`Rule.traced_message`)."""
-
-    rule: type[Rule]
-    place: Place | None
-    message: str = ""  # "": worded by the rule from the facts below
-    severity: Severity | None = None  # where this occurrence's differs from the rule's
-    op: str = ""  # the ATen op, where one is at fault
-    shape: tuple[int | str, ...] = ()  # a data-dependent output's sizes (symbolic ones as text)
-    reason: str = ""  # export's or Dynamo's own words
-    attention: AttentionShape | None = None
-    failure_at: str = ""  # torch_neuronx.analyze: where the op failed
-
-    def to_json(self) -> JSON:
-        return {"code": self.rule.code, "place": self.place.to_json() if self.place else None,
-                "message": self.message, "severity": self.severity.label if self.severity else None,
-                "op": self.op, "shape": list(self.shape), "reason": self.reason,
-                "attention": self.attention.to_json() if self.attention else None, "failure_at": self.failure_at}
-
-    @classmethod
-    def from_json(cls, data: JSON) -> TracedFinding:
-        rule = rule_class(data["code"])
-        if rule is None:
-            raise ValueError(f"the trace reported {data['code']}, which no rule class has")
-        severity = data.get("severity")
-        return cls(rule, Place.from_json(data.get("place")), data.get("message", ""),
-                   Severity.parse(severity) if severity else None, data.get("op", ""), tuple(data.get("shape", ())),
-                   data.get("reason", ""), AttentionShape.from_json(data.get("attention")),
-                   data.get("failure_at", ""))
 
 
 @dataclass(frozen=True)
@@ -288,4 +253,4 @@ class TraceResult:
 
 
 __all__ = ["AnalyzeVerdict", "AttentionShape", "GraphFacts", "OpStatus", "Place", "ShapeAxis", "ShapeProbe",
-           "StaticScope", "Step", "TraceResult", "TracedFinding", "TracedModel"]
+           "StaticScope", "Step", "TraceResult", "TracedModel"]

@@ -33,7 +33,7 @@ from pathlib import Path
 CODE = re.compile(r"^PC\d{3}$")
 NAME = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$")
 SEVERITIES = ("error", "warning", "info")
-# DESIGN.md, "Rule codes": the hundreds digit is the family; PC9 is experimental and open to every category.
+# CONTRIBUTING.md, "Rule codes": the hundreds digit is the family; PC9 is experimental and open to every category.
 FAMILIES = {
     "cuda-api": "1", "dynamic-shape": "2", "unsupported-op": "3", "dtype": "3", "custom-attention": "4",
     "cuda-library": "5", "training": "6", "distributed": "6", "host-sync": "7", "compile": "7", "memory": "8",
@@ -334,7 +334,7 @@ def catalog_entry(n: Names) -> str:
         f"targets = [{', '.join(toml(t) for t in n.targets)}]\n"
         'summary = "TODO: one line for `portcheck rules`: the construct it finds"\n'
         'neuron = "TODO: why it matters on Neuron, paraphrased from the source; never from memory"\n'
-        'source = "TODO: where that is written, cited as KNOWLEDGE.md cites it (SDK:path.rst, owner/repo#N)"\n'
+        'source = "TODO: where that is written, cited as the header of the file says (SDK:path.rst, owner/repo#N)"\n'
     )
 
 
@@ -459,7 +459,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Scaffold a new static rule (CONTRIBUTING.md, \"Adding a rule\").")
     parser.add_argument("--code", required=True, help="PC and three digits, in the category's family (PC399)")
     parser.add_argument("--name", required=True, help="kebab-case name (my-rule)")
-    parser.add_argument("--category", required=True, help="one of DESIGN.md's categories (unsupported-op)")
+    parser.add_argument("--category", required=True, help="a rule category (unsupported-op)")
     parser.add_argument("--severity", required=True, choices=SEVERITIES)
     parser.add_argument("--module", help="a module of the category's package to add the rule to (default: a new "
                         "module named after the rule)")

@@ -4,10 +4,10 @@ data; every emitted bring-up script run here in its dry-run mode.
 
 Where the numbers come from:
 - per-core memory: 16 GiB per NeuronCore-v2 (inf2, trn1) and 24 GiB per Trn2 logical core at LNC=2, 12 GiB at
-  LNC=1 (shared/neuron/KNOWLEDGE.md §5.1, §5.2: SDK trainium2.rst, logical-neuroncore-config.rst,
+  LNC=1 (SDK about-neuron/arch/neuron-hardware/trainium2.rst, logical-neuroncore-config.rst,
   aws-neuron/aws-neuron-sdk#884); 96 MiB of micro-code per physical core (Neuron device-memory page, 2.33);
 - instances: inf2.xlarge 1 chip / 16 GiB host, inf2.24xlarge 6 chips / 384 GiB, trn2.3xlarge 1 chip,
-  trn2.48xlarge 16 chips (KNOWLEDGE.md §5.2);
+  trn2.48xlarge 16 chips (SDK inf2-arch.rst, trn2-arch.rst; rules/hardware.toml);
 - model numbers: the public config.json of each model (fixtures/models/hf/*/config.json); the parameter counts
   are checked against transformers building those configs on the meta device (test_parameter_counts).
 """
@@ -25,7 +25,8 @@ from pathlib import Path
 import pytest
 
 from portcheck.advise.model import with_numbers
-from portcheck.advise.plan import AdviseOptions, LncAlternative, PlanError, make_plan
+from portcheck.advise.plan import PlanError, make_plan
+from portcheck.advise.values import AdviseOptions, LncAlternative
 from portcheck.knowledge import KnowledgeError, load_compiler
 from tests.test_serving import check_embedded
 

@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 
 from portcheck.advise.model import with_numbers
-from portcheck.advise.plan import AdviseOptions, Plan, PlanError, make_plan
+from portcheck.advise.plan import PlanError, make_plan
 from portcheck.advise.sizing import divides_heads, flash_attention, kv_cache_bytes
+from portcheck.advise.values import AdviseOptions, Plan
 from portcheck.knowledge import load_hardware
 
 DATA = Path(__file__).resolve().parent / "data" / "deployments.toml"

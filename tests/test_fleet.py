@@ -18,7 +18,8 @@ import pytest
 from portcheck.advise.cost import CostError, CostOptions, per_million
 from portcheck.advise.fleet import entries
 from portcheck.advise.model import with_numbers
-from portcheck.advise.plan import AdviseOptions, PlanError, make_plan
+from portcheck.advise.plan import PlanError, make_plan
+from portcheck.advise.values import AdviseOptions
 from portcheck.cli import main
 from portcheck.knowledge import load_hardware, load_prices
 

@@ -1,6 +1,6 @@
 """Where portcheck runs: SARIF checked against the SARIF 2.1.0 schema (tests/sarif-schema-2.1.0.json, the OASIS
-schema as shipped in shared/schemas), GitHub workflow commands, reviewdog's rdjson, baselines, and the
-pre-commit hook run by the real `pre-commit` tool on a temporary git repository."""
+schema: oasis-tcs/sarif-spec, sarif-2.1/schema/sarif-schema-2.1.0.json), GitHub workflow commands, reviewdog's
+rdjson, baselines, and the pre-commit hook run by the real `pre-commit` tool on a temporary git repository."""
 
 from __future__ import annotations
 

@@ -98,7 +98,7 @@ def examples(report_run):
 def model_json(tmp_path_factory):
     """What `portcheck trace --format json` and `portcheck advise --format json` report for the tiny llama on each
     target, made by the same functions those commands call, from a trace of its own; and the ModelRun."""
-    from portcheck.commands import ModelRun, ModelTarget
+    from portcheck.report.models import ModelRun, ModelTarget
 
     def make() -> dict:
         from portcheck.commands import AdviseOptions, advise, run_model, trace

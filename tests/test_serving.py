@@ -23,8 +23,9 @@ from typing import ClassVar
 import pytest
 
 from portcheck.advise.model import ModelShape
-from portcheck.advise.plan import AdviseOptions, make_plan
+from portcheck.advise.plan import make_plan
 from portcheck.advise.serving import command, load_serving
+from portcheck.advise.values import AdviseOptions
 
 ROOT = Path(__file__).resolve().parent.parent
 HF = ROOT / "fixtures" / "models" / "hf"

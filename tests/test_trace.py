@@ -300,8 +300,9 @@ def test_status_and_data_dependent_findings_from_a_graph_result():
     from portcheck.dynamic.outcome import ModelFacts, OpCount, TraceOutcome
     from portcheck.dynamic.results import build_report
     from portcheck.knowledge import OpSupport
+    from portcheck.rules import TracedFinding
     from portcheck.static.dynamic_shape.nms import UnbackedSize
-    from portcheck.traced import GraphFacts, Place, TracedFinding
+    from portcheck.traced import GraphFacts, Place
 
     settings = resolve([Layer(target="inf2")], ROOT, None, command="trace")
     place = Place(str(MODELS / "nonzero.py"), 9)
@@ -334,6 +335,7 @@ def test_the_child_result_crosses_to_the_parent_unchanged():
     from portcheck.dynamic.outcome import ConfigFacts, InputFact, ModelFacts, OpCount, StageError, TraceOutcome
     from portcheck.dynamic.rules import AttentionKernelFit
     from portcheck.findings import Severity
+    from portcheck.rules import TracedFinding
     from portcheck.static.unsupported_op.sort import IntegerSortInput
     from portcheck.traced import (
         AnalyzeVerdict,
@@ -343,7 +345,6 @@ def test_the_child_result_crosses_to_the_parent_unchanged():
         ShapeAxis,
         ShapeProbe,
         Step,
-        TracedFinding,
     )
 
     place = Place("/m/net.py", 7, "forward")

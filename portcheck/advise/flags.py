@@ -10,7 +10,7 @@ from portcheck.dynamic.results import sequence_buckets
 from portcheck.knowledge import load_compiler, load_dtypes, load_hardware
 
 if TYPE_CHECKING:
-    from portcheck.advise.plan import AdviseOptions, Plan
+    from portcheck.advise.values import AdviseOptions, Plan
 
 
 def compiler_settings(plan: Plan, options: AdviseOptions) -> None:

@@ -5,20 +5,18 @@ fit. Pure arithmetic on rules/ data and the model's numbers: no torch here."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import replace
 
-from portcheck.advise.cost import Cost, CostOptions, check, plan_cost
+from portcheck.advise.cost import CostOptions, check, plan_cost
 from portcheck.advise.flags import choose_buckets, compiler_settings
 from portcheck.advise.fleet import Fleet, plan_fleet
 from portcheck.advise.model import ModelShape
 from portcheck.advise.rules import FitsNoInstance, HeadsNotDivisible, NeedsTensorParallelism, TensorParallelDegree
-from portcheck.advise.serving import Serving, choose_serving
+from portcheck.advise.serving import choose_serving
 from portcheck.advise.sizing import (
     GIB,
     RESERVE_SHARE,
     Memory,
-    Throughput,
     Workload,
     choose_instance,
     context_rows,
@@ -32,138 +30,16 @@ from portcheck.advise.sizing import (
     throughput,
     weights_bytes,
 )
+from portcheck.advise.values import PORTCHECK, AdviseOptions, LncAlternative, Plan, PlanFinding
 from portcheck.errors import UserError
-from portcheck.knowledge import ChipHardware, Hardware, Instance, load, load_claims, load_compiler, load_hardware
-from portcheck.rules import Rule
+from portcheck.knowledge import ChipHardware, Hardware, load, load_claims, load_compiler, load_hardware
 
-# The source of a figure that is portcheck's own: every Neuron citation of a plan is rules/ data.
-PORTCHECK = "portcheck's estimate (not a Neuron figure)"
 DTYPE_NAMES = {"fp32": "4 bytes (fp32)", "bf16": "2 bytes (bf16)", "fp16": "2 bytes (fp16)", "fp8": "1 byte (fp8)"}
 COMPILE_HOST_FACTOR = 2
 
 
 class PlanError(UserError):
     """No plan can be made for this request (training on inf2): one line for the user."""
-
-
-@dataclass(frozen=True)
-class AdviseOptions:
-    chip: str
-    stack: str
-    task: str = "inference"
-    batch: int = 1
-    seq_len: int = 0  # 0: from the model
-    dtype: str = "bf16"
-    tp: int = 0  # 0: choose
-    prefer: str = "accuracy"
-    lnc: int = 0  # 0: the chip's default
-    sdk: str = ""  # the Neuron SDK release whose facts apply ("": the newest the data knows)
-    dp: int = 1  # model copies (data-parallel replicas)
-    attention_dp: int = 1  # attention data parallelism inside the tensor-parallel group (trn2)
-    context_batch: int = 1  # sequences a decoder's context encoding runs at once (vLLM Neuron's ctx_batch_size)
-    kv_dtype: str = ""  # the KV cache's dtype ("": the compute dtype)
-    compile_only: bool = False  # the script compiles on a host without Neuron devices, where the path allows it
-    cost: CostOptions = field(default_factory=CostOptions)  # prices, throughputs and the GPU baseline (cost.py)
-
-
-@dataclass(frozen=True)
-class Reason:
-    """Why the plan holds one of its choices (a figure, a flag, an environment variable), and the source."""
-
-    item: str  # what it explains: "tp_degree", "--auto-cast none", "NEURON_CC_FLAGS", ...
-    why: str
-    source: str  # the documents it rests on, or portcheck's own estimate
-
-    def to_json(self) -> dict[str, str]:
-        return {"item": self.item, "why": self.why, "source": self.source}
-
-
-@dataclass(frozen=True)
-class PlanFinding:
-    """A finding of the plan's arithmetic (PC8xx): its rule and its message; commands.py places it at the model."""
-
-    rule: type[Rule]
-    message: str
-
-
-@dataclass(frozen=True)
-class LncAlternative:
-    """The plan at trn2's other logical-core size: the degree, chips and per-core share it would take."""
-
-    lnc: int
-    tp_degree: int
-    chips: int
-    per_core_gib: float  # rounded to MiB
-    budget_per_core_gib: float
-
-    def to_json(self) -> dict[str, int | float]:
-        return {"lnc": self.lnc, "tp_degree": self.tp_degree, "chips": self.chips, "per_core_gib": self.per_core_gib,
-                "budget_per_core_gib": self.budget_per_core_gib}
-
-
-@dataclass
-class Plan:
-    chip: str
-    stack: str
-    task: str
-    workload: Workload
-    model: ModelShape
-    memory: Memory | None = None
-    tp_degree: int = 0
-    cores: int = 0
-    chips: int = 0
-    lnc: int | None = None
-    instance: Instance | None = None
-    compile_instance: Instance | None = None  # a larger host to compile on, when the instance's is small
-    replicas: int = 0
-    dp: int = 1
-    throughput: Throughput | None = None  # the throughput-oriented configuration, when it differs
-    compiler_args: list[str] = field(default_factory=list)
-    env: dict[str, str] = field(default_factory=dict)
-    buckets: list[int] = field(default_factory=list)
-    dynamic_batch: bool = False
-    reasons: list[Reason] = field(default_factory=list)
-    findings: list[PlanFinding] = field(default_factory=list)
-    alternatives: list[LncAlternative] = field(default_factory=list)
-    serving: Serving | None = None  # the serving path and its artifact's settings (serving.py)
-    fleet: Fleet | None = None  # several instances hold one copy (fleet.py)
-    cost: Cost | None = None  # price per hour, per million tokens, against a GPU baseline (cost.py)
-
-    @property
-    def instance_count(self) -> int:
-        return self.fleet.count if self.fleet else (1 if self.instance else 0)
-
-    def interconnect(self) -> dict[str, str | None] | None:
-        """The link between the plan's chips, and between its instances where there are several."""
-        if self.instance is None:
-            return None
-        return {"within_instance": self.instance.interconnect or None,
-                "between_instances": self.fleet.between if self.fleet else None}
-
-    def reason(self, item: str, why: str, source: str) -> None:
-        self.reasons.append(Reason(item, why, source))
-
-    def to_json(self) -> dict[str, Any]:
-        """The plan in `portcheck advise --format json`."""
-        return {
-            "instance": self.instance.name if self.instance else None,
-            "compile_instance": self.compile_instance.name if self.compile_instance else None,
-            "tp_degree": self.tp_degree or None, "cores": self.cores or None, "chips": self.chips or None,
-            "lnc": self.lnc, "replicas": self.replicas or None, "dp": self.dp,
-            "attention_dp": self.workload.attention_dp, "task": self.task,
-            "workload": {"batch": self.workload.batch, "seq_len": self.workload.seq, "dtype": self.workload.dtype,
-                         "kv_cache_dtype": self.workload.cache_dtype if has_kv_cache(self.model, self.workload)
-                         else None, "context_batch": context_rows(self.model, self.workload)},
-            "throughput": self.throughput.to_json() if self.throughput else None,
-            "memory": {"tp_degree": self.memory.tp, **self.memory.as_dict()} if self.memory else None,
-            "compiler_args": list(self.compiler_args), "env": dict(self.env), "buckets": list(self.buckets),
-            "dynamic_batch": self.dynamic_batch, "reasons": [r.to_json() for r in self.reasons],
-            "alternatives": [a.to_json() for a in self.alternatives],
-            "serving": self.serving.to_json() if self.serving else None,
-            "instance_count": self.instance_count or None, "interconnect": self.interconnect(),
-            "fleet": self.fleet.to_json() if self.fleet else None,
-            "cost": self.cost.to_json() if self.cost else None,
-        }
 
 
 def plan_refusal(options: AdviseOptions) -> str | None:

@@ -13,7 +13,7 @@ from portcheck import __version__
 from portcheck.advise.serving import command
 
 if TYPE_CHECKING:
-    from portcheck.advise.plan import Plan
+    from portcheck.advise.values import Plan
     from portcheck.dynamic.request import TraceRequest
 
 TEMPLATE = Path(__file__).with_name("bringup_template.py")

@@ -7,17 +7,15 @@ from __future__ import annotations
 
 import functools
 import json
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 from portcheck.advise.model import KINDS
 from portcheck.advise.rules import CompileHostMemory
+from portcheck.advise.values import PORTCHECK, AdviseOptions, Plan, PlanFinding, Serving
 from portcheck.dynamic.results import sequence_buckets
 from portcheck.knowledge import KnowledgeError, _read, known_releases, load, load_hardware
 from portcheck.releases import Range, read_range
-
-if TYPE_CHECKING:
-    from portcheck.advise.plan import AdviseOptions, Plan
 
 ARGUMENT_TYPES = ("int", "str", "json", "path", "switch")
 HF_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "fp8": "bfloat16"}
@@ -118,29 +116,6 @@ def load_serving() -> ServingData:
         raise KnowledgeError("serving.toml: [compile_host] needs weights_factor >= 1 and a source")
     return ServingData(tuple(paths), compile_only, arguments, float(host["weights_factor"]),
                        float(host.get("optlevel3_factor", 1)), host["source"])
-
-
-@dataclass
-class Serving:
-    """The plan's serving path and what its artifact passes."""
-
-    path: str
-    title: str
-    natively: bool  # the path lists the model's architecture (else: the stack's generic path)
-    known: bool = True  # the architecture is known (not a model given as numbers only)
-    task: str = ""  # optimum-neuron's --task
-    options: dict[str, Any] = field(default_factory=dict)  # the path's settings: vllm/optimum arguments, NeuronConfig
-    compile_only: bool = False
-    compile_env: dict[str, str] = field(default_factory=dict)
-    compile_only_refused: str = ""  # why --compile-only cannot be done on this path
-    compile_host_gib: float = 0.0
-
-    def to_json(self) -> dict[str, Any]:
-        return {"path": self.path, "title": self.title, "natively": self.natively, "architecture_known": self.known,
-                "task": self.task or None,
-                "options": dict(self.options), "compile_only": self.compile_only,
-                "compile_only_refused": self.compile_only_refused or None, "compile_env": dict(self.compile_env),
-                "compile_host_gib": round(self.compile_host_gib, 1)}
 
 
 def choose_serving(plan: Plan, options: AdviseOptions) -> None:
@@ -258,7 +233,6 @@ def _compile_only(plan: Plan, data: ServingData) -> None:
 
 def host_memory(plan: Plan, data: ServingData) -> None:
     """What compiling and loading the weights ask of the host, against the instance's host RAM (PC808)."""
-    from portcheck.advise.plan import PORTCHECK, PlanFinding
     from portcheck.advise.sizing import GIB, weights_bytes
 
     serving = plan.serving

@@ -17,10 +17,11 @@ import torch
 from portcheck.dynamic.graph import DATA_DEPENDENT, data_dependent_message
 from portcheck.dynamic.load import Loaded
 from portcheck.dynamic.rules import ExportFailure, GraphBreak
-from portcheck.dynamic.sourcemap import exception_place, frames_place
+from portcheck.dynamic.sourcemap import exception_place, frames_place, one_line
+from portcheck.rules import TracedFinding
 from portcheck.static.dynamic_shape.control_flow import TensorControlFlow
 from portcheck.static.dynamic_shape.nms import UnbackedSize
-from portcheck.traced import Step, TracedFinding
+from portcheck.traced import Step
 
 _DYNAMIC_OPERATOR = re.compile(r"Dynamic shape operator.*?`?aten\.(\w+)\.")
 
@@ -33,14 +34,6 @@ class Capture:
     steps: list[Step] = field(default_factory=list)
     graph_breaks: int = 0
     findings: list[TracedFinding] = field(default_factory=list)
-
-
-def one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    first = next((line.strip() for line in text if line.strip()), "")
-    if len(first) > 240:
-        first = first[:237] + "..."
-    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
 
 def _data_dependent(exc: BaseException) -> bool:

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from portcheck.dynamic.outcome import ModelFacts, OpCount, StageError, TraceOutcome
-from portcheck.traced import AnalyzeVerdict, GraphFacts, Place, ShapeProbe, Step, TracedFinding
+from portcheck.rules import TracedFinding
+from portcheck.traced import AnalyzeVerdict, GraphFacts, Place, ShapeProbe, Step
 
 if TYPE_CHECKING:
     from portcheck.dynamic.capture import Capture
@@ -58,9 +59,9 @@ def run(request_path: Path) -> TraceOutcome:
     except ImportError:
         result.error = StageError("setup", "torch is not installed: pip install 'portcheck[trace]'")
         return result
-    from portcheck.dynamic.capture import capture, one_line
+    from portcheck.dynamic.capture import capture
     from portcheck.dynamic.load import ModelError, load_model, run_eagerly
-    from portcheck.dynamic.sourcemap import exception_place
+    from portcheck.dynamic.sourcemap import exception_place, one_line
 
     torch.manual_seed(0)
     _step("building the model")

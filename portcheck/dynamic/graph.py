@@ -16,7 +16,7 @@ from portcheck.dynamic.rules import AttentionKernelFit, CustomOp, custom_op
 from portcheck.dynamic.sourcemap import node_place
 from portcheck.findings import Severity
 from portcheck.knowledge import DtypeSupport, load_dtypes, load_op, load_ops
-from portcheck.rules import Rule
+from portcheck.rules import Rule, TracedFinding
 from portcheck.static.custom_attention.handwritten import HandWrittenAttention
 from portcheck.static.dtype.integer_math import IntegerMatmul, IntegerScatterReduce
 from portcheck.static.dtype.references import ComplexDtype, Float64, UnsupportedFp8
@@ -34,7 +34,7 @@ from portcheck.static.host_sync.reads import HostValueRead
 from portcheck.static.unsupported_op.fft import Fft
 from portcheck.static.unsupported_op.layers import DilatedPooling, DilatedTransposedConv, OneHot, TriangularSolve
 from portcheck.static.unsupported_op.sort import IntegerSortInput, TopkLimit
-from portcheck.traced import AttentionShape, Place, TracedFinding
+from portcheck.traced import AttentionShape, Place
 
 # Export bookkeeping and symbolic-size plumbing: not computation, never sent to the compiler as work.
 BOOKKEEPING = frozenset({

@@ -22,7 +22,7 @@ import torch
 from portcheck.dynamic.inputs import decoder_inputs, forward_parameters, given_inputs, made_inputs
 from portcheck.dynamic.outcome import InputFact
 from portcheck.dynamic.request import TraceRequest, split_model_spec
-from portcheck.dynamic.sourcemap import exception_place
+from portcheck.dynamic.sourcemap import exception_place, one_line
 from portcheck.traced import Place, Step
 
 
@@ -122,8 +122,6 @@ def _call(loaded: Loaded) -> None:
 
 
 def _failed(loaded: Loaded, exc: Exception) -> str:
-    from portcheck.dynamic.capture import one_line
-
     shown = ", ".join(_shown(i) for i in loaded.inputs) or "no inputs"
     if loaded.origin == "made":
         return (f"the inputs portcheck made up for {type(loaded.model).__name__} ({shown}) fail when it runs "

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from portcheck.dynamic.ran import RanCode
-from portcheck.traced import JSON, AnalyzeVerdict, GraphFacts, Place, ShapeProbe, Step, TracedFinding
+from portcheck.rules import TracedFinding
+from portcheck.traced import JSON, AnalyzeVerdict, GraphFacts, Place, ShapeProbe, Step
 
 
 @dataclass(frozen=True)

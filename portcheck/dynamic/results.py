@@ -21,7 +21,7 @@ from portcheck.dynamic.rules import (
 )
 from portcheck.findings import Finding, ScanResult, Target, fingerprinted, python_lines
 from portcheck.knowledge import OpSupport, load, load_op_releases, load_ops
-from portcheck.rules import Rule
+from portcheck.rules import Rule, TracedFinding
 from portcheck.static.dynamic_shape.control_flow import TensorControlFlow
 from portcheck.static.dynamic_shape.data_sized import (
     BincountUnbounded,
@@ -35,7 +35,7 @@ from portcheck.static.dynamic_shape.mask_index import BooleanMaskIndex
 from portcheck.static.dynamic_shape.nms import UnbackedSize
 from portcheck.static.dynamic_shape.shape_from_data import ShapeFromData
 from portcheck.static.host_sync.reads import HostValueRead
-from portcheck.traced import OpStatus, Place, StaticScope, TracedFinding, TracedModel, TraceResult
+from portcheck.traced import OpStatus, Place, StaticScope, TracedModel, TraceResult
 
 
 def _codes(*rules: type[Rule]) -> frozenset[str]:

@@ -5,13 +5,8 @@ portcheck/static/ and list `Pass.TRACE` among their passes."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from portcheck.rules import Pass, Rule, rule
+from portcheck.rules import Pass, Rule, TracedFinding, rule
 from portcheck.static.custom_attention.handwritten import attention_sizes, kernel_advice
-
-if TYPE_CHECKING:
-    from portcheck.traced import TracedFinding
 
 
 @rule

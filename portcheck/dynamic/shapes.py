@@ -14,10 +14,10 @@ from typing import Any
 
 import torch
 
-from portcheck.dynamic.capture import one_line
 from portcheck.dynamic.inputs import forward_parameters
 from portcheck.dynamic.load import Loaded
 from portcheck.dynamic.request import DynamicAxis
+from portcheck.dynamic.sourcemap import one_line
 from portcheck.traced import ShapeAxis, ShapeProbe
 
 _TOKEN_INPUTS = (torch.int64, torch.int32, torch.bool)

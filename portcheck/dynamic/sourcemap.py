@@ -41,3 +41,11 @@ def frames_place(frames: list[traceback.FrameSummary]) -> Place | None:
 
 def exception_place(exc: BaseException) -> Place | None:
     return frames_place(traceback.extract_tb(exc.__traceback__))
+
+
+def one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    first = next((line.strip() for line in text if line.strip()), "")
+    if len(first) > 240:
+        first = first[:237] + "..."
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__

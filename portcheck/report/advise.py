@@ -11,7 +11,7 @@ from portcheck.findings import ScanResult
 from portcheck.report.json import SCHEMA_VERSION, finding_dict
 
 if TYPE_CHECKING:
-    from portcheck.advise.plan import Plan
+    from portcheck.advise.values import Plan
 
 
 def plan_report(plan: Plan, result: ScanResult) -> dict[str, Any]:

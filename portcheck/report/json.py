@@ -1,4 +1,4 @@
-"""JSON schema 1 (DESIGN.md): the stable interface for bots and scripts; and JSON Lines."""
+"""JSON schema 1: the stable interface for bots and scripts; and JSON Lines."""
 
 from __future__ import annotations
 

@@ -12,13 +12,10 @@ import hashlib
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from portcheck.escape import printable
 from portcheck.report.links import Link, source_links
-
-if TYPE_CHECKING:
-    from portcheck.commands import ModelRun, ModelTarget
 
 # The op statuses in the order the page lists them, with how it names each (the trace summary's words).
 OP_STATUSES = {"supported": "supported", "cpu-fallback": "CPU fallback", "restricted": "restricted",
@@ -40,6 +37,24 @@ _OWN_PLACE = {"memory", "reasons", "compiler_args", "env", "serving", "workload"
 MEMORY_COLOURS = {"weights": "#0072B2", "kv_cache": "#E69F00", "activations": "#009E73", "gradients": "#CC79A7",
                   "optimizer": "#56B4E9", "overhead": "#999999"}
 _MEMORY_TOTALS = {"per_core_gib", "budget_per_core_gib"}
+
+
+
+@dataclass
+class ModelTarget:
+    """One model on one target, as `trace --format json` and `advise --format json` report it."""
+
+    chip: str
+    trace: dict[str, Any]  # the trace's JSON report for this target (its op statuses, findings, graph, shapes)
+    plan: dict[str, Any] | None = None  # advise's JSON report, or None when no plan could be made
+    refusal: str = ""  # why there is no plan
+
+
+@dataclass
+class ModelRun:
+    shown: str  # the model as the command line named it
+    error: str = ""  # why it could not be built or traced
+    targets: list[ModelTarget] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

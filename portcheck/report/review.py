@@ -6,13 +6,19 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, Protocol, TextIO
 
 from portcheck.escape import markdown_code, markdown_text
 from portcheck.findings import Finding, ScanResult, Severity
 
-if TYPE_CHECKING:
-    from portcheck.review import Change
+
+class Change(Protocol):
+    """What a review needs of the diff it comments on (portcheck.review.Change, which the reports do not import):
+    the head commit, and the hunk of changed lines around a finding."""
+
+    head_sha: str
+
+    def hunk_of(self, path: str, first: int, last: int) -> tuple[int, int] | None: ...
 
 ICONS = {Severity.ERROR: "🔴 error", Severity.WARNING: "🟡 warning", Severity.INFO: "🔵 info"}
 

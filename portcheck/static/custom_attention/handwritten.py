@@ -14,7 +14,8 @@ from portcheck.static.check import Context, check
 from portcheck.static.syntax import blocks, call_name, string_value
 
 if TYPE_CHECKING:
-    from portcheck.traced import AttentionShape, TracedFinding
+    from portcheck.rules import TracedFinding
+    from portcheck.traced import AttentionShape
 
 
 @rule

@@ -14,7 +14,7 @@ from portcheck.static.syntax import block_body, small_statements
 from portcheck.static.values import and_operands, reads_tensor_values
 
 if TYPE_CHECKING:
-    from portcheck.traced import TracedFinding
+    from portcheck.rules import TracedFinding
 
 
 @rule
