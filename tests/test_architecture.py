@@ -83,7 +83,7 @@ TIERS = (
     ("knowledge",),
     ("releases",),
     ("findings",),
-    ("traced", "escape", "errors"),
+    ("traced", "escape", "errors", "gitrun"),
     ("",),
 )
 TIER = {layer: depth for depth, layers in enumerate(TIERS) for layer in layers}
