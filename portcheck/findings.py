@@ -10,7 +10,7 @@ import re
 import stat
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from portcheck.traced import TraceResult
@@ -127,16 +127,17 @@ class Summary:
                 [list(r) for r in self.regions]]
 
     @classmethod
-    def from_plain(cls, plain: list[object]) -> Summary:
-        """The summary a cache entry holds; anything malformed raises (TypeError, ValueError), a cache miss."""
+    def from_plain(cls, plain: Any) -> Summary:
+        """The summary a cache entry holds (JSON, so `Any`); anything malformed raises (TypeError, ValueError), a
+        cache miss."""
         functions, classes, exports, regions = plain
         return cls(
             tuple(Function(str(n), int(a), int(b), tuple(map(str, roles)), tuple((str(t), str(g)) for t, g in calls),
                            tuple(map(str, rets)), tuple(map(str, refs)))
-                  for n, a, b, roles, calls, rets, refs in functions),  # type: ignore[attr-defined]
-            tuple((str(n), tuple(map(str, b))) for n, b in classes),  # type: ignore[attr-defined]
-            tuple((str(a), str(b)) for a, b in exports),  # type: ignore[attr-defined]
-            tuple((int(a), int(b), str(g)) for a, b, g in regions))  # type: ignore[attr-defined]
+                  for n, a, b, roles, calls, rets, refs in functions),
+            tuple((str(n), tuple(map(str, b))) for n, b in classes),
+            tuple((str(a), str(b)) for a, b in exports),
+            tuple((int(a), int(b), str(g)) for a, b, g in regions))
 
 
 @dataclass(frozen=True)

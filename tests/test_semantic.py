@@ -260,3 +260,17 @@ def test_past_the_bound_the_scan_judges_file_by_file_and_says_so(tmp_path, monke
 ])
 def test_module_names_from_paths(path, module):
     assert module_of(path) == module
+
+
+def test_a_module_imported_by_name_is_known_by_what_it_imports(tmp_path):
+    _tree(tmp_path, {"engine.py": """\
+        import torch
+        from monai.utils import optional_import
+
+        trt, _ = optional_import("tensorrt")
+
+        def build(model):
+            torch.cuda.synchronize()
+            return trt.Builder(None)
+        """})
+    assert _scan(tmp_path)[("engine.py", 7, "PC105")] == Severity.INFO

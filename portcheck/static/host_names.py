@@ -1,8 +1,9 @@
-"""Names that hold host values by what the code says about them: Python numbers by their annotation, host copies
-by their name.
+"""Names that hold host values by what the code says about them: Python numbers and numpy / pandas values by their
+annotation, host copies by their name.
 
 - A parameter annotated `int`, `float` or `bool`, or a name unpacked from a parameter annotated as a tuple of them
   (`h, w = resolution` with `resolution: tuple[int, int]`), is a Python number.
+- A parameter annotated as a numpy array or a pandas object (`x: np.ndarray`, `npt.NDArray[...]`) is a host value.
 - A name the author marks as a host copy (`x1_host`, `boxes_cpu`, `mask_np`, `host_ids`) is one.
 
 Both feed `scope.host_value`; like it, they err towards "don't know".
@@ -40,10 +41,21 @@ def _annotation(ctx: Context, param: cst.Param) -> str:
     return " ".join(ctx.source(param.annotation.annotation).split()) if param.annotation is not None else ""
 
 
+def _host_typed(ctx: Context, param: cst.Param) -> bool:
+    """A parameter annotated as a numpy array or a pandas object (`x: np.ndarray`, `npt.NDArray[np.float32]`,
+    `df: pd.DataFrame`): a host value, whatever its name."""
+    if param.annotation is None:
+        return False
+    annotation = param.annotation.annotation
+    if isinstance(annotation, cst.Subscript):
+        annotation = annotation.value
+    return (ctx.qualname(annotation) or "").startswith(("numpy.", "pandas."))
+
+
 def _numbers(ctx: Context, function: cst.FunctionDef) -> frozenset[str]:
     params = function.params
     every = [*params.posonly_params, *params.params, *params.kwonly_params]
-    numbers = {p.name.value for p in every if _NUMBER_ANNOTATION.fullmatch(_annotation(ctx, p))}
+    numbers = {p.name.value for p in every if _NUMBER_ANNOTATION.fullmatch(_annotation(ctx, p)) or _host_typed(ctx, p)}
     tuples = {p.name.value for p in every if _NUMBER_TUPLE.fullmatch(_annotation(ctx, p))}
     if not tuples:
         return frozenset(numbers)

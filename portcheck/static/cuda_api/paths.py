@@ -63,6 +63,8 @@ def _comparison(ctx: Context, test: cst.Comparison, depth: int) -> str | None:
         return CUDA  # "cuda" in str(device)
     if isinstance(left, cst.Call) and call_name(left) == "len" and left.args:
         left = left.args[0].value
+    if isinstance(left, cst.Name) and depth < 2 and (bound := ctx.constant(left)) is not None:
+        left = bound[1]  # `n_gpu = torch.cuda.device_count()`, then `if n_gpu > 0:`
     if not probe_call(ctx, left):
         return None
     count = _count(right)

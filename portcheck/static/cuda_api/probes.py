@@ -307,6 +307,9 @@ def probe_note(ctx: Context, node: cst.CSTNode) -> str | None:
         return ("here in data preparation, which runs on the host: without CUDA it runs on the CPU, as host-side "
                 "preprocessing should")
     stmt = ctx.statements[-1] if ctx.statements else None
+    if _only_maps_a_checkpoint(ctx, node, stmt):
+        return ("here it only picks where a checkpoint's tensors are loaded (`map_location`): on Neuron they load "
+                "on the CPU and move with the model")
     if not isinstance(stmt, cst.If) or not contains(stmt.test, node):
         return None
     if "PYTEST_CURRENT_TEST" in ctx.source(stmt.test):
@@ -323,6 +326,47 @@ def probe_note(ctx: Context, node: cst.CSTNode) -> str | None:
         return ("here it only guards CUDA housekeeping (cache, counters, GPU queries, NVML), which is right to skip "
                 "on Neuron")
     return None
+
+
+def _only_maps_a_checkpoint(ctx: Context, node: cst.CSTNode, stmt: cst.CSTNode | None) -> bool:
+    """The probe's value is a `map_location=` argument, directly or through a name used only that way."""
+    if stmt is None:
+        return False
+    maps: list[cst.Arg] = []
+    uses: list[cst.Name] = []
+    assigned: str | None = None
+    if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Assign):
+        assign = stmt.body[0]
+        targets = assign.targets
+        if len(targets) == 1 and isinstance(targets[0].target, cst.Name) and contains(assign.value, node):
+            assigned = targets[0].target.value
+
+    attributes: set[int] = set()
+
+    class Finder(cst.CSTVisitor):
+        def visit_Arg(self, arg: cst.Arg) -> None:
+            if arg.keyword is not None and arg.keyword.value == "map_location":
+                maps.append(arg)
+
+        def visit_Attribute(self, attribute: cst.Attribute) -> None:
+            attributes.add(id(attribute.attr))  # `torch.device` is no use of a name `device`
+
+        def visit_Name(self, name: cst.Name) -> None:
+            if assigned is not None and name.value == assigned and id(name) not in attributes:
+                uses.append(name)
+
+    visit(stmt, Finder())
+    if any(contains(arg.value, node) for arg in maps):
+        return True
+    if assigned is None:
+        return False
+    maps.clear()
+    uses.clear()
+    scope = ctx.functions[-1] if ctx.functions else ctx.module
+    visit(scope, Finder())
+    mapped = [arg.value for arg in maps if isinstance(arg.value, cst.Name) and arg.value.value == assigned]
+    # every use but the assignment itself is a `map_location=name`
+    return bool(mapped) and len(uses) == len(mapped) + 1
 
 
 def data_preparation(ctx: Context) -> bool:

@@ -60,6 +60,13 @@ def _imports(tree: ast.Module) -> dict[str, str]:
                     aliases[alias.asname] = alias.name
                 else:
                     aliases.setdefault(alias.name.split(".")[0], alias.name.split(".")[0])
+        elif isinstance(node, ast.Assign) and (lazy := _lazy_import(node.value)) is not None:
+            # `trt = importlib.import_module("tensorrt")`, `trt, _ = optional_import("tensorrt")`
+            target = node.targets[0]
+            if isinstance(target, ast.Tuple) and target.elts:
+                target = target.elts[0]
+            if isinstance(target, ast.Name):
+                aliases[target.id] = lazy
         elif isinstance(node, ast.ImportFrom):
             base = "." * node.level + (node.module or "")
             for alias in node.names:
@@ -67,6 +74,18 @@ def _imports(tree: ast.Module) -> dict[str, str]:
                     joined = f"{base}.{alias.name}" if base and not base.endswith(".") else base + alias.name
                     aliases[alias.asname or alias.name] = joined
     return aliases
+
+
+def _lazy_import(value: ast.expr) -> str | None:
+    """The module a call imports by name (`importlib.import_module("m")`, `optional_import("m")`), or None."""
+    if not isinstance(value, ast.Call) or not value.args:
+        return None
+    name = dotted(value.func) or ""
+    first = value.args[0]
+    if name.rsplit(".", 1)[-1] in ("import_module", "optional_import", "__import__") and isinstance(
+            first, ast.Constant) and isinstance(first.value, str):
+        return first.value
+    return None
 
 
 def dotted(node: ast.expr) -> str | None:

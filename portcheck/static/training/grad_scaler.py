@@ -7,6 +7,7 @@ from typing import Literal
 
 import libcst as cst
 
+from portcheck.findings import Severity
 from portcheck.rules import Rule, rule
 from portcheck.static.branches import version_fallback
 from portcheck.static.check import Context, FixPlan, Replace, check
@@ -239,5 +240,33 @@ def check_grad_scaler(node: cst.Call, ctx: Context) -> None:
     else:
         bf16 = ('`torch.autocast("xla", dtype=torch.bfloat16)` (with `NEURON_CC_FLAGS="--auto-cast=none"`) or '
                 "`model.to(torch.bfloat16)` with `NEURON_RT_STOCHASTIC_ROUNDING_EN=1`")
-    ctx.report(GradScaler, node, fix=_scaler_fix(ctx, node), shown=one_line(ctx.source(node)), bf16=bf16)
+    # Without CUDA the scaler turns itself off: harmless where the code's autocast is CUDA's too (it is off as
+    # well, PC601, so nothing runs in fp16); where an autocast follows the device, fp16 now runs unscaled.
+    severity = None if _device_following_autocast(ctx) else Severity.INFO
+    ctx.report(GradScaler, node, fix=_scaler_fix(ctx, node), severity=severity, shown=one_line(ctx.source(node)),
+               bf16=bf16)
+
+
+def _device_following_autocast(ctx: Context) -> bool:
+    """The function that builds the scaler enters an autocast whose device is not CUDA's
+    (`torch.autocast(device_type=device.type)`); a scaler built at module level may serve any such autocast."""
+    if not ctx.functions:
+        return True
+    scope = ctx.functions[0]
+    def compute() -> bool:
+        found = False
+
+        class Finder(cst.CSTVisitor):
+            def visit_Call(self, call: cst.Call) -> bool:
+                nonlocal found
+                qualname = ctx.qualname(call.func) or ""
+                if qualname in ("torch.autocast", "torch.amp.autocast"):
+                    device = keyword(call, "device_type") or positional(call, 0)
+                    found = found or (device is not None and cuda_device(ctx, device.value) is None)
+                return not found
+
+        visit(scope, Finder())
+        return found
+
+    return ctx.memo("device-following-autocast", scope, compute)
 

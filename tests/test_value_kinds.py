@@ -1,0 +1,88 @@
+"""What the static pass reads from what values are and where they go, each with a case that fires and one that
+stays quiet (or is info): numpy / pandas annotations, a probe held in a local name, a probe that only picks a
+checkpoint's `map_location`, and a CUDA GradScaler next to a CUDA or a device-following autocast."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from portcheck.findings import Severity
+from portcheck.knowledge import load
+from portcheck.static.engine import analyse_text
+
+
+def severities(code: str, chip: str = "trn2", stack: str = "native") -> dict[tuple[int, str], Severity]:
+    result = analyse_text(textwrap.dedent(code), "m.py", chip, stack, load().applicable(chip, stack))
+    assert result.errors == ()
+    return {(f.line, f.code): f.severity for f in result.findings}
+
+
+def test_numpy_and_pandas_annotations_make_host_values():
+    found = severities("""\
+        import numpy as np
+        import numpy.typing as npt
+        import torch
+
+        class M(torch.nn.Module):
+            def forward(self, x, labels: np.ndarray, y: npt.NDArray[np.float32]):
+                a = labels[labels > 0]
+                b = y[y > 0]
+                return x[x > 0]
+        """)
+    assert (9, "PC204") in found
+    assert (7, "PC204") not in found and (8, "PC204") not in found
+
+
+def test_a_probe_held_in_a_local_name_guards_what_it_compares():
+    found = severities("""\
+        import torch
+
+        def info():
+            n_gpu = torch.cuda.device_count()
+            if n_gpu > 0:
+                print(torch.cuda.get_device_name(0))
+            return torch.cuda.get_device_name(0)
+        """)
+    assert found[(6, "PC105")] == Severity.INFO
+    assert found[(7, "PC105")] == Severity.ERROR
+
+
+@pytest.mark.parametrize(("line", "severity"), [(4, Severity.INFO), (5, Severity.INFO), (7, Severity.WARNING)])
+def test_a_probe_that_only_picks_a_map_location_is_info(line, severity):
+    found = severities("""\
+        import torch
+
+        def load(path, model):
+            state = torch.load(path, map_location="cuda" if torch.cuda.is_available() else "cpu")
+            device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+            model.load_state_dict(torch.load(path, map_location=device))
+            dev = "cuda" if torch.cuda.is_available() else "cpu"
+            model.to(dev)
+            return torch.load(path, map_location=dev)
+        """)
+    assert found[(line, "PC104")] == severity
+
+
+def test_a_cuda_grad_scaler_is_info_where_autocast_is_cudas_too():
+    module_level = severities("import torch\nscaler = torch.cuda.amp.GradScaler()\n")
+    assert module_level[(2, "PC602")] == Severity.WARNING  # it may serve any autocast of the file
+    cuda = severities("""\
+        import torch
+
+        def train():
+            scaler = torch.cuda.amp.GradScaler()
+            with torch.cuda.amp.autocast():
+                pass
+        """)
+    following = severities("""\
+        import torch
+
+        def train(device):
+            scaler = torch.cuda.amp.GradScaler()
+            with torch.autocast(device_type=device.type, dtype=torch.float16):
+                pass
+        """)
+    assert cuda[(4, "PC602")] == Severity.INFO and cuda[(5, "PC601")] == Severity.WARNING
+    assert following[(4, "PC602")] == Severity.WARNING  # fp16 follows the device and now runs unscaled
