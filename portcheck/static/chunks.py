@@ -8,8 +8,7 @@ file), then the group's lines as they are. Findings are mapped back to the file'
 File-level suppressions (`# portcheck: noqa`) go with every group, and one is unused only when it is unused in all.
 Fingerprints are computed once, over the whole file. A file analysed in groups has no summary for the project's
 call graph (portcheck.static.semantic): its findings stand as the groups give them. tests/test_hostile_input.py
-checks the findings equal a
-whole-file analysis on real modules.
+checks the findings equal a whole-file analysis on real modules.
 """
 
 from __future__ import annotations
