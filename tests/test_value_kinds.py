@@ -86,3 +86,29 @@ def test_a_cuda_grad_scaler_is_info_where_autocast_is_cudas_too():
         """)
     assert cuda[(4, "PC602")] == Severity.INFO and cuda[(5, "PC601")] == Severity.WARNING
     assert following[(4, "PC602")] == Severity.WARNING  # fp16 follows the device and now runs unscaled
+
+
+def test_each_fallback_call_dispatches_the_op_the_data_names():
+    """PC321's table of torch functions and their ATen ops, checked against real torch's dispatch."""
+    torch = pytest.importorskip("torch")
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from portcheck.static.unsupported_op.fallback_calls import CALLS
+
+    class Record(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.ops: set[str] = set()
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001 - torch's protocol
+            self.ops.add(f"aten::{func._schema.name.split('::')[-1]}")
+            return func(*args, **(kwargs or {}))
+
+    matrix = torch.eye(3) * 2.0
+    for name, op in CALLS.items():
+        function = torch
+        for part in name.split(".")[1:]:
+            function = getattr(function, part)
+        with Record() as record:
+            function(matrix)
+        assert op in record.ops, (name, sorted(record.ops))

@@ -1,0 +1,88 @@
+"""Calls whose ATen op runs on the host CPU on the target's stack (PC321): linear algebra that TorchNeuron has no
+device kernel for (`torch.linalg.svd`, `eigh`, `inv`, `slogdet`, `torch.cholesky`), read from rules/ops.toml."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from portcheck.knowledge import load_op_releases, load_ops
+from portcheck.rules import Rule, rule
+from portcheck.static.check import Context, check
+from portcheck.static.scope import host_value
+
+# The ATen op each torch function dispatches to (observed with torch 2.13: tests/test_value_kinds.py traces each
+# one and checks the op). Only functions whose op rules/ops.toml has a status for are listed.
+CALLS = {
+    "torch.linalg.svd": "aten::_linalg_svd",
+    "torch.linalg.svdvals": "aten::_linalg_svd",
+    "torch.svd": "aten::_linalg_svd",
+    "torch.linalg.eigh": "aten::_linalg_eigh",
+    "torch.linalg.eigvalsh": "aten::_linalg_eigh",
+    "torch.linalg.slogdet": "aten::_linalg_slogdet",
+    "torch.slogdet": "aten::_linalg_slogdet",
+    "torch.linalg.inv": "aten::linalg_inv_ex",
+    "torch.linalg.inv_ex": "aten::linalg_inv_ex",
+    "torch.inverse": "aten::linalg_inv_ex",
+    "torch.cholesky": "aten::cholesky",
+}
+_METHODS = {"svd": "aten::_linalg_svd", "slogdet": "aten::_linalg_slogdet", "inverse": "aten::linalg_inv_ex",
+            "cholesky": "aten::cholesky"}
+
+
+@rule
+class CpuFallbackCall(Rule):
+    """## What it does
+    Finds calls of torch functions whose ATen op the target's stack runs on the host CPU: on TorchNeuron
+    (native) the decompositions `torch.linalg.svd`, `svdvals`, `eigh`, `eigvalsh`, `slogdet`, `inv` and
+    `torch.cholesky` have no device kernel and take the CPU fallback. The status comes from rules/ops.toml, so a
+    stack that lowers the op (PyTorch/XLA on inf2) stays quiet, and so does a call on a host value (numpy, a CPU
+    tensor) or in code only the data pipeline reaches.
+
+    ## Example
+    ```python
+    u, s, v = torch.linalg.svd(features)
+    ```
+
+    ## Use instead
+    ```python
+    u, s, v = torch.linalg.svd(features.cpu())  # once, outside the step, and move the result back
+    ```
+    or a formulation without the decomposition (a power iteration, a Newton–Schulz iteration for an inverse root).
+
+    ## Fix safety
+    No automatic fix.
+    """
+
+    code = "PC321"
+    message = ("`{shown}` runs `{op}`, which the {stack} stack runs on the host CPU: its inputs and results are "
+               "copied between the device and the host at every call; move it out of the step, or replace it")
+    INVALID = (
+        "import torch\nu, s, v = torch.linalg.svd(x)",
+        "import torch as th\ny = th.inverse(a)",
+        "from torch import linalg\nw, q = linalg.eigh(c)",
+    )
+    VALID = (
+        "import torch\nimport numpy as np\nu, s, v = np.linalg.svd(x)",
+        "import torch\ny = torch.linalg.svd(x.cpu())",
+        "import torch\ny = torch.linalg.norm(x)",
+    )
+
+
+@check(cst.Call, rules=(CpuFallbackCall,), tokens=("svd", "eigh", "eigvalsh", "slogdet", "inv", "cholesky"))
+def check_fallback_call(node: cst.Call, ctx: Context) -> None:
+    qualname = ctx.qualname(node.func)
+    op = CALLS.get(qualname or "")
+    if op is None and qualname is None and isinstance(node.func, cst.Attribute) and not node.args:
+        op = _METHODS.get(node.func.attr.value)  # `x.svd()`, `a.inverse()`
+        if op is not None and host_value(ctx, node.func.value):
+            return
+    if op is None:
+        return
+    subject = node.args[0].value if node.args else None
+    if subject is not None and host_value(ctx, subject):
+        return
+    if not load_op_releases()[ctx.stack].holds(ctx.sdk):
+        return  # the stack's statuses do not speak for this release
+    entry = load_ops().get(op)
+    if entry is not None and entry.on(ctx.stack) == "cpu-fallback":
+        ctx.report(CpuFallbackCall, node, shown=" ".join(ctx.source(node.func).split()), op=op, stack=ctx.stack)
