@@ -100,7 +100,7 @@ def test_each_fallback_call_dispatches_the_op_the_data_names():
             super().__init__()
             self.ops: set[str] = set()
 
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001 - torch's protocol
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             self.ops.add(f"aten::{func._schema.name.split('::')[-1]}")
             return func(*args, **(kwargs or {}))
 
