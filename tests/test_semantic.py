@@ -274,3 +274,29 @@ def test_a_module_imported_by_name_is_known_by_what_it_imports(tmp_path):
             return trt.Builder(None)
         """})
     assert _scan(tmp_path)[("engine.py", 7, "PC105")] == Severity.INFO
+
+
+def test_control_flow_on_a_tensor_counts_in_a_training_step_and_what_it_calls(tmp_path):
+    _tree(tmp_path, {"trainer.py": """\
+        import torch
+
+        class MyTrainer(Trainer):
+            def compute_loss(self, model, inputs):
+                loss = model(**inputs).loss
+                if torch.isnan(loss).any():
+                    loss = torch.zeros_like(loss)
+                return scaled(loss)
+
+        def scaled(loss):
+            if loss.sum() > 10:
+                return loss / 10
+            return loss
+
+        def report(loss):
+            if loss.sum() > 10:
+                print("large")
+        """})
+    found = _scan(tmp_path)
+    assert found[("trainer.py", 6, "PC208")] == Severity.WARNING  # transformers' per-step hook
+    assert found[("trainer.py", 11, "PC208")] == Severity.WARNING  # called from it
+    assert ("trainer.py", 16, "PC208") not in found  # nothing on the device step calls it

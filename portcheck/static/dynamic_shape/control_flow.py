@@ -75,7 +75,10 @@ class TensorControlFlow(Rule):
                 "`torch.where`, or move the decision out of forward")
 
 
-TOKENS = ("forward",)
+# `forward`, or a reduction a helper of the device step may branch on (`if loss.isnan().any():`)
+TOKENS = ("forward", *(f"{name}(" for name in ("any", "all", "sum", "max", "min", "mean", "prod", "amax", "amin",
+                                                "argmax", "argmin", "count_nonzero", "item", "norm", "std", "var",
+                                                "median", "equal", "nansum")))
 
 _KEYWORDS = {cst.If: "if", cst.While: "while", cst.Assert: "assert", cst.IfExp: "if"}
 _FLOAT16 = frozenset({"torch.float16", "torch.half"})
@@ -89,9 +92,9 @@ def _branch_effect(ctx: Context) -> str:
             "outcome")
 
 
-def _control_flow_message(ctx: Context, keyword_: str, read: cst.CSTNode) -> str:
+def _control_flow_message(ctx: Context, keyword_: str, read: cst.CSTNode, where: str = "inside `forward`") -> str:
     shown = " ".join(ctx.source(read).split())
-    return (f"`{keyword_}` on a tensor value (`{shown}`) inside `forward`: {_branch_effect(ctx)}; decide it from "
+    return (f"`{keyword_}` on a tensor value (`{shown}`) {where}: {_branch_effect(ctx)}; decide it from "
             "configuration in `__init__`, or compute both sides and select with `torch.where(cond, a, b)`")
 
 
@@ -138,6 +141,17 @@ def _float16_only(ctx: Context, test: cst.BaseExpression, read: cst.CSTNode) -> 
 @check(cst.If, cst.While, cst.Assert, cst.IfExp, rules=(TensorControlFlow,), tokens=TOKENS)
 def check_control_flow(node: cst.If | cst.While | cst.Assert | cst.IfExp, ctx: Context) -> None:
     if not ctx.in_forward:
+        # elsewhere only in a function the project's call graph puts in the device step (a helper of forward, a
+        # loss, a training step), and only for a branch that does work (not a check that raises)
+        from portcheck.static.host_sync.place import read_place  # host_sync reads dynamic_shape's sizes
+
+        if read_place(ctx) == "helper" and not isinstance(node, cst.Assert) and not _only_raises(node):
+            read = reads_tensor_values(ctx, node.test)
+            if read is not None:
+                ctx.skip.add(id(read))
+                message = _control_flow_message(ctx, _KEYWORDS[type(node)], read,
+                                                "in code the model's `forward` or a training step calls")
+                report_compiled(ctx, TensorControlFlow, node.test, message, None, read, None, "device")
         return
     test = node.test
     keyword_ = _KEYWORDS[type(node)]

@@ -59,7 +59,7 @@ def _returns_python_scalar(function: cst.FunctionDef) -> bool:
 
 def report_compiled(ctx: Context, rule: type[Rule], node: cst.CSTNode, message: str | None = None,
                     severity: Severity | None = None, read: cst.CSTNode | None = None,
-                    value: cst.BaseExpression | None = None, **fields: object) -> None:
+                    value: cst.BaseExpression | None = None, requires: str = "", **fields: object) -> None:
     """Report unless the code never reaches a compiled graph: it runs in a host-side function or file
     (scope.host_code), it only words an error (`if bad: ...; raise`), the tensor it works on (`value`) is a host
     value (numpy, pandas, a CPU tensor), or (native stack) it sits under a test that `torch.compile` answers by
@@ -71,4 +71,4 @@ def report_compiled(ctx: Context, rule: type[Rule], node: cst.CSTNode, message: 
         return
     if ctx.stack == "native" and skipped_when_compiling(ctx, read or node) is not None:
         return
-    ctx.report(rule, node, message, severity, None, "", **fields)  # no fix: `fields` are the template's alone
+    ctx.report(rule, node, message, severity, None, requires, **fields)  # no fix: `fields` are the template's alone

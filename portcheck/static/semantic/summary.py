@@ -32,7 +32,8 @@ CUDA_GUARD, VENDOR_GUARD = "cuda", "vendor"
 
 # Training steps only: what a validation, test or predict step adds around the model's forward (metrics, logging)
 # runs once per evaluation batch, not in the hot loop, and `forward` already reaches the model itself.
-_STEP_METHODS = frozenset({"training_step", "train_step"})
+# `compute_loss` is the per-step hook of transformers' Trainer, which calls it for every micro-batch.
+_STEP_METHODS = frozenset({"training_step", "train_step", "compute_loss"})
 _PROBES = frozenset({"torch.cuda.is_available", "torch.cuda.device_count", "torch.cuda.is_initialized"})
 _DATA_BASES = ("torch.utils.data.Dataset", "torch.utils.data.IterableDataset", "torch.utils.data.Sampler",
                "torch.utils.data.dataset.Dataset", "torch.utils.data.sampler.Sampler")
