@@ -11,10 +11,15 @@ from portcheck.static.check import Context, check
 from portcheck.static.scope import host_code
 from portcheck.static.syntax import call_name
 
-FFT_TOKENS = ("fft", "stft", "Spectrogram", "spectrogram")
+FFT_TOKENS = ("fft", "stft", "Spectrogram", "spectrogram", "MFCC", "LFCC", "fbank", "mfcc")
 
+# torchaudio's transforms and functions that compute an STFT (MFCC and LFCC through their spectrogram, Kaldi's
+# fbank / mfcc / spectrogram through `torch.fft.rfft`), as torchaudio's own source shows.
 _SPECTROGRAMS = frozenset({"torchaudio.transforms.Spectrogram", "torchaudio.transforms.MelSpectrogram",
-                           "torchaudio.functional.spectrogram", "torchaudio.transforms.InverseSpectrogram"})
+                           "torchaudio.functional.spectrogram", "torchaudio.transforms.InverseSpectrogram",
+                           "torchaudio.transforms.MFCC", "torchaudio.transforms.LFCC",
+                           "torchaudio.compliance.kaldi.fbank", "torchaudio.compliance.kaldi.mfcc",
+                           "torchaudio.compliance.kaldi.spectrogram"})
 
 
 @rule
@@ -48,6 +53,8 @@ class Fft(Rule):
         "import torch\ns = torch.stft(wave, 400, return_complex=True)",
         "s = wave.stft(400)",
         "import torchaudio\nmel = torchaudio.transforms.MelSpectrogram(16000)",
+        "from torchaudio.transforms import MFCC\nmfcc = MFCC(16000)",
+        "from torchaudio.compliance import kaldi\nfeats = kaldi.fbank(wave)",
     )
     VALID = ("import numpy as np\ny = np.fft.rfft(a)", "fft_size = 400  # torch.fft.rfft is avoided")
 
