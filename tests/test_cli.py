@@ -309,8 +309,10 @@ def test_test_files_are_left_out_unless_included(tmp_path):
     """`tests = "exclude"` (the default) skips test files found in folders; `--tests include` or the config key
     reads them; a test folder named on the command line is read either way."""
     bad = "x = y.cuda()\n"
-    for name in ("src/model.py", "tests/helpers.py", "src/test_model.py", "src/model_test.py", "conftest.py"):
+    for name in ("src/model.py", "tests/helpers.py", "conftest.py"):
         write(tmp_path / name, bad)
+    for name in ("src/test_model.py", "src/model_test.py"):  # named and written as tests
+        write(tmp_path / name, "import pytest\n" + bad)
 
     def paths(*args, cwd=tmp_path):
         done = run_portcheck("scan", "--format", "json", *args, cwd=cwd)

@@ -5,6 +5,7 @@ what git ignores. Explicit files are always read unless --force-exclude (how pre
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,9 +40,41 @@ def is_excluded(path: Path, settings: Settings) -> bool:
     return any(path_matches(relative, pattern) for pattern in settings.exclude)
 
 
-def is_test_file(relative: str) -> bool:
-    """A test file or folder by pytest's conventions (`test_*.py`, `*_test.py`, `conftest.py`, `tests/`)."""
-    return any(path_matches(relative, pattern) for pattern in TEST_PATTERNS)
+def is_test_file(relative: str, location: Path | None = None) -> bool:
+    """A test file or folder by pytest's conventions (`test_*.py`, `*_test.py`, `conftest.py`, `tests/`). A file
+    that is one by its name alone (`test_time_augmentation.py` in a model package) is a test only where its code
+    says so too: it imports pytest or unittest (read from `location`, when given)."""
+    if not any(path_matches(relative, pattern) for pattern in TEST_PATTERNS):
+        return False
+    parts = relative.replace("\\", "/").split("/")
+    if location is None or not parts[-1].endswith(".py") or parts[-1] == "conftest.py" or any(
+            path_matches(folder, pattern) for folder in parts[:-1] for pattern in TEST_PATTERNS):
+        return True
+    return _imports_a_test_framework(location)
+
+
+_TEST_FRAMEWORK = re.compile(rb"^[ \t]*(?:import|from)[ \t]+(?:pytest|unittest)\b", re.MULTILINE)
+
+
+def _imports_a_test_framework(location: Path) -> bool:
+    try:
+        with open(location, "rb") as handle:
+            head = handle.read(256 * 1024)
+    except OSError:
+        return True  # unreadable: leave it to the test setting, as before
+    return _TEST_FRAMEWORK.search(head) is not None
+
+
+def _build_output(path: Path, settings: Settings) -> bool:
+    """`build/` or `dist/` left out by the default excludes is build output only when it is no Python package:
+    a `dist/` holding an `__init__.py` is importable source and is scanned."""
+    folder = next((p for p in (path, *path.parents) if p.name in _BUILD_FOLDERS), None)
+    return not (folder is not None and (folder / "__init__.py").is_file()
+                and not any(path_matches(relative_to_root(path, settings), p) for p in settings.exclude
+                            if p not in _BUILD_FOLDERS))
+
+
+_BUILD_FOLDERS = frozenset({"build", "dist"})
 
 
 def discover(paths: list[str], settings: Settings, cwd: Path) -> list[Candidate]:
@@ -61,7 +94,7 @@ def discover(paths: list[str], settings: Settings, cwd: Path) -> list[Candidate]
         else:
             # With --force-exclude (how pre-commit passes files), a test file is left out like a walked one.
             if settings.force_exclude and (is_excluded(path, settings) or (
-                    settings.tests == "exclude" and is_test_file(relative_to_root(path, settings)))):
+                    settings.tests == "exclude" and is_test_file(relative_to_root(path, settings), path))):
                 continue
             explicit.append(path)
     if settings.respect_gitignore:
@@ -95,7 +128,8 @@ def _walk(top: Path, settings: Settings, unlisted: dict[Path, str]) -> list[Path
     skip_tests = settings.tests == "exclude" and not is_test_file(top.resolve().as_posix())
 
     def skipped(path: Path) -> bool:
-        return is_excluded(path, settings) or (skip_tests and is_test_file(path.relative_to(top).as_posix()))
+        return (is_excluded(path, settings) and _build_output(path, settings)) or (
+            skip_tests and is_test_file(path.relative_to(top).as_posix(), path))
 
     # followlinks=False: a symlinked directory loop cannot trap the walk.
     for directory, dirnames, filenames in os.walk(top, onerror=unlistable):
