@@ -21,6 +21,7 @@ caller says so in one line). Every walk is iterative, so cycles and deep call ch
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import defaultdict, deque
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
@@ -174,16 +175,13 @@ def facts(project: Project) -> Facts:
         edges[full] = [(callee, guard) for target, guard in node.function.calls
                        for callee in project.resolve(target, node)]
     probes = {f for f, n in project.nodes.items() if PROBE in n.function.roles}
-    changed = True
-    while changed:  # a function returning a probe's value is one
-        changed = False
-        for full, node in project.nodes.items():
-            if full in probes or not node.function.returns:
-                continue
-            found = [project.resolve(t, node) for t in node.function.returns]
-            if any(f and all(c in probes for c in f) for f in found):
-                probes.add(full)
-                changed = True
+    returning = [(full, node) for full, node in project.nodes.items() if node.function.returns]
+    for _ in range(_DEPTH):  # a function returning a probe's value is one (chains deeper than this are not code)
+        added = {full for full, node in returning if full not in probes and any(
+            (found := project.resolve(t, node)) and all(c in probes for c in found) for t in node.function.returns)}
+        if not added:
+            break
+        probes |= added
 
     def guard_kind(guard: str, caller: _Node) -> str:
         if guard.startswith("?"):
@@ -192,21 +190,32 @@ def facts(project: Project) -> Facts:
         return guard if guard in (CUDA_GUARD, VENDOR_GUARD) else ""
 
     sites: dict[str, list[tuple[str, str]]] = defaultdict(list)  # callee -> (caller, guard kind)
+    outgoing: dict[str, list[tuple[str, str]]] = defaultdict(list)  # caller -> (callee, guard kind)
     for caller, out in edges.items():
         node = project.nodes[caller]
         for callee, guard in out:
             if callee != caller:
-                sites[callee].append((caller, guard_kind(guard, node)))
+                kind = guard_kind(guard, node)
+                sites[callee].append((caller, kind))
+                outgoing[caller].append((callee, kind))
 
     def only(kind: str, roots: set[str]) -> set[str]:
+        """The roots, and every function all of whose call sites are `kind`-guarded or in such a function: a
+        worklist, each call site counted down once."""
+        pending = {callee: sum(1 for caller, g in calls if g != kind and caller not in roots)
+                   for callee, calls in sites.items()}
         found = set(roots)
-        changed = True
-        while changed:
-            changed = False
-            for callee, calls in sites.items():
-                if callee not in found and all(g == kind or c in found for c, g in calls):
-                    found.add(callee)
-                    changed = True
+        queue = deque(c for c, n in pending.items() if n == 0 and c not in found)
+        while queue:
+            function = queue.popleft()
+            if function in found:
+                continue
+            found.add(function)
+            for callee, guard in outgoing.get(function, ()):
+                if guard != kind and callee in pending and callee not in found:
+                    pending[callee] -= 1
+                    if pending[callee] == 0:
+                        queue.append(callee)
         return found
 
     cuda_only = only(CUDA_GUARD, set())
@@ -239,8 +248,9 @@ def facts(project: Project) -> Facts:
 
 
 def _enclosing(nodes: list[_Node], line: int) -> list[_Node]:
-    """The functions holding `line`, outermost first."""
-    return [n for n in nodes if n.function.line <= line <= n.function.end_line]
+    """The functions holding `line`, outermost first (`nodes` sorted by first line)."""
+    end = bisect_right(nodes, line, key=lambda n: n.function.line)
+    return [n for n in nodes[:end] if n.function.end_line >= line]
 
 
 def _where(project: Project, found: Facts, result: FileResult, finding: Finding) -> tuple[str, str] | None:
