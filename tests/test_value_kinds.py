@@ -112,3 +112,22 @@ def test_each_fallback_call_dispatches_the_op_the_data_names():
         with Record() as record:
             function(matrix)
         assert op in record.ops, (name, sorted(record.ops))
+
+
+def test_a_fix_evaluated_at_import_is_unsafe():
+    """`torch.device("neuron")` raises on stock torch: a default argument or a module-level device, rewritten,
+    would stop the module importing on a machine without Neuron; inside a function body it waits for a call."""
+    result = analyse_text(textwrap.dedent("""\
+        import torch
+
+        def f(x, device=torch.device("cuda")):
+            return x.to(device)
+
+        DEV = torch.device("cuda")
+
+        def g(x):
+            d = torch.device("cuda")
+            return x.to(d)
+        """), "m.py", "trn2", "native", load().applicable("trn2", "native"))
+    fixes = {f.line: f.fix.applicability for f in result.findings if f.code == "PC102" and f.fix is not None}
+    assert fixes == {3: "unsafe", 6: "unsafe", 9: "safe"}

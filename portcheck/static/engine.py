@@ -312,7 +312,23 @@ def _fix(plan: FixPlan, hit: Hit, ctx: Context, positions: Positions) -> Fix:
         line = ctx.memo("import-line", ctx.module, lambda: _import_line(ctx.module, positions))
         newline = ctx.module.default_newline
         edits.append(Edit(line, 1, line, 1, "".join(f"{imp}{newline}" for imp in plan.imports)))
-    return Fix("safe" if plan.safe else "unsafe", plan.title, tuple(sorted(edits, key=lambda e: (e.line, e.column))))
+    safe, title = plan.safe, plan.title
+    if safe and _at_import(hit.chain) and any(_NEURON_ONLY.search(step.content) for step in plan.replacements):
+        # `DEVICE = torch.device("neuron")`, `def f(device=torch.device("neuron"))`: evaluated when the module is
+        # imported, so the module would no longer import on a machine without Neuron's torch (stock torch refuses
+        # the device type)
+        safe, title = False, f"{title} (evaluated at import: the module then imports only where Neuron's torch is)"
+    return Fix("safe" if safe else "unsafe", title, tuple(sorted(edits, key=lambda e: (e.line, e.column))))
+
+
+# A Neuron device made or moved to: stock torch refuses the device type ("Expected one of cpu, cuda, ...").
+_NEURON_ONLY = re.compile(r"""device\((type=)?["']neuron|\.to\(["']neuron|xla_device\(|torch_xla\.device\(""")
+
+
+def _at_import(chain: tuple[cst.CSTNode, ...]) -> bool:
+    """The node runs when the module is imported: at module level, in a class body, or in a function's header
+    (a default argument, a decorator), not inside a function's body."""
+    return not any(isinstance(stmt, cst.FunctionDef) for stmt in chain[:-1])
 
 
 def _finding(hit: Hit, path: str, ctx: Context, positions: Positions) -> Finding:

@@ -153,7 +153,10 @@ def function_scope(node: cst.FunctionDef) -> Scope:
     scope = Scope()
     params = node.params
     for param in (*params.posonly_params, *params.params, *params.kwonly_params):
-        scope.constants[param.name.value] = _AMBIGUOUS
+        # A string default (`device="cuda"`, `backend="nccl"`) is the value every caller that passes none gets:
+        # followed into its uses like a name bound once (a rebinding in the body makes it ambiguous).
+        default = param.default
+        scope.constants[param.name.value] = default if isinstance(default, cst.SimpleString) else _AMBIGUOUS
         scope.bound.add(param.name.value)
     for star in (params.star_arg, params.star_kwarg):
         if isinstance(star, cst.Param):

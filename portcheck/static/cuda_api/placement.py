@@ -68,12 +68,13 @@ class CudaTensorPlacement(Rule):
         'DEVICE = "cuda"\ndef f(m):\n    return m.to(DEVICE)',
         "def f(m):\n    device = 'cuda'\n    return m.to(device)",
         "x = x.to(f'cuda:{rank}')",
+        "def f(m, device='cuda'):\n    return m.to(device)",  # what every caller that passes no device gets
     )
     VALID = (
         "x = x.to('cpu')",
         "if args.cuda:\n    pass",
         "x = x.to(device)",
-        "def f(m, device='cuda'):\n    return m.to(device)",
+        "def f(m, device='cuda'):\n    device = device or pick()\n    return m.to(device)",
         "print('move to cuda')",
     )
 
