@@ -81,8 +81,9 @@ class Finding:
     fix: Fix | None = None
     fingerprint: str = ""
     stem: str = ""  # the fingerprint without the occurrence number: what identical findings of a file share
-    # A condition only the project's call graph can settle (portcheck.static.semantic.graph): "device" = a
-    # finding only where the code is part of the device step. Settled before any report; never in the output.
+    # A condition only the project's call graph can settle (portcheck.static.semantic.graph): "forward" = a
+    # finding only where a module's forward reaches the code, "device" = where a forward or a training step does.
+    # Settled before any report; never in the output.
     requires: str = ""
 
     @property

@@ -315,14 +315,14 @@ def _fix(plan: FixPlan, hit: Hit, ctx: Context, positions: Positions) -> Fix:
     safe, title = plan.safe, plan.title
     if safe and _at_import(hit.chain) and any(_NEURON_ONLY.search(step.content) for step in plan.replacements):
         # `DEVICE = torch.device("neuron")`, `def f(device=torch.device("neuron"))`: evaluated when the module is
-        # imported, so the module would no longer import on a machine without Neuron's torch (stock torch refuses
-        # the device type)
+        # imported, so the module would no longer import on a machine without Neuron's torch
         safe, title = False, f"{title} (evaluated at import: the module then imports only where Neuron's torch is)"
     return Fix("safe" if safe else "unsafe", title, tuple(sorted(edits, key=lambda e: (e.line, e.column))))
 
 
-# A Neuron device made or moved to: stock torch refuses the device type ("Expected one of cpu, cuda, ...").
-_NEURON_ONLY = re.compile(r"""device\((type=)?["']neuron|\.to\(["']neuron|xla_device\(|torch_xla\.device\(""")
+# The Neuron device type or compile backend, which stock torch refuses (`torch.device("neuron")`: "Expected one of
+# cpu, cuda, ..."; `torch.compile(backend="neuron")`: InvalidBackend; observed with torch 2.13).
+_NEURON_ONLY = re.compile(r"""["']neuron(:\d+)?["']""")
 
 
 def _at_import(chain: tuple[cst.CSTNode, ...]) -> bool:

@@ -244,7 +244,7 @@ def _one_line(ctx: Context, node: cst.CSTNode) -> str:
 def _message(ctx: Context, what: str, place: str, fix_xla: str, fix_native: str,
              graph_break: bool = False) -> tuple[str, Severity | None]:
     """`graph_break`: the read is a data access that `torch.compile` graph-breaks on (`.item()`, `.tolist()`)."""
-    where = {"forward": "inside `forward`", "helper": "in code the model's `forward` or a training step calls"}.get(
+    where = {"forward": "inside `forward`", "helper": "in code the model's `forward` calls"}.get(
         place, "every training step")
     place = "forward" if place == "helper" else place
     if ctx.stack == "xla":
@@ -268,7 +268,7 @@ def _report_read(ctx: Context, read: type[Rule], node: cst.Call, place: str) -> 
         fix_native = "copy to the host once per logging interval, not every step"
     verb = "copies a tensor to the host" if read is HostCopy else "reads a tensor value on the host"
     message, severity = _message(ctx, f"`{shown}` {verb}", place, fix_xla, fix_native, read is HostValueRead)
-    ctx.report(read, node, message, severity, requires="device" if place == "helper" else "")
+    ctx.report(read, node, message, severity, requires="forward" if place == "helper" else "")
 
 
 @check(cst.Call, rules=_RULES, tokens=TOKENS)
@@ -317,7 +317,7 @@ def _check_print(ctx: Context, node: cst.Call) -> None:
                 ctx, f"`print` formats a tensor (`{_one_line(ctx, shown)}`), which copies it to the host,", place,
                 "print in `xm.add_step_closure(...)` or after `xm.mark_step()`",
                 "print once per logging interval, or print shapes and dtypes instead of values")
-            ctx.report(PrintTensor, node, message, severity, requires="device" if place == "helper" else "")
+            ctx.report(PrintTensor, node, message, severity, requires="forward" if place == "helper" else "")
             return
 
 

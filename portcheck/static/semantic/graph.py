@@ -165,8 +165,9 @@ class Facts:
     probes: frozenset[str]
     cuda_only: frozenset[str]
     vendor_only: frozenset[str]
-    device: frozenset[str]
+    device: frozenset[str]  # what a forward or a training step reaches
     host: frozenset[str]
+    forward: frozenset[str] = frozenset()  # what a forward reaches: the model itself
 
 
 def facts(project: Project) -> Facts:
@@ -234,14 +235,15 @@ def facts(project: Project) -> Facts:
                     queue.append(callee)
         return seen
 
-    device = reach((f for f, n in project.nodes.items() if {FORWARD, STEP} & set(n.function.roles)), skipped)
+    forward = reach((f for f, n in project.nodes.items() if FORWARD in n.function.roles), skipped)
+    device = forward | reach((f for f, n in project.nodes.items() if STEP in n.function.roles), skipped)
     host_roots = {f for f, n in project.nodes.items() if HOST in n.function.roles}
     for node in project.nodes.values():
         for ref in node.function.host_refs:
             host_roots.update(project.resolve(ref, node))
     host = reach(host_roots, skipped | device)
     return Facts(frozenset(probes), frozenset(cuda_only), frozenset(vendor_only), frozenset(device),
-                 frozenset(host))
+                 frozenset(host), frozenset(forward))
 
 
 # ---- findings ----------------------------------------------------------------------------------------------------
@@ -305,7 +307,7 @@ def apply(results: list[FileResult]) -> tuple[list[FileResult], str | None]:
         changed = []
         for finding in result.findings:
             if finding.requires:
-                if not _in_device_step(project, found, result, finding):
+                if not _reached(project, found, result, finding):
                     continue
                 finding = replace(finding, requires="")
             if finding.severity > Severity.INFO and (place := _where(project, found, result, finding)) is not None:
@@ -319,9 +321,12 @@ def apply(results: list[FileResult]) -> tuple[list[FileResult], str | None]:
     return out, None
 
 
-def _in_device_step(project: Project, found: Facts, result: FileResult, finding: Finding) -> bool:
+def _reached(project: Project, found: Facts, result: FileResult, finding: Finding) -> bool:
+    """The finding's function is reached as it requires: "forward" from a module's forward, "device" from a
+    forward or a training step."""
     holders = _enclosing(project.files[result.path][2], finding.line)
-    return bool(holders) and holders[-1].full in found.device
+    reached = found.forward if finding.requires == "forward" else found.device
+    return bool(holders) and holders[-1].full in reached
 
 
 def settled(result: FileResult) -> FileResult:

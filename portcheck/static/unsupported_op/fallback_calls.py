@@ -25,8 +25,6 @@ CALLS = {
     "torch.inverse": "aten::linalg_inv_ex",
     "torch.cholesky": "aten::cholesky",
 }
-_METHODS = {"svd": "aten::_linalg_svd", "slogdet": "aten::_linalg_slogdet", "inverse": "aten::linalg_inv_ex",
-            "cholesky": "aten::cholesky"}
 
 
 @rule
@@ -36,7 +34,9 @@ class CpuFallbackCall(Rule):
     (native) the decompositions `torch.linalg.svd`, `svdvals`, `eigh`, `eigvalsh`, `slogdet`, `inv` and
     `torch.cholesky` have no device kernel and take the CPU fallback. The status comes from rules/ops.toml, so a
     stack that lowers the op (PyTorch/XLA on inf2) stays quiet, and so does a call on a host value (numpy, a CPU
-    tensor) or in code only the data pipeline reaches.
+    tensor). Outside `forward` it is reported only where the project's call graph puts the function in what a
+    module's forward reaches (set-up, initialisation and checkpoint conversion run once, on purpose). Method forms
+    (`a.inverse()`) are not read: other objects (linear operators, group elements) have methods of those names.
 
     ## Example
     ```python
@@ -57,14 +57,18 @@ class CpuFallbackCall(Rule):
     message = ("`{shown}` runs `{op}`, which the {stack} stack runs on the host CPU: its inputs and results are "
                "copied between the device and the host at every call; move it out of the step, or replace it")
     INVALID = (
-        "import torch\nu, s, v = torch.linalg.svd(x)",
-        "import torch as th\ny = th.inverse(a)",
-        "from torch import linalg\nw, q = linalg.eigh(c)",
+        "import torch\nclass M(torch.nn.Module):\n    def forward(self, x):\n        return torch.linalg.svd(x)",
+        "import torch as th\nclass M(th.nn.Module):\n    def forward(self, a):\n        return th.inverse(a)",
+        "from torch import linalg\nclass M:\n    def forward(self, c):\n        return helper(c)\n"
+        "def helper(c):\n    return linalg.eigh(c)",
     )
     VALID = (
-        "import torch\nimport numpy as np\nu, s, v = np.linalg.svd(x)",
-        "import torch\ny = torch.linalg.svd(x.cpu())",
-        "import torch\ny = torch.linalg.norm(x)",
+        "import torch\nimport numpy as np\nclass M:\n    def forward(self, x):\n        return np.linalg.svd(x)",
+        "import torch\nclass M:\n    def forward(self, x):\n        return torch.linalg.svd(x.cpu())",
+        "import torch\nclass M:\n    def forward(self, x):\n        return torch.linalg.norm(x)",
+        "import torch\nclass M:\n    def __init__(self, w):\n        self.u = torch.linalg.svd(w)",
+        "import torch\ndef merge(w):\n    return torch.inverse(w)",
+        "import torch\nclass M:\n    def forward(self, op):\n        return op.inverse()",
     )
 
 
@@ -72,17 +76,18 @@ class CpuFallbackCall(Rule):
 def check_fallback_call(node: cst.Call, ctx: Context) -> None:
     qualname = ctx.qualname(node.func)
     op = CALLS.get(qualname or "")
-    if op is None and qualname is None and isinstance(node.func, cst.Attribute) and not node.args:
-        op = _METHODS.get(node.func.attr.value)  # `x.svd()`, `a.inverse()`
-        if op is not None and host_value(ctx, node.func.value):
-            return
     if op is None:
-        return
+        return  # methods (`a.inverse()`) are left alone: linear operators and group elements have them too
     subject = node.args[0].value if node.args else None
     if subject is not None and host_value(ctx, subject):
         return
     if not load_op_releases()[ctx.stack].holds(ctx.sdk):
         return  # the stack's statuses do not speak for this release
     entry = load_ops().get(op)
-    if entry is not None and entry.on(ctx.stack) == "cpu-fallback":
-        ctx.report(CpuFallbackCall, node, shown=" ".join(ctx.source(node.func).split()), op=op, stack=ctx.stack)
+    if entry is None or entry.on(ctx.stack) != "cpu-fallback" or not ctx.functions:
+        return
+    # In `forward` it runs every step; elsewhere only where the project's call graph puts the function in what a
+    # forward reaches: a decomposition in set-up, initialisation or checkpoint conversion runs once, on purpose.
+    requires = "" if ctx.in_forward else "forward"
+    ctx.report(CpuFallbackCall, node, shown=" ".join(ctx.source(node.func).split()), op=op, stack=ctx.stack,
+               requires=requires)
