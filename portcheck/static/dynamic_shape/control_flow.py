@@ -145,13 +145,14 @@ def check_control_flow(node: cst.If | cst.While | cst.Assert | cst.IfExp, ctx: C
         # loss, a training step), and only for a branch that does work (not a check that raises)
         from portcheck.static.host_sync.place import read_place  # host_sync reads dynamic_shape's sizes
 
-        if read_place(ctx) == "helper" and not isinstance(node, cst.Assert) and not _only_raises(node):
-            found = reads_tensor_values(ctx, node.test)
-            if found is not None:
-                ctx.skip.add(id(found))
-                message = _control_flow_message(ctx, _KEYWORDS[type(node)], found,
-                                                "in code the model's `forward` or a training step calls")
-                report_compiled(ctx, TensorControlFlow, node.test, message, None, found, None, "device")
+        if isinstance(node, cst.Assert) or _only_raises(node):
+            return
+        found = reads_tensor_values(ctx, node.test)  # cheaper than placing the function: asked first
+        if found is not None and read_place(ctx) == "helper":
+            ctx.skip.add(id(found))
+            message = _control_flow_message(ctx, _KEYWORDS[type(node)], found,
+                                            "in code the model's `forward` or a training step calls")
+            report_compiled(ctx, TensorControlFlow, node.test, message, None, found, None, "device")
         return
     test = node.test
     keyword_ = _KEYWORDS[type(node)]

@@ -52,28 +52,39 @@ def summarise(tree: ast.Module) -> Summary:
 
 
 def _imports(tree: ast.Module) -> dict[str, str]:
-    """Local name -> dotted name, for every import in the file (a relative import keeps its dots)."""
+    """Local name -> dotted name, for every import in the file (a relative import keeps its dots). Only statements
+    are walked: an import is one, and expressions are most of a tree."""
     aliases: dict[str, str] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.asname:
-                    aliases[alias.asname] = alias.name
-                else:
-                    aliases.setdefault(alias.name.split(".")[0], alias.name.split(".")[0])
-        elif isinstance(node, ast.Assign) and (lazy := _lazy_import(node.value)) is not None:
-            # `trt = importlib.import_module("tensorrt")`, `trt, _ = optional_import("tensorrt")`
-            target = node.targets[0]
-            if isinstance(target, ast.Tuple) and target.elts:
-                target = target.elts[0]
-            if isinstance(target, ast.Name):
-                aliases[target.id] = lazy
-        elif isinstance(node, ast.ImportFrom):
-            base = "." * node.level + (node.module or "")
-            for alias in node.names:
-                if alias.name != "*":
-                    joined = f"{base}.{alias.name}" if base and not base.endswith(".") else base + alias.name
-                    aliases[alias.asname or alias.name] = joined
+    pending: list[list[ast.stmt]] = [tree.body]
+    while pending:
+        for node in pending.pop():
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.asname:
+                        aliases[alias.asname] = alias.name
+                    else:
+                        aliases.setdefault(alias.name.split(".")[0], alias.name.split(".")[0])
+            elif isinstance(node, ast.ImportFrom):
+                base = "." * node.level + (node.module or "")
+                for alias in node.names:
+                    if alias.name != "*":
+                        joined = f"{base}.{alias.name}" if base and not base.endswith(".") else base + alias.name
+                        aliases[alias.asname or alias.name] = joined
+            elif isinstance(node, ast.Assign):
+                lazy = _lazy_import(node.value)
+                # `trt = importlib.import_module("tensorrt")`, `trt, _ = optional_import("tensorrt")`
+                target = node.targets[0]
+                if isinstance(target, ast.Tuple) and target.elts:
+                    target = target.elts[0]
+                if lazy is not None and isinstance(target, ast.Name):
+                    aliases[target.id] = lazy
+            else:
+                for field in ("body", "orelse", "finalbody"):
+                    block = getattr(node, field, None)
+                    if isinstance(block, list):
+                        pending.append(block)
+                for handler in getattr(node, "handlers", ()):
+                    pending.append(handler.body)
     return aliases
 
 
