@@ -33,7 +33,21 @@ def source_lines(cwd: Path, stdin_text: str | None = None) -> LinesFor:
         except OSError:
             return []
 
-    return lines_for
+    return last_file_kept(lines_for)
+
+
+def last_file_kept(lines_for: LinesFor) -> LinesFor:
+    """`lines_for`, keeping the last file's lines: the reports ask for a file's lines once per finding, and findings
+    come file by file, so each file is read and split once (not once per finding) and one file is held at a time."""
+    kept: dict[str, list[str]] = {}
+
+    def cached(path: str) -> list[str]:
+        if path not in kept:
+            kept.clear()
+            kept[path] = lines_for(path)
+        return kept[path]
+
+    return cached
 
 
 # ---- scan ---------------------------------------------------------------------------------------------------
@@ -347,7 +361,8 @@ def review(base: str, head: str | None, settings: Settings, cwd: Path) -> Review
     from portcheck.review import review as review_change
 
     change = changed_lines(base, head, cwd)
-    return ReviewOutcome(review_change(change, settings), change, functools.partial(lines_at_head, change))
+    lines_for = last_file_kept(functools.partial(lines_at_head, change))
+    return ReviewOutcome(review_change(change, settings), change, lines_for)
 
 
 __all__ = [

@@ -185,3 +185,96 @@ def test_output_onto_another_users_file_keeps_its_owner(nobody):
             write_text(home / "locked.txt", "new\n")
     assert (home / "shared.txt").read_text() == "new\n" and (home / "shared.txt").stat().st_uid == 0
     assert (home / "locked.txt").read_text() == "old\n"
+
+
+# ---- linear time: the work counted, not timed (benchmarks/quadratic.py has the times) ------------------------------
+
+
+def _nodes_entered(monkeypatch, text: str, path: str = "m.py") -> int:
+    """How many nodes every tree walk of the analysis entered (the walks behind each finding included)."""
+    from portcheck.knowledge import load
+    from portcheck.static import walk as walk_module
+    from portcheck.static.engine import analyse_text
+
+    original = walk_module.walk
+    count = 0
+
+    def counting(root, enter, leave=None, **options):
+        def counted(node):
+            nonlocal count
+            count += 1
+            return enter(node)
+
+        return original(root, counted, leave, **options)
+
+    for module in list(sys.modules.values()):
+        if getattr(module, "__name__", "").startswith("portcheck") and getattr(module, "walk", None) is original:
+            monkeypatch.setattr(module, "walk", counting)
+    result = analyse_text(text, path, "trn2", "native", frozenset(load().rules))
+    assert result.findings and not result.errors
+    return count
+
+
+CROWDED = {
+    "one call": "x.cuda()",  # cuda_path walked the whole statement for every finding
+    "guarded": "x.cuda() if torch.cuda.is_available() else x",  # each probe expression searched for each finding
+    "device type": "torch.device('cuda')",  # the statement searched for `.type` read of each call
+    "reflection": "getattr(torch.cuda, 'memory_allocated')",  # the statement searched for the call of each
+}
+
+
+@pytest.mark.parametrize("shape", [*CROWDED, "top level"])
+def test_the_work_per_finding_does_not_grow_with_the_findings_around_it(monkeypatch, shape):
+    def text(n: int) -> str:
+        if shape in CROWDED:
+            return "import torch\n\nf(" + ", ".join([CROWDED[shape]] * n) + ")\n"
+        return "import torch\n\n" + "torch.zeros(1).cuda()\n" * n  # every statement above, for every finding
+
+    small, large = _nodes_entered(monkeypatch, text(200)), _nodes_entered(monkeypatch, text(800))
+    assert large < 5 * small, (small, large)  # linear: 4x; quadratic: 16x
+
+
+def test_scopes_for_fingerprints_read_each_line_once(monkeypatch):
+    from portcheck import findings
+
+    class Counting:
+        calls = 0
+
+        def match(self, line: str):
+            Counting.calls += 1
+            return pattern.match(line)
+
+    pattern = findings._SCOPE
+    monkeypatch.setattr(findings, "_SCOPE", Counting())
+    lines = ["torch==2.1.2"] * 2000  # a requirements file: every finding at the top level
+    made = [findings.Finding("PC725", "n", "compile", findings.Severity.INFO, "m", "requirements.txt", i, 1, i, 13)
+            for i in range(1, 2001)]
+    findings.fingerprinted(made, lines, "requirements.txt")
+    assert Counting.calls <= len(lines)
+
+
+@pytest.mark.parametrize("output", ["full", "rdjson"])
+def test_reports_read_a_file_once_not_once_per_finding(tmp_path, monkeypatch, output):
+    import io
+
+    from portcheck import commands
+    from portcheck.findings import ScanResult, Target
+    from portcheck.report import render
+    from portcheck.static.engine import analyse_text
+
+    reads = 0
+    original = commands.python_lines
+
+    def counting(text: str) -> list[str]:
+        nonlocal reads
+        reads += 1
+        return original(text)
+
+    monkeypatch.setattr(commands, "python_lines", counting)
+    (tmp_path / "m.py").write_text("import torch\n\n" + "torch.zeros(1).cuda()\n" * 50)
+    outcome = analyse_text((tmp_path / "m.py").read_text(), "m.py", "trn2", "native", frozenset({"PC101"}))
+    result = ScanResult(Target("trn2", "native"), files=1)
+    result.findings.extend(outcome.findings)
+    assert len(result.findings) == 50
+    render(result, output, io.StringIO(), color=False, statistics=False, lines_for=commands.source_lines(tmp_path))
+    assert reads == 1

@@ -8,17 +8,19 @@ note, since it raises as soon as the probe is ported to `torch.accelerator`.
 from __future__ import annotations
 
 import re
+from typing import cast
 
 import libcst as cst
 
 from portcheck.findings import Severity
 from portcheck.rules import Rule, rule
+from portcheck.static.ancestry import ancestors, holds
 from portcheck.static.check import Context, FixPlan, Replace
 from portcheck.static.cuda_api.apis import api_entry
 from portcheck.static.cuda_api.devices import device_text, is_cuda_text, one_line, placements
 from portcheck.static.cuda_api.paths import CUDA, NOT_CUDA, cuda_path, polarity, probe_call, test_gate_argument
 from portcheck.static.syntax import block_body, blocks, call_name, small_statements, string_prefix
-from portcheck.static.values import catching_everything, contains
+from portcheck.static.values import catching_everything
 from portcheck.static.walk import visit
 
 
@@ -102,11 +104,23 @@ def _cuda_only(ctx: Context, node: cst.CSTNode) -> cst.BaseExpression | None:
     for index, stmt in enumerate(ctx.statements):
         if isinstance(stmt, cst.If) and probe_in(ctx, stmt.test):
             inner = ctx.statements[index + 1] if index + 1 < len(ctx.statements) else node
-            if contains(stmt.body, inner):
+            if holds(ctx, stmt.body, inner):
                 return stmt.test
-    for ifexp in probe_expressions(ctx):
-        if contains(ifexp.body, node):
-            return ifexp.test
+    ifexp = _probe_around(ctx, node, "body")
+    return ifexp.test if ifexp is not None else None
+
+
+def _probe_around(ctx: Context, node: cst.CSTNode, part: str) -> cst.IfExp | None:
+    """The outermost `body if <cuda probe> else other` met in the statement whose `part` holds `node`: read up the
+    node's ancestors, not by searching each probe expression."""
+    probes = probe_expressions(ctx)
+    if not probes:
+        return None
+    met = {id(e) for e in probes}
+    path = [*ancestors(ctx, node), node]
+    for index, holder in enumerate(path[:-1]):
+        if id(holder) in met and path[index + 1] is getattr(holder, part):
+            return cast(cst.IfExp, holder)
     return None
 
 
@@ -166,7 +180,7 @@ def _logs(ctx: Context, small: cst.BaseSmallStatement) -> bool:
 def only_logs(ctx: Context, node: cst.CSTNode) -> bool:
     """`node` is in the test of an `if` (without `else`) whose body only logs: the probe decides a message."""
     stmt = ctx.statements[-1] if ctx.statements else None
-    if not isinstance(stmt, cst.If) or stmt.orelse is not None or not contains(stmt.test, node):
+    if not isinstance(stmt, cst.If) or stmt.orelse is not None or not holds(ctx, stmt.test, node):
         return False
     if isinstance(stmt.body, cst.SimpleStatementSuite):
         smalls = list(stmt.body.body)
@@ -216,15 +230,14 @@ def probe_steps(ctx: Context, call: cst.Call) -> tuple[list[Replace], tuple[str,
     """A probe is rewritten only where what it decides is in view: the test of an `if`, or of `a if probe else b`
     (whose `"cuda"` becomes the stack's device too), without other CUDA device strings that would then be
     reached; elsewhere (`use_gpu = torch.cuda.is_available()`) no fix."""
-    for ifexp in probe_expressions(ctx):
-        if contains(ifexp.test, call):
-            prefix = string_prefix(ifexp.body)
-            if prefix is None or not is_cuda_text(prefix):
-                return None if _stray_cuda(ctx, ifexp, set()) else ([], ())
-            code, imports = device_text(ctx, ifexp.body)
-            return None if _stray_cuda(ctx, ifexp, {id(ifexp.body)}) else ([Replace(ifexp.body, code)], imports)
+    if (ifexp := _probe_around(ctx, call, "test")) is not None:
+        prefix = string_prefix(ifexp.body)
+        if prefix is None or not is_cuda_text(prefix):
+            return None if _stray_cuda(ctx, ifexp, set()) else ([], ())
+        code, imports = device_text(ctx, ifexp.body)
+        return None if _stray_cuda(ctx, ifexp, {id(ifexp.body)}) else ([Replace(ifexp.body, code)], imports)
     stmt = ctx.statements[-1] if ctx.statements else None
-    if not isinstance(stmt, cst.If) or not contains(stmt.test, call) or _stray_cuda(ctx, stmt, set()):
+    if not isinstance(stmt, cst.If) or not holds(ctx, stmt.test, call) or _stray_cuda(ctx, stmt, set()):
         return None
     if polarity(ctx, stmt.test) == NOT_CUDA and _exits(stmt.body):
         return None  # `if not torch.cuda.is_available(): return`: what it guards follows, out of view
@@ -307,7 +320,7 @@ def probe_note(ctx: Context, node: cst.CSTNode) -> str | None:
         return ("here in data preparation, which runs on the host: without CUDA it runs on the CPU, as host-side "
                 "preprocessing should")
     stmt = ctx.statements[-1] if ctx.statements else None
-    if not isinstance(stmt, cst.If) or not contains(stmt.test, node):
+    if not isinstance(stmt, cst.If) or not holds(ctx, stmt.test, node):
         return None
     if "PYTEST_CURRENT_TEST" in ctx.source(stmt.test):
         return "here it decides a workaround for the project's own test runs"
