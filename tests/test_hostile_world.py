@@ -278,3 +278,72 @@ def test_reports_read_a_file_once_not_once_per_finding(tmp_path, monkeypatch, ou
     assert len(result.findings) == 50
     render(result, output, io.StringIO(), color=False, statistics=False, lines_for=commands.source_lines(tmp_path))
     assert reads == 1
+
+
+# ---- review: bytes, not text; sizes before reads -------------------------------------------------------------------
+
+
+def _committed_repo(tmp_path: Path) -> Path:
+    repo = _repo(tmp_path / "repo")
+    (repo / "base.py").write_text("x = 1\n")
+    _git("add", ".", cwd=repo)
+    _git("commit", "-q", "-m", "base", cwd=repo)
+    return repo
+
+
+@pytest.mark.parametrize("head", ["worktree", "commit"])
+def test_review_reads_a_diff_that_is_not_utf8(tmp_path, head):
+    repo = _committed_repo(tmp_path)
+    (repo / "latin.py").write_bytes(b"# -*- coding: latin-1 -*-\nimport torch\ns = 'caf\xe9'\n"
+                                    b"y = torch.zeros(1).cuda()\n")
+    (repo / "NOTES.txt").write_bytes(b"caf\xe9\n")
+    _git("add", ".", cwd=repo)
+    args = ["review", "--isolated", "--base", "HEAD", "--format", "json"]
+    if head == "commit":
+        _git("commit", "-q", "-m", "latin", cwd=repo)
+        args = ["review", "--isolated", "--base", "HEAD~1", "--head", "HEAD", "--format", "json"]
+    done = portcheck(*args, cwd=repo)
+    assert done.returncode == 1 and b"internal error" not in done.stderr, done.stderr
+    assert [(f["path"], f["line"]) for f in json.loads(done.stdout)["findings"]] == [("latin.py", 4)]
+
+
+def test_review_splits_the_diff_at_line_feeds_only(tmp_path):
+    repo = _committed_repo(tmp_path)
+    (repo / "m.py").write_text("import torch\n" + "x = 1\n" * 40 + "y = torch.zeros(1).cuda()\n")
+    _git("add", ".", cwd=repo)
+    _git("commit", "-q", "-m", "m", cwd=repo)
+    # an added comment holding U+2028 and a fake hunk header: str.splitlines made it a hunk of line 43
+    (repo / "m.py").write_text("# a\u2028@@ -1 +43 @@\n" + (repo / "m.py").read_text())
+    done = portcheck("review", "--isolated", "--base", "HEAD", "--format", "json", cwd=repo)
+    assert done.returncode == 0 and json.loads(done.stdout)["findings"] == [], done.stdout
+
+
+# VmHWM, not ru_maxrss: the latter keeps the high-water mark of the process this one was forked from (pytest's)
+PEAK = """import sys
+from portcheck.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit:
+    pass
+peak = next(line.split()[1] for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+sys.stderr.write(f"\\npeak {peak}\\n")
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads the peak memory from /proc (Linux)")
+@pytest.mark.parametrize("head", ["worktree", "commit"])
+def test_review_asks_a_file_size_before_reading_it(tmp_path, head):
+    repo = _committed_repo(tmp_path)
+    big = b"import torch\n" + b"x = torch.zeros(1).cuda()\n" * 3_000_000  # 78 MB
+    (repo / "big.py").write_bytes(big)
+    _git("add", "big.py", cwd=repo)
+    (repo / "portcheck.toml").write_text("max-file-size = 1\n")
+    args = ["review", "--base", "HEAD", "--format", "json"]
+    if head == "commit":
+        _git("commit", "-q", "-m", "big", cwd=repo)
+        args = ["review", "--base", "HEAD~1", "--head", "HEAD", "--format", "json"]
+    done = subprocess.run([sys.executable, "-c", PEAK, *args], cwd=repo, capture_output=True, timeout=300)
+    report = json.loads(done.stdout)
+    assert [e["path"] for e in report["errors"]] == ["big.py"] and "too large" in report["errors"][0]["message"]
+    peak_kb = int(done.stderr.rsplit(b"peak ", 1)[1])
+    assert peak_kb < 150_000, peak_kb  # the diff and the blob were each read whole: 365 MB
