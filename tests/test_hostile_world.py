@@ -347,3 +347,82 @@ def test_review_asks_a_file_size_before_reading_it(tmp_path, head):
     assert [e["path"] for e in report["errors"]] == ["big.py"] and "too large" in report["errors"][0]["message"]
     peak_kb = int(done.stderr.rsplit(b"peak ", 1)[1])
     assert peak_kb < 150_000, peak_kb  # the diff and the blob were each read whole: 365 MB
+
+
+# ---- the results cache: a cache that came with the files is not trusted; entries are checked like input -----------
+
+
+def _cache_env(tmp_path: Path) -> dict[str, str]:
+    """This test's own machine key, and no cache directory from the environment."""
+    env = {k: v for k, v in os.environ.items() if k != "PORTCHECK_CACHE_DIR"}
+    env["XDG_CACHE_HOME"] = str(tmp_path / "xdg")
+    return env
+
+
+def test_a_committed_cache_whose_v1_is_a_symlink_receives_no_writes(tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    project = tmp_path / "project"
+    (project / ".portcheck_cache").mkdir(parents=True)
+    (project / ".portcheck_cache" / "v1").symlink_to(outside)  # only .portcheck_cache itself was checked
+    (project / "m.py").write_text(GOOD)
+    done = portcheck("scan", "--isolated", "m.py", cwd=project, env=_cache_env(tmp_path))
+    assert done.returncode == 1 and b"PC101" in done.stdout, done.stderr
+    assert list(outside.iterdir()) == [] and b"not made by portcheck on this machine" in done.stderr
+    named = tmp_path / "named"  # a directory the user names is trusted, but a link in it is not followed
+    named.mkdir()
+    (named / "v1").symlink_to(outside)
+    done = portcheck("scan", "--isolated", "--cache-dir", str(named), "m.py", cwd=project, env=_cache_env(tmp_path))
+    assert done.returncode == 1 and b"PC101" in done.stdout and b"symlink" in done.stderr, done.stderr
+    assert list(outside.iterdir()) == []
+
+
+def test_a_forged_committed_cache_entry_does_not_make_a_file_clean(tmp_path):
+    from portcheck.cache import content_hash
+
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "m.py").write_text(GOOD)
+    made = portcheck("scan", "--isolated", "--cache-dir", str(tmp_path / "real"), "m.py", cwd=project,
+                     env=_cache_env(tmp_path))
+    assert made.returncode == 1
+    (entry,) = (tmp_path / "real" / "v1").glob("*.json")  # the key a real run uses for this file
+    forged = {"content": content_hash(GOOD.encode()),
+              "result": {"path": "m.py", "findings": [], "suppressed": [], "errors": []}}
+    (project / ".portcheck_cache" / "v1").mkdir(parents=True)
+    (project / ".portcheck_cache" / "v1" / entry.name).write_text(json.dumps(forged))
+    (project / ".portcheck_cache" / "ORIGIN").write_text("0" * 64)  # a mark cannot be forged without the key
+    done = portcheck("scan", "--isolated", "m.py", cwd=project, env=_cache_env(tmp_path))
+    assert done.returncode == 1 and b"PC101" in done.stdout, (done.stdout, done.stderr)
+
+
+def test_the_cache_made_here_is_used_and_trusted(tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "m.py").write_text(GOOD)
+    first = portcheck("scan", "--isolated", "m.py", cwd=project, env=_cache_env(tmp_path))
+    (entry,) = (project / ".portcheck_cache" / "v1").glob("*.json")
+    data = json.loads(entry.read_text())
+    data["result"]["findings"][0][4] = "from the cache"
+    entry.write_text(json.dumps(data))
+    second = portcheck("scan", "--isolated", "m.py", cwd=project, env=_cache_env(tmp_path))
+    assert first.returncode == second.returncode == 1 and b"from the cache" in second.stdout, second.stderr
+    other_key = portcheck("scan", "--isolated", "m.py", cwd=project, env={**_cache_env(tmp_path),
+                                                                      "XDG_CACHE_HOME": str(tmp_path / "elsewhere")})
+    assert b"from the cache" not in other_key.stdout and b"not made by portcheck" in other_key.stderr
+
+
+def test_cache_positions_outside_the_file_are_a_miss(tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "m.py").write_text(GOOD)
+    cache = tmp_path / "c"
+    args = ("scan", "--isolated", "--cache-dir", str(cache), "--format", "full", "m.py")
+    portcheck(*args, cwd=project, env=_cache_env(tmp_path))
+    (entry,) = (cache / "v1").glob("*.json")
+    data = json.loads(entry.read_text())
+    data["result"]["findings"][0][7] = 6_000_000_000  # the column: a code frame of gigabytes
+    data["result"]["findings"][0][9] = 6_000_000_001
+    entry.write_text(json.dumps(data))
+    done = portcheck(*args, cwd=project, env=_cache_env(tmp_path), timeout=60)
+    assert done.returncode == 1 and b"m.py:3:5" in done.stdout and len(done.stdout) < 20_000, done.stderr[-500:]

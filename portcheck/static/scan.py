@@ -96,7 +96,7 @@ def run_jobs(jobs: list[FileJob], settings: Settings, workers: int | None = 1, c
             pending.append((job, None, None))
             continue
         content, key = content_hash(data), cache.key(job.path, job.chip, job.stack, job.enabled, job.sdk)
-        cached = cache.get(key, content, job.path)
+        cached = cache.get(key, content, job.path, len(data))
         if cached is not None:
             outcomes.append(cached)
         else:
