@@ -426,3 +426,97 @@ def test_cache_positions_outside_the_file_are_a_miss(tmp_path):
     entry.write_text(json.dumps(data))
     done = portcheck(*args, cwd=project, env=_cache_env(tmp_path), timeout=60)
     assert done.returncode == 1 and b"m.py:3:5" in done.stdout and len(done.stdout) < 20_000, done.stderr[-500:]
+
+
+# ---- trace: a FIFO for the step file, the parent's death -----------------------------------------------------------
+
+
+FIFO_MODEL = """import os, sys, time
+import torch
+
+
+def build():
+    step = os.path.join(os.path.dirname(sys.argv[2]), "step")
+    if os.path.exists(step):
+        os.remove(step)
+    os.mkfifo(step)  # the parent, polling for steps, opened it for reading and waited for a writer for ever
+    time.sleep(600)
+    return torch.nn.Linear(2, 2), (torch.zeros(1, 2),)
+"""
+
+RUN_WITH_STEPS = """import sys, time
+from pathlib import Path
+from portcheck.dynamic.request import TraceRequest
+from portcheck.dynamic.runner import TraceError, run_child
+
+started = time.monotonic()
+try:
+    run_child(TraceRequest(model="model.py:build", shapes=False), Path.cwd(), 5, step=lambda doing: None)
+except TraceError as exc:
+    print(f"{time.monotonic() - started:.1f} {exc}")
+"""
+
+
+def test_trace_with_progress_honours_the_timeout_when_the_step_file_is_a_fifo(tmp_path):
+    (tmp_path / "model.py").write_text(FIFO_MODEL)
+    done = subprocess.run([sys.executable, "-c", RUN_WITH_STEPS], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120)
+    seconds, _, message = done.stdout.partition(" ")
+    assert "within 5 s" in message and float(seconds) < 60, (done.stdout, done.stderr[-2000:])
+
+
+SPINNING_MODEL = """import os, sys
+import torch
+
+
+def build():
+    with open({where!r}, "w") as handle:
+        handle.write(f"{{os.getpid()}} {{os.path.dirname(sys.argv[2])}}")
+    while True:
+        pass
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().split(") ", 1)[1][0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process table from /proc (Linux)")
+@pytest.mark.parametrize("signal_name", ["SIGKILL", "SIGHUP"])
+def test_the_model_process_ends_when_trace_is_killed(tmp_path, signal_name):
+    import signal
+    import time
+
+    where = tmp_path / "model-pid"
+    (tmp_path / "model.py").write_text(SPINNING_MODEL.format(where=str(where)))
+    trace = subprocess.Popen([sys.executable, "-m", "portcheck", "trace", "--isolated", "--no-shapes", "--timeout",
+                              "600", "model.py:build"], cwd=tmp_path, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not (where.exists() and " " in where.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        pid_text, scratch = where.read_text().split(" ", 1)
+        model = int(pid_text)
+        assert _alive(model)
+        trace.send_signal(getattr(signal, signal_name))
+        trace.wait(timeout=30)
+        deadline = time.monotonic() + 15
+        while _alive(model) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not _alive(model), "the model's process outlived portcheck trace"
+        deadline = time.monotonic() + 5
+        while Path(scratch).exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not Path(scratch).exists(), "its scratch directory was left"
+    finally:
+        trace.kill()
+        trace.wait()
+        with open(where) if where.exists() else open(os.devnull) as handle:
+            text = handle.read()
+        if text.split(" ")[0].isdigit() and _alive(int(text.split(" ")[0])):
+            os.kill(int(text.split(" ")[0]), 9)
