@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from portcheck.config import ConfigError, Settings
-from portcheck.findings import FileTooLarge, Finding, ScanResult, Target, fingerprinted, python_lines
+from portcheck.findings import FileError, FileTooLarge, Finding, ScanResult, Target, fingerprinted, python_lines
 
 if TYPE_CHECKING:
     from portcheck.advise.cost import CostOptions
@@ -134,10 +134,12 @@ def fix_stdin(data: bytes, filename: str | None, settings: Settings, cwd: Path, 
     try:
         job.read()
         source = decode(data)
-    except FileTooLarge as exc:
-        raise ConfigError(f"{display}: {exc}") from None
-    except SourceError as exc:
-        raise ConfigError(f"{display}: {exc.message}") from None
+    except (FileTooLarge, SourceError) as exc:
+        # binary, not UTF-8, over the limit: an error entry and the input given back byte for byte, as for a syntax
+        # error (an editor that pipes its buffer through `--fix -` must not get it back empty)
+        message = exc.message if isinstance(exc, SourceError) else str(exc)
+        result = ScanResult(target, 1, errors=[FileError(display, message)], fixing=True)
+        return StdinFix(result, "", "", False, untouched=data)
     try:
         outcome = fix_text(source.text, job, fixing.unsafe)
     except Exception as exc:  # RecursionError, MemoryError, a bug: an error entry, the text given back unchanged

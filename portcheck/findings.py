@@ -147,7 +147,16 @@ def read_bounded(path: str, limit: int) -> bytes:
                 errno.EINVAL, "not a regular file (a FIFO, device or socket)")
         if info.st_size > limit:
             raise FileTooLarge(info.st_size, limit)
-        return handle.read(limit + 1)
+        # read what fstat says is there (read(n) allocates n bytes first: a limit of 10 GB was a MemoryError on
+        # every file), then, if the file grew meanwhile, the rest in pieces up to the limit
+        wanted = info.st_size + 1
+        pieces = [handle.read(wanted)]
+        total = len(pieces[0])
+        while total == wanted and total <= limit and (piece := handle.read(min(2**20, limit + 1 - total))):
+            pieces.append(piece)
+            total += len(piece)
+            wanted = total
+        return b"".join(pieces)
 
 
 def python_lines(text: str) -> list[str]:

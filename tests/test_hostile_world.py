@@ -520,3 +520,160 @@ def test_the_model_process_ends_when_trace_is_killed(tmp_path, signal_name):
             text = handle.read()
         if text.split(" ")[0].isdigit() and _alive(int(text.split(" ")[0])):
             os.kill(int(text.split(" ")[0]), 9)
+
+
+# ---- low: one line instead of an internal error; bounds on what comes from outside --------------------------------
+
+
+@pytest.mark.parametrize("args", [
+    ("trace", "--memory-limit", "infG", "m.py:build"),
+    ("trace", "--memory-limit", "1e30G", "m.py:build"),
+    ("trace", "--memory-limit", "0", "m.py:build"),  # silently removed the cap
+    ("trace", "--memory-limit=-5G", "m.py:build"),
+    ("advise", "--params", "1.7e308", "--layers", "32", "--hidden", "4096", "--heads", "32"),
+    ("scan", "--baseline", "huge-int.json", "m.py"),
+], ids=["inf", "1e30G", "zero", "negative", "params", "baseline-int"])
+def test_numbers_from_outside_are_bounded_before_use(tmp_path, args):
+    (tmp_path / "m.py").write_text(GOOD)
+    (tmp_path / "huge-int.json").write_text('{"kind": "portcheck-baseline", "findings": [{"stem": "x", "line": '
+                                            + "9" * 5000 + "}]}")
+    done = portcheck(*args[:1], "--isolated", *args[1:], cwd=tmp_path, timeout=120)
+    assert done.returncode == 2 and b"internal error" not in done.stderr and b"Traceback" not in done.stderr, \
+        done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr  # argparse printed its usage first
+    assert (b"baseline" if args[0] == "scan" else b"--params" if args[0] == "advise" else b"--memory-limit") \
+        in done.stderr, done.stderr
+
+
+def test_symlink_loops_named_on_the_command_line_are_an_error_entry(tmp_path):
+    (tmp_path / "loop.py").symlink_to("loop.py")
+    (tmp_path / "m.py").write_text(GOOD)
+    done = portcheck("scan", "--isolated", "--no-cache", "--format", "json", "loop.py", "m.py", cwd=tmp_path)
+    report = json.loads(done.stdout)
+    assert done.returncode == 1 and [e["path"] for e in report["errors"]] == ["loop.py"], done.stderr
+    assert [f["path"] for f in report["findings"]] == ["m.py"]
+
+
+@pytest.mark.parametrize("size", ["1e13", "10000"])
+def test_a_huge_max_file_size_is_no_limit_not_an_allocation(tmp_path, size):
+    import resource
+
+    def small_address_space() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (3 * 2**30, 3 * 2**30))  # read(10000 MB) allocated it first
+
+    (tmp_path / "m.py").write_text(GOOD)
+    done = subprocess.run([sys.executable, "-m", "portcheck", "scan", "--isolated", "--no-cache", "--max-file-size",
+                           size, "m.py"], cwd=tmp_path, capture_output=True, timeout=120,
+                          preexec_fn=small_address_space)
+    assert done.returncode == 1 and b"PC101" in done.stdout, done.stderr
+
+
+def test_jobs_are_capped(monkeypatch):
+    import concurrent.futures
+
+    from portcheck.static import scan
+
+    seen = []
+
+    class Recording(concurrent.futures.ThreadPoolExecutor):
+        def __init__(self, max_workers=None, initializer=None, initargs=()):
+            seen.append(max_workers)
+            super().__init__(max_workers=1)
+
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", Recording)
+    assert list(scan._in_parallel(abs, list(range(-500, 0)), 100_000)) == list(range(500, 0, -1))
+    assert seen and seen[0] <= scan.WORKERS_PER_CORE * (os.cpu_count() or 1)
+
+
+MODEL_RAISING = """import torch
+
+
+def build():
+    raise ValueError("bad \\x1b]0;pwned\\x07 \\x1b[2J config")
+"""
+
+
+def test_a_models_exception_text_reaches_the_terminal_escaped(tmp_path):
+    (tmp_path / "model.py").write_text(MODEL_RAISING)
+    done = portcheck("trace", "--isolated", "--no-shapes", "model.py:build", cwd=tmp_path)
+    assert done.returncode == 2 and b"bad " in done.stderr, done.stderr
+    assert b"\x1b" not in done.stderr and b"\x07" not in done.stderr and b"\\x1b" in done.stderr
+
+
+def test_diff_on_a_terminal_escapes_the_codes_control_characters(tmp_path):
+    import pty
+
+    (tmp_path / "m.py").write_text('import torch\n\nx = torch.zeros(3).cuda()  # "\x1b[2J"\n')
+    primary, secondary = pty.openpty()
+    try:
+        done = subprocess.run([sys.executable, "-m", "portcheck", "scan", "--isolated", "--no-cache", "--diff",
+                               "m.py"], cwd=tmp_path, stdout=secondary, stderr=subprocess.PIPE, timeout=120)
+        os.close(secondary)
+        shown = b""
+        while True:
+            try:
+                piece = os.read(primary, 65536)
+            except OSError:
+                break
+            if not piece:
+                break
+            shown += piece
+    finally:
+        os.close(primary)
+    assert done.returncode == 1 and b'to("neuron")' in shown, (shown, done.stderr)
+    assert b"\x1b" not in shown and b"\\x1b[2J" in shown
+    piped = portcheck("scan", "--isolated", "--no-cache", "--diff", "m.py", cwd=tmp_path)
+    assert b"\x1b[2J" in piped.stdout  # piped, the exact diff a patch needs
+
+
+@pytest.mark.parametrize("data", [b"\x00\x01binary", b"x = 'caf\xe9'\n", b"x = 1\n" * 400_000],
+                         ids=["binary", "latin-1", "over the limit"])
+def test_fix_from_stdin_gives_back_what_it_cannot_fix(tmp_path, data):
+    done = portcheck("scan", "--isolated", "--max-file-size", "1", "--fix", "-", "--stdin-filename", "m.py",
+                     cwd=tmp_path, stdin=data)
+    assert done.stdout == data and done.returncode == 1, done.stderr  # an editor filter keeps its buffer
+    assert b"m.py" in done.stderr
+
+
+EVIL_CLASS = '''import torch
+
+Evil = type('Evil"""\\nopen("PWNED", "w").write("x")\\n"""', (torch.nn.Linear,), {})
+
+
+def build():
+    return Evil(2, 2), (torch.zeros(1, 2),)
+'''
+
+
+def test_emit_script_keeps_a_models_class_name_inside_the_docstring(tmp_path):
+    import ast
+
+    (tmp_path / "model.py").write_text(EVIL_CLASS)
+    done = portcheck("advise", "--isolated", "model.py:build", "--emit-script", "bringup.py", "--exit-zero",
+                     cwd=tmp_path)
+    script = (tmp_path / "bringup.py").read_text()
+    tree = ast.parse(script)
+    assert '"""' in (ast.get_docstring(tree) or ""), done.stderr  # the name, quotes and all, inside the docstring
+    assert not any(isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) for node in tree.body[1:4])
+
+
+RESULT_WRITER = """import os, sys
+
+
+def build():
+    result = sys.argv[2]
+    if {kind!r} == "nested":
+        open(result, "w").write("[" * 100_000 + "]" * 100_000)
+    else:
+        with open(result, "wb") as handle:
+            handle.truncate(300 * 2**20)  # sparse: nothing on disk, 300 MiB to a reader
+    os._exit(0)  # the child never writes its own result over it
+"""
+
+
+@pytest.mark.parametrize("kind", ["nested", "huge"])
+def test_a_result_file_the_model_wrote_is_one_line(tmp_path, kind):
+    (tmp_path / "model.py").write_text(RESULT_WRITER.format(kind=kind))
+    done = portcheck("trace", "--isolated", "--no-shapes", "model.py:build", cwd=tmp_path)
+    assert done.returncode == 2 and b"internal error" not in done.stderr, done.stderr
+    assert (b"nested too deeply" if kind == "nested" else b"over 256 MiB") in done.stderr, done.stderr
