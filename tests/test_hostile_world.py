@@ -677,3 +677,50 @@ def test_a_result_file_the_model_wrote_is_one_line(tmp_path, kind):
     done = portcheck("trace", "--isolated", "--no-shapes", "model.py:build", cwd=tmp_path)
     assert done.returncode == 2 and b"internal error" not in done.stderr, done.stderr
     assert (b"nested too deeply" if kind == "nested" else b"over 256 MiB") in done.stderr, done.stderr
+
+
+def test_post_never_prints_the_token_a_server_echoes(tmp_path):
+    import http.server
+    import threading
+
+    from portcheck import review
+
+    class Echo(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # http.server's name for the POST handler
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            token = self.headers["Authorization"].split()[-1]
+            data = json.dumps({"html_url": f"https://github.example/o/r/pull/7?token={token}"}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Echo)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        where = review.Destination(f"http://127.0.0.1:{server.server_address[1]}", "o/r", 7, "ghs_s3cret")
+        shown = review.post_review({"body": "x"}, where)
+    finally:
+        server.shutdown()
+    assert "ghs_s3cret" not in shown and "***" in shown
+
+
+@pytest.mark.parametrize("output", ["json", "json-lines", "rdjson", "sarif", "github-review"])
+def test_file_names_that_are_not_utf8_stay_valid_unicode_in_json(tmp_path, output):
+    name = os.fsdecode(b"b\xff.py")
+    repo = _committed_repo(tmp_path)
+    (repo / name).write_text(GOOD)
+    _git("add", ".", cwd=repo)
+    _git("commit", "-q", "-m", "odd name", cwd=repo)
+    if output == "github-review":
+        done = portcheck("review", "--isolated", "--base", "HEAD~1", "--head", "HEAD", "--format", output, cwd=repo)
+    else:
+        done = portcheck("scan", "--isolated", "--no-cache", "--format", output, ".", cwd=repo)
+    assert done.returncode in (0, 1), done.stderr
+    text = done.stdout.decode("utf-8")
+    documents = [json.loads(line) for line in text.splitlines()] if output == "json-lines" else [json.loads(text)]
+    json.dumps(documents, ensure_ascii=False).encode("utf-8")  # no lone surrogate anywhere: a UTF-8 reader takes it
+    assert "b\\\\xff.py" in json.dumps(documents, ensure_ascii=False) or output == "sarif"  # the name, escaped
