@@ -724,3 +724,40 @@ def test_file_names_that_are_not_utf8_stay_valid_unicode_in_json(tmp_path, outpu
     documents = [json.loads(line) for line in text.splitlines()] if output == "json-lines" else [json.loads(text)]
     json.dumps(documents, ensure_ascii=False).encode("utf-8")  # no lone surrogate anywhere: a UTF-8 reader takes it
     assert "b\\\\xff.py" in json.dumps(documents, ensure_ascii=False) or output == "sarif"  # the name, escaped
+
+
+ESCAPING_MODEL = """import os
+import torch
+
+
+def build():
+    first = os.fork()
+    if first == 0:
+        os.setsid()  # its own session: not in the model's process group
+        if os.fork() == 0:
+            with open({where!r}, "w") as handle:
+                handle.write(str(os.getpid()))
+            os.execve("/bin/sleep", ["sleep", "300"], {{}})  # a clean environment: no run token to find it by
+        os._exit(0)
+    os.waitpid(first, 0)
+    return torch.nn.Linear(2, 2), (torch.zeros(1, 2),)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process table from /proc (Linux)")
+def test_a_process_with_a_clean_environment_and_its_own_session_is_swept(tmp_path):
+    import time
+
+    where = tmp_path / "escaped-pid"
+    (tmp_path / "model.py").write_text(ESCAPING_MODEL.format(where=str(where)))
+    done = portcheck("trace", "--isolated", "--no-shapes", "model.py:build", "--exit-zero", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    escaped = int(where.read_text())
+    try:
+        deadline = time.monotonic() + 10
+        while _alive(escaped) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not _alive(escaped), "a process the model started outlived the trace"
+    finally:
+        if _alive(escaped):
+            os.kill(escaped, 9)

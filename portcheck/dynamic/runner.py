@@ -55,6 +55,9 @@ def run_child(request: TraceRequest, cwd: Path, timeout: float,
     with tempfile.TemporaryDirectory(prefix="portcheck-trace-") as scratch:
         request_path, result_path = (Path(scratch) / n for n in ("request.json", "result.json"))
         request_path.write_text(request.to_json(), encoding="utf-8")
+        # What the model starts and leaves behind comes back to this process (a subreaper), however it hides: a
+        # clean environment (no token) and its own session (not in the group) escaped the sweep otherwise.
+        spared = _children() if _subreaper(True) else None
         process = subprocess.Popen(
             # -P: the working directory is not put on sys.path, so a json.py, torch.py or portcheck.py there is
             # never imported in place of the real one (the model's own module is loaded by path, see load.py)
@@ -77,7 +80,8 @@ def run_child(request: TraceRequest, cwd: Path, timeout: float,
             raise
         finally:
             _restore(previous)
-            sweep(token)
+            sweep(token, spared)
+            _subreaper(False)
             # a grandchild in its own session may hold the pipe open for ever: wait for the output a while only
             output.join(timeout=5)
         if output.flooded:
@@ -178,14 +182,40 @@ def _restore(previous: object) -> None:
 _RUN_VARIABLE = "PORTCHECK_TRACE_RUN"
 
 
-def sweep(token: str) -> int:
+def _subreaper(on: bool) -> bool:
+    """Make this process the one orphans of its descendants are given to (Linux); whether that is so."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+
+        return bool(ctypes.CDLL(None, use_errno=True).prctl(36, 1 if on else 0, 0, 0, 0) == 0)  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        return False
+
+
+def _children() -> set[int]:
+    """The processes whose parent is this one (from /proc)."""
+    me, found = os.getpid(), set()
+    with contextlib.suppress(OSError):
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            with contextlib.suppress(OSError, ValueError, IndexError), open(f"/proc/{entry.name}/stat", "rb") as stat_:
+                if int(stat_.read(1024).rsplit(b")", 1)[1].split()[1]) == me:  # after the name: state, ppid
+                    found.add(int(entry.name))
+    return found
+
+
+def sweep(token: str, spared: set[int] | None = None) -> int:
     """Kill every process still carrying this run's token in its environment: what the model started and left
-    behind, including a process that left the group with setsid(), which killing the group does not reach.
-    The number killed."""
+    behind, including a process that left the group with setsid(), which killing the group does not reach; and,
+    with `spared` (this process is a subreaper), every child of this process not in it: what the model started
+    with a clean environment and its own session, handed back here when its parent ended. The number killed."""
     marker = f"{_RUN_VARIABLE}={token}".encode()
     killed = 0
     for _ in range(3):  # a process forking while we look: look again
-        found = []
+        found = [pid for pid in _children() - spared] if spared is not None else []
         with contextlib.suppress(OSError):
             for entry in os.scandir("/proc"):
                 if not entry.name.isdigit() or int(entry.name) == os.getpid():
@@ -200,6 +230,15 @@ def sweep(token: str) -> int:
         for pid in found:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
+        if spared is not None:  # reap the children killed: no zombie left behind
+            for pid in _children() - spared:
+                for _ in range(100):  # SIGKILL is prompt; never wait for ever on one that could not be killed
+                    try:
+                        if os.waitpid(pid, os.WNOHANG)[0]:
+                            break
+                    except OSError:  # ChildProcessError: not ours, or reaped already
+                        break
+                    time.sleep(0.01)
         killed += len(found)
         if not found:
             break
