@@ -101,6 +101,7 @@ def scan(options: ScanOptions) -> ScanOutcome:
                             progress=options.progress)
         if cache is not None and cache.problem:
             warnings.append(cache.problem)
+        warnings.extend(result.warnings)
         lines_for = source_lines(cwd)
     if options.baseline is not None:
         from portcheck.baseline import apply_baseline, read_baseline

@@ -200,6 +200,7 @@ class ScanResult:
     trace: TraceResult | None = None  # `portcheck trace`: graph, ops, shapes and model facts for the reports
     suppressed: list[Finding] = field(default_factory=list)
     baselined: int = 0  # findings left out because the baseline file holds them
+    warnings: list[str] = field(default_factory=list)  # one line each, for stderr (.gitignore not applied, ...)
 
 
 _SPACE = re.compile(r"\s+")

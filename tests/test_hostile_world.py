@@ -761,3 +761,34 @@ def test_a_process_with_a_clean_environment_and_its_own_session_is_swept(tmp_pat
     finally:
         if _alive(escaped):
             os.kill(escaped, 9)
+
+
+# ---- .gitignore that git cannot apply: said, not silently dropped ------------------------------------------------
+
+
+def test_a_fifo_gitignore_is_one_warning_not_a_stall(tmp_path):
+    import time
+
+    repo = _committed_repo(tmp_path)
+    (repo / "sub").mkdir()
+    (repo / "sub" / "m.py").write_text(GOOD)
+    os.mkfifo(repo / "sub" / ".gitignore")  # git opens it and waits for a writer: 60 s, then nothing ignored
+    started = time.monotonic()
+    done = portcheck("scan", "--isolated", "--no-cache", ".", cwd=repo, timeout=120)
+    assert time.monotonic() - started < 30, "the scan waited on the FIFO"
+    assert done.returncode == 1 and b"PC101" in done.stdout, done.stderr
+    assert b".gitignore not applied" in done.stderr and b"not a regular file" in done.stderr
+
+
+def test_a_repository_git_refuses_is_one_warning(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("needs root to give the repository to another user")
+    repo = _committed_repo(tmp_path)
+    (repo / ".gitignore").write_text("generated.py\n")
+    (repo / "generated.py").write_text(GOOD)
+    for directory, dirs, files in os.walk(repo):
+        for name in [*dirs, *files, "."]:
+            os.lchown(os.path.join(directory, name), 65534, 65534)
+    env = {**os.environ, "HOME": str(tmp_path), "GIT_CONFIG_NOSYSTEM": "1"}  # no safe.directory from elsewhere
+    done = portcheck("scan", "--isolated", "--no-cache", ".", cwd=repo, env=env)
+    assert b"git refused" in done.stderr and b".gitignore not applied" in done.stderr, done.stderr

@@ -32,11 +32,13 @@ Progress = Callable[[int, int, str], None]  # (files done, files in all, the fil
 
 def scan_paths(paths: list[str], settings: Settings, cwd: Path, fixing: Fixing | None = None,
                jobs: int | None = None, cache: Cache | None = None, progress: Progress | None = None) -> ScanResult:
-    candidates = discover(paths, settings, cwd)
+    warnings: list[str] = []
+    candidates = discover(paths, settings, cwd, warnings)
     file_jobs = [settings.job(c.display, c.location, unreadable=c.unreadable) for c in candidates]
-    if fixing is not None:
-        return _fix(file_jobs, settings, fixing, jobs)
-    return run_jobs(file_jobs, settings, jobs, cache, progress)
+    result = _fix(file_jobs, settings, fixing, jobs) if fixing is not None else run_jobs(file_jobs, settings, jobs,
+                                                                                          cache, progress)
+    result.warnings.extend(warnings)
+    return result
 
 
 def scan_stdin(data: bytes, filename: str | None, settings: Settings, cwd: Path) -> ScanResult:
