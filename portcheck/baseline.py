@@ -47,7 +47,7 @@ def _document(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: not a portcheck baseline (over {BASELINE_LIMIT // 2**20} MiB)") from None
     except RecursionError:
         raise ConfigError(f"{path}: not a portcheck baseline (nested too deeply)") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError) as exc:  # UnicodeDecodeError, JSONDecodeError, an integer of 5,000 digits
         raise ConfigError(f"{path}: not a portcheck baseline ({exc})") from None
     if not isinstance(document, dict) or document.get("kind") != KIND or not isinstance(
             document.get("findings"), list):

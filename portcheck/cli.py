@@ -11,7 +11,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, NoReturn, TextIO
 
 from portcheck import __version__
 from portcheck.advise.model import KINDS
@@ -43,8 +43,15 @@ def _codes(text: str) -> list[str]:
     return [c.strip() for c in text.split(",") if c.strip()]
 
 
+class _Parser(argparse.ArgumentParser):
+    """A usage error is one line, as every other error is (argparse prints its whole usage first)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {printable(message)} (see {self.prog} --help)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="portcheck",
         description="Find what breaks when a PyTorch model moves from NVIDIA GPUs to AWS Trainium2 / Inferentia2.",
     )
@@ -241,7 +248,12 @@ def _count(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a number such as 7e9, not {text!r}") from None
     if not value >= 1 or value != value or value == float("inf"):
         raise argparse.ArgumentTypeError(f"expected a positive number, not {text!r}")
+    if value > COUNT_LIMIT:  # 1.7e308 parameters overflowed the arithmetic
+        raise argparse.ArgumentTypeError(f"expected a number up to {COUNT_LIMIT:.0e}, not {text!r}")
     return int(value)
+
+
+COUNT_LIMIT = 1e15
 
 
 def _amount(text: str) -> float:
@@ -307,8 +319,17 @@ def _color(stream: TextIO, to_file: bool) -> bool:
     return hasattr(stream, "isatty") and stream.isatty()
 
 
+def _shown_diff(diff: str) -> str:
+    """A diff for a terminal has the code's control characters escaped (an ESC in a string would drive the
+    terminal); piped, it is the exact diff a `patch` needs."""
+    if not sys.stdout.isatty():
+        return diff
+    return "\n".join(printable(line) for line in diff.split("\n"))
+
+
 def _say_error(message: str) -> None:
-    sys.stderr.write(f"portcheck: error: {message}\n")
+    # escaped: the message may quote a model's exception or output, a config's model_type, a file name
+    sys.stderr.write(f"portcheck: error: {printable(message)}\n")
 
 
 def exit_code(result: ScanResult, fail_level: Severity, *, exit_zero: bool = False, fixes: str = "") -> int:
@@ -356,7 +377,7 @@ def _scan(args: argparse.Namespace) -> int:
             sys.stdout.flush()
             sys.stdout.buffer.write(fixed.untouched)
         else:
-            sys.stdout.write(fixed.diff if fixing.diff else fixed.text)
+            sys.stdout.write(_shown_diff(fixed.diff) if fixing.diff else fixed.text)
         sys.stdout.flush()
         if not args.fix_only and not fixing.diff:
             _render(fixed.result, "concise", sys.stderr, color=False, lines_for=lambda _: [])
@@ -371,7 +392,7 @@ def _scan(args: argparse.Namespace) -> int:
             jobs=args.jobs, cache_dir=args.cache_dir, use_cache=not args.no_cache,
             baseline=Path(args.baseline) if args.baseline and not args.write_baseline else None, progress=progress))
     for warning in outcome.warnings:
-        sys.stderr.write(f"portcheck: warning: {warning}\n")
+        sys.stderr.write(f"portcheck: warning: {printable(warning)}\n")
     result = outcome.result
     if fixing is not None and (fixing.diff or args.fix_only):
         return _report_fixes(result, args, fixing, settings.fail_level, fix_mode)
@@ -447,7 +468,7 @@ def _report_fixes(result: ScanResult, args: argparse.Namespace, fixing: Fixing, 
                   fix_mode: str) -> int:
     """--diff: the diff on stdout; --fix-only: what was fixed. Either way a summary, and no finding list."""
     if fixing.diff:
-        sys.stdout.write(result.diff)
+        sys.stdout.write(_shown_diff(result.diff))
         sys.stdout.flush()
         stream = sys.stderr
     else:
@@ -461,7 +482,7 @@ def _report_fixes(result: ScanResult, args: argparse.Namespace, fixing: Fixing, 
 
 
 def _common_parent(paths: list[str], cwd: Path) -> Path:
-    resolved = [(cwd / p).resolve() for p in paths]
+    resolved = [Path(os.path.realpath(cwd / p)) for p in paths]  # a symlink loop resolves to itself, no error
     try:
         common = Path(os.path.commonpath([str(p) for p in resolved]))
     except ValueError:
@@ -470,14 +491,18 @@ def _common_parent(paths: list[str], cwd: Path) -> Path:
 
 
 def _size(text: str) -> int:
+    """--memory-limit: a positive, finite size up to 1 PiB (0, a negative number, inf or 1e30G would remove the cap
+    or overflow)."""
     units = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
     cleaned = text.strip().upper().removesuffix("B").removesuffix("I")
+    number, unit = (cleaned[:-1], units[cleaned[-1]]) if cleaned and cleaned[-1] in units else (cleaned, 1)
     try:
-        if cleaned and cleaned[-1] in units:
-            return int(float(cleaned[:-1]) * units[cleaned[-1]])
-        return int(cleaned)
+        value = float(number) * unit
     except ValueError:
         raise ConfigError(f"--memory-limit {text!r}: expected a size such as 8G or 512M") from None
+    if not 2**20 <= value <= 2**50:
+        raise ConfigError(f"--memory-limit {text!r}: expected a size from 1M to 1024T, such as 8G")
+    return int(value)
 
 
 def _trace(args: argparse.Namespace) -> int:
@@ -643,7 +668,7 @@ def _report(args: argparse.Namespace) -> int:
             outcome = scan(ScanOptions(settings, cwd, tuple(paths), jobs=args.jobs, use_cache=not args.no_cache,
                                        progress=progress))
         for warning in outcome.warnings:
-            sys.stderr.write(f"portcheck: warning: {warning}\n")
+            sys.stderr.write(f"portcheck: warning: {printable(warning)}\n")
         results.append(outcome.result)
         lines_for = outcome.lines_for
     models = []
@@ -663,7 +688,7 @@ def _report(args: argparse.Namespace) -> int:
                                        device=args.device, memory_limit=default_memory_limit())
                 run = report_model(request, spec, targets, cwd, args.timeout, step)
                 if run.error:
-                    sys.stderr.write(f"portcheck: warning: {printable(spec)}: {run.error}\n")
+                    sys.stderr.write(f"portcheck: warning: {printable(spec)}: {printable(run.error)}\n")
                 models.append(run)
     text = report_page(results, paths, lines_for, Path(args.baseline) if args.baseline else None, args.format,
                        models)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from portcheck.config import ConfigError, Settings
-from portcheck.findings import FileTooLarge, Finding, ScanResult, Target, fingerprinted, python_lines
+from portcheck.findings import FileError, FileTooLarge, Finding, ScanResult, Target, fingerprinted, python_lines
 from portcheck.report.models import ModelRun, ModelTarget
 
 if TYPE_CHECKING:
@@ -34,7 +34,21 @@ def source_lines(cwd: Path, stdin_text: str | None = None) -> LinesFor:
         except OSError:
             return []
 
-    return lines_for
+    return last_file_kept(lines_for)
+
+
+def last_file_kept(lines_for: LinesFor) -> LinesFor:
+    """`lines_for`, keeping the last file's lines: the reports ask for a file's lines once per finding, and findings
+    come file by file, so each file is read and split once (not once per finding) and one file is held at a time."""
+    kept: dict[str, list[str]] = {}
+
+    def cached(path: str) -> list[str]:
+        if path not in kept:
+            kept.clear()
+            kept[path] = lines_for(path)
+        return kept[path]
+
+    return cached
 
 
 # ---- scan ---------------------------------------------------------------------------------------------------
@@ -88,8 +102,7 @@ def scan(options: ScanOptions) -> ScanOutcome:
                             progress=options.progress)
         if cache is not None and cache.problem:
             warnings.append(cache.problem)
-        if result.notice:
-            warnings.append(result.notice)
+        warnings.extend(result.warnings)
         lines_for = source_lines(cwd)
     if options.baseline is not None:
         from portcheck.baseline import apply_baseline, read_baseline
@@ -123,10 +136,12 @@ def fix_stdin(data: bytes, filename: str | None, settings: Settings, cwd: Path, 
     try:
         job.read()
         source = decode(data)
-    except FileTooLarge as exc:
-        raise ConfigError(f"{display}: {exc}") from None
-    except SourceError as exc:
-        raise ConfigError(f"{display}: {exc.message}") from None
+    except (FileTooLarge, SourceError) as exc:
+        # binary, not UTF-8, over the limit: an error entry and the input given back byte for byte, as for a syntax
+        # error (an editor that pipes its buffer through `--fix -` must not get it back empty)
+        message = exc.message if isinstance(exc, SourceError) else str(exc)
+        result = ScanResult(target, 1, errors=[FileError(display, message)], fixing=True)
+        return StdinFix(result, "", "", False, untouched=data)
     try:
         outcome = fix_text(source.text, job, fixing.unsafe)
     except Exception as exc:  # RecursionError, MemoryError, a bug: an error entry, the text given back unchanged
@@ -333,7 +348,8 @@ def review(base: str, head: str | None, settings: Settings, cwd: Path) -> Review
     from portcheck.review import review as review_change
 
     change = changed_lines(base, head, cwd)
-    return ReviewOutcome(review_change(change, settings), change, functools.partial(lines_at_head, change))
+    lines_for = last_file_kept(functools.partial(lines_at_head, change))
+    return ReviewOutcome(review_change(change, settings), change, lines_for)
 
 
 __all__ = [

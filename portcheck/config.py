@@ -43,6 +43,9 @@ TESTS_SETTINGS = ("exclude", "include")
 FORMATS = ("concise", "full", "json", "json-lines", "sarif", "github", "rdjson")
 
 
+MAX_FILE_BYTES_CAP = 2**50  # max-file-size above this (1e13 MB) means no limit a machine could reach
+
+
 @dataclass
 class Layer:
     """One source of options (the config file, or the command line); None means "not given here"."""
@@ -87,7 +90,8 @@ class Settings:
     def relative(self, path: Path) -> str:
         """The path as exclude and per-file-ignores patterns see it: relative to the config's directory."""
         try:
-            return path.resolve().relative_to(self.root.resolve()).as_posix()
+            # realpath, not resolve(): a symlink loop is a path like any other here, not a RuntimeError
+            return Path(os.path.realpath(path)).relative_to(os.path.realpath(self.root)).as_posix()
         except (ValueError, OSError):
             return path.as_posix()
 
@@ -341,7 +345,7 @@ def resolve(layers: list[Layer], root: Path, config_path: Path | None, command: 
         chip=chip, stack=stack, enabled=frozenset(enabled), per_file_ignores=tuple(per_file),
         exclude=tuple(exclude), force_exclude=force_exclude, respect_gitignore=respect_gitignore,
         fail_level=fail, format=output_format, root=root, config_path=config_path,
-        max_file_bytes=int(max_size * 2**20), tests=tests, sdk=sdk,
+        max_file_bytes=min(int(max_size * 2**20), MAX_FILE_BYTES_CAP), tests=tests, sdk=sdk,
         prices=tuple(sorted((name, float(usd)) for name, usd in prices.items())),
     )
 

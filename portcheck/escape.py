@@ -5,6 +5,7 @@ stays one cell of plain text."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 # C0 controls but the tab, DEL, C1 controls, the Unicode line and paragraph separators, and lone surrogates (the
 # bytes of a file name that is not UTF-8, as Python decodes them).
@@ -44,3 +45,18 @@ def markdown_code(text: str) -> str:
     fence = "`" * (longest + 1)
     padding = " " if body.startswith("`") or body.endswith("`") else ""
     return f"{fence}{padding}{body}{padding}{fence}"
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def unicode_only(value: Any) -> Any:
+    """`value` (a JSON document: dicts, lists, strings) with each undecodable byte of a file name (a lone surrogate,
+    which no UTF-8 reader takes) written as its escape (`b\\xff.py`), as the terminal shows it."""
+    if isinstance(value, str):
+        return _SURROGATE.sub(_escaped, value) if _SURROGATE.search(value) else value
+    if isinstance(value, dict):
+        return {unicode_only(k): unicode_only(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [unicode_only(v) for v in value]
+    return value

@@ -193,7 +193,16 @@ def read_bounded(path: str, limit: int) -> bytes:
                 errno.EINVAL, "not a regular file (a FIFO, device or socket)")
         if info.st_size > limit:
             raise FileTooLarge(info.st_size, limit)
-        return handle.read(limit + 1)
+        # read what fstat says is there (read(n) allocates n bytes first: a limit of 10 GB was a MemoryError on
+        # every file), then, if the file grew meanwhile, the rest in pieces up to the limit
+        wanted = info.st_size + 1
+        pieces = [handle.read(wanted)]
+        total = len(pieces[0])
+        while total == wanted and total <= limit and (piece := handle.read(min(2**20, limit + 1 - total))):
+            pieces.append(piece)
+            total += len(piece)
+            wanted = total
+        return b"".join(pieces)
 
 
 def python_lines(text: str) -> list[str]:
@@ -237,28 +246,39 @@ class ScanResult:
     trace: TraceResult | None = None  # `portcheck trace`: graph, ops, shapes and model facts for the reports
     suppressed: list[Finding] = field(default_factory=list)
     baselined: int = 0  # findings left out because the baseline file holds them
-    notice: str | None = None  # one line for the user about the scan itself (the call graph was not built)
+    warnings: list[str] = field(default_factory=list)  # one line each, for stderr (.gitignore not applied, ...)
 
 
 _SPACE = re.compile(r"\s+")
 _SCOPE = re.compile(r"^(\s*)(?:async\s+def|def|class)\s+(\w+)")
 
 
-def _scope(lines: list[str], line: int) -> str:
-    """The dotted names of the functions and classes around a line (by indentation, read upward)."""
-    if not 0 < line <= len(lines):
-        return ""
-    text = lines[line - 1]
-    indent = len(text) - len(text.lstrip())
-    names = []
-    for above in reversed(lines[: line - 1]):
-        match = _SCOPE.match(above)
-        if match and len(match.group(1)) < indent:
-            names.append(match.group(2))
-            indent = len(match.group(1))
-            if indent == 0:
-                break
-    return ".".join(reversed(names))
+class _Scopes:
+    """The dotted names of the functions and classes around a line, by indentation: the nearest `def`/`class` line
+    above with less indentation, then the nearest above that with less again, and so on. Read downward once for
+    lines asked in order (a finding's), with a stack of the headers still open: linear in the file."""
+
+    def __init__(self, lines: list[str]) -> None:
+        self.lines = lines
+        self.read = 0  # lines read so far
+        self.open: list[tuple[int, str]] = []  # (indentation, name), indentation strictly increasing
+
+    def at(self, line: int) -> str:
+        if not 0 < line <= len(self.lines):
+            return ""
+        if line - 1 < self.read:  # asked out of order: start again
+            self.read, self.open = 0, []
+        while self.read < line - 1:
+            match = _SCOPE.match(self.lines[self.read])
+            if match:
+                indent = len(match.group(1))
+                while self.open and self.open[-1][0] >= indent:
+                    self.open.pop()
+                self.open.append((indent, match.group(2)))
+            self.read += 1
+        text = self.lines[line - 1]
+        indent = len(text) - len(text.lstrip())
+        return ".".join(name for depth, name in self.open if depth < indent)
 
 
 def fingerprinted(findings: list[Finding], lines: list[str], path: str) -> list[Finding]:
@@ -267,12 +287,13 @@ def fingerprinted(findings: list[Finding], lines: list[str], path: str) -> list[
     theirs the same way."""
     seen: dict[tuple[str, str, str], int] = defaultdict(int)
     out = []
+    scopes = _Scopes(lines)
     for f in sorted(findings, key=lambda f: f.sort_key):
         snippet = "\n".join(lines[f.line - 1 : f.end_line])
         if f.line == f.end_line:
             snippet = snippet[f.column - 1 : f.end_column - 1]
         snippet = _SPACE.sub(" ", snippet).strip()
-        scope = _scope(lines, f.line)
+        scope = scopes.at(f.line)
         key = (f.code, scope, snippet)
         stem = f"{f.code}\0{path}\0{scope}\0{snippet}"
         digest = hashlib.sha256(f"{stem}\0{seen[key]}".encode(errors="surrogateescape")).hexdigest()[:16]

@@ -20,6 +20,7 @@ import shutil
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
+from typing import IO
 
 SAFETY = ("-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "core.pager=cat",
           "-c", "core.untrackedCache=false", "-c", "log.showSignature=false", "--no-pager")
@@ -101,7 +102,8 @@ def run_git(args: Sequence[str], cwd: Path, *, input: bytes | None = None,
                           env=_without_filters(environment(), cwd), check=False)
 
 
-def popen_git(args: Sequence[str], cwd: Path) -> subprocess.Popen[bytes]:
-    """`run_git`, but its output read as it comes (a diff may be as large as the files it holds)."""
+def popen_git(args: Sequence[str], cwd: Path, stderr: IO[bytes]) -> subprocess.Popen[bytes]:
+    """`run_git`, but its output read as it comes (a diff may be as large as the files it holds); what git says
+    on stderr goes to the file `stderr`, so that it never blocks on a full pipe."""
     return subprocess.Popen(command(args), cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=_without_filters(environment(), cwd))
+                            stderr=stderr, env=_without_filters(environment(), cwd))

@@ -8,10 +8,12 @@ import ipaddress
 import json
 import os
 import re
+import tempfile
 import threading
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,8 +21,16 @@ from typing import Any
 from portcheck.config import ConfigError, Settings
 from portcheck.errors import GitError, PostError
 from portcheck.escape import printable
-from portcheck.findings import ScanResult, Target, python_lines
-from portcheck.gitrun import GitMissing, run_git
+from portcheck.findings import (
+    DEFAULT_MAX_FILE_BYTES,
+    FileError,
+    FileTooLarge,
+    ScanResult,
+    Target,
+    python_lines,
+    read_bounded,
+)
+from portcheck.gitrun import GitMissing, popen_git, run_git
 
 HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@")
 
@@ -34,17 +44,18 @@ class Change:
     head: str  # a commit, or "" for the working tree
     head_sha: str
     hunks: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    limit: int = DEFAULT_MAX_FILE_BYTES  # bytes of a file read at most (the scan's max-file-size)
     _read: dict[str, bytes] = field(default_factory=dict, repr=False)
 
     def source(self, path: str) -> bytes:
         """The file as it is at the head, or in the working tree (b"" if it cannot be read), read once: scanning
-        and every suggestion in the file share it."""
+        and every suggestion in the file share it. FileTooLarge past `limit`, found before anything is read."""
         if path not in self._read:
             if self.head:
-                self._read[path] = git_show(self.head, path, self.root)
+                self._read[path] = git_show(self.head, path, self.root, self.limit)
             else:
                 try:
-                    self._read[path] = (self.root / path).read_bytes()
+                    self._read[path] = read_bounded(str(self.root / path), self.limit)
                 except OSError:
                     self._read[path] = b""
         return self._read[path]
@@ -87,12 +98,12 @@ def changed_lines(base: str, head: str | None, cwd: Path) -> Change:
     _commit(base, "--base", cwd)
     sha = _commit(head or "HEAD", "--head", cwd)
     span = [f"{base}...{head}"] if head else ["--merge-base", base]
-    diff = git(["-c", "core.quotepath=on", "diff", "--no-color", "--no-ext-diff", "--no-textconv", "--unified=0", "-M",
-                "--diff-filter=AMR", "--src-prefix=a/", "--dst-prefix=b/", "--no-relative", *span, "--"], root)
     change = Change(root, head or "", sha)
+    args = ["-c", "core.quotepath=on", "diff", "--no-color", "--unified=0", "-M", "--diff-filter=AMR",
+            "--src-prefix=a/", "--dst-prefix=b/", "--no-relative", *span, "--", ":(glob)**/*.py", ":(glob)**/*.pyi"]
     current: str | None = None
     in_header = submodule = False
-    for line in diff.splitlines():
+    for line in _diff_lines(args, root):
         if line.startswith("diff --git "):
             current, in_header, submodule = None, True, False
         elif in_header and line.startswith(("new file mode ", "new mode ", "index ")):
@@ -111,6 +122,44 @@ def changed_lines(base: str, head: str | None, cwd: Path) -> Change:
     return change
 
 
+DIFF_DEADLINE = 120.0  # seconds for the whole diff
+_LINE_PIECE = 2**16  # bytes of a diff line read at a time: only headers are kept, and they are short
+
+
+def _diff_lines(args: list[str], root: Path) -> Iterator[str]:
+    """The headers and hunk lines of `git diff ARGS`, as they come: an added line's text is skipped, never held
+    (a 200 MB file in a pull request costs a read, not its size in memory), and lines split at \\n only (the
+    diff is bytes: a latin-1 line or a U+2028 in it is no line break and no error)."""
+    with tempfile.TemporaryFile() as errors:
+        try:
+            process = popen_git(args, root, stderr=errors)
+        except (GitMissing, FileNotFoundError):
+            raise GitError("portcheck review needs git on the PATH") from None
+        timer = threading.Timer(DIFF_DEADLINE, process.kill)
+        timer.start()
+        try:
+            assert process.stdout is not None
+            at_start = True
+            while piece := process.stdout.readline(_LINE_PIECE):
+                starts, at_start = at_start, piece.endswith(b"\n")
+                if starts and (not piece.startswith((b"+", b"-", b" ")) or piece.startswith((b"+++ ", b"--- "))):
+                    yield piece.rstrip(b"\n").decode("utf-8", errors="surrogateescape")
+            code = process.wait()
+        finally:
+            timer.cancel()
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        if code != 0:
+            errors.seek(0)
+            stderr = errors.read(ERROR_LIMIT).decode("utf-8", errors="replace")
+            reason = "no answer within 120 s" if code < 0 else (stderr.strip().splitlines() or ["failed"])[-1]
+            raise GitError(f"git diff: {reason.removeprefix('fatal: ')}")
+
+
+ERROR_LIMIT = 2**16
+
+
 def _unquote(name: str) -> str:
     """git quotes paths with unusual characters ("b/na\\303\\257ve.py")."""
     if name.startswith('"') and name.endswith('"'):
@@ -127,12 +176,18 @@ def review(change: Change, settings: Settings) -> ScanResult:
     from portcheck.static.semantic.graph import apply
 
     result = ScanResult(Target(settings.chip, settings.stack, settings.sdk))
+    change.limit = settings.max_file_bytes
     outcomes = []
     for path, hunks in sorted(change.hunks.items()):
         location = change.root / path
         if not hunks or is_excluded(location, settings):
             continue
-        data = change.source(path) if change.head else None
+        try:
+            data = change.source(path) if change.head else None
+        except FileTooLarge as exc:
+            result.files += 1
+            result.errors.append(FileError(path, str(exc)))
+            continue
         outcomes.append(analyse_file(settings.job(path, location, data)))
     for outcome in apply(outcomes)[0]:  # the call graph of the changed files
         result.files += 1
@@ -143,15 +198,26 @@ def review(change: Change, settings: Settings) -> ScanResult:
     return result
 
 
-def git_show(head: str, path: str, root: Path) -> bytes:
-    done = run_git(["show", f"{head}:{path}"], root)
+def git_show(head: str, path: str, root: Path, limit: int = DEFAULT_MAX_FILE_BYTES) -> bytes:
+    """The blob at `head:path`, its size asked first: FileTooLarge past `limit`, before anything is read."""
+    spec = f"{head}:{path}"
+    sized = run_git(["cat-file", "-s", spec], root)
+    if sized.returncode != 0:
+        raise GitError(f"git show {spec}: {sized.stderr.decode(errors='replace').strip()}")
+    size = int(sized.stdout.strip() or 0)
+    if size > limit:
+        raise FileTooLarge(size, limit)
+    done = run_git(["cat-file", "blob", spec], root)
     if done.returncode != 0:
-        raise GitError(f"git show {head}:{path}: {done.stderr.decode(errors='replace').strip()}")
+        raise GitError(f"git show {spec}: {done.stderr.decode(errors='replace').strip()}")
     return done.stdout
 
 
 def lines_at_head(change: Change, path: str) -> list[str]:
-    return python_lines(change.source(path).decode("utf-8", errors="replace"))
+    try:
+        return python_lines(change.source(path).decode("utf-8", errors="replace"))
+    except FileTooLarge:
+        return []
 
 
 # --- posting to GitHub -------------------------------------------------------------------------------------------
@@ -254,7 +320,8 @@ def _post(url: str, body: dict[str, Any], where: Destination) -> str:
     except (ValueError, RecursionError):
         return url
     link = answer.get("html_url") if isinstance(answer, dict) else None
-    return printable(link)[:2000] if isinstance(link, str) and link else url
+    # the token never printed, even when a server echoes it back in the URL
+    return printable(link.replace(where.token, "***"))[:2000] if isinstance(link, str) and link else url
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):

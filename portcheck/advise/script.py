@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from portcheck import __version__
 from portcheck.advise.serving import command
+from portcheck.escape import printable
 
 if TYPE_CHECKING:
     from portcheck.advise.values import Plan
@@ -64,6 +65,9 @@ def bringup_script(plan: Plan, request: TraceRequest, cwd: Path) -> str:
     served = f", {plan.serving.title}" if plan.serving else ""
     title = (f"Bring-up script for {model.name} on {data['instance'] or plan.chip} ({plan.chip}, {plan.stack} "
              f"stack{served}), written by portcheck {__version__} advise.")
+    # the title opens the script's docstring: a model's class name or model_type comes from the model's files, so
+    # control characters, backslashes and quotes are escaped (a `"""` in a name ended the docstring: code)
+    title = printable(title).replace("\\", "\\\\").replace('"', '\\"')
     text = TEMPLATE.read_text(encoding="utf-8")
     text = text.replace("__TITLE__", title).replace("__BUCKETS__", json.dumps(plan.buckets or [0]))
     return text.replace("__PLAN__", json.dumps(data, indent=4, sort_keys=False))

@@ -196,8 +196,37 @@ def _neuron_analyze(loaded: Loaded, result: TraceOutcome) -> None:
                                              failure_at=entry.get("failureAt", "")))
 
 
+def _watch_parent(scratch: Path) -> None:
+    """If `portcheck trace` dies (SIGKILL, a closed terminal) before this process ends, end it all here: remove the
+    scratch directory, kill every process the model started (its token, as the parent's sweep does) and this
+    process group. A thread that looks every 0.2 s, from the start: the parent may already be gone."""
+    import shutil
+    import signal
+    import threading
+
+    from portcheck.dynamic.runner import _RUN_VARIABLE, PARENT_VARIABLE, sweep
+
+    try:
+        parent = int(os.environ.get(PARENT_VARIABLE, ""))
+    except ValueError:
+        return
+    token = os.environ.get(_RUN_VARIABLE, "")
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.2)
+        shutil.rmtree(scratch, ignore_errors=True)
+        if token:
+            sweep(token)
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="portcheck-parent-watch", daemon=True).start()
+
+
 def main() -> int:
     request_path, result_path = Path(sys.argv[1]), Path(sys.argv[2])
+    _watch_parent(result_path.parent)
     _STEP.append(result_path.with_name("step"))
     try:
         result = run(request_path)

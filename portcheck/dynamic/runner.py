@@ -10,6 +10,7 @@ import json
 import os
 import secrets
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -21,6 +22,8 @@ from pathlib import Path
 from portcheck.dynamic.outcome import TraceOutcome
 from portcheck.dynamic.request import TraceRequest
 from portcheck.errors import UserError
+from portcheck.escape import printable
+from portcheck.findings import FileTooLarge, read_bounded
 
 
 class TraceError(UserError):
@@ -45,12 +48,16 @@ def run_child(request: TraceRequest, cwd: Path, timeout: float,
     env = dict(os.environ)
     token = secrets.token_hex(16)
     env[_RUN_VARIABLE] = token  # inherited by everything the model starts: how the sweep finds what escaped
+    env[PARENT_VARIABLE] = str(os.getpid())  # the child cleans up after itself if this process dies (child.py)
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1",
                TOKENIZERS_PARALLELISM="false", PYTHONUNBUFFERED="1",
                PYTHONPATH=os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH", "")) if p))
     with tempfile.TemporaryDirectory(prefix="portcheck-trace-") as scratch:
         request_path, result_path = (Path(scratch) / n for n in ("request.json", "result.json"))
         request_path.write_text(request.to_json(), encoding="utf-8")
+        # What the model starts and leaves behind comes back to this process (a subreaper), however it hides: a
+        # clean environment (no token) and its own session (not in the group) escaped the sweep otherwise.
+        spared = _children() if _subreaper(True) else None
         process = subprocess.Popen(
             # -P: the working directory is not put on sys.path, so a json.py, torch.py or portcheck.py there is
             # never imported in place of the real one (the model's own module is loaded by path, see load.py)
@@ -73,17 +80,24 @@ def run_child(request: TraceRequest, cwd: Path, timeout: float,
             raise
         finally:
             _restore(previous)
-            sweep(token)
+            sweep(token, spared)
+            _subreaper(False)
             # a grandchild in its own session may hold the pipe open for ever: wait for the output a while only
             output.join(timeout=5)
         if output.flooded:
             raise TraceError(f"the model printed more than {OUTPUT_LIMIT // 2**20} MiB; it was stopped"
                              f"{output.last_line()}")
         if result_path.is_file():
-            try:
-                return TraceOutcome.from_json(json.loads(result_path.read_text(encoding="utf-8")))
-            except (OSError, ValueError, KeyError, TypeError) as exc:
-                raise TraceError(f"the trace process left an unreadable result ({exc})") from None
+            try:  # bounded, and from a regular file: the model's process could have written anything there
+                text = read_bounded(str(result_path), RESULT_LIMIT).decode("utf-8")
+                return TraceOutcome.from_json(json.loads(text))
+            except FileTooLarge:
+                raise TraceError(f"the trace process left a result over {RESULT_LIMIT // 2**20} MiB") from None
+            except RecursionError:
+                raise TraceError("the trace process left an unreadable result (nested too deeply)") from None
+            except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+                raise TraceError(f"the trace process left an unreadable result ({printable(str(exc))[:200]})") \
+                    from None
         raise TraceError(_death(returncode, request, output.last_line()))
 
 
@@ -98,15 +112,28 @@ def _wait(process: subprocess.Popen[bytes], timeout: float, steps: Path, step: C
         except subprocess.TimeoutExpired:
             if time.monotonic() >= deadline:
                 raise
-        with contextlib.suppress(OSError), steps.open("rb") as file:
-            # one line a step; the model's process could write there too: read little, show printable text only
-            lines = file.read(8192).decode(errors="replace").split("\n")[:-1][:32]
-            for doing in lines[told:]:
-                step("".join(c if c.isprintable() else "?" for c in doing[:80]))
-            told = max(told, len(lines))
+        # one line a step; the model's process could write there too, or put a FIFO there (opening one for reading
+        # waits for a writer): open without waiting or following a link, read a regular file only, and little
+        lines = _step_lines(steps)
+        for doing in lines[told:]:
+            step("".join(c if c.isprintable() else "?" for c in doing[:80]))
+        told = max(told, len(lines))
+
+
+def _step_lines(steps: Path) -> list[str]:
+    try:
+        descriptor = os.open(steps, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return []
+    with os.fdopen(descriptor, "rb") as file:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            return []
+        return file.read(8192).decode(errors="replace").split("\n")[:-1][:32]
 
 
 OUTPUT_LIMIT = 64 * 2**20  # what a model may print while it is built and traced
+RESULT_LIMIT = 256 * 2**20  # the result file the child writes: a graph's facts, far under this
+PARENT_VARIABLE = "PORTCHECK_TRACE_PARENT"
 
 
 class _Output(threading.Thread):
@@ -143,25 +170,52 @@ def _on_terminate() -> object:
     def terminate(number: int, frame: object) -> None:
         raise SystemExit(128 + number)
 
-    return signal.signal(signal.SIGTERM, terminate)
+    # SIGHUP too: a closed terminal or an ssh session that drops ends the trace the same way
+    return [(number, signal.signal(number, terminate)) for number in (signal.SIGTERM, signal.SIGHUP)]
 
 
 def _restore(previous: object) -> None:
-    if previous is not None:
-        signal.signal(signal.SIGTERM, previous)  # type: ignore[arg-type]  # what signal.signal returned
+    for number, handler in previous or ():  # type: ignore[attr-defined]  # what _on_terminate returned
+        signal.signal(number, handler)
 
 
 _RUN_VARIABLE = "PORTCHECK_TRACE_RUN"
 
 
-def sweep(token: str) -> int:
+def _subreaper(on: bool) -> bool:
+    """Make this process the one orphans of its descendants are given to (Linux); whether that is so."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+
+        return bool(ctypes.CDLL(None, use_errno=True).prctl(36, 1 if on else 0, 0, 0, 0) == 0)  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        return False
+
+
+def _children() -> set[int]:
+    """The processes whose parent is this one (from /proc)."""
+    me, found = os.getpid(), set()
+    with contextlib.suppress(OSError):
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            with contextlib.suppress(OSError, ValueError, IndexError), open(f"/proc/{entry.name}/stat", "rb") as stat_:
+                if int(stat_.read(1024).rsplit(b")", 1)[1].split()[1]) == me:  # after the name: state, ppid
+                    found.add(int(entry.name))
+    return found
+
+
+def sweep(token: str, spared: set[int] | None = None) -> int:
     """Kill every process still carrying this run's token in its environment: what the model started and left
-    behind, including a process that left the group with setsid(), which killing the group does not reach.
-    The number killed."""
+    behind, including a process that left the group with setsid(), which killing the group does not reach; and,
+    with `spared` (this process is a subreaper), every child of this process not in it: what the model started
+    with a clean environment and its own session, handed back here when its parent ended. The number killed."""
     marker = f"{_RUN_VARIABLE}={token}".encode()
     killed = 0
     for _ in range(3):  # a process forking while we look: look again
-        found = []
+        found = [pid for pid in _children() - spared] if spared is not None else []
         with contextlib.suppress(OSError):
             for entry in os.scandir("/proc"):
                 if not entry.name.isdigit() or int(entry.name) == os.getpid():
@@ -176,6 +230,15 @@ def sweep(token: str) -> int:
         for pid in found:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
+        if spared is not None:  # reap the children killed: no zombie left behind
+            for pid in _children() - spared:
+                for _ in range(100):  # SIGKILL is prompt; never wait for ever on one that could not be killed
+                    try:
+                        if os.waitpid(pid, os.WNOHANG)[0]:
+                            break
+                    except OSError:  # ChildProcessError: not ours, or reaped already
+                        break
+                    time.sleep(0.01)
         killed += len(found)
         if not found:
             break

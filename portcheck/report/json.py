@@ -7,6 +7,7 @@ from collections import Counter
 from typing import Any, TextIO
 
 from portcheck import __version__
+from portcheck.escape import unicode_only
 from portcheck.findings import Finding, ScanResult
 
 SCHEMA_VERSION = 1
@@ -55,7 +56,7 @@ def report_dict(result: ScanResult) -> dict[str, Any]:
 
 
 def write_json(result: ScanResult, stream: TextIO) -> None:
-    json.dump(report_dict(result), stream, indent=2, ensure_ascii=False)
+    json.dump(unicode_only(report_dict(result)), stream, indent=2, ensure_ascii=False)
     stream.write("\n")
 
 
@@ -63,7 +64,7 @@ def write_json_lines(result: ScanResult, stream: TextIO) -> None:
     """One finding object (schema 1's shape) a line; files that could not be analysed as
     `{"error": {...}}` lines, so a consumer can tell the two apart by their keys."""
     for f in result.findings:
-        stream.write(json.dumps(finding_dict(f), ensure_ascii=False) + "\n")
+        stream.write(json.dumps(unicode_only(finding_dict(f)), ensure_ascii=False) + "\n")
     for e in result.errors:
-        stream.write(json.dumps({"error": {"path": e.path, "message": e.message, "line": e.line}},
+        stream.write(json.dumps(unicode_only({"error": {"path": e.path, "message": e.message, "line": e.line}}),
                                 ensure_ascii=False) + "\n")

@@ -8,6 +8,7 @@ import json
 from collections.abc import Callable
 from typing import Any, TextIO
 
+from portcheck.escape import unicode_only
 from portcheck.findings import ScanResult, Severity
 from portcheck.report.review import fixed_lines
 
@@ -40,7 +41,7 @@ def rdjson(result: ScanResult, lines_for: Callable[[str], list[str]] = lambda pa
 
 
 def write_rdjson(result: ScanResult, stream: TextIO, lines_for: Callable[[str], list[str]]) -> None:
-    json.dump(rdjson(result, lines_for), stream, indent=2, ensure_ascii=False)
+    json.dump(unicode_only(rdjson(result, lines_for)), stream, indent=2, ensure_ascii=False)
     stream.write("\n")
 
 

@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any, Protocol, TextIO
 
-from portcheck.escape import markdown_code, markdown_text
+from portcheck.escape import markdown_code, markdown_text, unicode_only
 from portcheck.findings import Finding, ScanResult, Severity
 
 
@@ -102,7 +102,7 @@ def fixed_lines(f: Finding, lines: list[str]) -> str | None:
 
 def write_github_review(result: ScanResult, stream: TextIO, change: Change,
                         lines_for: Callable[[str], list[str]]) -> None:
-    json.dump(review_body(result, change, lines_for), stream, indent=2, ensure_ascii=False)
+    json.dump(unicode_only(review_body(result, change, lines_for)), stream, indent=2, ensure_ascii=False)
     stream.write("\n")
 
 

@@ -10,6 +10,7 @@ from typing import Any, TextIO
 from urllib.parse import quote
 
 from portcheck import __version__
+from portcheck.escape import unicode_only
 from portcheck.findings import Edit, Finding, ScanResult, Severity
 from portcheck.knowledge import load
 from portcheck.report.links import first_url
@@ -62,7 +63,7 @@ def sarif_log(result: ScanResult, cwd: Path | None = None) -> dict[str, Any]:
 
 
 def write_sarif(result: ScanResult, stream: TextIO) -> None:
-    json.dump(sarif_log(result), stream, indent=2, ensure_ascii=False)
+    json.dump(unicode_only(sarif_log(result)), stream, indent=2, ensure_ascii=False)
     stream.write("\n")
 
 

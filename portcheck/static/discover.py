@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from portcheck.config import TEST_PATTERNS, ConfigError, Settings, path_matches
+from portcheck.escape import printable
 from portcheck.gitrun import GitMissing, run_git
 from portcheck.static.manifests import kind
 
@@ -77,7 +79,9 @@ def _build_output(path: Path, settings: Settings) -> bool:
 _BUILD_FOLDERS = frozenset({"build", "dist"})
 
 
-def discover(paths: list[str], settings: Settings, cwd: Path) -> list[Candidate]:
+def discover(paths: list[str], settings: Settings, cwd: Path, warnings: list[str] | None = None) -> list[Candidate]:
+    """The files to read; `warnings` hears what could not be honoured (a .gitignore git could not apply)."""
+    warnings = [] if warnings is None else warnings
     explicit: list[Path] = []
     walked: list[Path] = []
     unlisted: dict[Path, str] = {}
@@ -98,9 +102,9 @@ def discover(paths: list[str], settings: Settings, cwd: Path) -> list[Candidate]
                 continue
             explicit.append(path)
     if settings.respect_gitignore:
-        walked = _drop_gitignored(walked)
+        walked = _drop_gitignored(walked, warnings)
         if settings.force_exclude:
-            explicit = _drop_gitignored(explicit)
+            explicit = _drop_gitignored(explicit, warnings)
     seen: set[Path] = set()
     found = []
     # A file and a symlink to it are one file, read under the file's own name (a fix never writes through a link).
@@ -150,7 +154,23 @@ def _work_tree(path: Path) -> Path | None:
     return None
 
 
-def _drop_gitignored(paths: list[Path]) -> list[Path]:
+def _odd_ignore_file(tree: Path, members: list[Path]) -> Path | None:
+    """A .gitignore (or .git/info/exclude) git would read for `members` that is not a regular file: git opens a
+    FIFO and waits for a writer (a 60 s stall, then nothing ignored)."""
+    directories = {tree}
+    for member in members:
+        directories.update(p for p in member.absolute().parents if p == tree or tree in p.parents)
+    for candidate in [tree / ".git" / "info" / "exclude", *(d / ".gitignore" for d in sorted(directories))]:
+        try:
+            mode = os.lstat(candidate).st_mode
+        except OSError:
+            continue
+        if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+            return candidate
+    return None
+
+
+def _drop_gitignored(paths: list[Path], warnings: list[str]) -> list[Path]:
     if not paths:
         return paths
     by_tree: dict[Path, list[Path]] = {}
@@ -163,13 +183,28 @@ def _drop_gitignored(paths: list[Path]) -> list[Path]:
             by_tree.setdefault(tree, []).append(path)
     kept = list(outside)
     for tree, members in by_tree.items():
+        odd = _odd_ignore_file(tree, members)
+        if odd is not None:
+            warnings.append(f"{printable(str(odd))} is not a regular file (a FIFO, device or socket): .gitignore not "
+                            f"applied in {printable(str(tree))}")
+            kept.extend(members)
+            continue
         listing = b"\0".join(os.fsencode(p.absolute()) for p in members) + b"\0"
         try:
             done = run_git(["check-ignore", "--stdin", "-z"], tree, input=listing, timeout=60)
-        except (GitMissing, OSError, subprocess.SubprocessError):
+        except GitMissing:
             kept.extend(members)
             continue
-        if done.returncode not in (0, 1):  # 128: not really a work tree, or git failed; ignore nothing
+        except (OSError, subprocess.SubprocessError) as exc:
+            warnings.append(f"git check-ignore failed in {printable(str(tree))} ({printable(str(exc))[:200]}): "
+                            ".gitignore not applied there")
+            kept.extend(members)
+            continue
+        if done.returncode not in (0, 1):  # 128: git refused the repository (another owner), or failed
+            said = done.stderr.decode("utf-8", errors="replace").strip().splitlines()
+            reason = next((line for line in said if line.startswith("fatal:")), said[-1] if said else "failed")
+            warnings.append(f"git refused {printable(str(tree))} ({printable(reason.removeprefix('fatal: '))[:200]}):"
+                            " .gitignore not applied there")
             kept.extend(members)
             continue
         ignored = {Path(os.fsdecode(p)) for p in done.stdout.split(b"\0") if p}

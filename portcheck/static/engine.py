@@ -313,13 +313,18 @@ def _fix(plan: FixPlan, hit: Hit, ctx: Context, positions: Positions) -> Fix:
         newline = ctx.module.default_newline
         edits.append(Edit(line, 1, line, 1, "".join(f"{imp}{newline}" for imp in plan.imports)))
     safe, title = plan.safe, plan.title
-    if safe and _at_import(hit.chain) and any(_NEURON_ONLY.search(step.content) for step in plan.replacements):
+    if (safe and hit.code in _HARMLESS_UNTIL_USED and _at_import(hit.chain)
+            and any(_NEURON_ONLY.search(step.content) for step in plan.replacements)):
         # `DEVICE = torch.device("neuron")`, `def f(device=torch.device("neuron"))`: evaluated when the module is
         # imported, so the module would no longer import on a machine without Neuron's torch
         safe, title = False, f"{title} (evaluated at import: the module then imports only where Neuron's torch is)"
     return Fix("safe" if safe else "unsafe", title, tuple(sorted(edits, key=lambda e: (e.line, e.column))))
 
 
+# What only names a device or a backend: harmless at import on a machine without CUDA (`torch.device("cuda")`,
+# `torch.compile(m)`, `@torch.autocast("cuda")`), where its Neuron form raises. (`.cuda()` or a tensor made on
+# "cuda" already raise there: their fix changes nothing at import on such a machine.)
+_HARMLESS_UNTIL_USED = frozenset({"PC102", "PC601", "PC711", "PC712", "PC714"})
 # The Neuron device type or compile backend, which stock torch refuses (`torch.device("neuron")`: "Expected one of
 # cpu, cuda, ..."; `torch.compile(backend="neuron")`: InvalidBackend; observed with torch 2.13).
 _NEURON_ONLY = re.compile(r"""["']neuron(:\d+)?["']""")

@@ -32,11 +32,13 @@ Progress = Callable[[int, int, str], None]  # (files done, files in all, the fil
 
 def scan_paths(paths: list[str], settings: Settings, cwd: Path, fixing: Fixing | None = None,
                jobs: int | None = None, cache: Cache | None = None, progress: Progress | None = None) -> ScanResult:
-    candidates = discover(paths, settings, cwd)
+    warnings: list[str] = []
+    candidates = discover(paths, settings, cwd, warnings)
     file_jobs = [settings.job(c.display, c.location, unreadable=c.unreadable) for c in candidates]
-    if fixing is not None:
-        return _fix(file_jobs, settings, fixing, jobs)
-    return run_jobs(file_jobs, settings, jobs, cache, progress)
+    result = _fix(file_jobs, settings, fixing, jobs) if fixing is not None else run_jobs(file_jobs, settings, jobs,
+                                                                                          cache, progress)
+    result.warnings.extend(warnings)
+    return result
 
 
 def scan_stdin(data: bytes, filename: str | None, settings: Settings, cwd: Path) -> ScanResult:
@@ -52,10 +54,14 @@ A = TypeVar("A")
 R = TypeVar("R")
 
 
+WORKERS_PER_CORE = 4
+
+
 def _in_parallel(function: Callable[[A], R], jobs: list[A], workers: int | None) -> Iterator[R]:
     """`function` over `jobs` in a pool of processes (one per core by default); in this process when there is
-    one job or one worker, so a single file pays no start-up."""
-    workers = workers or os.cpu_count() or 1
+    one job or one worker, so a single file pays no start-up. `-j` is capped at four processes a core: more only
+    costs memory (`-j 100000` started 201 processes and took 6.4 GB)."""
+    workers = min(workers or os.cpu_count() or 1, WORKERS_PER_CORE * (os.cpu_count() or 1))
     if workers <= 1 or len(jobs) <= 1:
         yield from map(function, jobs)
         return
@@ -96,7 +102,7 @@ def run_jobs(jobs: list[FileJob], settings: Settings, workers: int | None = 1, c
             pending.append((job, None, None))
             continue
         content, key = content_hash(data), cache.key(job.path, job.chip, job.stack, job.enabled, job.sdk)
-        cached = cache.get(key, content, job.path)
+        cached = cache.get(key, content, job.path, len(data))
         if cached is not None:
             outcomes.append(cached)
         else:
@@ -116,7 +122,9 @@ def run_jobs(jobs: list[FileJob], settings: Settings, workers: int | None = 1, c
     if pending or outcomes:  # what one file's findings mean can depend on the others: the project's call graph
         from portcheck.static.semantic.graph import apply
 
-        outcomes, result.notice = apply(outcomes)
+        outcomes, notice = apply(outcomes)
+        if notice:
+            result.warnings.append(notice)
     return _gathered(result, outcomes)
 
 

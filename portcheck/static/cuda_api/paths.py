@@ -15,13 +15,14 @@ import re
 
 import libcst as cst
 
+from portcheck.static.ancestry import ancestors, holds
 from portcheck.static.check import Context
 from portcheck.static.cuda_api.apis import api_entry
 from portcheck.static.cuda_library.imports import libraries
 from portcheck.static.cuda_library.integrations import words
 from portcheck.static.syntax import blocks, call_name, dotted_name, positional, string_value
 from portcheck.static.values import contains
-from portcheck.static.walk import visit
+from portcheck.static.walk import walk
 
 CUDA, NOT_CUDA = "cuda", "not-cuda"
 _CUDA_WORDS: list[list[str]] = []  # filled below, from rules/libraries.toml
@@ -146,19 +147,35 @@ def _exits(block: cst.BaseSuite) -> bool:
 
 def _early_exit(ctx: Context, holder: cst.CSTNode, inner: cst.CSTNode) -> str | None:
     """`if not <cuda>: return` or `assert <cuda>` before `inner` in the block of `holder` that holds it."""
-    for block in blocks(holder) if not isinstance(holder, cst.Module) else [tuple(holder.body)]:
-        if not any(s is inner for s in block):
-            continue
-        for stmt in block:
-            if stmt is inner:
-                return None
-            if (isinstance(stmt, cst.If) and stmt.orelse is None and _exits(stmt.body)
-                    and polarity(ctx, stmt.test) == NOT_CUDA):
-                return f"after `if {_text(ctx, stmt.test)}:` exits"
-            if isinstance(stmt, cst.SimpleStatementLine):
-                for small in stmt.body:
-                    if isinstance(small, cst.Assert) and polarity(ctx, small.test) == CUDA:
-                        return f"after `assert {_text(ctx, small.test)}`"
+    where, guards = ctx.memo("cuda-early-exits", holder, lambda: _early_exits(ctx, holder))
+    found = where.get(id(inner))
+    if found is None:
+        return None
+    guard = guards[found[0]]
+    return guard[1] if guard is not None and guard[0] < found[1] else None
+
+
+def _early_exits(ctx: Context, holder: cst.CSTNode) -> tuple[dict[int, tuple[int, int]], list[tuple[int, str] | None]]:
+    """For the blocks of `holder`, read once: where each statement is (block, index; the first block holding it),
+    and each block's first early exit (index, why)."""
+    where: dict[int, tuple[int, int]] = {}
+    guards: list[tuple[int, str] | None] = []
+    for number, block in enumerate(blocks(holder) if not isinstance(holder, cst.Module) else [tuple(holder.body)]):
+        for index, stmt in enumerate(block):
+            where.setdefault(id(stmt), (number, index))
+        guards.append(next(((index, why) for index, stmt in enumerate(block) if (why := _exit_reason(ctx, stmt))),
+                           None))
+    return where, guards
+
+
+def _exit_reason(ctx: Context, stmt: cst.CSTNode) -> str | None:
+    if (isinstance(stmt, cst.If) and stmt.orelse is None and _exits(stmt.body)
+            and polarity(ctx, stmt.test) == NOT_CUDA):
+        return f"after `if {_text(ctx, stmt.test)}:` exits"
+    if isinstance(stmt, cst.SimpleStatementLine):
+        for small in stmt.body:
+            if isinstance(small, cst.Assert) and polarity(ctx, small.test) == CUDA:
+                return f"after `assert {_text(ctx, small.test)}`"
     return None
 
 
@@ -182,27 +199,37 @@ def _gated(ctx: Context, stmt: cst.FunctionDef | cst.ClassDef) -> str | None:
     return None
 
 
-class _Expressions(cst.CSTVisitor):
-    """`x if <cuda> else y`, `<cuda> and x`, `not <cuda> or x` holding `node`, in one statement's lines."""
+def _guarded_expressions(ctx: Context, statement: cst.CSTNode) -> dict[int, str]:
+    """Every node of one statement's lines (not its indented blocks) that runs only with CUDA by an expression
+    (`x if <cuda> else y`, `<cuda> and x`, `not <cuda> or x`): id -> why, the outermost such guard. One walk per
+    statement, however many findings it holds."""
+    guarded: dict[int, str] = {}
+    roots: dict[int, str] = {}  # the guarded operand of each guard seen -> why
+    active: list[cst.CSTNode] = []  # the guarded operand being walked, if any
 
-    def __init__(self, ctx: Context, node: cst.CSTNode) -> None:
-        super().__init__()
-        self.ctx, self.node = ctx, node
-        self.found: str | None = None
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        if self.found is not None or isinstance(node, cst.IndentedBlock):
+    def enter(node: cst.CSTNode) -> bool:
+        if isinstance(node, cst.IndentedBlock):
             return False
+        if not active and id(node) in roots:
+            active.append(node)
+        if active:
+            guarded[id(node)] = roots[id(active[0])]
+            return True  # an inner guard says nothing more: the outermost is the reason
         if isinstance(node, cst.IfExp):
-            side = polarity(self.ctx, node.test)
-            if (side == CUDA and contains(node.body, self.node)) or (
-                    side == NOT_CUDA and contains(node.orelse, self.node)):
-                self.found = f"under `… if {_text(self.ctx, node.test)} else …`"
-        elif isinstance(node, cst.BooleanOperation) and contains(node.right, self.node):
-            side = polarity(self.ctx, node.left)
-            if side == (CUDA if isinstance(node.operator, cst.And) else NOT_CUDA):
-                self.found = f"after `{_text(self.ctx, node.left)}`"
-        return self.found is None
+            side = polarity(ctx, node.test)
+            if side in (CUDA, NOT_CUDA):
+                roots[id(node.body if side == CUDA else node.orelse)] = f"under `… if {_text(ctx, node.test)} else …`"
+        elif isinstance(node, cst.BooleanOperation) and polarity(ctx, node.left) == (
+                CUDA if isinstance(node.operator, cst.And) else NOT_CUDA):
+            roots[id(node.right)] = f"after `{_text(ctx, node.left)}`"
+        return True
+
+    def leave(node: cst.CSTNode) -> None:
+        if active and active[0] is node:
+            active.clear()
+
+    walk(statement, enter, leave)
+    return guarded
 
 
 def _cuda_words() -> list[list[str]]:
@@ -233,10 +260,10 @@ def cuda_path(ctx: Context, node: cst.CSTNode, *, expressions: bool = True) -> s
             return exit_
         if isinstance(stmt, cst.If):
             side = polarity(ctx, stmt.test)
-            if (side == CUDA and contains(stmt.body, inner)) or (
-                    side == NOT_CUDA and stmt.orelse is not None and contains(stmt.orelse, inner)):
+            if (side == CUDA and holds(ctx, stmt.body, inner)) or (
+                    side == NOT_CUDA and stmt.orelse is not None and holds(ctx, stmt.orelse, inner)):
                 return f"under `if {_text(ctx, stmt.test)}`"
-        elif isinstance(stmt, cst.For) and contains(stmt.body, inner):
+        elif isinstance(stmt, cst.For) and holds(ctx, stmt.body, inner):
             iterated = stmt.iter
             if isinstance(iterated, cst.Call) and call_name(iterated) == "range" and any(
                     probe_call(ctx, a.value) for a in iterated.args):
@@ -252,29 +279,16 @@ def cuda_path(ctx: Context, node: cst.CSTNode, *, expressions: bool = True) -> s
         if inner is not node and (exit_ := _early_exit(ctx, stmt, inner)):
             return exit_
     if chain and expressions:
-        finder = _Expressions(ctx, node)
-        visit(chain[-1], finder)
-        return finder.found
+        return ctx.memo("cuda-expressions", chain[-1], lambda: _guarded_expressions(ctx, chain[-1])).get(id(node))
     return None
 
 
 def test_gate_argument(ctx: Context, node: cst.CSTNode) -> bool:
     """`node` is in the condition of `unittest.skipUnless(...)` / `pytest.mark.skipif(...)`: it decides whether a
     test runs."""
-    found = False
-
-    class Finder(cst.CSTVisitor):
-        def visit_IndentedBlock(self, block: cst.IndentedBlock) -> bool:
-            return False
-
-        def visit_Call(self, call: cst.Call) -> bool:
-            nonlocal found
-            if call_name(call) in _SKIP_IF | _SKIP_UNLESS and call.args and contains(call.args[0].value, node):
-                found = True
-            return not found
-
-    for stmt in ctx.statements[-1:]:
-        visit(stmt, Finder())
+    path = [*ancestors(ctx, node), node]  # the calls holding `node`, read from the statement's parents
+    found = any(isinstance(call, cst.Call) and call_name(call) in _SKIP_IF | _SKIP_UNLESS and call.args
+                and index + 2 < len(path) and path[index + 2] is call.args[0].value for index, call in enumerate(path))
     if not found:
         for function in ctx.functions[-1:]:
             found = any(contains(d.decorator, node) for d in function.decorators)

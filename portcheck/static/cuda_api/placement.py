@@ -9,6 +9,7 @@ from __future__ import annotations
 import libcst as cst
 
 from portcheck.rules import Rule, rule
+from portcheck.static.ancestry import ancestors
 from portcheck.static.check import Context, FixPlan, Replace, check
 from portcheck.static.codegen import literal_like, rewritten
 from portcheck.static.cuda_api.devices import (
@@ -27,7 +28,6 @@ from portcheck.static.cuda_api.devices import (
 from portcheck.static.cuda_api.probes import report_guarded
 from portcheck.static.cuda_api.statements import find_call
 from portcheck.static.syntax import call_name, keyword, string_value
-from portcheck.static.walk import visit
 
 
 @rule
@@ -198,16 +198,10 @@ def check_placement(node: cst.Call, ctx: Context) -> None:
 
 
 def _only_type_read(ctx: Context, node: cst.Call) -> bool:
-    class Finder(cst.CSTVisitor):
-        found = False
-
-        def visit_Attribute(self, attribute: cst.Attribute) -> bool:
-            Finder.found = Finder.found or (attribute.value is node and attribute.attr.value == "type")
-            return not Finder.found
-
-    if ctx.statements:
-        visit(ctx.statements[-1], Finder())
-    return Finder.found
+    """`torch.device("cuda").type`: the call's parent reads its `type`."""
+    holder = ancestors(ctx, node)[-1:]
+    return bool(holder) and isinstance(holder[0], cst.Attribute) and holder[0].value is node \
+        and holder[0].attr.value == "type"
 
 
 # ---- fixes ---------------------------------------------------------------------------------------------------------
@@ -223,7 +217,7 @@ def _argument_fix(ctx: Context, value: cst.BaseExpression) -> FixPlan | None:
 
 def _loads_state_dict(ctx: Context, call: cst.Call) -> bool:
     """`call` is what `.load_state_dict(...)` is given."""
-    return find_call(ctx, lambda c: call_name(c) == "load_state_dict" and any(a.value is call for a in c.args)) \
+    return find_call(ctx, call, lambda c: call_name(c) == "load_state_dict" and any(a.value is call for a in c.args)) \
         is not None
 
 

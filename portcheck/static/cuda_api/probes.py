@@ -8,17 +8,19 @@ note, since it raises as soon as the probe is ported to `torch.accelerator`.
 from __future__ import annotations
 
 import re
+from typing import cast
 
 import libcst as cst
 
 from portcheck.findings import Severity
 from portcheck.rules import Rule, rule
+from portcheck.static.ancestry import ancestors, holds
 from portcheck.static.check import Context, FixPlan, Replace
 from portcheck.static.cuda_api.apis import api_entry
 from portcheck.static.cuda_api.devices import device_text, is_cuda_text, one_line, placements
 from portcheck.static.cuda_api.paths import CUDA, NOT_CUDA, cuda_path, polarity, probe_call, test_gate_argument
 from portcheck.static.syntax import block_body, blocks, call_name, small_statements, string_prefix
-from portcheck.static.values import catching_everything, contains
+from portcheck.static.values import catching_everything
 from portcheck.static.walk import visit
 
 
@@ -102,11 +104,23 @@ def _cuda_only(ctx: Context, node: cst.CSTNode) -> cst.BaseExpression | None:
     for index, stmt in enumerate(ctx.statements):
         if isinstance(stmt, cst.If) and probe_in(ctx, stmt.test):
             inner = ctx.statements[index + 1] if index + 1 < len(ctx.statements) else node
-            if contains(stmt.body, inner):
+            if holds(ctx, stmt.body, inner):
                 return stmt.test
-    for ifexp in probe_expressions(ctx):
-        if contains(ifexp.body, node):
-            return ifexp.test
+    ifexp = _probe_around(ctx, node, "body")
+    return ifexp.test if ifexp is not None else None
+
+
+def _probe_around(ctx: Context, node: cst.CSTNode, part: str) -> cst.IfExp | None:
+    """The outermost `body if <cuda probe> else other` met in the statement whose `part` holds `node`: read up the
+    node's ancestors, not by searching each probe expression."""
+    probes = probe_expressions(ctx)
+    if not probes:
+        return None
+    met = {id(e) for e in probes}
+    path = [*ancestors(ctx, node), node]
+    for index, holder in enumerate(path[:-1]):
+        if id(holder) in met and path[index + 1] is getattr(holder, part):
+            return cast(cst.IfExp, holder)
     return None
 
 
@@ -166,7 +180,7 @@ def _logs(ctx: Context, small: cst.BaseSmallStatement) -> bool:
 def only_logs(ctx: Context, node: cst.CSTNode) -> bool:
     """`node` is in the test of an `if` (without `else`) whose body only logs: the probe decides a message."""
     stmt = ctx.statements[-1] if ctx.statements else None
-    if not isinstance(stmt, cst.If) or stmt.orelse is not None or not contains(stmt.test, node):
+    if not isinstance(stmt, cst.If) or stmt.orelse is not None or not holds(ctx, stmt.test, node):
         return False
     if isinstance(stmt.body, cst.SimpleStatementSuite):
         smalls = list(stmt.body.body)
@@ -216,15 +230,14 @@ def probe_steps(ctx: Context, call: cst.Call) -> tuple[list[Replace], tuple[str,
     """A probe is rewritten only where what it decides is in view: the test of an `if`, or of `a if probe else b`
     (whose `"cuda"` becomes the stack's device too), without other CUDA device strings that would then be
     reached; elsewhere (`use_gpu = torch.cuda.is_available()`) no fix."""
-    for ifexp in probe_expressions(ctx):
-        if contains(ifexp.test, call):
-            prefix = string_prefix(ifexp.body)
-            if prefix is None or not is_cuda_text(prefix):
-                return None if _stray_cuda(ctx, ifexp, set()) else ([], ())
-            code, imports = device_text(ctx, ifexp.body)
-            return None if _stray_cuda(ctx, ifexp, {id(ifexp.body)}) else ([Replace(ifexp.body, code)], imports)
+    if (ifexp := _probe_around(ctx, call, "test")) is not None:
+        prefix = string_prefix(ifexp.body)
+        if prefix is None or not is_cuda_text(prefix):
+            return None if _stray_cuda(ctx, ifexp, set()) else ([], ())
+        code, imports = device_text(ctx, ifexp.body)
+        return None if _stray_cuda(ctx, ifexp, {id(ifexp.body)}) else ([Replace(ifexp.body, code)], imports)
     stmt = ctx.statements[-1] if ctx.statements else None
-    if not isinstance(stmt, cst.If) or not contains(stmt.test, call) or _stray_cuda(ctx, stmt, set()):
+    if not isinstance(stmt, cst.If) or not holds(ctx, stmt.test, call) or _stray_cuda(ctx, stmt, set()):
         return None
     if polarity(ctx, stmt.test) == NOT_CUDA and _exits(stmt.body):
         return None  # `if not torch.cuda.is_available(): return`: what it guards follows, out of view
@@ -310,7 +323,7 @@ def probe_note(ctx: Context, node: cst.CSTNode) -> str | None:
     if _only_maps_a_checkpoint(ctx, node, stmt):
         return ("here it only picks where a checkpoint's tensors are loaded (`map_location`): on Neuron they load "
                 "on the CPU and move with the model")
-    if not isinstance(stmt, cst.If) or not contains(stmt.test, node):
+    if not isinstance(stmt, cst.If) or not holds(ctx, stmt.test, node):
         return None
     if "PYTEST_CURRENT_TEST" in ctx.source(stmt.test):
         return "here it decides a workaround for the project's own test runs"
@@ -332,41 +345,38 @@ def _only_maps_a_checkpoint(ctx: Context, node: cst.CSTNode, stmt: cst.CSTNode |
     """The probe's value is a `map_location=` argument, directly or through a name used only that way."""
     if stmt is None:
         return False
-    maps: list[cst.Arg] = []
-    uses: list[cst.Name] = []
-    assigned: str | None = None
-    if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Assign):
-        assign = stmt.body[0]
-        targets = assign.targets
-        if len(targets) == 1 and isinstance(targets[0].target, cst.Name) and contains(assign.value, node):
-            assigned = targets[0].target.value
+    path = ancestors(ctx, node)  # the nodes holding the probe on its statement's lines, read up, not searched
+    if any(isinstance(n, cst.Arg) and n.keyword is not None and n.keyword.value == "map_location" for n in path):
+        return True
+    if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Assign)
+            and len(stmt.body[0].targets) == 1 and isinstance(stmt.body[0].targets[0].target, cst.Name)
+            and any(n is stmt.body[0].value for n in path)):
+        return False
+    scope: cst.CSTNode = ctx.functions[-1] if ctx.functions else ctx.module
+    uses, mapped = ctx.memo("name-uses", scope, lambda: _name_uses(scope)).get(
+        stmt.body[0].targets[0].target.value, (0, 0))
+    return mapped > 0 and uses == mapped + 1  # every use but the assignment itself is a `map_location=name`
 
+
+def _name_uses(scope: cst.CSTNode) -> dict[str, tuple[int, int]]:
+    """Per name in the scope: how often it appears (attribute names left out), and how often as `map_location=`."""
+    counts: dict[str, list[int]] = {}
     attributes: set[int] = set()
 
     class Finder(cst.CSTVisitor):
         def visit_Arg(self, arg: cst.Arg) -> None:
-            if arg.keyword is not None and arg.keyword.value == "map_location":
-                maps.append(arg)
+            if arg.keyword is not None and arg.keyword.value == "map_location" and isinstance(arg.value, cst.Name):
+                counts.setdefault(arg.value.value, [0, 0])[1] += 1
 
         def visit_Attribute(self, attribute: cst.Attribute) -> None:
             attributes.add(id(attribute.attr))  # `torch.device` is no use of a name `device`
 
         def visit_Name(self, name: cst.Name) -> None:
-            if assigned is not None and name.value == assigned and id(name) not in attributes:
-                uses.append(name)
+            if id(name) not in attributes:
+                counts.setdefault(name.value, [0, 0])[0] += 1
 
-    visit(stmt, Finder())
-    if any(contains(arg.value, node) for arg in maps):
-        return True
-    if assigned is None:
-        return False
-    maps.clear()
-    uses.clear()
-    scope = ctx.functions[-1] if ctx.functions else ctx.module
     visit(scope, Finder())
-    mapped = [arg.value for arg in maps if isinstance(arg.value, cst.Name) and arg.value.value == assigned]
-    # every use but the assignment itself is a `map_location=name`
-    return bool(mapped) and len(uses) == len(mapped) + 1
+    return {name: (uses, mapped) for name, (uses, mapped) in counts.items()}
 
 
 def data_preparation(ctx: Context) -> bool:

@@ -1,6 +1,7 @@
 """What a fix needs from the statement being visited: the call it holds, the assignment a target belongs to.
 
-Searched when a fix is built (rare), so that no check runs on every call of every file.
+Searched when a fix is built (rare), so that no check runs on every call of every file; the search costs the
+node's depth, not the statement's size (portcheck/static/ancestry.py).
 """
 
 from __future__ import annotations
@@ -9,35 +10,15 @@ from collections.abc import Callable
 
 import libcst as cst
 
+from portcheck.static.ancestry import ancestors
 from portcheck.static.check import Context
 from portcheck.static.syntax import one_line_suites
-from portcheck.static.walk import visit
 
 
-class _CallFinder(cst.CSTVisitor):
-    """The first call `match` accepts on the lines of one statement (not in the blocks it holds)."""
-
-    def __init__(self, match: Callable[[cst.Call], bool]) -> None:
-        super().__init__()
-        self.match = match
-        self.found: cst.Call | None = None
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        if self.found is not None or isinstance(node, cst.IndentedBlock):
-            return False
-        if isinstance(node, cst.Call) and self.match(node):
-            self.found = node
-            return False
-        return True
-
-
-def find_call(ctx: Context, match: Callable[[cst.Call], bool]) -> cst.Call | None:
-    """The first call of the statement being visited that `match` accepts."""
-    if not ctx.statements:
-        return None
-    finder = _CallFinder(match)
-    visit(ctx.statements[-1], finder)
-    return finder.found
+def find_call(ctx: Context, node: cst.CSTNode, match: Callable[[cst.Call], bool]) -> cst.Call | None:
+    """The outermost call holding `node` on the lines of the statement being visited that `match` accepts (`match`
+    asks about `node`: `c.func is node`, `c.args[0].value is node`)."""
+    return next((a for a in ancestors(ctx, node) if isinstance(a, cst.Call) and match(a)), None)
 
 
 def _only_target(assign: cst.Assign, target: cst.AssignTarget) -> bool:

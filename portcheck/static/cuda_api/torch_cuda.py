@@ -242,7 +242,7 @@ def _judge_reference(ctx: Context, node: cst.Attribute | cst.Name, qualname: str
         # Without CUDA a silent call does nothing, so it does not raise once a probe around it is ported.
         report_guarded(ctx, found, node, message, fix, raises=found is not CudaSilentCall, severity=severity)
     elif any(qualname == b or qualname.startswith(b + ".") for b in BACKENDS):
-        if find_call(ctx, lambda c: c.func is node) is not None:
+        if find_call(ctx, node, lambda c: c.func is node) is not None:
             message = f"`{qualname}(...)` configures NVIDIA kernels only; on Neuron it is ignored (harmless); remove it"
         else:
             message = (f"`{qualname}` reads a cuDNN/CUDA-backend flag, which only NVIDIA kernels use; on Neuron it "
@@ -352,7 +352,7 @@ def _callee(ctx: Context, node: cst.BaseExpression, target: str) -> tuple[str, t
 def _api_fix(ctx: Context, node: cst.BaseExpression, api: CudaApi) -> FixPlan | None:
     """A call of a torch.cuda API, rewritten as cuda_api.toml says for the stack; an uncalled reference is not."""
     spec = api.fix(ctx.stack, ctx.sdk)
-    call = find_call(ctx, lambda c: c.func is node) if spec is not None else None
+    call = find_call(ctx, node, lambda c: c.func is node) if spec is not None else None
     if call is None or spec is None:
         return None
     if spec.value:

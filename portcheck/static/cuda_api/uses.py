@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import libcst as cst
 
+from portcheck.static.ancestry import ancestors
 from portcheck.static.check import Context
 from portcheck.static.cuda_api.apis import api_entry
 from portcheck.static.cuda_api.probes import data_preparation, seeded_already
 from portcheck.static.cuda_api.statements import find_call
 from portcheck.static.syntax import call_name, dotted_name
-from portcheck.static.walk import visit
 
 # NVIDIA profiling and debugging aids: opt-in tools, not the model's code (they raise or do nothing without CUDA).
 _TOOLS = ("nvtx", "cudart", "profiler", "set_sync_debug_mode", "get_sync_debug_mode")
@@ -26,7 +26,7 @@ def tool_message(ctx: Context, node: cst.BaseExpression, qualname: str) -> str |
     if rest.split(".", 1)[0] in _TOOLS:
         return (f"`{qualname}` is an NVIDIA profiling/debugging aid (NVTX, nsys, CUDA sync debugging): it raises or "
                 "does nothing without CUDA; keep it out of the run on Neuron")
-    call = find_call(ctx, lambda c: call_name(c) in _REFLECTION and bool(c.args) and c.args[0].value is node)
+    call = find_call(ctx, node, lambda c: call_name(c) in _REFLECTION and bool(c.args) and c.args[0].value is node)
     if call is not None:
         return (f"`{call_name(call)}({ctx.source(node)}, ...)` reads torch.cuda reflectively: whatever it finds "
                 "answers for CUDA only; check what the code does with it")
@@ -35,19 +35,10 @@ def tool_message(ctx: Context, node: cst.BaseExpression, qualname: str) -> str |
 
 def attribute_read(ctx: Context, node: cst.BaseExpression) -> str | None:
     """`total_memory` for `torch.cuda.get_device_properties(0).total_memory`."""
-    call = find_call(ctx, lambda c: c.func is node)
-    if call is None or not ctx.statements:
-        return None
-    found: list[str] = []
-
-    class Finder(cst.CSTVisitor):
-        def visit_Attribute(self, attribute: cst.Attribute) -> bool:
-            if attribute.value is call:
-                found.append(attribute.attr.value)
-            return not found
-
-    visit(ctx.statements[-1], Finder())
-    return found[0] if found else None
+    call = find_call(ctx, node, lambda c: c.func is node)
+    holder = ancestors(ctx, call)[-1:] if call is not None else []
+    attribute = holder[0] if holder else None
+    return attribute.attr.value if isinstance(attribute, cst.Attribute) and attribute.value is call else None
 
 
 def silent_note(ctx: Context, qualname: str) -> str | None:
@@ -62,7 +53,7 @@ def silent_note(ctx: Context, qualname: str) -> str | None:
 
 def mocked(ctx: Context, node: cst.BaseExpression) -> bool:
     """`monkeypatch.setattr(torch.cuda, ...)`, `mock.patch.object(torch.cuda, ...)`: a test stubs CUDA."""
-    return find_call(ctx, lambda c: bool(c.args) and c.args[0].value is node and (
+    return find_call(ctx, node, lambda c: bool(c.args) and c.args[0].value is node and (
         call_name(c) in _MOCKS or (dotted_name(c.func) or "").endswith("patch.object"))) is not None
 
 

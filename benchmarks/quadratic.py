@@ -1,0 +1,99 @@
+"""Files whose findings crowd together cost what the same findings spread out cost (issue 32).
+
+Each case is a pair of generated inputs with the same number of findings: one where they crowd into one place
+(one statement, one block of top-level statements, one long requirements file) and one where they are spread over
+separate lines, functions or files. Each input is scanned in a child process (`portcheck scan --isolated
+--no-cache -j 1`, interpreter start included), and the script prints the two wall times and their ratio; the
+issue's bar is a ratio under 2. Before issue 32 the crowded forms were quadratic: 3,000 `.cuda()` calls as the
+arguments of one call took 53 s (3 s on separate lines), 16,000 top-level findings 72 s and a 40,000-line
+requirements file 89 s; `--format full` and rdjson read the file again for every finding.
+
+    python benchmarks/quadratic.py            # the issue's sizes, about 3 minutes on 2 cores
+    python benchmarks/quadratic.py --scale 0.25
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+Files = dict[str, str]
+
+
+def _one_call(n: int) -> Files:
+    return {"args.py": "import torch\n\nf(" + ", ".join(["x.cuda()"] * n) + ")\n"}
+
+
+def _separate_lines(n: int) -> Files:
+    return {"lines.py": "import torch\n\n" + "".join(f"x{i}.cuda()\n" for i in range(n))}
+
+
+def _top_level(n: int) -> Files:
+    return {"top.py": "import torch\n\n" + "torch.zeros(1).cuda()\n" * n}
+
+
+def _in_functions(n: int, per: int = 100) -> Files:
+    body = "".join(f"\n\ndef f{k}():\n" + "    torch.zeros(1).cuda()\n" * per for k in range(n // per))
+    return {"functions.py": "import torch\n" + body}
+
+
+def _long_requirements(n: int) -> Files:
+    return {"requirements.txt": "torch==2.1.2\n" * n}
+
+
+def _many_requirements(n: int, per: int = 1000) -> Files:
+    return {f"requirements/part{k}.txt": "torch==2.1.2\n" * per for k in range(n // per)}
+
+
+# name, findings, crowded, spread, extra arguments
+CASES: list[tuple[str, int, Callable[[int], Files], Callable[[int], Files], tuple[str, ...]]] = [
+    ("`.cuda()` as arguments of one call", 3000, _one_call, _separate_lines, ()),
+    ("top-level findings", 16000, _top_level, _in_functions, ()),
+    ("requirements lines", 40000, _long_requirements, _many_requirements, ()),
+    ("requirements lines, --format full", 40000, _long_requirements, _many_requirements, ("--format", "full")),
+    ("requirements lines, --format rdjson", 40000, _long_requirements, _many_requirements, ("--format", "rdjson")),
+]
+
+
+def _timed(files: Files, extra: tuple[str, ...]) -> tuple[float, int]:
+    with tempfile.TemporaryDirectory(prefix="portcheck-quadratic-") as scratch:
+        root = Path(scratch)
+        for name, text in files.items():
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).write_text(text)
+        start = time.perf_counter()
+        done = subprocess.run([sys.executable, "-m", "portcheck", "scan", "--isolated", "--no-cache", "-j", "1",
+                               "--format", "json-lines", *extra, "."], cwd=root, capture_output=True)
+        elapsed = time.perf_counter() - start
+        if done.returncode not in (0, 1):
+            raise SystemExit(f"scan failed: {done.stderr.decode(errors='replace')[-2000:]}")
+        found = done.stdout.count(b'"code"') if not extra else -1
+        return elapsed, found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scale", type=float, default=1.0, help="multiply every case's size (default 1)")
+    args = parser.parse_args()
+    print("| case | findings | crowded (s) | spread (s) | ratio |")
+    print("|---|---:|---:|---:|---:|")
+    worst = 0.0
+    for name, size, crowded, spread, extra in CASES:
+        n = max(1000, int(size * args.scale)) // 1000 * 1000
+        crowded_time, crowded_found = _timed(crowded(n), extra)
+        spread_time, spread_found = _timed(spread(n), extra)
+        if crowded_found != spread_found:
+            raise SystemExit(f"{name}: {crowded_found} findings crowded, {spread_found} spread")
+        ratio = crowded_time / spread_time
+        worst = max(worst, ratio)
+        print(f"| {name} | {n:,} | {crowded_time:.2f} | {spread_time:.2f} | {ratio:.2f} |", flush=True)
+    print(f"\nworst ratio: {worst:.2f} (the bar: under 2)")
+
+
+if __name__ == "__main__":
+    main()
