@@ -114,7 +114,7 @@ def stack_of(chip: str, target: Target, sdk: str = "") -> str:
 
 
 def build_report(outcome: TraceOutcome, settings: Settings, cwd: Path, static: bool) -> ScanResult:
-    target = Target(settings.chip, settings.stack, settings.sdk)
+    target = settings.target
     ops_data = load_ops()
     lines = Lines()
     model = outcome.model

@@ -114,3 +114,16 @@ def write_markdown(result: ScanResult, stream: TextIO) -> None:
             out.append(f"| {markdown_code(f'{f.path}:{f.line}')} | {f.code} `{f.name}` | {f.severity.label} | "
                        f"{markdown_text(f.message)} |")
     stream.write("\n".join(out) + "\n")
+
+
+def write_review(result: ScanResult, output_format: str, stream: TextIO, change: Change,
+                 lines_for: Callable[[str], list[str]], *, color: bool) -> None:
+    """`portcheck review --format`: GitHub's create-a-review body, a markdown comment, or any scan format."""
+    if output_format == "github-review":
+        write_github_review(result, stream, change, lines_for)
+    elif output_format == "markdown":
+        write_markdown(result, stream)
+    else:
+        from portcheck.report import render
+
+        render(result, output_format, stream, color=color, statistics=False, lines_for=lines_for)
