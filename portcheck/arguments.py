@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from portcheck import __version__
-from portcheck.advise.model import KINDS
 from portcheck.config import FORMATS, ConfigError, Layer, Settings, check_selector, find_config, read_config, resolve
 from portcheck.knowledge import load
+from portcheck.knowledge.serving import KINDS
 
 if TYPE_CHECKING:
     from portcheck.commands import AdviseOptions

@@ -191,8 +191,11 @@ def _review(args: argparse.Namespace) -> int:
     outcome = review(args.base, args.head, settings, cwd)
     result, change, lines_for = outcome.result, outcome.change, outcome.lines_for
     buffer = io.StringIO()
-    write_review(result, args.format or "concise", buffer, change, lines_for,
-                 color=not args.output and _color(sys.stdout, False))
+    if args.format in ("github-review", "markdown"):
+        write_review(result, args.format, buffer, change, lines_for)
+    else:
+        _render(result, args.format or "concise", buffer, color=not args.output and _color(sys.stdout, False),
+                lines_for=lines_for)
     _write(buffer.getvalue(), args.output)
     if where is not None:
         if result.findings:
@@ -231,24 +234,16 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _rules(args: argparse.Namespace) -> int:
-    from portcheck.report.ruledoc import write_rules
-
-    write_rules(sys.stdout, as_json=args.format == "json", rich_table=_color(sys.stdout, False))
-    return EXIT_OK
-
-
-def _sdk(args: argparse.Namespace) -> int:
-    from portcheck.report.ruledoc import write_releases
-
-    write_releases(sys.stdout)
-    return EXIT_OK
-
-
-def _rule(args: argparse.Namespace) -> int:
+    """`rules`, `rule CODE` and `sdk`: the catalog, one rule's documentation, the releases the data knows."""
     from portcheck.commands import find_rule
-    from portcheck.report.ruledoc import rule_doc
+    from portcheck.report.ruledoc import rule_doc, write_releases, write_rules
 
-    sys.stdout.write(rule_doc(find_rule(args.code)))
+    if args.command == "rules":
+        write_rules(sys.stdout, as_json=args.format == "json", rich_table=_color(sys.stdout, False))
+    elif args.command == "rule":
+        sys.stdout.write(rule_doc(find_rule(args.code)))
+    else:
+        write_releases(sys.stdout)
     return EXIT_OK
 
 
@@ -278,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return EXIT_ERROR
     handler = {"scan": _scan, "trace": _trace, "advise": _advise, "review": _review, "rules": _rules,
-               "rule": _rule, "sdk": _sdk, "report": _report}[args.command]
+               "rule": _rules, "sdk": _rules, "report": _report}[args.command]
     try:
         return handler(args)
     except UserError as exc:

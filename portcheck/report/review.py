@@ -117,13 +117,9 @@ def write_markdown(result: ScanResult, stream: TextIO) -> None:
 
 
 def write_review(result: ScanResult, output_format: str, stream: TextIO, change: Change,
-                 lines_for: Callable[[str], list[str]], *, color: bool) -> None:
-    """`portcheck review --format`: GitHub's create-a-review body, a markdown comment, or any scan format."""
+                 lines_for: Callable[[str], list[str]]) -> None:
+    """`portcheck review --format github-review` (GitHub's create-a-review body) or `markdown` (one comment)."""
     if output_format == "github-review":
         write_github_review(result, stream, change, lines_for)
-    elif output_format == "markdown":
-        write_markdown(result, stream)
     else:
-        from portcheck.report import render
-
-        render(result, output_format, stream, color=color, statistics=False, lines_for=lines_for)
+        write_markdown(result, stream)
