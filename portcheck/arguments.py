@@ -202,7 +202,8 @@ def parser() -> argparse.ArgumentParser:
 
     commands.add_parser("sdk", help="list the Neuron SDK releases portcheck's data knows and what changed in each")
     rules = commands.add_parser("rules", help="list every rule")
-    rules.add_argument("--format", choices=("table", "json"), default="table")
+    rules.add_argument("--format", choices=("table", "json", "markdown"), default="table",
+                       help="table (default), json, or markdown (the table in README.md)")
     rule = commands.add_parser("rule", help="show one rule's documentation")
     rule.add_argument("code", help="a rule code (PC101) or name (cuda-tensor-placement)")
     return parser

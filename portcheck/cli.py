@@ -236,9 +236,11 @@ def _report(args: argparse.Namespace) -> int:
 def _rules(args: argparse.Namespace) -> int:
     """`rules`, `rule CODE` and `sdk`: the catalog, one rule's documentation, the releases the data knows."""
     from portcheck.commands import find_rule
-    from portcheck.report.ruledoc import rule_doc, write_releases, write_rules
+    from portcheck.report.ruledoc import rule_doc, write_releases, write_rules, write_rules_markdown
 
-    if args.command == "rules":
+    if args.command == "rules" and args.format == "markdown":
+        write_rules_markdown(sys.stdout)
+    elif args.command == "rules":
         write_rules(sys.stdout, as_json=args.format == "json", rich_table=_color(sys.stdout, False))
     elif args.command == "rule":
         sys.stdout.write(rule_doc(find_rule(args.code)))
