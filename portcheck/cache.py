@@ -26,7 +26,17 @@ from typing import Any
 from portcheck import __version__
 from portcheck.atomic import replace_file
 from portcheck.errors import UserError
-from portcheck.findings import Edit, FileError, FileResult, FileTooLarge, Finding, Fix, Severity, read_bounded
+from portcheck.findings import (
+    Applicability,
+    Edit,
+    FileError,
+    FileResult,
+    FileTooLarge,
+    Finding,
+    Fix,
+    Severity,
+    read_bounded,
+)
 from portcheck.knowledge import rules_dir
 
 LAYOUT = "v1"
@@ -176,7 +186,7 @@ def _finding(plain: list[Any]) -> Finding:
     made_fix = None
     if fix is not None:
         applicability, title, edits = fix
-        made_fix = Fix(str(applicability), str(title),
+        made_fix = Fix(Applicability(str(applicability)), str(title),
                        tuple(Edit(int(a), int(b), int(c), int(d), str(e)) for a, b, c, d, e in edits))
     return Finding(
         code=str(code), name=str(name), category=str(category), severity=Severity(int(severity)),

@@ -237,3 +237,17 @@ def test_nothing_refers_to_a_file_outside_the_repository():
         text = (ROOT / name).read_bytes().decode("utf-8", "replace")
         found += [f"{name}:{n}" for n, line in enumerate(text.splitlines(), 1) if OUTSIDE.search(line)]
     assert found == []
+
+
+def test_the_categories_are_written_once():
+    """findings.Category is the list: the catalog's files, the code families and the static packages follow it."""
+    from portcheck.findings import CATEGORIES, Category
+    from portcheck.knowledge import FAMILIES
+    from portcheck.rules import HOMES
+
+    assert tuple(c.value for c in Category) == CATEGORIES
+    assert {info.category for info in load().rules.values()} == set(CATEGORIES)
+    assert sorted(c for family in FAMILIES.values() for c in family) == sorted(CATEGORIES)
+    assert HOMES[:-2] == tuple(f"portcheck.static.{package_of(c)}" for c in CATEGORIES if c != Category.MEMORY)
+    for home in HOMES[:-2]:
+        assert (PACKAGE / "static" / home.rsplit(".", 1)[-1] / "__init__.py").is_file(), home

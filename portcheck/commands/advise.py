@@ -99,6 +99,6 @@ def _plan_findings(plan: Plan, settings: Settings, traced: TraceOutcome | None, 
         info = item.rule.info()
         if info.code not in settings.enabled:
             continue
-        out.append(Finding(info.code, info.name, info.category, info.severity, item.message, path, line,
-                           1 if path else 0, line, 1 if path else 0, evidence=("plan",)))
+        out.append(Finding.of(info, item.message, path, line, 1 if path else 0, line, 1 if path else 0,
+                              evidence=("plan",)))
     return fingerprinted(out, [], path)

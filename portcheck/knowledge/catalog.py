@@ -7,7 +7,7 @@ import functools
 import re
 from dataclasses import dataclass
 
-from portcheck.findings import CATEGORIES, Severity
+from portcheck.findings import CATEGORIES, Category, Severity
 from portcheck.knowledge.files import read_path, rules_path
 from portcheck.knowledge.sdk import known_releases
 from portcheck.releases import KnowledgeError, Range, read_range
@@ -37,11 +37,8 @@ class RuleInfo:
 
 
 # The hundreds digit of a code is its category group (`--select PC2` selects a family): CONTRIBUTING.md, rule codes.
-FAMILIES = {
-    "1": ("cuda-api",), "2": ("dynamic-shape",), "3": ("unsupported-op", "dtype"), "4": ("custom-attention",),
-    "5": ("cuda-library",), "6": ("training", "distributed"), "7": ("host-sync", "compile"), "8": ("memory",),
-    "9": ("suppression",),
-}
+FAMILIES = {family: tuple(c.value for c in Category if c.family == family)
+            for family in sorted({c.family for c in Category})}
 
 
 @functools.cache

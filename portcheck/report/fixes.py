@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TextIO
 
-from portcheck.findings import ScanResult
+from portcheck.findings import Applicability, ScanResult
 
 
 def write_fixed(result: ScanResult, stream: TextIO, verb: str = "fixed") -> None:
@@ -18,7 +18,7 @@ def write_fix_summary(result: ScanResult, show_fixes: bool, stream: TextIO) -> N
     """After the findings of a `--fix` run: what was fixed, what remains, and how many an unsafe fix would take."""
     if show_fixes:
         write_fixed(result, stream)
-    fixable = sum(1 for f in result.findings if f.fix is not None and f.fix.applicability == "unsafe")
+    fixable = sum(1 for f in result.findings if f.fix is not None and f.fix.applicability == Applicability.UNSAFE)
     line = f"{len(result.fixed)} fixed, {len(result.findings)} remaining"
     if fixable:
         line += f" ({fixable} with an unsafe fix: --unsafe-fixes)"

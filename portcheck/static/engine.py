@@ -18,6 +18,7 @@ from typing import cast
 import libcst as cst
 
 from portcheck.findings import (
+    Applicability,
     Edit,
     FileError,
     FileJob,
@@ -302,7 +303,8 @@ def _fix(plan: FixPlan, hit: Hit, ctx: Context, positions: Positions) -> Fix:
         line = ctx.memo("import-line", ctx.module, lambda: _import_line(ctx.module, positions))
         newline = ctx.module.default_newline
         edits.append(Edit(line, 1, line, 1, "".join(f"{imp}{newline}" for imp in plan.imports)))
-    return Fix("safe" if plan.safe else "unsafe", plan.title, tuple(sorted(edits, key=lambda e: (e.line, e.column))))
+    applicability = Applicability.SAFE if plan.safe else Applicability.UNSAFE
+    return Fix(applicability, plan.title, tuple(sorted(edits, key=lambda e: (e.line, e.column))))
 
 
 def _finding(hit: Hit, path: str, ctx: Context, positions: Positions) -> Finding:
