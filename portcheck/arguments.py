@@ -6,12 +6,20 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from portcheck import __version__
-from portcheck.config import FORMATS, ConfigError, Layer, Settings, check_selector, find_config, read_config, resolve
+from portcheck.config import (
+    FORMATS,
+    ConfigError,
+    Layer,
+    Settings,
+    check_selector,
+    find_config,
+    read_config,
+    resolve,
+)
 from portcheck.knowledge import load
 from portcheck.knowledge.serving import KINDS
 
@@ -317,14 +325,6 @@ def settings(args: argparse.Namespace, start: Path, cwd: Path, command: str = "s
         check_selector(selector, "command line")
     root = config_path.parent.resolve() if config_path else cwd
     return resolve(layers, root, config_path, command)
-
-
-def common_parent(paths: list[str], cwd: Path) -> Path:
-    resolved = [(cwd / p).resolve() for p in paths]
-    try:
-        return Path(os.path.commonpath([str(p) for p in resolved]))
-    except ValueError:
-        return cwd
 
 
 def trace_request(args: argparse.Namespace, require_model: bool) -> TraceRequest:

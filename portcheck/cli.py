@@ -14,7 +14,7 @@ from typing import TextIO
 from portcheck import arguments
 from portcheck.atomic import write_text
 from portcheck.commands import LinesFor, source_lines
-from portcheck.config import ConfigError
+from portcheck.config import ConfigError, common_parent
 from portcheck.errors import UserError
 from portcheck.findings import ScanResult, Severity
 from portcheck.report.fixes import write_fix_report, write_fix_summary
@@ -57,7 +57,7 @@ def _scan(args: argparse.Namespace) -> int:
     reads_stdin = paths == ["-"]
     if "-" in paths and not reads_stdin:
         raise ConfigError("'-' (stdin) cannot be combined with other paths")
-    start = cwd / (args.stdin_filename or ".") if reads_stdin else arguments.common_parent(paths, cwd)
+    start = cwd / (args.stdin_filename or ".") if reads_stdin else common_parent(paths, cwd)
     settings = arguments.settings(args, start if start.is_dir() else start.parent, cwd)
     fixing = None
     if args.fix or args.fix_only or args.diff:
@@ -215,7 +215,7 @@ def _report(args: argparse.Namespace) -> int:
     paths = args.paths or ["."]
     if "-" in paths:
         raise ConfigError("report reads files, not stdin ('-')")
-    start = arguments.common_parent(paths, cwd)
+    start = common_parent(paths, cwd)
     chips = dict.fromkeys(args.targets or arguments.REPORT_TARGETS)
     scans = tuple(arguments.settings(args, start if start.is_dir() else start.parent, cwd, target=chip)
                   for chip in chips)

@@ -293,6 +293,24 @@ def _resolve_layer(current: set[str], layer: Layer) -> set[str]:
     return result
 
 
+def common_parent(paths: list[str], cwd: Path) -> Path:
+    """The deepest directory (or file) that holds every path: where the search for a configuration starts."""
+    resolved = [(cwd / p).resolve() for p in paths]
+    try:
+        return Path(os.path.commonpath([str(p) for p in resolved]))
+    except ValueError:
+        return cwd
+
+
+def project_root(settings: Settings, paths: list[str], cwd: Path) -> Path:
+    """The project a scan is about: the configuration file's directory, else the directory scanned (the common
+    parent of the paths, a file's own directory)."""
+    if settings.config_path is not None:
+        return settings.root
+    start = common_parent(paths, cwd)
+    return start if start.is_dir() else start.parent
+
+
 def resolve(layers: list[Layer], root: Path, config_path: Path | None, command: str = "scan") -> Settings:
     knowledge = load()
     enabled = {code for code, r in knowledge.rules.items() if r.default or (command == "trace" and r.trace_default)}

@@ -23,7 +23,14 @@ def find_rule(wanted: str) -> RuleInfo:
     if info is None:
         if wanted.upper() in knowledge.retired:
             raise ConfigError(f"{wanted.upper()} is retired: {knowledge.retired[wanted.upper()]}")
+        # Something code-like (PC10, PC11O) means the codes that share its longest beginning, not look-alikes from
+        # other families (PC310, PC210); anything else, the nearest codes and names.
+        hint: list[str] = []
+        for end in range(len(wanted), 2, -1) if wanted.upper().startswith("PC") else ():
+            hint = [code for code in sorted(knowledge.rules) if code.startswith(wanted.upper()[:end])][:3]
+            if hint:
+                break
         vocabulary = [*knowledge.rules, *(r.name for r in knowledge.rules.values())]
-        hint = difflib.get_close_matches(wanted, vocabulary, n=3)
+        hint = hint or difflib.get_close_matches(wanted, vocabulary, n=3)
         raise ConfigError(f"unknown rule '{wanted}'" + (f"; did you mean {' or '.join(hint)}?" if hint else ""))
     return info

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from portcheck.config import ConfigError, Settings
+from portcheck.config import ConfigError, Settings, project_root
 from portcheck.findings import FileTooLarge, ScanResult, python_lines
 
 if TYPE_CHECKING:
@@ -70,7 +70,8 @@ def scan(options: ScanOptions) -> ScanOutcome:
             from portcheck.cache import Cache, CacheRefused, directory_for
 
             try:
-                directory = directory_for(options.cache_dir, not options.use_cache, settings.root)
+                directory = directory_for(options.cache_dir, not options.use_cache,
+                                          project_root(settings, list(options.paths), cwd))
             except CacheRefused as exc:
                 directory = None
                 warnings.append(str(exc))
