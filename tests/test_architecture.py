@@ -42,6 +42,23 @@ def test_the_command_line_only_parses_calls_and_prints():
     assert len((PACKAGE / "cli.py").read_text().splitlines()) <= 300
 
 
+# The modules over 400 lines, each with why. A module not named here that grows past 400 fails the test below.
+LONG_MODULES = {
+    "portcheck/advise/bringup_template.py": "the script `advise --emit-script` writes: one standalone file by design "
+                                           "(it imports no portcheck)",
+    "portcheck/advise/plan.py": "make_plan's sizing steps, each reading the last; still to be split by step (its "
+                                "values moved to advise/values.py)",
+    "portcheck/dynamic/graph.py": "the one walk over the captured graph's nodes with every check it runs; still to be "
+                                  "split by check",
+}
+
+
+def test_every_module_is_under_400_lines_or_says_why_not():
+    sizes = {path.relative_to(ROOT).as_posix(): len(path.read_text().splitlines()) for path in PACKAGE.rglob("*.py")}
+    assert {path: lines for path, lines in sizes.items() if lines > 400 and path not in LONG_MODULES} == {}
+    assert {path for path in LONG_MODULES if sizes.get(path, 0) <= 400} == set()  # the list stays true
+
+
 def test_every_static_module_is_under_400_lines():
     sizes = {path.relative_to(ROOT).as_posix(): len(path.read_text().splitlines())
              for path in (PACKAGE / "static").rglob("*.py")}
