@@ -1,6 +1,6 @@
 """The command line's arguments: every command's parser, the types that check a value as it is parsed, and the
 options they make (the settings, the trace request, the advise options). cli.py parses with these and calls the
-application layer (commands.py)."""
+application layer (portcheck/commands/)."""
 
 from __future__ import annotations
 

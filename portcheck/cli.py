@@ -1,5 +1,5 @@
 """The command line: arguments -> options (portcheck/arguments.py), one call into the application layer
-(commands.py), the result rendered, and the exit code from one function."""
+(portcheck/commands/), the result rendered, and the exit code from one function."""
 
 from __future__ import annotations
 
