@@ -35,6 +35,7 @@ from portcheck import __version__
 from portcheck.atomic import replace_file
 from portcheck.errors import UserError
 from portcheck.findings import (
+    Applicability,
     Edit,
     FileError,
     FileResult,
@@ -67,7 +68,7 @@ def code_version() -> str:
     sources = [libcst_version] if libcst_version else []
     sources += sorted(rules_dir().rglob("*.toml"))
     sources += sorted((_PACKAGE / "static").rglob("*.py"))  # the rule packages and the semantic model too
-    sources += [_PACKAGE / "findings.py", _PACKAGE / "knowledge.py"]
+    sources += [_PACKAGE / "findings.py", *sorted((_PACKAGE / "knowledge").glob("*.py"))]
     for source in sources:
         try:
             digest.update(source.name.encode() + b"\0" + source.read_bytes() + b"\0")
@@ -266,7 +267,7 @@ def _finding(plain: list[Any]) -> Finding:
     made_fix = None
     if fix is not None:
         applicability, title, edits = fix
-        made_fix = Fix(str(applicability), str(title),
+        made_fix = Fix(Applicability(str(applicability)), str(title),
                        tuple(Edit(int(a), int(b), int(c), int(d), str(e)) for a, b, c, d, e in edits))
     return Finding(
         code=str(code), name=str(name), category=str(category), severity=Severity(int(severity)),

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from portcheck.errors import UserError
-from portcheck.findings import CATEGORIES, DEFAULT_MAX_FILE_BYTES, FileJob, Severity
+from portcheck.findings import CATEGORIES, DEFAULT_MAX_FILE_BYTES, FileJob, Severity, Target
 from portcheck.knowledge import CODE_PATTERN, known_releases, load
 from portcheck.releases import RELEASE_PATTERN
 
@@ -71,8 +71,7 @@ class Layer:
 
 @dataclass(frozen=True)
 class Settings:
-    chip: str
-    stack: str
+    target: Target  # the chip, stack and SDK release: made once here, passed whole
     enabled: frozenset[str]
     per_file_ignores: tuple[tuple[str, frozenset[str]], ...]
     exclude: tuple[str, ...]
@@ -84,8 +83,20 @@ class Settings:
     config_path: Path | None
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
     tests: str = "exclude"
-    sdk: str = ""  # the Neuron SDK release whose facts apply ("": the newest the data knows)
     prices: tuple[tuple[str, float], ...] = ()  # advise: USD per instance hour (the config's `prices` table)
+
+    @property
+    def chip(self) -> str:
+        return self.target.chip
+
+    @property
+    def stack(self) -> str:
+        return self.target.stack
+
+    @property
+    def sdk(self) -> str:
+        """The Neuron SDK release whose facts apply ("": the newest the data knows)."""
+        return self.target.sdk
 
     def relative(self, path: Path) -> str:
         """The path as exclude and per-file-ignores patterns see it: relative to the config's directory."""
@@ -286,6 +297,24 @@ def _resolve_layer(current: set[str], layer: Layer) -> set[str]:
     return result
 
 
+def common_parent(paths: list[str], cwd: Path) -> Path:
+    """The deepest directory (or file) that holds every path: where the search for a configuration starts."""
+    resolved = [Path(os.path.realpath(cwd / p)) for p in paths]  # a symlink loop resolves to itself, no error
+    try:
+        return Path(os.path.commonpath([str(p) for p in resolved]))
+    except ValueError:
+        return cwd
+
+
+def project_root(settings: Settings, paths: list[str], cwd: Path) -> Path:
+    """The project a scan is about: the configuration file's directory, else the directory scanned (the common
+    parent of the paths, a file's own directory)."""
+    if settings.config_path is not None:
+        return settings.root
+    start = common_parent(paths, cwd)
+    return start if start.is_dir() else start.parent
+
+
 def resolve(layers: list[Layer], root: Path, config_path: Path | None, command: str = "scan") -> Settings:
     knowledge = load()
     enabled = {code for code, r in knowledge.rules.items() if r.default or (command == "trace" and r.trace_default)}
@@ -342,10 +371,10 @@ def resolve(layers: list[Layer], root: Path, config_path: Path | None, command: 
     if isinstance(max_size, bool) or not math.isfinite(max_size) or max_size <= 0:
         raise ConfigError(f"{origin}: max-file-size must be a positive number of megabytes, not {max_size}")
     return Settings(
-        chip=chip, stack=stack, enabled=frozenset(enabled), per_file_ignores=tuple(per_file),
+        target=Target(chip, stack, sdk), enabled=frozenset(enabled), per_file_ignores=tuple(per_file),
         exclude=tuple(exclude), force_exclude=force_exclude, respect_gitignore=respect_gitignore,
         fail_level=fail, format=output_format, root=root, config_path=config_path,
-        max_file_bytes=min(int(max_size * 2**20), MAX_FILE_BYTES_CAP), tests=tests, sdk=sdk,
+        max_file_bytes=min(int(max_size * 2**20), MAX_FILE_BYTES_CAP), tests=tests,
         prices=tuple(sorted((name, float(usd)) for name, usd in prices.items())),
     )
 

@@ -60,3 +60,9 @@ def unicode_only(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [unicode_only(v) for v in value]
     return value
+
+
+def shown_diff(diff: str, terminal: bool) -> str:
+    """A diff for a terminal has the code's control characters escaped (an ESC in a string would drive the
+    terminal); piped, it is the exact diff a `patch` needs."""
+    return "\n".join(printable(line) for line in diff.split("\n")) if terminal else diff

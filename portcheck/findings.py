@@ -10,7 +10,7 @@ import re
 import stat
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from portcheck.traced import TraceResult
@@ -32,21 +32,56 @@ class Severity(enum.IntEnum):
         return cls[text.upper()]
 
 
-CATEGORIES = (
-    "cuda-api",
-    "cuda-library",
-    "dynamic-shape",
-    "unsupported-op",
-    "dtype",
-    "custom-attention",
-    "host-sync",
-    "training",
-    "distributed",
-    "compile",
-    "memory",
+class Category(enum.StrEnum):
+    """The fixed vocabulary every rule belongs to one of; reports group and count by it. The one list: the catalog's
+    files, the code families and the static packages are derived from it."""
+
+    CUDA_API = "cuda-api"
+    CUDA_LIBRARY = "cuda-library"
+    DYNAMIC_SHAPE = "dynamic-shape"
+    UNSUPPORTED_OP = "unsupported-op"
+    DTYPE = "dtype"
+    CUSTOM_ATTENTION = "custom-attention"
+    HOST_SYNC = "host-sync"
+    TRAINING = "training"
+    DISTRIBUTED = "distributed"
+    COMPILE = "compile"
+    MEMORY = "memory"
     # Not one of the ten porting categories: the home of rules about portcheck's own comments (PC9xx).
-    "suppression",
-)
+    SUPPRESSION = "suppression"
+
+    @property
+    def family(self) -> str:
+        """The hundreds digit of its codes (`--select PC2` selects a family): CONTRIBUTING.md, rule codes."""
+        return _FAMILY[self]
+
+
+_FAMILY = {
+    Category.CUDA_API: "1", Category.DYNAMIC_SHAPE: "2", Category.UNSUPPORTED_OP: "3", Category.DTYPE: "3",
+    Category.CUSTOM_ATTENTION: "4", Category.CUDA_LIBRARY: "5", Category.TRAINING: "6", Category.DISTRIBUTED: "6",
+    Category.HOST_SYNC: "7", Category.COMPILE: "7", Category.MEMORY: "8", Category.SUPPRESSION: "9",
+}
+CATEGORIES = tuple(category.value for category in Category)
+
+
+class Applicability(enum.StrEnum):
+    """Whether a fix keeps the meaning on Neuron (`--fix`) or changes numerics or structure (`--unsafe-fixes`)."""
+
+    SAFE = "safe"
+    UNSAFE = "unsafe"
+
+
+class Rated(Protocol):
+    """What a finding takes from its rule's catalog entry (portcheck.knowledge.RuleInfo)."""
+
+    @property
+    def code(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def category(self) -> str: ...
+    @property
+    def severity(self) -> Severity: ...
 
 
 @dataclass(frozen=True)
@@ -60,7 +95,7 @@ class Edit:
 
 @dataclass(frozen=True)
 class Fix:
-    applicability: str  # "safe" or "unsafe"
+    applicability: Applicability
     title: str
     edits: tuple[Edit, ...]
 
@@ -85,6 +120,15 @@ class Finding:
     # finding only where a module's forward reaches the code, "device" = where a forward or a training step does.
     # Settled before any report; never in the output.
     requires: str = ""
+
+    @classmethod
+    def of(cls, rule: Rated, message: str, path: str, line: int, column: int, end_line: int, end_column: int, *,
+           severity: Severity | None = None, evidence: tuple[str, ...] = ("static",),
+           fix: Fix | None = None) -> Finding:
+        """The one way to word a finding of a rule: its code, name and category from the catalog, and its severity
+        unless this occurrence's differs."""
+        return cls(rule.code, rule.name, rule.category, severity or rule.severity, message, path, line, column,
+                   end_line, end_column, evidence, fix)
 
     @property
     def sort_key(self) -> tuple[str, int, int, str]:

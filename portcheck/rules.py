@@ -25,7 +25,7 @@ import string
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
-from portcheck.findings import Severity
+from portcheck.findings import CATEGORIES, Category, Severity
 from portcheck.knowledge import RuleInfo, load
 from portcheck.traced import JSON, AttentionShape, Place
 
@@ -102,23 +102,10 @@ def rule(cls: R) -> R:
     return cls
 
 
-# The modules that define rule classes: the static category packages (each imports its modules), the trace's
-# and the advisor's rules.
-HOMES = (
-    "portcheck.static.cuda_api",
-    "portcheck.static.cuda_library",
-    "portcheck.static.dynamic_shape",
-    "portcheck.static.unsupported_op",
-    "portcheck.static.dtype",
-    "portcheck.static.custom_attention",
-    "portcheck.static.host_sync",
-    "portcheck.static.training",
-    "portcheck.static.distributed",
-    "portcheck.static.compile",
-    "portcheck.static.suppression",
-    "portcheck.dynamic.rules",
-    "portcheck.advise.rules",
-)
+# The modules that define rule classes: the static category packages (each imports its modules; memory has none),
+# the trace's and the advisor's rules.
+HOMES = (*(f"portcheck.static.{c.replace('-', '_')}" for c in CATEGORIES if c != Category.MEMORY),
+         "portcheck.dynamic.rules", "portcheck.advise.rules")
 
 
 @functools.cache

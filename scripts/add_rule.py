@@ -58,21 +58,18 @@ class Plan:
 
 
 def categories(root: Path) -> tuple[str, ...]:
-    """`CATEGORIES` in portcheck/findings.py, read without importing portcheck."""
+    """The values of `class Category` in portcheck/findings.py, read without importing portcheck."""
     tree = ast.parse((root / "portcheck" / "findings.py").read_text(encoding="utf-8"))
     for node in tree.body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "CATEGORIES" for t in node.targets):
-            return tuple(ast.literal_eval(node.value))
-    raise Refused("portcheck/findings.py defines no CATEGORIES")
+        if isinstance(node, ast.ClassDef) and node.name == "Category":
+            return tuple(item.value.value for item in node.body if isinstance(item, ast.Assign)
+                         and isinstance(item.value, ast.Constant) and isinstance(item.value.value, str))
+    raise Refused("portcheck/findings.py defines no Category")
 
 
 def homes(root: Path) -> tuple[str, ...]:
-    """`HOMES` in portcheck/rules.py: the modules `registry()` imports."""
-    tree = ast.parse((root / "portcheck" / "rules.py").read_text(encoding="utf-8"))
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "HOMES" for t in node.targets):
-            return tuple(ast.literal_eval(node.value))
-    raise Refused("portcheck/rules.py defines no HOMES")
+    """The static packages `registry()` imports (portcheck/rules.py HOMES): one per category but memory."""
+    return tuple(f"portcheck.static.{c.replace('-', '_')}" for c in categories(root) if c != "memory")
 
 
 def catalog(root: Path) -> tuple[dict[str, str], dict[str, str], set[str]]:

@@ -37,6 +37,28 @@ def test_catalog_files_are_named_as_the_categories():
         assert (rules_dir() / "catalog" / f"{info.category}.toml").is_file(), info.code
 
 
+def test_the_command_line_only_parses_calls_and_prints():
+    # cli.py: arguments -> options (portcheck/arguments.py), one call into commands, the output and the exit code.
+    assert len((PACKAGE / "cli.py").read_text().splitlines()) <= 300
+
+
+# The modules over 400 lines, each with why. A module not named here that grows past 400 fails the test below.
+LONG_MODULES = {
+    "portcheck/advise/bringup_template.py": "the script `advise --emit-script` writes: one standalone file by design "
+                                           "(it imports no portcheck)",
+    "portcheck/advise/plan.py": "make_plan's sizing steps, each reading the last; still to be split by step (its "
+                                "values moved to advise/values.py)",
+    "portcheck/dynamic/graph.py": "the one walk over the captured graph's nodes with every check it runs; still to be "
+                                  "split by check",
+}
+
+
+def test_every_module_is_under_400_lines_or_says_why_not():
+    sizes = {path.relative_to(ROOT).as_posix(): len(path.read_text().splitlines()) for path in PACKAGE.rglob("*.py")}
+    assert {path: lines for path, lines in sizes.items() if lines > 400 and path not in LONG_MODULES} == {}
+    assert {path for path in LONG_MODULES if sizes.get(path, 0) <= 400} == set()  # the list stays true
+
+
 def test_every_static_module_is_under_400_lines():
     sizes = {path.relative_to(ROOT).as_posix(): len(path.read_text().splitlines())
              for path in (PACKAGE / "static").rglob("*.py")}
@@ -45,15 +67,16 @@ def test_every_static_module_is_under_400_lines():
 
 def _imports(path: Path) -> set[str]:
     """The portcheck modules a file imports: at the top, inside functions, and under `if TYPE_CHECKING:` (a type
-    is a dependency too). `from portcheck.x import y` counts `portcheck.x.y` where y is a module."""
+    is a dependency too). `from portcheck.x import y` counts `portcheck.x.y` where y is a module, else `portcheck.x`."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module:
             assert not node.level, f"{path}: a relative import"
-            found.add(node.module)
-            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+            for alias in node.names:
+                module = f"{node.module}.{alias.name}"
+                found.add(module if module in MODULE_PATHS else node.module)
     return found
 
 
@@ -64,13 +87,15 @@ def _module_name(path: Path) -> str:
 
 
 MODULES = {_module_name(path): path for path in PACKAGE.rglob("*.py")}
-GRAPH = {name: _imports(path) & set(MODULES) for name, path in MODULES.items()}
+MODULE_PATHS = set(MODULES)
+GRAPH = {name: _imports(path) & MODULE_PATHS for name, path in MODULES.items()}
 
 # The layers, top first: a module imports only from its own layer or one below it. A layer is a top-level module or
 # a subpackage of portcheck; `portcheck` itself is the package's __init__ (its version).
 TIERS = (
     ("__main__",),
     ("cli",),
+    ("arguments",),
     ("commands",),
     ("review", "baseline"),
     ("report",),
@@ -134,10 +159,7 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def test_no_import_cycles_type_only_imports_included():
-    # A package's __init__ importing its own modules is how a package is built, not a cycle between modules.
-    graph = {source: {t for t in targets if not (MODULES[source].name == "__init__.py" and t.startswith(source + "."))}
-             for source, targets in GRAPH.items()}
-    assert _cycles(graph) == []
+    assert _cycles(GRAPH) == []
 
 
 def test_the_cycle_check_can_fail():
@@ -165,7 +187,8 @@ def test_the_trace_values_depend_on_no_other_module():
 
 ENGINES = (
     "portcheck.static.engine", "portcheck.static.scan", "portcheck.static.positions", "portcheck.static.rewrite",
-    "portcheck.static.discover", "portcheck.cache", "portcheck.commands", "portcheck.cli", "portcheck.review",
+    "portcheck.static.discover", "portcheck.cache", "portcheck.commands", "portcheck.arguments", "portcheck.cli",
+    "portcheck.review",
     "portcheck.dynamic.graph", "portcheck.dynamic.capture", "portcheck.dynamic.child", "portcheck.dynamic.load",
     "portcheck.dynamic.runner", "portcheck.dynamic.shapes", "portcheck.dynamic.results", "portcheck.dynamic.facts",
     "portcheck.dynamic.outcome",
@@ -231,3 +254,17 @@ def test_nothing_refers_to_a_file_outside_the_repository():
         text = (ROOT / name).read_bytes().decode("utf-8", "replace")
         found += [f"{name}:{n}" for n, line in enumerate(text.splitlines(), 1) if OUTSIDE.search(line)]
     assert found == []
+
+
+def test_the_categories_are_written_once():
+    """findings.Category is the list: the catalog's files, the code families and the static packages follow it."""
+    from portcheck.findings import CATEGORIES, Category
+    from portcheck.knowledge import FAMILIES
+    from portcheck.rules import HOMES
+
+    assert tuple(c.value for c in Category) == CATEGORIES
+    assert {info.category for info in load().rules.values()} == set(CATEGORIES)
+    assert sorted(c for family in FAMILIES.values() for c in family) == sorted(CATEGORIES)
+    assert HOMES[:-2] == tuple(f"portcheck.static.{package_of(c)}" for c in CATEGORIES if c != Category.MEMORY)
+    for home in HOMES[:-2]:
+        assert (PACKAGE / "static" / home.rsplit(".", 1)[-1] / "__init__.py").is_file(), home

@@ -188,3 +188,15 @@ def test_entries_round_trip_every_field_of_a_result(tmp_path):
                                           FileError("bad.py", "binary file")))
     cache.put("e", "c", broken)
     assert cache.get("e", "c", "bad.py") == broken and cache.get("e", "c", "m.py") is None
+
+
+def test_without_a_config_the_cache_lives_in_the_scanned_directory_not_the_working_one(tmp_path):
+    """README: the project root is where the configuration file is, else the scanned directory."""
+    (tmp_path / "work").mkdir()
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "model.py").write_text(MODEL)
+    scan(tmp_path / "work", "--isolated", "../src")
+    assert len(entries(tmp_path / "src" / ".portcheck_cache")) == 1
+    assert not (tmp_path / "work" / ".portcheck_cache").exists()
+    scan(tmp_path / "work", "--isolated", "../src/model.py")  # a file: its own directory
+    assert len(entries(tmp_path / "src" / ".portcheck_cache")) == 1

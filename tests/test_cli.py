@@ -264,6 +264,10 @@ def test_rules_and_rule_commands():
     assert run_portcheck("rule", "cuda-graph").stdout.startswith("# PC108 cuda-graph")
     unknown = run_portcheck("rule", "PC10")
     assert unknown.returncode == 2 and "unknown rule 'PC10'" in unknown.stderr
+    # a code cut short suggests the codes it begins, not look-alikes from other families (PC310, PC210)
+    assert "did you mean PC101 or PC102 or PC103?" in unknown.stderr
+    assert "did you mean PC701 or PC702 or PC703?" in run_portcheck("rule", "PC7").stderr
+    assert "did you mean PC110 or PC111?" in run_portcheck("rule", "PC11O").stderr  # a typo: its neighbours
 
 
 def test_static_pass_never_imports_torch():
@@ -337,3 +341,59 @@ def test_statistics_align_both_tables_on_one_count_column(tmp_path):
                          str(tmp_path / "m.py"))
     rows = [line for line in done.stdout.splitlines() if "PC10" in line or line.endswith("cuda-api")]
     assert rows == [" 5  PC101  cuda-tensor-placement", " 5  PC102  cuda-device-object", "10  cuda-api"]
+
+
+# ---- what a new user tripped on (issue 31) -------------------------------------------------------------------
+
+
+def test_concise_lines_carry_the_severity_and_the_summary_says_how_many_files_had_findings(tmp_path):
+    write(tmp_path / "a.py", "import torch\nx = torch.zeros(2).cuda()\ntorch.backends.cudnn.benchmark = True\n")
+    write(tmp_path / "clean.py", "import torch\nx = torch.zeros(2)\n")
+    done = run_portcheck("scan", "--isolated", "--no-cache", str(tmp_path), cwd=tmp_path)
+    lines = done.stdout.splitlines()
+    assert any(": PC101 error: " in line for line in lines) and any(": PC109 info: " in line for line in lines)
+    assert " in 1 of 2 files. " in lines[-1]
+    alone = run_portcheck("scan", "--isolated", "--no-cache", str(tmp_path / "a.py"), cwd=tmp_path)
+    assert " in 1 file. " in alone.stdout.splitlines()[-1]
+
+
+def test_statistics_in_json_are_the_counts(tmp_path):
+    write(tmp_path / "a.py", "import torch\nx = torch.zeros(2).cuda()\ny = torch.zeros(2).cuda()\n")
+    done = run_portcheck("scan", "--isolated", "--no-cache", "--statistics", "--format", "json", str(tmp_path),
+                         cwd=tmp_path)
+    statistics = json.loads(done.stdout)["statistics"]
+    assert statistics["by_code"] == [{"code": "PC101", "name": "cuda-tensor-placement", "count": 2}]
+    assert statistics["findings"] == 2 and statistics["files"] == statistics["files_with_findings"] == 1
+    assert "findings" not in json.loads(done.stdout)
+
+
+def test_the_progress_bar_hides_while_files_are_found_and_for_one_file(monkeypatch):
+    import rich.progress
+
+    from portcheck.report import trace
+
+    calls = []
+
+    class Recording:
+        def __init__(self, *columns, **options):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def add_task(self, description, **fields):
+            calls.append(("add", fields.get("visible", True)))
+            return 0
+
+        def update(self, task, **fields):
+            calls.append(("update", fields.get("visible", True)))
+
+    monkeypatch.setattr(trace, "_shown_progress", lambda output_format: True)
+    monkeypatch.setattr(rich.progress, "Progress", Recording)
+    with trace.file_progress("concise") as advance:
+        advance(1, 1, "one.py")
+        advance(1, 2, "a.py")
+    assert calls == [("add", False), ("update", False), ("update", True)]

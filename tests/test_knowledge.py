@@ -144,7 +144,7 @@ def _edited(tmp_path, monkeypatch, name: str, old: str, new: str) -> None:
     text = (copy / name).read_text(encoding="utf-8")
     assert old in text, f"{name} no longer holds {old!r}"
     (copy / name).write_text(text.replace(old, new, 1), encoding="utf-8")
-    monkeypatch.setattr(knowledge, "rules_dir", lambda: copy)
+    monkeypatch.setattr(knowledge.files, "rules_dir", lambda: copy)
 
 
 WRONG = [
@@ -166,8 +166,8 @@ WRONG = [
     ("dtypes.toml", 'kind = "FP4"\nerror_code = "NCC_ESPP004"', 'kind = "FP4"', "without the error_code",
      "load_dtypes"),
     ("dtypes.toml", 'kind = "FP64"\n', "", "needs aliases, status, rule, kind and source", "load_dtypes"),
-    ("catalog/memory.toml", 'code = "PC801"', 'code = "PC709"', "PC7 codes are host-sync or compile", "load"),
-    ("catalog/memory.toml", 'code = "PC801"', 'code = "PC001"', "PC0 codes are unassigned", "load"),
+    ("catalog/memory.toml", 'code = "PC801"', 'code = "PC709"', "PC7 codes are host-sync or compile", "load_catalog"),
+    ("catalog/memory.toml", 'code = "PC801"', 'code = "PC001"', "PC0 codes are unassigned", "load_catalog"),
     ("hardware.toml", "compile_host = ", "compile_hosts = ", r"\[sizing\] needs exactly", "load_hardware"),
     ("hardware.toml", 'fp8_weights = "SDK:', 'fp8_weights = " "#', "non-empty citation", "load_hardware"),
     ("hardware.toml", 'instance = "trn2u.48xlarge"\ncount = 4', 'instance = "trn9.48xlarge"\ncount = 4',

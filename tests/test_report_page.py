@@ -101,6 +101,8 @@ def model_json(tmp_path_factory):
     from portcheck.report.models import ModelRun, ModelTarget
 
     def make() -> dict:
+        from portcheck.advise.cost import CostOptions
+        from portcheck.advise.values import AdviseOptions as PlanOptions
         from portcheck.commands import AdviseOptions, advise, run_model, trace
         from portcheck.config import Layer, resolve
         from portcheck.dynamic.request import TraceRequest
@@ -112,7 +114,8 @@ def model_json(tmp_path_factory):
         out = {}
         for chip in ("trn2", "inf2"):
             settings = resolve([Layer(target=chip)], EXAMPLES, None, "trace")
-            outcome = advise(AdviseOptions(settings, EXAMPLES, {}), traced, request)
+            plan = PlanOptions(chip, settings.stack, sdk=settings.sdk, cost=CostOptions(prices=settings.prices))
+            outcome = advise(AdviseOptions(settings, EXAMPLES, plan, request=request), traced=traced)
             out[chip] = [report_dict(trace(traced, settings, EXAMPLES, static=False)),
                          plan_report(outcome.plan, outcome.result)]
         return out

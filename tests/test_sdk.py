@@ -205,7 +205,7 @@ def test_sdk_listing_version_and_rule_releases():
     listing = run_portcheck("sdk").stdout
     assert "2.34 (2026-11-30)  [newest; the default --sdk]" in listing and "2.27" in listing
     assert "Neuron SDK data to 2.34" in run_portcheck("--version").stdout
-    assert run_portcheck("rules").stdout.splitlines()[0].split()[-1] == "sdk"
+    assert run_portcheck("rules").stdout.splitlines()[0].split()[-2:] == ["sdk", "default"]
     assert "Neuron SDK releases: all releases" in run_portcheck("rule", "PC107").stdout
 
 

@@ -24,8 +24,9 @@ import pytest
 
 from portcheck.advise.model import ModelShape
 from portcheck.advise.plan import make_plan
-from portcheck.advise.serving import command, load_serving
+from portcheck.advise.serving import command
 from portcheck.advise.values import AdviseOptions
+from portcheck.knowledge.serving import load_serving
 
 ROOT = Path(__file__).resolve().parent.parent
 HF = ROOT / "fixtures" / "models" / "hf"

@@ -91,7 +91,7 @@ def test_on_the_meta_device_the_stack_traces_are_the_witness():
 
 def test_concise_lines_say_which_pass_saw_a_finding():
     out = trace_library("--format", "concise").stdout
-    assert "model.py:19:12: PC101 [static] " in out
+    assert "model.py:19:12: PC101 error: [static] " in out
     assert "static: 2 files read; yours whole, libraries' findings only on lines an eager run" in out
 
 

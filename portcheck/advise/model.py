@@ -7,8 +7,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from portcheck.dynamic.outcome import ConfigFacts, InputFact, ModelFacts, TraceOutcome
-
-KINDS = ("decoder", "encoder", "encoder-decoder", "vision", "other")
+from portcheck.knowledge.serving import KINDS as KINDS  # the model kinds, which serving paths name
 
 # Model types optimum-neuron compiles with the default `--model-type generic` (CNN and audio models) or with
 # `unet-inference` (huggingface/optimum-neuron@213224e6: optimum/exporters/neuron/convert.py).

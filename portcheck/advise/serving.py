@@ -5,19 +5,15 @@ compile needs (PC808). Data from rules/serving.toml; pure arithmetic, no torch h
 
 from __future__ import annotations
 
-import functools
 import json
-from dataclasses import dataclass
 from typing import Any
 
-from portcheck.advise.model import KINDS
 from portcheck.advise.rules import CompileHostMemory
 from portcheck.advise.values import PORTCHECK, AdviseOptions, Plan, PlanFinding, Serving
 from portcheck.dynamic.results import sequence_buckets
-from portcheck.knowledge import KnowledgeError, _read, known_releases, load, load_hardware
-from portcheck.releases import Range, read_range
+from portcheck.knowledge import load, load_hardware
+from portcheck.knowledge.serving import ServingData, load_serving
 
-ARGUMENT_TYPES = ("int", "str", "json", "path", "switch")
 HF_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "fp8": "bfloat16"}
 # transformers class-name endings and the optimum-neuron task each is exported for (its --task values)
 TASK_SUFFIXES = (("ForCausalLM", "text-generation"), ("LMHeadModel", "text-generation"),
@@ -25,97 +21,6 @@ TASK_SUFFIXES = (("ForCausalLM", "text-generation"), ("LMHeadModel", "text-gener
                  "text-classification"), ("ForMaskedLM", "fill-mask"), ("ForQuestionAnswering", "question-answering"),
                  ("ForTokenClassification", "token-classification"), ("ForMultipleChoice", "multiple-choice"),
                  ("ForImageClassification", "image-classification"))
-
-
-@dataclass(frozen=True)
-class ServingPath:
-    id: str
-    title: str
-    chips: tuple[str, ...]
-    stacks: tuple[str, ...]
-    kinds: tuple[str, ...]
-    releases: Range
-    architectures: tuple[str, ...]
-    model_types: tuple[str, ...]
-    why: str
-    source: str
-
-    @property
-    def listed(self) -> bool:
-        """Serves only the architectures it lists (a library), not every model of its stack."""
-        return bool(self.architectures or self.model_types)
-
-    def serves(self, name: str, model_type: str) -> bool:
-        return name in self.architectures or (bool(model_type) and model_type in self.model_types)
-
-
-@dataclass(frozen=True)
-class CompileOnly:
-    path: str
-    env: dict[str, str]
-    how: str
-    source: str
-
-
-@dataclass(frozen=True)
-class Argument:
-    tool: str
-    name: str
-    type: str
-    choices: tuple[str, ...]
-    keys: tuple[str, ...]
-    source: str
-
-
-@dataclass(frozen=True)
-class ServingData:
-    paths: tuple[ServingPath, ...]
-    compile_only: dict[str, CompileOnly]
-    arguments: dict[str, dict[str, Argument]]  # tool -> name -> argument
-    weights_factor: float
-    optlevel3_factor: float
-    compile_host_source: str
-
-
-@functools.cache
-def load_serving() -> ServingData:
-    """rules/serving.toml, checked: known chips, stacks, kinds and releases, a source on every entry."""
-    data = _read("serving.toml")
-    knowledge, known = load(), known_releases()
-    paths = []
-    for entry in data.get("path", []):
-        where = f"serving.toml: path {entry.get('id')!r}"
-        path = ServingPath(entry.get("id", ""), entry.get("title", ""), tuple(entry.get("chips", ())),
-                           tuple(entry.get("stacks", ())), tuple(entry.get("kinds", ())),
-                           read_range(where, entry, known),
-                           tuple(entry.get("architectures", ())), tuple(entry.get("model_types", ())),
-                           entry.get("why", ""), entry.get("source", ""))
-        if not (path.id and path.title and path.why and path.source.strip() and path.chips and path.stacks
-                and path.kinds) or not set(path.chips) <= set(knowledge.chips) or not set(path.stacks) <= \
-                set(knowledge.stacks) or not set(path.kinds) <= set(KINDS):
-            raise KnowledgeError(f"{where}: needs an id, a title, why, a source and known chips, stacks and kinds")
-        paths.append(path)
-    ids = {p.id for p in paths}
-    compile_only = {}
-    for entry in data.get("compile_only", []):
-        found = CompileOnly(entry.get("path", ""), dict(entry.get("env", {})), entry.get("how", ""),
-                            entry.get("source", ""))
-        if found.path not in ids or not found.how or not found.source.strip():
-            raise KnowledgeError(f"serving.toml: compile_only {found.path!r} needs a known path, how and a source")
-        compile_only[found.path] = found
-    arguments: dict[str, dict[str, Argument]] = {}
-    for entry in data.get("argument", []):
-        argument = Argument(entry.get("tool", ""), entry.get("name", ""), entry.get("type", ""),
-                            tuple(entry.get("choices", ())), tuple(entry.get("keys", ())), entry.get("source", ""))
-        if not argument.tool or not argument.name or argument.type not in ARGUMENT_TYPES or not argument.source:
-            raise KnowledgeError(f"serving.toml: argument {argument.name!r} needs a tool, a type "
-                                 f"({', '.join(ARGUMENT_TYPES)}) and a source")
-        arguments.setdefault(argument.tool, {})[argument.name] = argument
-    host = data.get("compile_host", {})
-    if not host.get("source") or float(host.get("weights_factor", 0)) < 1:
-        raise KnowledgeError("serving.toml: [compile_host] needs weights_factor >= 1 and a source")
-    return ServingData(tuple(paths), compile_only, arguments, float(host["weights_factor"]),
-                       float(host.get("optlevel3_factor", 1)), host["source"])
 
 
 def choose_serving(plan: Plan, options: AdviseOptions) -> None:

@@ -84,6 +84,29 @@ class TraceRequest:
         return cls(**data)
 
 
+def memory_size(text: str) -> int:
+    """`--memory-limit 8G`: bytes, a positive, finite size up to 1 PiB (0, a negative number, inf or 1e30G would
+    remove the cap or overflow)."""
+    units = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+    cleaned = text.strip().upper().removesuffix("B").removesuffix("I")
+    number, unit = (cleaned[:-1], units[cleaned[-1]]) if cleaned and cleaned[-1] in units else (cleaned, 1)
+    try:
+        value = float(number) * unit
+    except ValueError:
+        raise RequestError(f"--memory-limit {text!r}: expected a size such as 8G or 512M") from None
+    if not 2**20 <= value <= 2**50:
+        raise RequestError(f"--memory-limit {text!r}: expected a size from 1M to 1024T, such as 8G")
+    return int(value)
+
+
+def hf_option(text: str) -> tuple[str, str]:
+    """`--hf-option attn_implementation=eager`: the keyword and its value."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip().isidentifier():
+        raise RequestError(f"--hf-option {text!r}: expected key=value, e.g. attn_implementation=eager")
+    return key.strip(), value.strip()
+
+
 def split_model_spec(spec: str) -> tuple[str, str]:
     """`models/net.py:build` -> ("models/net.py", "build"); `pkg.mod:build` -> ("pkg.mod", "build").
     The callable may be omitted for a file (`net.py` means `net.py:build`)."""

@@ -114,7 +114,7 @@ def stack_of(chip: str, target: Target, sdk: str = "") -> str:
 
 
 def build_report(outcome: TraceOutcome, settings: Settings, cwd: Path, static: bool) -> ScanResult:
-    target = Target(settings.chip, settings.stack, settings.sdk)
+    target = settings.target
     ops_data = load_ops()
     lines = Lines()
     model = outcome.model
@@ -258,9 +258,8 @@ def _finding(item: TracedFinding, settings: Settings, cwd: Path, lines: Lines) -
     source_line = text[line - 1] if 0 < line <= len(text) else ""
     column = len(source_line) - len(source_line.lstrip()) + 1
     end_column = max(len(source_line.rstrip()) + 1, column)
-    severity = item.severity or info.severity
-    return Finding(code, info.name, info.category, severity, item.message, path, line, column, line,
-                   end_column, evidence=("traced",))
+    return Finding.of(info, item.message, path, line, column, line, end_column, severity=item.severity,
+                      evidence=("traced",))
 
 
 def _fingerprinted(findings: list[Finding], lines: Lines, cwd: Path) -> list[Finding]:

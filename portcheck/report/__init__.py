@@ -11,9 +11,9 @@ from portcheck.findings import ScanResult
 def render(result: ScanResult, output_format: str, stream: TextIO, *, color: bool, statistics: bool,
            lines_for: Callable[[str], list[str]]) -> None:
     if output_format == "json":
-        from portcheck.report.json import write_json
+        from portcheck.report.json import write_json, write_statistics_json
 
-        write_json(result, stream)
+        (write_statistics_json if statistics else write_json)(result, stream)
     elif output_format == "json-lines":
         from portcheck.report.json import write_json_lines
 

@@ -25,7 +25,10 @@ def summary_line(result: ScanResult) -> str:
     text = f"Found {len(result.findings)} finding{'s' if len(result.findings) != 1 else ''}"
     if parts:
         text += f" ({', '.join(parts)})"
-    text += f" in {result.files} file{'s' if result.files != 1 else ''}"
+    affected = len({f.path for f in result.findings})
+    # "in 12 of 303 files": how many files the findings are in, not only how many were scanned
+    of = f"{affected} of " if 0 < affected < result.files else ""
+    text += f" in {of}{result.files} file{'s' if result.files != 1 else ''}"
     if result.errors:
         text += f"; {len(result.errors)} file{'s' if len(result.errors) != 1 else ''} could not be analysed"
     target = result.target
@@ -66,9 +69,9 @@ def write_concise(result: ScanResult, stream: TextIO, *, color: bool) -> None:
         if color:
             dim = f"{_DIM}{label}{_RESET}" if label else ""
             stream.write(f"{_BOLD}{path}{_RESET}:{f.line}:{f.column}: "
-                         f"{_SEVERITY_COLOR[f.severity]}{_BOLD}{f.code}{_RESET} {dim}{message}\n")
+                         f"{_SEVERITY_COLOR[f.severity]}{_BOLD}{f.code} {f.severity.label}{_RESET}: {dim}{message}\n")
         else:
-            stream.write(f"{path}:{f.line}:{f.column}: {f.code} {label}{message}\n")
+            stream.write(f"{path}:{f.line}:{f.column}: {f.code} {f.severity.label}: {label}{message}\n")
     for e in result.errors:
         where = f"{e.path}:{e.line}" if e.line else e.path
         stream.write(f"{printable(where)}: error: {printable(e.message)}\n")

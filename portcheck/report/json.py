@@ -55,6 +55,28 @@ def report_dict(result: ScanResult) -> dict[str, Any]:
     return report
 
 
+def write_statistics_json(result: ScanResult, stream: TextIO) -> None:
+    """`--statistics --format json`: the counts `--statistics` prints, by code, category and severity; no finding."""
+    by_code = Counter(f.code for f in result.findings)
+    statistics = {
+        "schema_version": SCHEMA_VERSION,
+        "portcheck_version": __version__,
+        "target": {"chip": result.target.chip, "stack": result.target.stack, "sdk": result.target.sdk},
+        "statistics": {
+            "files": result.files,
+            "files_with_findings": len({f.path for f in result.findings}),
+            "errors": len(result.errors),
+            "findings": len(result.findings),
+            "by_code": [{"code": code, "name": name, "count": by_code[code]} for code, name in
+                        sorted({(f.code, f.name) for f in result.findings}, key=lambda c: (-by_code[c[0]], c[0]))],
+            "by_category": dict(sorted(Counter(f.category for f in result.findings).items())),
+            "by_severity": dict(sorted(Counter(f.severity.label for f in result.findings).items())),
+        },
+    }
+    json.dump(statistics, stream, indent=2, ensure_ascii=False)
+    stream.write("\n")
+
+
 def write_json(result: ScanResult, stream: TextIO) -> None:
     json.dump(unicode_only(report_dict(result)), stream, indent=2, ensure_ascii=False)
     stream.write("\n")

@@ -22,7 +22,7 @@ import markupsafe
 
 from portcheck import __version__
 from portcheck.escape import markdown_code, markdown_text, printable
-from portcheck.findings import CATEGORIES, Edit, Finding, ScanResult, Severity
+from portcheck.findings import CATEGORIES, Applicability, Edit, Finding, ScanResult, Severity
 from portcheck.knowledge import RuleInfo, load
 from portcheck.report.links import Link, source_links
 from portcheck.report.models import ModelView
@@ -160,7 +160,8 @@ def _verdict(result: ScanResult, models: Sequence[ModelView]) -> Verdict:
     on_target = [t for model in models for t in model.targets if t.chip == target.chip]
     blocked = sum(1 for model in models if model.error) + sum(1 for t in on_target if t.errors or t.plan is None)
     return Verdict(f"{target.chip} ({target.stack} stack{sdk})", target.chip, counts[Severity.ERROR],
-                   counts[Severity.WARNING], counts[Severity.INFO], fixes["safe"], fixes["unsafe"],
+                   counts[Severity.WARNING], counts[Severity.INFO], fixes[Applicability.SAFE],
+                   fixes[Applicability.UNSAFE],
                    len({f.path for f in result.findings}), result.files, len(result.errors), len(models), blocked)
 
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any, Protocol, TextIO
 
 from portcheck.escape import markdown_code, markdown_text, unicode_only
-from portcheck.findings import Finding, ScanResult, Severity
+from portcheck.findings import Applicability, Finding, ScanResult, Severity
 
 
 class Change(Protocol):
@@ -64,7 +64,8 @@ def _comment(f: Finding, lines: list[str]) -> str:
         fence = "`" * max(3, _longest_backticks(suggestion) + 1)
         text += f"\n\n{fence}suggestion\n" + (suggestion + "\n" if suggestion else "") + fence
     elif f.fix is not None:
-        text += f"\n\n`portcheck scan --fix{' --unsafe-fixes' if f.fix.applicability == 'unsafe' else ''}`: " \
+        unsafe = f.fix.applicability == Applicability.UNSAFE
+        text += f"\n\n`portcheck scan --fix{' --unsafe-fixes' if unsafe else ''}`: " \
                 f"{f.fix.title}"
     return text
 
@@ -80,7 +81,7 @@ def _longest_backticks(text: str) -> int:
 def fixed_lines(f: Finding, lines: list[str]) -> str | None:
     """The finding's whole lines with its safe fix applied (without their final newline; "" when the fix
     deletes them), when every edit stays inside those lines; else None."""
-    if f.fix is None or f.fix.applicability != "safe" or not lines or f.end_line > len(lines):
+    if f.fix is None or f.fix.applicability != Applicability.SAFE or not lines or f.end_line > len(lines):
         return None
     first, last = f.line, f.end_line
     for e in f.fix.edits:
@@ -114,3 +115,12 @@ def write_markdown(result: ScanResult, stream: TextIO) -> None:
             out.append(f"| {markdown_code(f'{f.path}:{f.line}')} | {f.code} `{f.name}` | {f.severity.label} | "
                        f"{markdown_text(f.message)} |")
     stream.write("\n".join(out) + "\n")
+
+
+def write_review(result: ScanResult, output_format: str, stream: TextIO, change: Change,
+                 lines_for: Callable[[str], list[str]]) -> None:
+    """`portcheck review --format github-review` (GitHub's create-a-review body) or `markdown` (one comment)."""
+    if output_format == "github-review":
+        write_github_review(result, stream, change, lines_for)
+    else:
+        write_markdown(result, stream)

@@ -31,9 +31,9 @@ def write_rules(stream: TextIO, *, as_json: bool, rich_table: bool) -> None:
         ], stream, indent=2)
         stream.write("\n")
         return
-    header = ("code", "name", "category", "severity", "fixable", "targets", "sdk")
+    header = ("code", "name", "category", "severity", "fixable", "targets", "sdk", "default")
     table = [(r.code, r.name, r.category, r.severity.label, "yes" if fixable(r.code) else "no", ",".join(r.targets),
-              _releases(r)) for r in rows]
+              _releases(r), "on" if r.default else "off") for r in rows]
     if rich_table:
         from rich.console import Console
         from rich.table import Table
@@ -46,6 +46,34 @@ def write_rules(stream: TextIO, *, as_json: bool, rich_table: bool) -> None:
     widths = [max(len(str(row[i])) for row in [header, *table]) for i in range(len(header))]
     for row in [header, *table]:
         stream.write("  ".join(str(cell).ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() + "\n")
+
+
+def write_rules_markdown(stream: TextIO) -> None:
+    """`portcheck rules --format markdown`: the counts and the table README.md holds between its rule markers."""
+    knowledge, rows = load(), rule_rows()
+    categories = sorted({r.category for r in rows})
+    passes = {r.code: _passes(r.code) for r in rows}
+    found = {name: sum(name in p.split(", ") for p in passes.values()) for name in ("scan", "trace", "advise")}
+    stream.write(f"{len(rows)} rules in {len(categories)} categories, {sum(r.default for r in rows)} of them on by "
+                 f"default and {sum(fixable(r.code) for r in rows)} with fixes. {found['scan']} are found by `scan` "
+                 f"(and by `trace` in the files a model runs), {found['trace']} by `trace` in the captured graph, "
+                 f"{found['advise']} by `advise`.\n\n")
+    stream.write("| code | name | category | severity | found by | applies to | fixable | default |\n")
+    stream.write("|---|---|---|---|---|---|---|---|\n")
+    for r in rows:
+        chips = "" if set(r.targets) >= set(knowledge.chips) else "/".join(r.targets)
+        stacks = "" if set(r.stacks) >= set(knowledge.stacks) else "/".join(r.stacks) + " stack"
+        releases = "" if _releases(r) == "all" else f"Neuron {_releases(r)}"
+        applies = ", ".join(part for part in (chips, stacks, releases) if part) or "all"
+        stream.write(f"| {r.code} | {r.name} | {r.category} | {r.severity.label} | {passes[r.code]} | {applies} | "
+                     f"{'yes' if fixable(r.code) else 'no'} | {'on' if r.default else 'off'} |\n")
+
+
+def _passes(code: str) -> str:
+    """The commands whose evidence reports a rule: scan (and trace, which runs the static pass too), trace, advise."""
+    rule = rule_class(code)
+    names = {Pass.STATIC: "scan", Pass.TRACE: "trace", Pass.ADVISE: "advise"}
+    return ", ".join(names[p] for p in (rule.passes if rule is not None else (Pass.STATIC,)))
 
 
 def _releases(info: RuleInfo) -> str:

@@ -54,7 +54,8 @@ def _shown_progress(output_format: str = "concise") -> bool:
 @contextlib.contextmanager
 def file_progress(output_format: str, what: str = "scanning") -> Iterator[Callable[[int, int, str], None] | None]:
     """A progress bar on stderr (files done / in all, the current file) while files are analysed; None where
-    progress is not shown (see _shown_progress). It is gone once the scan ends."""
+    progress is not shown (see _shown_progress). It is gone once the scan ends. It stays hidden while the files are
+    still being found (no `0/?`) and for a scan of one file."""
     if not _shown_progress(output_format):
         yield None
         return
@@ -64,10 +65,10 @@ def file_progress(output_format: str, what: str = "scanning") -> Iterator[Callab
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TextColumn("{task.fields[current]}", style="dim"))
     with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task(what, total=None, current="")
+        task = bar.add_task(what, total=None, current="", visible=False)
 
         def advance(done: int, total: int, path: str) -> None:
-            bar.update(task, completed=done, total=total, current=printable(path)[-60:])
+            bar.update(task, completed=done, total=total, current=printable(path)[-60:], visible=total > 1)
 
         yield advance
 

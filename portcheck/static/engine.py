@@ -19,6 +19,7 @@ from typing import cast
 import libcst as cst
 
 from portcheck.findings import (
+    Applicability,
     Edit,
     FileError,
     FileJob,
@@ -318,7 +319,8 @@ def _fix(plan: FixPlan, hit: Hit, ctx: Context, positions: Positions) -> Fix:
         # `DEVICE = torch.device("neuron")`, `def f(device=torch.device("neuron"))`: evaluated when the module is
         # imported, so the module would no longer import on a machine without Neuron's torch
         safe, title = False, f"{title} (evaluated at import: the module then imports only where Neuron's torch is)"
-    return Fix("safe" if safe else "unsafe", title, tuple(sorted(edits, key=lambda e: (e.line, e.column))))
+    applicability = Applicability.SAFE if safe else Applicability.UNSAFE
+    return Fix(applicability, title, tuple(sorted(edits, key=lambda e: (e.line, e.column))))
 
 
 # What only names a device or a backend: harmless at import on a machine without CUDA (`torch.device("cuda")`,

@@ -15,10 +15,10 @@ import re
 
 import libcst as cst
 
+from portcheck.knowledge.libraries import libraries
 from portcheck.static.ancestry import ancestors, holds
 from portcheck.static.check import Context
 from portcheck.static.cuda_api.apis import api_entry
-from portcheck.static.cuda_library.imports import libraries
 from portcheck.static.cuda_library.integrations import words
 from portcheck.static.syntax import blocks, call_name, dotted_name, positional, string_value
 from portcheck.static.values import contains

@@ -3,14 +3,10 @@ against the libraries of rules/libraries.toml."""
 
 from __future__ import annotations
 
-import functools
-import tomllib
-from dataclasses import dataclass
-
 import libcst as cst
 
 from portcheck.findings import Severity
-from portcheck.knowledge import KnowledgeError, rules_dir
+from portcheck.knowledge.libraries import Library, libraries
 from portcheck.rules import Rule, rule
 from portcheck.static.check import Context, check
 from portcheck.static.cuda_library.fallbacks import fallback, fallback_severity
@@ -84,44 +80,6 @@ class CudaOnlyLibrary(Rule):
 
 
 # ---- the libraries --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Library:
-    """One import family of rules/libraries.toml: what it is and what replaces it on each stack."""
-
-    modules: tuple[str, ...]
-    title: str
-    kind: str
-    native: str
-    xla: str
-    source: str
-    names: tuple[str, ...] = ()
-
-    def advice(self, stack: str) -> str:
-        return self.native if stack == "native" else self.xla
-
-
-@functools.cache
-def libraries() -> dict[str, Library]:
-    """Import path -> its library, read once from rules/libraries.toml."""
-    path = rules_dir() / "libraries.toml"
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise KnowledgeError(f"{path}: {exc}") from exc
-    table: dict[str, Library] = {}
-    for entry in data["library"]:
-        use = entry.get("use", "")
-        library = Library(tuple(entry["modules"]), entry["title"], entry["kind"], entry.get("native", use),
-                          entry.get("xla", use), entry.get("source", ""), tuple(entry.get("names", ())))
-        if not (library.native and library.xla and library.source):
-            raise KnowledgeError(f"{path}: {library.title} lacks `use` (or `native` and `xla`) or `source`")
-        for module in library.modules:
-            if module in table:
-                raise KnowledgeError(f"{path}: {module} is listed twice")
-            table[module] = library
-    return table
 
 
 def library_of(qualname: str) -> Library | None:
