@@ -25,7 +25,14 @@ overrides one without. Its ``misses`` list records constructs that break on Neur
 flag, with the code that should fire; a miss counts as found when a finding of that code (any severity) is on
 its line (or between ``line`` and ``end_line``).
 
-Prints, per target, precision per rule, per category and overall (the share of judged sampled keys that are
+Projects are tuning projects (``set = "tuning"``: rules were changed while looking at their findings) or test
+projects (``set = "test"``: never), reported apart, each with its own sample. A test project has recall labels in
+``benchmarks/ecosystem/labels/<project>.toml``, written by hand before portcheck ever ran on it: constructs that
+hurt on Neuron (path, lines, category, target, reason). A label counts as found when a finding of its category
+(any severity) is on its lines. ``--set`` runs one kind only. A judgment may also be ``unsure`` (left out of
+precision).
+
+Prints, per set and target, precision per rule, per category and overall (the share of judged sampled keys that are
 ``tp``; the ``weighted`` column weights each rule's precision by its number of keys), recall over the misses,
 the sampled keys nobody judged yet, and the judgments no finding matches any more (stale). ``--list-unjudged``
 prints each unjudged key with its message, the code around it and a line to paste into the judgment file.
