@@ -138,8 +138,8 @@ def test_what_is_no_use_of_cuda_stays_quiet(text: str, line: int, code: str) -> 
 
 
 INTEGRATIONS = [
-    ("peft/tuners/hira/bnb.py", "import bitsandbytes as bnb\n", 1),
-    ("lightning/precision/transformer_engine.py", "def f():\n    import transformer_engine.pytorch as te\n", 2),
+    ("lightning/precision/precision.py",
+     "class TransformerEnginePrecision:\n    def f(self):\n        import transformer_engine.pytorch as te\n", 3),
     ("peft/utils/integrations.py", "def dequantize_bnb_weight(w):\n    import bitsandbytes as bnb\n", 2),
     ("peft/utils/quantization_utils.py",
      "class Bnb8bitBackend:\n    def f(self):\n        import bitsandbytes as bnb\n", 3),
@@ -162,10 +162,16 @@ def test_an_import_in_model_code_keeps_its_severity() -> None:
     assert _severities(text, "audiocraft/modules/transformer.py").get((3, "PC501")) == "error"
 
 
-def test_a_cuda_integration_module_is_a_cuda_only_path() -> None:
+def test_a_files_name_decides_no_severity() -> None:
+    """Issue 32: a training script named `train_cuda.py` or `bitsandbytes_train.py` is a training script; the code
+    says what is CUDA-only (a class that exists for CUDA), not the file's name."""
     text = "import torch\ndef get_parallel_devices(ids):\n    return [torch.device('cuda', i) for i in ids]\n"
-    assert _severities(text, "lightning_fabric/accelerators/cuda.py").get((3, "PC102")) == "info"
-    assert _severities(text, "lightning_fabric/accelerators/xla.py").get((3, "PC102")) == "error"
+    for name in ("lightning_fabric/accelerators/cuda.py", "train_cuda.py", "cuda_train.py", "bitsandbytes_train.py"):
+        assert _severities(text, name).get((3, "PC102")) == "error", name
+    assert _severities("import bitsandbytes as bnb\n", "peft/tuners/hira/bnb.py").get((1, "PC501")) == "error"
+    in_class = ("import torch\nclass CUDAAccelerator:\n    def devices(self, ids):\n"
+                "        return [torch.device('cuda', i) for i in ids]\n")
+    assert _severities(in_class, "accelerators/cuda.py").get((4, "PC102")) == "info"
 
 
 def test_cuda_only_paths_offer_no_fix() -> None:

@@ -1,5 +1,8 @@
 """CUDA-only paths: code that runs only where a CUDA device is present or in use, so it is not a porting blocker.
 
+A file's name never makes its code CUDA-only: the code says so (a guard, a class that exists for CUDA, callers
+that are all guarded: portcheck.static.semantic).
+
 A path is CUDA-only under a test that holds only with CUDA (`torch.cuda.is_available()`, `device.type == "cuda"`,
 `str(device).startswith("cuda")`, `x.is_cuda`, a `use_cuda` flag, a local bound to one of these): in the body of
 `if test:` or `x if test else y`, after `test and ...`, in the `else` of the negated test, after an early exit
@@ -237,22 +240,16 @@ def _cuda_words() -> list[list[str]]:
     return [words(n) for n in names]
 
 
-def _named_for_cuda(name: str) -> bool:
+def named_for_cuda(name: str) -> bool:
+    """A class named for CUDA or a CUDA-only library (`CUDAAccelerator`, `Bnb8bitLinear`): code that exists for it.
+    A file's name decides nothing (`train_cuda.py` is a training script like any other)."""
     found = words(name)
     return any(found[i:i + len(w)] == w for w in _CUDA_WORDS for i in range(len(found) - len(w) + 1))
-
-
-def cuda_module(ctx: Context) -> str | None:
-    """The file is a CUDA integration by its name (`accelerators/cuda.py`, `precision/bitsandbytes.py`)."""
-    stem = ctx.path.replace("\\", "/").rsplit("/", 1)[-1].removesuffix(".py")
-    return f"in `{stem}.py`, a CUDA integration module" if stem and _named_for_cuda(stem) else None
 
 
 def cuda_path(ctx: Context, node: cst.CSTNode, *, expressions: bool = True) -> str | None:
     """Where `node` runs only with CUDA, why (a phrase: "under `if device.type == "cuda"`"); else None. Without
     `expressions`, only statements count (not `x if <cuda> else y` or `<cuda> and x`)."""
-    if module := cuda_module(ctx):
-        return module
     chain = ctx.statements
     for index, stmt in enumerate(chain):
         inner = chain[index + 1] if index + 1 < len(chain) else node
@@ -274,7 +271,7 @@ def cuda_path(ctx: Context, node: cst.CSTNode, *, expressions: bool = True) -> s
                 return "in the implementation of a `cuda()` method, run only when the caller asks for CUDA"
             if gated := _gated(ctx, stmt):
                 return gated
-            if isinstance(stmt, cst.ClassDef) and _named_for_cuda(stmt.name.value):
+            if isinstance(stmt, cst.ClassDef) and named_for_cuda(stmt.name.value):
                 return f"in `{stmt.name.value}`, a CUDA integration class"
         if inner is not node and (exit_ := _early_exit(ctx, stmt, inner)):
             return exit_
@@ -297,4 +294,4 @@ def test_gate_argument(ctx: Context, node: cst.CSTNode) -> bool:
 
 _CUDA_WORDS.extend(_cuda_words())
 
-__all__ = ["CUDA", "NOT_CUDA", "cuda_module", "cuda_path", "gate", "polarity", "probe_call", "test_gate_argument"]
+__all__ = ["CUDA", "NOT_CUDA", "cuda_path", "gate", "named_for_cuda", "polarity", "probe_call", "test_gate_argument"]

@@ -1,9 +1,10 @@
 """Integrations: code whose only purpose is a CUDA-only library, run only when the user chooses that library.
 
-peft's `tuners/lora/bnb.py`, Lightning's `plugins/precision/transformer_engine.py`, a `dequantize_bnb_weight`
-helper, a test decorated `@require_bnb`, a branch `elif method.startswith("xformers"):`, an NVIDIA profiler
-(`xformers.profiler`): importing the library there is not what blocks a port, since nothing reaches it unless the
-user picks the library. The finding stays (info) to say so; an import in model code keeps its severity.
+A class or function named for the library (peft's `Linear8bitLt`, Lightning's `TransformerEnginePrecision`, a
+`dequantize_bnb_weight` helper), a test decorated `@require_bnb`, a branch `elif method.startswith("xformers"):`, an
+NVIDIA profiler (`xformers.profiler`): importing the library there is not what blocks a port, since nothing reaches
+it unless the user picks the library. The finding stays (info) to say so; an import in model code keeps its
+severity. A file's name decides nothing: `bitsandbytes_train.py` is a training script like any other.
 """
 
 from __future__ import annotations
@@ -37,9 +38,6 @@ def integration(ctx: Context, qualname: str, modules: tuple[str, ...], aliases: 
     names = [words(t) for t in tops if len(t) >= 3]
     if any(part in _TOOLS for part in qualname.split(".")[1:]):
         return "an opt-in profiling tool"
-    stem = ctx.path.replace("\\", "/").rsplit("/", 1)[-1].removesuffix(".py")
-    if stem and _names(stem, names):
-        return f"the `{stem}.py` integration module"
     for stmt in reversed(ctx.statements):
         if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
             if _names(stmt.name.value, names):

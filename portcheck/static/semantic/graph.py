@@ -28,7 +28,17 @@ from dataclasses import dataclass, replace
 
 from portcheck.findings import FileResult, Finding, Severity
 from portcheck.rules import contexts_of
-from portcheck.static.semantic.summary import CUDA_GUARD, FORWARD, HOST, PROBE, STEP, VENDOR, VENDOR_GUARD, Function
+from portcheck.static.semantic.summary import (
+    CUDA_CLASS,
+    CUDA_GUARD,
+    FORWARD,
+    HOST,
+    PROBE,
+    STEP,
+    VENDOR,
+    VENDOR_GUARD,
+    Function,
+)
 
 MAX_FUNCTIONS = 200_000
 _DEPTH = 8  # re-exports and base classes followed at most this deep
@@ -219,7 +229,7 @@ def facts(project: Project) -> Facts:
                         queue.append(callee)
         return found
 
-    cuda_only = only(CUDA_GUARD, set())
+    cuda_only = only(CUDA_GUARD, {f for f, n in project.nodes.items() if CUDA_CLASS in n.function.roles})
     vendor_only = only(VENDOR_GUARD, {f for f, n in project.nodes.items() if VENDOR in n.function.roles})
     skipped = cuda_only | vendor_only
 
@@ -262,7 +272,9 @@ def _where(project: Project, found: Facts, result: FileResult, finding: Finding)
     holders = _enclosing(nodes, finding.line)
     for node in holders:
         if node.full in found.cuda_only:
-            return "cuda", f"`{node.function.name}` is called only where CUDA is present"
+            why = ("it belongs to a class that exists for CUDA" if CUDA_CLASS in node.function.roles
+                   else "it is called only where CUDA is present")
+            return "cuda", f"`{node.function.name}`: {why}"
         if node.full in found.vendor_only:
             return "vendor", f"`{node.function.name}` runs only for another vendor's runtime or export"
     assert result.summary is not None

@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 
 from portcheck.findings import Function, Summary
+from portcheck.static.cuda_api.paths import named_for_cuda
 
 # What a function is for, as its own code says.
 FORWARD = "forward"  # a module's forward: what the Neuron compiler sees
@@ -24,6 +25,7 @@ STEP = "step"  # a training or evaluation step: calls `backward()` / `optimizer.
 HOST = "host"  # a data-pipeline entry: `__getitem__`, a collate function, a method of a Dataset or Sampler
 PROBE = "probe"  # returns whether CUDA is there (`return torch.cuda.is_available()`)
 VENDOR = "vendor"  # drives another vendor's runtime (TensorRT, OpenVINO, CoreML, ONNX Runtime)
+CUDA_CLASS = "cuda-class"  # a method of a class that exists for CUDA (`CUDAAccelerator`, `Bnb8bitLinear`)
 
 # Guards, as written at a call site or over a region: "cuda" (runs only with CUDA), "vendor" (only another
 # vendor's export or runtime takes it), or "?target" / "!target": under `if target():` / `if not target():`,
@@ -297,6 +299,8 @@ class _Reader:
             roles.append(PROBE)
         if self._vendor:
             roles.append(VENDOR)
+        if scope and any(named_for_cuda(part) for part in scope.split(".")):
+            roles.append(CUDA_CLASS)
         self.functions.append(Function(name, node.lineno, _end(node), tuple(roles), tuple(self._calls),
                                        tuple(self._returns), tuple(self._host_refs)))
         host_refs = self._host_refs
@@ -321,5 +325,5 @@ def _end(node: ast.AST) -> int:
     return end if isinstance(end, int) else 0
 
 
-__all__ = ["CUDA_GUARD", "FORWARD", "HOST", "PROBE", "STEP", "VENDOR", "VENDOR_GUARD", "Function", "Summary",
-           "summarise"]
+__all__ = ["CUDA_CLASS", "CUDA_GUARD", "FORWARD", "HOST", "PROBE", "STEP", "VENDOR", "VENDOR_GUARD", "Function",
+           "Summary", "summarise"]
