@@ -381,6 +381,9 @@ def _scan(args: argparse.Namespace) -> int:
         sys.stdout.flush()
         if not args.fix_only and not fixing.diff:
             _render(fixed.result, "concise", sys.stderr, color=False, lines_for=lambda _: [])
+        elif fixed.result.errors:  # --diff, --fix-only: say why there is no diff
+            for e in fixed.result.errors:
+                sys.stderr.write(printable(f"{e.path}{f':{e.line}' if e.line else ''}: error: {e.message}") + "\n")
         _fix_summary(fixed.result, args.show_fixes, sys.stderr)
         fixed.result.diff = fixed.diff if fixed.changed else ""
         return exit_code(fixed.result, settings.fail_level, exit_zero=args.exit_zero, fixes=fix_mode)
