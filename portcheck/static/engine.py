@@ -255,7 +255,7 @@ def _analyse_python(text: str, path: str, chip: str, stack: str, enabled: frozen
 
 
 DEEP_CHAIN = 1_000  # links of a chain past which the analysis runs on the parse's stack
-DEEP_RECURSION = 20 * MAX_FLAT_LINKS  # Python frames a walk of a MAX_FLAT_LINKS chain may take, and nested walks
+DEEP_RECURSION = 4 * MAX_FLAT_LINKS  # Python frames: a walk of a chain at the limit, and a walk nested in it, with room
 
 
 def _analyse_tree(module: cst.Module, tree: ast.Module, text: str, path: str, chip: str, stack: str,
