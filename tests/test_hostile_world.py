@@ -792,3 +792,13 @@ def test_a_repository_git_refuses_is_one_warning(tmp_path):
     env = {**os.environ, "HOME": str(tmp_path), "GIT_CONFIG_NOSYSTEM": "1"}  # no safe.directory from elsewhere
     done = portcheck("scan", "--isolated", "--no-cache", ".", cwd=repo, env=env)
     assert b"git refused" in done.stderr and b".gitignore not applied" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("terms", [7_000, 9_990])
+def test_chains_up_to_the_limit_are_analysed(tmp_path, terms):
+    """README: chains up to 10,000 links are analysed; 7,000 to 9,999 were an error entry (the walks recursed past
+    Python's limit on the caller's stack)."""
+    (tmp_path / "chain.py").write_text("import torch\ny = " + " and ".join(["a"] * terms) + " and x.cuda()\n")
+    done = portcheck("scan", "--isolated", "--no-cache", "--format", "json", "chain.py", cwd=tmp_path)
+    report = json.loads(done.stdout)
+    assert report["errors"] == [] and [f["code"] for f in report["findings"]] == ["PC101"], done.stderr

@@ -41,6 +41,7 @@ from portcheck.static.nesting import (
     MAX_CONCATENATED,
     MAX_FLAT_LINKS,
     flat_chain_depth,
+    link_count,
     longest_concatenation,
     on_parse_stack,
 )
@@ -258,6 +259,18 @@ def _analyse_python(text: str, path: str, chip: str, stack: str, enabled: frozen
         return FileResult(path, errors=(FileError(path, f"cannot parse (Python's parser accepts it, libcst does "
                                                         f"not): {message}", exc.raw_line),))
 
+    if links > DEEP_CHAIN or link_count(text) > DEEP_CHAIN:  # the walks recurse once a link: on the parse's stack
+        return on_parse_stack(lambda: _analyse_tree(module, tree, text, path, chip, stack, enabled, sdk, table,
+                                                    may_suppress), recursion=DEEP_RECURSION)
+    return _analyse_tree(module, tree, text, path, chip, stack, enabled, sdk, table, may_suppress)
+
+
+DEEP_CHAIN = 1_000  # links of a chain past which the analysis runs on the parse's stack
+DEEP_RECURSION = 4 * MAX_FLAT_LINKS  # Python frames: a walk of a chain at the limit, and a walk nested in it, with room
+
+
+def _analyse_tree(module: cst.Module, tree: ast.Module, text: str, path: str, chip: str, stack: str,
+                  enabled: frozenset[str], sdk: str, table: _Table, may_suppress: bool) -> FileResult:
     ctx = Context(module, chip, stack, enabled, text, path, sdk)
     comments: _Comments | None = [] if may_suppress else None
     _traverse(module, ctx, table, comments)

@@ -22,6 +22,7 @@ import ast
 import contextlib
 import io
 import re
+import sys
 import threading
 import tokenize
 from collections.abc import Callable
@@ -74,16 +75,27 @@ def longest_concatenation(text: str) -> tuple[int, int]:
     return longest, line
 
 
-def on_parse_stack(function: Callable[[], T]) -> T:
-    """`function()` on a thread with `PARSE_STACK` bytes of stack; its exception is raised here."""
+def link_count(text: str) -> int:
+    """How many `and`/`or` operators and dots the text holds: an upper bound of any chain's links."""
+    return sum(1 for _ in _LINKS.finditer(text))
+
+
+def on_parse_stack(function: Callable[[], T], recursion: int = 0) -> T:
+    """`function()` on a thread with `PARSE_STACK` bytes of stack; its exception is raised here. With
+    `recursion`, Python's recursion limit is raised to it meanwhile (the deep stack has room for the frames)."""
     outcome: list[T] = []
     failure: list[BaseException] = []
 
     def run() -> None:
+        previous = sys.getrecursionlimit()
+        if recursion > previous:
+            sys.setrecursionlimit(recursion)
         try:
             outcome.append(function())
         except BaseException as exc:  # handed to the caller's thread
             failure.append(exc)
+        finally:
+            sys.setrecursionlimit(previous)
 
     previous = threading.stack_size(PARSE_STACK)
     try:

@@ -202,13 +202,24 @@ def _gated(ctx: Context, stmt: cst.FunctionDef | cst.ClassDef) -> str | None:
     return None
 
 
-def _guarded_expressions(ctx: Context, statement: cst.CSTNode) -> dict[int, str]:
+def _guarded_expressions(ctx: Context, statement: cst.CSTNode) -> dict[int, cst.CSTNode]:
     """Every node of one statement's lines (not its indented blocks) that runs only with CUDA by an expression
-    (`x if <cuda> else y`, `<cuda> and x`, `not <cuda> or x`): id -> why, the outermost such guard. One walk per
-    statement, however many findings it holds."""
-    guarded: dict[int, str] = {}
-    roots: dict[int, str] = {}  # the guarded operand of each guard seen -> why
+    (`x if <cuda> else y`, `<cuda> and x`, `not <cuda> or x`): id -> that guard (an IfExp or a BooleanOperation),
+    the outermost. One walk per statement, however many findings it holds; a chain's sides are judged once each
+    (polarity would read the whole left side again at every link)."""
+    guarded: dict[int, cst.CSTNode] = {}
+    roots: dict[int, cst.CSTNode] = {}  # the guarded operand of each guard seen -> the guard
     active: list[cst.CSTNode] = []  # the guarded operand being walked, if any
+    sides: dict[int, str | None] = {}
+
+    def side(node: cst.BaseExpression) -> str | None:
+        if not isinstance(node, cst.BooleanOperation):
+            return polarity(ctx, node)
+        if id(node) not in sides:
+            both = (side(node.left), side(node.right))
+            sides[id(node)] = (CUDA if CUDA in both else None) if isinstance(node.operator, cst.And) else (
+                NOT_CUDA if NOT_CUDA in both else None)
+        return sides[id(node)]
 
     def enter(node: cst.CSTNode) -> bool:
         if isinstance(node, cst.IndentedBlock):
@@ -219,12 +230,12 @@ def _guarded_expressions(ctx: Context, statement: cst.CSTNode) -> dict[int, str]
             guarded[id(node)] = roots[id(active[0])]
             return True  # an inner guard says nothing more: the outermost is the reason
         if isinstance(node, cst.IfExp):
-            side = polarity(ctx, node.test)
-            if side in (CUDA, NOT_CUDA):
-                roots[id(node.body if side == CUDA else node.orelse)] = f"under `… if {_text(ctx, node.test)} else …`"
-        elif isinstance(node, cst.BooleanOperation) and polarity(ctx, node.left) == (
+            test = polarity(ctx, node.test)
+            if test in (CUDA, NOT_CUDA):
+                roots[id(node.body if test == CUDA else node.orelse)] = node
+        elif isinstance(node, cst.BooleanOperation) and side(node.left) == (
                 CUDA if isinstance(node.operator, cst.And) else NOT_CUDA):
-            roots[id(node.right)] = f"after `{_text(ctx, node.left)}`"
+            roots[id(node.right)] = node
         return True
 
     def leave(node: cst.CSTNode) -> None:
@@ -233,6 +244,13 @@ def _guarded_expressions(ctx: Context, statement: cst.CSTNode) -> dict[int, str]
 
     walk(statement, enter, leave)
     return guarded
+
+
+def _guard_reason(ctx: Context, guard: cst.CSTNode) -> str:
+    if isinstance(guard, cst.IfExp):
+        return f"under `… if {_text(ctx, guard.test)} else …`"
+    assert isinstance(guard, cst.BooleanOperation)
+    return f"after `{_text(ctx, guard.left)}`"
 
 
 def _cuda_words() -> list[list[str]]:
@@ -276,7 +294,8 @@ def cuda_path(ctx: Context, node: cst.CSTNode, *, expressions: bool = True) -> s
         if inner is not node and (exit_ := _early_exit(ctx, stmt, inner)):
             return exit_
     if chain and expressions:
-        return ctx.memo("cuda-expressions", chain[-1], lambda: _guarded_expressions(ctx, chain[-1])).get(id(node))
+        guard = ctx.memo("cuda-expressions", chain[-1], lambda: _guarded_expressions(ctx, chain[-1])).get(id(node))
+        return _guard_reason(ctx, guard) if guard is not None else None
     return None
 
 
