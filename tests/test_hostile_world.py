@@ -257,7 +257,9 @@ def test_scopes_for_fingerprints_read_each_line_once(monkeypatch):
 def test_reports_read_a_file_once_not_once_per_finding(tmp_path, monkeypatch, output):
     import io
 
-    from portcheck import commands
+    import importlib
+
+    commands = importlib.import_module("portcheck.commands.scan")  # the module (the package exports a function)
     from portcheck.findings import ScanResult, Target
     from portcheck.report import render
     from portcheck.static.engine import analyse_text

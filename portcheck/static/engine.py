@@ -260,9 +260,11 @@ def _analyse_python(text: str, path: str, chip: str, stack: str, enabled: frozen
                                                         f"not): {message}", exc.raw_line),))
 
     if links > DEEP_CHAIN or link_count(text) > DEEP_CHAIN:  # the walks recurse once a link: on the parse's stack
-        return on_parse_stack(lambda: _analyse_tree(module, tree, text, path, chip, stack, enabled, sdk, table,
-                                                    may_suppress), recursion=DEEP_RECURSION)
-    return _analyse_tree(module, tree, text, path, chip, stack, enabled, sdk, table, may_suppress)
+        analysed = on_parse_stack(lambda: _analyse_tree(module, tree, text, path, chip, stack, enabled, sdk, table,
+                                                        may_suppress), recursion=DEEP_RECURSION)
+    else:
+        analysed = _analyse_tree(module, tree, text, path, chip, stack, enabled, sdk, table, may_suppress)
+    return replace(analysed, summary=summary)
 
 
 DEEP_CHAIN = 1_000  # links of a chain past which the analysis runs on the parse's stack
@@ -280,7 +282,7 @@ def _analyse_tree(module: cst.Module, tree: ast.Module, text: str, path: str, ch
 
     suppressing = [(c, chain) for c, chain in comments or () if might_hold_suppression(c.value)]
     if not ctx.hits and not suppressing:
-        return FileResult(path, summary=summary)
+        return FileResult(path)
     positions = Positions(module, tree, text)
     findings = [_finding(hit, path, ctx, positions) for hit in ctx.hits]
     suppressions = []
@@ -289,7 +291,7 @@ def _analyse_tree(module: cst.Module, tree: ast.Module, text: str, path: str, ch
         suppressions.extend(
             parse_comment(comment.value, where.start.line, where.start.column + 1, where.end.column + 1))
     findings, suppressed = apply_suppressions(findings, ctx.hits, positions, suppressions, enabled, path)
-    return replace(file_result(path, findings, suppressed, python_lines(ctx.text)), summary=summary)
+    return file_result(path, findings, suppressed, python_lines(ctx.text))
 
 
 def _import_line(module: cst.Module, positions: Positions) -> int:
@@ -338,8 +340,8 @@ def _fix(plan: FixPlan, hit: Hit, ctx: Context, positions: Positions) -> Fix:
 
 # What only names a device or a backend: harmless at import on a machine without CUDA (`torch.device("cuda")`,
 # `torch.compile(m)`, `@torch.autocast("cuda")`), where its Neuron form raises. (`.cuda()` or a tensor made on
-# "cuda" already raise there: their fix changes nothing at import on such a machine.)
-_HARMLESS_UNTIL_USED = frozenset({"PC102", "PC601", "PC711", "PC712", "PC714"})
+# "cuda" already raise there, as does `backend="neuronx"`: their fix changes nothing at import on such a machine.)
+_HARMLESS_UNTIL_USED = frozenset({"PC102", "PC601", "PC711", "PC712"})
 # The Neuron device type or compile backend, which stock torch refuses (`torch.device("neuron")`: "Expected one of
 # cpu, cuda, ..."; `torch.compile(backend="neuron")`: InvalidBackend; observed with torch 2.13).
 _NEURON_ONLY = re.compile(r"""["']neuron(:\d+)?["']""")
