@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING
 
 from portcheck import __version__
 from portcheck.config import (
@@ -20,7 +20,7 @@ from portcheck.config import (
     read_config,
     resolve,
 )
-from portcheck.escape import printable
+from portcheck.escape import OneLineParser
 from portcheck.knowledge import load
 from portcheck.knowledge.serving import KINDS
 
@@ -35,18 +35,11 @@ def _codes(text: str) -> list[str]:
     return [c.strip() for c in text.split(",") if c.strip()]
 
 
-class _Parser(argparse.ArgumentParser):
-    """A usage error is one line, as every other error is (argparse prints its whole usage first)."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {printable(message)} (see {self.prog} --help)\n")
-
-
 def parser() -> argparse.ArgumentParser:
     """Every command's arguments. The chips and stacks to choose from are the data's (rules/targets.toml)."""
     knowledge = load()
     chips, stacks = tuple(knowledge.chips), tuple(knowledge.stacks)
-    parser = _Parser(
+    parser = OneLineParser(
         prog="portcheck",
         description="Find what breaks when a PyTorch model moves from NVIDIA GPUs to AWS Trainium2 / Inferentia2.",
     )
@@ -237,6 +230,9 @@ def _sdk_argument(parser: argparse.ArgumentParser) -> None:
                              "`portcheck sdk` lists them)")
 
 
+COUNT_LIMIT = 1e15  # 1.7e308 parameters overflowed the plan's arithmetic
+
+
 def _count(text: str) -> int:
     try:
         value = float(text)
@@ -244,12 +240,9 @@ def _count(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a number such as 7e9, not {text!r}") from None
     if not value >= 1 or value != value or value == float("inf"):
         raise argparse.ArgumentTypeError(f"expected a positive number, not {text!r}")
-    if value > COUNT_LIMIT:  # 1.7e308 parameters overflowed the arithmetic
+    if value > COUNT_LIMIT:
         raise argparse.ArgumentTypeError(f"expected a number up to {COUNT_LIMIT:.0e}, not {text!r}")
     return int(value)
-
-
-COUNT_LIMIT = 1e15
 
 
 def _amount(text: str) -> float:

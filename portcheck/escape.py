@@ -4,8 +4,9 @@ stays one cell of plain text."""
 
 from __future__ import annotations
 
+import argparse
 import re
-from typing import Any
+from typing import Any, NoReturn
 
 # C0 controls but the tab, DEL, C1 controls, the Unicode line and paragraph separators, and lone surrogates (the
 # bytes of a file name that is not UTF-8, as Python decodes them).
@@ -66,3 +67,10 @@ def shown_diff(diff: str, terminal: bool) -> str:
     """A diff for a terminal has the code's control characters escaped (an ESC in a string would drive the
     terminal); piped, it is the exact diff a `patch` needs."""
     return "\n".join(printable(line) for line in diff.split("\n")) if terminal else diff
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """A usage error is one line, as every other error is (argparse prints its whole usage first)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {printable(message)} (see {self.prog} --help)\n")

@@ -17,6 +17,7 @@ from portcheck.rules import Rule, rule
 from portcheck.static.ancestry import ancestors, holds
 from portcheck.static.check import Context, FixPlan, Replace
 from portcheck.static.cuda_api.apis import api_entry
+from portcheck.static.cuda_api.checkpoints import only_maps_a_checkpoint
 from portcheck.static.cuda_api.devices import device_text, is_cuda_text, one_line, placements
 from portcheck.static.cuda_api.paths import CUDA, NOT_CUDA, cuda_path, polarity, probe_call, test_gate_argument
 from portcheck.static.syntax import block_body, blocks, call_name, small_statements, string_prefix
@@ -320,7 +321,7 @@ def probe_note(ctx: Context, node: cst.CSTNode) -> str | None:
         return ("here in data preparation, which runs on the host: without CUDA it runs on the CPU, as host-side "
                 "preprocessing should")
     stmt = ctx.statements[-1] if ctx.statements else None
-    if _only_maps_a_checkpoint(ctx, node, stmt):
+    if only_maps_a_checkpoint(ctx, node, stmt):
         return ("here it only picks where a checkpoint's tensors are loaded (`map_location`): on Neuron they load "
                 "on the CPU and move with the model")
     if not isinstance(stmt, cst.If) or not holds(ctx, stmt.test, node):
@@ -339,44 +340,6 @@ def probe_note(ctx: Context, node: cst.CSTNode) -> str | None:
         return ("here it only guards CUDA housekeeping (cache, counters, GPU queries, NVML), which is right to skip "
                 "on Neuron")
     return None
-
-
-def _only_maps_a_checkpoint(ctx: Context, node: cst.CSTNode, stmt: cst.CSTNode | None) -> bool:
-    """The probe's value is a `map_location=` argument, directly or through a name used only that way."""
-    if stmt is None:
-        return False
-    path = ancestors(ctx, node)  # the nodes holding the probe on its statement's lines, read up, not searched
-    if any(isinstance(n, cst.Arg) and n.keyword is not None and n.keyword.value == "map_location" for n in path):
-        return True
-    if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Assign)
-            and len(stmt.body[0].targets) == 1 and isinstance(stmt.body[0].targets[0].target, cst.Name)
-            and any(n is stmt.body[0].value for n in path)):
-        return False
-    scope: cst.CSTNode = ctx.functions[-1] if ctx.functions else ctx.module
-    uses, mapped = ctx.memo("name-uses", scope, lambda: _name_uses(scope)).get(
-        stmt.body[0].targets[0].target.value, (0, 0))
-    return mapped > 0 and uses == mapped + 1  # every use but the assignment itself is a `map_location=name`
-
-
-def _name_uses(scope: cst.CSTNode) -> dict[str, tuple[int, int]]:
-    """Per name in the scope: how often it appears (attribute names left out), and how often as `map_location=`."""
-    counts: dict[str, list[int]] = {}
-    attributes: set[int] = set()
-
-    class Finder(cst.CSTVisitor):
-        def visit_Arg(self, arg: cst.Arg) -> None:
-            if arg.keyword is not None and arg.keyword.value == "map_location" and isinstance(arg.value, cst.Name):
-                counts.setdefault(arg.value.value, [0, 0])[1] += 1
-
-        def visit_Attribute(self, attribute: cst.Attribute) -> None:
-            attributes.add(id(attribute.attr))  # `torch.device` is no use of a name `device`
-
-        def visit_Name(self, name: cst.Name) -> None:
-            if id(name) not in attributes:
-                counts.setdefault(name.value, [0, 0])[0] += 1
-
-    visit(scope, Finder())
-    return {name: (uses, mapped) for name, (uses, mapped) in counts.items()}
 
 
 def data_preparation(ctx: Context) -> bool:

@@ -1,0 +1,51 @@
+"""A CUDA probe whose value only picks where a checkpoint's tensors load (`torch.load(f, map_location="cuda" if
+torch.cuda.is_available() else "cpu")`): on Neuron they load on the CPU and move with the model, as they should."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from portcheck.static.ancestry import ancestors
+from portcheck.static.check import Context
+from portcheck.static.walk import visit
+
+
+def only_maps_a_checkpoint(ctx: Context, node: cst.CSTNode, stmt: cst.CSTNode | None) -> bool:
+    """The probe's value is a `map_location=` argument, directly or through a name used only that way."""
+    if stmt is None:
+        return False
+    path = ancestors(ctx, node)  # the nodes holding the probe on its statement's lines, read up, not searched
+    if any(isinstance(n, cst.Arg) and n.keyword is not None and n.keyword.value == "map_location" for n in path):
+        return True
+    if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Assign)
+            and len(stmt.body[0].targets) == 1 and isinstance(stmt.body[0].targets[0].target, cst.Name)
+            and any(n is stmt.body[0].value for n in path)):
+        return False
+    scope: cst.CSTNode = ctx.functions[-1] if ctx.functions else ctx.module
+    uses, mapped = ctx.memo("name-uses", scope, lambda: _name_uses(scope)).get(
+        stmt.body[0].targets[0].target.value, (0, 0))
+    return mapped > 0 and uses == mapped + 1  # every use but the assignment itself is a `map_location=name`
+
+
+def _name_uses(scope: cst.CSTNode) -> dict[str, tuple[int, int]]:
+    """Per name in the scope: how often it appears (attribute names left out), and how often as `map_location=`."""
+    counts: dict[str, list[int]] = {}
+    attributes: set[int] = set()
+
+    class Finder(cst.CSTVisitor):
+        def visit_Arg(self, arg: cst.Arg) -> None:
+            if arg.keyword is not None and arg.keyword.value == "map_location" and isinstance(arg.value, cst.Name):
+                counts.setdefault(arg.value.value, [0, 0])[1] += 1
+
+        def visit_Attribute(self, attribute: cst.Attribute) -> None:
+            attributes.add(id(attribute.attr))  # `torch.device` is no use of a name `device`
+
+        def visit_Name(self, name: cst.Name) -> None:
+            if id(name) not in attributes:
+                counts.setdefault(name.value, [0, 0])[0] += 1
+
+    visit(scope, Finder())
+    return {name: (uses, mapped) for name, (uses, mapped) in counts.items()}
+
+
+__all__ = ["only_maps_a_checkpoint"]
