@@ -804,3 +804,17 @@ def test_chains_up_to_the_limit_are_analysed(tmp_path, terms):
     done = portcheck("scan", "--isolated", "--no-cache", "--format", "json", "chain.py", cwd=tmp_path)
     report = json.loads(done.stdout)
     assert report["errors"] == [] and [f["code"] for f in report["findings"]] == ["PC101"], done.stderr
+
+
+def test_trace_goes_on_past_a_cache_that_came_with_the_files(tmp_path):
+    """A `.portcheck_cache` portcheck did not make here is not trusted: `trace` runs without it, as `scan` does,
+    instead of an internal error."""
+    import shutil
+
+    from tests.conftest import ROOT, run_portcheck
+
+    shutil.copy(ROOT / "fixtures" / "models" / "clean_mlp.py", tmp_path / "model.py")
+    (tmp_path / ".portcheck_cache" / "v1").mkdir(parents=True)
+    done = run_portcheck("trace", "model.py:build", "--format", "json", cwd=tmp_path)
+    assert done.returncode in (0, 1), done.stderr
+    assert "internal error" not in done.stderr

@@ -288,7 +288,7 @@ def _merge_static(traced: list[Finding], files: list[str], scope: Scope, ran: Ra
                   cwd: Path) -> list[Finding]:
     """The static pass's findings on `files` joined with the traced ones: all of the user's files, and in other
     files (libraries) only the findings on lines that ran."""
-    from portcheck.cache import Cache, directory_for
+    from portcheck.cache import Cache, CacheRefused, directory_for
     from portcheck.static.scan import run_jobs
 
     rules = load().rules
@@ -299,7 +299,10 @@ def _merge_static(traced: list[Finding], files: list[str], scope: Scope, ran: Ra
     locations = {job.path: job.location or "" for job in jobs}
     # Library files are large (modeling_utils.py is 280 kB) and never change: they come from `scan`'s results
     # cache when it has them, and two or more to analyse are worth a pool.
-    directory = directory_for(None, False, settings.root)
+    try:
+        directory = directory_for(None, False, settings.root)
+    except CacheRefused:  # a cache that came with the files is not trusted: the trace goes on without one
+        directory = None
     cache = Cache(directory if directory.is_absolute() else cwd / directory) if directory else None
     workers = None if sum(Path(location).stat().st_size for location in locations.values()) > 200_000 else 1
     scanned = run_jobs(jobs, settings, workers, cache)
