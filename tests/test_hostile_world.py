@@ -814,6 +814,7 @@ def test_trace_goes_on_past_a_cache_that_came_with_the_files(tmp_path):
     from tests.conftest import ROOT, run_portcheck
 
     shutil.copy(ROOT / "fixtures" / "models" / "clean_mlp.py", tmp_path / "model.py")
+    (tmp_path / "pyproject.toml").write_text("[tool.portcheck]\n")  # the project root: where the cache would be
     (tmp_path / ".portcheck_cache" / "v1").mkdir(parents=True)
     done = run_portcheck("trace", "model.py:build", "--format", "json", cwd=tmp_path)
     assert done.returncode in (0, 1), done.stderr
