@@ -91,7 +91,7 @@ class Project:
     include: tuple[str, ...]
     tests: bool
     pip_args: tuple[str, ...] = ()
-    set: str = "tuning"  # "tuning": rules were changed looking at its findings; "test": never (JUDGING rubric)
+    set: str = "tuning"  # "tuning": rules were changed looking at its findings; "test": never (the judging rubric)
 
     @property
     def dist(self) -> str:
@@ -657,7 +657,7 @@ def run(args: argparse.Namespace) -> int:
         every = keyed(report.get("findings", []), projects)
         category_of.update((f["code"], f.get("category", "?")) for _, f in every)
         for part in SETS:
-            # Tuning and test projects apart (JUDGING rubric): the sample of each is drawn from its own findings.
+            # Tuning and test projects apart (the judging rubric): the sample of each is drawn from its own findings.
             pairs = [(k, f) for k, f in every if set_of[k[0]] == part]
             if not any(p.set == part for p in projects):
                 continue

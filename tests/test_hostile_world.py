@@ -255,9 +255,8 @@ def test_scopes_for_fingerprints_read_each_line_once(monkeypatch):
 
 @pytest.mark.parametrize("output", ["full", "rdjson"])
 def test_reports_read_a_file_once_not_once_per_finding(tmp_path, monkeypatch, output):
-    import io
-
     import importlib
+    import io
 
     commands = importlib.import_module("portcheck.commands.scan")  # the module (the package exports a function)
     from portcheck.findings import ScanResult, Target
