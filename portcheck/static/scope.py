@@ -20,7 +20,7 @@ import libcst as cst
 
 from portcheck.static.check import Context
 from portcheck.static.host_names import marked_host, python_number
-from portcheck.static.syntax import call_name, dotted_name, keyword, positional, string_value
+from portcheck.static.syntax import binds, call_name, dotted_name, keyword, positional, string_value
 from portcheck.static.values import contains
 from portcheck.static.walk import visit
 
@@ -233,7 +233,7 @@ def _collect_rebindings(function: cst.FunctionDef, name: str) -> tuple[cst.BaseE
                         values.append(node.value)
                     else:
                         other = True
-                elif _binds(target.target, name):
+                elif binds(target.target, name):
                     paired = _paired(target.target, node.value, name) if len(node.targets) == 1 else None
                     if paired is None:
                         other = True
@@ -242,23 +242,23 @@ def _collect_rebindings(function: cst.FunctionDef, name: str) -> tuple[cst.BaseE
 
         def visit_AugAssign(self, node: cst.AugAssign) -> None:
             nonlocal other
-            other = other or _binds(node.target, name)
+            other = other or binds(node.target, name)
 
         def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
             nonlocal other
-            other = other or _binds(node.target, name)
+            other = other or binds(node.target, name)
 
         def visit_For(self, node: cst.For) -> None:
             nonlocal other
-            other = other or _binds(node.target, name)
+            other = other or binds(node.target, name)
 
         def visit_AsName(self, node: cst.AsName) -> None:
             nonlocal other
-            other = other or _binds(node.name, name)
+            other = other or binds(node.name, name)
 
         def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
             nonlocal other
-            other = other or _binds(node.target, name)
+            other = other or binds(node.target, name)
 
     visit(function, Finder())
     return () if other else tuple(values)
@@ -275,16 +275,6 @@ def _paired(target: cst.BaseExpression, value: cst.BaseExpression, name: str) ->
         if isinstance(left.value, cst.Name) and left.value.value == name:
             return right.value
     return None
-
-
-def _binds(target: cst.CSTNode, name: str) -> bool:
-    if isinstance(target, cst.Name):
-        return target.value == name
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return any(_binds(e.value, name) for e in target.elements)
-    if isinstance(target, cst.StarredElement):
-        return _binds(target.value, name)
-    return False
 
 
 def copies_to_host(ctx: Context) -> bool:

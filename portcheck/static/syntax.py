@@ -140,3 +140,14 @@ def bound_name(alias: cst.ImportAlias) -> str:
     if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
         return alias.asname.name.value
     return dotted_name(alias.name) or ""
+
+
+def binds(target: cst.CSTNode, name: str) -> bool:
+    """`target` (a name, a tuple or list of them, a starred one) binds `name`."""
+    if isinstance(target, cst.Name):
+        return target.value == name
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return any(binds(e.value, name) for e in target.elements)
+    if isinstance(target, cst.StarredElement):
+        return binds(target.value, name)
+    return False

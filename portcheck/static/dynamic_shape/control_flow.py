@@ -11,7 +11,7 @@ from portcheck.rules import Pass, Rule, rule
 from portcheck.static.check import Context, check
 from portcheck.static.dynamic_shape.reach import report_compiled
 from portcheck.static.syntax import block_body, small_statements
-from portcheck.static.values import and_operands, reads_tensor_values
+from portcheck.static.values import REDUCTIONS, and_operands, reads_tensor_values
 
 if TYPE_CHECKING:
     from portcheck.rules import TracedFinding
@@ -76,9 +76,7 @@ class TensorControlFlow(Rule):
 
 
 # `forward`, or a reduction a helper of the device step may branch on (`if loss.isnan().any():`)
-TOKENS = ("forward", *(f"{name}(" for name in ("any", "all", "sum", "max", "min", "mean", "prod", "amax", "amin",
-                                                "argmax", "argmin", "count_nonzero", "item", "norm", "std", "var",
-                                                "median", "equal", "nansum")))
+TOKENS = ("forward", *(f"{name}(" for name in sorted(REDUCTIONS)))
 
 _KEYWORDS = {cst.If: "if", cst.While: "while", cst.Assert: "assert", cst.IfExp: "if"}
 _FLOAT16 = frozenset({"torch.float16", "torch.half"})

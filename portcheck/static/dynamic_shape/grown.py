@@ -8,6 +8,7 @@ import libcst as cst
 from portcheck.rules import Rule, rule
 from portcheck.static.check import Context, check
 from portcheck.static.scope import host_value
+from portcheck.static.syntax import binds
 from portcheck.static.walk import visit
 
 
@@ -86,7 +87,7 @@ def _grown_name(ctx: Context, statement: cst.CSTNode) -> tuple[str, cst.Call] | 
 def _rebound(loop: cst.For | cst.While, name: str, grown: cst.CSTNode) -> bool:
     """`name` is bound in the loop other than by the concatenation: the loop's own target (`for ids in batch:`),
     a slice that keeps it at a fixed size (`queue = queue[:k]`), a new value every step (`x = model(x)`)."""
-    if isinstance(loop, cst.For) and _names(loop.target, name):
+    if isinstance(loop, cst.For) and binds(loop.target, name):
         return True
     found = False
 
@@ -96,22 +97,14 @@ def _rebound(loop: cst.For | cst.While, name: str, grown: cst.CSTNode) -> bool:
 
         def visit_Assign(self, node: cst.Assign) -> None:
             nonlocal found
-            found = found or (node is not grown and any(_names(t.target, name) for t in node.targets))
+            found = found or (node is not grown and any(binds(t.target, name) for t in node.targets))
 
         def visit_AugAssign(self, node: cst.AugAssign) -> None:
             nonlocal found
-            found = found or _names(node.target, name)
+            found = found or binds(node.target, name)
 
     visit(loop.body, Finder())
     return found
-
-
-def _names(target: cst.BaseExpression, name: str) -> bool:
-    if isinstance(target, cst.Name):
-        return target.value == name
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return any(_names(e.value, name) for e in target.elements)
-    return False
 
 
 def _feeds(ctx: Context, loop: cst.For | cst.While, name: str) -> str | None:

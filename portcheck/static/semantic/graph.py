@@ -181,10 +181,6 @@ class Facts:
 
 
 def facts(project: Project) -> Facts:
-    edges: dict[str, list[tuple[str, str]]] = {}  # caller -> (callee, guard)
-    for full, node in project.nodes.items():
-        edges[full] = [(callee, guard) for target, guard in node.function.calls
-                       for callee in project.resolve(target, node)]
     probes = {f for f, n in project.nodes.items() if PROBE in n.function.roles}
     returning = [(full, node) for full, node in project.nodes.items() if node.function.returns]
     for _ in range(_DEPTH):  # a function returning a probe's value is one (chains deeper than this are not code)
@@ -200,15 +196,16 @@ def facts(project: Project) -> Facts:
             return CUDA_GUARD if callees and all(c in probes for c in callees) else ""
         return guard if guard in (CUDA_GUARD, VENDOR_GUARD) else ""
 
+    # Every call resolved, and its guard judged, once: the worklists and the walks below read these.
     sites: dict[str, list[tuple[str, str]]] = defaultdict(list)  # callee -> (caller, guard kind)
     outgoing: dict[str, list[tuple[str, str]]] = defaultdict(list)  # caller -> (callee, guard kind)
-    for caller, out in edges.items():
-        node = project.nodes[caller]
-        for callee, guard in out:
-            if callee != caller:
-                kind = guard_kind(guard, node)
-                sites[callee].append((caller, kind))
-                outgoing[caller].append((callee, kind))
+    for caller, node in project.nodes.items():
+        for target, guard in node.function.calls:
+            kind = guard_kind(guard, node)
+            for callee in project.resolve(target, node):
+                if callee != caller:
+                    sites[callee].append((caller, kind))
+                    outgoing[caller].append((callee, kind))
 
     def only(kind: str, roots: set[str]) -> set[str]:
         """The roots, and every function all of whose call sites are `kind`-guarded or in such a function: a
@@ -237,10 +234,8 @@ def facts(project: Project) -> Facts:
         seen = set(roots) - avoid
         queue = deque(seen)
         while queue:
-            caller = queue.popleft()
-            node = project.nodes[caller]
-            for callee, guard in edges.get(caller, ()):
-                if callee not in seen and callee not in avoid and not guard_kind(guard, node):
+            for callee, kind in outgoing.get(queue.popleft(), ()):
+                if callee not in seen and callee not in avoid and not kind:
                     seen.add(callee)
                     queue.append(callee)
         return seen
@@ -265,11 +260,11 @@ def _enclosing(nodes: list[_Node], line: int) -> list[_Node]:
     return [n for n in nodes[:end] if n.function.end_line >= line]
 
 
-def _where(project: Project, found: Facts, result: FileResult, finding: Finding) -> tuple[str, str] | None:
-    """(context, why) for a finding whose place the graph knows: "cuda" or "vendor" for a path that never runs on
-    Neuron, "host" for host-side code; None where the per-file analysis stands."""
-    nodes = project.files[result.path][2]
-    holders = _enclosing(nodes, finding.line)
+def _where(project: Project, found: Facts, result: FileResult, finding: Finding,
+           holders: list[_Node]) -> tuple[str, str] | None:
+    """(context, why) for a finding whose place the graph knows (`holders`: the functions holding it, outermost
+    first): "cuda" or "vendor" for a path that never runs on Neuron, "host" for host-side code; None where the
+    per-file analysis stands."""
     for node in holders:
         if node.full in found.cuda_only:
             why = ("it belongs to a class that exists for CUDA" if CUDA_CLASS in node.function.roles
@@ -317,12 +312,15 @@ def apply(results: list[FileResult]) -> tuple[list[FileResult], str | None]:
             out.append(settled(result))
             continue
         changed = []
+        nodes = project.files[result.path][2]
         for finding in result.findings:
+            holders = _enclosing(nodes, finding.line)
             if finding.requires:
-                if not _reached(project, found, result, finding):
+                if not _reached(found, finding, holders):
                     continue
                 finding = replace(finding, requires="")
-            if finding.severity > Severity.INFO and (place := _where(project, found, result, finding)) is not None:
+            if finding.severity > Severity.INFO and (
+                    place := _where(project, found, result, finding, holders)) is not None:
                 context, why = place
                 if context != "host" or context not in contexts_of(finding.code):
                     note = _NOTES[context].format(why=why)
@@ -333,10 +331,9 @@ def apply(results: list[FileResult]) -> tuple[list[FileResult], str | None]:
     return out, None
 
 
-def _reached(project: Project, found: Facts, result: FileResult, finding: Finding) -> bool:
+def _reached(found: Facts, finding: Finding, holders: list[_Node]) -> bool:
     """The finding's function is reached as it requires: "forward" from a module's forward, "device" from a
     forward or a training step."""
-    holders = _enclosing(project.files[result.path][2], finding.line)
     reached = found.forward if finding.requires == "forward" else found.device
     return bool(holders) and holders[-1].full in reached
 

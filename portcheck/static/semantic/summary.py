@@ -118,6 +118,7 @@ class _Reader:
         self.aliases = aliases
         self.functions: list[Function] = []
         self.classes: list[tuple[str, tuple[str, ...]]] = []
+        self._data_classes: set[str] = set()  # classes that subclass a Dataset or a Sampler
         self.regions: list[tuple[int, int, str]] = []
         self.vendor_file = any(v.split(".")[0] in _VENDOR_MODULES for v in aliases.values())
         self._calls: list[tuple[str, str]] | None = None
@@ -212,6 +213,8 @@ class _Reader:
             name = f"{scope}.{stmt.name}" if scope else stmt.name
             bases = tuple(b for b in (self.resolve(base) for base in stmt.bases) if b is not None)
             self.classes.append((name, bases))
+            if any(b in _DATA_BASES for b in bases):
+                self._data_classes.add(name)
             for decorator in stmt.decorator_list:
                 self.expression(decorator, guards)
             self.block(stmt.body, guards, name)
@@ -293,7 +296,7 @@ class _Reader:
             roles.append(FORWARD)
         if self._step or node.name in _STEP_METHODS:
             roles.append(STEP)
-        if node.name in ("__getitem__", "__iter__") or self._data_class(scope):
+        if node.name in ("__getitem__", "__iter__") or scope in self._data_classes:
             roles.append(HOST)
         if self._probe:
             roles.append(PROBE)
@@ -308,12 +311,6 @@ class _Reader:
         self._host_refs.extend(host_refs)
         if self._calls is not None:
             self._calls.append((f":{name}", guards[-1] if guards else ""))  # a nested function runs with its parent
-
-    def _data_class(self, scope: str) -> bool:
-        for name, bases in self.classes:
-            if name == scope:
-                return any(b in _DATA_BASES for b in bases)
-        return False
 
 
 def _exits(body: list[ast.stmt]) -> bool:
