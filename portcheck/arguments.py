@@ -66,16 +66,14 @@ def parser() -> argparse.ArgumentParser:
                            "exclude (default) or include")
     scan.add_argument("--force-exclude", action=argparse.BooleanOptionalAction, default=None,
                       help="apply excludes to paths given explicitly too (as pre-commit passes them)")
-    scan.add_argument("--respect-gitignore", action=argparse.BooleanOptionalAction, default=None,
-                      help="skip files git ignores (default on)")
+    scan.add_argument("--respect-gitignore", action=argparse.BooleanOptionalAction, help="skip files git ignores")
     scan.add_argument("--stdin-filename", metavar="PATH", help="the name to report for '-' (stdin)")
     scan.add_argument("--fail-level", choices=("error", "warning", "info"),
                       help="lowest severity that makes the exit code 1 (default info)")
     scan.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
     scan.add_argument("--jobs", "-j", type=int, metavar="N", help="processes to analyse files with (default: cores)")
     scan.add_argument("--no-cache", action="store_true", help="neither read nor write the results cache")
-    scan.add_argument("--max-file-size", type=float, metavar="MB",
-                      help="report larger files instead of analysing them (default 32)")
+    scan.add_argument("--max-file-size", type=float, metavar="MB", help="report larger files unanalysed (default 32)")
     scan.add_argument("--cache-dir", metavar="DIR",
                       help="keep the results cache in DIR (default: $PORTCHECK_CACHE_DIR, else .portcheck_cache)")
     scan.add_argument("--baseline", metavar="FILE", help="report only findings this baseline file does not hold")
@@ -88,6 +86,7 @@ def parser() -> argparse.ArgumentParser:
                       help="print the unified diff --fix would apply, write nothing (exit 1 if not empty)")
     scan.add_argument("--fix-only", action="store_true", help="apply fixes and report only what was fixed")
     scan.add_argument("--show-fixes", action="store_true", help="list each fix applied")
+    scan.add_argument("--show-files", action="store_true", help="list the files a scan reads, and those it leaves out")
 
     trace = commands.add_parser(
         "trace", help="build the model, capture its ATen graph and check it against Neuron (needs torch)")
@@ -184,6 +183,8 @@ def parser() -> argparse.ArgumentParser:
     report.add_argument("--format", choices=("html", "markdown"), default="html",
                         help="html (default: one self-contained file) or markdown (a PR comment, a step summary)")
     report.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
+    report.add_argument("--history", metavar="FILE", help="append this run's counts to FILE (JSON lines) and draw "
+                        "the trend of every run it holds")
     report.add_argument("--baseline", metavar="FILE",
                         help="also show what is new since this baseline (scan --write-baseline) and what was fixed")
     report.add_argument("--model", action="append", dest="models", type=lambda spec: ("model", spec), default=[],

@@ -1,5 +1,4 @@
-"""The command line: arguments -> options (portcheck/arguments.py), one call into the application layer
-(portcheck/commands/), the result rendered, and the exit code from one function."""
+"""The command line: arguments -> options (arguments.py), one call into commands/, the result, the exit code."""
 
 from __future__ import annotations
 
@@ -36,7 +35,6 @@ def _say_error(message: str) -> None:
     sys.stderr.write(f"portcheck: error: {printable(message)}\n")
 
 
-
 def exit_code(result: ScanResult, fail_level: Severity, *, exit_zero: bool = False, fixes: str = "") -> int:
     """The one exit-code rule (ruff's): 0 with --exit-zero; else 1 when a file could not be analysed, or when
     findings at or above the fail level remain. `fixes`: "diff" (1 when there is a diff), "fix-only" (the
@@ -53,7 +51,7 @@ def exit_code(result: ScanResult, fail_level: Severity, *, exit_zero: bool = Fal
 
 
 def _scan(args: argparse.Namespace) -> int:
-    from portcheck.commands import ScanOptions, fix_stdin, scan
+    from portcheck.commands import ScanOptions, fix_stdin, scan, show_files
 
     cwd = Path.cwd()
     paths = args.paths or ["."]
@@ -62,6 +60,11 @@ def _scan(args: argparse.Namespace) -> int:
         raise ConfigError("'-' (stdin) cannot be combined with other paths")
     start = cwd / (args.stdin_filename or ".") if reads_stdin else common_parent(paths, cwd)
     settings = arguments.settings(args, start if start.is_dir() else start.parent, cwd)
+    if args.show_files and not reads_stdin:  # the files only, nothing read
+        listing, warnings = show_files(paths, settings, cwd)
+        _warn(warnings)
+        _write(listing, args.output)
+        return EXIT_OK
     fixing = None
     if args.fix or args.fix_only or args.diff:
         from portcheck.static.scan import Fixing
@@ -129,7 +132,6 @@ def _write(text: str, output: str | None) -> None:
 def _render(result: ScanResult, output_format: str, stream: TextIO, *, color: bool, lines_for: LinesFor,
             statistics: bool = False) -> None:
     from portcheck.report import render
-
     render(result, output_format, stream, color=color, statistics=statistics, lines_for=lines_for)
 
 
@@ -227,9 +229,9 @@ def _report(args: argparse.Namespace) -> int:
     models = arguments.model_requests(args)
     model_targets = tuple(arguments.settings(args, cwd, cwd, "trace", target=chip, exclude=None, extend_exclude=[],
                                              respect_gitignore=None) for chip in chips) if models else ()
-    baseline = Path(args.baseline) if args.baseline else None
-    outcome = report(ReportOptions(scans, cwd, tuple(paths), args.format, baseline, args.jobs, not args.no_cache,
-                                   models, model_targets, args.timeout),
+    given = [Path(name) if name else None for name in (args.baseline, args.history)]
+    outcome = report(ReportOptions(scans, cwd, tuple(paths), args.format, given[0], args.jobs, not args.no_cache,
+                                   models, model_targets, args.timeout, given[1]),
                      lambda what: file_progress(args.format, what), lambda: step_progress(args.format))
     _warn(outcome.warnings)
     _write(outcome.text, args.output)
@@ -255,8 +257,7 @@ def _rules(args: argparse.Namespace) -> int:
 
 
 def _standard_streams() -> None:
-    """A closed stdout or stderr (`>&-`) writes nowhere instead of failing; text that cannot be encoded (the
-    undecodable bytes of a file name) is written as escapes, never an error."""
+    """A closed stdout or stderr (`>&-`) writes nowhere; text that cannot be encoded is written as escapes."""
     for name in ("stdout", "stderr"):
         stream = getattr(sys, name)
         if stream is None:
@@ -269,8 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     _standard_streams()
     parser = arguments.parser()
     given = sys.argv[1:] if argv is None else argv
-    # A file named like an option (`--output=victim.py`, committed and handed over by pre-commit after other files)
-    # is never taken as one: a name before `--` that starts with '-' and exists here is refused.
+    # A file named like an option (`--output=victim.py`, handed over by pre-commit) is refused, never taken as one.
     for text in given[:given.index("--")] if "--" in given else given:
         if text.startswith("-") and text != "-" and os.path.lexists(text):
             _say_error(f"{text!r} is a file here, not an option: put '--' before file names that start with '-'")

@@ -120,6 +120,9 @@ class Finding:
     # finding only where a module's forward reaches the code, "device" = where a forward or a training step does.
     # Settled before any report; never in the output.
     requires: str = ""
+    # Where the code runs, as the call graph settles it (RUNS); "" where no graph was built. Never in the output
+    # formats; the report page splits the device step from the code around it by it.
+    runs: str = ""
 
     @classmethod
     def of(cls, rule: Rated, message: str, path: str, line: int, column: int, end_line: int, end_column: int, *,
@@ -278,6 +281,24 @@ class Target:
     sdk: str = ""  # the Neuron SDK release whose facts applied
 
 
+@dataclass(frozen=True)
+class LeftOut:
+    """A file or folder a scan did not read, and why: `scan --show-files`, the summary line, the report's "not
+    scanned". A folder's path ends in "/" (what it holds was not walked, so not counted)."""
+
+    path: str  # as reports name it: relative to the working directory
+    reason: str  # one of LEFT_OUT_REASONS
+    detail: str = ""  # the exclude pattern that matched, the size over the limit
+
+
+# Where a finding's code runs: reached from a module's forward ("model") or a training step ("step"); only from
+# the data pipeline ("host"); on a path only CUDA or another vendor takes ("not-neuron"); at a module's top level
+# ("module"); in a function none of those reach ("other": set-up, scripts, utilities).
+RUNS = ("model", "step", "host", "not-neuron", "module", "other")
+DEVICE_STEP = frozenset({"model", "step"})
+LEFT_OUT_REASONS = ("excluded", "build output", "tests", "ignored by git", "over the size limit")
+
+
 @dataclass
 class ScanResult:
     target: Target
@@ -291,6 +312,7 @@ class ScanResult:
     suppressed: list[Finding] = field(default_factory=list)
     baselined: int = 0  # findings left out because the baseline file holds them
     warnings: list[str] = field(default_factory=list)  # one line each, for stderr (.gitignore not applied, ...)
+    left_out: list[LeftOut] = field(default_factory=list)  # what the walk passed over, and why
 
 
 _SPACE = re.compile(r"\s+")

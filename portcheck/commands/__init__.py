@@ -14,6 +14,7 @@ from portcheck.commands.scan import (
     StdinFix,
     fix_stdin,
     scan,
+    show_files,
     source_lines,
 )
 from portcheck.commands.trace import run_model, trace
@@ -22,6 +23,6 @@ from portcheck.report.models import ModelRun, ModelTarget
 __all__ = [
     "AdviseOptions", "AdviseOutcome", "LinesFor", "ModelRun", "ModelTarget", "Progress", "ReportOptions",
     "ReportOutcome", "ReviewOutcome", "ScanOptions", "ScanOutcome", "StdinFix", "advise", "advise_refusal",
-    "find_rule", "fix_stdin", "report", "report_model", "report_page", "review", "run_model", "scan", "source_lines",
-    "trace",
+    "find_rule", "fix_stdin", "report", "report_model", "report_page", "review", "run_model", "scan", "show_files",
+    "source_lines", "trace",
 ]

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from portcheck.config import ConfigError, Settings, project_root
-from portcheck.findings import FileError, FileTooLarge, ScanResult, python_lines
+from portcheck.findings import FileError, FileTooLarge, LeftOut, ScanResult, python_lines
 
 if TYPE_CHECKING:
     from portcheck.static.scan import Fixing
@@ -101,6 +101,24 @@ def scan(options: ScanOptions) -> ScanOutcome:
 
         apply_baseline(result, read_baseline(options.baseline))
     return ScanOutcome(result, lines_for, warnings)
+
+
+def show_files(paths: list[str], settings: Settings, cwd: Path) -> tuple[str, list[str]]:
+    """`scan --show-files`: every file a scan would read, one a line, and every file or folder it leaves out with
+    why (`path  (left out: reason, detail)`), in path order; nothing is read or analysed. And the warnings."""
+    from portcheck.escape import printable
+    from portcheck.static.discover import discover
+    from portcheck.static.scan import oversized
+
+    warnings: list[str] = []
+    left_out: list[LeftOut] = []
+    candidates = discover(paths, settings, cwd, warnings, left_out)
+    left_out += oversized(candidates, settings)
+    too_large = {item.path for item in left_out}
+    rows = [(c.display, "") for c in candidates if c.display not in too_large]
+    rows += [(item.path, f"  (left out: {item.reason}{', ' + item.detail if item.detail else ''})")
+             for item in left_out]
+    return "".join(printable(path) + note + "\n" for path, note in sorted(rows)), warnings
 
 
 @dataclass

@@ -18,6 +18,7 @@ _SEVERITY_COLOR = {Severity.ERROR: _RED, Severity.WARNING: _YELLOW, Severity.INF
 def summary_line(result: ScanResult) -> str:
     baselined = f" {result.baselined} baselined finding{'s' if result.baselined != 1 else ''} not shown." \
         if result.baselined else ""
+    baselined += left_out_line(result)
     if not result.findings and not result.errors:
         return f"All checks passed ({result.files} file{'s' if result.files != 1 else ''} scanned).{baselined}"
     counts = Counter(f.severity for f in result.findings)
@@ -34,6 +35,16 @@ def summary_line(result: ScanResult) -> str:
     target = result.target
     sdk = f", Neuron SDK {target.sdk}" if target.sdk else ""
     return f"{text}. Target: {target.chip} ({target.stack} stack{sdk}).{baselined}"
+
+
+def left_out_line(result: ScanResult) -> str:
+    """" N files left out (3 tests, 1 excluded): --show-files lists them." (a folder counts as one), or ""."""
+    if not result.left_out:
+        return ""
+    reasons = Counter(item.reason for item in result.left_out)
+    count = len(result.left_out)
+    said = ", ".join(f"{n} {reason}" for reason, n in sorted(reasons.items(), key=lambda r: (-r[1], r[0])))
+    return f" {count} file{'s' if count != 1 else ''} left out ({said}): --show-files lists them."
 
 
 def terminal_path(path: str) -> str:

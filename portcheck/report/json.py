@@ -49,6 +49,9 @@ def report_dict(result: ScanResult) -> dict[str, Any]:
     }
     if result.baselined:  # --baseline: how many known findings were left out
         report["summary"]["baselined"] = result.baselined
+    if result.left_out:  # what the walk passed over (excluded, tests, build output, ...), and why
+        report["left_out"] = [{"path": item.path, "reason": item.reason, "detail": item.detail}
+                              for item in result.left_out]
     if result.trace is not None:
         # `portcheck trace`: what was captured and how, every op with its Neuron status, the shape probe.
         report.update(result.trace.to_json())

@@ -8,11 +8,13 @@ import os
 import re
 import stat
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from portcheck.config import TEST_PATTERNS, ConfigError, Settings, path_matches
 from portcheck.escape import printable
+from portcheck.findings import LeftOut
 from portcheck.gitrun import GitMissing, run_git
 from portcheck.static.manifests import kind
 
@@ -38,8 +40,13 @@ def relative_to_root(path: Path, settings: Settings) -> str:
 
 
 def is_excluded(path: Path, settings: Settings) -> bool:
+    return exclusion(path, settings) is not None
+
+
+def exclusion(path: Path, settings: Settings) -> str | None:
+    """The first exclude pattern that matches the path, or None."""
     relative = relative_to_root(path, settings)
-    return any(path_matches(relative, pattern) for pattern in settings.exclude)
+    return next((pattern for pattern in settings.exclude if path_matches(relative, pattern)), None)
 
 
 def is_test_file(relative: str, location: Path | None = None) -> bool:
@@ -77,11 +84,21 @@ def _build_output(path: Path, settings: Settings) -> bool:
 
 
 _BUILD_FOLDERS = frozenset({"build", "dist"})
+# Excluded folders that never hold source (version control, caches): not worth a line among what was left out.
+_NEVER_SOURCE = frozenset({".git", ".hg", ".svn", ".bzr", "__pycache__", ".mypy_cache", ".ruff_cache", ".pytype",
+                           ".portcheck_cache", ".pants.d"})
 
 
-def discover(paths: list[str], settings: Settings, cwd: Path, warnings: list[str] | None = None) -> list[Candidate]:
-    """The files to read; `warnings` hears what could not be honoured (a .gitignore git could not apply)."""
+def discover(paths: list[str], settings: Settings, cwd: Path, warnings: list[str] | None = None,
+             left_out: list[LeftOut] | None = None) -> list[Candidate]:
+    """The files to read; `warnings` hears what could not be honoured (a .gitignore git could not apply), `left_out`
+    the files and folders passed over, with why."""
     warnings = [] if warnings is None else warnings
+    passed: list[LeftOut] = [] if left_out is None else left_out
+
+    def leave(path: Path, reason: str, detail: str = "") -> None:
+        if path.name not in _NEVER_SOURCE:
+            passed.append(LeftOut(display_path(path, cwd) + ("/" if path.is_dir() else ""), reason, detail))
     explicit: list[Path] = []
     walked: list[Path] = []
     unlisted: dict[Path, str] = {}
@@ -92,19 +109,28 @@ def discover(paths: list[str], settings: Settings, cwd: Path, warnings: list[str
         if not os.path.lexists(path):
             raise ConfigError(f"{raw}: no such file or directory")
         if path.is_dir():
-            if settings.force_exclude and is_excluded(path, settings):
+            if settings.force_exclude and (pattern := exclusion(path, settings)) is not None:
+                leave(path, "excluded", pattern)
                 continue
-            walked.extend(_walk(path, settings, unlisted))
+            walked.extend(_walk(path, settings, unlisted, leave))
         else:
             # With --force-exclude (how pre-commit passes files), a test file is left out like a walked one.
-            if settings.force_exclude and (is_excluded(path, settings) or (
-                    settings.tests == "exclude" and is_test_file(relative_to_root(path, settings), path))):
-                continue
-            explicit.append(path)
+            if settings.force_exclude and (pattern := exclusion(path, settings)) is not None:
+                leave(path, "excluded", pattern)
+            elif settings.force_exclude and settings.tests == "exclude" and is_test_file(
+                    relative_to_root(path, settings), path):
+                leave(path, "tests", 'tests = "exclude"')
+            else:
+                explicit.append(path)
     if settings.respect_gitignore:
+        before = walked + explicit
         walked = _drop_gitignored(walked, warnings)
         if settings.force_exclude:
             explicit = _drop_gitignored(explicit, warnings)
+        kept = set(walked + explicit)
+        for path in before:
+            if path not in kept:
+                leave(path, "ignored by git")
     seen: set[Path] = set()
     found = []
     # A file and a symlink to it are one file, read under the file's own name (a fix never writes through a link).
@@ -120,9 +146,10 @@ def discover(paths: list[str], settings: Settings, cwd: Path, warnings: list[str
     return found
 
 
-def _walk(top: Path, settings: Settings, unlisted: dict[Path, str]) -> list[Path]:
+def _walk(top: Path, settings: Settings, unlisted: dict[Path, str],
+          leave: Callable[[Path, str, str], None]) -> list[Path]:
     """The files under `top` to read; a directory that cannot be listed goes into `unlisted` (path: why), so
-    that the scan reports it instead of passing over what it holds."""
+    that the scan reports it instead of passing over what it holds; what is passed over is told to `leave`."""
     out = []
 
     def unlistable(exc: OSError) -> None:
@@ -132,8 +159,14 @@ def _walk(top: Path, settings: Settings, unlisted: dict[Path, str]) -> list[Path
     skip_tests = settings.tests == "exclude" and not is_test_file(top.resolve().as_posix())
 
     def skipped(path: Path) -> bool:
-        return (is_excluded(path, settings) and _build_output(path, settings)) or (
-            skip_tests and is_test_file(path.relative_to(top).as_posix(), path))
+        pattern = exclusion(path, settings)
+        if pattern is not None and _build_output(path, settings):
+            leave(path, "build output" if pattern in _BUILD_FOLDERS else "excluded", pattern)
+            return True
+        if skip_tests and is_test_file(path.relative_to(top).as_posix(), path):
+            leave(path, "tests", 'tests = "exclude"')
+            return True
+        return False
 
     # followlinks=False: a symlinked directory loop cannot trap the walk.
     for directory, dirnames, filenames in os.walk(top, onerror=unlistable):

@@ -14,8 +14,8 @@ from typing import TypeVar
 
 from portcheck.cache import Cache, content_hash
 from portcheck.config import Settings
-from portcheck.findings import FileError, FileJob, FileResult, FileTooLarge, ScanResult, Target
-from portcheck.static.discover import discover, is_excluded
+from portcheck.findings import FileError, FileJob, FileResult, FileTooLarge, LeftOut, ScanResult, Target
+from portcheck.static.discover import Candidate, discover, is_excluded
 
 
 @dataclass(frozen=True)
@@ -33,12 +33,29 @@ Progress = Callable[[int, int, str], None]  # (files done, files in all, the fil
 def scan_paths(paths: list[str], settings: Settings, cwd: Path, fixing: Fixing | None = None,
                jobs: int | None = None, cache: Cache | None = None, progress: Progress | None = None) -> ScanResult:
     warnings: list[str] = []
-    candidates = discover(paths, settings, cwd, warnings)
+    left_out: list[LeftOut] = []
+    candidates = discover(paths, settings, cwd, warnings, left_out)
+    left_out += oversized(candidates, settings)
     file_jobs = [settings.job(c.display, c.location, unreadable=c.unreadable) for c in candidates]
     result = _fix(file_jobs, settings, fixing, jobs) if fixing is not None else run_jobs(file_jobs, settings, jobs,
                                                                                           cache, progress)
     result.warnings.extend(warnings)
+    result.left_out = sorted(left_out, key=lambda item: item.path)
     return result
+
+
+def oversized(candidates: list[Candidate], settings: Settings) -> list[LeftOut]:
+    """The files over the size limit: each is still a job (an error entry says so, as before), and left out."""
+    out = []
+    for candidate in candidates:
+        try:
+            size = os.stat(candidate.location).st_size
+        except OSError:
+            continue
+        if size > settings.max_file_bytes:
+            out.append(LeftOut(candidate.display, "over the size limit",
+                               f"{size / 2**20:.1f} MB, over {settings.max_file_bytes / 2**20:g} MB"))
+    return out
 
 
 def scan_stdin(data: bytes, filename: str | None, settings: Settings, cwd: Path) -> ScanResult:

@@ -319,8 +319,9 @@ def apply(results: list[FileResult]) -> tuple[list[FileResult], str | None]:
                 if not _reached(found, finding, holders):
                     continue
                 finding = replace(finding, requires="")
-            if finding.severity > Severity.INFO and (
-                    place := _where(project, found, result, finding, holders)) is not None:
+            place = _where(project, found, result, finding, holders)
+            finding = replace(finding, runs=_runs(found, holders, place))
+            if finding.severity > Severity.INFO and place is not None:
                 context, why = place
                 if context != "host" or context not in contexts_of(finding.code):
                     note = _NOTES[context].format(why=why)
@@ -329,6 +330,20 @@ def apply(results: list[FileResult]) -> tuple[list[FileResult], str | None]:
             changed.append(finding)
         out.append(replace(result, findings=tuple(changed)))
     return out, None
+
+
+def _runs(found: Facts, holders: list[_Node], place: tuple[str, str] | None) -> str:
+    """Where the finding's code runs (findings.RUNS)."""
+    if place is not None and place[0] in ("cuda", "vendor"):
+        return "not-neuron"
+    names = [h.full for h in holders]
+    if any(name in found.forward for name in names):
+        return "model"
+    if any(name in found.device for name in names):
+        return "step"
+    if place is not None or any(name in found.host for name in names):
+        return "host"
+    return "other" if holders else "module"
 
 
 def _reached(found: Facts, finding: Finding, holders: list[_Node]) -> bool:
