@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from portcheck.commands.advise import AdviseOptions, advise, advise_refusal
 from portcheck.commands.scan import LinesFor, Progress, ScanOptions, scan
@@ -14,14 +14,17 @@ from portcheck.commands.trace import run_model, trace
 from portcheck.config import Settings
 from portcheck.findings import Finding, ScanResult
 from portcheck.report.models import ModelRun, ModelTarget
+from portcheck.report.page import Project
 
 if TYPE_CHECKING:
     from portcheck.dynamic.request import TraceRequest
 
 
 def report_page(results: list[ScanResult], paths: list[str], lines_for: LinesFor, baseline: Path | None,
-                output_format: str, models: list[ModelRun] | None = None) -> str:
-    """`portcheck report`: the page for the scans of one tree, one result per target, and the models traced."""
+                output_format: str, models: list[ModelRun] | None = None, project: Project | None = None,
+                history: list[dict[str, Any]] | None = None) -> str:
+    """`portcheck report`: the page for the scans of one tree, one result per target, and the models traced;
+    `history`: every run recorded, this one last."""
     import functools
     import io
 
@@ -31,14 +34,17 @@ def report_page(results: list[ScanResult], paths: list[str], lines_for: LinesFor
     lines_for = functools.lru_cache(maxsize=None)(lines_for)  # each file read once for frames, tiles and fixes
 
     def fix_diff(finding: Finding) -> str:
-        return fix_preview(finding.path, lines_for(finding.path), finding.fix.edits) if finding.fix else ""
+        if not finding.fix:
+            return ""
+        shown = project.relative(finding.path) if project else finding.path
+        return fix_preview(shown, lines_for(finding.path), finding.fix.edits)
 
     change = None
     if baseline is not None and results:
         from portcheck.baseline import compare_with_baseline
 
         change = compare_with_baseline(results[0].findings, baseline)
-    page = build_page(results, paths, lines_for, fix_diff, change, model_views(models or []))
+    page = build_page(results, paths, lines_for, fix_diff, change, model_views(models or []), project, history)
     buffer = io.StringIO()
     (write_html if output_format == "html" else write_markdown_report)(page, buffer)
     return buffer.getvalue()
@@ -58,6 +64,7 @@ class ReportOptions:
     models: tuple[tuple[TraceRequest, str], ...] = ()  # each model's request and the spec that named it
     model_targets: tuple[Settings, ...] = ()  # trace's settings, one a target
     timeout: float = 300.0
+    history: Path | None = None  # append this run's counts, draw the trend of every run recorded
 
 
 @dataclass
@@ -70,8 +77,14 @@ def report(options: ReportOptions, scanning: Callable[[str], AbstractContextMana
            stepping: Callable[[], AbstractContextManager[Callable[[str], None] | None]]) -> ReportOutcome:
     """The page: a scan per target, then each model traced once and planned per target. `scanning(what)` and
     `stepping()` show the progress (cli.py's bars)."""
-    from portcheck.escape import printable
+    import datetime
 
+    from portcheck.commands.history import append_history, commit_of, project_of, read_history
+    from portcheck.escape import printable
+    from portcheck.report.trend import run_record
+
+    history_text, runs = read_history(options.history) if options.history else ("", [])  # refused before the work
+    project, root = project_of(list(options.paths), options.cwd)
     results, warnings = [], []
     lines_for: LinesFor = lambda _: []  # noqa: E731  # replaced by the first scan's
     for settings in options.scans:
@@ -89,7 +102,15 @@ def report(options: ReportOptions, scanning: Callable[[str], AbstractContextMana
                 if run.error:
                     warnings.append(f"{printable(spec)}: {printable(run.error)}")
                 models.append(run)
-    text = report_page(results, list(options.paths), lines_for, options.baseline, options.output_format, models)
+    recorded = None
+    if options.history:
+        now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        recorded = run_record(results, now, commit_of(root))
+        runs.append(recorded)
+    text = report_page(results, list(options.paths), lines_for, options.baseline, options.output_format, models,
+                       project, runs if options.history else None)
+    if options.history and recorded is not None:
+        append_history(options.history, history_text, recorded)
     return ReportOutcome(text, warnings)
 
 

@@ -10,22 +10,25 @@ from __future__ import annotations
 
 import datetime
 import difflib
+import functools
 import hashlib
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TextIO
+from typing import Any, TextIO
 
 import jinja2
 import markupsafe
 
 from portcheck import __version__
 from portcheck.escape import markdown_code, markdown_text, printable
-from portcheck.findings import CATEGORIES, Applicability, Edit, Finding, ScanResult, Severity
+from portcheck.findings import CATEGORIES, LEFT_OUT_REASONS, Edit, Finding, ScanResult, Severity
 from portcheck.knowledge import RuleInfo, load
+from portcheck.report.decision import PLACES, Decision, decide
 from portcheck.report.links import Link, source_links
 from portcheck.report.models import ModelView
+from portcheck.report.trend import Trend, trend
 
 # Okabe and Ito's palette, which readers with any common colour-vision deficiency tell apart; every colour also
 # has a text label on the page.
@@ -33,41 +36,65 @@ SEVERITY_COLOURS = {Severity.ERROR: "#D55E00", Severity.WARNING: "#E69F00", Seve
 
 
 @dataclass(frozen=True)
-class Verdict:
-    target: str  # "trn2 (native stack, Neuron SDK 2.34)"
+class Shown:
+    """How one target reports a finding: its severity, wording and fix may differ from another target's."""
+
     chip: str
-    errors: int
-    warnings: int
-    infos: int
-    safe_fixes: int
-    unsafe_fixes: int
-    files_affected: int
-    files: int
-    could_not_analyse: int
-    models: int = 0  # models traced for the page
-    models_blocked: int = 0  # of them, those with errors on this target, or no plan for it
+    severity: Severity
+    message: str
+    fix_title: str = ""
+    fix_safety: str = ""
+    fix_diff: str = ""
 
 
 @dataclass
 class Entry:
-    """One finding as the page shows it: the same code, place and message for several targets is one entry."""
+    """One finding as the page shows it: the same rule, file and line on several targets is one entry, whatever
+    each target's wording, with each target's severity and message."""
 
     anchor: str
     code: str
     name: str
     category: str
-    severity: Severity
-    message: str
-    path: str
+    path: str  # relative to the project
     line: int
     column: int
-    targets: list[str] = field(default_factory=list)
+    runs: str
+    shown: list[Shown] = field(default_factory=list)
     frame: list[tuple[int, str, bool]] = field(default_factory=list)  # (number, text, flagged)
     reason: str = ""
     sources: list[Link] = field(default_factory=list)
-    fix_title: str = ""
-    fix_safety: str = ""
-    fix_diff: str = ""
+    fingerprints: set[str] = field(default_factory=set)
+
+    @property
+    def severity(self) -> Severity:
+        """The worst of the targets': what the file's tile and the sort go by."""
+        return max(s.severity for s in self.shown)
+
+    @property
+    def targets(self) -> list[str]:
+        return [s.chip for s in self.shown]
+
+    @property
+    def alike(self) -> bool:
+        """Every target says the same, at the same severity: one line says it for all."""
+        return len({(s.severity, s.message) for s in self.shown}) == 1
+
+    @property
+    def fix(self) -> Shown | None:
+        return next((s for s in self.shown if s.fix_title), None)
+
+    @property
+    def fixes(self) -> list[tuple[list[str], Shown]]:
+        """Each distinct fix with the targets it is offered on (a fix names the target's device or backend)."""
+        out: dict[tuple[str, str, str], tuple[list[str], Shown]] = {}
+        for s in self.shown:
+            if s.fix_title:
+                out.setdefault((s.fix_title, s.fix_safety, s.fix_diff), ([], s))[0].append(s.chip)
+        return list(out.values())
+
+    def on(self, chip: str) -> Shown | None:
+        return next((s for s in self.shown if s.chip == chip), None)
 
 
 @dataclass
@@ -75,10 +102,22 @@ class FileRow:
     path: str
     anchor: str
     lines: int
-    errors: int
-    warnings: int
-    infos: int
+    counts: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # per chip: (errors, warnings, infos)
     entries: list[Entry] = field(default_factory=list)
+
+    @property
+    def worst(self) -> tuple[int, int, int]:
+        """(errors, warnings, infos) over the targets, each finding counted once at its worst severity."""
+        c = Counter(e.severity for e in self.entries)
+        return c[Severity.ERROR], c[Severity.WARNING], c[Severity.INFO]
+
+    @property
+    def folder(self) -> str:
+        return self.path.rpartition("/")[0]
+
+    @property
+    def name(self) -> str:
+        return self.path.rpartition("/")[2]
 
 
 @dataclass(frozen=True)
@@ -89,13 +128,20 @@ class Change:
     fixed: list[tuple[str, str, int]]  # (code, path, line) as the baseline recorded them
 
 
+@dataclass(frozen=True)
+class NotScanned:
+    reason: str
+    items: list[tuple[str, str]]  # (path, detail)
+
+
 @dataclass
 class Page:
     title: str
+    project: str
     generated: str
     version: str
     paths: list[str]
-    verdicts: list[Verdict]
+    decisions: list[Decision]
     chips: list[str]
     matrix: list[tuple[str, list[tuple[int, int, int]]]]  # category -> per chip (errors, warnings, infos)
     files: list[FileRow]
@@ -103,33 +149,61 @@ class Page:
     change: Change | None = None
     colours: dict[str, str] = field(default_factory=dict)
     models: list[ModelView] = field(default_factory=list)
+    not_scanned: list[NotScanned] = field(default_factory=list)
+    failed: list[tuple[str, str]] = field(default_factory=list)  # (path, why) files that could not be analysed
+    trend: Trend | None = None
+    new_since: dict[str, list[Entry]] = field(default_factory=dict)  # with a trend: per chip, the new findings
+
+    @property
+    def categories(self) -> list[str]:
+        return [category for category, _ in self.matrix]
+
+
+@dataclass(frozen=True)
+class Project:
+    """What the page is about: its name (the pyproject's, else the folder's) and how a scan's path becomes one
+    relative to the project's folder."""
+
+    name: str
+    prefix: str = ""  # the project folder as the scan's paths start with it ("" when they are relative to it)
+
+    def relative(self, path: str) -> str:
+        return path[len(self.prefix):] if self.prefix and path.startswith(self.prefix) else path
 
 
 def build_page(results: Sequence[ScanResult], paths: Sequence[str], lines_for: Callable[[str], list[str]],
                fix_diff: Callable[[Finding], str], change: tuple[list[Finding], list[tuple[str, str, int]]] | None
-               = None, models: Sequence[ModelView] = ()) -> Page:
+               = None, models: Sequence[ModelView] = (), project: Project | None = None,
+               history: list[dict[str, Any]] | None = None) -> Page:
     """The page for the scans of one tree, one result per target, in the order given, and the models traced."""
     rules = load().rules
-    verdicts = [_verdict(result, models) for result in results]
+    project = project or Project("")
     chips = [result.target.chip for result in results]
-    entries: dict[tuple[str, int, int, str, str], Entry] = {}
+    entries: dict[tuple[str, int, str, int], Entry] = {}
+    by_finding: dict[tuple[str, str, int, int, str, str], Entry] = {}
     for result in results:
+        seen: Counter[tuple[str, int, str]] = Counter()
         for f in result.findings:
-            key = (f.path, f.line, f.column, f.code, f.message)
+            place = (f.path, f.line, f.code)
+            key = (*place, seen[place])  # the n-th finding of a rule on a line is shared with the others' n-th
+            seen[place] += 1
             entry = entries.get(key)
             if entry is None:
-                entry = entries[key] = _entry(f, lines_for, fix_diff, rules)
-            entry.targets.append(result.target.chip)
+                entry = entries[key] = _entry(f, lines_for, rules, project)
+            entry.shown.append(_shown(result.target.chip, f, fix_diff))
+            entry.fingerprints.add(f.fingerprint)
+            by_finding[(result.target.chip, f.path, f.line, f.column, f.code, f.message)] = entry
     by_file: dict[str, FileRow] = {}
     for entry in sorted(entries.values(), key=lambda e: (e.path, e.line, e.column, e.code)):
         row = by_file.get(entry.path)
         if row is None:
-            row = by_file[entry.path] = FileRow(entry.path, _anchor("file", entry.path), len(lines_for(entry.path)),
-                                                0, 0, 0)
+            row = by_file[entry.path] = FileRow(entry.path, _anchor("file", entry.path), 0)
         row.entries.append(entry)
-        row.errors += entry.severity == Severity.ERROR
-        row.warnings += entry.severity == Severity.WARNING
-        row.infos += entry.severity == Severity.INFO
+    for row in by_file.values():
+        row.lines = len(lines_for(_original(row.entries[0], project)))
+        for chip in chips:
+            c = Counter(s.severity for e in row.entries for s in e.shown if s.chip == chip)
+            row.counts[chip] = (c[Severity.ERROR], c[Severity.WARNING], c[Severity.INFO])
     matrix = []
     for category in CATEGORIES:
         cells = []
@@ -138,45 +212,74 @@ def build_page(results: Sequence[ScanResult], paths: Sequence[str], lines_for: C
             cells.append((counts[Severity.ERROR], counts[Severity.WARNING], counts[Severity.INFO]))
         if any(sum(cell) for cell in cells):
             matrix.append((category, cells))
-    files = sorted(by_file.values(), key=lambda r: (-r.errors, -r.warnings, -r.infos, r.path))
+    files = sorted(by_file.values(), key=lambda r: (*(-n for n in r.worst), r.path))
     shown_change = None
-    if change is not None:
+    if change is not None and results:
         new, fixed = change
-        shown_change = Change([entries[(f.path, f.line, f.column, f.code, f.message)] for f in new
-                               if (f.path, f.line, f.column, f.code, f.message) in entries], fixed)
-    return Page(
-        title="portcheck migration report", version=__version__, paths=[printable(p) for p in paths],
+        chip = results[0].target.chip
+        picked = [by_finding.get((chip, f.path, f.line, f.column, f.code, f.message)) for f in new]
+        shown_change = Change(list({id(e): e for e in picked if e is not None}.values()),
+                              [(code, printable(project.relative(path)), line) for code, path, line in fixed])
+
+    def anchor_of(chip: str, f: Finding) -> str:
+        return by_finding[(chip, f.path, f.line, f.column, f.code, f.message)].anchor
+
+    decisions = []
+    for result in results:
+        target = result.target
+        sdk = f", Neuron SDK {target.sdk}" if target.sdk else ""
+        decisions.append(decide(result, rules, models, f"{target.chip} ({target.stack} stack{sdk})",
+                                functools.partial(anchor_of, target.chip)))
+    page = Page(
+        title=f"{project.name}: migration report" if project.name else "portcheck migration report",
+        project=project.name, version=__version__, paths=[printable(p) for p in paths],
         generated=datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        verdicts=verdicts, chips=chips, matrix=matrix, files=files, entries=len(entries), change=shown_change,
+        decisions=decisions, chips=chips, matrix=matrix, files=files, entries=len(entries), change=shown_change,
         colours={s.label: colour for s, colour in SEVERITY_COLOURS.items()}, models=list(models),
+        not_scanned=_not_scanned(results, project),
+        failed=[(printable(project.relative(e.path)), printable(e.message)) for e in results[0].errors
+                if not e.message.startswith("too large to analyse")] if results else [],
     )
+    if history:
+        page.trend = trend(history, chips)
+        by_print = {p: e for e in entries.values() for p in e.fingerprints}
+        page.new_since = {chip: [by_print[p] for p in prints if p in by_print]
+                          for chip, prints in page.trend.new.items()}
+    return page
 
 
-def _verdict(result: ScanResult, models: Sequence[ModelView]) -> Verdict:
-    counts = Counter(f.severity for f in result.findings)
-    fixes = Counter(f.fix.applicability for f in result.findings if f.fix is not None)
-    target = result.target
-    sdk = f", Neuron SDK {target.sdk}" if target.sdk else ""
-    on_target = [t for model in models for t in model.targets if t.chip == target.chip]
-    blocked = sum(1 for model in models if model.error) + sum(1 for t in on_target if t.errors or t.plan is None)
-    return Verdict(f"{target.chip} ({target.stack} stack{sdk})", target.chip, counts[Severity.ERROR],
-                   counts[Severity.WARNING], counts[Severity.INFO], fixes[Applicability.SAFE],
-                   fixes[Applicability.UNSAFE],
-                   len({f.path for f in result.findings}), result.files, len(result.errors), len(models), blocked)
+def _original(entry: Entry, project: Project) -> str:
+    return project.prefix + entry.path if project.prefix and not entry.path.startswith(project.prefix) else \
+        entry.path
 
 
-def _entry(f: Finding, lines_for: Callable[[str], list[str]], fix_diff: Callable[[Finding], str],
-           rules: Mapping[str, RuleInfo]) -> Entry:
+def _not_scanned(results: Sequence[ScanResult], project: Project) -> list[NotScanned]:
+    """What the scans left out, by reason (the targets' scans walk the same tree: the first one's)."""
+    if not results:
+        return []
+    grouped: dict[str, list[tuple[str, str]]] = {}
+    for item in results[0].left_out:
+        grouped.setdefault(item.reason, []).append((printable(project.relative(item.path)), printable(item.detail)))
+    return [NotScanned(reason, grouped[reason]) for reason in LEFT_OUT_REASONS if reason in grouped]
+
+
+def _shown(chip: str, f: Finding, fix_diff: Callable[[Finding], str]) -> Shown:
+    if f.fix is None:
+        return Shown(chip, f.severity, printable(f.message))
+    return Shown(chip, f.severity, printable(f.message), f.fix.title, f.fix.applicability,
+                 printable_diff(fix_diff(f)))
+
+
+def _entry(f: Finding, lines_for: Callable[[str], list[str]], rules: Mapping[str, RuleInfo],
+           project: Project) -> Entry:
     info = rules.get(f.code)
     lines = lines_for(f.path)
     frame = [(n, printable(lines[n - 1].rstrip("\r\n")), f.line <= n <= f.end_line)
              for n in range(max(1, f.line - 2), min(len(lines), f.end_line + 2) + 1)]
     return Entry(
-        anchor=_anchor("finding", f"{f.path}:{f.line}:{f.column}:{f.code}:{f.message}"), code=f.code, name=f.name,
-        category=f.category, severity=f.severity, message=printable(f.message), path=printable(f.path),
-        line=f.line, column=f.column, frame=frame, reason=info.neuron if info else "",
-        sources=source_links(info.source) if info else [], fix_title=f.fix.title if f.fix else "",
-        fix_safety=f.fix.applicability if f.fix else "", fix_diff=printable_diff(fix_diff(f)) if f.fix else "",
+        anchor=_anchor("finding", f"{f.path}:{f.line}:{f.column}:{f.code}"), code=f.code, name=f.name,
+        category=f.category, path=printable(project.relative(f.path)), line=f.line, column=f.column, runs=f.runs,
+        frame=frame, reason=info.neuron if info else "", sources=source_links(info.source) if info else [],
     )
 
 
@@ -238,11 +341,11 @@ _MARKDOWN.filters.update(md=markdown_text, mdcode=markdown_code)
 
 
 def write_html(page: Page, stream: TextIO) -> None:
-    stream.write(_ENVIRONMENT.get_template("report.html.j2").render(page=page, Severity=Severity))
+    stream.write(_ENVIRONMENT.get_template("report.html.j2").render(page=page, Severity=Severity, places=PLACES))
 
 
 def write_markdown_report(page: Page, stream: TextIO) -> None:
-    stream.write(_MARKDOWN.get_template("report.md.j2").render(page=page, Severity=Severity))
+    stream.write(_MARKDOWN.get_template("report.md.j2").render(page=page, Severity=Severity, places=PLACES))
 
 
 def tile_size(lines: int, largest: int) -> int:
@@ -258,4 +361,4 @@ def inline_code(text: str) -> markupsafe.Markup:
 
 _ENVIRONMENT.globals["tile_size"] = tile_size
 _ENVIRONMENT.filters["code"] = inline_code
-__all__ = ["Page", "build_page", "fix_preview", "write_html", "write_markdown_report"]
+__all__ = ["Page", "Project", "build_page", "fix_preview", "write_html", "write_markdown_report"]
