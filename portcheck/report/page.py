@@ -348,17 +348,11 @@ def write_markdown_report(page: Page, stream: TextIO) -> None:
     stream.write(_MARKDOWN.get_template("report.md.j2").render(page=page, Severity=Severity, places=PLACES))
 
 
-def tile_size(lines: int, largest: int) -> int:
-    """A heat map tile's side in pixels: its area grows with the file's lines."""
-    return 48 + int(112 * (max(lines, 1) / max(largest, 1)) ** 0.5)
-
-
 def inline_code(text: str) -> markupsafe.Markup:
     """Text escaped for HTML, with its `backticked` spans as code."""
     escaped = str(markupsafe.escape(text))
     return markupsafe.Markup(re.sub(r"`([^`]+)`", r"<code>\1</code>", escaped))
 
 
-_ENVIRONMENT.globals["tile_size"] = tile_size
 _ENVIRONMENT.filters["code"] = inline_code
 __all__ = ["Page", "Project", "build_page", "fix_preview", "write_html", "write_markdown_report"]
