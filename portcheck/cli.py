@@ -224,8 +224,7 @@ def _report(args: argparse.Namespace) -> int:
         raise ConfigError("report reads files, not stdin ('-')")
     start = common_parent(paths, cwd)
     chips = dict.fromkeys(args.targets or arguments.REPORT_TARGETS)
-    scans = tuple(arguments.settings(args, start if start.is_dir() else start.parent, cwd, target=chip)
-                  for chip in chips)
+    scans = tuple(arguments.settings(args, start if start.is_dir() else start.parent, cwd, target=c) for c in chips)
     models = arguments.model_requests(args)
     model_targets = tuple(arguments.settings(args, cwd, cwd, "trace", target=chip, exclude=None, extend_exclude=[],
                                              respect_gitignore=None) for chip in chips) if models else ()
@@ -235,6 +234,7 @@ def _report(args: argparse.Namespace) -> int:
                      lambda what: file_progress(args.format, what), lambda: step_progress(args.format))
     _warn(outcome.warnings)
     _write(outcome.text, args.output)
+    outcome.record()  # the history, once the page is out
     if args.output:
         sys.stderr.write(f"portcheck: wrote the report to {printable(args.output)}\n")
     return EXIT_OK

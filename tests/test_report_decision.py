@@ -246,3 +246,12 @@ def test_chromium_draws_one_point_a_history_line(runs, browser):
                 f"JSON.stringify([...document.querySelectorAll('#trend-{chip} circle.point.{series}')]"
                 ".map(c => [Number(c.dataset.run), c.getBoundingClientRect().width > 0]))"))
             assert points == [[n, True] for n in range(1, len(runs["history"]) + 1)], (chip, series, points)
+
+
+def test_a_page_that_cannot_be_written_records_no_run(tmp_path):
+    (tmp_path / "a.py").write_text("import torch\nx = torch.zeros(1).cuda()\n")
+    (tmp_path / "taken").mkdir()  # -o names a folder: the page cannot be written there
+    done = portcheck("report", "--isolated", "--no-cache", "--target", "trn2", "--history", "h.jsonl", "-o",
+                     "taken", ".", cwd=tmp_path)
+    assert done.returncode == 2 and "cannot write" in done.stderr, done.stderr
+    assert not (tmp_path / "h.jsonl").exists()

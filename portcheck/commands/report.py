@@ -71,6 +71,7 @@ class ReportOptions:
 class ReportOutcome:
     text: str  # the page
     warnings: list[str] = field(default_factory=list)
+    record: Callable[[], None] = lambda: None  # appends this run to --history: called once the page is written
 
 
 def report(options: ReportOptions, scanning: Callable[[str], AbstractContextManager[Progress | None]],
@@ -78,6 +79,7 @@ def report(options: ReportOptions, scanning: Callable[[str], AbstractContextMana
     """The page: a scan per target, then each model traced once and planned per target. `scanning(what)` and
     `stepping()` show the progress (cli.py's bars)."""
     import datetime
+    import functools
 
     from portcheck.commands.history import append_history, commit_of, project_of, read_history
     from portcheck.escape import printable
@@ -109,9 +111,10 @@ def report(options: ReportOptions, scanning: Callable[[str], AbstractContextMana
         runs.append(recorded)
     text = report_page(results, list(options.paths), lines_for, options.baseline, options.output_format, models,
                        project, runs if options.history else None)
+    done = ReportOutcome(text, warnings)
     if options.history and recorded is not None:
-        append_history(options.history, history_text, recorded)
-    return ReportOutcome(text, warnings)
+        done.record = functools.partial(append_history, options.history, history_text, recorded)
+    return done
 
 
 def report_model(request: TraceRequest, shown: str, targets: Sequence[Settings], cwd: Path, timeout: float,
