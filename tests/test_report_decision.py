@@ -255,3 +255,16 @@ def test_a_page_that_cannot_be_written_records_no_run(tmp_path):
                      "taken", ".", cwd=tmp_path)
     assert done.returncode == 2 and "cannot write" in done.stderr, done.stderr
     assert not (tmp_path / "h.jsonl").exists()
+
+
+def test_the_project_is_named_from_its_folder_when_it_has_no_usable_pyproject(tmp_path):
+    from portcheck.commands.history import project_of
+
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    assert project_of(["."], folder)[0].name == "mine"  # never "."
+    (folder / "pyproject.toml").write_text("[project\nname = ")  # not TOML: the folder's name still
+    project = project_of(["mine"], tmp_path)[0]
+    assert (project.name, project.prefix, project.relative("mine/a/b.py")) == ("mine", "mine/", "a/b.py")
+    (folder / "pyproject.toml").write_text('[project]\nname = "the-name"\n')
+    assert project_of(["mine/a.py"], tmp_path)[0].name == "the-name"
