@@ -60,7 +60,7 @@ def _scan(args: argparse.Namespace) -> int:
         raise ConfigError("'-' (stdin) cannot be combined with other paths")
     start = cwd / (args.stdin_filename or ".") if reads_stdin else common_parent(paths, cwd)
     settings = arguments.settings(args, start if start.is_dir() else start.parent, cwd)
-    if args.show_files and not reads_stdin:  # the files only, nothing read
+    if args.show_files:  # the files only, nothing read
         listing, warnings = show_files(paths, settings, cwd)
         _warn(warnings)
         _write(listing, args.output)

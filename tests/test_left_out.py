@@ -75,3 +75,10 @@ def test_nothing_left_out_says_nothing(tmp_path: Path) -> None:
     assert "left out" not in done.stdout
     assert "left_out" not in json.loads(portcheck("scan", "--isolated", "--no-cache", "--format", "json", ".",
                                                   cwd=tmp_path).stdout)
+
+
+def test_show_files_on_stdin_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "portcheck", "scan", "--show-files", "-"], cwd=tmp_path, input=CODE,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and done.stdout == "" and done.stderr.count("\n") == 1, done.stderr
+    assert "'-' (stdin) is not one" in done.stderr

@@ -162,6 +162,17 @@ def test_the_project_is_named_and_its_paths_are_relative_to_it(runs):
     assert "<strong>tests</strong>: 1" in html  # the tests folder was left out, and the page says so
 
 
+@pytest.mark.parametrize("line", ['{"targets": {"trn2": {"errors": true}}}', '{"targets": []}', "[1]",
+                                  '{"targets": {"trn2": {"errors": 1, "fingerprints": [{"a": 1}]}}}'])
+def test_a_history_line_of_the_wrong_shape_is_refused(tmp_path, line):
+    from portcheck.commands.history import read_history
+    from portcheck.errors import UserError
+
+    (tmp_path / "h.jsonl").write_text(line + "\n")
+    with pytest.raises(UserError, match=r"h\.jsonl:1: not a portcheck history line"):
+        read_history(tmp_path / "h.jsonl")
+
+
 def test_a_history_that_is_not_one_is_refused_before_any_work(tmp_path):
     (tmp_path / "a.py").write_text("import torch\nx = torch.zeros(1).cuda()\n")
     (tmp_path / "h.jsonl").write_text('{"targets": {"trn2": {"errors": 1}}}\nnot json\n')

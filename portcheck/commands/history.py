@@ -52,7 +52,8 @@ def _is_run(run: Any) -> bool:
                 isinstance(counts.get(key, 0), int) and not isinstance(counts.get(key, 0), bool)
                 for key in ("errors", "warnings", "infos")):
             return False
-        if not isinstance(counts.get("fingerprints", []), list):
+        prints = counts.get("fingerprints", [])
+        if not isinstance(prints, list) or not all(isinstance(p, str) for p in prints):
             return False
     return True
 

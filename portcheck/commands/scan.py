@@ -110,6 +110,8 @@ def show_files(paths: list[str], settings: Settings, cwd: Path) -> tuple[str, li
     from portcheck.static.discover import discover
     from portcheck.static.scan import oversized
 
+    if "-" in paths:
+        raise ConfigError("--show-files lists the files a scan reads; '-' (stdin) is not one")
     warnings: list[str] = []
     left_out: list[LeftOut] = []
     candidates = discover(paths, settings, cwd, warnings, left_out)
