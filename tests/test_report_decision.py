@@ -279,3 +279,31 @@ def test_the_project_is_named_from_its_folder_when_it_has_no_usable_pyproject(tm
     assert (project.name, project.prefix, project.relative("mine/a/b.py")) == ("mine", "mine/", "a/b.py")
     (folder / "pyproject.toml").write_text('[project]\nname = "the-name"\n')
     assert project_of(["mine/a.py"], tmp_path)[0].name == "the-name"
+
+
+def test_the_trend_has_a_point_a_run_scaled_to_the_largest_count_and_compares_the_last_two():
+    from portcheck.report.trend import HEIGHT, PAD, trend
+
+    def run(errors: int, warnings: int, prints: list[str]) -> dict:
+        return {"time": "t", "commit": None,
+                "targets": {"trn2": {"errors": errors, "warnings": warnings, "infos": 0, "fingerprints": prints}}}
+
+    shown = trend([run(4, 1, ["a", "b"]), run(8, 2, ["a", "b", "c"]), run(2, 0, ["c", "d"])], ["trn2", "inf2"])
+    blockers, warnings = shown.charts[0].series
+    assert [p.value for p in blockers.points] == [4, 8, 2] and [p.value for p in warnings.points] == [1, 2, 0]
+    assert [p.x for p in blockers.points] == sorted(p.x for p in blockers.points) and len({p.x for p in
+                                                                                            blockers.points}) == 3
+    assert blockers.points[1].y == PAD and warnings.points[2].y == HEIGHT - PAD  # the largest at the top, 0 at the foot
+    assert (shown.new["trn2"], shown.fixed["trn2"]) == (["d"], 2)
+    assert [p.value for p in shown.charts[1].series[0].points] == [0, 0, 0]  # a target no run recorded: zeros
+    assert trend([run(1, 1, [])], ["trn2"]).previous == ""  # the first run: nothing to compare with
+
+
+def test_a_rules_remedy_is_the_sentence_of_its_note_that_says_what_to_do():
+    from portcheck.knowledge import load
+    from portcheck.report.decision import remedy
+
+    info = load().rules["PC101"]
+    said = remedy(info, [])
+    assert said in info.neuron and said != info.neuron.split(". ")[0] and "instead" in said
+    assert remedy(None, []) == ""
