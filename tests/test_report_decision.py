@@ -307,3 +307,8 @@ def test_a_rules_remedy_is_the_sentence_of_its_note_that_says_what_to_do():
     said = remedy(info, [])
     assert said in info.neuron and said != info.neuron.split(". ")[0] and "instead" in said
     assert remedy(None, []) == ""
+    from portcheck.findings import Finding
+
+    found = Finding.of(info, "`nonzero` returns one row per element; keep the mask and use `torch.where`", "a.py", 1,
+                       1, 1, 2)
+    assert remedy(info, [found]) == "Keep the mask and use `torch.where`"  # the finding's own advice first

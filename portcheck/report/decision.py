@@ -181,20 +181,30 @@ def _fit(model: ModelView, chip: str) -> ModelFit:
                     detail)
 
 
-_REMEDY = re.compile(r"\b(instead|[Rr]eplace|[Uu]se|[Pp]ass|[Ss]et|[Mm]ove|[Nn]ame|[Pp]robe|[Ss]elect|[Kk]eep|[Ww]rap|"
-                     r"[Rr]emove|[Cc]all|[Ss]witch|[Pp]ad|[Cc]ompile)\b")
+# What says what to do: a sentence or clause that starts with an imperative, or says what to do instead.
+_VERBS = ("use|pass|name|probe|replace|drop|port|move|keep|pad|cast|run|remove|leave|train|check|set|select|wrap|"
+          "call|compile|strip|shard|split|write|give|add|make sure|emulate|rewrite|fix")
+_IMPERATIVE = re.compile(rf"^(?:{_VERBS})\b", re.IGNORECASE)
+_ADVICE = re.compile(r"\b(instead|advises?|recommends?|the fix is|guidance is|way forward)\b")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"])")
 
 
 def remedy(info: RuleInfo | None, found: Sequence[Finding]) -> str:
-    """The rule's remedy in one line: the first sentence of its catalog entry's Neuron note that says what to do,
-    else its fix's title, else the note's last sentence (the catalog's sourced text, never made up here)."""
+    """The rule's remedy in one line, from what portcheck already says (never made up here): its fix's title; else
+    the clause of the first finding's message that says what to do (`...; use torch.where(...)`); else the first
+    sentence of the catalog's Neuron note that does; else where its documentation is."""
     titled = next((f.fix.title for f in found if f.fix is not None), "")
-    if info is None:
+    if titled:
         return titled
+    for f in found[:1]:
+        clause = next((c.strip() for c in reversed(f.message.split("; ")[1:]) if _IMPERATIVE.match(c.strip())), "")
+        if clause:
+            return clause[0].upper() + clause[1:]
+    if info is None:
+        return ""
     sentences = _SENTENCE.split(info.neuron.strip())
-    said = next((s for s in sentences[1:] if _REMEDY.search(s)), "")
-    return said or titled or sentences[-1]
+    said = next((s for s in sentences if _IMPERATIVE.match(s) or _ADVICE.search(s)), "")
+    return said or f"`portcheck rule {info.code}` explains it"
 
 
 __all__ = ["PLACES", "Blocker", "Decision", "ManualWork", "ModelFit", "Place", "decide", "remedy"]
