@@ -300,3 +300,51 @@ def test_control_flow_on_a_tensor_counts_in_a_training_step_and_what_it_calls(tm
     assert found[("trainer.py", 6, "PC208")] == Severity.WARNING  # transformers' per-step hook
     assert found[("trainer.py", 11, "PC208")] == Severity.WARNING  # called from it
     assert ("trainer.py", 16, "PC208") not in found  # nothing on the device step calls it
+
+
+def test_code_that_runs_once_is_set_up(tmp_path):
+    """A cached function, a lazy initialisation (`if self.x is None: self.x = ...`, `if not flag: ...; flag =
+    True`) and what only they call run once, not every step: a CPU fallback or a data-dependent shape there
+    costs one call (info). A parameter tested against None is tested again every call, and float64 made once
+    still flows into the step: both keep their severity."""
+    _tree(tmp_path, {"model.py": """\
+        import functools
+        import torch
+
+        def basis(w):
+            return w[w > 0]
+
+        def nonzero(w):
+            return w[w != 0]
+
+        class Net(torch.nn.Module):
+            @functools.cached_property
+            def positive(self):
+                return nonzero(self.weight[self.weight > 0])
+
+            def forward(self, x, mask=None):
+                if self._basis is None:
+                    self._basis = basis(self.weight)
+                if not self.initialised:
+                    self.table = torch.linalg.inv(self.weight)
+                    self.initialised = True
+                if mask is None:
+                    mask = torch.linalg.inv(x)
+                y = torch.linalg.svd(x)
+                return x[x > 0], y, mask, self.positive
+
+            def reset(self):
+                if self._cache is None:
+                    self._cache = self.weight[self.weight > 0]
+                    self._ones = torch.ones(3, dtype=torch.float64)
+        """})
+    found = _scan(tmp_path)
+    assert found[("model.py", 5, "PC204")] == Severity.INFO  # only the lazy initialisation calls it
+    assert found[("model.py", 8, "PC204")] == Severity.INFO  # only the cached property calls it
+    assert found[("model.py", 13, "PC204")] == Severity.INFO  # cached
+    assert found[("model.py", 19, "PC321")] == Severity.INFO  # under `if not self.initialised:` that sets it
+    assert found[("model.py", 22, "PC321")] > Severity.INFO  # a parameter: every call
+    assert found[("model.py", 23, "PC321")] > Severity.INFO
+    assert found[("model.py", 24, "PC204")] > Severity.INFO
+    assert found[("model.py", 28, "PC204")] == Severity.INFO
+    assert found[("model.py", 29, "PC303")] > Severity.INFO  # float64 made once is used every step

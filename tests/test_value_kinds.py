@@ -35,6 +35,28 @@ def test_numpy_and_pandas_annotations_make_host_values():
     assert (7, "PC204") not in found and (8, "PC204") not in found
 
 
+def test_what_numpy_takes_or_returns_in_parts_is_a_host_value():
+    """An argument of a numpy / scikit-learn call has to be a host value, and so are the parts of what such a
+    call returns (`values, counts = np.unique(x)`); a device tensor's parts and a tensor moved to the host
+    inside the argument (`np.array(x[m].cpu())`) are not."""
+    found = severities("""\
+        import numpy as np
+        import torch
+
+        class M(torch.nn.Module):
+            def forward(self, x, emb, labels, k):
+                centre = np.mean(emb[labels == k], axis=0)
+                values, counts = np.unique(labels, return_counts=True)
+                large = values[counts >= 2]
+                q, v = self.split(x)
+                kept = q[v > 0]
+                moved = np.array(x[x > 0].cpu())
+                return centre, large, kept, moved
+        """)
+    assert (6, "PC204") not in found and (8, "PC204") not in found
+    assert (10, "PC204") in found and (11, "PC204") in found
+
+
 def test_a_probe_held_in_a_local_name_guards_what_it_compares():
     found = severities("""\
         import torch
@@ -131,3 +153,28 @@ def test_a_fix_evaluated_at_import_is_unsafe():
         """), "m.py", "trn2", "native", load().applicable("trn2", "native"))
     fixes = {f.line: f.fix.applicability for f in result.findings if f.code == "PC102" and f.fix is not None}
     assert fixes == {3: "unsafe", 6: "unsafe", 9: "safe"}
+
+
+def test_a_probe_that_only_guards_cuda_settings_is_info():
+    """A probe whose branch only synchronises, sets cuDNN flags or CUDA's environment variables changes nothing a
+    Neuron run needs; one that also picks the device does."""
+    found = severities("""\
+        import os
+        import torch
+
+        def setup():
+            if torch.cuda.is_available():
+                torch.backends.cudnn.benchmark = True
+            if torch.cuda.is_available():
+                os.environ["CUDA_VISIBLE_DEVICES"] = "0"
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+            if torch.cuda.is_available():
+                torch.backends.cudnn.benchmark = True
+                device = "cuda"
+            return device
+        """)
+    assert found[(5, "PC104")] == Severity.INFO
+    assert found[(7, "PC104")] == Severity.INFO
+    assert found[(9, "PC104")] == Severity.INFO
+    assert found[(11, "PC104")] > Severity.INFO

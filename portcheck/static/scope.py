@@ -20,7 +20,7 @@ import libcst as cst
 
 from portcheck.static.check import Context
 from portcheck.static.host_names import marked_host, python_number
-from portcheck.static.syntax import binds, call_name, dotted_name, keyword, positional, string_value
+from portcheck.static.syntax import bound_names, call_name, dotted_name, keyword, positional, string_value
 from portcheck.static.values import contains
 from portcheck.static.walk import visit
 
@@ -62,6 +62,12 @@ def host_path(ctx: Context) -> str | None:
 def host_code(ctx: Context) -> str | None:
     """Why the current code runs on the host around the model, or None: a data-pipeline folder, a class that
     subclasses a dataset, sampler, loader, transform base or metric, or a data-building function."""
+    if ctx.statements:  # the innermost statement stands for the whole chain: asked once per statement
+        return ctx.memo("host-code", ctx.statements[-1], lambda: _host_code(ctx))
+    return _host_code(ctx)
+
+
+def _host_code(ctx: Context) -> str | None:
     folder = host_path(ctx)
     if folder is not None:
         return f"in `{folder}`"
@@ -194,6 +200,40 @@ def host_value(ctx: Context, node: cst.BaseExpression, depth: int = 0, assumed: 
     return False
 
 
+def host_argument(ctx: Context, node: cst.CSTNode) -> bool:
+    """`node` is given to numpy, pandas, scipy or scikit-learn (`np.mean(emb[labels == k])`), directly or in
+    arithmetic or a list of such arguments: it has to be a host value for that call to work."""
+    if not ctx.statements:
+        return False
+    statement = ctx.statements[-1]
+    return id(node) in ctx.memo("host-arguments", statement, lambda: _host_arguments(ctx, statement))
+
+
+def _host_arguments(ctx: Context, statement: cst.CSTNode) -> frozenset[int]:
+    found: set[int] = set()
+
+    class Finder(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is statement  # a nested function's statements have their own
+
+        def visit_Call(self, call: cst.Call) -> None:
+            if not (ctx.qualname(call.func) or "").startswith(_HOST_LIBRARIES):
+                return
+            todo: list[cst.BaseExpression] = [arg.value for arg in call.args]
+            while todo:
+                value = todo.pop()
+                found.add(id(value))
+                if isinstance(value, cst.BinaryOperation):
+                    todo.extend((value.left, value.right))
+                elif isinstance(value, cst.UnaryOperation):
+                    todo.append(value.expression)
+                elif isinstance(value, (cst.List, cst.Tuple)):
+                    todo.extend(e.value for e in value.elements)
+
+    visit(statement, Finder())
+    return frozenset(found)
+
+
 def _of_host_arguments(ctx: Context, node: cst.Call, depth: int, assumed: frozenset[str], factories: bool) -> bool:
     """A function of host values only (`cumsum(counts)`, `min(len(a), len(b))`): it computes on the host."""
     args = [a.value for a in node.args if a.keyword is None]
@@ -208,15 +248,20 @@ def _rebindings(ctx: Context, name: str) -> tuple[cst.BaseExpression, ...]:
     if not ctx.functions:
         return ()
     function = ctx.functions[-1]
-    return ctx.memo(f"rebindings:{name}", function, lambda: _collect_rebindings(function, name))
+    values, other = ctx.memo("rebindings", function, lambda: _collect_rebindings(function))
+    return () if name in other else values.get(name, ())
 
 
-def _collect_rebindings(function: cst.FunctionDef, name: str) -> tuple[cst.BaseExpression, ...]:
+def _collect_rebindings(function: cst.FunctionDef) -> tuple[dict[str, tuple[cst.BaseExpression, ...]], set[str]]:
+    """One walk of the function for every name: name -> the values plain bindings give it (for `a, b = f()`,
+    the whole of `f()`: each is a part of it), and the names some other binding (a parameter, a loop target,
+    `+=`) binds."""
     params = function.params
-    if any(p.name.value == name for p in (*params.posonly_params, *params.params, *params.kwonly_params)):
-        return ()
-    values: list[cst.BaseExpression] = []
-    other = False
+    other = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
+    values: dict[str, list[cst.BaseExpression]] = {}
+
+    def bound_otherwise(target: cst.CSTNode) -> None:
+        other.update(bound_names(target))
 
     class Finder(cst.CSTVisitor):
         def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
@@ -226,42 +271,42 @@ def _collect_rebindings(function: cst.FunctionDef, name: str) -> tuple[cst.BaseE
             return False
 
         def visit_Assign(self, node: cst.Assign) -> None:
-            nonlocal other
+            single = len(node.targets) == 1
             for target in node.targets:
-                if isinstance(target.target, cst.Name) and target.target.value == name:
-                    if len(node.targets) == 1:
-                        values.append(node.value)
+                if isinstance(target.target, cst.Name):
+                    if single:
+                        values.setdefault(target.target.value, []).append(node.value)
                     else:
-                        other = True
-                elif binds(target.target, name):
-                    paired = _paired(target.target, node.value, name) if len(node.targets) == 1 else None
-                    if paired is None:
-                        other = True
+                        other.add(target.target.value)
+                    continue
+                unpacked = single and isinstance(target.target, (cst.Tuple, cst.List)) and not isinstance(
+                    node.value, (cst.Tuple, cst.List))
+                for name in bound_names(target.target):
+                    paired = _paired(target.target, node.value, name) if single else None
+                    if paired is not None:
+                        values.setdefault(name, []).append(paired)
+                    elif unpacked:  # `values, counts = np.unique(x)`: a part of what the call returns
+                        values.setdefault(name, []).append(node.value)
                     else:
-                        values.append(paired)
+                        other.add(name)
 
         def visit_AugAssign(self, node: cst.AugAssign) -> None:
-            nonlocal other
-            other = other or binds(node.target, name)
+            bound_otherwise(node.target)
 
         def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-            nonlocal other
-            other = other or binds(node.target, name)
+            bound_otherwise(node.target)
 
         def visit_For(self, node: cst.For) -> None:
-            nonlocal other
-            other = other or binds(node.target, name)
+            bound_otherwise(node.target)
 
         def visit_AsName(self, node: cst.AsName) -> None:
-            nonlocal other
-            other = other or binds(node.name, name)
+            bound_otherwise(node.name)
 
         def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
-            nonlocal other
-            other = other or binds(node.target, name)
+            bound_otherwise(node.target)
 
     visit(function, Finder())
-    return () if other else tuple(values)
+    return {name: tuple(found) for name, found in values.items()}, other
 
 
 def _paired(target: cst.BaseExpression, value: cst.BaseExpression, name: str) -> cst.BaseExpression | None:

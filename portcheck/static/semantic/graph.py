@@ -33,6 +33,8 @@ from portcheck.static.semantic.summary import (
     CUDA_GUARD,
     FORWARD,
     HOST,
+    ONCE,
+    ONCE_GUARD,
     PROBE,
     STEP,
     VENDOR,
@@ -178,6 +180,7 @@ class Facts:
     device: frozenset[str]  # what a forward or a training step reaches
     host: frozenset[str]
     forward: frozenset[str] = frozenset()  # what a forward reaches: the model itself
+    once: frozenset[str] = frozenset()  # cached functions, and what only they or lazy initialisations call
 
 
 def facts(project: Project) -> Facts:
@@ -194,7 +197,7 @@ def facts(project: Project) -> Facts:
         if guard.startswith("?"):
             callees = project.resolve(guard[1:], caller)
             return CUDA_GUARD if callees and all(c in probes for c in callees) else ""
-        return guard if guard in (CUDA_GUARD, VENDOR_GUARD) else ""
+        return guard if guard in (CUDA_GUARD, VENDOR_GUARD, ONCE_GUARD) else ""
 
     # Every call resolved, and its guard judged, once: the worklists and the walks below read these.
     sites: dict[str, list[tuple[str, str]]] = defaultdict(list)  # callee -> (caller, guard kind)
@@ -229,6 +232,7 @@ def facts(project: Project) -> Facts:
     cuda_only = only(CUDA_GUARD, {f for f, n in project.nodes.items() if CUDA_CLASS in n.function.roles})
     vendor_only = only(VENDOR_GUARD, {f for f, n in project.nodes.items() if VENDOR in n.function.roles})
     skipped = cuda_only | vendor_only
+    once = only(ONCE_GUARD, {f for f, n in project.nodes.items() if ONCE in n.function.roles}) - skipped
 
     def reach(roots: Iterable[str], avoid: set[str]) -> set[str]:
         seen = set(roots) - avoid
@@ -248,7 +252,7 @@ def facts(project: Project) -> Facts:
             host_roots.update(project.resolve(ref, node))
     host = reach(host_roots, skipped | device)
     return Facts(frozenset(probes), frozenset(cuda_only), frozenset(vendor_only), frozenset(device),
-                 frozenset(host), frozenset(forward))
+                 frozenset(host), frozenset(forward), frozenset(once))
 
 
 # ---- findings ----------------------------------------------------------------------------------------------------
@@ -277,10 +281,17 @@ def _where(project: Project, found: Facts, result: FileResult, finding: Finding,
         if line <= finding.line <= end:
             if guard == VENDOR_GUARD:
                 return "vendor", "under a test for an ONNX export or a trace"
+            if guard == ONCE_GUARD:
+                return "setup", "under a lazy initialisation (its test asks for what its body sets)"
             if guard.startswith("?") and holders:
                 callees = project.resolve(guard[1:], holders[-1])
                 if callees and all(c in found.probes for c in callees):
                     return "cuda", f"under `{guard[1:].lstrip(':.')}()`, which returns a CUDA probe"
+    for node in holders:
+        if node.full in found.once:
+            why = ("its result is cached" if ONCE in node.function.roles
+                   else "it is called only where a result is cached or initialised once")
+            return "setup", f"`{node.function.name}` runs once, not every step: {why}"
     if holders and holders[-1].full in found.host and not any(h.full in found.device for h in holders):
         return "host", f"`{holders[-1].function.name}` is reached only from the data pipeline"
     return None
@@ -290,6 +301,7 @@ _NOTES = {
     "cuda": "a CUDA-only path, {why}: it does not run on Neuron",
     "vendor": "another vendor's path, {why}: it does not run on Neuron",
     "host": "host-side code, {why}",
+    "setup": "set-up code, {why}",
 }
 
 
@@ -322,7 +334,7 @@ def apply(results: list[FileResult]) -> tuple[list[FileResult], str | None]:
             if finding.severity > Severity.INFO and (
                     place := _where(project, found, result, finding, holders)) is not None:
                 context, why = place
-                if context != "host" or context not in contexts_of(finding.code):
+                if context not in ("host", "setup") or context not in contexts_of(finding.code):
                     note = _NOTES[context].format(why=why)
                     finding = replace(finding, severity=Severity.INFO, message=f"{finding.message} ({note})",
                                       fix=None)
