@@ -19,6 +19,7 @@ from collections import deque
 
 from portcheck.findings import Function, Summary
 from portcheck.static.cuda_api.paths import named_for_cuda
+from portcheck.static.semantic.once import dotted, initialises
 
 # What a function is for, as its own code says.
 FORWARD = "forward"  # a module's forward: what the Neuron compiler sees
@@ -106,17 +107,6 @@ def _lazy_import(value: ast.expr) -> str | None:
             first, ast.Constant) and isinstance(first.value, str):
         return first.value
     return None
-
-
-def dotted(node: ast.expr) -> str | None:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    parts.append(node.id)
-    return ".".join(reversed(parts))
 
 
 class _Reader:
@@ -232,7 +222,7 @@ class _Reader:
             side = self.polarity(stmt.test)
             self.expression(stmt.test, guards)
             body_guard = side if side is not None and not side.startswith("!") else None
-            if side is None and not stmt.orelse and _initialises(stmt):
+            if side is None and not stmt.orelse and initialises(stmt):
                 body_guard = ONCE_GUARD
             else_guard = (side[1:] if side == "!cuda" else "?" + side[1:]) if side and side.startswith("!") else None
             for part, guard in ((stmt.body, body_guard), (stmt.orelse, else_guard)):
@@ -324,44 +314,6 @@ class _Reader:
             self._calls.append((f":{name}", guards[-1] if guards else ""))  # a nested function runs with its parent
 
 
-def _initialises(stmt: ast.If) -> bool:
-    """`if X is None: X = ...`, `if not X: ... X = True`, `if not hasattr(o, "x"): o.x = ...`,
-    `if not flag.item(): ... flag.fill_(1)`: the body sets what its test asks, so it runs once."""
-    test = stmt.test
-    subject: str | None = None
-    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Is, ast.Eq)) and \
-            isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None:
-        subject = dotted(test.left)
-    elif isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        inner = test.operand
-        if isinstance(inner, ast.Call) and isinstance(inner.func, ast.Name) and inner.func.id == "hasattr" and \
-                len(inner.args) == 2 and isinstance(inner.args[1], ast.Constant) and \
-                isinstance(inner.args[1].value, str):
-            base = dotted(inner.args[0])
-            subject = f"{base}.{inner.args[1].value}" if base else None
-        else:
-            if isinstance(inner, ast.Call) and isinstance(inner.func, ast.Attribute) and not inner.args and \
-                    inner.func.attr in ("item", "all", "any"):
-                inner = inner.func.value
-            subject = dotted(inner)
-    if subject is None or "." not in subject:
-        return False  # a local or a parameter (`if mask is None: mask = ones(...)`) is tested again every call
-    for node in stmt.body:
-        for child in ast.walk(node):
-            if isinstance(child, (ast.Assign, ast.AnnAssign)):
-                targets = child.targets if isinstance(child, ast.Assign) else [child.target]
-                if any(dotted(t) == subject for t in targets):
-                    return True
-            elif isinstance(child, ast.Call) and isinstance(child.func, ast.Attribute) and \
-                    child.func.attr in ("fill_", "copy_") and dotted(child.func.value) == subject:
-                return True
-            elif isinstance(child, ast.Call) and isinstance(child.func, ast.Name) and child.func.id == "setattr" \
-                    and len(child.args) >= 2 and isinstance(child.args[1], ast.Constant) and \
-                    f"{dotted(child.args[0])}.{child.args[1].value}" == subject:
-                return True
-    return False
-
-
 def _calls_and_branches(node: ast.AST) -> list[ast.Call | ast.IfExp]:
     """The calls and conditional expressions in `node`, in `ast.walk`'s order; a third of a tree's nodes are
     `Load` / `Store` markers, which it never looks at."""
@@ -390,5 +342,5 @@ def _end(node: ast.AST) -> int:
     return end if isinstance(end, int) else 0
 
 
-__all__ = ["CUDA_CLASS", "CUDA_GUARD", "FORWARD", "HOST", "ONCE", "ONCE_GUARD", "PROBE", "STEP", "VENDOR", "VENDOR_GUARD",
-           "Function", "Summary", "summarise"]
+__all__ = ["CUDA_CLASS", "CUDA_GUARD", "FORWARD", "HOST", "ONCE", "ONCE_GUARD", "PROBE", "STEP", "VENDOR",
+           "VENDOR_GUARD", "Function", "Summary", "summarise"]
