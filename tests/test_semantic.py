@@ -348,3 +348,27 @@ def test_code_that_runs_once_is_set_up(tmp_path):
     assert found[("model.py", 24, "PC204")] > Severity.INFO
     assert found[("model.py", 28, "PC204")] == Severity.INFO
     assert found[("model.py", 29, "PC303")] > Severity.INFO  # float64 made once is used every step
+
+
+def test_a_host_read_in_a_helper_a_training_step_calls_is_worded_for_the_step(tmp_path):
+    """A helper only a training step reaches keeps its read, worded for the step (a graph cut per step on xla,
+    info on native); one a forward reaches is worded for the model; one nothing on the device calls is dropped."""
+    _tree(tmp_path, {"train.py": """\
+        import torch
+
+        def entropy(logits: torch.Tensor):
+            return (logits.softmax(-1) * logits).sum().item()
+
+        def idle(logits: torch.Tensor):
+            return logits.sum().item()
+
+        class Trainer:
+            def training_step(self, model, batch):
+                out = model(batch)
+                self.log(entropy(out))
+                return out.mean()
+        """})
+    found = _scan(tmp_path, "inf2", "xla")
+    assert found[("train.py", 4, "PC701")] == Severity.WARNING
+    assert ("train.py", 7, "PC701") not in found
+    assert _scan(tmp_path)[("train.py", 4, "PC701")] == Severity.INFO

@@ -244,9 +244,9 @@ def _one_line(ctx: Context, node: cst.CSTNode) -> str:
 def _message(ctx: Context, what: str, place: str, fix_xla: str, fix_native: str,
              graph_break: bool = False) -> tuple[str, Severity | None]:
     """`graph_break`: the read is a data access that `torch.compile` graph-breaks on (`.item()`, `.tolist()`)."""
-    where = {"forward": "inside `forward`", "helper": "in code the model's `forward` calls"}.get(
-        place, "every training step")
-    place = "forward" if place == "helper" else place
+    where = {"forward": "inside `forward`", "helper": "in code the model's `forward` calls",
+             "step-helper": "in code a training step calls"}.get(place, "every training step")
+    place = {"helper": "forward", "step-helper": "step"}.get(place, place)
     if ctx.stack == "xla":
         cut = f"{_GRAPH_CUT} {_TRACE}" if place == "forward" else _GRAPH_CUT
         return f"{what} {where}: {cut}; {fix_xla}", None
@@ -255,6 +255,17 @@ def _message(ctx: Context, what: str, place: str, fix_xla: str, fix_native: str,
 
 
 def _report_read(ctx: Context, read: type[Rule], node: cst.Call, place: str) -> None:
+    """A read in a helper is two candidates, worded for each caller: the call graph keeps the one whose caller
+    reaches it (a module's forward, else a training step) and drops the other."""
+    for where, requires in _CANDIDATES.get(place, ((place, ""),)):
+        _report_one_read(ctx, read, node, where, requires)
+
+
+# place -> (wording, what the call graph must settle) for each candidate finding
+_CANDIDATES = {"helper": (("helper", "forward"), ("step-helper", "step"))}
+
+
+def _report_one_read(ctx: Context, read: type[Rule], node: cst.Call, place: str, requires: str) -> None:
     shown = _one_line(ctx, node)
     if place in ("forward", "helper"):
         fix_xla = fix_native = ("keep the value on the device (tensor ops, `torch.where`) or compute it outside the "
@@ -268,7 +279,7 @@ def _report_read(ctx: Context, read: type[Rule], node: cst.Call, place: str) -> 
         fix_native = "copy to the host once per logging interval, not every step"
     verb = "copies a tensor to the host" if read is HostCopy else "reads a tensor value on the host"
     message, severity = _message(ctx, f"`{shown}` {verb}", place, fix_xla, fix_native, read is HostValueRead)
-    ctx.report(read, node, message, severity, requires="forward" if place == "helper" else "")
+    ctx.report(read, node, message, severity, requires=requires)
 
 
 @check(cst.Call, rules=_RULES, tokens=TOKENS)
@@ -313,11 +324,12 @@ def _check_print(ctx: Context, node: cst.Call) -> None:
             continue
         shown = formats_tensor(ctx, arg.value, tensors)
         if shown is not None:
-            message, severity = _message(
-                ctx, f"`print` formats a tensor (`{_one_line(ctx, shown)}`), which copies it to the host,", place,
-                "print in `xm.add_step_closure(...)` or after `xm.mark_step()`",
-                "print once per logging interval, or print shapes and dtypes instead of values")
-            ctx.report(PrintTensor, node, message, severity, requires="forward" if place == "helper" else "")
+            for where, requires in _CANDIDATES.get(place, ((place, ""),)):
+                message, severity = _message(
+                    ctx, f"`print` formats a tensor (`{_one_line(ctx, shown)}`), which copies it to the host,", where,
+                    "print in `xm.add_step_closure(...)` or after `xm.mark_step()`",
+                    "print once per logging interval, or print shapes and dtypes instead of values")
+                ctx.report(PrintTensor, node, message, severity, requires=requires)
             return
 
 

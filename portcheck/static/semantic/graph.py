@@ -345,9 +345,13 @@ def apply(results: list[FileResult]) -> tuple[list[FileResult], str | None]:
 
 def _reached(found: Facts, finding: Finding, holders: list[_Node]) -> bool:
     """The finding's function is reached as it requires: "forward" from a module's forward, "device" from a
-    forward or a training step."""
-    reached = found.forward if finding.requires == "forward" else found.device
-    return bool(holders) and holders[-1].full in reached
+    forward or a training step, "step" from a training step and not from a forward."""
+    if not holders:
+        return False
+    function = holders[-1].full
+    if finding.requires == "step":  # a training step reaches it, and no forward does (that is "forward"'s)
+        return function in found.device and function not in found.forward
+    return function in (found.forward if finding.requires == "forward" else found.device)
 
 
 def settled(result: FileResult) -> FileResult:
