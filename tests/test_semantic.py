@@ -372,3 +372,30 @@ def test_a_host_read_in_a_helper_a_training_step_calls_is_worded_for_the_step(tm
     assert found[("train.py", 4, "PC701")] == Severity.WARNING
     assert ("train.py", 7, "PC701") not in found
     assert _scan(tmp_path)[("train.py", 4, "PC701")] == Severity.INFO
+
+
+def test_the_call_method_of_a_torch_module_runs_the_model(tmp_path):
+    """A `torch.nn.Module` subclass (through the project's own base class) that overrides `__call__` runs it every
+    step, as gpytorch's modules do; a plain class's `__call__` (a data transform) is not the model."""
+    _tree(tmp_path, {"pkg/__init__.py": "", "pkg/base.py": """\
+        import torch
+
+        class Module(torch.nn.Module):
+            pass
+        """, "pkg/strategy.py": """\
+        import torch
+        from pkg.base import Module
+
+        class Strategy(Module):
+            def __call__(self, x: torch.Tensor):
+                if not self.updated.item():
+                    x = x * 2
+                return x
+
+        class Transform:
+            def __call__(self, x: torch.Tensor):
+                return x.sum().item()
+        """})
+    found = _scan(tmp_path, "inf2", "xla")
+    assert found[("pkg/strategy.py", 6, "PC208")] == Severity.WARNING  # branches on a tensor's value
+    assert ("pkg/strategy.py", 12, "PC701") not in found

@@ -178,3 +178,29 @@ def test_a_probe_that_only_guards_cuda_settings_is_info():
     assert found[(7, "PC104")] == Severity.INFO
     assert found[(9, "PC104")] == Severity.INFO
     assert found[(11, "PC104")] > Severity.INFO
+
+
+def test_buffers_and_parameters_are_tensors():
+    """`int(self.ptr)` reads a tensor when `ptr` is a registered buffer or a Parameter of the class; an attribute
+    the class never makes a tensor is not known to be one."""
+    found = severities("""\
+        import torch
+
+        class Bank(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.register_buffer("ptr", torch.zeros(1, dtype=torch.long))
+                self.scale = torch.nn.Parameter(torch.ones(1))
+                self.size = 8
+
+            def forward(self, x):
+                self.enqueue(x)
+                return x * float(self.scale) + int(self.size)
+
+            def enqueue(self, x):
+                start = int(self.ptr)
+                return start
+        """, "inf2", "xla")
+    assert found[(12, "PC701")] == Severity.WARNING
+    assert found[(15, "PC701")] == Severity.WARNING
+    assert len([key for key in found if key[0] == 12]) == 1  # `int(self.size)` is not a read

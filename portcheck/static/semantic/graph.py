@@ -147,7 +147,7 @@ class Project:
         module, package = self.files[caller.path][:2]
         if target.startswith("self."):
             rest = target[len("self."):]
-            cls = self._class_of(caller)
+            cls = self.class_of(caller)
             return self._method(cls, rest) if cls and "." not in rest else []
         if target.startswith(":"):
             name = target[1:]
@@ -163,7 +163,7 @@ class Project:
             return self._find(self.exports[full]) if full in self.exports else []
         return self._find(self._absolute(target, module, package))
 
-    def _class_of(self, node: _Node) -> str | None:
+    def class_of(self, node: _Node) -> str | None:
         parts = node.function.name.split(".")
         for end in range(len(parts) - 1, 0, -1):
             cls = ".".join(filter(None, [node.module, *parts[:end]]))
@@ -244,7 +244,8 @@ def facts(project: Project) -> Facts:
                     queue.append(callee)
         return seen
 
-    forward = reach((f for f, n in project.nodes.items() if FORWARD in n.function.roles), skipped)
+    forward = reach((f for f, n in project.nodes.items() if FORWARD in n.function.roles or (
+        n.function.name.endswith(".__call__") and _is_module(project, project.class_of(n)))), skipped)
     device = forward | reach((f for f, n in project.nodes.items() if STEP in n.function.roles), skipped)
     host_roots = {f for f, n in project.nodes.items() if HOST in n.function.roles}
     for node in project.nodes.values():
@@ -253,6 +254,23 @@ def facts(project: Project) -> Facts:
     host = reach(host_roots, skipped | device)
     return Facts(frozenset(probes), frozenset(cuda_only), frozenset(vendor_only), frozenset(device),
                  frozenset(host), frozenset(forward), frozenset(once))
+
+
+_MODULE_BASES = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module"})
+
+
+def _is_module(project: Project, cls: str | None, depth: int = 0) -> bool:
+    """`cls` subclasses `torch.nn.Module`, through the project's own classes: its `__call__`, where it has one,
+    is what runs the model (gpytorch's modules call `forward` from there)."""
+    if cls is None or depth >= _DEPTH:
+        return False
+    for base in project.classes.get(cls, ()):
+        if base in _MODULE_BASES:
+            return True
+        known = [base] if base in project.classes else project.class_suffix.get(base, [])
+        if any(_is_module(project, k, depth + 1) for k in known):
+            return True
+    return False
 
 
 # ---- findings ----------------------------------------------------------------------------------------------------
