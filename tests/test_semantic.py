@@ -399,3 +399,37 @@ def test_the_call_method_of_a_torch_module_runs_the_model(tmp_path):
     found = _scan(tmp_path, "inf2", "xla")
     assert found[("pkg/strategy.py", 6, "PC208")] == Severity.WARNING  # branches on a tensor's value
     assert ("pkg/strategy.py", 12, "PC701") not in found
+
+
+def test_what_only_a_constructor_calls_is_set_up(tmp_path):
+    """A helper only constructors call runs once, when the model is built; one `forward` calls too, or one a
+    class built inside `forward` calls from its constructor, runs every step."""
+    _tree(tmp_path, {"model.py": """\
+        import torch
+
+        def support(w):
+            return w[w != 0]
+
+        def shared(w):
+            return w[w > 0]
+
+        def per_step(w):
+            return w[w > 1]
+
+        class Window:
+            def __init__(self, x):
+                self.kept = per_step(x)
+
+        class Net(torch.nn.Module):
+            def __init__(self, w):
+                super().__init__()
+                self.idx = support(w)
+                self.first = shared(w)
+
+            def forward(self, x):
+                return Window(x).kept, shared(x)
+        """})
+    found = _scan(tmp_path)
+    assert found[("model.py", 4, "PC204")] == Severity.INFO
+    assert found[("model.py", 7, "PC204")] == Severity.ERROR
+    assert found[("model.py", 10, "PC204")] == Severity.ERROR

@@ -180,7 +180,7 @@ class Facts:
     device: frozenset[str]  # what a forward or a training step reaches
     host: frozenset[str]
     forward: frozenset[str] = frozenset()  # what a forward reaches: the model itself
-    once: frozenset[str] = frozenset()  # cached functions, and what only they or lazy initialisations call
+    once: frozenset[str] = frozenset()  # set-up: constructors, cached functions and what only they call
 
 
 def facts(project: Project) -> Facts:
@@ -232,7 +232,6 @@ def facts(project: Project) -> Facts:
     cuda_only = only(CUDA_GUARD, {f for f, n in project.nodes.items() if CUDA_CLASS in n.function.roles})
     vendor_only = only(VENDOR_GUARD, {f for f, n in project.nodes.items() if VENDOR in n.function.roles})
     skipped = cuda_only | vendor_only
-    once = only(ONCE_GUARD, {f for f, n in project.nodes.items() if ONCE in n.function.roles}) - skipped
 
     def reach(roots: Iterable[str], avoid: set[str]) -> set[str]:
         seen = set(roots) - avoid
@@ -252,6 +251,11 @@ def facts(project: Project) -> Facts:
         for ref in node.function.host_refs:
             host_roots.update(project.resolve(ref, node))
     host = reach(host_roots, skipped | device)
+    # Set-up: cached functions, constructors nothing on the device step calls (a class made in `forward` builds
+    # every step), and what only they or lazy initialisations call.
+    set_up = {f for f, n in project.nodes.items() if ONCE in n.function.roles
+              or (n.function.name.endswith(".__init__") and f not in device)}
+    once = only(ONCE_GUARD, set_up) - skipped
     return Facts(frozenset(probes), frozenset(cuda_only), frozenset(vendor_only), frozenset(device),
                  frozenset(host), frozenset(forward), frozenset(once))
 
@@ -308,7 +312,8 @@ def _where(project: Project, found: Facts, result: FileResult, finding: Finding,
     for node in holders:
         if node.full in found.once:
             why = ("its result is cached" if ONCE in node.function.roles
-                   else "it is called only where a result is cached or initialised once")
+                   else "it builds an object" if node.function.name.endswith(".__init__")
+                   else "it is called only where an object is built, a result cached or initialised once")
             return "setup", f"`{node.function.name}` runs once, not every step: {why}"
     if holders and holders[-1].full in found.host and not any(h.full in found.device for h in holders):
         return "host", f"`{holders[-1].function.name}` is reached only from the data pipeline"
