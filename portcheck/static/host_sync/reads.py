@@ -6,6 +6,7 @@ from __future__ import annotations
 import libcst as cst
 
 from portcheck.findings import Severity
+from portcheck.knowledge import load
 from portcheck.rules import Pass, Rule, rule
 from portcheck.static.check import Context, check
 from portcheck.static.host_sync.place import quiet_calls, read_place
@@ -246,7 +247,12 @@ def _message(ctx: Context, what: str, place: str, fix_xla: str, fix_native: str,
     """`graph_break`: the read is a data access that `torch.compile` graph-breaks on (`.item()`, `.tolist()`)."""
     where = {"forward": "inside `forward`", "helper": "in code the model's `forward` calls",
              "step-helper": "in code a training step calls"}.get(place, "every training step")
+    helper = place == "step-helper"
     place = {"helper": "forward", "step-helper": "step"}.get(place, place)
+    if helper and load().rules["PC607"].applies_to(ctx.chip, ctx.stack):
+        # a chip that does not train: PC607 reports the training; its step's reads are not the port's problem
+        return f"{what} {where}: training does not run on {ctx.chip} (PC607), so this read is not reached there", \
+            Severity.INFO
     if ctx.stack == "xla":
         cut = f"{_GRAPH_CUT} {_TRACE}" if place == "forward" else _GRAPH_CUT
         return f"{what} {where}: {cut}; {fix_xla}", None
