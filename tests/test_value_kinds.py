@@ -204,3 +204,24 @@ def test_buffers_and_parameters_are_tensors():
     assert found[(12, "PC701")] == Severity.WARNING
     assert found[(15, "PC701")] == Severity.WARNING
     assert len([key for key in found if key[0] == 12]) == 1  # `int(self.size)` is not a read
+
+
+def test_a_branch_for_another_device_type_is_not_neuron_code():
+    """`.cpu()` under a test that holds only for other device types (a list of them, a flag bound to such a
+    test, `x.is_mps`) never runs for a Neuron tensor; under a test Neuron tensors can pass, it does."""
+    found = severities("""\
+        import torch
+
+        class M(torch.nn.Module):
+            def forward(self, x):
+                x_is_mps_xpu = x.device.type in ["mps", "xpu"]
+                if x_is_mps_xpu:
+                    x = x.cpu()
+                if x.is_mps:
+                    x = x.cpu()
+                if x.device.type in ("cpu", "neuron"):
+                    x = x.cpu()
+                return x
+        """, "inf2", "xla")
+    assert (7, "PC702") not in found and (9, "PC702") not in found
+    assert (11, "PC702") in found

@@ -84,15 +84,16 @@ def _host_code(ctx: Context) -> str | None:
     if function is not None:
         return f"in `{function}`"
     if _other_device_branch(ctx):
-        return "in a branch taken only for CPU or MPS tensors"
+        return "in a branch Neuron tensors never take (it tests for another device type)"
     return "in a class that runs an onnxruntime session" if _onnxruntime_class(ctx) else None
 
 
 def _other_device_branch(ctx: Context) -> bool:
-    """Inside the body of `if x.device.type == "cpu" ...:` (or "mps"): Neuron tensors never take it."""
+    """Inside the body of `if x.device.type == "cpu" ...:` (or another device type than Neuron's): Neuron tensors
+    never take it."""
     for index, statement in enumerate(ctx.statements[:-1]):
         if (isinstance(statement, cst.If) and ctx.statements[index + 1] in _body(statement)
-                and _tests_other_device(statement.test)):
+                and _tests_other_device(ctx, statement.test)):
             return True
     return False
 
@@ -102,16 +103,32 @@ def _source_of(ctx: Context, node: cst.CSTNode) -> Callable[[], bool]:
     return lambda: "InferenceSession(" in ctx.source(node)
 
 
-def _tests_other_device(test: cst.BaseExpression) -> bool:
+# Device types a Neuron tensor never has (it is "neuron" on the native stack, "xla" on the XLA one).
+_OTHER_DEVICES = frozenset({"cpu", "mps", "xpu", "cuda", "hpu", "npu", "mlu", "mtia"})
+
+
+def _tests_other_device(ctx: Context, test: cst.BaseExpression, depth: int = 0) -> bool:
+    """`x.device.type == "cpu"`, `x.device.type in ("mps", "xpu")`, `x.is_mps`, and a name bound once to such a
+    test (`x_is_mps = x.device.type in ["mps", "xpu"]`): true only for tensors that are not Neuron's."""
     if isinstance(test, cst.BooleanOperation):
         if isinstance(test.operator, cst.Or):
-            return _tests_other_device(test.left) and _tests_other_device(test.right)
-        return _tests_other_device(test.left) or _tests_other_device(test.right)
+            return _tests_other_device(ctx, test.left, depth) and _tests_other_device(ctx, test.right, depth)
+        return _tests_other_device(ctx, test.left, depth) or _tests_other_device(ctx, test.right, depth)
+    if isinstance(test, cst.Attribute):
+        return test.attr.value in ("is_cpu", "is_mps", "is_xpu", "is_cuda")
+    if isinstance(test, cst.Name) and depth < 2:
+        bound = ctx.constant(test)
+        return bound is not None and _tests_other_device(ctx, bound[1], depth + 1)
     if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
-        left, right = test.left, test.comparisons[0].comparator
-        return (isinstance(test.comparisons[0].operator, cst.Equal) and isinstance(left, cst.Attribute)
-                and left.attr.value == "type" and (dotted_name(left.value) or "").endswith("device")
-                and string_value(right) in ("cpu", "mps"))
+        left, right, operator = test.left, test.comparisons[0].comparator, test.comparisons[0].operator
+        if not (isinstance(left, cst.Attribute) and left.attr.value == "type"
+                and (dotted_name(left.value) or "").endswith("device")):
+            return False
+        if isinstance(operator, cst.Equal):
+            return string_value(right) in _OTHER_DEVICES
+        if isinstance(operator, cst.In) and isinstance(right, (cst.Tuple, cst.List, cst.Set)):
+            names = [string_value(e.value) for e in right.elements]
+            return bool(names) and all(name in _OTHER_DEVICES for name in names)
     return False
 
 
