@@ -225,3 +225,27 @@ def test_a_branch_for_another_device_type_is_not_neuron_code():
         """, "inf2", "xla")
     assert (7, "PC702") not in found and (9, "PC702") not in found
     assert (11, "PC702") in found
+
+
+def test_a_read_after_an_early_return_off_the_interval_is_an_interval_read():
+    """`if epoch % N != 0 or batch_idx > 0: return` leaves the rest of the block to one batch every N epochs: a
+    copy there is not per step; one after an early return on anything else is."""
+    found = severities("""\
+        import torch
+
+        class M(torch.nn.Module):
+            def forward(self, x, epoch, batch_idx):
+                y = x * 2
+                if epoch % 10 != 0 or batch_idx > 0:
+                    return y
+                return y.cpu()
+
+        class N(torch.nn.Module):
+            def forward(self, x, epoch, batch_idx):
+                y = x * 2
+                if batch_idx > 0:
+                    return y
+                return y.cpu()
+        """, "inf2", "xla")
+    assert (8, "PC702") not in found
+    assert (15, "PC702") in found
