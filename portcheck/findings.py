@@ -117,7 +117,8 @@ class Finding:
     fingerprint: str = ""
     stem: str = ""  # the fingerprint without the occurrence number: what identical findings of a file share
     # A condition only the project's call graph can settle (portcheck.static.semantic.graph): "forward" = a
-    # finding only where a module's forward reaches the code, "device" = where a forward or a training step does.
+    # finding only where a module's forward reaches the code, "device" = where a forward or a training step does,
+    # "step" = where a training step does and no forward does.
     # Settled before any report; never in the output.
     requires: str = ""
     # Where the code runs, as the call graph settles it (RUNS); "" where no graph was built. Never in the output

@@ -123,7 +123,10 @@ def rule_class(code: str) -> type[Rule] | None:
 # Categories whose findings matter only where the code runs on the device: what only the data pipeline reaches
 # runs on the host (numpy, CPU tensors), where a data-dependent shape, a float64 or a host read costs nothing.
 _DEVICE_CATEGORIES = frozenset({"dynamic-shape", "host-sync", "dtype", "unsupported-op", "custom-attention"})
-EVERYWHERE = frozenset({"device", "host", "unknown"})
+EVERYWHERE = frozenset({"device", "host", "setup", "unknown"})
+# What costs nothing when it runs once rather than every step: a data-dependent shape (one graph), a host read, a
+# CPU fallback. (A float64 value made once still flows into the step, so dtype rules keep "setup".)
+_ONCE_HARMLESS = frozenset({"dynamic-shape", "host-sync", "unsupported-op"})
 
 
 @functools.cache
@@ -133,6 +136,8 @@ def contexts_of(code: str) -> frozenset[str]:
     if cls is not None and cls.CONTEXTS is not None:
         return cls.CONTEXTS
     category = load().rules[code].category if code in load().rules else ""
+    if category in _ONCE_HARMLESS:
+        return EVERYWHERE - {"host", "setup"}
     return EVERYWHERE - {"host"} if category in _DEVICE_CATEGORIES else EVERYWHERE
 
 

@@ -300,3 +300,137 @@ def test_control_flow_on_a_tensor_counts_in_a_training_step_and_what_it_calls(tm
     assert found[("trainer.py", 6, "PC208")] == Severity.WARNING  # transformers' per-step hook
     assert found[("trainer.py", 11, "PC208")] == Severity.WARNING  # called from it
     assert ("trainer.py", 16, "PC208") not in found  # nothing on the device step calls it
+
+
+def test_code_that_runs_once_is_set_up(tmp_path):
+    """A cached function, a lazy initialisation (`if self.x is None: self.x = ...`, `if not flag: ...; flag =
+    True`) and what only they call run once, not every step: a CPU fallback or a data-dependent shape there
+    costs one call (info). A parameter tested against None is tested again every call, and float64 made once
+    still flows into the step: both keep their severity."""
+    _tree(tmp_path, {"model.py": """\
+        import functools
+        import torch
+
+        def basis(w):
+            return w[w > 0]
+
+        def nonzero(w):
+            return w[w != 0]
+
+        class Net(torch.nn.Module):
+            @functools.cached_property
+            def positive(self):
+                return nonzero(self.weight[self.weight > 0])
+
+            def forward(self, x, mask=None):
+                if self._basis is None:
+                    self._basis = basis(self.weight)
+                if not self.initialised:
+                    self.table = torch.linalg.inv(self.weight)
+                    self.initialised = True
+                if mask is None:
+                    mask = torch.linalg.inv(x)
+                y = torch.linalg.svd(x)
+                return x[x > 0], y, mask, self.positive
+
+            def reset(self):
+                if self._cache is None:
+                    self._cache = self.weight[self.weight > 0]
+                    self._ones = torch.ones(3, dtype=torch.float64)
+        """})
+    found = _scan(tmp_path)
+    assert found[("model.py", 5, "PC204")] == Severity.INFO  # only the lazy initialisation calls it
+    assert found[("model.py", 8, "PC204")] == Severity.INFO  # only the cached property calls it
+    assert found[("model.py", 13, "PC204")] == Severity.INFO  # cached
+    assert found[("model.py", 19, "PC321")] == Severity.INFO  # under `if not self.initialised:` that sets it
+    assert found[("model.py", 22, "PC321")] > Severity.INFO  # a parameter: every call
+    assert found[("model.py", 23, "PC321")] > Severity.INFO
+    assert found[("model.py", 24, "PC204")] > Severity.INFO
+    assert found[("model.py", 28, "PC204")] == Severity.INFO
+    assert found[("model.py", 29, "PC303")] > Severity.INFO  # float64 made once is used every step
+
+
+def test_a_host_read_in_a_helper_a_training_step_calls_is_worded_for_the_step(tmp_path):
+    """A helper only a training step reaches keeps its read, worded for the step (a graph cut per step on xla,
+    info on native and on a chip that does not train); one nothing on the device calls is dropped."""
+    _tree(tmp_path, {"train.py": """\
+        import torch
+
+        def entropy(logits: torch.Tensor):
+            return (logits.softmax(-1) * logits).sum().item()
+
+        def idle(logits: torch.Tensor):
+            return logits.sum().item()
+
+        class Trainer:
+            def training_step(self, model, batch):
+                out = model(batch)
+                self.log(entropy(out))
+                return out.mean()
+        """})
+    found = _scan(tmp_path, "trn1", "xla")
+    assert found[("train.py", 4, "PC701")] == Severity.WARNING
+    assert ("train.py", 7, "PC701") not in found
+    assert _scan(tmp_path)[("train.py", 4, "PC701")] == Severity.INFO
+    assert _scan(tmp_path, "inf2", "xla")[("train.py", 4, "PC701")] == Severity.INFO  # inf2 does not train
+
+
+def test_the_call_method_of_a_torch_module_runs_the_model(tmp_path):
+    """A `torch.nn.Module` subclass (through the project's own base class) that overrides `__call__` runs it every
+    step, as gpytorch's modules do; a plain class's `__call__` (a data transform) is not the model."""
+    _tree(tmp_path, {"pkg/__init__.py": "", "pkg/base.py": """\
+        import torch
+
+        class Module(torch.nn.Module):
+            pass
+        """, "pkg/strategy.py": """\
+        import torch
+        from pkg.base import Module
+
+        class Strategy(Module):
+            def __call__(self, x: torch.Tensor):
+                if not self.updated.item():
+                    x = x * 2
+                return x
+
+        class Transform:
+            def __call__(self, x: torch.Tensor):
+                return x.sum().item()
+        """})
+    found = _scan(tmp_path, "inf2", "xla")
+    assert found[("pkg/strategy.py", 6, "PC208")] == Severity.WARNING  # branches on a tensor's value
+    assert ("pkg/strategy.py", 12, "PC701") not in found
+
+
+def test_what_only_a_constructor_calls_is_set_up(tmp_path):
+    """A helper only constructors call runs once, when the model is built; one `forward` calls too, or one a
+    class built inside `forward` calls from its constructor, runs every step."""
+    _tree(tmp_path, {"model.py": """\
+        import torch
+
+        def support(w):
+            return w[w != 0]
+
+        def shared(w):
+            return w[w > 0]
+
+        def per_step(w):
+            return w[w > 1]
+
+        class Window:
+            def __init__(self, x):
+                self.kept = per_step(x)
+
+        class Net(torch.nn.Module):
+            def __init__(self, w):
+                super().__init__()
+                self.idx = support(w)
+                self.first = shared(w)
+
+            def forward(self, x):
+                return Window(x).kept, shared(x)
+        """})
+    found = _scan(tmp_path)
+    assert found[("model.py", 4, "PC204")] == Severity.INFO
+    assert found[("model.py", 7, "PC204")] == Severity.ERROR
+    assert found[("model.py", 10, "PC204")] == Severity.ERROR

@@ -35,6 +35,28 @@ def test_numpy_and_pandas_annotations_make_host_values():
     assert (7, "PC204") not in found and (8, "PC204") not in found
 
 
+def test_what_numpy_takes_or_returns_in_parts_is_a_host_value():
+    """An argument of a numpy / scikit-learn call has to be a host value, and so are the parts of what such a
+    call returns (`values, counts = np.unique(x)`); a device tensor's parts and a tensor moved to the host
+    inside the argument (`np.array(x[m].cpu())`) are not."""
+    found = severities("""\
+        import numpy as np
+        import torch
+
+        class M(torch.nn.Module):
+            def forward(self, x, emb, labels, k):
+                centre = np.mean(emb[labels == k], axis=0)
+                values, counts = np.unique(labels, return_counts=True)
+                large = values[counts >= 2]
+                q, v = self.split(x)
+                kept = q[v > 0]
+                moved = np.array(x[x > 0].cpu())
+                return centre, large, kept, moved
+        """)
+    assert (6, "PC204") not in found and (8, "PC204") not in found
+    assert (10, "PC204") in found and (11, "PC204") in found
+
+
 def test_a_probe_held_in_a_local_name_guards_what_it_compares():
     found = severities("""\
         import torch
@@ -131,3 +153,99 @@ def test_a_fix_evaluated_at_import_is_unsafe():
         """), "m.py", "trn2", "native", load().applicable("trn2", "native"))
     fixes = {f.line: f.fix.applicability for f in result.findings if f.code == "PC102" and f.fix is not None}
     assert fixes == {3: "unsafe", 6: "unsafe", 9: "safe"}
+
+
+def test_a_probe_that_only_guards_cuda_settings_is_info():
+    """A probe whose branch only synchronises, sets cuDNN flags or CUDA's environment variables changes nothing a
+    Neuron run needs; one that also picks the device does."""
+    found = severities("""\
+        import os
+        import torch
+
+        def setup():
+            if torch.cuda.is_available():
+                torch.backends.cudnn.benchmark = True
+            if torch.cuda.is_available():
+                os.environ["CUDA_VISIBLE_DEVICES"] = "0"
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+            if torch.cuda.is_available():
+                torch.backends.cudnn.benchmark = True
+                device = "cuda"
+            return device
+        """)
+    assert found[(5, "PC104")] == Severity.INFO
+    assert found[(7, "PC104")] == Severity.INFO
+    assert found[(9, "PC104")] == Severity.INFO
+    assert found[(11, "PC104")] > Severity.INFO
+
+
+def test_buffers_and_parameters_are_tensors():
+    """`int(self.ptr)` reads a tensor when `ptr` is a registered buffer or a Parameter of the class; an attribute
+    the class never makes a tensor is not known to be one."""
+    found = severities("""\
+        import torch
+
+        class Bank(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.register_buffer("ptr", torch.zeros(1, dtype=torch.long))
+                self.scale = torch.nn.Parameter(torch.ones(1))
+                self.size = 8
+
+            def forward(self, x):
+                self.enqueue(x)
+                return x * float(self.scale) + int(self.size)
+
+            def enqueue(self, x):
+                start = int(self.ptr)
+                return start
+        """, "inf2", "xla")
+    assert found[(12, "PC701")] == Severity.WARNING
+    assert found[(15, "PC701")] == Severity.WARNING
+    assert len([key for key in found if key[0] == 12]) == 1  # `int(self.size)` is not a read
+
+
+def test_a_branch_for_another_device_type_is_not_neuron_code():
+    """`.cpu()` under a test that holds only for other device types (a list of them, a flag bound to such a
+    test, `x.is_mps`) never runs for a Neuron tensor; under a test Neuron tensors can pass, it does."""
+    found = severities("""\
+        import torch
+
+        class M(torch.nn.Module):
+            def forward(self, x):
+                x_is_mps_xpu = x.device.type in ["mps", "xpu"]
+                if x_is_mps_xpu:
+                    x = x.cpu()
+                if x.is_mps:
+                    x = x.cpu()
+                if x.device.type in ("cpu", "neuron"):
+                    x = x.cpu()
+                return x
+        """, "inf2", "xla")
+    assert (7, "PC702") not in found and (9, "PC702") not in found
+    assert (11, "PC702") in found
+
+
+def test_a_read_after_an_early_return_off_the_interval_is_an_interval_read():
+    """`if epoch % N != 0 or batch_idx > 0: return` leaves the rest of the block to one batch every N epochs: a
+    copy there is not per step; one after an early return on anything else is."""
+    found = severities("""\
+        import torch
+
+        class M(torch.nn.Module):
+            def forward(self, x, epoch, batch_idx):
+                y = x * 2
+                if epoch % 10 != 0 or batch_idx > 0:
+                    return y
+                return y.cpu()
+
+        class N(torch.nn.Module):
+            def forward(self, x, epoch, batch_idx):
+                y = x * 2
+                if batch_idx > 0:
+                    return y
+                return y.cpu()
+        """, "inf2", "xla")
+    assert (8, "PC702") not in found
+    assert (15, "PC702") in found

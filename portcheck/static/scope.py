@@ -20,7 +20,8 @@ import libcst as cst
 
 from portcheck.static.check import Context
 from portcheck.static.host_names import marked_host, python_number
-from portcheck.static.syntax import binds, call_name, dotted_name, keyword, positional, string_value
+from portcheck.static.rebindings import rebindings
+from portcheck.static.syntax import call_name, dotted_name, keyword, positional, string_value
 from portcheck.static.values import contains
 from portcheck.static.walk import visit
 
@@ -62,6 +63,12 @@ def host_path(ctx: Context) -> str | None:
 def host_code(ctx: Context) -> str | None:
     """Why the current code runs on the host around the model, or None: a data-pipeline folder, a class that
     subclasses a dataset, sampler, loader, transform base or metric, or a data-building function."""
+    if ctx.statements:  # the innermost statement stands for the whole chain: asked once per statement
+        return ctx.memo("host-code", ctx.statements[-1], lambda: _host_code(ctx))
+    return _host_code(ctx)
+
+
+def _host_code(ctx: Context) -> str | None:
     folder = host_path(ctx)
     if folder is not None:
         return f"in `{folder}`"
@@ -77,15 +84,16 @@ def host_code(ctx: Context) -> str | None:
     if function is not None:
         return f"in `{function}`"
     if _other_device_branch(ctx):
-        return "in a branch taken only for CPU or MPS tensors"
+        return "in a branch Neuron tensors never take (it tests for another device type)"
     return "in a class that runs an onnxruntime session" if _onnxruntime_class(ctx) else None
 
 
 def _other_device_branch(ctx: Context) -> bool:
-    """Inside the body of `if x.device.type == "cpu" ...:` (or "mps"): Neuron tensors never take it."""
+    """Inside the body of `if x.device.type == "cpu" ...:` (or another device type than Neuron's): Neuron tensors
+    never take it."""
     for index, statement in enumerate(ctx.statements[:-1]):
         if (isinstance(statement, cst.If) and ctx.statements[index + 1] in _body(statement)
-                and _tests_other_device(statement.test)):
+                and _tests_other_device(ctx, statement.test)):
             return True
     return False
 
@@ -95,16 +103,32 @@ def _source_of(ctx: Context, node: cst.CSTNode) -> Callable[[], bool]:
     return lambda: "InferenceSession(" in ctx.source(node)
 
 
-def _tests_other_device(test: cst.BaseExpression) -> bool:
+# Device types a Neuron tensor never has (it is "neuron" on the native stack, "xla" on the XLA one).
+_OTHER_DEVICES = frozenset({"cpu", "mps", "xpu", "cuda", "hpu", "npu", "mlu", "mtia"})
+
+
+def _tests_other_device(ctx: Context, test: cst.BaseExpression, depth: int = 0) -> bool:
+    """`x.device.type == "cpu"`, `x.device.type in ("mps", "xpu")`, `x.is_mps`, and a name bound once to such a
+    test (`x_is_mps = x.device.type in ["mps", "xpu"]`): true only for tensors that are not Neuron's."""
     if isinstance(test, cst.BooleanOperation):
         if isinstance(test.operator, cst.Or):
-            return _tests_other_device(test.left) and _tests_other_device(test.right)
-        return _tests_other_device(test.left) or _tests_other_device(test.right)
+            return _tests_other_device(ctx, test.left, depth) and _tests_other_device(ctx, test.right, depth)
+        return _tests_other_device(ctx, test.left, depth) or _tests_other_device(ctx, test.right, depth)
+    if isinstance(test, cst.Attribute):
+        return test.attr.value in ("is_cpu", "is_mps", "is_xpu", "is_cuda")
+    if isinstance(test, cst.Name) and depth < 2:
+        bound = ctx.constant(test)
+        return bound is not None and _tests_other_device(ctx, bound[1], depth + 1)
     if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
-        left, right = test.left, test.comparisons[0].comparator
-        return (isinstance(test.comparisons[0].operator, cst.Equal) and isinstance(left, cst.Attribute)
-                and left.attr.value == "type" and (dotted_name(left.value) or "").endswith("device")
-                and string_value(right) in ("cpu", "mps"))
+        left, right, operator = test.left, test.comparisons[0].comparator, test.comparisons[0].operator
+        if not (isinstance(left, cst.Attribute) and left.attr.value == "type"
+                and (dotted_name(left.value) or "").endswith("device")):
+            return False
+        if isinstance(operator, cst.Equal):
+            return string_value(right) in _OTHER_DEVICES
+        if isinstance(operator, cst.In) and isinstance(right, (cst.Tuple, cst.List, cst.Set)):
+            names = [string_value(e.value) for e in right.elements]
+            return bool(names) and all(name in _OTHER_DEVICES for name in names)
     return False
 
 
@@ -188,10 +212,44 @@ def host_value(ctx: Context, node: cst.BaseExpression, depth: int = 0, assumed: 
         bound = ctx.constant(node)
         if bound is not None:
             return host_value(ctx, bound[1], depth + 1, assumed, factories=factories)
-        values = _rebindings(ctx, node.value)
+        values = rebindings(ctx, node.value)
         assumed = assumed | {node.value}
         return bool(values) and all(host_value(ctx, v, depth + 1, assumed, factories=factories) for v in values)
     return False
+
+
+def host_argument(ctx: Context, node: cst.CSTNode) -> bool:
+    """`node` is given to numpy, pandas, scipy or scikit-learn (`np.mean(emb[labels == k])`), directly or in
+    arithmetic or a list of such arguments: it has to be a host value for that call to work."""
+    if not ctx.statements:
+        return False
+    statement = ctx.statements[-1]
+    return id(node) in ctx.memo("host-arguments", statement, lambda: _host_arguments(ctx, statement))
+
+
+def _host_arguments(ctx: Context, statement: cst.CSTNode) -> frozenset[int]:
+    found: set[int] = set()
+
+    class Finder(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is statement  # a nested function's statements have their own
+
+        def visit_Call(self, call: cst.Call) -> None:
+            if not (ctx.qualname(call.func) or "").startswith(_HOST_LIBRARIES):
+                return
+            todo: list[cst.BaseExpression] = [arg.value for arg in call.args]
+            while todo:
+                value = todo.pop()
+                found.add(id(value))
+                if isinstance(value, cst.BinaryOperation):
+                    todo.extend((value.left, value.right))
+                elif isinstance(value, cst.UnaryOperation):
+                    todo.append(value.expression)
+                elif isinstance(value, (cst.List, cst.Tuple)):
+                    todo.extend(e.value for e in value.elements)
+
+    visit(statement, Finder())
+    return frozenset(found)
 
 
 def _of_host_arguments(ctx: Context, node: cst.Call, depth: int, assumed: frozenset[str], factories: bool) -> bool:
@@ -200,81 +258,6 @@ def _of_host_arguments(ctx: Context, node: cst.Call, depth: int, assumed: frozen
     return bool(args) and len(args) == len(node.args) and all(
         isinstance(a, (cst.Integer, cst.Float)) or host_value(ctx, a, depth + 1, assumed, factories=factories)
         for a in args)
-
-
-def _rebindings(ctx: Context, name: str) -> tuple[cst.BaseExpression, ...]:
-    """Every value a name bound several times in the current function gets (`x = f(); x = x[ok]`), or () when
-    one of its bindings is not a plain `name = value` (a parameter, a loop target, an unpacking, `+=`)."""
-    if not ctx.functions:
-        return ()
-    function = ctx.functions[-1]
-    return ctx.memo(f"rebindings:{name}", function, lambda: _collect_rebindings(function, name))
-
-
-def _collect_rebindings(function: cst.FunctionDef, name: str) -> tuple[cst.BaseExpression, ...]:
-    params = function.params
-    if any(p.name.value == name for p in (*params.posonly_params, *params.params, *params.kwonly_params)):
-        return ()
-    values: list[cst.BaseExpression] = []
-    other = False
-
-    class Finder(cst.CSTVisitor):
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-            return node is function
-
-        def visit_Lambda(self, node: cst.Lambda) -> bool:
-            return False
-
-        def visit_Assign(self, node: cst.Assign) -> None:
-            nonlocal other
-            for target in node.targets:
-                if isinstance(target.target, cst.Name) and target.target.value == name:
-                    if len(node.targets) == 1:
-                        values.append(node.value)
-                    else:
-                        other = True
-                elif binds(target.target, name):
-                    paired = _paired(target.target, node.value, name) if len(node.targets) == 1 else None
-                    if paired is None:
-                        other = True
-                    else:
-                        values.append(paired)
-
-        def visit_AugAssign(self, node: cst.AugAssign) -> None:
-            nonlocal other
-            other = other or binds(node.target, name)
-
-        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-            nonlocal other
-            other = other or binds(node.target, name)
-
-        def visit_For(self, node: cst.For) -> None:
-            nonlocal other
-            other = other or binds(node.target, name)
-
-        def visit_AsName(self, node: cst.AsName) -> None:
-            nonlocal other
-            other = other or binds(node.name, name)
-
-        def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
-            nonlocal other
-            other = other or binds(node.target, name)
-
-    visit(function, Finder())
-    return () if other else tuple(values)
-
-
-def _paired(target: cst.BaseExpression, value: cst.BaseExpression, name: str) -> cst.BaseExpression | None:
-    """`b` for `name` in `a, name = x, b` (tuples of the same length, no starred element), else None."""
-    if not isinstance(target, (cst.Tuple, cst.List)) or not isinstance(value, (cst.Tuple, cst.List)):
-        return None
-    if len(target.elements) != len(value.elements) or any(
-            isinstance(e, cst.StarredElement) for e in (*target.elements, *value.elements)):
-        return None
-    for left, right in zip(target.elements, value.elements, strict=True):
-        if isinstance(left.value, cst.Name) and left.value.value == name:
-            return right.value
-    return None
 
 
 def copies_to_host(ctx: Context) -> bool:

@@ -142,6 +142,17 @@ def bound_name(alias: cst.ImportAlias) -> str:
     return dotted_name(alias.name) or ""
 
 
+def bound_names(target: cst.CSTNode) -> list[str]:
+    """The names `target` binds (a name, a tuple or list of them, a starred one): what `binds` asks of each."""
+    if isinstance(target, cst.Name):
+        return [target.value]
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [name for e in target.elements for name in bound_names(e.value)]
+    if isinstance(target, cst.StarredElement):
+        return bound_names(target.value)
+    return []
+
+
 def binds(target: cst.CSTNode, name: str) -> bool:
     """`target` (a name, a tuple or list of them, a starred one) binds `name`."""
     if isinstance(target, cst.Name):

@@ -239,6 +239,11 @@ def _judge_compile(ctx: Context, node: cst.CSTNode, call: cst.Call | None, qualn
                    "TorchInductor; TorchNeuron selects its own backend only for a model already on the Neuron "
                    "device, and its porting checklist asks for it explicitly: pass `backend=\"neuron\"`",
                    severity=Severity.INFO, fix=_add_backend(ctx, node, call))
+    elif backend is None and call is not None and _may_lack_backend(ctx, call):
+        spread = next(ctx.source(arg.value) for arg in call.args if arg.star)
+        ctx.report(CompileBackend, node, f"`{one_line(ctx, node)}` names no backend unless `{spread}` holds one; "
+                   "without it, it defaults to TorchInductor, and TorchNeuron's porting checklist asks for "
+                   "`backend=\"neuron\"` explicitly", severity=Severity.INFO)
     elif backend is not None:
         _judge_backend(ctx, backend, call)
     if call is None:
@@ -268,6 +273,21 @@ def _judge_compile(ctx: Context, node: cst.CSTNode, call: cst.Call | None, qualn
         # Same results, compiled for static shapes: the Neuron backend has no other kind.
         fix = FixPlan(CompileDynamic.fix_title, True, (Replace(dynamic.value, "False"),))
         ctx.report(CompileDynamic, dynamic, fix=fix)
+
+
+def _may_lack_backend(ctx: Context, call: cst.Call) -> bool:
+    """`torch.compile(m, **kwargs)`: the keywords may name no backend. A dict literal the name is bound to says
+    whether they do (`{"backend": "neuron"}` does); `*args` alone (no keywords spread) names none either."""
+    for arg in call.args:
+        if arg.star == "**":
+            bound = ctx.constant(arg.value)
+            if bound is None or not isinstance(bound[1], cst.Dict):
+                return True
+            if any(isinstance(e, cst.DictElement) and string_value(e.key) == "backend" for e in bound[1].elements):
+                return False
+            if any(isinstance(e, cst.StarredDictElement) for e in bound[1].elements):
+                return True
+    return True
 
 
 _SHARDED_TRAINING = ("fsdp", "ddp", "deepspeed")

@@ -255,9 +255,14 @@ def _exits(block: cst.BaseSuite) -> bool:
 # ---- what a probe decides -----------------------------------------------------------------------------------------
 
 # torch.cuda APIs that only query or tune the GPU: skipping them on Neuron loses nothing the port needs.
-_QUERIES = frozenset({"get_device_properties", "get_device_capability", "get_device_name", "get_arch_list"})
+# (`synchronize` too: it only waits for the GPU, which a Neuron run has no use for where the probe skips it.)
+_QUERIES = frozenset({"get_device_properties", "get_device_capability", "get_device_name", "get_arch_list",
+                      "synchronize"})
 _TOOL_NAMES = re.compile(r"nvml|amdsmi|cudagraph|^_cuda|nvtx|cudart", re.IGNORECASE)
-_TOOL_TEXT = re.compile(r"nvidia-smi|nvml|amdsmi|_cuda_")  # `"self_cuda_time_total"`: a CUDA profiler column
+# `"self_cuda_time_total"`: a CUDA profiler column; CUDA's runtime variables, which nothing on Neuron reads.
+_TOOL_TEXT = re.compile(r"nvidia-smi|nvml|amdsmi|_cuda_|CUDA_VISIBLE_DEVICES|CUDA_LAUNCH_BLOCKING|CUDA_DEVICE_ORDER")
+# cuDNN and CUDA matmul settings (`torch.backends.cudnn.benchmark = True`): Neuron ignores them.
+_CUDA_SETTINGS = ("torch.backends.cudnn.", "torch.backends.cuda.")
 
 
 class _DeviceWork(cst.CSTVisitor):
@@ -282,6 +287,9 @@ class _DeviceWork(cst.CSTVisitor):
                 self.cuda_specific = True
                 self.needed = not (rest.rsplit(".", 1)[-1] in _QUERIES or rest.startswith(("_", "nvtx"))
                                    or (api is not None and api.behaviour != "raises"))
+                return False
+            if qualname.startswith(_CUDA_SETTINGS):
+                self.cuda_specific = True
                 return False
             if isinstance(target, cst.Name) and _TOOL_NAMES.search(target.value):
                 self.cuda_specific = True
@@ -337,8 +345,8 @@ def probe_note(ctx: Context, node: cst.CSTNode) -> str | None:
     else:
         return None
     if region and _housekeeping(ctx, region):
-        return ("here it only guards CUDA housekeeping (cache, counters, GPU queries, NVML), which is right to skip "
-                "on Neuron")
+        return ("here it only guards CUDA housekeeping (cache, counters, GPU queries, synchronisation, cuDNN flags, "
+                "CUDA's environment variables, NVML), which is right to skip on Neuron")
     return None
 
 

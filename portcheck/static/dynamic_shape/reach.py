@@ -10,7 +10,7 @@ import libcst as cst
 from portcheck.findings import Severity
 from portcheck.rules import Rule
 from portcheck.static.check import Context
-from portcheck.static.scope import error_path, host_code, host_value
+from portcheck.static.scope import error_path, host_argument, host_code, host_value
 from portcheck.static.values import skipped_when_compiling
 from portcheck.static.walk import visit
 
@@ -67,7 +67,7 @@ def report_compiled(ctx: Context, rule: type[Rule], node: cst.CSTNode, message: 
     `fields`."""
     if host_function(ctx) is not None or host_code(ctx) is not None or error_path(ctx):
         return
-    if value is not None and host_value(ctx, value):
+    if (value is not None and host_value(ctx, value)) or host_argument(ctx, node):
         return
     if ctx.stack == "native" and skipped_when_compiling(ctx, read or node) is not None:
         return

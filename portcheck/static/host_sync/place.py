@@ -10,7 +10,7 @@ import libcst as cst
 
 from portcheck.static.check import Context
 from portcheck.static.scope import error_path, host_code
-from portcheck.static.syntax import call_name, dotted_name, keyword, positional
+from portcheck.static.syntax import block_body, blocks, call_name, dotted_name, keyword, positional
 from portcheck.static.values import and_operands
 from portcheck.static.walk import visit
 
@@ -157,15 +157,50 @@ def _after_sync(ctx: Context, loop: cst.CSTNode, facts: LoopFacts) -> bool:
 
 
 def _interval(ctx: Context) -> bool:
-    """Under `if step % N == 0:` (a logging interval): the read happens once every N steps, not every step."""
-    for statement in ctx.statements:
+    """Under `if step % N == 0:` (a logging interval), or after `if epoch % N or batch_idx > 0: return` in the
+    same block: the read happens once every N steps, not every step."""
+    for index, statement in enumerate(ctx.statements):
         if isinstance(statement, cst.If):
             test = statement.test
             for operand in and_operands(test):
-                if (isinstance(operand, cst.Comparison) and isinstance(operand.left, cst.BinaryOperation)
-                        and isinstance(operand.left.operator, cst.Modulo) and not _steps_inside(ctx, statement)):
+                if _modulo(operand) and not _steps_inside(ctx, statement):
                     return True
+        if index and any(_skips_off_interval(earlier) for earlier in _before(ctx.statements[index - 1], statement)):
+            return True
     return False
+
+
+def _modulo(operand: cst.BaseExpression) -> bool:
+    """`step % N == 0`, `math.log2(epoch) % 1 > 0`: a comparison of a remainder."""
+    return (isinstance(operand, cst.Comparison) and isinstance(operand.left, cst.BinaryOperation)
+            and isinstance(operand.left.operator, cst.Modulo))
+
+
+def _before(holder: cst.CSTNode, statement: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
+    """The statements before `statement` in the block of `holder` that holds it."""
+    for block in blocks(holder):
+        for index, member in enumerate(block):
+            if member is statement:
+                return tuple(block[:index])
+    return ()
+
+
+def _skips_off_interval(statement: cst.CSTNode) -> bool:
+    """`if epoch % N or batch_idx > 0: return`: the rest of the block runs only at the interval."""
+    if not isinstance(statement, cst.If) or statement.orelse is not None:
+        return False
+    lines = block_body(statement.body) if isinstance(statement.body, cst.IndentedBlock) else ()
+    last = lines[-1] if lines else statement.body
+    smalls = last.body if isinstance(last, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) else ()
+    if not smalls or not isinstance(smalls[-1], (cst.Return, cst.Continue)):
+        return False
+    return any(_modulo(operand) for operand in or_operands(statement.test))
+
+
+def or_operands(test: cst.BaseExpression) -> list[cst.BaseExpression]:
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
+        return [*or_operands(test.left), *or_operands(test.right)]
+    return [test]
 
 
 def _steps_inside(ctx: Context, statement: cst.If) -> bool:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import libcst as cst
 
 from portcheck.findings import Severity
+from portcheck.knowledge import load
 from portcheck.rules import Pass, Rule, rule
 from portcheck.static.check import Context, check
 from portcheck.static.host_sync.place import quiet_calls, read_place
@@ -244,9 +245,14 @@ def _one_line(ctx: Context, node: cst.CSTNode) -> str:
 def _message(ctx: Context, what: str, place: str, fix_xla: str, fix_native: str,
              graph_break: bool = False) -> tuple[str, Severity | None]:
     """`graph_break`: the read is a data access that `torch.compile` graph-breaks on (`.item()`, `.tolist()`)."""
-    where = {"forward": "inside `forward`", "helper": "in code the model's `forward` calls"}.get(
-        place, "every training step")
-    place = "forward" if place == "helper" else place
+    where = {"forward": "inside `forward`", "helper": "in code the model's `forward` calls",
+             "step-helper": "in code a training step calls"}.get(place, "every training step")
+    helper = place == "step-helper"
+    place = {"helper": "forward", "step-helper": "step"}.get(place, place)
+    if helper and load().rules["PC607"].applies_to(ctx.chip, ctx.stack):
+        # a chip that does not train: PC607 reports the training; its step's reads are not the port's problem
+        return f"{what} {where}: training does not run on {ctx.chip} (PC607), so this read is not reached there", \
+            Severity.INFO
     if ctx.stack == "xla":
         cut = f"{_GRAPH_CUT} {_TRACE}" if place == "forward" else _GRAPH_CUT
         return f"{what} {where}: {cut}; {fix_xla}", None
@@ -255,6 +261,17 @@ def _message(ctx: Context, what: str, place: str, fix_xla: str, fix_native: str,
 
 
 def _report_read(ctx: Context, read: type[Rule], node: cst.Call, place: str) -> None:
+    """A read in a helper is two candidates, worded for each caller: the call graph keeps the one whose caller
+    reaches it (a module's forward, else a training step) and drops the other."""
+    for where, requires in _CANDIDATES.get(place, ((place, ""),)):
+        _report_one_read(ctx, read, node, where, requires)
+
+
+# place -> (wording, what the call graph must settle) for each candidate finding
+_CANDIDATES = {"helper": (("helper", "forward"), ("step-helper", "step"))}
+
+
+def _report_one_read(ctx: Context, read: type[Rule], node: cst.Call, place: str, requires: str) -> None:
     shown = _one_line(ctx, node)
     if place in ("forward", "helper"):
         fix_xla = fix_native = ("keep the value on the device (tensor ops, `torch.where`) or compute it outside the "
@@ -268,7 +285,7 @@ def _report_read(ctx: Context, read: type[Rule], node: cst.Call, place: str) -> 
         fix_native = "copy to the host once per logging interval, not every step"
     verb = "copies a tensor to the host" if read is HostCopy else "reads a tensor value on the host"
     message, severity = _message(ctx, f"`{shown}` {verb}", place, fix_xla, fix_native, read is HostValueRead)
-    ctx.report(read, node, message, severity, requires="forward" if place == "helper" else "")
+    ctx.report(read, node, message, severity, requires=requires)
 
 
 @check(cst.Call, rules=_RULES, tokens=TOKENS)
@@ -313,11 +330,12 @@ def _check_print(ctx: Context, node: cst.Call) -> None:
             continue
         shown = formats_tensor(ctx, arg.value, tensors)
         if shown is not None:
-            message, severity = _message(
-                ctx, f"`print` formats a tensor (`{_one_line(ctx, shown)}`), which copies it to the host,", place,
-                "print in `xm.add_step_closure(...)` or after `xm.mark_step()`",
-                "print once per logging interval, or print shapes and dtypes instead of values")
-            ctx.report(PrintTensor, node, message, severity, requires="forward" if place == "helper" else "")
+            for where, requires in _CANDIDATES.get(place, ((place, ""),)):
+                message, severity = _message(
+                    ctx, f"`print` formats a tensor (`{_one_line(ctx, shown)}`), which copies it to the host,", where,
+                    "print in `xm.add_step_closure(...)` or after `xm.mark_step()`",
+                    "print once per logging interval, or print shapes and dtypes instead of values")
+                ctx.report(PrintTensor, node, message, severity, requires=requires)
             return
 
 

@@ -9,6 +9,7 @@ import libcst as cst
 from portcheck.static.check import Context
 from portcheck.static.host_sync.place import enclosing_loops
 from portcheck.static.syntax import call_name, keyword, positional, string_value
+from portcheck.static.walk import visit
 
 VALUE_READS = ("item", "tolist")  # the value as a Python number or list
 COPIES = ("cpu", "numpy", "to")  # the tensor copied to host memory (`.to` with a CPU device)
@@ -113,6 +114,8 @@ def is_tensor(ctx: Context, node: cst.BaseExpression, tensors: set[str] | frozen
             return True
         bound = ctx.constant(node)
         return bound is not None and is_tensor(ctx, bound[1], tensors, depth + 1)
+    if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
+        return node.attr.value in module_tensors(ctx)
     if isinstance(node, cst.Call):
         qualname = ctx.qualname(node.func)
         if qualname is not None:
@@ -127,6 +130,40 @@ def is_tensor(ctx: Context, node: cst.BaseExpression, tensors: set[str] | frozen
     if isinstance(node, cst.BinaryOperation) and not isinstance(node.operator, (cst.Modulo, cst.MatrixMultiply)):
         return is_tensor(ctx, node.left, tensors, depth + 1) or is_tensor(ctx, node.right, tensors, depth + 1)
     return False
+
+
+def module_tensors(ctx: Context) -> frozenset[str]:
+    """The buffers and parameters of the class the code is in: `self.register_buffer("ptr", ...)`,
+    `self.register_parameter("w", ...)`, `self.w = nn.Parameter(...)`, anywhere in the class."""
+    cls = next((s for s in reversed(ctx.statements) if isinstance(s, cst.ClassDef)), None)
+    if cls is None:
+        return frozenset()
+
+    def compute() -> frozenset[str]:
+        names: set[str] = set()
+
+        class Finder(cst.CSTVisitor):
+            def visit_Call(self, call: cst.Call) -> None:
+                if (isinstance(call.func, cst.Attribute) and isinstance(call.func.value, cst.Name)
+                        and call.func.value.value == "self"
+                        and call.func.attr.value in ("register_buffer", "register_parameter") and call.args):
+                    name = string_value(call.args[0].value)
+                    if name is not None:
+                        names.add(name)
+
+            def visit_Assign(self, node: cst.Assign) -> None:
+                if (isinstance(node.value, cst.Call)
+                        and ctx.qualname(node.value.func) in ("torch.nn.Parameter", "torch.nn.parameter.Parameter")):
+                    for target in node.targets:
+                        attribute = target.target
+                        if (isinstance(attribute, cst.Attribute) and isinstance(attribute.value, cst.Name)
+                                and attribute.value.value == "self"):
+                            names.add(attribute.attr.value)
+
+        visit(cls, Finder())
+        return frozenset(names)
+
+    return ctx.memo("module-tensors", cls, compute)
 
 
 def formats_tensor(ctx: Context, node: cst.BaseExpression,

@@ -33,6 +33,8 @@ from portcheck.static.semantic.summary import (
     CUDA_GUARD,
     FORWARD,
     HOST,
+    ONCE,
+    ONCE_GUARD,
     PROBE,
     STEP,
     VENDOR,
@@ -145,7 +147,7 @@ class Project:
         module, package = self.files[caller.path][:2]
         if target.startswith("self."):
             rest = target[len("self."):]
-            cls = self._class_of(caller)
+            cls = self.class_of(caller)
             return self._method(cls, rest) if cls and "." not in rest else []
         if target.startswith(":"):
             name = target[1:]
@@ -161,7 +163,7 @@ class Project:
             return self._find(self.exports[full]) if full in self.exports else []
         return self._find(self._absolute(target, module, package))
 
-    def _class_of(self, node: _Node) -> str | None:
+    def class_of(self, node: _Node) -> str | None:
         parts = node.function.name.split(".")
         for end in range(len(parts) - 1, 0, -1):
             cls = ".".join(filter(None, [node.module, *parts[:end]]))
@@ -178,6 +180,7 @@ class Facts:
     device: frozenset[str]  # what a forward or a training step reaches
     host: frozenset[str]
     forward: frozenset[str] = frozenset()  # what a forward reaches: the model itself
+    once: frozenset[str] = frozenset()  # set-up: constructors, cached functions and what only they call
 
 
 def facts(project: Project) -> Facts:
@@ -194,7 +197,7 @@ def facts(project: Project) -> Facts:
         if guard.startswith("?"):
             callees = project.resolve(guard[1:], caller)
             return CUDA_GUARD if callees and all(c in probes for c in callees) else ""
-        return guard if guard in (CUDA_GUARD, VENDOR_GUARD) else ""
+        return guard if guard in (CUDA_GUARD, VENDOR_GUARD, ONCE_GUARD) else ""
 
     # Every call resolved, and its guard judged, once: the worklists and the walks below read these.
     sites: dict[str, list[tuple[str, str]]] = defaultdict(list)  # callee -> (caller, guard kind)
@@ -240,15 +243,38 @@ def facts(project: Project) -> Facts:
                     queue.append(callee)
         return seen
 
-    forward = reach((f for f, n in project.nodes.items() if FORWARD in n.function.roles), skipped)
+    forward = reach((f for f, n in project.nodes.items() if FORWARD in n.function.roles or (
+        n.function.name.endswith(".__call__") and _is_module(project, project.class_of(n)))), skipped)
     device = forward | reach((f for f, n in project.nodes.items() if STEP in n.function.roles), skipped)
     host_roots = {f for f, n in project.nodes.items() if HOST in n.function.roles}
     for node in project.nodes.values():
         for ref in node.function.host_refs:
             host_roots.update(project.resolve(ref, node))
     host = reach(host_roots, skipped | device)
+    # Set-up: cached functions, constructors nothing on the device step calls (a class made in `forward` builds
+    # every step), and what only they or lazy initialisations call.
+    set_up = {f for f, n in project.nodes.items() if ONCE in n.function.roles
+              or (n.function.name.endswith(".__init__") and f not in device)}
+    once = only(ONCE_GUARD, set_up) - skipped
     return Facts(frozenset(probes), frozenset(cuda_only), frozenset(vendor_only), frozenset(device),
-                 frozenset(host), frozenset(forward))
+                 frozenset(host), frozenset(forward), frozenset(once))
+
+
+_MODULE_BASES = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module"})
+
+
+def _is_module(project: Project, cls: str | None, depth: int = 0) -> bool:
+    """`cls` subclasses `torch.nn.Module`, through the project's own classes: its `__call__`, where it has one,
+    is what runs the model (gpytorch's modules call `forward` from there)."""
+    if cls is None or depth >= _DEPTH:
+        return False
+    for base in project.classes.get(cls, ()):
+        if base in _MODULE_BASES:
+            return True
+        known = [base] if base in project.classes else project.class_suffix.get(base, [])
+        if any(_is_module(project, k, depth + 1) for k in known):
+            return True
+    return False
 
 
 # ---- findings ----------------------------------------------------------------------------------------------------
@@ -277,10 +303,18 @@ def _where(project: Project, found: Facts, result: FileResult, finding: Finding,
         if line <= finding.line <= end:
             if guard == VENDOR_GUARD:
                 return "vendor", "under a test for an ONNX export or a trace"
+            if guard == ONCE_GUARD:
+                return "setup", "under a lazy initialisation (its test asks for what its body sets)"
             if guard.startswith("?") and holders:
                 callees = project.resolve(guard[1:], holders[-1])
                 if callees and all(c in found.probes for c in callees):
                     return "cuda", f"under `{guard[1:].lstrip(':.')}()`, which returns a CUDA probe"
+    for node in holders:
+        if node.full in found.once:
+            why = ("its result is cached" if ONCE in node.function.roles
+                   else "it builds an object" if node.function.name.endswith(".__init__")
+                   else "it is called only where an object is built, a result cached or initialised once")
+            return "setup", f"`{node.function.name}` runs once, not every step: {why}"
     if holders and holders[-1].full in found.host and not any(h.full in found.device for h in holders):
         return "host", f"`{holders[-1].function.name}` is reached only from the data pipeline"
     return None
@@ -290,6 +324,7 @@ _NOTES = {
     "cuda": "a CUDA-only path, {why}: it does not run on Neuron",
     "vendor": "another vendor's path, {why}: it does not run on Neuron",
     "host": "host-side code, {why}",
+    "setup": "set-up code, {why}",
 }
 
 
@@ -323,7 +358,7 @@ def apply(results: list[FileResult]) -> tuple[list[FileResult], str | None]:
             finding = replace(finding, runs=_runs(found, holders, place))
             if finding.severity > Severity.INFO and place is not None:
                 context, why = place
-                if context != "host" or context not in contexts_of(finding.code):
+                if context not in ("host", "setup") or context not in contexts_of(finding.code):
                     note = _NOTES[context].format(why=why)
                     finding = replace(finding, severity=Severity.INFO, message=f"{finding.message} ({note})",
                                       fix=None)
@@ -348,9 +383,13 @@ def _runs(found: Facts, holders: list[_Node], place: tuple[str, str] | None) -> 
 
 def _reached(found: Facts, finding: Finding, holders: list[_Node]) -> bool:
     """The finding's function is reached as it requires: "forward" from a module's forward, "device" from a
-    forward or a training step."""
-    reached = found.forward if finding.requires == "forward" else found.device
-    return bool(holders) and holders[-1].full in reached
+    forward or a training step, "step" from a training step and not from a forward."""
+    if not holders:
+        return False
+    function = holders[-1].full
+    if finding.requires == "step":  # a training step reaches it, and no forward does (that is "forward"'s)
+        return function in found.device and function not in found.forward
+    return function in (found.forward if finding.requires == "forward" else found.device)
 
 
 def settled(result: FileResult) -> FileResult:

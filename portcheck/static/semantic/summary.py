@@ -15,9 +15,11 @@ reached through `self` is `self.helper`.
 from __future__ import annotations
 
 import ast
+from collections import deque
 
 from portcheck.findings import Function, Summary
 from portcheck.static.cuda_api.paths import named_for_cuda
+from portcheck.static.semantic.once import dotted, initialises
 
 # What a function is for, as its own code says.
 FORWARD = "forward"  # a module's forward: what the Neuron compiler sees
@@ -26,16 +28,21 @@ HOST = "host"  # a data-pipeline entry: `__getitem__`, a collate function, a met
 PROBE = "probe"  # returns whether CUDA is there (`return torch.cuda.is_available()`)
 VENDOR = "vendor"  # drives another vendor's runtime (TensorRT, OpenVINO, CoreML, ONNX Runtime)
 CUDA_CLASS = "cuda-class"  # a method of a class that exists for CUDA (`CUDAAccelerator`, `Bnb8bitLinear`)
+ONCE = "once"  # runs once per key or object: a cached function (`@functools.cache`, `@cached_property`)
 
 # Guards, as written at a call site or over a region: "cuda" (runs only with CUDA), "vendor" (only another
 # vendor's export or runtime takes it), or "?target" / "!target": under `if target():` / `if not target():`,
 # which is a CUDA-only path when `target` turns out to be one of the project's probes.
 CUDA_GUARD, VENDOR_GUARD = "cuda", "vendor"
+# Under a lazy initialisation: `if self.x is None: self.x = ...`, `if not done: ...; done = True` run once.
+ONCE_GUARD = "once"
 
 # Training steps only: what a validation, test or predict step adds around the model's forward (metrics, logging)
 # runs once per evaluation batch, not in the hot loop, and `forward` already reaches the model itself.
 # `compute_loss` is the per-step hook of transformers' Trainer, which calls it for every micro-batch.
 _STEP_METHODS = frozenset({"training_step", "train_step", "compute_loss"})
+# Decorators that cache a function's result: its body runs once per argument or object, not once a step.
+_CACHING = frozenset({"cache", "lru_cache", "cached_property", "cached", "memoize", "memoized"})
 _PROBES = frozenset({"torch.cuda.is_available", "torch.cuda.device_count", "torch.cuda.is_initialized"})
 _DATA_BASES = ("torch.utils.data.Dataset", "torch.utils.data.IterableDataset", "torch.utils.data.Sampler",
                "torch.utils.data.dataset.Dataset", "torch.utils.data.sampler.Sampler")
@@ -100,17 +107,6 @@ def _lazy_import(value: ast.expr) -> str | None:
             first, ast.Constant) and isinstance(first.value, str):
         return first.value
     return None
-
-
-def dotted(node: ast.expr) -> str | None:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    parts.append(node.id)
-    return ".".join(reversed(parts))
 
 
 class _Reader:
@@ -226,6 +222,8 @@ class _Reader:
             side = self.polarity(stmt.test)
             self.expression(stmt.test, guards)
             body_guard = side if side is not None and not side.startswith("!") else None
+            if side is None and not stmt.orelse and initialises(stmt):
+                body_guard = ONCE_GUARD
             else_guard = (side[1:] if side == "!cuda" else "?" + side[1:]) if side and side.startswith("!") else None
             for part, guard in ((stmt.body, body_guard), (stmt.orelse, else_guard)):
                 if part and guard is not None:
@@ -254,7 +252,7 @@ class _Reader:
             self._probe = self._probe or self.polarity(value.test) == CUDA_GUARD
 
     def expression(self, node: ast.AST, guards: tuple[str, ...]) -> None:
-        for child in ast.walk(node):
+        for child in _calls_and_branches(node):
             if isinstance(child, ast.IfExp):
                 side = self.polarity(child.test)
                 if side is not None and not side.startswith("!") and side != CUDA_GUARD:
@@ -304,6 +302,9 @@ class _Reader:
             roles.append(VENDOR)
         if scope and any(named_for_cuda(part) for part in scope.split(".")):
             roles.append(CUDA_CLASS)
+        if any((dotted(d.func if isinstance(d, ast.Call) else d) or "").rsplit(".", 1)[-1] in _CACHING
+               for d in node.decorator_list):
+            roles.append(ONCE)
         self.functions.append(Function(name, node.lineno, _end(node), tuple(roles), tuple(self._calls),
                                        tuple(self._returns), tuple(self._host_refs)))
         host_refs = self._host_refs
@@ -311,6 +312,25 @@ class _Reader:
         self._host_refs.extend(host_refs)
         if self._calls is not None:
             self._calls.append((f":{name}", guards[-1] if guards else ""))  # a nested function runs with its parent
+
+
+def _calls_and_branches(node: ast.AST) -> list[ast.Call | ast.IfExp]:
+    """The calls and conditional expressions in `node`, in `ast.walk`'s order; a third of a tree's nodes are
+    `Load` / `Store` markers, which it never looks at."""
+    found: list[ast.Call | ast.IfExp] = []
+    todo = deque([node])
+    pop, push, extend = todo.popleft, todo.append, todo.extend
+    while todo:
+        current = pop()
+        if isinstance(current, (ast.Call, ast.IfExp)):
+            found.append(current)
+        for field in current._fields:
+            value = getattr(current, field, None)
+            if isinstance(value, list):
+                extend(item for item in value if isinstance(item, ast.AST))
+            elif isinstance(value, ast.AST) and not isinstance(value, ast.expr_context):
+                push(value)
+    return found
 
 
 def _exits(body: list[ast.stmt]) -> bool:
@@ -322,5 +342,5 @@ def _end(node: ast.AST) -> int:
     return end if isinstance(end, int) else 0
 
 
-__all__ = ["CUDA_CLASS", "CUDA_GUARD", "FORWARD", "HOST", "PROBE", "STEP", "VENDOR", "VENDOR_GUARD", "Function",
-           "Summary", "summarise"]
+__all__ = ["CUDA_CLASS", "CUDA_GUARD", "FORWARD", "HOST", "ONCE", "ONCE_GUARD", "PROBE", "STEP", "VENDOR",
+           "VENDOR_GUARD", "Function", "Summary", "summarise"]
