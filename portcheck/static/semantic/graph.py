@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 
 from portcheck.findings import FileResult, Finding, Severity
 from portcheck.rules import contexts_of
+from portcheck.static.semantic.modules import module_of, suffixes
 from portcheck.static.semantic.summary import (
     CUDA_CLASS,
     CUDA_GUARD,
@@ -54,24 +55,6 @@ class _Node:
     function: Function
 
 
-def module_of(path: str) -> tuple[str, bool]:
-    """`pkg/sub/mod.py` -> ("pkg.sub.mod", False); `pkg/__init__.py` -> ("pkg", True)."""
-    stem = path.replace("\\", "/").removesuffix(".pyi").removesuffix(".py").strip("/")
-    parts = [p for p in stem.split("/") if p not in ("", ".")]
-    package = bool(parts) and parts[-1] == "__init__"
-    if package:
-        parts = parts[:-1]
-    return ".".join(parts), package
-
-
-def _suffixes(full: str, module: str) -> Iterable[str]:
-    """`a.b.c.f` with module `a.b.c` -> a.b.c.f, b.c.f, c.f: how an absolute import may name it."""
-    parts = module.split(".") if module else []
-    rest = full[len(module) + 1:] if module else full
-    for start in range(len(parts)):
-        yield ".".join(parts[start:]) + "." + rest
-
-
 class Project:
     def __init__(self, results: list[FileResult]) -> None:
         self.nodes: dict[str, _Node] = {}
@@ -91,17 +74,17 @@ class Project:
                 node = _Node(full, result.path, module, function)
                 self.nodes[full] = node
                 nodes.append(node)
-                for key in _suffixes(full, module):
+                for key in suffixes(full, module):
                     self.by_suffix[key].append(full)
             for name, bases in result.summary.classes:
                 full = f"{module}.{name}" if module else name
                 self.classes[full] = tuple(self._absolute(b, module, package) for b in bases)
-                for key in _suffixes(full, module):
+                for key in suffixes(full, module):
                     self.class_suffix[key].append(full)
             for name, target in result.summary.exports:
                 full = f"{module}.{name}" if module else name
                 self.exports[full] = self._absolute(target, module, package)
-                for key in _suffixes(full, module):
+                for key in suffixes(full, module):
                     self.export_suffix[key].append(full)
             self.files[result.path] = (module, package, sorted(nodes, key=lambda n: n.function.line))
 
@@ -376,6 +359,8 @@ def _runs(found: Facts, holders: list[_Node], place: tuple[str, str] | None) -> 
         return "model"
     if any(name in found.device for name in names):
         return "step"
+    if place is not None and place[0] == "setup":
+        return "other"
     if place is not None or any(name in found.host for name in names):
         return "host"
     return "other" if holders else "module"
