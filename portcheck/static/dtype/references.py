@@ -8,7 +8,7 @@ import re
 import libcst as cst
 
 from portcheck.findings import Severity
-from portcheck.knowledge import load_dtypes
+from portcheck.knowledge import load_compiler, load_dtypes
 from portcheck.rules import Pass, Rule, rule
 from portcheck.static.check import Context, FixPlan, Replace, check
 from portcheck.static.scope import host_code, host_value, under_test
@@ -186,8 +186,8 @@ def _float32_fix(replace: Replace) -> FixPlan:
 
 
 def _int64_message(ctx: Context, shown: str) -> str:
-    if ctx.chip == "trn2":
-        return (f"`{shown}` makes int64 data: on Trn2 the compiler narrows int64 to int32 unless "
+    if ctx.chip in load_compiler().flags["--native-int64"].targets:  # NeuronCore-v3 and later
+        return (f"`{shown}` makes int64 data: on {ctx.chip.capitalize()} the compiler narrows int64 to int32 unless "
                 "`--native-int64=enabled` (about 20-30% slower; the default changes after Neuron 2.32); "
                 "values beyond 2^31 need that flag, ids and indices are fine as int32")
     return (f"`{shown}` makes int64 data, which NeuronCore-v2 ({ctx.chip}) always converts to int32: values "
