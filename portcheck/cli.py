@@ -170,6 +170,8 @@ def _advise(args: argparse.Namespace) -> int:
     from portcheck.report.advise import write_plan
     from portcheck.report.trace import step_progress
 
+    if args.target and len(args.target) > 1:
+        return _advise_side_by_side(args)
     options = arguments.advise_options(args, Path.cwd())
     with step_progress(args.format) as step:
         outcome = advise(options, step)
@@ -182,6 +184,30 @@ def _advise(args: argparse.Namespace) -> int:
     if args.emit_script and args.format != "json":
         sys.stderr.write(f"bring-up script: {args.emit_script}\n")
     return exit_code(outcome.result, options.settings.fail_level, exit_zero=args.exit_zero)
+
+
+def _advise_side_by_side(args: argparse.Namespace) -> int:
+    """`advise --target trn2,trn3`: the model planned on each target, then the plans side by side."""
+    from portcheck.advise.compare import compare
+    from portcheck.commands.advise import advise_targets
+    from portcheck.report.compare import write_comparison
+    from portcheck.report.trace import step_progress
+
+    if args.emit_script:
+        raise ConfigError("--emit-script writes one target's bring-up script: give one --target")
+    if args.price_per_hour:
+        raise ConfigError("--price-per-hour prices one instance: with several targets, give each instance's price "
+                          "in the config's prices table")
+    every = [arguments.advise_options(args, Path.cwd(), chip) for chip in args.target]
+    with step_progress(args.format) as step:
+        outcomes = advise_targets(every, step)
+    buffer = io.StringIO()
+    color = not args.output and sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+    write_comparison([(o.plan, o.result) for o in outcomes], compare([o.plan for o in outcomes]), args.format,
+                     buffer, color=color)
+    _write(buffer.getvalue(), args.output)
+    return max(exit_code(o.result, options.settings.fail_level, exit_zero=args.exit_zero)
+               for o, options in zip(outcomes, every, strict=True))
 
 
 def _review(args: argparse.Namespace) -> int:

@@ -87,6 +87,16 @@ def advise(options: AdviseOptions, step: Callable[[str], None] | None = None,
     return AdviseOutcome(plan, result, script)
 
 
+def advise_targets(every: list[AdviseOptions], step: Callable[[str], None] | None = None) -> list[AdviseOutcome]:
+    """One model planned for several targets: a model to run runs once, and each target plans from its trace."""
+    first = every[0]
+    for options in every:  # every refusal before the model is built
+        if refusal := advise_refusal(options.settings, options.plan.task):
+            raise ConfigError(refusal)
+    traced = run_model(first.request, first.cwd, first.timeout, first.shown, step) if first.request else None
+    return [advise(options, step, traced) for options in every]
+
+
 def _plan_findings(plan: Plan, settings: Settings, traced: TraceOutcome | None, cwd: Path) -> list[Finding]:
     """PC8xx findings anchor at the model: its --hf-config file or build callable, or nowhere for numbers."""
     from portcheck.dynamic.results import shown_path
