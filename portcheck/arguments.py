@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -116,8 +115,7 @@ def parser() -> argparse.ArgumentParser:
         numbers.add_argument(name, type=_positive, metavar="N", help=what)
     numbers.add_argument("--kind", choices=KINDS, help="decoder (default with --layers/--heads), encoder, "
                                                        "encoder-decoder, vision or other")
-    advise.add_argument("--target", type=_chip_list(chips), metavar="CHIP[,CHIP]",
-                        help=f"chip, or several side by side: trn2,trn3 ({', '.join(chips)}; default trn2)")
+    advise.add_argument("--target", metavar="CHIP[,CHIP]", help="chip (default trn2); trn2,trn3: side by side")
     advise.add_argument("--stack", choices=stacks, help="PyTorch stack (default: the chip's)")
     _sdk_argument(advise)
     advise.add_argument("--task", choices=("inference", "training"), default="inference")
@@ -247,22 +245,6 @@ def _count(text: str) -> int:
     return int(value)
 
 
-def _chip_list(chips: tuple[str, ...]) -> Callable[[str], tuple[str, ...]]:
-    """`--target trn2,trn3`: one chip or several, each one the data knows, none twice."""
-
-    def parse(text: str) -> tuple[str, ...]:
-        named = tuple(part.strip() for part in text.split(","))
-        unknown = [c for c in named if c not in chips]
-        if unknown or not named:
-            raise argparse.ArgumentTypeError(f"unknown target {', '.join(map(repr, unknown)) or repr(text)}; "
-                                             f"choose from {', '.join(chips)} (several joined by commas)")
-        if len(set(named)) != len(named):
-            raise argparse.ArgumentTypeError(f"{text!r} names a target twice")
-        return named
-
-    return parse
-
-
 def _amount(text: str) -> float:
     """A positive, finite number: a price or a throughput."""
     try:
@@ -383,10 +365,9 @@ def model_requests(args: argparse.Namespace) -> tuple[tuple[TraceRequest, str], 
                  for kind, spec in args.models)
 
 
-def advise_options(args: argparse.Namespace, cwd: Path, chip: str | None = None) -> AdviseOptions:
-    """`advise`'s one set of options for one target (`chip`, else the command line's or the config's): the
-    settings, the model (its request, or numbers alone), the plan's options with its cost options, and what to
-    write."""
+def advise_options(args: argparse.Namespace, cwd: Path, chip: str | None) -> AdviseOptions:
+    """`advise`'s options for one target (`chip`; None: the config's): the settings, the model (its request, or
+    numbers alone), the plan's options with its cost options, and what to write."""
     from portcheck.advise.cost import CostOptions
     from portcheck.advise.values import AdviseOptions as PlanOptions
     from portcheck.commands import AdviseOptions
@@ -404,7 +385,7 @@ def advise_options(args: argparse.Namespace, cwd: Path, chip: str | None = None)
     if args.compile_only and not args.emit_script:
         raise ConfigError("--compile-only shapes the bring-up script: give --emit-script FILE too")
     request = trace_request(args, require_model=False) if spec else None
-    found = settings(args, cwd, cwd, "advise", target=chip or (args.target[0] if args.target else None))
+    found = settings(args, cwd, cwd, "advise", target=chip)
     target = found.target
     cost = CostOptions(args.price_per_hour or 0.0, found.prices, args.tokens_per_second or 0.0,
                        args.baseline_gpu or "", args.baseline_tokens_per_second or 0.0,
