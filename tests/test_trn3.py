@@ -171,3 +171,12 @@ def test_portcheck_sdk_says_when_trn3_starts(portcheck):
     done = portcheck("sdk")
     block = done.stdout.split("\n2.33")[1].split("\n2.34")[0]
     assert "target: trn3 on the native stack (inference, training) from this release" in block
+
+
+def test_the_config_file_and_review_take_trn3(portcheck, tmp_path):
+    (tmp_path / "portcheck.toml").write_text('target = "trn3"\n')
+    (tmp_path / "m.py").write_text("import torch\nx = torch.zeros(2).cuda()\n")
+    done = portcheck("scan", "--no-cache", ".", cwd=tmp_path)
+    assert done.returncode == 1 and "Target: trn3 (native stack" in done.stdout, done.stdout + done.stderr
+    helped = portcheck("review", "--help")
+    assert "trn3" in helped.stdout
