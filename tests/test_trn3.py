@@ -180,3 +180,22 @@ def test_the_config_file_and_review_take_trn3(portcheck, tmp_path):
     assert done.returncode == 1 and "Target: trn3 (native stack" in done.stdout, done.stdout + done.stderr
     helped = portcheck("review", "--help")
     assert "trn3" in helped.stdout
+
+
+def test_a_traced_dtype_finding_holds_only_for_its_chips():
+    """The trace reports float8_e4m3fn with the chips that refuse it; results keep it for those targets only, and
+    the chips survive the child's JSON."""
+    from portcheck.config import Layer, resolve
+    from portcheck.dynamic.outcome import TraceOutcome
+    from portcheck.dynamic.results import _graph_findings
+    from portcheck.rules import TracedFinding, rule_class
+
+    fp8 = rule_class("PC312")
+    assert fp8 is not None
+    found = TracedFinding(fp8, None, "uses an F8E4M3FN float8 type", op="aten::_to_copy",
+                          chips=load_dtypes().entries["float8_e4m3fn"].chips)
+    assert TracedFinding.from_json(found.to_json()) == found
+    outcome = TraceOutcome(findings=[found])
+    kept = {chip: _graph_findings(outcome, resolve([Layer(target=chip)], ROOT, None, "trace"), [], {}, None)
+            for chip in ("trn2", "trn3")}
+    assert [f.rule.code for f in kept["trn2"]] == ["PC312"] and kept["trn3"] == []
