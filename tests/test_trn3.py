@@ -108,6 +108,8 @@ def test_a_70b_model_on_trn3_is_sized_at_36_gib_a_core():
     assert result.instance is not None and result.instance.name == "Trn3 Gen2 server"
     assert "--target" not in result.compiler_args  # the compiler reference names no trn3 value
     assert "--logical-nc-config" in result.compiler_args
+    tp_reason = next(r for r in result.reasons if r.item == "tp_degree")
+    assert "vllm-neuron" in tp_reason.source and "nxd-inference" not in tp_reason.source  # Trn3's own degrees
 
 
 @pytest.mark.parametrize("row", ROWS, ids=[r["name"] for r in ROWS])

@@ -206,7 +206,7 @@ def _size(plan: Plan, chip: ChipHardware, lnc: int, options: AdviseOptions, hard
     plan.cores = tp * work.dp
     plan.chips = math.ceil(plan.cores / chip.cores_per_chip[lnc])
     plan.reason("tp_degree", why + f"; degrees the runtime supports on {chip.name}: "
-                f"{', '.join(map(str, chip.tp_degrees[lnc]))}", hardware.sizing.tp_degrees)
+                f"{', '.join(map(str, chip.tp_degrees[lnc]))}", chip.tp_source or hardware.sizing.tp_degrees)
     if not at[1].fits and not options.tp:
         plan.findings.append(PlanFinding(NeedsTensorParallelism, f"one core would need {at[1].per_core:.2f} GiB "
                                          f"({_parts(at[1])}) of its {budget:g} GiB: shard it with tensor parallelism "
