@@ -163,10 +163,13 @@ def test_bad_side_by_side_requests_get_one_line_and_exit_2(args, message, portch
 
 
 def test_report_shows_trn3_next_to_trn2(portcheck):
-    done = portcheck("report", "--isolated", "--no-cache", "--target", "trn2", "--target", "trn3", "--format",
-                     "markdown", "fixtures/examples", cwd=ROOT)
-    assert done.returncode in (0, 1), done.stderr
-    assert "trn3" in done.stdout and "trn2" in done.stdout
+    """The shipped examples and the tiny llama config, planned on both: the page's plan table has both columns."""
+    done = portcheck("report", "--isolated", "--no-cache", "--target", "trn2", "--target", "trn3", "--hf-config",
+                     "fixtures/models/hf/llama", "--format", "markdown", "fixtures/examples", cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    plan_header = "| | trn2 (native stack, Neuron SDK 2.34) | trn3 (native stack, Neuron SDK 2.34) |"
+    assert plan_header in done.stdout.splitlines()
+    assert "| instance | trn2.3xlarge | Trn3 Gen2 server |" in done.stdout.splitlines()
 
 
 def test_portcheck_sdk_says_when_trn3_starts(portcheck):
