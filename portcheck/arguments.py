@@ -114,7 +114,7 @@ def parser() -> argparse.ArgumentParser:
         numbers.add_argument(name, type=_positive, metavar="N", help=what)
     numbers.add_argument("--kind", choices=KINDS, help="decoder (default with --layers/--heads), encoder, "
                                                        "encoder-decoder, vision or other")
-    advise.add_argument("--target", choices=chips, help="chip (default trn2)")
+    advise.add_argument("--target", metavar="CHIP[,CHIP]", help="chip (default trn2); trn2,trn3: side by side")
     advise.add_argument("--stack", choices=stacks, help="PyTorch stack (default: the chip's)")
     _sdk_argument(advise)
     advise.add_argument("--task", choices=("inference", "training"), default="inference")
@@ -366,9 +366,9 @@ def model_requests(args: argparse.Namespace) -> tuple[tuple[TraceRequest, str], 
                  for kind, spec in args.models)
 
 
-def advise_options(args: argparse.Namespace, cwd: Path) -> AdviseOptions:
-    """`advise`'s one set of options: the settings, the model (its request, or numbers alone), the plan's options
-    with its cost options, and what to write."""
+def advise_options(args: argparse.Namespace, cwd: Path, chip: str | None) -> AdviseOptions:
+    """`advise`'s options for one target (`chip`; None: the config's): the settings, the model (its request, or
+    numbers alone), the plan's options with its cost options, and what to write."""
     from portcheck.advise.cost import CostOptions
     from portcheck.advise.values import AdviseOptions as PlanOptions
     from portcheck.commands import AdviseOptions
@@ -386,7 +386,7 @@ def advise_options(args: argparse.Namespace, cwd: Path) -> AdviseOptions:
     if args.compile_only and not args.emit_script:
         raise ConfigError("--compile-only shapes the bring-up script: give --emit-script FILE too")
     request = trace_request(args, require_model=False) if spec else None
-    found = settings(args, cwd, cwd, "advise")
+    found = settings(args, cwd, cwd, "advise", target=chip)
     target = found.target
     cost = CostOptions(args.price_per_hour or 0.0, found.prices, args.tokens_per_second or 0.0,
                        args.baseline_gpu or "", args.baseline_tokens_per_second or 0.0,

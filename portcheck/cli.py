@@ -168,22 +168,22 @@ def _trace(args: argparse.Namespace) -> int:
 
 
 def _advise(args: argparse.Namespace) -> int:
-    from portcheck.commands import advise
-    from portcheck.report.advise import write_plan
+    from portcheck.commands.advise import advise_targets, comparison, target_list
+    from portcheck.report.compare import write_plans
     from portcheck.report.trace import step_progress
 
-    options = arguments.advise_options(args, Path.cwd())
+    every = [arguments.advise_options(args, Path.cwd(), chip) for chip in target_list(args.target)]
     with step_progress(args.format) as step:
-        outcome = advise(options, step)
-    if outcome.script is not None:
-        write_text(Path(args.emit_script), outcome.script, executable=True)
+        outcomes = advise_targets(every, step)  # `--target trn2,trn3`: one plan per target, side by side
+    if outcomes[0].script is not None:
+        write_text(Path(args.emit_script), outcomes[0].script, executable=True)
     buffer = io.StringIO()
     color = not args.output and sys.stdout.isatty() and not os.environ.get("NO_COLOR")
-    write_plan(outcome.plan, outcome.result, args.format, buffer, color=color)
+    write_plans([(o.plan, o.result) for o in outcomes], comparison(outcomes), args.format, buffer, color=color)
     _write(buffer.getvalue(), args.output)
     if args.emit_script and args.format != "json":
         sys.stderr.write(f"bring-up script: {args.emit_script}\n")
-    return exit_code(outcome.result, options.settings.fail_level, exit_zero=args.exit_zero)
+    return max(exit_code(o.result, every[0].settings.fail_level, exit_zero=args.exit_zero) for o in outcomes)
 
 
 def _review(args: argparse.Namespace) -> int:

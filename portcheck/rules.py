@@ -155,12 +155,14 @@ class TracedFinding:
     reason: str = ""  # export's or Dynamo's own words
     attention: AttentionShape | None = None
     failure_at: str = ""  # torch_neuronx.analyze: where the op failed
+    chips: tuple[str, ...] = ()  # the chips this occurrence holds for (a dtype refused on some only); (): every one
 
     def to_json(self) -> JSON:
         return {"code": self.rule.code, "place": self.place.to_json() if self.place else None,
                 "message": self.message, "severity": self.severity.label if self.severity else None,
                 "op": self.op, "shape": list(self.shape), "reason": self.reason,
-                "attention": self.attention.to_json() if self.attention else None, "failure_at": self.failure_at}
+                "attention": self.attention.to_json() if self.attention else None, "failure_at": self.failure_at,
+                "chips": list(self.chips)}
 
     @classmethod
     def from_json(cls, data: JSON) -> TracedFinding:
@@ -171,7 +173,7 @@ class TracedFinding:
         return cls(rule, Place.from_json(data.get("place")), data.get("message", ""),
                    Severity.parse(severity) if severity else None, data.get("op", ""), tuple(data.get("shape", ())),
                    data.get("reason", ""), AttentionShape.from_json(data.get("attention")),
-                   data.get("failure_at", ""))
+                   data.get("failure_at", ""), tuple(data.get("chips", ())))
 
 
 def package_of(category: str) -> str:

@@ -116,7 +116,9 @@ def test_fact_fields_load():
     assert knowledge.load_ops()["aten::convolution"].error_codes == ("NCC_EVRF010", "NCC_EVRF011")
     dtypes = knowledge.load_dtypes()
     assert dtypes.get("torch.double") is dtypes.entries["float64"] and dtypes.get("torch.float32") is None
-    assert {e.name for e in dtypes.reported_by("PC312")} == {"float8_e4m3fnuz", "float8_e5m2fnuz", "float4_e2m1fn_x2"}
+    assert {e.name for e in dtypes.reported_by("PC312")} == {"float8_e4m3fnuz", "float8_e5m2fnuz", "float4_e2m1fn_x2",
+                                                             "float8_e4m3fn"}
+    assert dtypes.entries["float8_e4m3fn"].chips == ("trn2", "trn1", "inf2")  # native on Trn3 (NCC_EVRF051)
     assert all(e.source and e.status in knowledge.DTYPE_STATUSES for e in dtypes.entries.values())
     sizing = knowledge.load_hardware().sizing
     assert all(getattr(sizing, f.name) for f in fields(sizing))

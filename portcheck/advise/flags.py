@@ -25,8 +25,13 @@ def compiler_settings(plan: Plan, options: AdviseOptions) -> None:
         plan.reason(shown, why, flags[name].cited(value))
 
     core = load_hardware().chips[plan.chip].neuron_core
-    add("--target", plan.chip, f"compile for {plan.chip} ({core}); a NEFF only runs on the core generation it "
-        "was built for")
+    if plan.chip in flags["--target"].values:
+        add("--target", plan.chip, f"compile for {plan.chip} ({core}); a NEFF only runs on the core generation it "
+            "was built for")
+    else:  # trn3: the compiler reference lists no value for it
+        plan.reason("--target", f"neuronx-cc's reference lists no --target value for {plan.chip} ({core}): the "
+                    "framework sets it from the instance (NEURON_PLATFORM_TARGET_OVERRIDE where no device is "
+                    "attached)", flags["--target"].source)
     model_type, why = model.model_type_flag()
     add("--model-type", model_type, why)
     if options.prefer == "speed":
@@ -108,7 +113,7 @@ def _native_env(plan: Plan, pairs: list[tuple[str, str | None]]) -> None:
 
 def _int64(plan: Plan, options: AdviseOptions, add: Callable[[str, str | None, str], None]) -> None:
     model = plan.model
-    if plan.chip != "trn2":
+    if plan.chip not in load_compiler().flags["--native-int64"].targets:  # NeuronCore-v2: no int64 datapath
         if model.int64_in_graph:
             plan.reason("int64", f"{plan.chip} has no int64 datapath: the compiler computes int64 tensors as "
                         "int32 (ids and positions below 2^31 are unaffected)",
@@ -116,7 +121,7 @@ def _int64(plan: Plan, options: AdviseOptions, add: Callable[[str, str | None, s
         return
     if model.int64_in_graph is None:
         plan.reason("int64", "not traced: give a model spec to learn whether its graph holds int64 tensors "
-                    "(then --native-int64 enabled applies on trn2)", "portcheck")
+                    f"(then --native-int64 enabled applies on {plan.chip})", "portcheck")
         return
     if not model.int64_in_graph:
         return

@@ -124,8 +124,9 @@ def _check_parallelism(model: ModelShape, work: Workload, options: AdviseOptions
     """Attention data parallelism as NxD Inference validates it and as the docs place it (Trn2, decoders that
     generate); a KV cache dtype only where there is a KV cache."""
     if work.attention_dp > 1:
-        if options.chip != "trn2":
-            raise PlanError(f"--attention-dp is documented for Trn2 (vLLM Neuron's attention DP), not {options.chip}")
+        if options.chip not in ("trn2", "trn3"):
+            raise PlanError(f"--attention-dp is documented for Trn2 and Trn3 (vLLM Neuron's attention DP), not "
+                            f"{options.chip}")
         if not has_kv_cache(model, work):
             raise PlanError("--attention-dp shards the KV cache of a decoder while it generates: this model or task "
                             "has none")
@@ -205,7 +206,7 @@ def _size(plan: Plan, chip: ChipHardware, lnc: int, options: AdviseOptions, hard
     plan.cores = tp * work.dp
     plan.chips = math.ceil(plan.cores / chip.cores_per_chip[lnc])
     plan.reason("tp_degree", why + f"; degrees the runtime supports on {chip.name}: "
-                f"{', '.join(map(str, chip.tp_degrees[lnc]))}", hardware.sizing.tp_degrees)
+                f"{', '.join(map(str, chip.tp_degrees[lnc]))}", chip.tp_source or hardware.sizing.tp_degrees)
     if not at[1].fits and not options.tp:
         plan.findings.append(PlanFinding(NeedsTensorParallelism, f"one core would need {at[1].per_core:.2f} GiB "
                                          f"({_parts(at[1])}) of its {budget:g} GiB: shard it with tensor parallelism "
@@ -395,7 +396,7 @@ def _fits_nowhere(plan: Plan, chip: ChipHardware, lnc: int, total_gib: float, ha
         tries.append(("--batch 1", replace(work, batch=1), chip, lnc))
     if work.seq > 128 and (memory.kv_cache or memory.activations):
         tries.append((f"--seq-len {work.seq // 2}", replace(work, seq=work.seq // 2), chip, lnc))
-    if chip.name != "trn2":
+    if chip.name not in ("trn2", "trn3"):  # a smaller chip: the larger target
         trn2 = hardware.chips["trn2"]
         tries.append(("--target trn2", work, trn2, trn2.default_lnc))
     ideas = []

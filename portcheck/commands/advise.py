@@ -87,6 +87,48 @@ def advise(options: AdviseOptions, step: Callable[[str], None] | None = None,
     return AdviseOutcome(plan, result, script)
 
 
+def target_list(text: str | None) -> tuple[str | None, ...]:
+    """`advise --target trn2,trn3`: the chips named, each one the data knows and none twice; (None,): the
+    configuration's target."""
+    from portcheck.knowledge import load
+
+    if text is None:
+        return (None,)
+    chips = tuple(load().chips)
+    named = tuple(part.strip() for part in text.split(","))
+    if unknown := [c for c in named if c not in chips]:
+        raise ConfigError(f"--target: unknown target {unknown[0]!r}; choose from {', '.join(chips)} (several "
+                          "joined by commas: trn2,trn3)")
+    if len(set(named)) < len(named):
+        raise ConfigError(f"--target {text}: names a target twice")
+    return named
+
+
+def advise_targets(every: list[AdviseOptions], step: Callable[[str], None] | None = None) -> list[AdviseOutcome]:
+    """The model planned for each target: one target as `advise` always did; several side by side, the model run
+    once and planned from its one trace for each."""
+    if len(every) == 1:
+        return [advise(every[0], step)]
+    first = every[0]
+    if first.script:
+        raise ConfigError("--emit-script writes one target's bring-up script: give one --target")
+    if first.plan.cost.price_per_hour:
+        raise ConfigError("--price-per-hour prices one instance: with several targets, give each instance's price "
+                          "in the config's prices table")
+    for options in every:  # every refusal before the model is built
+        if refusal := advise_refusal(options.settings, options.plan.task):
+            raise ConfigError(refusal)
+    traced = run_model(first.request, first.cwd, first.timeout, first.shown, step) if first.request else None
+    return [advise(options, step, traced) for options in every]
+
+
+def comparison(outcomes: list[AdviseOutcome]) -> dict[str, Any] | None:
+    """Several targets' plans side by side and which the data favours (advise/compare.py); None for one."""
+    from portcheck.advise.compare import compare
+
+    return compare([o.plan for o in outcomes]).to_json() if len(outcomes) > 1 else None
+
+
 def _plan_findings(plan: Plan, settings: Settings, traced: TraceOutcome | None, cwd: Path) -> list[Finding]:
     """PC8xx findings anchor at the model: its --hf-config file or build callable, or nowhere for numbers."""
     from portcheck.dynamic.results import shown_path

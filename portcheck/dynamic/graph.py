@@ -98,9 +98,10 @@ class GraphReport:
     findings: list[TracedFinding] = field(default_factory=list)
 
     def add(self, rule: type[Rule], place: Place | None, message: str, op: str, *, severity: Severity | None = None,
-            shape: list[int | str] | None = None, attention: AttentionShape | None = None) -> None:
+            shape: list[int | str] | None = None, attention: AttentionShape | None = None,
+            chips: tuple[str, ...] = ()) -> None:
         self.findings.append(TracedFinding(rule, place, message, severity, op, tuple(shape or ()),
-                                           attention=attention))
+                                           attention=attention, chips=chips))
 
 
 def op_name(node: torch.fx.Node) -> str:
@@ -195,8 +196,10 @@ def _check_node(node: torch.fx.Node, name: str, inputs: list[torch.Tensor], plac
                    name)
     unsupported = _reported_by(UnsupportedFp8)
     used = sorted((unsupported[d] for d in (in_dtypes | out_dtypes) if d in unsupported), key=lambda e: e.name)
-    for kind, error in dict.fromkeys((e.kind, e.error_code) for e in used):
-        report.add(UnsupportedFp8, place, f"`{name}` uses an {kind} type, which neuronx-cc rejects ({error})", name)
+    for kind, error, chips in dict.fromkeys((e.kind, e.error_code, e.chips) for e in used):
+        on = f" for {', '.join(chips)} (natively from Trn3)" if chips else ""
+        report.add(UnsupportedFp8, place, f"`{name}` uses an {kind} type, which neuronx-cc rejects{on} ({error})",
+                   name, chips=chips)
     if short.startswith("fft_") or short in ("stft", "istft", "_fft_r2c", "_fft_c2r", "_fft_c2c"):
         report.add(Fft, place, f"`{name}`: FFT does not compile for a NeuronCore "
                    f"({load_op('aten::fft_fft').error_code}); run it on the CPU or emulate it with real arithmetic",

@@ -169,6 +169,8 @@ def _graph_findings(outcome: TraceOutcome, settings: Settings, inventory: list[J
     out = []
     named_ops = set()
     for item in outcome.findings:
+        if item.chips and chip not in item.chips:
+            continue  # a dtype refused on other chips only (float8_e4m3fn is native on Trn3)
         named_ops.add(item.op)
         message = item.message or item.rule.traced_message(item, stack)
         if item.rule is TracedUnsupportedOp and item.place is None:  # torch_neuronx.analyze's: at the op's line

@@ -24,10 +24,15 @@ class DtypeSupport:
     kind: str  # the family messages name it by: "FNUZ float8"
     source: str
     error_code: str = ""
+    chips: tuple[str, ...] = ()  # the chips it holds for; (): every chip
 
     @property
     def names(self) -> tuple[str, ...]:
         return (self.name, *self.aliases)
+
+    def on(self, chip: str) -> bool:
+        """Whether the entry holds for the chip (float8_e4m3fn is refused on Trn1/Trn2, native on Trn3)."""
+        return not self.chips or chip in self.chips
 
 
 @dataclass(frozen=True)
@@ -50,7 +55,8 @@ class Dtypes:
         return tuple(e for e in self.entries.values() if e.rule == rule)
 
 
-_DTYPE_KEYS = frozenset({"aliases", "status", "rule", "kind", "source"})  # every entry's; `error_code` is optional
+_DTYPE_KEYS = frozenset({"aliases", "status", "rule", "kind", "source"})  # every entry's
+_OPTIONAL_KEYS = frozenset({"error_code", "chips"})
 
 
 @functools.cache
@@ -61,14 +67,18 @@ def load_dtypes() -> Dtypes:
     entries: dict[str, DtypeSupport] = {}
     seen: set[str] = set()
     for name, entry in data.get("dtypes", {}).items():
-        if not isinstance(entry, dict) or not _DTYPE_KEYS <= set(entry) <= _DTYPE_KEYS | {"error_code"}:
+        if not isinstance(entry, dict) or not _DTYPE_KEYS <= set(entry) <= _DTYPE_KEYS | _OPTIONAL_KEYS:
             raise KnowledgeError(f"dtypes.toml: {name} needs aliases, status, rule, kind and source (and may have "
-                                 "error_code), nothing else")
-        texts = [entry[key] for key in entry if key != "aliases"]
-        if not isinstance(entry["aliases"], list) or not all(isinstance(x, str) for x in [*texts, *entry["aliases"]]):
-            raise KnowledgeError(f"dtypes.toml: {name} takes strings, and a list of them as aliases")
+                                 "error_code and chips), nothing else")
+        texts = [entry[key] for key in entry if key not in ("aliases", "chips")]
+        lists = [*entry["aliases"], *entry.get("chips", [])] if isinstance(entry["aliases"], list) and \
+            isinstance(entry.get("chips", []), list) else [None]
+        if not all(isinstance(x, str) for x in [*texts, *lists]):
+            raise KnowledgeError(f"dtypes.toml: {name} takes strings, and a list of them as aliases (and as chips)")
         dtype = DtypeSupport(name, tuple(entry["aliases"]), entry["status"], entry["rule"], entry["kind"],
-                             entry["source"], entry.get("error_code", ""))
+                             entry["source"], entry.get("error_code", ""), tuple(entry.get("chips", ())))
+        if unknown := set(dtype.chips) - set(load().chips):
+            raise KnowledgeError(f"dtypes.toml: {name} names unknown chips {sorted(unknown)}")
         if dtype.status not in DTYPE_STATUSES:
             raise KnowledgeError(f"dtypes.toml: {name} has status {dtype.status!r}, not one of "
                                  f"{', '.join(DTYPE_STATUSES)}")

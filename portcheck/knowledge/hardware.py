@@ -25,6 +25,7 @@ class ChipHardware:
     memory_per_core_gib: dict[int, float]
     tp_degrees: dict[int, tuple[int, ...]]
     source: str
+    tp_source: str = ""  # where the chip's degrees come from, when not [sizing].tp_degrees (trn3)
 
 
 @dataclass(frozen=True)
@@ -105,7 +106,7 @@ def load_hardware() -> Hardware:
             name, c["neuron_core"], c["physical_cores"], float(c["hbm_gib"]), tuple(c["lnc"]), c["default_lnc"],
             {int(k): int(v) for k, v in c["cores_per_chip"].items()},
             {int(k): float(v) for k, v in c["memory_per_core_gib"].items()},
-            {int(k): tuple(v) for k, v in c["tp_degrees"].items()}, c["source"])
+            {int(k): tuple(v) for k, v in c["tp_degrees"].items()}, c["source"], c.get("tp_source", ""))
         if not set(chip.lnc) == set(chip.cores_per_chip) == set(chip.memory_per_core_gib) == set(chip.tp_degrees) \
                 or chip.default_lnc not in chip.lnc or not chip.source:
             raise KnowledgeError(f"hardware.toml: chip {name} needs cores and memory for each of its LNC values")

@@ -94,7 +94,21 @@ def write_releases(stream: TextIO) -> None:
         stream.write(f"{release.version}{dated}{newest_note}\n")
         for change in release.changes:
             stream.write(f"  - {change}\n")
+        for line in _target_changes(release.version):
+            stream.write(f"  - {line}\n")
         stream.write(f"  source: {release.source}\n")
+
+
+def _target_changes(version: str) -> list[str]:
+    """The chips, stacks and tasks, and the serving paths, rules/targets.toml starts at this release."""
+    targets = load()
+    lines = [f"serving: {path.name} on {', '.join(path.chips)} from this release" for path in targets.serving
+             if path.releases.since == version]
+    for entry in targets.availability:
+        what = f"{entry.chip} on the {entry.stack} stack ({', '.join(entry.tasks)})"
+        if entry.releases.since == version:
+            lines.append(f"target: {what} from this release" + (f": {entry.note}" if entry.note else ""))
+    return lines
 
 
 def rule_doc(info: RuleInfo) -> str:

@@ -84,8 +84,9 @@ _XLA_DEVICE = frozenset({"torch_xla.core.xla_model.xla_device", "torch_xla.devic
 _NXDI = "neuronx_distributed_inference"
 _NEURON_XLA_MODULES = ("torch_neuronx", "neuronx_distributed")
 
-_UNSUPPORTED = ("is not supported on Trn2 from Neuron 2.34, which ended PyTorch/XLA inference and NxD Inference "
-                "there")
+def _unsupported(ctx: Context) -> str:
+    return (f"is not supported on {ctx.chip.capitalize()} from Neuron 2.34, which ended PyTorch/XLA inference and NxD "
+            "Inference there")
 _WAY_FORWARD = ("run the model on TorchNeuron (`model.to(\"neuron\")`, eager or `torch.compile(backend=\"neuron\")`), "
                 "and serve LLMs with vLLM Neuron")
 
@@ -138,17 +139,18 @@ def check_xla_inference_call(node: cst.Call, ctx: Context) -> None:
     if qualname is None or _fallback(ctx, node):
         return
     if qualname in _TRACE_APIS:
-        ctx.report(XlaInferenceOnTrn2, node, f"`{one_line(ctx, node)}`: {_TRACE_APIS[qualname]} {_UNSUPPORTED}; "
+        ctx.report(XlaInferenceOnTrn2, node, f"`{one_line(ctx, node)}`: {_TRACE_APIS[qualname]} {_unsupported(ctx)}; "
                    f"{_WAY_FORWARD}")
     elif qualname in _XLA_DEVICE:
         if _neuron_xla_file(ctx):
             ctx.report(XlaInferenceOnTrn2, node, f"`{one_line(ctx, node)}` places the model on a PyTorch/XLA device, "
-                       f"which Trn2 no longer runs inference on from Neuron 2.34 (training on it ended in 2.30); "
+                       f"which {ctx.chip.capitalize()} no longer runs inference on from Neuron 2.34 (training on it "
+                       "ended in 2.30); "
                        f"{_WAY_FORWARD}", severity=Severity.WARNING)
         else:
             ctx.report(XlaInferenceOnTrn2, node, f"`{one_line(ctx, node)}`: if this torch-xla device is meant to be "
-                       "a Trn2 NeuronCore, PyTorch/XLA no longer runs there from Neuron 2.34; use the \"neuron\" "
-                       "device of TorchNeuron", severity=Severity.INFO)
+                       f"a {ctx.chip.capitalize()} NeuronCore, PyTorch/XLA no longer runs there from Neuron 2.34; use "
+                       "the \"neuron\" device of TorchNeuron", severity=Severity.INFO)
 
 
 @check(cst.Import, cst.ImportFrom, rules=(XlaInferenceOnTrn2,), tokens=(_NXDI,))
@@ -158,5 +160,5 @@ def check_nxdi_import(node: cst.Import | cst.ImportFrom, ctx: Context) -> None:
     else:
         modules = [dotted_name(node.module) or ""] if node.module is not None and not node.relative else []
     if any(m == _NXDI or m.startswith(_NXDI + ".") for m in modules) and not _fallback(ctx, node):
-        ctx.report(XlaInferenceOnTrn2, node, f"NxD Inference (`{_NXDI}`) {_UNSUPPORTED}; serve with vLLM Neuron, and "
-                   "move model build and trace code to `torch.compile(backend=\"neuron\")` on TorchNeuron")
+        ctx.report(XlaInferenceOnTrn2, node, f"NxD Inference (`{_NXDI}`) {_unsupported(ctx)}; serve with vLLM Neuron, "
+                   "and move model build and trace code to `torch.compile(backend=\"neuron\")` on TorchNeuron")

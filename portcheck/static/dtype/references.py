@@ -8,7 +8,7 @@ import re
 import libcst as cst
 
 from portcheck.findings import Severity
-from portcheck.knowledge import load_dtypes
+from portcheck.knowledge import load_compiler, load_dtypes
 from portcheck.rules import Pass, Rule, rule
 from portcheck.static.check import Context, FixPlan, Replace, check
 from portcheck.static.scope import host_code, host_value, under_test
@@ -104,7 +104,8 @@ class Float64(Rule):
 class UnsupportedFp8(Rule):
     """## What it does
     Finds the FP8/FP4 dtypes Neuron cannot take: `torch.float8_e4m3fnuz`, `torch.float8_e5m2fnuz` and
-    `torch.float4_e2m1fn_x2`, in `dtype=` arguments and `.to()` casts.
+    `torch.float4_e2m1fn_x2`, and on Trn1, Trn2 and Inf2 `torch.float8_e4m3fn` (native from Trn3), in `dtype=`
+    arguments and `.to()` casts.
 
     ## Example
     ```python
@@ -123,12 +124,13 @@ class UnsupportedFp8(Rule):
     code = "PC312"
     passes = (Pass.STATIC, Pass.TRACE)
     message = ("`{dtype}` is not a Neuron data type ({error}); NeuronCores take FP8 as e4m3, e5m2 or e3m4 "
-               "(`torch.float8_e4m3fn`, `torch.float8_e5m2`), or use bfloat16")
+               "(`torch.float8_e5m2`; `torch.float8_e4m3fn` natively from Trn3), or use bfloat16")
     INVALID = (
         "import torch\nw = w.to(torch.float8_e4m3fnuz)",
         "import torch\nz = torch.empty(4, dtype=torch.float8_e5m2fnuz)",
+        "import torch\nw = w.to(torch.float8_e4m3fn)",  # on Trn1/Trn2 (NCC_EVRF051); native on Trn3
     )
-    VALID = ("import torch\nw = w.to(torch.float8_e4m3fn)", "import torch\nw = w.to(torch.float8_e5m2)")
+    VALID = ("import torch\nw = w.to(torch.float8_e5m2)",)
 
 
 
@@ -186,8 +188,8 @@ def _float32_fix(replace: Replace) -> FixPlan:
 
 
 def _int64_message(ctx: Context, shown: str) -> str:
-    if ctx.chip == "trn2":
-        return (f"`{shown}` makes int64 data: on Trn2 the compiler narrows int64 to int32 unless "
+    if ctx.chip in load_compiler().flags["--native-int64"].targets:  # NeuronCore-v3 and later
+        return (f"`{shown}` makes int64 data: on {ctx.chip.capitalize()} the compiler narrows int64 to int32 unless "
                 "`--native-int64=enabled` (about 20-30% slower; the default changes after Neuron 2.32); "
                 "values beyond 2^31 need that flag, ids and indices are fine as int32")
     return (f"`{shown}` makes int64 data, which NeuronCore-v2 ({ctx.chip}) always converts to int32: values "
@@ -266,7 +268,7 @@ def _schedule_cast_to_float32(ctx: Context, node: cst.Call) -> bool:
 def _judge_dtype(ctx: Context, value: cst.BaseExpression, where: cst.CSTNode) -> None:
     dtype = dtype_of(ctx, value)
     entry = load_dtypes().get(dtype) if dtype is not None else None
-    if dtype is None or entry is None:
+    if dtype is None or entry is None or not entry.on(ctx.chip):
         return
     shown = " ".join(ctx.source(where).split())
     if len(shown) > 60:
@@ -281,6 +283,11 @@ def _judge_dtype(ctx: Context, value: cst.BaseExpression, where: cst.CSTNode) ->
             return  # the data is complex already: this converts between complex types
         ctx.report(ComplexDtype, where, _complex_message(ctx, shown, entry.error_code),
                    severity=_complex_severity(ctx))
+    elif entry.rule == UnsupportedFp8.code and entry.chips:  # refused on some chips only: say which way out
+        ctx.report(UnsupportedFp8, where, f"`{dtype}` ({entry.kind}) does not compile for {ctx.chip} "
+                   f"({entry.error_code}): Trn3 and later take it natively; on older chips neuronx-cc converts it "
+                   "to F8E4M3 (largest value 240, not 448) only with `--experimental-unsafe-fp8e4m3fn-as-fp8e4m3`, "
+                   "never for MX quantization; or use `torch.float8_e5m2` or bfloat16")
     elif entry.rule == UnsupportedFp8.code:
         ctx.report(UnsupportedFp8, where, dtype=dtype, error=entry.error_code)
     elif entry.rule == Int64Tensor.code:

@@ -7,6 +7,7 @@ from typing import Literal, TypedDict
 
 import libcst as cst
 
+from portcheck.knowledge import load
 from portcheck.rules import Rule, rule
 from portcheck.static.check import Context, check
 from portcheck.static.syntax import call_name, dotted_name
@@ -306,6 +307,7 @@ def check_step_boundary(node: cst.Call, ctx: Context) -> None:
     flagged: set[int] = ctx.memo("unbounded-steps", ctx.module, set)
     if id(node) not in flagged:
         return
-    lifecycle = "move training to TorchNeuron native" if ctx.chip == "trn2" else "pin Neuron SDK <= 2.29"
+    native = "native" in load().chips[ctx.chip].stacks
+    lifecycle = "move training to TorchNeuron native" if native else "pin Neuron SDK <= 2.29"
     ctx.report(MissingStepBoundary, node, shown=one_line(ctx.source(node), 40), lifecycle=lifecycle)
 
