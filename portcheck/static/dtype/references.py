@@ -201,6 +201,8 @@ def check_dtype_call(node: cst.Call, ctx: Context) -> None:
     """Calls that create data of a dtype: `.double()`, `.to(torch.float64)`, `dtype=torch.complex64`, ..."""
     name = call_name(node)
     qualname = ctx.qualname(node.func)
+    if name not in _DTYPE_METHODS and keyword(node, "dtype") is None and qualname not in _DTYPE_FUNCTIONS:
+        return  # nothing here makes data of a dtype (most calls): no need to ask what the value is
     method = node.func if isinstance(node.func, cst.Attribute) and qualname is None else None  # `x.double()`
     if method is not None and (host_value(ctx, method.value, factories=False) or _forwards_override(method)):
         return  # `x.cpu().double()`, a numpy array's `.astype`: host data, never on the device
@@ -233,6 +235,12 @@ def check_dtype_call(node: cst.Call, ctx: Context) -> None:
         if qualname is not None and _schedule_cast_to_float32(ctx, node):
             return
         _judge_dtype(ctx, arg.value, node)
+
+
+# What makes data of a dtype without `dtype=`: these methods, and these functions.
+_DTYPE_METHODS = frozenset({"double", "long", "to", "type"})
+_DTYPE_FUNCTIONS = frozenset({"torch.view_as_complex", "torch.polar", "torch.complex", "torch.DoubleTensor",
+                              "torch.cuda.DoubleTensor", "torch.set_default_dtype"})
 
 
 def _forwards_override(method: cst.Attribute) -> bool:
