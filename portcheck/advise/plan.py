@@ -11,6 +11,7 @@ from portcheck.advise.cost import CostOptions, check, plan_cost
 from portcheck.advise.flags import choose_buckets, compiler_settings
 from portcheck.advise.fleet import Fleet, plan_fleet
 from portcheck.advise.model import ModelShape
+from portcheck.advise.quantization import fp8_reason
 from portcheck.advise.rules import FitsNoInstance, HeadsNotDivisible, NeedsTensorParallelism, TensorParallelDegree
 from portcheck.advise.serving import choose_serving
 from portcheck.advise.sizing import (
@@ -28,6 +29,7 @@ from portcheck.advise.sizing import (
     memory_at,
     padded_heads,
     throughput,
+    tower_reason,
     weights_bytes,
 )
 from portcheck.advise.values import PORTCHECK, AdviseOptions, LncAlternative, Plan, PlanFinding
@@ -295,12 +297,15 @@ def _memory_reasons(plan: Plan, lnc: int) -> None:
     sizing = load_hardware().sizing
     weights = f"{model.params:,} parameters × {DTYPE_NAMES[work.dtype]} / tp (the weights only: --dtype does not " \
               f"change the activations' {work.compute_dtype} or the KV cache's dtype)"
+    recipe = ""
+    if work.dtype == "fp8" and model.is_transformer:
+        weights, recipe = fp8_reason(model)
     if work.attention_dp > 1:
         weights += (f"; the attention projections counted over tp / {work.attention_dp} (the attention group), the "
                     "larger of the layouts the docs describe")
     plan.reason("weights_gib", weights, "parameter count " + ("of the traced model" if model.source != "numbers"
                                                               else "given with --params")
-                + (f"; {sizing.attention_dp}" if work.attention_dp > 1 else ""))
+                + (f"; {sizing.attention_dp}" if work.attention_dp > 1 else "") + (f"; {recipe}" if recipe else ""))
     if has_kv_cache(model, work):
         share = f"batch {work.batch}" + (f" / attention-DP {work.attention_dp}" if work.attention_dp > 1 else "")
         cache = ("--kv-cache-dtype" if work.kv_dtype else "the compute dtype: quantised only with --kv-cache-dtype")
@@ -331,6 +336,8 @@ def _memory_reasons(plan: Plan, lnc: int) -> None:
         plan.reason("activations_gib", f"the largest layer's live tensors for {rows} sequence(s) of {work.seq} "
                     f"tokens in {work.compute_dtype}: 4 × hidden + 2 × intermediate / tp per token, plus the "
                     "attention above; or one decode step of the whole batch when that is larger", PORTCHECK)
+        if model.tower:
+            plan.reason("tower", tower_reason(model), PORTCHECK)
     elif model.peak_activation_bytes:
         plan.reason("activations_gib", f"the traced graph's largest set of live tensors "
                     f"({model.peak_activation_bytes / 2**20:.1f} MiB at batch {model.example_batch or 1}, fp32), "

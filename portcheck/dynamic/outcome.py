@@ -76,8 +76,9 @@ class InputFact:
 
 @dataclass(frozen=True)
 class ConfigFacts:
-    """The numbers of a transformers config (its text part for multimodal ones) under transformers' usual names, with
-    the types transformers gives them; None where the config has none."""
+    """The numbers of a transformers config (its text part's sizes for multimodal ones, the whole model's model_type
+    and architectures, its encoder tower's numbers) under transformers' usual names, with the types transformers
+    gives them; None where the config has none."""
 
     model_type: str | None = None
     architectures: list[str] | None = None
@@ -97,6 +98,11 @@ class ConfigFacts:
     dtype: str | None = None
     image_size: int | list[int] | None = None
     patch_size: int | list[int] | None = None
+    tower: str | None = None  # a multimodal model's "vision" or "audio" encoder tower
+    tower_layers: int | None = None
+    tower_hidden: int | None = None
+    tower_heads: int | None = None
+    tower_intermediate: int | None = None
 
     def to_json(self) -> JSON:
         return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}

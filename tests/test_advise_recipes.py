@@ -1,0 +1,145 @@
+"""`portcheck advise` on deployments the recipes document (issue 34): multimodal decoders sized and served as
+decoders with a vision tower, fp8 weights and KV caches as NxD Inference's recipe and vLLM Neuron spell them, the
+override gpt-oss needs on Trn2.
+
+Real transformers configs (no model built) for the config facts; plans from rules/ data for the rest."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import transformers
+
+from portcheck.advise.model import ModelShape, from_trace, with_numbers
+from portcheck.advise.plan import make_plan
+from portcheck.advise.serving import command
+from portcheck.advise.sizing import Workload, flash_attention, kv_cache_bytes, tower_activation_bytes
+from portcheck.advise.values import AdviseOptions, Plan
+from portcheck.dynamic.facts import config_facts
+from portcheck.dynamic.outcome import ModelFacts, TraceOutcome
+from portcheck.knowledge.serving import load_serving
+
+
+def traced(config: object, class_name: str, params: int) -> ModelShape:
+    """The shape advise reads from a trace of a model built from `config` (its facts as the child reports them)."""
+    facts = ModelFacts(f"transformers.{class_name}", params, "meta", config=config_facts(config))
+    return from_trace(TraceOutcome(model=facts))
+
+
+def plan(shape: ModelShape, chip: str = "trn2", stack: str = "", **options: object) -> Plan:
+    stack = stack or {"inf2": "xla", "trn1": "xla", "trn2": "native"}[chip]
+    return make_plan(shape, AdviseOptions(chip, stack, **options))  # type: ignore[arg-type]
+
+
+# ---- multimodal decoders ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("config, model_type, tower_hidden", [
+    (transformers.Qwen2VLConfig(), "qwen2_vl", 1280),  # its vision tower's width is embed_dim (hidden_size: merger)
+    (transformers.Qwen3VLConfig(), "qwen3_vl", 1152),
+    (transformers.Llama4Config(), "llama4", 768),
+    (transformers.LlavaConfig(), "llava", 1024),
+])
+def test_a_multimodal_config_names_the_whole_model_and_its_tower(config, model_type, tower_hidden):
+    facts = config_facts(config)
+    text = config.get_text_config()
+    assert facts.model_type == model_type  # not the text part's (llama4_text, qwen3_vl_text, ...)
+    assert (facts.num_hidden_layers, facts.hidden_size) == (text.num_hidden_layers, text.hidden_size)
+    assert facts.tower == "vision" and facts.tower_hidden == tower_hidden and facts.tower_layers
+
+
+@pytest.mark.parametrize("config, name", [
+    (transformers.Qwen3VLConfig(), "Qwen3VLForConditionalGeneration"),
+    (transformers.Qwen2VLConfig(), "Qwen2VLForConditionalGeneration"),
+    (transformers.Llama4Config(), "Llama4ForConditionalGeneration"),
+    (transformers.LlavaConfig(), "LlavaForConditionalGeneration"),
+])
+def test_a_multimodal_decoder_is_a_decoder_with_a_kv_cache_and_flash_attention(config, name):
+    shape = traced(config, name, 8_000_000_000)
+    assert (shape.kind, shape.tower) == ("decoder", "vision")
+    work = Workload("inference", 4, 8192, "bf16")
+    assert kv_cache_bytes(shape, work, 4) > 0 and flash_attention(shape, work, 2)
+
+
+def test_clip_stays_a_vision_model():
+    shape = traced(transformers.CLIPConfig(), "CLIPModel", 150_000_000)
+    assert shape.kind != "decoder" and shape.tower == ""
+
+
+def test_qwen3_vl_is_served_by_vllm_neuron_and_nxd_inference_by_its_top_model_type():
+    shape = traced(transformers.Qwen3VLConfig(), "Qwen3VLForConditionalGeneration", 8_000_000_000)
+    vllm = plan(shape, "trn2", sdk="2.34", batch=4, seq_len=8192)
+    assert vllm.serving is not None and (vllm.serving.path, vllm.serving.natively) == ("vllm-neuron", True)
+    nxdi = plan(shape, "trn1", batch=1, seq_len=4096)
+    assert nxdi.serving is not None and (nxdi.serving.path, nxdi.serving.natively) == ("nxd-inference", True)
+
+
+def test_a_fixed_size_vision_tower_adds_its_image_encoding():
+    shape = traced(transformers.LlavaConfig(), "LlavaForConditionalGeneration", 7_000_000_000)
+    assert shape.image_tokens == (336 // 14) ** 2 + 1  # its CLIP tower's image and patch size
+    work = Workload("inference", 1, 4096, "bf16")
+    # 1 image of 577 tokens × (4 × 1024 + 2 × 4096) × 2 bytes + 16 heads × 577² × 2 bytes, at tp 1
+    assert tower_activation_bytes(shape, work, 1) == 577 * (4 * 1024 + 2 * 4096) * 2 + 16 * 577 * 577 * 2
+    result = plan(shape, "trn2", batch=1, seq_len=4096)
+    assert any(r.item == "tower" and "577 tokens" in r.why for r in result.reasons)
+
+
+# ---- fp8 as the recipes do it -----------------------------------------------------------------------------------
+
+LLAMA_70B = with_numbers(None, dict(params=70_553_706_496, layers=80, hidden=8192, heads=64, kv_heads=8,
+                                    intermediate=28672, vocab=128256, kind="decoder", name="LlamaForCausalLM"))
+LLAMA_70B_TRACED = ModelShape("LlamaForCausalLM", 70_553_706_496, "decoder", layers=80, hidden=8192, heads=64,
+                              kv_heads=8, intermediate=28672, vocab=128256, max_positions=131072,
+                              hf_model_type="llama", source="trace")
+
+
+def test_fp8_weights_keep_the_recipes_bf16_modules():
+    """A 70B model at tp 4 on one trn2 chip, batch 4 at 8192: with every parameter at one byte it looked like it
+    fit; with lm_head, the attention and the first and last MLP in bf16 it does not."""
+    result = plan(LLAMA_70B, "trn2", batch=4, seq_len=8192, dtype="fp8", tp=4)
+    assert result.memory is not None and not result.memory.fits
+    assert "PC804" in [f.rule.code for f in result.findings]
+    # 80 layers × 8192 × 128 × 2 × (64 + 8) heads of attention, 2 × 128256 × 8192 of embedding and lm_head
+    mlp = 70_553_706_496 - 80 * 8192 * 128 * 2 * 72 - 2 * 128256 * 8192
+    assert result.memory.weights == pytest.approx((2 * 70_553_706_496 - mlp * 78 // 80) / 4 / 2**30)
+    why = next(r for r in result.reasons if r.item == "weights_gib")
+    assert "trn2-llama3.3-70b-fp8.rst" in why.source and "self-attention" in why.why
+
+
+def test_the_nxdi_config_carries_fp8_weights_and_kv_cache_as_the_api_guide_spells_them():
+    result = plan(LLAMA_70B_TRACED, "trn1", batch=1, seq_len=4096, dtype="fp8", kv_dtype="fp8")
+    assert result.serving is not None and result.serving.path == "nxd-inference"
+    config = result.serving.options
+    assert set(config) <= set(load_serving().arguments["NeuronConfig"])
+    assert (config["quantized"], config["quantization_type"], config["quantization_dtype"],
+            config["kv_cache_quant"]) == (True, "per_channel_symmetric", "f8e4m3", True)
+    kept = config["modules_to_not_convert"]
+    assert kept[:3] == ["lm_head", "layers.0.mlp", "layers.79.mlp"]
+    assert kept[3:] == [f"layers.{i}.self_attn" for i in range(80)]
+    assert result.env["XLA_HANDLE_SPECIAL_SCALAR"] == "1"
+    assert result.to_json()["serving"]["options"]["kv_cache_quant"] is True
+    plain = plan(LLAMA_70B_TRACED, "trn1", batch=1, seq_len=4096)
+    assert plain.serving is not None and "quantized" not in plain.serving.options
+
+
+def test_the_vllm_command_quantises_the_kv_cache_with_the_documented_flag():
+    result = plan(LLAMA_70B_TRACED, "trn2", sdk="2.34", batch=4, seq_len=4096, kv_dtype="fp8")
+    argv = command(result, "/models/llama")
+    assert argv[argv.index("--kv-cache-dtype") + 1] == "fp8"
+    documented = load_serving().arguments["vllm serve"]["--kv-cache-dtype"]
+    assert "fp8" in documented.choices
+    assert "--kv-cache-dtype" not in command(plan(LLAMA_70B_TRACED, "trn2", sdk="2.34", batch=4, seq_len=4096),
+                                             "/models/llama")
+
+
+GPT_OSS = ModelShape("GptOssForCausalLM", 20_914_757_184, "decoder", layers=24, hidden=2880, heads=64, kv_heads=8,
+                     head_dim=64, intermediate=2880, max_positions=131072, hf_model_type="gpt_oss", source="trace")
+
+
+def test_gpt_oss_on_trn2_clears_its_mxfp4_quantization_config():
+    result = plan(GPT_OSS, "trn2", sdk="2.34", batch=4, seq_len=4096, tp=8)
+    argv = command(result, "openai/gpt-oss-20b")
+    assert json.loads(argv[argv.index("--hf-overrides") + 1]) == {"quantization_config": {}}
+    assert any(r.item == "override" and "MXFP4" in r.why for r in result.reasons)
+    llama = command(plan(LLAMA_70B_TRACED, "trn2", sdk="2.34", batch=4, seq_len=4096), "/models/llama")
+    assert "--hf-overrides" not in llama
