@@ -143,3 +143,38 @@ def test_gpt_oss_on_trn2_clears_its_mxfp4_quantization_config():
     assert any(r.item == "override" and "MXFP4" in r.why for r in result.reasons)
     llama = command(plan(LLAMA_70B_TRACED, "trn2", sdk="2.34", batch=4, seq_len=4096), "/models/llama")
     assert "--hf-overrides" not in llama
+
+
+# ---- training as NxD Training sizes it --------------------------------------------------------------------------
+
+LLAMA3_8B = with_numbers(None, dict(params=8_030_261_248, layers=32, hidden=4096, heads=32, kv_heads=8,
+                                    intermediate=14336, vocab=128256, kind="decoder", name="Llama-3-8B"))
+LLAMA2_70B = with_numbers(None, dict(params=68_976_648_192, layers=80, hidden=8192, heads=64, kv_heads=8,
+                                     intermediate=28672, vocab=32000, kind="decoder", name="Llama-2-70B"))
+
+
+def test_nxd_training_activations_follow_the_sdk_formula_and_the_documented_config_fits():
+    """Llama-3-8B at tp 32 and 8192 tokens on trn1 (the xla stack, NxD Training): sequence parallelism with
+    selective checkpointing keeps 34·s·b·h/t bytes a layer."""
+    result = plan(LLAMA3_8B, "trn1", task="training", batch=1, seq_len=8192, tp=32, sdk="2.29")
+    assert result.memory is not None and result.memory.fits and not result.findings
+    assert result.memory.activations == pytest.approx(34 * 8192 * 4096 / 32 * 32 / 2**30)  # about 1.06 GiB
+    why = next(r for r in result.reasons if r.item == "activations_gib")
+    assert "34 × sequence" in why.why and "activation_memory_reduction.rst" in why.source
+
+
+def test_zero1_splits_the_optimizer_state_over_the_copies():
+    one = plan(LLAMA3_8B, "trn1", task="training", batch=1, seq_len=4096, tp=8, sdk="2.29")
+    four = plan(LLAMA3_8B, "trn1", task="training", batch=1, seq_len=4096, tp=8, dp=4, sdk="2.29")
+    assert one.memory is not None and four.memory is not None
+    assert four.memory.optimizer == pytest.approx(one.memory.optimizer / 4)
+    assert four.memory.gradients == one.memory.gradients
+
+
+def test_a_70b_pretraining_spans_trn1_instances_with_pipeline_parallelism():
+    """Llama-2-70B pretraining at 4096 tokens (documented: TP 32 × PP 8 on 32 trn1.32xlarge): no single instance
+    holds it; NxD Training's pipeline stages over EFA do, on no more instances than the document uses."""
+    result = plan(LLAMA2_70B, "trn1", task="training", batch=1, seq_len=4096, sdk="2.29")
+    assert "PC802" not in [f.rule.code for f in result.findings]
+    assert result.fleet is not None and result.fleet.across.startswith("pipeline parallelism")
+    assert result.fleet.count <= 32 and result.memory is not None and result.memory.fits

@@ -76,8 +76,9 @@ def make_plan(model: ModelShape, options: AdviseOptions) -> Plan:
         raise PlanError(f"--lnc {lnc} is not available on {chip.name} (allowed: "
                         f"{', '.join(map(str, chip.lnc))})")
     seq, seq_why = _sequence(model, options)
+    nxd_training = options.task == "training" and options.stack == "xla"
     work = Workload(options.task, options.batch, seq, options.dtype, options.kv_dtype, options.context_batch,
-                    options.attention_dp, options.dp)
+                    options.attention_dp, options.dp, nxd_training=nxd_training)
     _check_parallelism(model, work, options)
     plan = Plan(options.chip, options.stack, options.task, work, model, lnc=lnc if len(chip.lnc) > 1 else None)
     plan.reason("workload", f"batch {work.batch}, sequence {seq} ({seq_why}), {work.dtype} weights, "
@@ -316,8 +317,10 @@ def _memory_reasons(plan: Plan, lnc: int) -> None:
                     "multi-head attention)", f"{sizing.kv_cache}; {sizing.kv_cache_dtype}"
                     + (f"; {sizing.attention_dp}" if work.attention_dp > 1 else ""))
     if model.is_transformer and work.task == "training":
-        plan.reason("activations_gib", "every layer's activations kept for the backward pass",
-                    sizing.training_activations)
+        plan.reason("activations_gib", "34 × sequence × batch × hidden / tp bytes a layer (16-bit), every layer kept: "
+                    "NxD Training's sequence parallelism with selective activation checkpointing" if work.nxd_training
+                    else "every layer's activations kept for the backward pass (tensor parallelism without sequence "
+                    "parallelism: the worst case)", sizing.training_activations)
     elif model.is_transformer:
         rows = context_rows(model, work)
         if has_kv_cache(model, work):
@@ -346,8 +349,10 @@ def _memory_reasons(plan: Plan, lnc: int) -> None:
         plan.reason("dp", f"{work.dp} model copies of tp cores each, every copy serving its own batch of "
                     f"{work.batch}", sizing.data_parallel)
     if work.task == "training":
+        zero1 = f" and over the {work.dp} data-parallel copies (ZeRO-1)" if work.nxd_training and work.dp > 1 else ""
         plan.reason("optimizer_gib", "gradients in the weights' dtype and Adam's state (fp32 moments, plus an "
-                    "fp32 master copy for 16-bit weights) per parameter, split over tp", sizing.training_optimizer)
+                    f"fp32 master copy for 16-bit weights) per parameter, split over tp{zero1}",
+                    sizing.training_optimizer)
 
 
 def _throughput(plan: Plan, chip: ChipHardware, lnc: int, hardware: Hardware) -> None:

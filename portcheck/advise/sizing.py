@@ -40,6 +40,9 @@ class Workload:
     context_batch: int = 1  # sequences a decoder's context encoding runs at once
     attention_dp: int = 1  # attention data parallelism inside the tensor-parallel group (decode only)
     dp: int = 1  # model copies on the instance
+    # Training as NxD Training (the xla stack) runs it: sequence parallelism, selective activation checkpointing
+    # (flash attention's scores never stored) and ZeRO-1 over the data-parallel copies.
+    nxd_training: bool = False
 
     @property
     def compute_dtype(self) -> str:
@@ -147,9 +150,11 @@ def activation_bytes(model: ModelShape, work: Workload, tp: int = 1, lnc: int = 
     attention output and queries (4 × hidden), the MLP's two projections (2 × intermediate / tp) per token of the
     context rows × sequence — plus the attention scores: heads / tp × sequence² per row without the flash kernel,
     its query × key tile (128 × up to 2048, fp32) per head with it; or one decode step of the whole batch if that
-    is larger. Training, transformer: Korthikanti et al. 2022 (arXiv:2205.05198, §4, tensor parallelism without
-    sequence parallelism), s·b·h·(10 + 24/t + 5·a·s/(h·t)) bytes per layer at 16 bits, every layer kept for the
-    backward pass. Other models: the traced graph's largest set of live tensors, scaled from its example batch and
+    is larger. Training, transformer, as NxD Training runs it (sequence parallelism with selective activation
+    checkpointing): 34·s·b·h/t bytes per layer at 16 bits, the Neuron docs' figure; otherwise Korthikanti et al. 2022
+    (arXiv:2205.05198, §4, tensor parallelism without sequence parallelism), s·b·h·(10 + 24/t + 5·a·s/(h·t)); every
+    layer kept for the backward pass (a pipeline's first stage holds as many microbatches as there are stages, so
+    as many layers). Other models: the traced graph's largest set of live tensors, scaled from its example batch and
     float32 to the plan's."""
     size = DTYPE_BYTES[work.compute_dtype]
     b, s = work.batch, work.seq
@@ -157,6 +162,9 @@ def activation_bytes(model: ModelShape, work: Workload, tp: int = 1, lnc: int = 
         h, a = model.hidden, model.heads
         i = model.intermediate or 4 * h
         heads = math.ceil(a / tp)
+        if work.task == "training" and work.nxd_training:
+            per_layer = 34 * s * b * h / tp * size / 2
+            return int(per_layer * model.layers)
         if work.task == "training":
             per_layer = s * b * h * (10 + 24 / tp + 5 * a * s / (h * tp)) * size / 2
             return int(per_layer * model.layers)
@@ -218,7 +226,8 @@ def memory_at(model: ModelShape, work: Workload, chip: ChipHardware, lnc: int, t
     gradients = optimizer = 0.0
     if work.task == "training":
         gradients = weights
-        optimizer = model.params * OPTIMIZER_BYTES[work.dtype] / tp / GIB
+        zero1 = work.dp if work.nxd_training else 1  # ZeRO-1: the optimizer state split over the copies
+        optimizer = model.params * OPTIMIZER_BYTES[work.dtype] / tp / zero1 / GIB
     return Memory(tp, weights, kv_cache_bytes(model, work, tp) / GIB,
                   activation_bytes(model, work, tp, lnc) / GIB, overhead, budget, gradients, optimizer)
 
