@@ -7,6 +7,8 @@ Real transformers configs (no model built) for the config facts; plans from rule
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 import transformers
@@ -178,3 +180,41 @@ def test_a_70b_pretraining_spans_trn1_instances_with_pipeline_parallelism():
     assert "PC802" not in [f.rule.code for f in result.findings]
     assert result.fleet is not None and result.fleet.across.startswith("pipeline parallelism")
     assert result.fleet.count <= 32 and result.memory is not None and result.memory.fits
+
+
+# ---- scripts for models with dict inputs -------------------------------------------------------------------------
+
+CONDITIONED = '''import torch
+
+
+class Conditioned(torch.nn.Module):
+    """A UNet-like forward: a sample and a dict of extra conditions (diffusers' added_cond_kwargs)."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(8, 8)
+
+    def forward(self, sample, added_cond_kwargs):
+        extra = added_cond_kwargs["text_embeds"].sum() + added_cond_kwargs["time_ids"][0].sum()
+        return self.proj(sample) + extra
+
+
+def build():
+    conditions = {"text_embeds": torch.randn(2, 8), "time_ids": [torch.randn(2, 6)]}
+    return Conditioned(), (torch.randn(2, 8), conditions)
+'''
+
+
+def test_a_script_rebuilds_dict_and_list_inputs(tmp_path, portcheck):
+    (tmp_path / "model.py").write_text(CONDITIONED)
+    done = portcheck("advise", "--isolated", "model.py:build", "--target", "trn2", "--emit-script", "bringup.py",
+                     "--format", "json", "--exit-zero", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    script = tmp_path / "bringup.py"
+    embedded = json.loads(script.read_text().split('PLAN = json.loads(r"""', 1)[1].split('""")', 1)[0])
+    keys = [tuple(i.get("key", ())) for i in embedded["inputs"]]
+    assert keys == [(), ("text_embeds",), ("time_ids", 0)]
+    ran = subprocess.run([sys.executable, str(script), "--warmup", "1", "--runs", "1", "--output",
+                          str(tmp_path / "out")], cwd=tmp_path, capture_output=True, text=True, timeout=240)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert json.loads(ran.stdout.rsplit("result: ", 1)[1])["mode"] == "dry-run"
