@@ -19,7 +19,7 @@ from portcheck.advise.serving import command
 from portcheck.advise.sizing import Workload, flash_attention, kv_cache_bytes, tower_activation_bytes
 from portcheck.advise.values import AdviseOptions, Plan
 from portcheck.dynamic.facts import config_facts
-from portcheck.dynamic.outcome import ModelFacts, TraceOutcome
+from portcheck.dynamic.outcome import InputFact, ModelFacts, TraceOutcome
 from portcheck.knowledge.serving import load_serving
 
 
@@ -218,3 +218,39 @@ def test_a_script_rebuilds_dict_and_list_inputs(tmp_path, portcheck):
                           str(tmp_path / "out")], cwd=tmp_path, capture_output=True, text=True, timeout=240)
     assert ran.returncode == 0, ran.stderr[-2000:]
     assert json.loads(ran.stdout.rsplit("result: ", 1)[1])["mode"] == "dry-run"
+
+
+# ---- serving paths: optimum-neuron's diffusers exports, optimum-neuron on Trn2 -----------------------------------
+
+SDXL_UNET = ModelShape("UNet2DConditionModel", 2_567_463_684, "other", hf_model_type="", source="trace",
+                       example_batch=1,
+                       inputs=(InputFact("sample", True, "tensor", "float32", (1, 4, 128, 128), -3.0, 3.0),
+                               InputFact("timestep", True, "tensor", "int64", (1,), 0, 999),
+                               InputFact("encoder_hidden_states", True, "tensor", "float32", (1, 77, 2048))))
+
+
+def test_an_sdxl_unet_is_exported_with_its_pipeline_by_optimum_neuron():
+    result = plan(SDXL_UNET, "inf2", batch=1)
+    assert result.serving is not None
+    assert (result.serving.path, result.serving.natively, result.serving.task) == \
+        ("optimum-neuron", True, "text-to-image")
+    argv = command(result, "stabilityai/stable-diffusion-xl-base-1.0", "sdxl_neuron")
+    assert argv[:7] == ["optimum-cli", "export", "neuron", "--model", "stabilityai/stable-diffusion-xl-base-1.0",
+                        "--task", "text-to-image"]
+    documented = load_serving().arguments["optimum-cli export neuron"]
+    named = [a for a in argv[7:] if a.startswith("-")]
+    assert set(named) <= set(documented) and "--sequence_length" not in named
+    assert argv[argv.index("--height") + 1] == argv[argv.index("--width") + 1] == "1024"  # 128 latents × 8
+    assert "served natively by optimum-neuron diffusers" in next(r.why for r in result.reasons
+                                                                 if r.item == "serving_path")
+
+
+def test_optimum_neuron_serves_trn2_on_the_xla_stack_until_2_33():
+    bert = ModelShape("BertModel", 109_514_298, "encoder", layers=12, hidden=768, heads=12, intermediate=3072,
+                      max_positions=512, hf_model_type="bert", source="trace")
+    at_233 = plan(bert, "trn2", "xla", sdk="2.33")
+    assert at_233.serving is not None and (at_233.serving.path, at_233.serving.natively) == ("optimum-neuron", True)
+    argv = command(at_233, "bert-base-uncased", "out")
+    assert argv[argv.index("--instance_type") + 1] == "trn2"
+    at_234 = plan(bert, "trn2", "native", sdk="2.34")
+    assert at_234.serving is not None and at_234.serving.path == "native"

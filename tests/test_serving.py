@@ -27,6 +27,7 @@ from portcheck.advise.model import ModelShape
 from portcheck.advise.plan import make_plan
 from portcheck.advise.serving import command
 from portcheck.advise.values import AdviseOptions
+from portcheck.dynamic.outcome import InputFact
 from portcheck.knowledge.serving import load_serving
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -231,6 +232,18 @@ def test_the_t5_command_passes_optimum_neurons_parser_and_its_mandatory_shapes()
     assert required == {"batch_size", "sequence_length", "num_beams"}
     assert all(parsed.get(name) not in (None, "None") for name in required), parsed
     assert parsed["tensor_parallel_size"] == "1" and parsed["task"] == "text2text-generation"
+
+
+@pytest.mark.skipif(not OPTIMUM_PYTHON.exists(), reason="optimum-neuron's parser venv is not built here "
+                    "(bash scripts/optimum_neuron_venv.sh builds it)")
+def test_the_diffusers_command_passes_optimum_neurons_parser():
+    unet = ModelShape("UNet2DConditionModel", 865_910_724, "other", source="trace", example_batch=1,
+                      inputs=(InputFact("sample", True, "tensor", "float32", (1, 4, 64, 64)),))
+    plan = optimum_plan(unet, batch=1)
+    parsed = optimum_parse(command(plan, "stabilityai/stable-diffusion-2-1-base", "sd_neuron"))
+    assert (parsed["task"], parsed["height"], parsed["width"], parsed["num_images_per_prompt"]) == \
+        ("text-to-image", "512", "512", "1")
+    assert parsed["batch_size"] == "1" and parsed["output"] == "sd_neuron"
 
 
 # ---- compile-only and host memory -----------------------------------------------------------------------------

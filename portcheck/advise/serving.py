@@ -53,7 +53,8 @@ def choose_serving(plan: Plan, options: AdviseOptions) -> None:
                 f"({missing}); " if libraries else "")
         plan.reason("serving_path", f"{name} ({model_type or 'no model_type'}) on {plan.chip} at Neuron {sdk}: "
                     f"{port}{chosen.title}: {chosen.why}", "; ".join([*(p.source for p in libraries), chosen.source]))
-    plan.serving = Serving(chosen.id, chosen.title, bool(serving), known, _task(model.name, model.kind))
+    plan.serving = Serving(chosen.id, chosen.title, bool(serving), known,
+                           chosen.task if serving and chosen.task else _task(model.name, model.kind))
     plan.serving.options = _settings(plan, chosen.id)
     _quantization(plan, data)
     if options.compile_only:
@@ -108,7 +109,9 @@ def _settings(plan: Plan, path: str) -> dict[str, Any]:
         speed = "--auto-cast" in plan.compiler_args and "matmult" in plan.compiler_args
         level = _optlevel(plan)
         settings: dict[str, Any] = {"--batch_size": work.batch}
-        if plan.model.kind != "vision" and work.seq > 1:
+        if plan.serving is not None and plan.serving.task == "text-to-image":
+            settings.update(_image_size(plan))
+        elif plan.model.kind != "vision" and work.seq > 1:
             settings["--sequence_length"] = work.seq
         if plan.serving is not None and plan.serving.task == "text2text-generation":
             settings["--num_beams"] = 1  # mandatory for seq2seq exports: greedy decoding unless the user beams
@@ -126,6 +129,21 @@ def _settings(plan: Plan, path: str) -> dict[str, Any]:
             config["logical_nc_config"] = plan.lnc
         return config
     return {"tp_degree": tp, "dtype": dtype}
+
+
+# Image pixels per latent pixel of the Stable Diffusion / SDXL VAE (diffusers' pipelines: 2 ** (len(VAE
+# block_out_channels) - 1), 8 for their four-block VAEs, and 8 without a VAE).
+LATENT_SCALE = 8
+
+
+def _image_size(plan: Plan) -> dict[str, Any]:
+    """--height and --width of a diffusers export: the denoiser's traced latent sample × the VAE's scale, and one
+    image per prompt; none where the trace has no 4-d sample."""
+    sample = next((i for i in plan.model.inputs if i.kind == "tensor" and len(i.shape) == 4), None)
+    if sample is None:
+        return {"--num_images_per_prompt": 1}
+    return {"--height": sample.shape[2] * LATENT_SCALE, "--width": sample.shape[3] * LATENT_SCALE,
+            "--num_images_per_prompt": 1}
 
 
 def command(plan: Plan, model_ref: str, output: str = "neuron_artifacts") -> list[str]:

@@ -29,6 +29,7 @@ class ServingPath:
     model_types: tuple[str, ...]
     why: str
     source: str
+    task: str = ""  # the export task every model it lists is exported for ("": by the model's class)
 
     @property
     def listed(self) -> bool:
@@ -110,7 +111,7 @@ def load_serving() -> ServingData:
                            tuple(entry.get("stacks", ())), tuple(entry.get("kinds", ())),
                            read_range(where, entry, known),
                            tuple(entry.get("architectures", ())), tuple(entry.get("model_types", ())),
-                           entry.get("why", ""), entry.get("source", ""))
+                           entry.get("why", ""), entry.get("source", ""), entry.get("task", ""))
         if not (path.id and path.title and path.why and path.source.strip() and path.chips and path.stacks
                 and path.kinds) or not set(path.chips) <= set(knowledge.chips) or not set(path.stacks) <= \
                 set(knowledge.stacks) or not set(path.kinds) <= set(KINDS):
