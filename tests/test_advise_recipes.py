@@ -254,3 +254,10 @@ def test_optimum_neuron_serves_trn2_on_the_xla_stack_until_2_33():
     assert argv[argv.index("--instance_type") + 1] == "trn2"
     at_234 = plan(bert, "trn2", "native", sdk="2.34")
     assert at_234.serving is not None and at_234.serving.path == "native"
+
+
+def test_a_non_transformer_given_as_numbers_says_its_activations_are_unknown():
+    resnet = with_numbers(None, {"params": 25_557_032, "name": "ResNet-50"})
+    result = plan(resnet, "inf2", batch=8)
+    why = next(r.why for r in result.reasons if r.item == "activations_gib")
+    assert why.startswith("unknown, counted as 0") and "--hf-config" in why

@@ -117,7 +117,8 @@ def _cost(plan: Plan, options: CostOptions) -> None:
         theirs = baseline.usd_per_million_tokens
         plan.reason("baseline", f"{baseline.instance}: " + (
             f"${theirs:,.4f} per million tokens at {baseline.tokens_per_second:g} tokens/s; {ratio:.2f}× its tokens "
-            "per dollar" if theirs is not None and ratio is not None else baseline.price.origin),
+            f"per dollar (its price: {baseline.price.dated})" if theirs is not None and ratio is not None
+            else baseline.price.origin),
             baseline.price.source or baseline.price.origin)
         for claim, source in load_claims().get(plan.chip, ()):
             plan.reason("claim", f"{claim} (a vendor claim, not a measurement: the ratio above is yours)", source)
@@ -345,6 +346,10 @@ def _memory_reasons(plan: Plan, lnc: int) -> None:
         plan.reason("activations_gib", f"the traced graph's largest set of live tensors "
                     f"({model.peak_activation_bytes / 2**20:.1f} MiB at batch {model.example_batch or 1}, fp32), "
                     "scaled to the plan's batch and dtype", "torch.export graph, liveness walk")
+    elif not model.is_transformer:
+        plan.reason("activations_gib", "unknown, counted as 0: a model that is not a transformer, given as numbers, "
+                    "has no graph to size its activations from; give the model (SPEC or --hf-config) so its trace "
+                    "measures them, and keep headroom until then", PORTCHECK)
     if work.dp > 1:
         plan.reason("dp", f"{work.dp} model copies of tp cores each, every copy serving its own batch of "
                     f"{work.batch}", sizing.data_parallel)
