@@ -166,11 +166,11 @@ def test_nxd_training_activations_follow_the_sdk_formula_and_the_documented_conf
 
 
 def test_zero1_splits_the_optimizer_state_over_the_copies():
-    one = plan(LLAMA3_8B, "trn1", task="training", batch=1, seq_len=4096, tp=8, sdk="2.29")
-    four = plan(LLAMA3_8B, "trn1", task="training", batch=1, seq_len=4096, tp=8, dp=4, sdk="2.29")
-    assert one.memory is not None and four.memory is not None
-    assert four.memory.optimizer == pytest.approx(one.memory.optimizer / 4)
-    assert four.memory.gradients == one.memory.gradients
+    one = plan(LLAMA3_8B, "trn1", task="training", batch=1, seq_len=4096, tp=16, sdk="2.29")
+    two = plan(LLAMA3_8B, "trn1", task="training", batch=1, seq_len=4096, tp=16, dp=2, sdk="2.29")
+    assert one.memory is not None and two.memory is not None and one.fleet is None and two.fleet is None
+    assert two.memory.optimizer == pytest.approx(one.memory.optimizer / 2)
+    assert two.memory.gradients == one.memory.gradients
 
 
 def test_a_70b_pretraining_spans_trn1_instances_with_pipeline_parallelism():

@@ -185,6 +185,13 @@ def _size(plan: Plan, chip: ChipHardware, lnc: int, options: AdviseOptions, hard
             plan.memory = at[candidates[-1]]
             _place_fleet(plan, fleet, total_gib, hardware)
             return
+    given = at.get(options.tp) if options.tp else None
+    if given is not None and not given.fits and work.dp == 1:  # too small a degree for one instance: stages or FSDP
+        fleet, _ = plan_fleet(model, work, chip, lnc, hardware, options.stack, sdk, tp_within=options.tp)
+        if fleet is not None:
+            plan.memory = at[options.tp]
+            _place_fleet(plan, fleet, total_gib, hardware)
+            return
     if options.tp:
         tp, why = options.tp, "given with --tp"
         memory = at.get(tp) or memory_at(model, work, chip, lnc, tp, hardware)
