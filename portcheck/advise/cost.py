@@ -39,8 +39,11 @@ class Price:
     note: str = ""  # a warning that goes with the price (a cut after its date)
 
     def to_json(self) -> dict[str, Any]:
-        return {"usd_per_hour": self.usd_per_hour, "from": self.origin, "region": self.region or None,
-                "date": self.date or None, "source": self.source or None, "note": self.note or None}
+        out: dict[str, Any] = {"usd_per_hour": self.usd_per_hour, "from": self.origin, "region": self.region or None,
+                               "date": self.date or None, "source": self.source or None}
+        if self.note:  # only where the data has one (a price cut after the price's date)
+            out["note"] = self.note
+        return out
 
     @property
     def dated(self) -> str:
