@@ -8,6 +8,7 @@ test check that reason's condition instead. Run as a script, the file prints the
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import tomllib
@@ -20,30 +21,35 @@ import pytest
 
 from portcheck.advise.model import with_numbers
 from portcheck.advise.plan import PlanError, make_plan
+from portcheck.advise.serving import command
 from portcheck.advise.sizing import divides_heads, flash_attention, kv_cache_bytes
 from portcheck.advise.values import AdviseOptions, Plan
 from portcheck.knowledge import load_hardware
+from portcheck.knowledge.serving import load_serving
 
 DATA = Path(__file__).resolve().parent / "data" / "deployments.toml"
 ROWS: list[dict[str, Any]] = tomllib.loads(DATA.read_text(encoding="utf-8"))["deployment"]
 STACK = {"inf2": "xla", "trn1": "xla", "trn2": "native"}
 KEYS = {"name", "model", "target", "instance", "tp", "dp", "batch", "seq", "dtype", "minimum", "source"}
-OPTIONAL = {"attention_dp", "context_batch", "differs"}
+OPTIONAL = {"attention_dp", "context_batch", "differs", "task", "sdk", "stack", "kv_dtype", "nodes", "architecture",
+            "model_type"}
 # A deliberate difference from a document, and the condition that must hold for it: no row needs one today
 # (a row naming a reason not listed here fails test_the_table_is_complete_and_sourced).
 DIFFERS: dict[str, Callable[[dict[str, Any], Plan], bool]] = {}
 
 
 def shape(row: dict[str, Any]):
-    numbers = {k: v for k, v in row["model"].items() if k != "vocab"}
+    numbers = dict(row["model"])
     tokens = row["seq"] if numbers["kind"] == "vision" else 0
-    return with_numbers(None, {**numbers, "name": row["name"], "image_tokens": tokens})
+    named = {"name": row.get("architecture", row["name"]), "hf_model_type": row.get("model_type", "")}
+    return with_numbers(None, {**numbers, **named, "image_tokens": tokens})
 
 
 def plan_for(row: dict[str, Any], tp: int = 0) -> Plan:
-    options = AdviseOptions(row["target"], STACK[row["target"]], batch=row["batch"], seq_len=row["seq"],
-                            dtype=row["dtype"], tp=tp, dp=row["dp"], attention_dp=row.get("attention_dp", 1),
-                            context_batch=row.get("context_batch", 1))
+    options = AdviseOptions(row["target"], row.get("stack", STACK[row["target"]]), task=row.get("task", "inference"),
+                            batch=row["batch"], seq_len=row["seq"], dtype=row["dtype"], tp=tp, dp=row["dp"],
+                            attention_dp=row.get("attention_dp", 1), context_batch=row.get("context_batch", 1),
+                            sdk=row.get("sdk", ""), kv_dtype=row.get("kv_dtype", ""))
     return make_plan(shape(row), options)
 
 
@@ -144,7 +150,13 @@ MISTRAL = next(r for r in ROWS if r["name"].startswith("Mistral-7B-Instruct-v0.3
 def test_fp8_weights_leave_the_kv_cache_and_the_activations_alone():
     bf16, fp8 = plan_for(MISTRAL, tp=2), plan_for({**MISTRAL, "dtype": "fp8"}, tp=2)
     assert bf16.memory is not None and fp8.memory is not None
-    assert fp8.memory.weights == pytest.approx(bf16.memory.weights / 2)
+    # NxD Inference's fp8 recipe: the MLPs of layers 1-30 in fp8; lm_head, the embedding, the attention and the
+    # first and last MLP in bf16. 32 layers × 4096 × 128 × 2 × (32 + 8) heads of attention, 2 × 32768 × 4096 of
+    # embedding and lm_head, the rest MLP.
+    mlp = 7_248_023_552 - 32 * 4096 * 128 * 2 * 40 - 2 * 32768 * 4096
+    quantised = mlp * 30 // 32
+    assert fp8.memory.weights == pytest.approx((2 * 7_248_023_552 - quantised) / 2 / 2**30)
+    assert bf16.memory.weights / 2 < fp8.memory.weights < bf16.memory.weights
     assert (fp8.memory.kv_cache, fp8.memory.activations) == (bf16.memory.kv_cache, bf16.memory.activations)
 
 
@@ -247,3 +259,48 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 if __name__ == "__main__":
     sys.stdout.write(table(ROWS) + "\n")
+
+
+ARTIFACT_ROWS = [r for r in ROWS if "architecture" in r and r.get("task", "inference") == "inference"]
+
+
+def documented_args(tool: str, argv: list[str], positional: str) -> argparse.Namespace:
+    """`argv` parsed with only the arguments rules/serving.toml documents for `tool` (an unknown one fails)."""
+    parser = argparse.ArgumentParser(prog=tool, add_help=False, exit_on_error=False)
+    types = {"int": int, "str": str, "path": str, "json": json.loads}
+    for argument in load_serving().arguments[tool].values():
+        if argument.type == "switch":
+            parser.add_argument(argument.name, action="store_true")
+        else:
+            parser.add_argument(argument.name, type=types[argument.type], choices=argument.choices or None)
+    parser.add_argument(positional)
+    args, unknown = parser.parse_known_args(argv)
+    assert not unknown, f"undocumented arguments {unknown}"
+    return args
+
+
+@pytest.mark.parametrize("row", ARTIFACT_ROWS, ids=[r["name"] for r in ARTIFACT_ROWS])
+def test_the_artifact_of_the_documented_configuration_is_what_the_tools_take(row):
+    """At the documented degree, the serving path's artifact: the vllm serve / optimum-cli command parses with the
+    documented arguments and carries the documented shape; NxD Inference's NeuronConfig uses documented fields."""
+    result = plan_for(row, tp=row["tp"])
+    serving = result.serving
+    assert serving is not None and serving.natively, (row["name"], serving)
+    if serving.path == "vllm-neuron":
+        args = documented_args("vllm serve", command(result, "/models/m")[2:], "model")
+        assert (args.tensor_parallel_size, args.max_model_len, args.max_num_seqs) == (row["tp"], row["seq"],
+                                                                                      row["batch"])
+        assert (args.hf_overrides == {"quantization_config": {}}) == (row.get("model_type") == "gpt_oss")
+    elif serving.path == "optimum-neuron":
+        argv = command(result, "/models/m", "out")
+        args = documented_args("optimum-cli export neuron", argv[3:], "output")
+        assert (args.batch_size, args.tensor_parallel_size) == (row["batch"], row["tp"])
+        inputs, _ = load_serving().mandatory.get(("optimum-cli export neuron", serving.task), ((), ""))
+        assert all(getattr(args, name) is not None for name in inputs), (serving.task, argv)
+    elif serving.path == "nxd-inference":
+        config = serving.options
+        assert set(config) <= set(load_serving().arguments["NeuronConfig"])
+        assert (config["tp_degree"], config["batch_size"], config["seq_len"]) == (row["tp"], row["batch"], row["seq"])
+        assert ("quantized" in config) == (row["dtype"] == "fp8")
+    else:
+        pytest.fail(f"{row['name']}: {serving.path} is not the documented library")

@@ -224,3 +224,18 @@ def test_a_config_price_that_is_not_a_number_is_refused(tmp_path, capsys):
 def test_cost_errors_are_user_errors():
     with pytest.raises(CostError):
         plan(1e9, cost=CostOptions(baseline_gpu="p4d.24xlarge"))
+
+
+def test_the_bill_says_the_date_of_the_gpu_price_and_the_cut_after_it(capsys):
+    """p5.48xlarge's rate comes from an undated page; AWS cut P5 prices in June 2025: the table and the reason
+    say both."""
+    args = ["advise", "--params", "1e9", "--target", "inf2", "--isolated", "--tokens-per-second", "500",
+            "--baseline-gpu", "p5.48xlarge", "--baseline-tokens-per-second", "2000"]
+    assert main(args) == 0
+    table = " ".join(capsys.readouterr().out.split())
+    assert "as of undated (the rate before AWS's June 2025 P5 price cut)" in table.replace("│ ", "")
+    result = plan(1e9, "inf2", "xla", cost=CostOptions(tokens_per_second=500, baseline_gpu="p5.48xlarge",
+                                                        baseline_tokens_per_second=2000))
+    baseline = next(r for r in result.reasons if r.item == "baseline")
+    assert "June 2025" in baseline.why and "--baseline-price-per-hour" in baseline.why
+    assert result.cost.baseline.price.to_json()["note"].startswith("AWS cut P5")

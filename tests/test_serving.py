@@ -10,6 +10,7 @@ Where the facts come from: rules/serving.toml (each entry cites its document or 
 from __future__ import annotations
 
 import argparse
+import ast
 import functools
 import importlib.util
 import json
@@ -26,6 +27,7 @@ from portcheck.advise.model import ModelShape
 from portcheck.advise.plan import make_plan
 from portcheck.advise.serving import command
 from portcheck.advise.values import AdviseOptions
+from portcheck.dynamic.outcome import InputFact
 from portcheck.knowledge.serving import load_serving
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -153,7 +155,7 @@ def test_the_optimum_command_parses_with_the_documented_arguments(shape, options
     argv = command(plan, "/models/m", "out")
     assert argv[:7] == ["optimum-cli", "export", "neuron", "--model", "/models/m", "--task", task]
     args = parse_documented("optimum-cli export neuron", argv[3:])
-    assert (args.batch_size, args.num_cores, args.instance_type, args.output) == \
+    assert (args.batch_size, args.tensor_parallel_size, args.instance_type, args.output) == \
         (plan.workload.batch, plan.tp_degree, "inf2", "out")
     assert args.sequence_length == plan.workload.seq
     assert args.torch_dtype == {"bf16": "bfloat16", "fp16": "float16"}[plan.workload.dtype]  # built in its dtype
@@ -176,18 +178,72 @@ def test_the_nxdi_neuron_config_uses_only_documented_fields():
                     "(bash scripts/optimum_neuron_venv.sh builds it; the documented-argument test above still runs)")
 def test_the_optimum_command_parses_with_optimum_neurons_own_parser():
     plan = optimum_plan(llm("Phi3ForCausalLM", "phi3", params=3_821_079_552), prefer="speed", batch=4)
-    argv = command(plan, "/models/m", "out")
+    parsed = optimum_parse(command(plan, "/models/m", "out"))
+    assert parsed["batch_size"] == "4" and parsed["sequence_length"] == str(plan.workload.seq)
+    assert parsed["tensor_parallel_size"] == str(plan.tp_degree)  # --num_cores is its older spelling
+    assert (parsed["auto_cast"], parsed["auto_cast_type"], parsed["torch_dtype"]) == ("matmul", "bf16", "bfloat16")
+    assert (parsed["instance_type"], parsed["O3"], parsed["task"]) == ("inf2", "True", "text-generation")
+
+
+def optimum_parse(argv: list[str]) -> dict[str, str]:
+    """The command's arguments as optimum-neuron's own `optimum-cli export neuron` parser reads them."""
     probe = ("import json, sys\nfrom argparse import ArgumentParser\n"
              "from optimum.commands.export.neuronx import parse_args_neuronx\n"
              "parser = ArgumentParser(); parse_args_neuronx(parser)\n"
              "print(json.dumps({k: str(v) for k, v in vars(parser.parse_args(sys.argv[1:])).items()}))\n")
     done = subprocess.run([str(OPTIMUM_PYTHON), "-c", probe, *argv[3:]], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
-    parsed = json.loads(done.stdout.strip().splitlines()[-1])
-    assert parsed["batch_size"] == "4" and parsed["sequence_length"] == str(plan.workload.seq)
-    assert parsed["tensor_parallel_size"] == str(plan.tp_degree)  # --num_cores is its older spelling
-    assert (parsed["auto_cast"], parsed["auto_cast_type"], parsed["torch_dtype"]) == ("matmul", "bf16", "bfloat16")
-    assert (parsed["instance_type"], parsed["O3"], parsed["task"]) == ("inf2", "True", "text-generation")
+    parsed: dict[str, str] = json.loads(done.stdout.strip().splitlines()[-1])
+    return parsed
+
+
+T5 = ModelShape("T5ForConditionalGeneration", 60_506_624, "encoder-decoder", layers=6, hidden=512, heads=8,
+                intermediate=2048, max_positions=512, hf_model_type="t5", source="trace")
+
+
+def test_the_t5_command_has_every_input_shape_its_task_requires():
+    plan = optimum_plan(T5, batch=2, seq_len=128)
+    argv = command(plan, "/models/t5", "out")
+    assert argv[:7] == ["optimum-cli", "export", "neuron", "--model", "/models/t5", "--task", "text2text-generation"]
+    args = parse_documented("optimum-cli export neuron", argv[3:])
+    assert (args.batch_size, args.sequence_length, args.num_beams) == (2, 128, 1)
+    assert "--num_cores" not in argv and args.tensor_parallel_size == plan.tp_degree  # not the hidden spelling
+    inputs, _ = load_serving().mandatory["optimum-cli export neuron", "text2text-generation"]
+    assert all(f"--{name}" in argv for name in inputs)
+
+
+@pytest.mark.skipif(not OPTIMUM_PYTHON.exists(), reason="optimum-neuron's parser venv is not built here "
+                    "(bash scripts/optimum_neuron_venv.sh builds it)")
+def test_the_t5_command_passes_optimum_neurons_parser_and_its_mandatory_shapes():
+    """The installed optimum-neuron's own parser reads the command, and every INPUT_ARGS its T5 export configs
+    require (check_mandatory_input_shapes) is set: read from its source, since importing its model configs needs
+    neuronx_distributed, which installs only from AWS's index."""
+    argv = command(optimum_plan(T5, batch=2, seq_len=128), "/models/t5", "out")
+    parsed = optimum_parse(argv)
+    configs = OPTIMUM_PYTHON.parent.parent / "lib"
+    source = next(configs.glob("python3*/site-packages/optimum/exporters/neuron/model_configs.py")).read_text()
+    required: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ClassDef) and node.name in ("T5EncoderForTransformersNeuronConfig",
+                                                             "T5DecoderNeuronConfig"):
+            for statement in node.body:
+                if isinstance(statement, ast.Assign) and getattr(statement.targets[0], "id", "") == "INPUT_ARGS":
+                    required |= set(ast.literal_eval(statement.value))
+    assert required == {"batch_size", "sequence_length", "num_beams"}
+    assert all(parsed.get(name) not in (None, "None") for name in required), parsed
+    assert parsed["tensor_parallel_size"] == "1" and parsed["task"] == "text2text-generation"
+
+
+@pytest.mark.skipif(not OPTIMUM_PYTHON.exists(), reason="optimum-neuron's parser venv is not built here "
+                    "(bash scripts/optimum_neuron_venv.sh builds it)")
+def test_the_diffusers_command_passes_optimum_neurons_parser():
+    unet = ModelShape("UNet2DConditionModel", 865_910_724, "other", source="trace", example_batch=1,
+                      inputs=(InputFact("sample", True, "tensor", "float32", (1, 4, 64, 64)),))
+    plan = optimum_plan(unet, batch=1)
+    parsed = optimum_parse(command(plan, "stabilityai/stable-diffusion-2-1-base", "sd_neuron"))
+    assert (parsed["task"], parsed["height"], parsed["width"], parsed["num_images_per_prompt"]) == \
+        ("text-to-image", "512", "512", "1")
+    assert parsed["batch_size"] == "1" and parsed["output"] == "sd_neuron"
 
 
 # ---- compile-only and host memory -----------------------------------------------------------------------------

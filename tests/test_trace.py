@@ -360,7 +360,9 @@ def test_the_child_result_crosses_to_the_parent_unchanged():
                          ConfigFacts(model_type="bert", architectures=["BertModel"], hidden_size=64),
                          ("Linear", "Net"), (InputFact("x", True, "tensor", "int64", (1, 8), 0, 5),
                                              InputFact("flag", False, "constant", constant=None),
-                                             InputFact("cache", False, "unsupported", unsupported="Cache")), 1, 8),
+                                             InputFact("cache", False, "unsupported", unsupported="Cache"),
+                                             InputFact("cond", False, "tensor", "float32", (1, 2), -1.0, 1.0,
+                                                       key=("ids", 0))), 1, 8),
         graph=GraphFacts("torch.export", 12, 0, ("input x",), 4096, None, 1.5),
         neuron_analyze=AnalyzeVerdict(True, support_percentage=90.0, unsupported=({"kind": "aten::sort"},)))
     assert TraceOutcome.from_json(json.loads(json.dumps(outcome.to_json()))) == outcome

@@ -98,14 +98,36 @@ class Positional(torch.nn.Module):
         self.model = model
 
     def forward(self, *tensors):
-        args, kwargs, given = [], {}, iter(tensors)
+        args, kwargs, given, nested = [], {}, iter(tensors), {}
         for fact in PLAN["inputs"]:
             value = fact["constant"] if "constant" in fact else next(given)
+            if fact.get("key"):  # a value inside a dict or list input: the input is built once, then filled
+                first = fact["name"] not in nested
+                root = nested.setdefault(fact["name"], [] if isinstance(fact["key"][0], int) else {})
+                _put(root, fact["key"], value)
+                if not first:
+                    continue
+                value = root
             if fact["positional"]:
                 args.append(value)
             else:
                 kwargs[fact["name"]] = value
         return _tensors(self.model(*args, **kwargs))
+
+
+def _put(root, key, value):
+    """Set `value` at the keys and indices `key` inside the dict or list `root`, making the levels on the way."""
+    for index, part in enumerate(key):
+        last = index == len(key) - 1
+        inner = value if last else ([] if isinstance(key[index + 1], int) else {})
+        if isinstance(part, int):
+            while len(root) <= part:
+                root.append(None)
+            if last or root[part] is None:
+                root[part] = inner
+        elif last or part not in root:
+            root[part] = inner
+        root = root[part]
 
 
 def _tensors(out):

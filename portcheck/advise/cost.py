@@ -36,10 +36,19 @@ class Price:
     region: str = ""
     date: str = ""
     source: str = ""
+    note: str = ""  # a warning that goes with the price (a cut after its date)
 
     def to_json(self) -> dict[str, Any]:
-        return {"usd_per_hour": self.usd_per_hour, "from": self.origin, "region": self.region or None,
-                "date": self.date or None, "source": self.source or None}
+        out: dict[str, Any] = {"usd_per_hour": self.usd_per_hour, "from": self.origin, "region": self.region or None,
+                               "date": self.date or None, "source": self.source or None}
+        if self.note:  # only where the data has one (a price cut after the price's date)
+            out["note"] = self.note
+        return out
+
+    @property
+    def dated(self) -> str:
+        """Where the price is from and its date, as a bill quotes it."""
+        return self.origin + (f", as of {self.date}" if self.date else "") + (f"; {self.note}" if self.note else "")
 
 
 def price_of(instance: str, given: float, prices: tuple[tuple[str, float], ...], flag: str) -> Price:
@@ -50,7 +59,7 @@ def price_of(instance: str, given: float, prices: tuple[tuple[str, float], ...],
         return Price(table[instance], "the config's prices table")
     known = load_prices().get(instance)
     if known is not None:
-        return Price(known.usd_per_hour, "rules/prices.toml", known.region, known.date, known.source)
+        return Price(known.usd_per_hour, "rules/prices.toml", known.region, known.date, known.source, known.note)
     return Price(None, f"no price for {instance} in portcheck's data; give {flag}")
 
 

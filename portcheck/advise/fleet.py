@@ -71,10 +71,12 @@ def fleet_memory(model: ModelShape, work: Workload, chip: ChipHardware, lnc: int
 
 
 def plan_fleet(model: ModelShape, work: Workload, chip: ChipHardware, lnc: int, hardware: Hardware, stack: str,
-               sdk: str, total_tp: int | None = None) -> tuple[Fleet | None, list[str]]:
+               sdk: str, total_tp: int | None = None, tp_within: int | None = None) -> tuple[Fleet | None, list[str]]:
     """The smallest documented multi-instance layout that holds the model (an UltraServer first, then instances over
     EFA), and, when there is none, what the docs lack, one sentence per link. `total_tp` (a --tp larger than one
-    instance): only a layout whose tensor parallelism spans exactly that many cores over the instances' link."""
+    instance): only a layout whose tensor parallelism spans exactly that many cores over the instances' link.
+    `tp_within` (a --tp one instance has, too small there): only a layout that splits the model between instances
+    some other way (pipeline stages, FSDP), at that degree within each."""
     gaps: list[str] = []
     total_gib = weights_bytes(model, work.dtype) / GIB
     for link, candidates in (("ultraserver", _ultraservers(chip, hardware)), ("efa", _efa(chip, hardware))):
@@ -94,9 +96,15 @@ def plan_fleet(model: ModelShape, work: Workload, chip: ChipHardware, lnc: int, 
             gaps.append(f"--tp {total_tp}: {entry.across}, not tensor parallelism, crosses the link between "
                         f"{chip.name} instances over {link}")
             continue
+        if tp_within is not None and entry.across.startswith("tensor"):
+            continue
         for name, instance, count, between, source in candidates:
             cores = instance.chips * chip.cores_per_chip[lnc]
             tp = max(t for t in chip.tp_degrees[lnc] if t <= cores)
+            if tp_within is not None:
+                if tp_within > cores:
+                    continue
+                tp = tp_within
             if total_tp is not None and tp * count != total_tp:
                 continue
             memory = fleet_memory(model, work, chip, lnc, tp, count, hardware, entry.across.startswith("tensor"))

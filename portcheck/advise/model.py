@@ -28,8 +28,14 @@ class ModelShape:
     kv_heads: int = 0
     head_dim: int = 0
     intermediate: int = 0
+    vocab: int = 0
     max_positions: int = 0
     image_tokens: int = 0  # a vision transformer's patches + class token, from its config
+    tower: str = ""  # a multimodal decoder's "vision" or "audio" encoder tower, sized beside the decoder
+    tower_layers: int = 0
+    tower_hidden: int = 0
+    tower_heads: int = 0
+    tower_intermediate: int = 0
     hf_model_type: str = ""
     modules: tuple[str, ...] = ()  # module class names, from a traced model
     int64_in_graph: bool | None = None  # None: not traced, or the graph was not exported
@@ -110,19 +116,26 @@ def from_trace(outcome: TraceOutcome) -> ModelShape:
     dynamic = tuple(f"{a.input}:{a.axis}" for a in axes if a.dynamic)
     bound = max((a.max or 0 for a in axes if a.dynamic and a.axis == 1), default=0)
     kv = config.num_key_value_heads or config.num_attention_heads or 0
+    kind = _kind(config, model)
     int64 = outcome.graph.int64 if outcome.graph else None
     return ModelShape(
         name=model.class_name.rpartition(".")[2],
         params=model.parameters,
-        kind=_kind(config, model),
+        kind=kind,
         layers=int(config.num_hidden_layers or 0),
         hidden=int(config.hidden_size or 0),
         heads=int(config.num_attention_heads or 0),
         kv_heads=int(kv),
         head_dim=int(config.head_dim or 0),
         intermediate=int(config.intermediate_size or 0),
+        vocab=int(config.vocab_size or 0),
         max_positions=model.max_positions,
         image_tokens=_image_tokens(config),
+        tower=str(config.tower or "") if kind == "decoder" else "",
+        tower_layers=int(config.tower_layers or 0) if kind == "decoder" else 0,
+        tower_hidden=int(config.tower_hidden or 0) if kind == "decoder" else 0,
+        tower_heads=int(config.tower_heads or 0) if kind == "decoder" else 0,
+        tower_intermediate=int(config.tower_intermediate or 0) if kind == "decoder" else 0,
         hf_model_type=str(config.model_type or ""),
         modules=model.modules,
         int64_in_graph=None if int64 is None else bool(int64),
@@ -148,11 +161,20 @@ def _image_tokens(config: ConfigFacts) -> int:
     return 0
 
 
+# A model with an encoder tower is a decoder when its class generates text from it (Llava, Qwen2-VL, Llama 4, ...);
+# CLIP-like models with a vision tower and a text encoder are not.
+GENERATING = ("CausalLM", "LMHeadModel", "ForConditionalGeneration", "ImageTextToText")
+
+
 def _kind(config: ConfigFacts, model: ModelFacts) -> str:
+    """The kind of the model as a whole: a multimodal decoder (a text decoder fed by a vision or audio tower) is a
+    decoder, whatever the class its tower alone would suggest."""
     if config.is_encoder_decoder:
         return "encoder-decoder"
     architectures = " ".join(config.architectures or [model.class_name])
     if any(word in architectures for word in ("CausalLM", "LMHeadModel")) or config.is_decoder:
+        return "decoder"
+    if config.tower and any(word in architectures for word in GENERATING):
         return "decoder"
     if "pixel_values" in {i.name for i in model.inputs}:
         return "vision"

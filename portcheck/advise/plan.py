@@ -11,6 +11,7 @@ from portcheck.advise.cost import CostOptions, check, plan_cost
 from portcheck.advise.flags import choose_buckets, compiler_settings
 from portcheck.advise.fleet import Fleet, plan_fleet
 from portcheck.advise.model import ModelShape
+from portcheck.advise.quantization import fp8_reason
 from portcheck.advise.rules import FitsNoInstance, HeadsNotDivisible, NeedsTensorParallelism, TensorParallelDegree
 from portcheck.advise.serving import choose_serving
 from portcheck.advise.sizing import (
@@ -28,6 +29,7 @@ from portcheck.advise.sizing import (
     memory_at,
     padded_heads,
     throughput,
+    tower_reason,
     weights_bytes,
 )
 from portcheck.advise.values import PORTCHECK, AdviseOptions, LncAlternative, Plan, PlanFinding
@@ -74,8 +76,9 @@ def make_plan(model: ModelShape, options: AdviseOptions) -> Plan:
         raise PlanError(f"--lnc {lnc} is not available on {chip.name} (allowed: "
                         f"{', '.join(map(str, chip.lnc))})")
     seq, seq_why = _sequence(model, options)
+    nxd_training = options.task == "training" and options.stack == "xla"
     work = Workload(options.task, options.batch, seq, options.dtype, options.kv_dtype, options.context_batch,
-                    options.attention_dp, options.dp)
+                    options.attention_dp, options.dp, nxd_training=nxd_training)
     _check_parallelism(model, work, options)
     plan = Plan(options.chip, options.stack, options.task, work, model, lnc=lnc if len(chip.lnc) > 1 else None)
     plan.reason("workload", f"batch {work.batch}, sequence {seq} ({seq_why}), {work.dtype} weights, "
@@ -114,7 +117,8 @@ def _cost(plan: Plan, options: CostOptions) -> None:
         theirs = baseline.usd_per_million_tokens
         plan.reason("baseline", f"{baseline.instance}: " + (
             f"${theirs:,.4f} per million tokens at {baseline.tokens_per_second:g} tokens/s; {ratio:.2f}× its tokens "
-            "per dollar" if theirs is not None and ratio is not None else baseline.price.origin),
+            f"per dollar (its price: {baseline.price.dated})" if theirs is not None and ratio is not None
+            else baseline.price.origin),
             baseline.price.source or baseline.price.origin)
         for claim, source in load_claims().get(plan.chip, ()):
             plan.reason("claim", f"{claim} (a vendor claim, not a measurement: the ratio above is yours)", source)
@@ -180,6 +184,13 @@ def _size(plan: Plan, chip: ChipHardware, lnc: int, options: AdviseOptions, hard
         fleet, gaps = plan_fleet(model, work, chip, lnc, hardware, options.stack, sdk, total_tp=options.tp)
         if fleet is not None:
             plan.memory = at[candidates[-1]]
+            _place_fleet(plan, fleet, total_gib, hardware)
+            return
+    given = at.get(options.tp) if options.tp else None
+    if given is not None and not given.fits and work.dp == 1:  # too small a degree for one instance: stages or FSDP
+        fleet, _ = plan_fleet(model, work, chip, lnc, hardware, options.stack, sdk, tp_within=options.tp)
+        if fleet is not None:
+            plan.memory = at[options.tp]
             _place_fleet(plan, fleet, total_gib, hardware)
             return
     if options.tp:
@@ -296,12 +307,15 @@ def _memory_reasons(plan: Plan, lnc: int) -> None:
     sizing = load_hardware().sizing
     weights = f"{model.params:,} parameters × {DTYPE_NAMES[work.dtype]} / tp (the weights only: --dtype does not " \
               f"change the activations' {work.compute_dtype} or the KV cache's dtype)"
+    recipe = ""
+    if work.dtype == "fp8" and model.is_transformer:
+        weights, recipe = fp8_reason(model)
     if work.attention_dp > 1:
         weights += (f"; the attention projections counted over tp / {work.attention_dp} (the attention group), the "
                     "larger of the layouts the docs describe")
     plan.reason("weights_gib", weights, "parameter count " + ("of the traced model" if model.source != "numbers"
                                                               else "given with --params")
-                + (f"; {sizing.attention_dp}" if work.attention_dp > 1 else ""))
+                + (f"; {sizing.attention_dp}" if work.attention_dp > 1 else "") + (f"; {recipe}" if recipe else ""))
     if has_kv_cache(model, work):
         share = f"batch {work.batch}" + (f" / attention-DP {work.attention_dp}" if work.attention_dp > 1 else "")
         cache = ("--kv-cache-dtype" if work.kv_dtype else "the compute dtype: quantised only with --kv-cache-dtype")
@@ -312,8 +326,10 @@ def _memory_reasons(plan: Plan, lnc: int) -> None:
                     "multi-head attention)", f"{sizing.kv_cache}; {sizing.kv_cache_dtype}"
                     + (f"; {sizing.attention_dp}" if work.attention_dp > 1 else ""))
     if model.is_transformer and work.task == "training":
-        plan.reason("activations_gib", "every layer's activations kept for the backward pass",
-                    sizing.training_activations)
+        plan.reason("activations_gib", "34 × sequence × batch × hidden / tp bytes a layer (16-bit), every layer kept: "
+                    "NxD Training's sequence parallelism with selective activation checkpointing" if work.nxd_training
+                    else "every layer's activations kept for the backward pass (tensor parallelism without sequence "
+                    "parallelism: the worst case)", sizing.training_activations)
     elif model.is_transformer:
         rows = context_rows(model, work)
         if has_kv_cache(model, work):
@@ -332,16 +348,24 @@ def _memory_reasons(plan: Plan, lnc: int) -> None:
         plan.reason("activations_gib", f"the largest layer's live tensors for {rows} sequence(s) of {work.seq} "
                     f"tokens in {work.compute_dtype}: 4 × hidden + 2 × intermediate / tp per token, plus the "
                     "attention above; or one decode step of the whole batch when that is larger", PORTCHECK)
+        if model.tower:
+            plan.reason("tower", tower_reason(model), PORTCHECK)
     elif model.peak_activation_bytes:
         plan.reason("activations_gib", f"the traced graph's largest set of live tensors "
                     f"({model.peak_activation_bytes / 2**20:.1f} MiB at batch {model.example_batch or 1}, fp32), "
                     "scaled to the plan's batch and dtype", "torch.export graph, liveness walk")
+    elif not model.is_transformer:
+        plan.reason("activations_gib", "unknown, counted as 0: a model that is not a transformer, given as numbers, "
+                    "has no graph to size its activations from; give the model (SPEC or --hf-config) so its trace "
+                    "measures them, and keep headroom until then", PORTCHECK)
     if work.dp > 1:
         plan.reason("dp", f"{work.dp} model copies of tp cores each, every copy serving its own batch of "
                     f"{work.batch}", sizing.data_parallel)
     if work.task == "training":
+        zero1 = f" and over the {work.dp} data-parallel copies (ZeRO-1)" if work.nxd_training and work.dp > 1 else ""
         plan.reason("optimizer_gib", "gradients in the weights' dtype and Adam's state (fp32 moments, plus an "
-                    "fp32 master copy for 16-bit weights) per parameter, split over tp", sizing.training_optimizer)
+                    f"fp32 master copy for 16-bit weights) per parameter, split over tp{zero1}",
+                    sizing.training_optimizer)
 
 
 def _throughput(plan: Plan, chip: ChipHardware, lnc: int, hardware: Hardware) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from portcheck.advise.quantization import nxdi_quantization
 from portcheck.advise.rules import CompileHostMemory
 from portcheck.advise.values import PORTCHECK, AdviseOptions, Plan, PlanFinding, Serving
 from portcheck.dynamic.results import sequence_buckets
@@ -52,11 +53,38 @@ def choose_serving(plan: Plan, options: AdviseOptions) -> None:
                 f"({missing}); " if libraries else "")
         plan.reason("serving_path", f"{name} ({model_type or 'no model_type'}) on {plan.chip} at Neuron {sdk}: "
                     f"{port}{chosen.title}: {chosen.why}", "; ".join([*(p.source for p in libraries), chosen.source]))
-    plan.serving = Serving(chosen.id, chosen.title, bool(serving), known, _task(model.name, model.kind))
+    plan.serving = Serving(chosen.id, chosen.title, bool(serving), known,
+                           chosen.task if serving and chosen.task else _task(model.name, model.kind))
     plan.serving.options = _settings(plan, chosen.id)
+    _quantization(plan, data)
     if options.compile_only:
         _compile_only(plan, data)
     host_memory(plan, data)
+
+
+def _quantization(plan: Plan, data: ServingData) -> None:
+    """fp8 weights and an fp8 KV cache in the artifact as its documents spell them, and the arguments the docs add
+    for the model on this chip (gpt-oss on Trn2: its MXFP4 checkpoint loaded as bf16)."""
+    assert plan.serving is not None
+    serving, work, model = plan.serving, plan.workload, plan.model
+    if serving.path == "nxd-inference":
+        config, env = nxdi_quantization(model, work.dtype, work.cache_dtype if work.kv_dtype else "")
+        serving.options.update(config)
+        plan.env.update(env)
+        if config and data.fp8 is not None:
+            plan.reason("quantization", "NeuronConfig " + ", ".join(sorted(config)) + " and "
+                        + ", ".join(f"{k}={v}" for k, v in sorted(env.items())) + ", as NxD Inference's fp8 recipe "
+                        "sets them", f"{data.fp8.source}; {data.fp8.kv_source}")
+    if serving.path == "vllm-neuron" and work.kv_dtype == "fp8":
+        serving.options["--kv-cache-dtype"] = "fp8"
+        plan.reason("quantization", "--kv-cache-dtype fp8: vLLM Neuron quantises the KV cache with the checkpoint's "
+                    "scales (calibrated offline); its docs integrate it for Llama 3, other models ignore it",
+                    data.arguments["vllm serve"]["--kv-cache-dtype"].source)
+    for override in data.overrides:
+        if (override.path == serving.path and plan.chip in override.chips
+                and model.hf_model_type in override.model_types):
+            serving.options[override.name] = override.value
+            plan.reason("override", f"{override.name} {json.dumps(override.value)}: {override.why}", override.source)
 
 
 def _task(name: str, kind: str) -> str:
@@ -81,9 +109,13 @@ def _settings(plan: Plan, path: str) -> dict[str, Any]:
         speed = "--auto-cast" in plan.compiler_args and "matmult" in plan.compiler_args
         level = _optlevel(plan)
         settings: dict[str, Any] = {"--batch_size": work.batch}
-        if plan.model.kind != "vision" and work.seq > 1:
+        if plan.serving is not None and plan.serving.task == "text-to-image":
+            settings.update(_image_size(plan))
+        elif plan.model.kind != "vision" and work.seq > 1:
             settings["--sequence_length"] = work.seq
-        settings.update({"--num_cores": tp, "--auto_cast": "matmul" if speed else "none",
+        if plan.serving is not None and plan.serving.task == "text2text-generation":
+            settings["--num_beams"] = 1  # mandatory for seq2seq exports: greedy decoding unless the user beams
+        settings.update({"--tensor_parallel_size": tp, "--auto_cast": "matmul" if speed else "none",
                          "--auto_cast_type": "fp16" if work.dtype == "fp16" else "bf16", "--torch_dtype": dtype,
                          "--instance_type": plan.chip, f"-O{level}": None})
         return settings
@@ -97,6 +129,21 @@ def _settings(plan: Plan, path: str) -> dict[str, Any]:
             config["logical_nc_config"] = plan.lnc
         return config
     return {"tp_degree": tp, "dtype": dtype}
+
+
+# Image pixels per latent pixel of the Stable Diffusion / SDXL VAE (diffusers' pipelines: 2 ** (len(VAE
+# block_out_channels) - 1), 8 for their four-block VAEs, and 8 without a VAE).
+LATENT_SCALE = 8
+
+
+def _image_size(plan: Plan) -> dict[str, Any]:
+    """--height and --width of a diffusers export: the denoiser's traced latent sample × the VAE's scale, and one
+    image per prompt; none where the trace has no 4-d sample."""
+    sample = next((i for i in plan.model.inputs if i.kind == "tensor" and len(i.shape) == 4), None)
+    if sample is None:
+        return {"--num_images_per_prompt": 1}
+    return {"--height": sample.shape[2] * LATENT_SCALE, "--width": sample.shape[3] * LATENT_SCALE,
+            "--num_images_per_prompt": 1}
 
 
 def command(plan: Plan, model_ref: str, output: str = "neuron_artifacts") -> list[str]:

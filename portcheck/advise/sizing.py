@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass, replace
 
 from portcheck.advise.model import ModelShape
+from portcheck.advise.quantization import attention_params, fp8_weight_bytes
 from portcheck.knowledge import ChipHardware, Hardware, Instance
 
 GIB = 2**30
@@ -39,6 +40,9 @@ class Workload:
     context_batch: int = 1  # sequences a decoder's context encoding runs at once
     attention_dp: int = 1  # attention data parallelism inside the tensor-parallel group (decode only)
     dp: int = 1  # model copies on the instance
+    # Training as NxD Training (the xla stack) runs it: sequence parallelism, selective activation checkpointing
+    # (flash attention's scores never stored) and ZeRO-1 over the data-parallel copies.
+    nxd_training: bool = False
 
     @property
     def compute_dtype(self) -> str:
@@ -85,6 +89,9 @@ def _gib(value: float) -> float:
 
 
 def weights_bytes(model: ModelShape, dtype: str) -> int:
+    """The weights in `dtype`; fp8 as NxD Inference's recipe quantises them (its bf16 modules at two bytes)."""
+    if dtype == "fp8" and model.is_transformer:
+        return fp8_weight_bytes(model)
     return model.params * DTYPE_BYTES[dtype]
 
 
@@ -143,9 +150,11 @@ def activation_bytes(model: ModelShape, work: Workload, tp: int = 1, lnc: int = 
     attention output and queries (4 × hidden), the MLP's two projections (2 × intermediate / tp) per token of the
     context rows × sequence — plus the attention scores: heads / tp × sequence² per row without the flash kernel,
     its query × key tile (128 × up to 2048, fp32) per head with it; or one decode step of the whole batch if that
-    is larger. Training, transformer: Korthikanti et al. 2022 (arXiv:2205.05198, §4, tensor parallelism without
-    sequence parallelism), s·b·h·(10 + 24/t + 5·a·s/(h·t)) bytes per layer at 16 bits, every layer kept for the
-    backward pass. Other models: the traced graph's largest set of live tensors, scaled from its example batch and
+    is larger. Training, transformer, as NxD Training runs it (sequence parallelism with selective activation
+    checkpointing): 34·s·b·h/t bytes per layer at 16 bits, the Neuron docs' figure; otherwise Korthikanti et al. 2022
+    (arXiv:2205.05198, §4, tensor parallelism without sequence parallelism), s·b·h·(10 + 24/t + 5·a·s/(h·t)); every
+    layer kept for the backward pass (a pipeline's first stage holds as many microbatches as there are stages, so
+    as many layers). Other models: the traced graph's largest set of live tensors, scaled from its example batch and
     float32 to the plan's."""
     size = DTYPE_BYTES[work.compute_dtype]
     b, s = work.batch, work.seq
@@ -153,6 +162,9 @@ def activation_bytes(model: ModelShape, work: Workload, tp: int = 1, lnc: int = 
         h, a = model.hidden, model.heads
         i = model.intermediate or 4 * h
         heads = math.ceil(a / tp)
+        if work.task == "training" and work.nxd_training:
+            per_layer = 34 * s * b * h / tp * size / 2
+            return int(per_layer * model.layers)
         if work.task == "training":
             per_layer = s * b * h * (10 + 24 / tp + 5 * a * s / (h * tp)) * size / 2
             return int(per_layer * model.layers)
@@ -164,18 +176,34 @@ def activation_bytes(model: ModelShape, work: Workload, tp: int = 1, lnc: int = 
             scores = rows * heads * s * s * size
         prefill = rows * s * per_token * size + scores
         decode = (b * per_token + b * heads * s) * size if has_kv_cache(model, work) else 0
-        return int(max(prefill, decode))
+        return int(max(prefill, decode, tower_activation_bytes(model, work, tp)))
     if model.peak_activation_bytes:
         scale = (b / (model.example_batch or 1)) * size / 4
         return int(model.peak_activation_bytes * scale / tp)
     return 0
 
 
-def attention_params(model: ModelShape) -> int:
-    """The attention projections' parameters: queries and output (heads × head dim each), keys and values (KV
-    heads × head dim each), per layer."""
-    d = model.attention_head_dim
-    return model.layers * model.hidden * d * 2 * (model.heads + (model.kv_heads or model.heads))
+def tower_activation_bytes(model: ModelShape, work: Workload, tp: int = 1) -> int:
+    """A multimodal decoder's vision tower encodes the images of the context rows before the decoder's context
+    encoding (one image each, (image size / patch size)² + 1 tokens, portcheck's assumption): its largest layer's
+    live set as for an encoder, the full score matrix included. 0 where the config gives no fixed image size
+    (Qwen2-VL's dynamic resolution) or no tower."""
+    if not (model.tower == "vision" and model.image_tokens and model.tower_hidden and model.tower_heads):
+        return 0
+    size = DTYPE_BYTES[work.compute_dtype]
+    rows, n, h = context_rows(model, work), model.image_tokens, model.tower_hidden
+    i = model.tower_intermediate or 4 * h
+    per_token = 4 * h + 2 * math.ceil(i / tp)
+    return int(rows * (n * per_token + math.ceil(model.tower_heads / tp) * n * n) * size)
+
+
+def tower_reason(model: ModelShape) -> str:
+    """What the plan says of a multimodal decoder's encoder tower."""
+    what = f"a {model.tower} tower ({model.tower_layers} layers, hidden {model.tower_hidden}) feeds the decoder"
+    if tower_activation_bytes(model, Workload("inference", 1, 1, "bf16")):
+        return (f"{what}: it encodes one image of {model.image_tokens} tokens per context row first, sized as an "
+                "encoder layer with its full score matrix; the larger of it and the decoder's context encoding counts")
+    return f"{what}: its activations are not sized (no fixed image size in the config); its weights are counted"
 
 
 def weight_bytes_per_core(model: ModelShape, work: Workload, tp: int) -> float:
@@ -184,7 +212,7 @@ def weight_bytes_per_core(model: ModelShape, work: Workload, tp: int) -> float:
     total = weights_bytes(model, work.dtype)
     if work.attention_dp <= 1 or not model.is_transformer:
         return total / tp
-    attention = min(attention_params(model), model.params) * DTYPE_BYTES[work.dtype]
+    attention = min(attention_params(model), model.params) * (2 if work.dtype == "fp8" else DTYPE_BYTES[work.dtype])
     return (total - attention) / tp + attention / max(tp // work.attention_dp, 1)
 
 
@@ -198,7 +226,8 @@ def memory_at(model: ModelShape, work: Workload, chip: ChipHardware, lnc: int, t
     gradients = optimizer = 0.0
     if work.task == "training":
         gradients = weights
-        optimizer = model.params * OPTIMIZER_BYTES[work.dtype] / tp / GIB
+        zero1 = work.dp if work.nxd_training else 1  # ZeRO-1: the optimizer state split over the copies
+        optimizer = model.params * OPTIMIZER_BYTES[work.dtype] / tp / zero1 / GIB
     return Memory(tp, weights, kv_cache_bytes(model, work, tp) / GIB,
                   activation_bytes(model, work, tp, lnc) / GIB, overhead, budget, gradients, optimizer)
 

@@ -25,8 +25,21 @@ VIEWS = frozenset({"view", "_unsafe_view", "reshape", "expand", "permute", "tran
                    "chunk", "unbind", "narrow", "view_as", "expand_as"})
 
 
+# What names the model as a whole: read from the top config only, never from a multimodal model's text part
+# (Llama4ForConditionalGeneration is "llama4", its text part "llama4_text").
+WHOLE_MODEL_KEYS = ("model_type", "architectures", "is_encoder_decoder")
+# A multimodal model's encoder tower, under its config's key, and the names its numbers go by (Qwen2-VL's vision
+# tower says depth / embed_dim / num_heads, CLIP's and Llama 4's the usual names).
+TOWERS = (("vision_config", "vision"), ("audio_config", "audio"))
+TOWER_NAMES = {"tower_layers": ("num_hidden_layers", "depth", "num_layers", "encoder_layers"),
+               "tower_hidden": ("embed_dim", "hidden_size", "d_model"),  # Qwen2-VL: hidden_size is the merger's
+               "tower_heads": ("num_attention_heads", "num_heads", "encoder_attention_heads"),
+               "tower_intermediate": ("intermediate_size", "encoder_ffn_dim")}
+
+
 def config_facts(config: Any) -> ConfigFacts:
-    """The numbers of a transformers config (its text part for multimodal ones) under transformers' usual names."""
+    """The numbers of a transformers config under transformers' usual names: the sizes of its text part for
+    multimodal ones, with the whole model's model_type and architectures, and its vision or audio tower's numbers."""
     if config is None:
         return ConfigFacts()
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
@@ -34,11 +47,33 @@ def config_facts(config: Any) -> ConfigFacts:
     for source in (config, text):
         for key in (*CONFIG_KEYS, *ALIASES):
             value = getattr(source, key, None)
+            if source is text and text is not config and key in WHOLE_MODEL_KEYS and key in facts:
+                continue
             if isinstance(value, (int, float, str, bool, list)):
                 facts[ALIASES.get(key, key)] = value
     if facts.get("torch_dtype") is not None:
         facts["torch_dtype"] = str(facts["torch_dtype"]).removeprefix("torch.")
+    facts.update(_tower(config))
     return ConfigFacts(**facts)
+
+
+def _tower(config: Any) -> dict[str, Any]:
+    """The vision (or audio) tower's kind and numbers, and a vision tower's image and patch size."""
+    for key, kind in TOWERS:
+        tower = getattr(config, key, None)
+        if tower is None or isinstance(tower, (int, float, str, bool, list)):
+            continue
+        out: dict[str, Any] = {"tower": kind}
+        for name, names in TOWER_NAMES.items():
+            value = next((getattr(tower, n) for n in names if isinstance(getattr(tower, n, None), int)), None)
+            if value is not None:
+                out[name] = value
+        for name in ("image_size", "patch_size"):
+            value = getattr(tower, name, None)
+            if isinstance(value, (int, list)) and getattr(config, name, None) is None:
+                out[name] = value
+        return out
+    return {}
 
 
 def module_classes(model: torch.nn.Module) -> tuple[str, ...]:

@@ -134,11 +134,12 @@ def _failed(loaded: Loaded, exc: Exception) -> str:
 
 
 def _shown(fact: InputFact) -> str:
+    name = fact.name + "".join(f"[{part!r}]" for part in fact.key)
     if fact.kind == "tensor":
-        return f"{fact.name}={fact.dtype}[{','.join(str(d) for d in fact.shape)}]"
+        return f"{name}={fact.dtype}[{','.join(str(d) for d in fact.shape)}]"
     if fact.kind == "constant":
-        return f"{fact.name}={fact.constant!r}"
-    return f"{fact.name}={fact.unsupported}"
+        return f"{name}={fact.constant!r}"
+    return f"{name}={fact.unsupported}"
 
 
 def _use_cache(config: Any) -> bool | None:
@@ -182,18 +183,34 @@ def input_facts(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str,
     named = [(names[i] if i < len(names) else f"args[{i}]", a) for i, a in enumerate(args)]
     out: list[InputFact] = []
     for position, (name, value) in enumerate([*named, *kwargs.items()]):
-        positional = position < len(args)
-        if isinstance(value, torch.Tensor):
-            low = high = None
-            if value.device.type != "meta" and value.numel() and not value.dtype.is_complex:
-                low, high = value.min().item(), value.max().item()
-            out.append(InputFact(name, positional, "tensor", str(value.dtype).removeprefix("torch."),
-                                 tuple(value.shape), low, high))
-        elif value is None or isinstance(value, (bool, int, float, str)):
-            out.append(InputFact(name, positional, "constant", constant=value))
-        else:
-            out.append(InputFact(name, positional, "unsupported", unsupported=type(value).__name__))
+        out += _facts(name, position < len(args), value, ())
     return tuple(out)
+
+
+# How deep and how wide a dict or list input is described (diffusers' added_cond_kwargs is one dict of tensors).
+NESTED_DEPTH = 4
+NESTED_LEAVES = 64
+
+
+def _facts(name: str, positional: bool, value: Any, key: tuple[str | int, ...]) -> list[InputFact]:
+    if isinstance(value, torch.Tensor):
+        low = high = None
+        if value.device.type != "meta" and value.numel() and not value.dtype.is_complex:
+            low, high = value.min().item(), value.max().item()
+        return [InputFact(name, positional, "tensor", str(value.dtype).removeprefix("torch."), tuple(value.shape),
+                          low, high, key=key)]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return [InputFact(name, positional, "constant", constant=value, key=key)]
+    items: list[tuple[str | int, Any]] = []
+    if type(value) is dict and all(isinstance(k, str) for k in value):
+        items = list(value.items())
+    elif type(value) in (list, tuple):
+        items = list(enumerate(value))
+    if items and len(key) < NESTED_DEPTH:
+        out = [fact for part, inner in items for fact in _facts(name, positional, inner, (*key, part))]
+        if len(out) <= NESTED_LEAVES and not any(f.kind == "unsupported" for f in out):
+            return out
+    return [InputFact(name, positional, "unsupported", unsupported=type(value).__name__, key=key)]
 
 
 def _build_place(request: TraceRequest, build: Callable[[], Any]) -> Place | None:

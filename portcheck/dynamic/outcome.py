@@ -53,9 +53,14 @@ class InputFact:
     high: int | float | bool | None = None
     constant: bool | int | float | str | None = None  # a plain value
     unsupported: str = ""  # the type name of any other value
+    # Where the value sits inside a dict or list input (added_cond_kwargs={"text_embeds": ...}): its keys and indices
+    # from the outside in; () for an input that is the value itself.
+    key: tuple[str | int, ...] = ()
 
     def to_json(self) -> JSON:
         out: JSON = {"name": self.name, "positional": self.positional}
+        if self.key:
+            out["key"] = list(self.key)
         if self.kind == "tensor":
             out.update(dtype=self.dtype, shape=list(self.shape), low=self.low, high=self.high)
         elif self.kind == "constant":
@@ -67,17 +72,20 @@ class InputFact:
     @classmethod
     def from_json(cls, data: JSON) -> InputFact:
         name, positional = data["name"], data["positional"]
+        key = tuple(data.get("key") or ())
         if "dtype" in data:
-            return cls(name, positional, "tensor", data["dtype"], tuple(data["shape"]), data["low"], data["high"])
+            return cls(name, positional, "tensor", data["dtype"], tuple(data["shape"]), data["low"], data["high"],
+                       key=key)
         if "constant" in data:
-            return cls(name, positional, "constant", constant=data["constant"])
-        return cls(name, positional, "unsupported", unsupported=data["unsupported"])
+            return cls(name, positional, "constant", constant=data["constant"], key=key)
+        return cls(name, positional, "unsupported", unsupported=data["unsupported"], key=key)
 
 
 @dataclass(frozen=True)
 class ConfigFacts:
-    """The numbers of a transformers config (its text part for multimodal ones) under transformers' usual names, with
-    the types transformers gives them; None where the config has none."""
+    """The numbers of a transformers config (its text part's sizes for multimodal ones, the whole model's model_type
+    and architectures, its encoder tower's numbers) under transformers' usual names, with the types transformers
+    gives them; None where the config has none."""
 
     model_type: str | None = None
     architectures: list[str] | None = None
@@ -97,6 +105,11 @@ class ConfigFacts:
     dtype: str | None = None
     image_size: int | list[int] | None = None
     patch_size: int | list[int] | None = None
+    tower: str | None = None  # a multimodal model's "vision" or "audio" encoder tower
+    tower_layers: int | None = None
+    tower_hidden: int | None = None
+    tower_heads: int | None = None
+    tower_intermediate: int | None = None
 
     def to_json(self) -> JSON:
         return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}

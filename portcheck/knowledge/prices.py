@@ -18,6 +18,7 @@ class Price:
     region: str
     date: str
     source: str
+    note: str = ""  # what a reader of the price should know (a price cut after its date)
 
 
 @functools.cache
@@ -26,7 +27,7 @@ def load_prices() -> dict[str, Price]:
     prices = {}
     for entry in read("prices.toml").get("price", []):
         price = Price(entry["instance"], float(entry["usd_per_hour"]), entry["region"], entry["date"],
-                      entry["source"])
+                      entry["source"], entry.get("note", ""))
         if price.usd_per_hour <= 0 or not price.source.strip() or not price.date or price.instance in prices:
             raise KnowledgeError(f"prices.toml: {price.instance} needs a positive price, a date and a source, once")
         prices[price.instance] = price

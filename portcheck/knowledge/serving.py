@@ -29,6 +29,7 @@ class ServingPath:
     model_types: tuple[str, ...]
     why: str
     source: str
+    task: str = ""  # the export task every model it lists is exported for ("": by the model's class)
 
     @property
     def listed(self) -> bool:
@@ -58,6 +59,34 @@ class Argument:
 
 
 @dataclass(frozen=True)
+class Override:
+    """An argument the docs add to a path's artifact for some models on some chips (gpt-oss on Trn2: the MXFP4
+    checkpoint's quantization_config cleared, so its experts load dequantised to bf16)."""
+
+    path: str
+    chips: tuple[str, ...]
+    model_types: tuple[str, ...]
+    name: str
+    value: object
+    why: str
+    source: str
+
+
+@dataclass(frozen=True)
+class Fp8Recipe:
+    """NxD Inference's fp8 weight recipe: what it keeps in bf16, and the NeuronConfig values and environment it
+    sets."""
+
+    quantization_type: str
+    quantization_dtype: str
+    keep: tuple[str, ...]  # "lm_head", "self_attn" (every layer's), "first_mlp", "last_mlp"
+    env: dict[str, str]
+    kv_env: dict[str, str]
+    source: str
+    kv_source: str
+
+
+@dataclass(frozen=True)
 class ServingData:
     paths: tuple[ServingPath, ...]
     compile_only: dict[str, CompileOnly]
@@ -65,6 +94,9 @@ class ServingData:
     weights_factor: float
     optlevel3_factor: float
     compile_host_source: str
+    overrides: tuple[Override, ...] = ()
+    fp8: Fp8Recipe | None = None
+    mandatory: dict[tuple[str, str], tuple[tuple[str, ...], str]] | None = None  # (tool, task) -> inputs, source
 
 
 @functools.cache
@@ -79,7 +111,7 @@ def load_serving() -> ServingData:
                            tuple(entry.get("stacks", ())), tuple(entry.get("kinds", ())),
                            read_range(where, entry, known),
                            tuple(entry.get("architectures", ())), tuple(entry.get("model_types", ())),
-                           entry.get("why", ""), entry.get("source", ""))
+                           entry.get("why", ""), entry.get("source", ""), entry.get("task", ""))
         if not (path.id and path.title and path.why and path.source.strip() and path.chips and path.stacks
                 and path.kinds) or not set(path.chips) <= set(knowledge.chips) or not set(path.stacks) <= \
                 set(knowledge.stacks) or not set(path.kinds) <= set(KINDS):
@@ -104,5 +136,40 @@ def load_serving() -> ServingData:
     host = data.get("compile_host", {})
     if not host.get("source") or float(host.get("weights_factor", 0)) < 1:
         raise KnowledgeError("serving.toml: [compile_host] needs weights_factor >= 1 and a source")
+    overrides = []
+    for entry in data.get("override", []):
+        override = Override(entry.get("path", ""), tuple(entry.get("chips", ())), tuple(entry.get("model_types", ())),
+                            entry.get("name", ""), entry.get("value"), entry.get("why", ""), entry.get("source", ""))
+        if override.path not in ids or not override.name or override.value is None or not override.why \
+                or not override.source.strip() or not set(override.chips) <= set(knowledge.chips):
+            raise KnowledgeError(f"serving.toml: override {override.name!r} needs a known path, chips, a value, why "
+                                 "and a source")
+        overrides.append(override)
+    mandatory = {}
+    for entry in data.get("mandatory_inputs", []):
+        inputs = tuple(entry.get("inputs", ()))
+        if not entry.get("source") or any(f"--{i}" not in arguments.get(entry.get("tool", ""), {}) for i in inputs):
+            raise KnowledgeError(f"serving.toml: mandatory_inputs {entry.get('task')!r} needs a source and "
+                                 "documented arguments")
+        mandatory[entry["tool"], entry.get("task", "")] = (inputs, entry["source"])
     return ServingData(tuple(paths), compile_only, arguments, float(host["weights_factor"]),
-                       float(host.get("optlevel3_factor", 1)), host["source"])
+                       float(host.get("optlevel3_factor", 1)), host["source"], tuple(overrides), _fp8(data),
+                       mandatory)
+
+
+FP8_KEEP = ("lm_head", "self_attn", "first_mlp", "last_mlp")
+
+
+def _fp8(data: dict[str, object]) -> Fp8Recipe | None:
+    entry = data.get("fp8_recipe")
+    if entry is None:
+        return None
+    assert isinstance(entry, dict)
+    recipe = Fp8Recipe(entry.get("quantization_type", ""), entry.get("quantization_dtype", ""),
+                       tuple(entry.get("keep", ())), dict(entry.get("env", {})), dict(entry.get("kv_env", {})),
+                       entry.get("source", ""), entry.get("kv_source", ""))
+    if not (recipe.quantization_type and recipe.quantization_dtype and recipe.source.strip()
+            and recipe.kv_source.strip()) or not set(recipe.keep) <= set(FP8_KEEP):
+        raise KnowledgeError(f"serving.toml: [fp8_recipe] needs quantization_type, quantization_dtype, keep (of "
+                             f"{', '.join(FP8_KEEP)}), a source and a kv_source")
+    return recipe

@@ -145,7 +145,8 @@ def _cost_rows(plan: Plan) -> list[tuple[str, str]]:
     if baseline is not None:
         theirs, ratio = baseline.usd_per_million_tokens, cost.tokens_per_dollar_ratio
         rows.append((f"vs {baseline.instance}", f"${theirs:,.4f} per million tokens at {baseline.tokens_per_second:g} "
-                     f"tokens/s: {ratio:.2f}× its tokens per dollar" if theirs is not None and ratio is not None
+                     f"tokens/s: {ratio:.2f}× its tokens per dollar (${baseline.price.usd_per_hour:,.2f} an hour, "
+                     f"{baseline.price.dated})" if theirs is not None and ratio is not None
                      else baseline.price.origin))
     return rows
 
