@@ -20,12 +20,14 @@ def attention_params(model: ModelShape) -> int:
 def mlp_params(model: ModelShape) -> int:
     """The MLPs' parameters over all layers (experts included): what is neither attention nor the embedding and
     lm_head (vocab × hidden each) where the vocabulary is known; else three hidden × intermediate projections a
-    layer (a gated MLP)."""
+    layer (a gated MLP), or, where those explain less than half of the rest, the rest (a mixture of experts)."""
     rest = model.params - attention_params(model)
     if model.vocab:
         return max(rest - 2 * model.vocab * model.hidden, 0)
     if model.intermediate:
-        return min(3 * model.hidden * model.intermediate * model.layers, max(rest, 0))
+        dense = 3 * model.hidden * model.intermediate * model.layers
+        # A mixture of experts given as numbers: its experts are the parameters a dense MLP leaves unexplained.
+        return max(rest, 0) if dense < rest // 2 else min(dense, max(rest, 0))
     return max(rest, 0)
 
 

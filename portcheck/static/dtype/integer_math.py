@@ -83,18 +83,22 @@ class IntegerScatterReduce(Rule):
 
 
 
+_TORCH_MATMULS = frozenset(f"torch.{m}" for m in _MATMULS)
+
+
 @check(cst.BinaryOperation, cst.Call, rules=(IntegerMatmul, IntegerScatterReduce), tokens=MATH_TOKENS)
 def check_integer_math(node: cst.BinaryOperation | cst.Call, ctx: Context) -> None:
-    if host_code(ctx) is not None:
-        return  # the data pipeline (datasets, transforms, metrics...) runs on the host
     if isinstance(node, cst.BinaryOperation):
-        if isinstance(node.operator, cst.MatrixMultiply):
+        if isinstance(node.operator, cst.MatrixMultiply) and host_code(ctx) is None:
             _integer_matmul(ctx, node, (node.left, node.right), "@")
         return
-    qualname = ctx.qualname(node.func)
     name = call_name(node)
+    qualname = ctx.qualname(node.func)
+    last = qualname.rsplit(".", 1)[-1] if qualname is not None else name
+    if (last not in _MATMULS and last not in _SCATTERS) or host_code(ctx) is not None:
+        return  # not matrix or scatter math (most calls); or the data pipeline, which runs on the host
     if qualname is not None:
-        if qualname in {f"torch.{m}" for m in _MATMULS}:
+        if qualname in _TORCH_MATMULS:
             _integer_matmul(ctx, node, tuple(a.value for a in node.args[:2]), qualname)
         elif qualname.startswith("torch.") and qualname[len("torch."):] in _SCATTERS:
             source = keyword(node, "src") or keyword(node, "source") or positional(node, 3)
