@@ -25,7 +25,7 @@ from portcheck.knowledge import load
 from portcheck.knowledge.serving import KINDS
 
 if TYPE_CHECKING:
-    from portcheck.commands import AdviseOptions
+    from portcheck.commands.advise import AdviseOptions
     from portcheck.dynamic.request import TraceRequest
 
 REPORT_TARGETS = ("trn2", "inf2")  # `report` without --target: the two chips a port usually weighs
@@ -371,7 +371,7 @@ def advise_options(args: argparse.Namespace, cwd: Path, chip: str | None) -> Adv
     numbers alone), the plan's options with its cost options, and what to write."""
     from portcheck.advise.cost import CostOptions
     from portcheck.advise.values import AdviseOptions as PlanOptions
-    from portcheck.commands import AdviseOptions
+    from portcheck.commands.advise import AdviseOptions
 
     numbers = {"params": args.params, "layers": args.layers, "hidden": args.hidden, "heads": args.heads,
                "kv_heads": args.kv_heads, "head_dim": args.head_dim, "intermediate": args.intermediate,

@@ -12,7 +12,7 @@ from typing import TextIO
 
 from portcheck import arguments
 from portcheck.atomic import write_text
-from portcheck.commands import LinesFor, source_lines
+from portcheck.commands.scan import LinesFor, source_lines
 from portcheck.config import ConfigError, common_parent
 from portcheck.errors import UserError
 from portcheck.escape import printable, shown_diff
@@ -51,7 +51,7 @@ def exit_code(result: ScanResult, fail_level: Severity, *, exit_zero: bool = Fal
 
 
 def _scan(args: argparse.Namespace) -> int:
-    from portcheck.commands import ScanOptions, fix_stdin, scan, show_files
+    from portcheck.commands.scan import ScanOptions, fix_stdin, scan, show_files
 
     cwd = Path.cwd()
     paths = args.paths or ["."]
@@ -151,7 +151,7 @@ def _output(result: ScanResult, output_format: str, output: str | None, *, stati
 
 
 def _trace(args: argparse.Namespace) -> int:
-    from portcheck.commands import run_model, trace
+    from portcheck.commands.trace import run_model, trace
     from portcheck.report.trace import step_progress, write_trace_summary
 
     cwd = Path.cwd()
@@ -187,7 +187,7 @@ def _advise(args: argparse.Namespace) -> int:
 
 
 def _review(args: argparse.Namespace) -> int:
-    from portcheck.commands import review
+    from portcheck.commands.review import review
     from portcheck.report.review import review_body, write_review
     from portcheck.review import destination, post_review
 
@@ -215,7 +215,7 @@ def _review(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from portcheck.commands import ReportOptions, report
+    from portcheck.commands.report import ReportOptions, report
     from portcheck.report.trace import file_progress, step_progress
 
     cwd = Path.cwd()
@@ -242,7 +242,7 @@ def _report(args: argparse.Namespace) -> int:
 
 def _rules(args: argparse.Namespace) -> int:
     """`rules`, `rule CODE` and `sdk`: the catalog, one rule's documentation, the releases the data knows."""
-    from portcheck.commands import find_rule
+    from portcheck.commands.rules import find_rule
     from portcheck.report.ruledoc import rule_doc, write_releases, write_rules, write_rules_markdown
 
     if args.command == "rules" and args.format == "markdown":

@@ -103,7 +103,8 @@ def model_json(tmp_path_factory):
     def make() -> dict:
         from portcheck.advise.cost import CostOptions
         from portcheck.advise.values import AdviseOptions as PlanOptions
-        from portcheck.commands import AdviseOptions, advise, run_model, trace
+        from portcheck.commands.advise import AdviseOptions, advise
+        from portcheck.commands.trace import run_model, trace
         from portcheck.config import Layer, resolve
         from portcheck.dynamic.request import TraceRequest
         from portcheck.report.advise import plan_report
@@ -391,7 +392,7 @@ def test_advise_and_trace_show_their_steps_on_a_terminal_and_nothing_otherwise()
 
 
 def test_markdown_has_the_models_and_their_plans(model_json):
-    from portcheck.commands import report_page
+    from portcheck.commands.report import report_page
 
     expected, run = model_json
     text = report_page([], ["."], lambda _: [], None, "markdown", [run])
