@@ -154,6 +154,7 @@ def _analyse(taken: Capture, result: TraceOutcome) -> None:
     parts: dict[str, tuple[str, ...] | None] = {}
     operands: dict[str, set[str]] = {}
     over_limit: set[str] = set()
+    overloads: dict[str, set[str]] = {}
     for graph in taken.graphs:
         report = analyse_graph(graph)
         result.findings += report.findings
@@ -165,12 +166,14 @@ def _analyse(taken: Capture, result: TraceOutcome) -> None:
             counts[name] += use.count
             dtypes[name] |= use.dtypes
             operands.setdefault(name, set()).update(use.operand_dtypes)
+            overloads.setdefault(name, set()).update(use.overloads)
             if use.over_limit:
                 over_limit.add(name)
             if places[name] is None and use.place is not None:
                 places[name] = use.place
     ops = [OpCount(name, counts[name], tuple(sorted(dtypes[name])), places[name], parts[name],
-                   tuple(sorted(operands[name])), name in over_limit) for name in counts]
+                   tuple(sorted(operands[name])), name in over_limit, tuple(sorted(overloads[name])))
+           for name in counts]
     result.ops = sorted(ops, key=lambda e: (-e.count, e.op))
 
 

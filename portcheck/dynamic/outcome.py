@@ -24,19 +24,21 @@ class OpCount:
     decomposes_to: tuple[str, ...] | None = None  # a composite op's parts; None for one that is not
     operand_dtypes: tuple[str, ...] = ()  # of its first tensor operand (`self`), sorted
     over_limit: bool = False  # a call exceeded an argument limit of rules/ops.toml (topk's k, sort's size)
+    overloads: tuple[str, ...] = ()  # torch's overload names of its calls, sorted ("Scalar", "default")
 
     def to_json(self) -> JSON:
         return {"op": self.op, "count": self.count, "dtypes": list(self.dtypes),
                 "place": self.place.to_json() if self.place else None,
                 "decomposes_to": None if self.decomposes_to is None else list(self.decomposes_to),
-                "operand_dtypes": list(self.operand_dtypes), "over_limit": self.over_limit}
+                "operand_dtypes": list(self.operand_dtypes), "over_limit": self.over_limit,
+                "overloads": list(self.overloads)}
 
     @classmethod
     def from_json(cls, data: JSON) -> OpCount:
         parts = data.get("decomposes_to")
         return cls(data["op"], data["count"], tuple(data.get("dtypes", ())), Place.from_json(data.get("place")),
                    None if parts is None else tuple(parts), tuple(data.get("operand_dtypes", ())),
-                   bool(data.get("over_limit", False)))
+                   bool(data.get("over_limit", False)), tuple(data.get("overloads", ())))
 
 
 @dataclass(frozen=True)

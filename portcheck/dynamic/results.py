@@ -84,11 +84,16 @@ def shown_path(path: str, cwd: Path) -> str:
 
 
 def op_status(op: str, decomposes_to: Sequence[str] | None, stack: str, ops: dict[str, OpSupport], *,
-              operand_dtypes: Sequence[str] = (), over_limit: bool = False) -> str:
+              operand_dtypes: Sequence[str] = (), over_limit: bool = False, overloads: Sequence[str] = ()) -> str:
     """An op's status on a stack: its own entry, else the worst of what it decomposes into, else unknown. An op that
     decomposes into nothing does no work. A restriction about dtypes holds only for the dtypes the graph called the
     op with (`operand_dtypes`, of its first tensor operand; unknown: it holds), one about an argument's limit only
-    when a call exceeded it (`over_limit`)."""
+    when a call exceeded it (`over_limit`). Each overload the graph called (`overloads`) is judged by its own key
+    where ops.toml has one (`aten::rsub.Scalar`), else by the name's; the op's status is the worst of them."""
+    if any(f"{op}.{overload}" in ops for overload in overloads):
+        judged = [op_status(f"{op}.{o}" if f"{op}.{o}" in ops else op, decomposes_to, stack, ops,
+                            operand_dtypes=operand_dtypes, over_limit=over_limit) for o in overloads]
+        return min(judged, key=_STATUS_ORDER.index)
     entry = ops.get(JUDGED_AS.get(op, op))
     if (entry is None or stack not in entry.status) and stack == "xla" and op.endswith("_"):
         entry = ops.get(op.removesuffix("_"))  # functionalization makes `add_` an `add` (ops.toml `xla_views`)
@@ -128,7 +133,8 @@ def build_report(outcome: TraceOutcome, settings: Settings, cwd: Path, static: b
             stack = stack_of(chip, target, sdk)
             # A stack's statuses hold for its releases only (ops.toml [releases]): outside them, unknown.
             status[chip] = op_status(entry.op, entry.decomposes_to, stack, ops_data,
-                                     operand_dtypes=entry.operand_dtypes, over_limit=entry.over_limit) \
+                                     operand_dtypes=entry.operand_dtypes, over_limit=entry.over_limit,
+                                     overloads=entry.overloads) \
                 if releases[stack].holds(sdk) else "unknown"
         inventory.append((entry, status))
     findings = _graph_findings(outcome, settings, inventory, ops_data, anchor)
