@@ -20,7 +20,7 @@ from portcheck.dynamic.rules import (
     custom_op,
 )
 from portcheck.findings import Finding, ScanResult, Target, fingerprinted, python_lines
-from portcheck.knowledge import OpSupport, load, load_op_releases, load_ops
+from portcheck.knowledge import OpSupport, load, load_integer_sort, load_op_releases, load_ops
 from portcheck.rules import Rule, TracedFinding
 from portcheck.static.dynamic_shape.control_flow import TensorControlFlow
 from portcheck.static.dynamic_shape.data_sized import (
@@ -35,6 +35,7 @@ from portcheck.static.dynamic_shape.mask_index import BooleanMaskIndex
 from portcheck.static.dynamic_shape.nms import UnbackedSize
 from portcheck.static.dynamic_shape.shape_from_data import ShapeFromData
 from portcheck.static.host_sync.reads import HostValueRead
+from portcheck.static.unsupported_op.sort import IntegerSortInput
 from portcheck.traced import OpStatus, Place, StaticScope, TracedModel, TraceResult
 
 
@@ -174,7 +175,10 @@ def _graph_findings(outcome: TraceOutcome, settings: Settings, inventory: list[J
     chip, stack = settings.chip, settings.stack
     out = []
     named_ops = set()
+    sort_fails = load_integer_sort().fails(settings.sdk or load().newest_sdk)
     for item in outcome.findings:
+        if item.rule is IntegerSortInput and item.op != "aten::topk" and not sort_fails:
+            continue  # an integer sort compiles at this release (ops.toml [integer_sort]); topk's refusal stays
         named_ops.add(item.op)
         message = item.message or item.rule.traced_message(item, stack)
         if item.rule is TracedUnsupportedOp and item.place is None:  # torch_neuronx.analyze's: at the op's line
