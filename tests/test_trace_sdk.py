@@ -12,7 +12,7 @@ from portcheck.config import Layer, resolve
 from portcheck.dynamic.outcome import ModelFacts, OpCount, TraceOutcome
 from portcheck.dynamic.results import build_report
 from portcheck.findings import Severity
-from portcheck.knowledge import load_integer_sort, known_releases
+from portcheck.knowledge import known_releases, load_integer_sort
 from portcheck.releases import Range
 from portcheck.rules import TracedFinding
 from portcheck.static.engine import analyse_text
