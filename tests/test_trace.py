@@ -54,7 +54,7 @@ def markers(path: Path) -> set[tuple[int, str]]:
 
 FIXTURE_MODELS = sorted(p for p in MODELS.glob("*.py") if markers(p) or p.name == "clean_mlp.py")
 # Traces other tests check too: those tests run on the same xdist worker, which traces the model once.
-SHARED_TRACES = {"nonzero", "handwritten_attention"}
+SHARED_TRACES = {"nonzero", "handwritten_attention", "clean_mlp"}
 
 
 @pytest.mark.parametrize("path", [
