@@ -107,7 +107,7 @@ def run(request_path: Path) -> TraceOutcome:
         graph = replace(graph, int64=None, peak_activation_bytes=0, memory_detail=one_line(exc))
     _analyse(taken, result)
     if request.shapes and taken.program is not None:
-        from portcheck.dynamic.shapes import OPTIONAL_FACTOR, find_axes, probe_shapes
+        from portcheck.dynamic.shapes import find_axes, probe_shapes
 
         try:
             axes = find_axes(loaded, request.dynamic)
@@ -117,8 +117,7 @@ def run(request_path: Path) -> TraceOutcome:
         if axes:
             _step("probing dynamic shapes")
             try:
-                exported = next((s.seconds for s in taken.steps if s.method == "torch.export" and s.ok), 0.0)
-                result.shapes = probe_shapes(loaded, axes, OPTIONAL_FACTOR * exported)
+                result.shapes = probe_shapes(loaded, axes)
             except Exception as exc:  # the probe is extra evidence: its failure is reported, not fatal
                 result.shapes = ShapeProbe(False, 0.0, one_line(exc))
             result.steps.append(Step("torch.export (Dim.AUTO)", result.shapes.ok, result.shapes.seconds,
