@@ -118,15 +118,28 @@ class ShapeAxis:
     dynamic: bool | None = None  # None: export failed, or the axis was not found
     min: int | None = None
     max: int | None = None  # None: no upper bound export could see
+    probed: int | None = None  # the size portcheck's probe gave the axis instead of the example's (1 -> 2)
+    # For an axis export fixed: the model run eagerly with the axis (and every axis of its label) at `other`.
+    other: int | None = None
+    runs_at_other: bool | None = None  # None: not tried, or the run failed at the example's size as well
+    pinned_at: Place | None = None  # where that run raised: the line that pins the size
+    pinned_by: str = ""  # what it raised, one line
 
     def to_json(self) -> JSON:
-        return {"input": self.input, "axis": self.axis, "label": self.label, "size": self.size,
-                "dynamic": self.dynamic, "min": self.min, "max": self.max}
+        out: JSON = {"input": self.input, "axis": self.axis, "label": self.label, "size": self.size,
+                     "dynamic": self.dynamic, "min": self.min, "max": self.max}
+        if self.probed is not None:
+            out["probed"] = self.probed
+        if self.other is not None:
+            out.update(other=self.other, runs_at_other=self.runs_at_other, pinned_by=self.pinned_by,
+                       pinned_at=self.pinned_at.to_json() if self.pinned_at else None)
+        return out
 
     @classmethod
     def from_json(cls, data: JSON) -> ShapeAxis:
         return cls(data["input"], data["axis"], data["label"], data["size"], data.get("dynamic"), data.get("min"),
-                   data.get("max"))
+                   data.get("max"), data.get("probed"), data.get("other"), data.get("runs_at_other"),
+                   Place.from_json(data.get("pinned_at")), data.get("pinned_by", ""))
 
 
 @dataclass(frozen=True)

@@ -47,3 +47,41 @@ def test_the_probe_gives_the_same_answer_under_load():
     # with the shipped budget the image axes are probed
     whole = probe_shapes(loaded, axes)
     assert [(a.label, a.dynamic) for a in whole.axes] == [("batch", True), ("height", True), ("width", True)]
+
+
+@pytest.mark.xdist_group("in-process-torch")
+def test_an_axis_export_fixes_is_pinned_only_where_the_model_cannot_run_at_another_size():
+    from portcheck.dynamic.load import load_model
+    from portcheck.dynamic.request import TraceRequest
+    from portcheck.dynamic.shapes import find_axes, probe_shapes
+
+    def probe(name: str):
+        loaded = load_model(TraceRequest(model=str(ROOT / "fixtures/models" / name) + ":build", device="cpu"))
+        return {a.label: a for a in probe_shapes(loaded, find_axes(loaded, ())).axes}
+
+    branch = probe("size_branch.py")["batch"]  # export fixes batch 2 (a branch on it); batch 3 runs
+    assert branch.dynamic is False and branch.runs_at_other is True and branch.pinned_at is None
+    pinned = probe("pinned_shape.py")  # a learned (2, 16, 8) table: no other size runs, and the line says why
+    for label, other in (("batch", 3), ("seq", 17)):
+        assert pinned[label].runs_at_other is False and pinned[label].other == other
+        assert pinned[label].pinned_at.line == 15 and "must match" in pinned[label].pinned_by
+
+
+def test_pc212_is_at_the_pinning_line_and_an_axis_that_runs_at_other_sizes_is_advice():
+    from portcheck.config import Layer, resolve
+    from portcheck.dynamic.outcome import ModelFacts, TraceOutcome
+    from portcheck.dynamic.results import build_report
+    from portcheck.traced import GraphFacts, Place, ShapeAxis, ShapeProbe
+
+    model = ROOT / "fixtures/models/size_branch.py"
+    axes = (ShapeAxis("features", 0, "batch", 1, False, 2, 2, probed=2, other=3, runs_at_other=True),
+            ShapeAxis("input_ids", 1, "seq", 16, False, 16, 16, other=17, runs_at_other=False,
+                      pinned_at=Place(str(model), 15), pinned_by="RuntimeError: size mismatch"))
+    outcome = TraceOutcome(model=ModelFacts("size_branch.SizeBranch", 0, "cpu", build_place=Place(str(model), 19)),
+                           graph=GraphFacts("torch.export", 3, 0), shapes=ShapeProbe(True, 0.1, "", axes, 3))
+    settings = resolve([Layer(target="trn2")], ROOT, None, command="trace")
+    findings = {f.code: f for f in build_report(outcome, settings, ROOT, static=False).findings}
+    assert findings["PC212"].line == 15 and "`input_ids` axis 1 (seq) runs only at 16: at 17" in \
+        findings["PC212"].message and "batch" not in findings["PC212"].message
+    assert "portcheck's probe made it 2; the example has 1" in findings["PC211"].message
+    assert "the model also runs at 3" in findings["PC211"].message

@@ -217,19 +217,34 @@ def sequence_buckets(low: int, high: int) -> list[int]:
     return [*buckets, high]
 
 
+_SERVED = {"samples": "audio length", "height": "image height", "width": "image width", "batch": "batch size"}
+
+
 def _shape_findings(outcome: TraceOutcome, anchor: Place) -> list[TracedFinding]:
     shapes = outcome.shapes
     if shapes is None or not shapes.ok or not anchor.file:
         return []
     limit = outcome.model.max_positions if outcome.model else 0
     out = []
-    dynamic, pinned = [], []
+    dynamic: list[str] = []
+    pinned: list[tuple[Place, str]] = []
     # What to compile for, each piece of advice once however many axes share it (input_ids and attention_mask).
     advice: dict[str, list[str]] = {}
     for axis in shapes.axes:
         name = f"`{axis.input}` axis {axis.axis} ({axis.label}, traced at {axis.size})"
         if axis.dynamic is False:
-            pinned.append(f"{name} to {axis.max}")
+            at = f"{axis.max}" if axis.probed is None else \
+                f"{axis.max} (portcheck's probe made it {axis.probed}; the example has {axis.size})"
+            short = f"`{axis.input}` axis {axis.axis} ({axis.label})"
+            if axis.runs_at_other:  # export fixed it, but the model runs at another size: one graph per size
+                dynamic.append(f"{short} is fixed by export at {at}, but the model also runs at {axis.other}")
+                advice.setdefault(f"compile one graph per {_SERVED.get(axis.label, 'size')} you serve (or pad to "
+                                  "one)", []).append(axis.label)
+            elif axis.runs_at_other is False:
+                pinned.append((axis.pinned_at or anchor, f"{short} runs only at {at}: at {axis.other}, a size "
+                               f"portcheck's probe tried, it raised {axis.pinned_by}"))
+            else:
+                pinned.append((anchor, f"export fixed {short} at {at}: the model's code pins it"))
         elif axis.dynamic:
             high = axis.max
             bound = f"up to {high}" if high else "with no upper bound export could see"
@@ -243,11 +258,13 @@ def _shape_findings(outcome: TraceOutcome, anchor: Place) -> list[TracedFinding]
                 else:
                     text = "compile powers of two from 128 up to your longest sequence"
             else:
-                what = {"samples": "audio length", "height": "image height", "width": "image width"}
-                text = f"compile one graph per {what.get(axis.label, 'batch size')} you serve (or pad to one)"
+                text = f"compile one graph per {_SERVED.get(axis.label, 'batch size')} you serve (or pad to one)"
             advice.setdefault(text, []).append(axis.label)
-    if pinned:
-        out.append(TracedFinding(SpecialisedAxis, anchor, SpecialisedAxis.format(axes=", ".join(pinned))))
+    by_place: dict[Place, list[str]] = {}
+    for place, pin in pinned:  # one finding a line: the axes it pins
+        by_place.setdefault(place, []).append(pin)
+    for place, pins in by_place.items():
+        out.append(TracedFinding(SpecialisedAxis, place, SpecialisedAxis.format(axes="; ".join(pins))))
     if dynamic:
         todo = "; ".join(text if len(advice) == 1 else f"{'/'.join(dict.fromkeys(labels))}: {text}"
                          for text, labels in advice.items())

@@ -35,8 +35,10 @@ class DynamicAxes(Rule):
 @rule
 class SpecialisedAxis(Rule):
     """## What it does
-    Reports an input axis that export specialised to the example's size although it was asked to keep it
-    dynamic: something in the model fixes that size (a reshape to literal sizes, a buffer of that length).
+    Reports an input axis the model cannot run at another size: export fixed it although it was asked to keep
+    it dynamic, and the model run eagerly at another size (every input of that axis together) raised. The finding
+    is at the line that raised: what fixes the size (a reshape to literal sizes, a buffer of that length). An axis
+    export fixed but the model runs at another size too is not reported here: one graph per size works (PC211).
 
     ## Example
     `x.view(2, 16, 64)` in forward pins batch 2 and sequence 16.
@@ -50,8 +52,7 @@ class SpecialisedAxis(Rule):
 
     code = "PC212"
     passes = (Pass.TRACE,)
-    message = ("export fixed {axes}: the model's code pins these sizes, so it compiles for them only and cannot be "
-               "bucketed")
+    message = "{axes}; so it compiles for that size only and cannot be bucketed"
 
 
 @rule

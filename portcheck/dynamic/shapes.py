@@ -4,10 +4,9 @@ export learned: which axes stayed dynamic, their ranges (guards), and which the 
 from __future__ import annotations
 
 import contextlib
-import functools
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
@@ -16,8 +15,8 @@ import torch
 from portcheck.dynamic.inputs import forward_parameters
 from portcheck.dynamic.load import Loaded
 from portcheck.dynamic.request import DynamicAxis
-from portcheck.dynamic.sourcemap import one_line
-from portcheck.traced import ShapeAxis, ShapeProbe
+from portcheck.dynamic.sourcemap import exception_place, one_line
+from portcheck.traced import Place, ShapeAxis, ShapeProbe
 
 _TOKEN_INPUTS = (torch.int64, torch.int32, torch.bool)
 
@@ -104,7 +103,6 @@ class _Budget:
 
         original = ShapeEnv._maybe_evaluate_static
 
-        @functools.wraps(original)
         def counted(*args: Any, **kwargs: Any) -> Any:
             self.asked += 1
             if self.asked > self.limit:
@@ -115,7 +113,7 @@ class _Budget:
         for name in ("cache_clear", "cache_info"):  # an lru_cache: ShapeEnv clears it through the attribute
             if hasattr(original, name):
                 setattr(counted, name, getattr(original, name))
-        ShapeEnv._maybe_evaluate_static = counted  # type: ignore[method-assign]
+        ShapeEnv._maybe_evaluate_static = counted  # type: ignore[method-assign,assignment]
         try:
             yield
         finally:
@@ -141,14 +139,14 @@ def probe_shapes(loaded: Loaded, axes: list[Axis], budget: int = SOLVER_BUDGET) 
     work = _Budget(budget)
     try:
         with work.applied() if optional else contextlib.nullcontext():
-            return _probe(loaded, axes, started)
+            return _checked(loaded, axes, _probe(loaded, axes, started))
     except Exception as exc:
         first = f"export's shape solver needed more than {budget} steps" if work.spent else one_line(exc)
     if not optional:
         return ShapeProbe(False, round(time.perf_counter() - started, 3), first, tuple(_probed(a, None) for a in axes))
     dropped = [a for a in axes if a not in kept]
     try:
-        probe = _probe(loaded, kept, started)
+        probe = _checked(loaded, axes, _probe(loaded, kept, started))
     except Exception as exc:
         return ShapeProbe(False, round(time.perf_counter() - started, 3), one_line(exc),
                           tuple(_probed(a, None) for a in axes))
@@ -159,6 +157,7 @@ def probe_shapes(loaded: Loaded, axes: list[Axis], budget: int = SOLVER_BUDGET) 
 
 def _probe(loaded: Loaded, axes: list[Axis], started: float) -> ShapeProbe:
     args, kwargs = list(loaded.args), dict(loaded.kwargs)
+    widened = {(a.input, a.axis) for a in axes if a.size < 2}
     for axis in axes:
         if axis.size < 2:
             _set(args, kwargs, axis.input, partial(_doubled, dim=axis.axis))
@@ -182,8 +181,53 @@ def _probe(loaded: Loaded, axes: list[Axis], started: float) -> ShapeProbe:
     for axis in axes:
         dim = found.get(axis.input)
         size = dim[axis.axis] if dim is not None and axis.axis < len(dim) else None
-        out.append(_probed(axis, _range(program, size)))
+        probed = _probed(axis, _range(program, size))
+        out.append(replace(probed, probed=2 * axis.size) if (axis.input, axis.axis) in widened else probed)
     return ShapeProbe(True, round(time.perf_counter() - started, 3), "", tuple(out), len(program.graph.nodes))
+
+
+def _checked(loaded: Loaded, axes: list[Axis], probe: ShapeProbe) -> ShapeProbe:
+    """Each axis export fixed, tried eagerly at another size: export also fixes sizes the model would take (a
+    broadcast it met at one size), and only a model that cannot run at another size is pinned. The run changes
+    every axis of that label (input_ids and attention_mask together); where it raises is the pinning line."""
+    checked = []
+    for found in probe.axes:
+        if found.dynamic is False:
+            other = max(found.size, found.probed or 0, 2) + 1
+            runs, place, error = _runs_at(loaded, [a for a in axes if a.label == found.label], other)
+            found = replace(found, other=other, runs_at_other=runs, pinned_at=place, pinned_by=error)
+        checked.append(found)
+    return replace(probe, axes=tuple(checked))
+
+
+def _runs_at(loaded: Loaded, axes: list[Axis], size: int) -> tuple[bool | None, Place | None, str]:
+    """Whether the model runs with those axes at `size`: (True, None, ""), or (False, the raising line, what it
+    raised), or (None, ...) where it fails at the example's own size too (on the meta device a value read fails
+    whatever the size): no evidence either way."""
+    args, kwargs = list(loaded.args), dict(loaded.kwargs)
+    for axis in axes:
+        _set(args, kwargs, axis.input, partial(_resized, dim=axis.axis, size=size))
+    try:
+        with torch.no_grad():
+            loaded.model(*args, **kwargs)
+        return True, None, ""
+    except Exception as exc:
+        place, error = exception_place(exc), one_line(exc)
+    try:
+        with torch.no_grad():
+            loaded.model(*loaded.args, **loaded.kwargs)
+    except Exception:
+        return None, place, error
+    return False, place, error
+
+
+def _resized(tensor: torch.Tensor, dim: int, size: int) -> torch.Tensor:
+    """The tensor with `dim` made `size` long, its entries repeated (token ids stay valid ids)."""
+    index = torch.arange(size, device=tensor.device) % max(int(tensor.shape[dim]), 1)
+    if tensor.device.type == "meta":
+        return torch.empty([size if i == dim else s for i, s in enumerate(tensor.shape)], dtype=tensor.dtype,
+                           device="meta")
+    return tensor.index_select(dim, index)
 
 
 def _set(args: list[Any], kwargs: dict[str, Any], name: str,
