@@ -131,14 +131,14 @@ def run(request_path: Path) -> TraceOutcome:
 
 def _model_facts(loaded: Loaded) -> ModelFacts:
     from portcheck.dynamic.facts import config_facts, module_classes
-    from portcheck.dynamic.load import max_positions
+    from portcheck.dynamic.inputs import max_positions
 
     model = loaded.model
     tensors = [i for i in loaded.inputs if i.kind == "tensor"]
     tokens = next((i for i in tensors if len(i.shape) == 2 and "int" in i.dtype), None)
     first = tokens or next((i for i in tensors if i.shape), None)
     return ModelFacts(f"{type(model).__module__}.{type(model).__qualname__}", loaded.parameters, loaded.device,
-                      loaded.source_file, max_positions(loaded.config), loaded.build_place,
+                      loaded.source_file, max_positions(loaded.config, model), loaded.build_place,
                       config_facts(loaded.config), module_classes(model), loaded.inputs,
                       example_batch=first.shape[0] if first else 0, example_seq=tokens.shape[1] if tokens else 0,
                       config_use_cache=loaded.config_use_cache, traced_use_cache=loaded.traced_use_cache)

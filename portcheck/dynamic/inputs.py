@@ -63,7 +63,8 @@ def made_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any] | None:
         names = ["input_ids", "pixel_values"]  # a text-image model (CLIP, SigLIP): both towers run
     if lead == "sample":
         names += [n for n in ("timestep", "encoder_hidden_states") if n in parameters]
-    inputs = {name: _make(name, config, vision or config, text or config) for name in names}
+    limit = max_positions(config, model)
+    inputs = {name: _make(name, config, vision or config, text or config, limit) for name in names}
     return {**inputs, **_no_cache(parameters, inputs)}
 
 
@@ -78,9 +79,9 @@ def decoder_inputs(model: torch.nn.Module, config: Any, inputs: dict[str, Any]) 
     return {DECODER_IDS: torch.randint(0, _vocab(text), (1, length))}
 
 
-def _make(name: str, config: Any, vision: Any, text: Any) -> Any:
+def _make(name: str, config: Any, vision: Any, text: Any, limit: int = 0) -> Any:
     if name == "input_ids":
-        length = min(TEXT_LENGTH, _positions(text, "max_position_embeddings", "n_positions") or TEXT_LENGTH)
+        length = min(TEXT_LENGTH, limit or TEXT_LENGTH)
         return torch.randint(0, _vocab(text), (1, length))
     if name == "pixel_values":
         size = _first(getattr(vision, "image_size", None)) or 224
@@ -97,6 +98,30 @@ def _make(name: str, config: Any, vision: Any, text: Any) -> Any:
         return torch.tensor([500])
     width = _first(_get(config, "cross_attention_dim")) or 768  # encoder_hidden_states: the text condition
     return torch.randn(1, CONDITION_LENGTH, width)
+
+
+def max_positions(config: Any, model: torch.nn.Module | None = None) -> int:
+    """The longest sequence a transformers config allows, from its text part too (a vision-language model's
+    `text_config`); 0 when it names none (or there is no config). A learned position table with a padding row
+    (RoBERTa, XLM-R: positions start after `padding_idx`) holds that many fewer: 514 rows and padding_idx 1 are
+    512 tokens."""
+    text = config.get_text_config() if hasattr(config, "get_text_config") else None
+    for source in (config, text):
+        for key in ("max_position_embeddings", "n_positions", "max_target_positions"):
+            value = getattr(source, key, None)
+            if isinstance(value, int) and value > 0:
+                return value - _padding_offset(model, value)
+    return 0
+
+
+def _padding_offset(model: torch.nn.Module | None, rows: int) -> int:
+    """How many rows of a `rows`-long position table come before the first position: padding_idx + 1 for a
+    position embedding with a padding row, else 0."""
+    for name, module in model.named_modules() if model is not None else ():
+        if isinstance(module, torch.nn.Embedding) and "position" in name and module.num_embeddings == rows and \
+                module.padding_idx is not None:
+            return int(module.padding_idx) + 1
+    return 0
 
 
 def _no_cache(parameters: dict[str, inspect.Parameter], inputs: dict[str, Any]) -> dict[str, Any]:

@@ -331,15 +331,6 @@ def _split(built: Any, request: TraceRequest) -> tuple[Any, tuple[Any, ...], dic
                      "inputs with --input name=dtype[d0,...], or return (model, example_inputs)")
 
 
-def max_positions(config: Any) -> int:
-    """The longest sequence a transformers config allows; 0 when it names none (or there is no config)."""
-    for key in ("max_position_embeddings", "n_positions", "max_target_positions"):
-        value = getattr(config, key, None)
-        if isinstance(value, int) and value > 0:
-            return value
-    return 0
-
-
 def _to_meta(value: Any) -> Any:
     if isinstance(value, torch.Tensor) and value.device.type != "meta":
         return value.to("meta")
