@@ -211,6 +211,8 @@ class TracedModel:
     inputs: tuple[JSON, ...] = ()  # each example input as traced: name, dtype, shape (see InputFact.to_json)
     config_use_cache: bool | None = None  # the config's own use_cache; None: it sets none
     traced_use_cache: bool | None = None  # False: traced with the cache off
+    dtype: str = ""  # the dtype traced in, and why: "bfloat16: the config's torch_dtype"
+    quantization: str = ""  # what the config's quantization_config means on Neuron, or ""
 
     def use_cache_note(self) -> str:
         """"config ships use_cache=true; traced with use_cache=False", or "" when the cache was not touched."""
@@ -225,7 +227,8 @@ class TracedModel:
         return {"class": self.class_name, "parameters": self.parameters, "device": self.device,
                 "inputs": list(self.inputs),
                 "use_cache": None if self.traced_use_cache is None and self.config_use_cache is None else
-                {"config": self.config_use_cache, "traced": self.traced_use_cache, "note": self.use_cache_note()}}
+                {"config": self.config_use_cache, "traced": self.traced_use_cache, "note": self.use_cache_note()},
+                "dtype": self.dtype, "quantization": self.quantization}
 
 
 @dataclass(frozen=True)

@@ -141,11 +141,13 @@ def _model_facts(loaded: Loaded) -> ModelFacts:
                       loaded.source_file, max_positions(loaded.config, model), loaded.build_place,
                       config_facts(loaded.config), module_classes(model), loaded.inputs,
                       example_batch=first.shape[0] if first else 0, example_seq=tokens.shape[1] if tokens else 0,
-                      config_use_cache=loaded.config_use_cache, traced_use_cache=loaded.traced_use_cache)
+                      config_use_cache=loaded.config_use_cache, traced_use_cache=loaded.traced_use_cache,
+                      dtype=loaded.dtype, quantization=loaded.quantization)
 
 
 def _analyse(taken: Capture, result: TraceOutcome) -> None:
     from portcheck.dynamic.graph import analyse_graph, decomposition
+    from portcheck.dynamic.rules import EXPORT_ONLY
 
     counts: dict[str, int] = {}
     dtypes: dict[str, set[str]] = {}
@@ -160,7 +162,7 @@ def _analyse(taken: Capture, result: TraceOutcome) -> None:
         for name, use in report.ops.items():
             if name not in counts:
                 counts[name], dtypes[name], places[name] = 0, set(), None
-                decomposed = decomposition(use)
+                decomposed = [EXPORT_ONLY[name]] if name in EXPORT_ONLY else decomposition(use)
                 parts[name] = None if decomposed is None else tuple(decomposed)
             counts[name] += use.count
             dtypes[name] |= use.dtypes

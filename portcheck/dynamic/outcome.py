@@ -125,6 +125,8 @@ class ModelFacts:
     example_seq: int = 0
     config_use_cache: bool | None = None  # the config's own use_cache; None: it sets none
     traced_use_cache: bool | None = None  # False: traced with the cache off (at construction and call)
+    dtype: str = ""  # the dtype traced in, and why (dynamic/dtype.py)
+    quantization: str = ""  # what the config's quantization_config means on Neuron, or ""
 
     def to_json(self) -> JSON:
         return {"class": self.class_name, "parameters": self.parameters, "device": self.device,
@@ -133,7 +135,7 @@ class ModelFacts:
                 "config": self.config.to_json(), "modules": list(self.modules),
                 "inputs": [i.to_json() for i in self.inputs], "example_batch": self.example_batch,
                 "example_seq": self.example_seq, "config_use_cache": self.config_use_cache,
-                "traced_use_cache": self.traced_use_cache}
+                "traced_use_cache": self.traced_use_cache, "dtype": self.dtype, "quantization": self.quantization}
 
     @classmethod
     def from_json(cls, data: JSON) -> ModelFacts:
@@ -142,7 +144,8 @@ class ModelFacts:
                    Place.from_json(data.get("build_place")), ConfigFacts.from_json(data.get("config") or {}),
                    tuple(data.get("modules") or ()), tuple(InputFact.from_json(i) for i in data.get("inputs") or ()),
                    int(data.get("example_batch") or 0), int(data.get("example_seq") or 0),
-                   data.get("config_use_cache"), data.get("traced_use_cache"))
+                   data.get("config_use_cache"), data.get("traced_use_cache"), data.get("dtype", ""),
+                   data.get("quantization", ""))
 
 
 @dataclass(frozen=True)

@@ -72,6 +72,7 @@ class TraceRequest:
     hf_options: dict[str, str] = field(default_factory=dict)  # --hf-option key=value (attn_implementation=eager)
     neuron_analyze: bool = False
     shapes: bool = True  # export again with dynamic batch / sequence axes
+    dtype: str = ""  # --dtype: float32 | bfloat16 | float16; "" = the config's, else the serving path's
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))

@@ -12,6 +12,7 @@ from portcheck.config import Settings
 from portcheck.dynamic.outcome import OpCount, TraceOutcome
 from portcheck.dynamic.ran import RanCode, Scope
 from portcheck.dynamic.rules import (
+    EXPORT_ONLY,
     CpuFallbackOp,
     DynamicAxes,
     SpecialisedAxis,
@@ -55,7 +56,8 @@ _SAME_PROBLEM = {
 }
 _STATUS_ORDER = ("unsupported", "cpu-fallback", "unknown", "restricted", "supported")
 # Ops judged by another op's entry: the CPU kernel SDPA dispatches to on a graph captured on the CPU.
-JUDGED_AS = {"aten::_scaled_dot_product_flash_attention_for_cpu": "aten::scaled_dot_product_attention"}
+JUDGED_AS = {"aten::_scaled_dot_product_flash_attention_for_cpu": "aten::scaled_dot_product_attention",
+             **EXPORT_ONLY}
 _CHIPS = ("trn2", "inf2")
 # An op of the inventory with its status per chip.
 Judged = tuple[OpCount, Mapping[str, str]]
@@ -157,7 +159,8 @@ def build_report(outcome: TraceOutcome, settings: Settings, cwd: Path, static: b
         ops=tuple(_op_status(entry, status, cwd) for entry, status in inventory),
         shapes=outcome.shapes,
         model=TracedModel(model.class_name, model.parameters, model.device, tuple(i.to_json() for i in model.inputs),
-                          model.config_use_cache, model.traced_use_cache) if model else None,
+                          model.config_use_cache, model.traced_use_cache, model.dtype, model.quantization)
+        if model else None,
         neuron_analyze=outcome.neuron_analyze,
         scope=StaticScope(tuple(shown_path(p, cwd) for p in scanned), ran.source) if static else None,
     )

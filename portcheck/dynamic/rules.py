@@ -134,8 +134,15 @@ class UnknownOps(Rule):
 TORCH_NAMESPACES = frozenset({"aten", "prims", "_c10d_functional", "_c10d_functional_autograd", "c10d"})
 
 
+# Custom ops that exist only because the graph is captured (export, dynamo), with the op the model runs eagerly on
+# Neuron instead: transformers' MoE layers call `transformers::grouped_mm_fallback` only under torchdynamo with
+# non-bfloat16 weights, and `aten::_grouped_mm` otherwise (transformers 5.24, integrations/moe.py
+# `_can_use_grouped_mm`). Such an op is judged as that op and is not the model's custom op (PC320).
+EXPORT_ONLY = {"transformers::grouped_mm_fallback": "aten::_grouped_mm"}
+
+
 def custom_op(op: str) -> bool:
-    return op.split("::")[0] not in TORCH_NAMESPACES
+    return op.split("::")[0] not in TORCH_NAMESPACES and op not in EXPORT_ONLY
 
 
 @rule
