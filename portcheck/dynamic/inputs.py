@@ -49,8 +49,9 @@ def given_inputs(model: torch.nn.Module, specs: tuple[InputSpec, ...]) -> tuple[
     return tuple(made.values()), {}
 
 
-def made_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any] | None:
-    """Keyword inputs for a model with a config; None when forward takes none of the inputs portcheck can make."""
+def made_inputs(model: torch.nn.Module, config: Any, image_size: int = 0) -> dict[str, Any] | None:
+    """Keyword inputs for a model with a config; None when forward takes none of the inputs portcheck can make.
+    `image_size`: the processor's (preprocessor_config.json), which wins over the vision config's."""
     parameters = forward_parameters(model)
     main = getattr(model, "main_input_name", None)
     lead = main if main in parameters and main in MAIN_INPUTS else next(
@@ -64,8 +65,45 @@ def made_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any] | None:
     if lead == "sample":
         names += [n for n in ("timestep", "encoder_hidden_states") if n in parameters]
     limit = max_positions(config, model)
-    inputs = {name: _make(name, config, vision or config, text or config, limit) for name in names}
+    inputs = {name: _make(name, config, vision or config, text or config, limit, image_size) for name in names}
+    if "input_ids" in inputs and "pixel_values" in inputs:
+        inputs["input_ids"] = _with_image_tokens(model, config, inputs, limit)
     return {**inputs, **_no_cache(parameters, inputs)}
+
+
+def _with_image_tokens(model: torch.nn.Module, config: Any, inputs: dict[str, Any], limit: int) -> torch.Tensor:
+    """A vision-language model's text with one image token (its config's `image_token_id`) for each feature the
+    vision tower makes of the image, first, then text tokens that are not image tokens: what its processor
+    writes, so the model's check that tokens and features match holds. The ids as made where the model has no
+    image token (CLIP: the towers run apart)."""
+    ids: torch.Tensor = inputs["input_ids"]
+    token = _get(config, "image_token_id")
+    token = token if isinstance(token, int) else _get(config, "image_token_index")
+    if not isinstance(token, int) or token < 0:
+        return ids
+    count = _image_features(model, inputs["pixel_values"]) or _first(_get(config, "num_image_tokens")) or \
+        _first(_get(config, "num_query_tokens")) or _first(_get(config, "image_seq_length"))
+    if not count:
+        return ids
+    text = max(1, min(TEXT_LENGTH, (limit or TEXT_LENGTH + count) - count))
+    words = torch.randint(0, max(2, min(_vocab(_part(config, "text_config") or config), token)), (1, text))
+    return torch.cat([torch.full((1, count), token), words], dim=1)
+
+
+def _image_features(model: torch.nn.Module, pixel_values: torch.Tensor) -> int:
+    """How many features (image tokens) the vision tower makes of one image; 0 where it cannot say."""
+    features = getattr(model, "get_image_features", None)
+    if features is None:
+        return 0
+    try:
+        with torch.no_grad():
+            out = features(pixel_values=pixel_values)
+    except Exception:  # the tower needs more than pixel values (grid sizes), or cannot run here (meta): unknown
+        return 0
+    out = getattr(out, "pooler_output", out)
+    parts = out if isinstance(out, (list, tuple)) else [out]
+    sizes = [p.shape[-2] for p in parts if isinstance(p, torch.Tensor) and p.dim() >= 2]
+    return int(sum(sizes)) if sizes and len(sizes) == len(parts) else 0
 
 
 def decoder_inputs(model: torch.nn.Module, config: Any, inputs: dict[str, Any]) -> dict[str, Any]:
@@ -79,12 +117,12 @@ def decoder_inputs(model: torch.nn.Module, config: Any, inputs: dict[str, Any]) 
     return {DECODER_IDS: torch.randint(0, _vocab(text), (1, length))}
 
 
-def _make(name: str, config: Any, vision: Any, text: Any, limit: int = 0) -> Any:
+def _make(name: str, config: Any, vision: Any, text: Any, limit: int = 0, image_size: int = 0) -> Any:
     if name == "input_ids":
         length = min(TEXT_LENGTH, limit or TEXT_LENGTH)
         return torch.randint(0, _vocab(text), (1, length))
     if name == "pixel_values":
-        size = _first(getattr(vision, "image_size", None)) or 224
+        size = image_size or _first(getattr(vision, "image_size", None)) or 224
         return torch.randn(1, getattr(vision, "num_channels", 3) or 3, size, size)
     if name == "input_values":
         return torch.randn(1, AUDIO_SAMPLES)
@@ -121,6 +159,30 @@ def _padding_offset(model: torch.nn.Module | None, rows: int) -> int:
         if isinstance(module, torch.nn.Embedding) and "position" in name and module.num_embeddings == rows and \
                 module.padding_idx is not None:
             return int(module.padding_idx) + 1
+    return 0
+
+
+def processor_image_size(hf_config: str) -> int:
+    """The image height a model's processor resizes to, from the preprocessor_config.json beside its config.json
+    (`crop_size` where it crops, else `size`: a number, height/width or shortest_edge); 0 where there is none."""
+    import json
+    from pathlib import Path
+
+    if not hf_config:
+        return 0
+    folder = Path(hf_config) if Path(hf_config).is_dir() else Path(hf_config).parent
+    try:
+        data = json.loads((folder / "preprocessor_config.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return 0
+    if not isinstance(data, dict):
+        return 0
+    for key in (("crop_size",) if data.get("do_center_crop") else ()) + ("size",):
+        value = data.get(key)
+        if isinstance(value, dict):
+            value = value.get("height") or value.get("shortest_edge")
+        if (size := _first(value)) > 0:
+            return size
     return 0
 
 

@@ -20,7 +20,13 @@ from typing import Any
 import torch
 
 from portcheck.dynamic.dtype import cast_inputs, chosen_dtype, quantization_note, shipped_dtype
-from portcheck.dynamic.inputs import decoder_inputs, forward_parameters, given_inputs, made_inputs
+from portcheck.dynamic.inputs import (
+    decoder_inputs,
+    forward_parameters,
+    given_inputs,
+    made_inputs,
+    processor_image_size,
+)
 from portcheck.dynamic.outcome import InputFact
 from portcheck.dynamic.request import TraceRequest, split_model_spec
 from portcheck.dynamic.sourcemap import exception_place, one_line
@@ -333,7 +339,7 @@ def _split(built: Any, request: TraceRequest) -> tuple[Any, tuple[Any, ...], dic
         args, kwargs = given_inputs(model, request.inputs)
         return model, args, kwargs, "--input"
     config = getattr(model, "config", None)
-    made = made_inputs(model, config) if config is not None else None
+    made = made_inputs(model, config, processor_image_size(request.hf_config)) if config is not None else None
     if made is not None:
         return model, (), made, "made"
     takes = ", ".join(n for n in forward_parameters(model) if n not in ("args", "kwargs")) or "nothing"
