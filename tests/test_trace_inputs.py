@@ -44,3 +44,38 @@ def test_the_image_size_comes_from_the_processor(tmp_path):
     (tmp_path / "preprocessor_config.json").write_text(json.dumps({"size": {"shortest_edge": 256},
                                                                     "do_center_crop": True, "crop_size": 224}))
     assert processor_image_size(str(tmp_path)) == 224
+
+
+def test_input_specs_set_positions_and_read_files(tmp_path):
+    from portcheck.dynamic.request import InputSpec, RequestError, TraceRequest
+
+    spec = InputSpec.parse("input_ids=int64[1,8];0:3=7;5:6=9")
+    assert spec.fills == ((0, 3, 7.0), (5, 6, 9.0))
+    (tmp_path / "ids.json").write_text("[[1, 2, 3]]")
+    given = InputSpec.parse(f"input_ids=@{tmp_path / 'ids.json'}")
+    assert given.file == str(tmp_path / "ids.json")
+    request = TraceRequest(model="m.py:build", inputs=(spec, given))
+    assert TraceRequest.from_json(request.to_json()) == request  # crosses to the child unchanged
+    for bad in ("input_ids=int64[1,8];6:9=1", "input_ids=int64[1,8];3:2=1", f"x=@{tmp_path / 'none.npy'}",
+                f"x=@{tmp_path / 'ids.txt'}"):
+        with pytest.raises(RequestError):
+            InputSpec.parse(bad)
+
+
+@pytest.mark.xdist_group("in-process-torch")
+def test_made_inputs_carry_the_given_positions_and_file_values(tmp_path):
+    import numpy
+    import torch
+
+    from portcheck.dynamic.inputs import make_input
+    from portcheck.dynamic.request import InputSpec
+
+    ids = make_input(InputSpec.parse("input_ids=int64[1,8];0:3=7"))
+    assert ids.dtype == torch.int64 and ids[0, :3].tolist() == [7, 7, 7] and set(ids[0, 3:].tolist()) <= {0, 1}
+    numpy.save(tmp_path / "pixels.npy", numpy.ones((1, 3, 4, 4), dtype=numpy.float32))
+    assert make_input(InputSpec.parse(f"pixel_values=@{tmp_path / 'pixels.npy'}")).shape == (1, 3, 4, 4)
+    (tmp_path / "ids.json").write_text("[[1, 2, 3]]")
+    assert make_input(InputSpec.parse(f"input_ids=@{tmp_path / 'ids.json'}")).dtype == torch.int64
+    numpy.save(tmp_path / "objects.npy", numpy.array([{"a": 1}], dtype=object), allow_pickle=True)
+    with pytest.raises(ValueError):  # a pickled object array is never loaded
+        make_input(InputSpec.parse(f"x=@{tmp_path / 'objects.npy'}"))

@@ -31,12 +31,31 @@ def forward_parameters(model: torch.nn.Module) -> dict[str, inspect.Parameter]:
 
 
 def make_input(spec: InputSpec) -> torch.Tensor:
+    if spec.file:
+        return _read_input(spec.file)
     dtype = getattr(torch, spec.dtype)
     if dtype.is_floating_point or dtype.is_complex:
-        return torch.randn(spec.shape, dtype=dtype)
-    if dtype == torch.bool:
-        return torch.ones(spec.shape, dtype=dtype)
-    return torch.randint(0, 2, spec.shape, dtype=dtype)
+        made = torch.randn(spec.shape, dtype=dtype)
+    elif dtype == torch.bool:
+        made = torch.ones(spec.shape, dtype=dtype)
+    else:
+        made = torch.randint(0, 2, spec.shape, dtype=dtype)
+    for start, end, value in spec.fills:  # `;start:end=value`: those positions of the last axis
+        made[..., start:end] = value
+    return made
+
+
+def _read_input(path: str) -> torch.Tensor:
+    """An input's values from a .npy file (loaded without pickle: a file can hold no code) or a JSON list."""
+    import json
+
+    if path.endswith(".npy"):
+        import numpy
+
+        return torch.from_numpy(numpy.load(path, allow_pickle=False))
+    with open(path, encoding="utf-8") as handle:
+        values = json.load(handle)
+    return torch.tensor(values)
 
 
 def given_inputs(model: torch.nn.Module, specs: tuple[InputSpec, ...]) -> tuple[tuple[Any, ...], dict[str, Any]]:
