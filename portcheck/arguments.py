@@ -97,9 +97,8 @@ def parser() -> argparse.ArgumentParser:
                        help="report graph evidence only, without the static pass over the model's files")
     trace.add_argument("--neuron-analyze", action="store_true",
                        help="also run torch_neuronx.analyze (a Neuron host with torch-neuronx only)")
-    trace.add_argument("--dtype", choices=("float32", "bfloat16", "float16"),
-                       help="trace in this dtype (default: the config's torch_dtype, else bfloat16 for a decoder LLM "
-                            "as NxD Inference serves it, else as built)")
+    trace.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), help="trace in this dtype (default: "
+                       "the config's, else bfloat16 for a decoder LLM as NxD Inference serves it, else as built)")
     trace.add_argument("--format", choices=FORMATS, help="output format (default concise)")
     _target_and_selection(trace, chips, stacks)
     trace.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE")
