@@ -20,7 +20,7 @@ from portcheck.dynamic.rules import (
     UnknownOps,
     custom_op,
 )
-from portcheck.findings import Finding, ScanResult, Target, fingerprinted, python_lines
+from portcheck.findings import Finding, ScanResult, Severity, Target, fingerprinted, python_lines
 from portcheck.knowledge import OpSupport, load, load_integer_sort, load_op_releases, load_ops
 from portcheck.rules import Rule, TracedFinding
 from portcheck.static.dynamic_shape.control_flow import TensorControlFlow
@@ -231,6 +231,7 @@ def _shape_findings(outcome: TraceOutcome, anchor: Place) -> list[TracedFinding]
     out = []
     dynamic: list[str] = []
     pinned: list[tuple[Place, str]] = []
+    unsure: list[str] = []
     # What to compile for, each piece of advice once however many axes share it (input_ids and attention_mask).
     advice: dict[str, list[str]] = {}
     for axis in shapes.axes:
@@ -246,6 +247,9 @@ def _shape_findings(outcome: TraceOutcome, anchor: Place) -> list[TracedFinding]
             elif axis.runs_at_other is False:
                 pinned.append((axis.pinned_at or anchor, f"{short} runs only at {at}: at {axis.other}, a size "
                                f"portcheck's probe tried, it raised {axis.pinned_by}"))
+            elif axis.other is not None:  # the run failed at the example's size too (meta): no evidence either way
+                unsure.append(f"export fixed {short} at {at}; whether the model runs at another size could not be "
+                              f"tried here (it did not run at its example's size either, as on the meta device)")
             else:
                 pinned.append((anchor, f"export fixed {short} at {at}: the model's code pins it"))
         elif axis.dynamic:
@@ -264,6 +268,9 @@ def _shape_findings(outcome: TraceOutcome, anchor: Place) -> list[TracedFinding]
                 text = f"compile one graph per {_SERVED.get(axis.label, 'batch size')} you serve (or pad to one)"
             advice.setdefault(text, []).append(axis.label)
     by_place: dict[Place, list[str]] = {}
+    if unsure:
+        out.append(TracedFinding(SpecialisedAxis, anchor, "; ".join(unsure) + ": the exported graph is for that "
+                                 "size; compile one graph per size you serve", Severity.INFO))
     for place, pin in pinned:  # one finding a line: the axes it pins
         by_place.setdefault(place, []).append(pin)
     for place, pins in by_place.items():
