@@ -96,7 +96,7 @@ def family_row(name: str, target: str, outcome: dict[str, object], note: str) ->
     error = str(outcome["stderr"])[:120] if outcome["exit"] == 2 else ""
     return (f"| {name}{' (' + note + ')' if note else ''} | {target} | {outcome['exit']} | "
             f"{graph.get('method') or 'none'} | {graph.get('nodes', 0)} | {outcome['wall']:.1f} | "
-            f"{outcome['rss']:.0f} | {found}{': ' + ' '.join(codes) if codes else ''}{error} |")
+            f"{outcome['rss']:.0f} | {found}{': ' + ' '.join(codes) if codes else ''}{'; ' + error if error else ''} |")
 
 
 def families(args: argparse.Namespace) -> None:
