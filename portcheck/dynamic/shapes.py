@@ -113,11 +113,11 @@ class _Budget:
         for name in ("cache_clear", "cache_info"):  # an lru_cache: ShapeEnv clears it through the attribute
             if hasattr(original, name):
                 setattr(counted, name, getattr(original, name))
-        ShapeEnv._maybe_evaluate_static = counted  # type: ignore[method-assign,assignment]
+        ShapeEnv._maybe_evaluate_static = counted  # type: ignore[method-assign,assignment]  # counted, restored below
         try:
             yield
         finally:
-            ShapeEnv._maybe_evaluate_static = original  # type: ignore[method-assign]
+            ShapeEnv._maybe_evaluate_static = original  # type: ignore[method-assign]  # the lru_cache put back
 
 
 def _named_inputs(loaded: Loaded) -> dict[str, torch.Tensor]:
