@@ -96,6 +96,8 @@ def parser() -> argparse.ArgumentParser:
                        help="report graph evidence only, without the static pass over the model's files")
     trace.add_argument("--neuron-analyze", action="store_true",
                        help="also run torch_neuronx.analyze (a Neuron host with torch-neuronx only)")
+    trace.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), help="trace in this dtype (default: "
+                       "the config's, else bfloat16 for a decoder LLM as NxD Inference serves it, else as built)")
     trace.add_argument("--format", choices=FORMATS, help="output format (default concise)")
     _target_and_selection(trace, chips, stacks)
     trace.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE")
@@ -351,7 +353,8 @@ def trace_request(args: argparse.Namespace, require_model: bool) -> TraceRequest
         dynamic=tuple(DynamicAxis.parse(d) for d in args.dynamic), device=args.device,
         memory_limit=memory_size(args.memory_limit) if args.memory_limit else default_memory_limit(),
         hf_options=dict(hf_option(o) for o in args.hf_option), neuron_analyze=getattr(args, "neuron_analyze", False),
-        shapes=not getattr(args, "no_shapes", False))
+        shapes=not getattr(args, "no_shapes", False),
+        dtype=(getattr(args, "dtype", "") or "") if args.command == "trace" else "")
 
 
 def model_requests(args: argparse.Namespace) -> tuple[tuple[TraceRequest, str], ...]:

@@ -341,7 +341,8 @@ def resolve(layers: list[Layer], root: Path, config_path: Path | None, command: 
         raise ConfigError(f"{origin}: the {stack} stack does not run on {chip} (it has: {allowed})")
     if refusal := knowledge.refusal(chip, stack, sdk):
         raise ConfigError(f"{origin}: {refusal}")
-    fail_level, origin = last("fail_level", "info")
+    # trace's info findings are advice every model gets (its buckets, SDPA's kernel): a clean model exits 0
+    fail_level, origin = last("fail_level", "warning" if command == "trace" else "info")
     try:
         fail = Severity.parse(fail_level)
     except KeyError:

@@ -118,15 +118,28 @@ class ShapeAxis:
     dynamic: bool | None = None  # None: export failed, or the axis was not found
     min: int | None = None
     max: int | None = None  # None: no upper bound export could see
+    probed: int | None = None  # the size portcheck's probe gave the axis instead of the example's (1 -> 2)
+    # For an axis export fixed: the model run eagerly with the axis (and every axis of its label) at `other`.
+    other: int | None = None
+    runs_at_other: bool | None = None  # None: not tried, or the run failed at the example's size as well
+    pinned_at: Place | None = None  # where that run raised: the line that pins the size
+    pinned_by: str = ""  # what it raised, one line
 
     def to_json(self) -> JSON:
-        return {"input": self.input, "axis": self.axis, "label": self.label, "size": self.size,
-                "dynamic": self.dynamic, "min": self.min, "max": self.max}
+        out: JSON = {"input": self.input, "axis": self.axis, "label": self.label, "size": self.size,
+                     "dynamic": self.dynamic, "min": self.min, "max": self.max}
+        if self.probed is not None:
+            out["probed"] = self.probed
+        if self.other is not None:
+            out.update(other=self.other, runs_at_other=self.runs_at_other, pinned_by=self.pinned_by,
+                       pinned_at=self.pinned_at.to_json() if self.pinned_at else None)
+        return out
 
     @classmethod
     def from_json(cls, data: JSON) -> ShapeAxis:
         return cls(data["input"], data["axis"], data["label"], data["size"], data.get("dynamic"), data.get("min"),
-                   data.get("max"))
+                   data.get("max"), data.get("probed"), data.get("other"), data.get("runs_at_other"),
+                   Place.from_json(data.get("pinned_at")), data.get("pinned_by", ""))
 
 
 @dataclass(frozen=True)
@@ -198,6 +211,8 @@ class TracedModel:
     inputs: tuple[JSON, ...] = ()  # each example input as traced: name, dtype, shape (see InputFact.to_json)
     config_use_cache: bool | None = None  # the config's own use_cache; None: it sets none
     traced_use_cache: bool | None = None  # False: traced with the cache off
+    dtype: str = ""  # the dtype traced in, and why: "bfloat16: the config's torch_dtype"
+    quantization: str = ""  # what the config's quantization_config means on Neuron, or ""
 
     def use_cache_note(self) -> str:
         """"config ships use_cache=true; traced with use_cache=False", or "" when the cache was not touched."""
@@ -212,7 +227,8 @@ class TracedModel:
         return {"class": self.class_name, "parameters": self.parameters, "device": self.device,
                 "inputs": list(self.inputs),
                 "use_cache": None if self.traced_use_cache is None and self.config_use_cache is None else
-                {"config": self.config_use_cache, "traced": self.traced_use_cache, "note": self.use_cache_note()}}
+                {"config": self.config_use_cache, "traced": self.traced_use_cache, "note": self.use_cache_note()},
+                "dtype": self.dtype, "quantization": self.quantization}
 
 
 @dataclass(frozen=True)

@@ -54,7 +54,7 @@ def markers(path: Path) -> set[tuple[int, str]]:
 
 FIXTURE_MODELS = sorted(p for p in MODELS.glob("*.py") if markers(p) or p.name == "clean_mlp.py")
 # Traces other tests check too: those tests run on the same xdist worker, which traces the model once.
-SHARED_TRACES = {"nonzero", "handwritten_attention"}
+SHARED_TRACES = {"nonzero", "handwritten_attention", "clean_mlp"}
 
 
 @pytest.mark.parametrize("path", [
@@ -174,10 +174,10 @@ HF = MODELS / "hf"
 
 @pytest.fixture
 def hf(trace_json):
-    def hf(name: str, *options: str, shapes: bool = False) -> dict:
+    def hf(name: str, *options: str, shapes: bool = False, dtype: str = "") -> dict:
         if importlib.util.find_spec("transformers") is None:  # the trace child imports it, not this process
             pytest.skip("the Hugging Face checks need transformers")
-        extra = [arg for option in options for arg in ("--hf-option", option)]
+        extra = [arg for option in options for arg in ("--hf-option", option)] + (["--dtype", dtype] if dtype else [])
         return trace_json("--hf-config", f"fixtures/models/hf/{name}", "--no-static", *extra,
                           *(() if shapes else ("--no-shapes",)))
 
@@ -228,16 +228,20 @@ def test_mixtral_eager_experts_are_data_dependent(hf):
 
 
 def test_mixtral_grouped_and_batched_dispatch_get_their_real_status(hf):
+    # The config names no dtype: traced in bfloat16, as NxD Inference serves a decoder LLM, where transformers
+    # calls aten::_grouped_mm itself (a TorchNeuron kernel), not its fallback op
     grouped = hf("mixtral")
+    assert grouped["model"]["dtype"].startswith("bfloat16: NxD Inference's default torch_dtype")
     ops = {op["op"]: op for op in grouped["ops"]}
-    custom = [name for name in ops if not name.startswith("aten::")]
-    assert custom, "the grouped_mm dispatch should show up as its custom op"
-    assert all(ops[name]["status"]["inf2"] == "unknown" for name in custom)
-    # ... and is a warning naming it at its line, not a name in the unknown-ops info line
-    warned = [f for f in grouped["findings"] if f["code"] == "PC320"]
-    assert warned and all(f["severity"] == "warning" for f in warned)
-    assert {name for name in custom} <= {f["message"].split("`")[1] for f in warned}
-    assert not any(name in f["message"] for f in grouped["findings"] if f["code"] == "PC318" for name in custom)
+    assert ops["aten::_grouped_mm"]["status"]["trn2"] == "supported"
+    assert not [name for name in ops if not name.startswith("aten::")]
+    # In float32 the fallback op exists only because export captured the graph (eagerly transformers calls
+    # aten::_grouped_mm): judged as that op, and not the model's custom op (PC320)
+    fp32 = hf("mixtral", dtype="float32")
+    ops = {op["op"]: op for op in fp32["ops"]}
+    assert ops["transformers::grouped_mm_fallback"]["decomposes_to"] == ["aten::_grouped_mm"]
+    assert ops["transformers::grouped_mm_fallback"]["status"]["trn2"] == "supported"
+    assert "PC320" not in codes(fp32)
     batched = hf("mixtral", "experts_implementation=batched_mm")
     assert {"aten::bmm", "aten::topk"} <= {op["op"] for op in batched["ops"]}
     assert "PC201" not in codes(batched) and "PC208" not in codes(batched)

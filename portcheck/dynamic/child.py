@@ -107,7 +107,7 @@ def run(request_path: Path) -> TraceOutcome:
         graph = replace(graph, int64=None, peak_activation_bytes=0, memory_detail=one_line(exc))
     _analyse(taken, result)
     if request.shapes and taken.program is not None:
-        from portcheck.dynamic.shapes import OPTIONAL_FACTOR, find_axes, probe_shapes
+        from portcheck.dynamic.shapes import find_axes, probe_shapes
 
         try:
             axes = find_axes(loaded, request.dynamic)
@@ -117,8 +117,7 @@ def run(request_path: Path) -> TraceOutcome:
         if axes:
             _step("probing dynamic shapes")
             try:
-                exported = next((s.seconds for s in taken.steps if s.method == "torch.export" and s.ok), 0.0)
-                result.shapes = probe_shapes(loaded, axes, OPTIONAL_FACTOR * exported)
+                result.shapes = probe_shapes(loaded, axes)
             except Exception as exc:  # the probe is extra evidence: its failure is reported, not fatal
                 result.shapes = ShapeProbe(False, 0.0, one_line(exc))
             result.steps.append(Step("torch.export (Dim.AUTO)", result.shapes.ok, result.shapes.seconds,
@@ -132,21 +131,23 @@ def run(request_path: Path) -> TraceOutcome:
 
 def _model_facts(loaded: Loaded) -> ModelFacts:
     from portcheck.dynamic.facts import config_facts, module_classes
-    from portcheck.dynamic.load import max_positions
+    from portcheck.dynamic.inputs import max_positions
 
     model = loaded.model
     tensors = [i for i in loaded.inputs if i.kind == "tensor"]
     tokens = next((i for i in tensors if len(i.shape) == 2 and "int" in i.dtype), None)
     first = tokens or next((i for i in tensors if i.shape), None)
     return ModelFacts(f"{type(model).__module__}.{type(model).__qualname__}", loaded.parameters, loaded.device,
-                      loaded.source_file, max_positions(loaded.config), loaded.build_place,
+                      loaded.source_file, max_positions(loaded.config, model), loaded.build_place,
                       config_facts(loaded.config), module_classes(model), loaded.inputs,
                       example_batch=first.shape[0] if first else 0, example_seq=tokens.shape[1] if tokens else 0,
-                      config_use_cache=loaded.config_use_cache, traced_use_cache=loaded.traced_use_cache)
+                      config_use_cache=loaded.config_use_cache, traced_use_cache=loaded.traced_use_cache,
+                      dtype=loaded.dtype, quantization=loaded.quantization)
 
 
 def _analyse(taken: Capture, result: TraceOutcome) -> None:
     from portcheck.dynamic.graph import analyse_graph, decomposition
+    from portcheck.dynamic.rules import EXPORT_ONLY
 
     counts: dict[str, int] = {}
     dtypes: dict[str, set[str]] = {}
@@ -154,23 +155,26 @@ def _analyse(taken: Capture, result: TraceOutcome) -> None:
     parts: dict[str, tuple[str, ...] | None] = {}
     operands: dict[str, set[str]] = {}
     over_limit: set[str] = set()
+    overloads: dict[str, set[str]] = {}
     for graph in taken.graphs:
         report = analyse_graph(graph)
         result.findings += report.findings
         for name, use in report.ops.items():
             if name not in counts:
                 counts[name], dtypes[name], places[name] = 0, set(), None
-                decomposed = decomposition(use)
+                decomposed = [EXPORT_ONLY[name]] if name in EXPORT_ONLY else decomposition(use)
                 parts[name] = None if decomposed is None else tuple(decomposed)
             counts[name] += use.count
             dtypes[name] |= use.dtypes
             operands.setdefault(name, set()).update(use.operand_dtypes)
+            overloads.setdefault(name, set()).update(use.overloads)
             if use.over_limit:
                 over_limit.add(name)
             if places[name] is None and use.place is not None:
                 places[name] = use.place
     ops = [OpCount(name, counts[name], tuple(sorted(dtypes[name])), places[name], parts[name],
-                   tuple(sorted(operands[name])), name in over_limit) for name in counts]
+                   tuple(sorted(operands[name])), name in over_limit, tuple(sorted(overloads[name])))
+           for name in counts]
     result.ops = sorted(ops, key=lambda e: (-e.count, e.op))
 
 

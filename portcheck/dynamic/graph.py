@@ -90,6 +90,7 @@ class OpUse:
     example: torch.fx.Node | None = None
     operand_dtypes: set[str] = field(default_factory=set)  # of the first tensor operand
     over_limit: bool = False  # a call exceeded an argument limit of rules/ops.toml
+    overloads: set[str] = field(default_factory=set)  # torch's overload names of its calls: "Scalar", "default"
 
 
 @dataclass
@@ -155,6 +156,8 @@ def analyse_graph(graph: torch.fx.Graph) -> GraphReport:
             continue
         use = report.ops.setdefault(name, OpUse(name))
         use.count += 1
+        if isinstance(node.target, torch._ops.OpOverload):
+            use.overloads.add(node.target._overloadname)
         inputs = _tensor_inputs(node)
         use.dtypes |= {_dtype_name(t.dtype) for t in inputs}
         if inputs:
@@ -454,15 +457,32 @@ def _as_sdpa(node: torch.fx.Node) -> tuple[Any, tuple[Any, ...], dict[str, Any]]
 _EXPANDABLE: dict[Any, Callable[..., object]] = {}
 
 
+# The kernels every backend runs when it has none of its own (torch's dispatcher): on the neuron device and on
+# torch-xla alike, such an op is computed by the ops its composite kernel calls. Any other op runs its own kernel, or
+# falls back to the CPU (TorchNeuron's catch-all; torch-xla forwards an op it has no lowering for to the CPU): a
+# reference decomposition in torch._decomp is not what either stack runs.
+_COMPOSITE_KERNELS = ("CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional")
+
+
+def _composite(op: torch._ops.OpOverload) -> bool:
+    return any(torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), key) for key in _COMPOSITE_KERNELS)
+
+
 def _expandable() -> dict[Any, Callable[..., object]]:
-    """torch's reference decompositions of the ops rules/ops.toml lacks a status for on some stack (built once)."""
+    """torch's reference decompositions of the CompositeExplicitAutograd ops rules/ops.toml lacks a status for on
+    some stack (built once)."""
     if not _EXPANDABLE:
         from torch._decomp import decomposition_table
 
         ops = load_ops()
+
+        def statuses(op: torch._ops.OpOverload) -> dict[str, str]:
+            name = op._schema.name
+            entry = ops.get(f"{name}.{op._overloadname}") or ops.get(name)
+            return entry.status if entry is not None else {}
+
         _EXPANDABLE.update({op: fn for op, fn in decomposition_table.items() if isinstance(op, torch._ops.OpOverload)
-                            and not all(stack in getattr(ops.get(op._schema.name), "status", {})
-                                        for stack in ("native", "xla"))})
+                            and _composite(op) and not all(stack in statuses(op) for stack in ("native", "xla"))})
     return _EXPANDABLE
 
 

@@ -31,12 +31,31 @@ def forward_parameters(model: torch.nn.Module) -> dict[str, inspect.Parameter]:
 
 
 def make_input(spec: InputSpec) -> torch.Tensor:
+    if spec.file:
+        return _read_input(spec.file)
     dtype = getattr(torch, spec.dtype)
     if dtype.is_floating_point or dtype.is_complex:
-        return torch.randn(spec.shape, dtype=dtype)
-    if dtype == torch.bool:
-        return torch.ones(spec.shape, dtype=dtype)
-    return torch.randint(0, 2, spec.shape, dtype=dtype)
+        made = torch.randn(spec.shape, dtype=dtype)
+    elif dtype == torch.bool:
+        made = torch.ones(spec.shape, dtype=dtype)
+    else:
+        made = torch.randint(0, 2, spec.shape, dtype=dtype)
+    for start, end, value in spec.fills:  # `;start:end=value`: those positions of the last axis
+        made[..., start:end] = value
+    return made
+
+
+def _read_input(path: str) -> torch.Tensor:
+    """An input's values from a .npy file (loaded without pickle: a file can hold no code) or a JSON list."""
+    import json
+
+    if path.endswith(".npy"):
+        import numpy
+
+        return torch.from_numpy(numpy.load(path, allow_pickle=False))
+    with open(path, encoding="utf-8") as handle:
+        values = json.load(handle)
+    return torch.tensor(values)
 
 
 def given_inputs(model: torch.nn.Module, specs: tuple[InputSpec, ...]) -> tuple[tuple[Any, ...], dict[str, Any]]:
@@ -49,8 +68,9 @@ def given_inputs(model: torch.nn.Module, specs: tuple[InputSpec, ...]) -> tuple[
     return tuple(made.values()), {}
 
 
-def made_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any] | None:
-    """Keyword inputs for a model with a config; None when forward takes none of the inputs portcheck can make."""
+def made_inputs(model: torch.nn.Module, config: Any, image_size: int = 0) -> dict[str, Any] | None:
+    """Keyword inputs for a model with a config; None when forward takes none of the inputs portcheck can make.
+    `image_size`: the processor's (preprocessor_config.json), which wins over the vision config's."""
     parameters = forward_parameters(model)
     main = getattr(model, "main_input_name", None)
     lead = main if main in parameters and main in MAIN_INPUTS else next(
@@ -63,8 +83,46 @@ def made_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any] | None:
         names = ["input_ids", "pixel_values"]  # a text-image model (CLIP, SigLIP): both towers run
     if lead == "sample":
         names += [n for n in ("timestep", "encoder_hidden_states") if n in parameters]
-    inputs = {name: _make(name, config, vision or config, text or config) for name in names}
+    limit = max_positions(config, model)
+    inputs = {name: _make(name, config, vision or config, text or config, limit, image_size) for name in names}
+    if "input_ids" in inputs and "pixel_values" in inputs:
+        inputs["input_ids"] = _with_image_tokens(model, config, inputs, limit)
     return {**inputs, **_no_cache(parameters, inputs)}
+
+
+def _with_image_tokens(model: torch.nn.Module, config: Any, inputs: dict[str, Any], limit: int) -> torch.Tensor:
+    """A vision-language model's text with one image token (its config's `image_token_id`) for each feature the
+    vision tower makes of the image, first, then text tokens that are not image tokens: what its processor
+    writes, so the model's check that tokens and features match holds. The ids as made where the model has no
+    image token (CLIP: the towers run apart)."""
+    ids: torch.Tensor = inputs["input_ids"]
+    token = _get(config, "image_token_id")
+    token = token if isinstance(token, int) else _get(config, "image_token_index")
+    if not isinstance(token, int) or token < 0:
+        return ids
+    count = _image_features(model, inputs["pixel_values"]) or _first(_get(config, "num_image_tokens")) or \
+        _first(_get(config, "num_query_tokens")) or _first(_get(config, "image_seq_length"))
+    if not count:
+        return ids
+    text = max(1, min(TEXT_LENGTH, (limit or TEXT_LENGTH + count) - count))
+    words = torch.randint(0, max(2, min(_vocab(_part(config, "text_config") or config), token)), (1, text))
+    return torch.cat([torch.full((1, count), token), words], dim=1)
+
+
+def _image_features(model: torch.nn.Module, pixel_values: torch.Tensor) -> int:
+    """How many features (image tokens) the vision tower makes of one image; 0 where it cannot say."""
+    features = getattr(model, "get_image_features", None)
+    if features is None:
+        return 0
+    try:
+        with torch.no_grad():
+            out = features(pixel_values=pixel_values)
+    except Exception:  # the tower needs more than pixel values (grid sizes), or cannot run here (meta): unknown
+        return 0
+    out = getattr(out, "pooler_output", out)
+    parts = out if isinstance(out, (list, tuple)) else [out]
+    sizes = [p.shape[-2] for p in parts if isinstance(p, torch.Tensor) and p.dim() >= 2]
+    return int(sum(sizes)) if sizes and len(sizes) == len(parts) else 0
 
 
 def decoder_inputs(model: torch.nn.Module, config: Any, inputs: dict[str, Any]) -> dict[str, Any]:
@@ -78,12 +136,12 @@ def decoder_inputs(model: torch.nn.Module, config: Any, inputs: dict[str, Any]) 
     return {DECODER_IDS: torch.randint(0, _vocab(text), (1, length))}
 
 
-def _make(name: str, config: Any, vision: Any, text: Any) -> Any:
+def _make(name: str, config: Any, vision: Any, text: Any, limit: int = 0, image_size: int = 0) -> Any:
     if name == "input_ids":
-        length = min(TEXT_LENGTH, _positions(text, "max_position_embeddings", "n_positions") or TEXT_LENGTH)
+        length = min(TEXT_LENGTH, limit or TEXT_LENGTH)
         return torch.randint(0, _vocab(text), (1, length))
     if name == "pixel_values":
-        size = _first(getattr(vision, "image_size", None)) or 224
+        size = image_size or _first(getattr(vision, "image_size", None)) or 224
         return torch.randn(1, getattr(vision, "num_channels", 3) or 3, size, size)
     if name == "input_values":
         return torch.randn(1, AUDIO_SAMPLES)
@@ -97,6 +155,54 @@ def _make(name: str, config: Any, vision: Any, text: Any) -> Any:
         return torch.tensor([500])
     width = _first(_get(config, "cross_attention_dim")) or 768  # encoder_hidden_states: the text condition
     return torch.randn(1, CONDITION_LENGTH, width)
+
+
+def max_positions(config: Any, model: torch.nn.Module | None = None) -> int:
+    """The longest sequence a transformers config allows, from its text part too (a vision-language model's
+    `text_config`); 0 when it names none (or there is no config). A learned position table with a padding row
+    (RoBERTa, XLM-R: positions start after `padding_idx`) holds that many fewer: 514 rows and padding_idx 1 are
+    512 tokens."""
+    text = config.get_text_config() if hasattr(config, "get_text_config") else None
+    for source in (config, text):
+        for key in ("max_position_embeddings", "n_positions", "max_target_positions"):
+            value = getattr(source, key, None)
+            if isinstance(value, int) and value > 0:
+                return value - _padding_offset(model, value)
+    return 0
+
+
+def _padding_offset(model: torch.nn.Module | None, rows: int) -> int:
+    """How many rows of a `rows`-long position table come before the first position: padding_idx + 1 for a
+    position embedding with a padding row, else 0."""
+    for name, module in model.named_modules() if model is not None else ():
+        if isinstance(module, torch.nn.Embedding) and "position" in name and module.num_embeddings == rows and \
+                module.padding_idx is not None:
+            return int(module.padding_idx) + 1
+    return 0
+
+
+def processor_image_size(hf_config: str) -> int:
+    """The image height a model's processor resizes to, from the preprocessor_config.json beside its config.json
+    (`crop_size` where it crops, else `size`: a number, height/width or shortest_edge); 0 where there is none."""
+    import json
+    from pathlib import Path
+
+    if not hf_config:
+        return 0
+    folder = Path(hf_config) if Path(hf_config).is_dir() else Path(hf_config).parent
+    try:
+        data = json.loads((folder / "preprocessor_config.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return 0
+    if not isinstance(data, dict):
+        return 0
+    for key in (("crop_size",) if data.get("do_center_crop") else ()) + ("size",):
+        value = data.get(key)
+        if isinstance(value, dict):
+            value = value.get("height") or value.get("shortest_edge")
+        if (size := _first(value)) > 0:
+            return size
+    return 0
 
 
 def _no_cache(parameters: dict[str, inspect.Parameter], inputs: dict[str, Any]) -> dict[str, Any]:

@@ -19,7 +19,14 @@ from typing import Any
 
 import torch
 
-from portcheck.dynamic.inputs import decoder_inputs, forward_parameters, given_inputs, made_inputs
+from portcheck.dynamic.dtype import cast_inputs, chosen_dtype, quantization_note, shipped_dtype
+from portcheck.dynamic.inputs import (
+    decoder_inputs,
+    forward_parameters,
+    given_inputs,
+    made_inputs,
+    processor_image_size,
+)
 from portcheck.dynamic.outcome import InputFact
 from portcheck.dynamic.request import TraceRequest, split_model_spec
 from portcheck.dynamic.sourcemap import exception_place, one_line
@@ -51,12 +58,15 @@ class Loaded:
     origin: str = "build"  # where the inputs came from: "build" (returned with the model), "--input" or "made"
     # Decoder inputs held back until the eager run shows the model needs them (T5, whisper; BART derives its own)
     held_back: dict[str, Any] = field(default_factory=dict)
+    dtype: str = ""  # the dtype traced in and why ("bfloat16: the config's torch_dtype"); see dynamic/dtype.py
+    quantization: str = ""  # what the config's quantization_config means on Neuron, or ""
 
 
 def load_model(request: TraceRequest) -> Loaded:
     config_use_cache: bool | None = None
+    shipped = ""
     if request.hf_config:
-        build, config_use_cache = _hf_builder(request)
+        build, config_use_cache, shipped = _hf_builder(request)
     else:
         build = _callable(request.model)
     device = request.device
@@ -84,12 +94,18 @@ def load_model(request: TraceRequest) -> Loaded:
             config_use_cache = _use_cache(config)
         if _without_cache(config) or kwargs.get("use_cache") is False:
             traced_use_cache = False
+    dtype, dtype_note = chosen_dtype(request.dtype, shipped, model, bool(request.hf_config))
+    if dtype is not None:
+        model.to(dtype)
+        args = tuple(cast_inputs(a, dtype) for a in args)
+        kwargs = {k: cast_inputs(v, dtype) for k, v in kwargs.items()}
     inputs = input_facts(model, args, kwargs)
     if device == "meta":
         args = tuple(_to_meta(a) for a in args)
         kwargs = {k: _to_meta(v) for k, v in kwargs.items()}
     return Loaded(model, args, kwargs, device, _count(model), config, _source_file(request, model),
-                  _build_place(request, build), inputs, config_use_cache, traced_use_cache, origin, held_back)
+                  _build_place(request, build), inputs, config_use_cache, traced_use_cache, origin, held_back,
+                  dtype_note, quantization_note(config))
 
 
 def run_eagerly(loaded: Loaded) -> Step | None:
@@ -258,8 +274,8 @@ def _callable(spec: str) -> Callable[[], Any]:
     return build
 
 
-def _hf_builder(request: TraceRequest) -> tuple[Callable[[], Any], bool | None]:
-    """The build for a transformers config, with the cache turned off; and the config's own use_cache."""
+def _hf_builder(request: TraceRequest) -> tuple[Callable[[], Any], bool | None, str]:
+    """The build for a transformers config, with the cache turned off; the config's own use_cache and dtype."""
     try:
         import transformers
     except ImportError:
@@ -276,6 +292,7 @@ def _hf_builder(request: TraceRequest) -> tuple[Callable[[], Any], bool | None]:
     if not isinstance(data, dict) or "model_type" not in data:
         raise ModelError(f"{path}: a transformers config.json needs a \"model_type\"")
     data.pop("transformers_version", None)
+    dtype = shipped_dtype(data)
     try:
         config = transformers.AutoConfig.for_model(data.pop("model_type"), **data)
     except (ValueError, KeyError, TypeError) as exc:
@@ -291,7 +308,7 @@ def _hf_builder(request: TraceRequest) -> tuple[Callable[[], Any], bool | None]:
             return cls._from_config(config, **options)
         return transformers.AutoModel.from_config(config, **options)
 
-    return build, shipped
+    return build, shipped, dtype
 
 
 def _fits_in_memory(build: Callable[[], Any], request: TraceRequest) -> bool:
@@ -339,22 +356,13 @@ def _split(built: Any, request: TraceRequest) -> tuple[Any, tuple[Any, ...], dic
         args, kwargs = given_inputs(model, request.inputs)
         return model, args, kwargs, "--input"
     config = getattr(model, "config", None)
-    made = made_inputs(model, config) if config is not None else None
+    made = made_inputs(model, config, processor_image_size(request.hf_config)) if config is not None else None
     if made is not None:
         return model, (), made, "made"
     takes = ", ".join(n for n in forward_parameters(model) if n not in ("args", "kwargs")) or "nothing"
     reason = "has no config to make them from" if config is None else f"takes none portcheck can make ({takes})"
     raise ModelError(f"the build callable returned only a model, and {type(model).__name__} {reason}: give its "
                      "inputs with --input name=dtype[d0,...], or return (model, example_inputs)")
-
-
-def max_positions(config: Any) -> int:
-    """The longest sequence a transformers config allows; 0 when it names none (or there is no config)."""
-    for key in ("max_position_embeddings", "n_positions", "max_target_positions"):
-        value = getattr(config, key, None)
-        if isinstance(value, int) and value > 0:
-            return value
-    return 0
 
 
 def _to_meta(value: Any) -> Any:

@@ -24,19 +24,21 @@ class OpCount:
     decomposes_to: tuple[str, ...] | None = None  # a composite op's parts; None for one that is not
     operand_dtypes: tuple[str, ...] = ()  # of its first tensor operand (`self`), sorted
     over_limit: bool = False  # a call exceeded an argument limit of rules/ops.toml (topk's k, sort's size)
+    overloads: tuple[str, ...] = ()  # torch's overload names of its calls, sorted ("Scalar", "default")
 
     def to_json(self) -> JSON:
         return {"op": self.op, "count": self.count, "dtypes": list(self.dtypes),
                 "place": self.place.to_json() if self.place else None,
                 "decomposes_to": None if self.decomposes_to is None else list(self.decomposes_to),
-                "operand_dtypes": list(self.operand_dtypes), "over_limit": self.over_limit}
+                "operand_dtypes": list(self.operand_dtypes), "over_limit": self.over_limit,
+                "overloads": list(self.overloads)}
 
     @classmethod
     def from_json(cls, data: JSON) -> OpCount:
         parts = data.get("decomposes_to")
         return cls(data["op"], data["count"], tuple(data.get("dtypes", ())), Place.from_json(data.get("place")),
                    None if parts is None else tuple(parts), tuple(data.get("operand_dtypes", ())),
-                   bool(data.get("over_limit", False)))
+                   bool(data.get("over_limit", False)), tuple(data.get("overloads", ())))
 
 
 @dataclass(frozen=True)
@@ -136,6 +138,8 @@ class ModelFacts:
     example_seq: int = 0
     config_use_cache: bool | None = None  # the config's own use_cache; None: it sets none
     traced_use_cache: bool | None = None  # False: traced with the cache off (at construction and call)
+    dtype: str = ""  # the dtype traced in, and why (dynamic/dtype.py)
+    quantization: str = ""  # what the config's quantization_config means on Neuron, or ""
 
     def to_json(self) -> JSON:
         return {"class": self.class_name, "parameters": self.parameters, "device": self.device,
@@ -144,7 +148,7 @@ class ModelFacts:
                 "config": self.config.to_json(), "modules": list(self.modules),
                 "inputs": [i.to_json() for i in self.inputs], "example_batch": self.example_batch,
                 "example_seq": self.example_seq, "config_use_cache": self.config_use_cache,
-                "traced_use_cache": self.traced_use_cache}
+                "traced_use_cache": self.traced_use_cache, "dtype": self.dtype, "quantization": self.quantization}
 
     @classmethod
     def from_json(cls, data: JSON) -> ModelFacts:
@@ -153,7 +157,8 @@ class ModelFacts:
                    Place.from_json(data.get("build_place")), ConfigFacts.from_json(data.get("config") or {}),
                    tuple(data.get("modules") or ()), tuple(InputFact.from_json(i) for i in data.get("inputs") or ()),
                    int(data.get("example_batch") or 0), int(data.get("example_seq") or 0),
-                   data.get("config_use_cache"), data.get("traced_use_cache"))
+                   data.get("config_use_cache"), data.get("traced_use_cache"), data.get("dtype", ""),
+                   data.get("quantization", ""))
 
 
 @dataclass(frozen=True)

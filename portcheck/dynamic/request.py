@@ -5,12 +5,16 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 from portcheck.errors import UserError
 
 DTYPES = ("float32", "float16", "bfloat16", "float64", "int64", "int32", "int16", "int8", "uint8", "bool",
           "complex64")
-_INPUT = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<dtype>[a-z0-9]+)\[(?P<dims>[0-9, ]*)\]$")
+_INPUT = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<dtype>[a-z0-9]+)\[(?P<dims>[0-9, ]*)\]"
+                    r"(?P<fills>(?:;[0-9]+:[0-9]+=-?[0-9.eE+-]+)*)$")
+_FILL = re.compile(r";(?P<start>[0-9]+):(?P<end>[0-9]+)=(?P<value>-?[0-9.eE+-]+)")
+_FILE = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)=@(?P<path>.+)$")
 # A keyword input by name, or a positional one as reports name it: `args[0]`.
 _DYNAMIC = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*(?:\[[0-9]+\])?):(?P<axis>-?[0-9]+)(?:=(?P<label>[a-z_]+))?$")
 
@@ -22,24 +26,45 @@ class RequestError(UserError):
 
 @dataclass(frozen=True)
 class InputSpec:
-    """`--input name=dtype[d0,d1,...]`: one example input made up from its shape."""
+    """`--input name=dtype[d0,d1,...]`: one example input made up from its shape, with `;start:end=value` setting
+    the positions start..end-1 of its last axis to a value (`input_ids=int64[1,384];0:256=256000`: 256 image
+    tokens first); or `--input name=@file.npy` / `name=@file.json`: the input read from a NumPy array (never a
+    pickle) or a JSON list of numbers (integers: int64, else float32)."""
 
     name: str
     dtype: str
     shape: tuple[int, ...]
+    fills: tuple[tuple[int, int, float], ...] = ()
+    file: str = ""  # an absolute path: the input's values
 
     @classmethod
     def parse(cls, text: str) -> InputSpec:
+        if (given := _FILE.match(text.strip())) is not None:
+            path = Path(given["path"]).expanduser().resolve()
+            if path.suffix not in (".npy", ".json") or not path.is_file():
+                raise RequestError(f"--input {text!r}: expected name=@file.npy or name=@file.json, an existing file")
+            return cls(given["name"], "", (), file=str(path))
         match = _INPUT.match(text.replace(" ", ""))
         if not match:
-            raise RequestError(f"--input {text!r}: expected name=dtype[d0,d1,...], e.g. input_ids=int64[1,128]")
+            raise RequestError(f"--input {text!r}: expected name=dtype[d0,d1,...], e.g. input_ids=int64[1,128], "
+                               "with ;start:end=value to set positions, or name=@file.npy")
         dtype = match["dtype"]
         if dtype not in DTYPES:
             raise RequestError(f"--input {text!r}: unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}")
         dims = tuple(int(d) for d in match["dims"].split(",") if d)
         if any(d < 0 for d in dims):
             raise RequestError(f"--input {text!r}: sizes must be 0 or more")
-        return cls(match["name"], dtype, dims)
+        fills = []
+        for fill in _FILL.finditer(match["fills"]):
+            start, end = int(fill["start"]), int(fill["end"])
+            try:
+                value = float(fill["value"])
+            except ValueError:
+                raise RequestError(f"--input {text!r}: {fill['value']!r} is not a number") from None
+            if not dims or not start < end <= dims[-1]:
+                raise RequestError(f"--input {text!r}: positions {start}:{end} are not within the last axis")
+            fills.append((start, end, value))
+        return cls(match["name"], dtype, dims, tuple(fills))
 
 
 @dataclass(frozen=True)
@@ -72,6 +97,7 @@ class TraceRequest:
     hf_options: dict[str, str] = field(default_factory=dict)  # --hf-option key=value (attn_implementation=eager)
     neuron_analyze: bool = False
     shapes: bool = True  # export again with dynamic batch / sequence axes
+    dtype: str = ""  # --dtype: float32 | bfloat16 | float16; "" = the config's, else the serving path's
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -79,7 +105,8 @@ class TraceRequest:
     @classmethod
     def from_json(cls, text: str) -> TraceRequest:
         data = json.loads(text)
-        data["inputs"] = tuple(InputSpec(i["name"], i["dtype"], tuple(i["shape"])) for i in data["inputs"])
+        data["inputs"] = tuple(InputSpec(i["name"], i["dtype"], tuple(i["shape"]), tuple(tuple(f) for f in i["fills"]),
+                                         i["file"]) for i in data["inputs"])
         data["dynamic"] = tuple(DynamicAxis(**d) for d in data["dynamic"])
         return cls(**data)
 

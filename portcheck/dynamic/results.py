@@ -12,6 +12,7 @@ from portcheck.config import Settings
 from portcheck.dynamic.outcome import OpCount, TraceOutcome
 from portcheck.dynamic.ran import RanCode, Scope
 from portcheck.dynamic.rules import (
+    EXPORT_ONLY,
     CpuFallbackOp,
     DynamicAxes,
     SpecialisedAxis,
@@ -19,8 +20,8 @@ from portcheck.dynamic.rules import (
     UnknownOps,
     custom_op,
 )
-from portcheck.findings import Finding, ScanResult, Target, fingerprinted, python_lines
-from portcheck.knowledge import OpSupport, load, load_op_releases, load_ops
+from portcheck.findings import Finding, ScanResult, Severity, Target, fingerprinted, python_lines
+from portcheck.knowledge import OpSupport, load, load_integer_sort, load_op_releases, load_ops
 from portcheck.rules import Rule, TracedFinding
 from portcheck.static.dynamic_shape.control_flow import TensorControlFlow
 from portcheck.static.dynamic_shape.data_sized import (
@@ -35,6 +36,7 @@ from portcheck.static.dynamic_shape.mask_index import BooleanMaskIndex
 from portcheck.static.dynamic_shape.nms import UnbackedSize
 from portcheck.static.dynamic_shape.shape_from_data import ShapeFromData
 from portcheck.static.host_sync.reads import HostValueRead
+from portcheck.static.unsupported_op.sort import IntegerSortInput
 from portcheck.traced import OpStatus, Place, StaticScope, TracedModel, TraceResult
 
 
@@ -54,7 +56,8 @@ _SAME_PROBLEM = {
 }
 _STATUS_ORDER = ("unsupported", "cpu-fallback", "unknown", "restricted", "supported")
 # Ops judged by another op's entry: the CPU kernel SDPA dispatches to on a graph captured on the CPU.
-JUDGED_AS = {"aten::_scaled_dot_product_flash_attention_for_cpu": "aten::scaled_dot_product_attention"}
+JUDGED_AS = {"aten::_scaled_dot_product_flash_attention_for_cpu": "aten::scaled_dot_product_attention",
+             **EXPORT_ONLY}
 _CHIPS = ("trn2", "inf2")
 # An op of the inventory with its status per chip.
 Judged = tuple[OpCount, Mapping[str, str]]
@@ -84,11 +87,16 @@ def shown_path(path: str, cwd: Path) -> str:
 
 
 def op_status(op: str, decomposes_to: Sequence[str] | None, stack: str, ops: dict[str, OpSupport], *,
-              operand_dtypes: Sequence[str] = (), over_limit: bool = False) -> str:
+              operand_dtypes: Sequence[str] = (), over_limit: bool = False, overloads: Sequence[str] = ()) -> str:
     """An op's status on a stack: its own entry, else the worst of what it decomposes into, else unknown. An op that
     decomposes into nothing does no work. A restriction about dtypes holds only for the dtypes the graph called the
     op with (`operand_dtypes`, of its first tensor operand; unknown: it holds), one about an argument's limit only
-    when a call exceeded it (`over_limit`)."""
+    when a call exceeded it (`over_limit`). Each overload the graph called (`overloads`) is judged by its own key
+    where ops.toml has one (`aten::rsub.Scalar`), else by the name's; the op's status is the worst of them."""
+    if any(f"{op}.{overload}" in ops for overload in overloads):
+        judged = [op_status(f"{op}.{o}" if f"{op}.{o}" in ops else op, decomposes_to, stack, ops,
+                            operand_dtypes=operand_dtypes, over_limit=over_limit) for o in overloads]
+        return min(judged, key=_STATUS_ORDER.index)
     entry = ops.get(JUDGED_AS.get(op, op))
     if (entry is None or stack not in entry.status) and stack == "xla" and op.endswith("_"):
         entry = ops.get(op.removesuffix("_"))  # functionalization makes `add_` an `add` (ops.toml `xla_views`)
@@ -128,7 +136,8 @@ def build_report(outcome: TraceOutcome, settings: Settings, cwd: Path, static: b
             stack = stack_of(chip, target, sdk)
             # A stack's statuses hold for its releases only (ops.toml [releases]): outside them, unknown.
             status[chip] = op_status(entry.op, entry.decomposes_to, stack, ops_data,
-                                     operand_dtypes=entry.operand_dtypes, over_limit=entry.over_limit) \
+                                     operand_dtypes=entry.operand_dtypes, over_limit=entry.over_limit,
+                                     overloads=entry.overloads) \
                 if releases[stack].holds(sdk) else "unknown"
         inventory.append((entry, status))
     findings = _graph_findings(outcome, settings, inventory, ops_data, anchor)
@@ -150,7 +159,8 @@ def build_report(outcome: TraceOutcome, settings: Settings, cwd: Path, static: b
         ops=tuple(_op_status(entry, status, cwd) for entry, status in inventory),
         shapes=outcome.shapes,
         model=TracedModel(model.class_name, model.parameters, model.device, tuple(i.to_json() for i in model.inputs),
-                          model.config_use_cache, model.traced_use_cache) if model else None,
+                          model.config_use_cache, model.traced_use_cache, model.dtype, model.quantization)
+        if model else None,
         neuron_analyze=outcome.neuron_analyze,
         scope=StaticScope(tuple(shown_path(p, cwd) for p in scanned), ran.source) if static else None,
     )
@@ -168,9 +178,12 @@ def _graph_findings(outcome: TraceOutcome, settings: Settings, inventory: list[J
     chip, stack = settings.chip, settings.stack
     out = []
     named_ops = set()
+    sort_fails = load_integer_sort().fails(settings.sdk or load().newest_sdk)
     for item in outcome.findings:
         if item.chips and chip not in item.chips:
             continue  # a dtype refused on other chips only (float8_e4m3fn is native on Trn3)
+        if item.rule is IntegerSortInput and item.op != "aten::topk" and not sort_fails:
+            continue  # an integer sort compiles at this release (ops.toml [integer_sort]); topk's refusal stays
         named_ops.add(item.op)
         message = item.message or item.rule.traced_message(item, stack)
         if item.rule is TracedUnsupportedOp and item.place is None:  # torch_neuronx.analyze's: at the op's line
@@ -209,19 +222,38 @@ def sequence_buckets(low: int, high: int) -> list[int]:
     return [*buckets, high]
 
 
+_SERVED = {"samples": "audio length", "height": "image height", "width": "image width", "batch": "batch size"}
+
+
 def _shape_findings(outcome: TraceOutcome, anchor: Place) -> list[TracedFinding]:
     shapes = outcome.shapes
     if shapes is None or not shapes.ok or not anchor.file:
         return []
     limit = outcome.model.max_positions if outcome.model else 0
     out = []
-    dynamic, pinned = [], []
+    dynamic: list[str] = []
+    pinned: list[tuple[Place, str]] = []
+    unsure: list[str] = []
     # What to compile for, each piece of advice once however many axes share it (input_ids and attention_mask).
     advice: dict[str, list[str]] = {}
     for axis in shapes.axes:
         name = f"`{axis.input}` axis {axis.axis} ({axis.label}, traced at {axis.size})"
         if axis.dynamic is False:
-            pinned.append(f"{name} to {axis.max}")
+            at = f"{axis.max}" if axis.probed is None else \
+                f"{axis.max} (portcheck's probe made it {axis.probed}; the example has {axis.size})"
+            short = f"`{axis.input}` axis {axis.axis} ({axis.label})"
+            if axis.runs_at_other:  # export fixed it, but the model runs at another size: one graph per size
+                dynamic.append(f"{short} is fixed by export at {at}, but the model also runs at {axis.other}")
+                advice.setdefault(f"compile one graph per {_SERVED.get(axis.label, 'size')} you serve (or pad to "
+                                  "one)", []).append(axis.label)
+            elif axis.runs_at_other is False:
+                pinned.append((axis.pinned_at or anchor, f"{short} runs only at {at}: at {axis.other}, a size "
+                               f"portcheck's probe tried, it raised {axis.pinned_by}"))
+            elif axis.other is not None:  # the run failed at the example's size too (meta): no evidence either way
+                unsure.append(f"export fixed {short} at {at}; whether the model runs at another size could not be "
+                              f"tried here (it did not run at its example's size either, as on the meta device)")
+            else:
+                pinned.append((anchor, f"export fixed {short} at {at}: the model's code pins it"))
         elif axis.dynamic:
             high = axis.max
             bound = f"up to {high}" if high else "with no upper bound export could see"
@@ -235,11 +267,16 @@ def _shape_findings(outcome: TraceOutcome, anchor: Place) -> list[TracedFinding]
                 else:
                     text = "compile powers of two from 128 up to your longest sequence"
             else:
-                what = {"samples": "audio length", "height": "image height", "width": "image width"}
-                text = f"compile one graph per {what.get(axis.label, 'batch size')} you serve (or pad to one)"
+                text = f"compile one graph per {_SERVED.get(axis.label, 'batch size')} you serve (or pad to one)"
             advice.setdefault(text, []).append(axis.label)
-    if pinned:
-        out.append(TracedFinding(SpecialisedAxis, anchor, SpecialisedAxis.format(axes=", ".join(pinned))))
+    by_place: dict[Place, list[str]] = {}
+    if unsure:
+        out.append(TracedFinding(SpecialisedAxis, anchor, "; ".join(unsure) + ": the exported graph is for that "
+                                 "size; compile one graph per size you serve", Severity.INFO))
+    for place, pin in pinned:  # one finding a line: the axes it pins
+        by_place.setdefault(place, []).append(pin)
+    for place, pins in by_place.items():
+        out.append(TracedFinding(SpecialisedAxis, place, SpecialisedAxis.format(axes="; ".join(pins))))
     if dynamic:
         todo = "; ".join(text if len(advice) == 1 else f"{'/'.join(dict.fromkeys(labels))}: {text}"
                          for text, labels in advice.items())

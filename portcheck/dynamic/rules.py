@@ -35,8 +35,10 @@ class DynamicAxes(Rule):
 @rule
 class SpecialisedAxis(Rule):
     """## What it does
-    Reports an input axis that export specialised to the example's size although it was asked to keep it
-    dynamic: something in the model fixes that size (a reshape to literal sizes, a buffer of that length).
+    Reports an input axis the model cannot run at another size: export fixed it although it was asked to keep
+    it dynamic, and the model run eagerly at another size (every input of that axis together) raised. The finding
+    is at the line that raised: what fixes the size (a reshape to literal sizes, a buffer of that length). An axis
+    export fixed but the model runs at another size too is not reported here: one graph per size works (PC211).
 
     ## Example
     `x.view(2, 16, 64)` in forward pins batch 2 and sequence 16.
@@ -50,8 +52,7 @@ class SpecialisedAxis(Rule):
 
     code = "PC212"
     passes = (Pass.TRACE,)
-    message = ("export fixed {axes}: the model's code pins these sizes, so it compiles for them only and cannot be "
-               "bucketed")
+    message = "{axes}; so it compiles for that size only and cannot be bucketed"
 
 
 @rule
@@ -133,8 +134,15 @@ class UnknownOps(Rule):
 TORCH_NAMESPACES = frozenset({"aten", "prims", "_c10d_functional", "_c10d_functional_autograd", "c10d"})
 
 
+# Custom ops that exist only because the graph is captured (export, dynamo), with the op the model runs eagerly on
+# Neuron instead: transformers' MoE layers call `transformers::grouped_mm_fallback` only under torchdynamo with
+# non-bfloat16 weights, and `aten::_grouped_mm` otherwise (transformers 5.24, integrations/moe.py
+# `_can_use_grouped_mm`). Such an op is judged as that op and is not the model's custom op (PC320).
+EXPORT_ONLY = {"transformers::grouped_mm_fallback": "aten::_grouped_mm"}
+
+
 def custom_op(op: str) -> bool:
-    return op.split("::")[0] not in TORCH_NAMESPACES
+    return op.split("::")[0] not in TORCH_NAMESPACES and op not in EXPORT_ONLY
 
 
 @rule

@@ -51,6 +51,8 @@ def run_child(request: TraceRequest, cwd: Path, timeout: float,
     env[PARENT_VARIABLE] = str(os.getpid())  # the child cleans up after itself if this process dies (child.py)
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1",
                TOKENIZERS_PARALLELISM="false", PYTHONUNBUFFERED="1",
+               # one hash seed: set orders, and so the shape solver's work the probe budgets, are the same each run
+               PYTHONHASHSEED=env.get("PYTHONHASHSEED", "0"),
                PYTHONPATH=os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH", "")) if p))
     with tempfile.TemporaryDirectory(prefix="portcheck-trace-") as scratch:
         request_path, result_path = (Path(scratch) / n for n in ("request.json", "result.json"))

@@ -4,11 +4,9 @@ export learned: which axes stayed dynamic, their ranges (guards), and which the 
 from __future__ import annotations
 
 import contextlib
-import signal
-import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
@@ -17,8 +15,8 @@ import torch
 from portcheck.dynamic.inputs import forward_parameters
 from portcheck.dynamic.load import Loaded
 from portcheck.dynamic.request import DynamicAxis
-from portcheck.dynamic.sourcemap import one_line
-from portcheck.traced import ShapeAxis, ShapeProbe
+from portcheck.dynamic.sourcemap import exception_place, one_line
+from portcheck.traced import Place, ShapeAxis, ShapeProbe
 
 _TOKEN_INPUTS = (torch.int64, torch.int32, torch.bool)
 
@@ -78,33 +76,48 @@ def fixed_image_size(loaded: Loaded) -> bool:
     return getattr(vision, "use_absolute_embeddings", True) is not False
 
 
-# Axes the probe may drop to keep the others when export cannot make them all dynamic (or not in time).
+# Axes the probe may drop to keep the others when export cannot make them all dynamic (or not within its budget).
 OPTIONAL_LABELS = frozenset({"samples", "height", "width"})
-OPTIONAL_FACTOR = 5  # times the first export's seconds
-MIN_OPTIONAL_SECONDS = 10.0
+# The try with those axes may ask export's shape solver this many questions it answers from what it knows
+# (ShapeEnv._maybe_evaluate_static): a count of work, so the same command gives the same report on a busy machine
+# and on a quiet one. Measured with torch 2.13 on the tiny configs of fixtures/models/hf: bert 43, detr's image
+# axes 174, wav2vec2's samples 329 (the same with 1 or 6 layers: the answers are cached per expression); Swin's
+# window padding 3123, in 158 s (1000 of them took 28 s).
+SOLVER_BUDGET = 800
 
 
-class _OutOfTime(Exception):
+class _OutOfWork(Exception):
     pass
 
 
-@contextlib.contextmanager
-def _time_limit(seconds: float) -> Iterator[None]:
-    """Raise _OutOfTime in the block after `seconds` (0: no limit; only on the main thread, where signals land)."""
-    if not seconds or threading.current_thread() is not threading.main_thread():
-        yield
-        return
+class _Budget:
+    """Counts the solver's questions in a block; past `limit` each one raises _OutOfWork (export may wrap it, so
+    `spent` says what stopped the block)."""
 
-    def expire(signum: int, frame: object) -> None:
-        raise _OutOfTime
+    def __init__(self, limit: int) -> None:
+        self.limit, self.asked, self.spent = limit, 0, False
 
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+    @contextlib.contextmanager
+    def applied(self) -> Iterator[None]:
+        from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+        original = ShapeEnv._maybe_evaluate_static
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.asked += 1
+            if self.asked > self.limit:
+                self.spent = True
+                raise _OutOfWork
+            return original(*args, **kwargs)
+
+        for name in ("cache_clear", "cache_info"):  # an lru_cache: ShapeEnv clears it through the attribute
+            if hasattr(original, name):
+                setattr(counted, name, getattr(original, name))
+        ShapeEnv._maybe_evaluate_static = counted  # type: ignore[method-assign,assignment]  # counted, restored below
+        try:
+            yield
+        finally:
+            ShapeEnv._maybe_evaluate_static = original  # type: ignore[method-assign]  # the lru_cache put back
 
 
 def _named_inputs(loaded: Loaded) -> dict[str, torch.Tensor]:
@@ -113,39 +126,38 @@ def _named_inputs(loaded: Loaded) -> dict[str, torch.Tensor]:
     return named
 
 
-def probe_shapes(loaded: Loaded, axes: list[Axis], budget: float = 0.0) -> ShapeProbe:
+def probe_shapes(loaded: Loaded, axes: list[Axis], budget: int = SOLVER_BUDGET) -> ShapeProbe:
     """Export with those axes as `Dim.AUTO`. An axis whose example size is 0 or 1 is widened to 2 first:
     export fixes sizes 0 and 1, which would hide whether the model itself does. When that export fails and some
     axes are float ones (samples, height, width), it is tried again without them: the batch and sequence axes
     are what `advise` buckets, and the detail says why the others were left out. Symbolic image sizes can send
-    export's solver into minutes (Swin's window padding): the try with them stops after `budget` seconds (the
-    first export's time times OPTIONAL_FACTOR, from the caller; at least MIN_OPTIONAL_SECONDS)."""
-    budget = max(budget, MIN_OPTIONAL_SECONDS)
+    export's solver into minutes (Swin's window padding): the try with them stops after `budget` questions to the
+    solver (SOLVER_BUDGET), never after a time, so the outcome does not depend on how busy the machine is."""
     started = time.perf_counter()
     kept = [a for a in axes if a.label not in OPTIONAL_LABELS]
     optional = bool(kept) and len(kept) < len(axes)
+    work = _Budget(budget)
     try:
-        with _time_limit(budget if optional else 0):
-            return _probe(loaded, axes, started)
-    except _OutOfTime:
-        first = f"it took over {budget:.0f} s"
+        with work.applied() if optional else contextlib.nullcontext():
+            return _checked(loaded, axes, _probe(loaded, axes, started))
     except Exception as exc:
-        first = one_line(exc)
+        first = f"export's shape solver needed more than {budget} steps" if work.spent else one_line(exc)
     if not optional:
         return ShapeProbe(False, round(time.perf_counter() - started, 3), first, tuple(_probed(a, None) for a in axes))
     dropped = [a for a in axes if a not in kept]
     try:
-        probe = _probe(loaded, kept, started)
+        probe = _checked(loaded, axes, _probe(loaded, kept, started))
     except Exception as exc:
         return ShapeProbe(False, round(time.perf_counter() - started, 3), one_line(exc),
                           tuple(_probed(a, None) for a in axes))
     labels = ", ".join(dict.fromkeys(a.label for a in dropped))
     return ShapeProbe(True, probe.seconds, f"{labels} not probed: export with them dynamic failed ({first})",
-                      probe.axes + tuple(_probed(a, None) for a in dropped))
+                      probe.axes + tuple(_probed(a, None) for a in dropped), probe.nodes)
 
 
 def _probe(loaded: Loaded, axes: list[Axis], started: float) -> ShapeProbe:
     args, kwargs = list(loaded.args), dict(loaded.kwargs)
+    widened = {(a.input, a.axis) for a in axes if a.size < 2}
     for axis in axes:
         if axis.size < 2:
             _set(args, kwargs, axis.input, partial(_doubled, dim=axis.axis))
@@ -169,8 +181,53 @@ def _probe(loaded: Loaded, axes: list[Axis], started: float) -> ShapeProbe:
     for axis in axes:
         dim = found.get(axis.input)
         size = dim[axis.axis] if dim is not None and axis.axis < len(dim) else None
-        out.append(_probed(axis, _range(program, size)))
+        probed = _probed(axis, _range(program, size))
+        out.append(replace(probed, probed=2 * axis.size) if (axis.input, axis.axis) in widened else probed)
     return ShapeProbe(True, round(time.perf_counter() - started, 3), "", tuple(out), len(program.graph.nodes))
+
+
+def _checked(loaded: Loaded, axes: list[Axis], probe: ShapeProbe) -> ShapeProbe:
+    """Each axis export fixed, tried eagerly at another size: export also fixes sizes the model would take (a
+    broadcast it met at one size), and only a model that cannot run at another size is pinned. The run changes
+    every axis of that label (input_ids and attention_mask together); where it raises is the pinning line."""
+    checked = []
+    for found in probe.axes:
+        if found.dynamic is False:
+            other = max(found.size, found.probed or 0, 2) + 1
+            runs, place, error = _runs_at(loaded, [a for a in axes if a.label == found.label], other)
+            found = replace(found, other=other, runs_at_other=runs, pinned_at=place, pinned_by=error)
+        checked.append(found)
+    return replace(probe, axes=tuple(checked))
+
+
+def _runs_at(loaded: Loaded, axes: list[Axis], size: int) -> tuple[bool | None, Place | None, str]:
+    """Whether the model runs with those axes at `size`: (True, None, ""), or (False, the raising line, what it
+    raised), or (None, ...) where it fails at the example's own size too (on the meta device a value read fails
+    whatever the size): no evidence either way."""
+    args, kwargs = list(loaded.args), dict(loaded.kwargs)
+    for axis in axes:
+        _set(args, kwargs, axis.input, partial(_resized, dim=axis.axis, size=size))
+    try:
+        with torch.no_grad():
+            loaded.model(*args, **kwargs)
+        return True, None, ""
+    except Exception as exc:
+        place, error = exception_place(exc), one_line(exc)
+    try:
+        with torch.no_grad():
+            loaded.model(*loaded.args, **loaded.kwargs)
+    except Exception:
+        return None, place, error
+    return False, place, error
+
+
+def _resized(tensor: torch.Tensor, dim: int, size: int) -> torch.Tensor:
+    """The tensor with `dim` made `size` long, its entries repeated (token ids stay valid ids)."""
+    index = torch.arange(size, device=tensor.device) % max(int(tensor.shape[dim]), 1)
+    if tensor.device.type == "meta":
+        return torch.empty([size if i == dim else s for i, s in enumerate(tensor.shape)], dtype=tensor.dtype,
+                           device="meta")
+    return tensor.index_select(dim, index)
 
 
 def _set(args: list[Any], kwargs: dict[str, Any], name: str,

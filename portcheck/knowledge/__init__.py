@@ -29,9 +29,11 @@ from portcheck.knowledge.files import data_version, rules_dir
 from portcheck.knowledge.hardware import ChipHardware, Hardware, Instance, ScaleOut, UltraServer, load_hardware
 from portcheck.knowledge.ops import (
     OP_STATUSES,
+    IntegerSort,
     NativeSdpa,
     OpLimit,
     OpSupport,
+    load_integer_sort,
     load_native_sdpa,
     load_op,
     load_op_releases,
@@ -45,9 +47,10 @@ from portcheck.releases import KnowledgeError
 __all__ = [
     "CODE_PATTERN", "DTYPE_STATUSES", "FAMILIES", "OP_STATUSES", "TASKS", "ApiFix", "Availability", "Chip",
     "ChipHardware", "Compiler", "CompilerFlag", "CudaApi", "DtypeSupport", "Dtypes", "EnvVar", "Environments",
-    "FlagProblem", "Hardware", "Instance", "Knowledge", "KnowledgeError", "NativeSdpa", "OpLimit", "OpSupport",
-    "Price", "Release", "RuleInfo", "ScaleOut", "Serving", "Stack", "TorchSupport", "UltraServer", "data_version",
+    "FlagProblem", "Hardware", "Instance", "IntegerSort", "Knowledge", "KnowledgeError", "NativeSdpa", "OpLimit",
+    "OpSupport", "Price", "Release", "RuleInfo", "ScaleOut", "Serving", "Stack", "TorchSupport", "UltraServer",
+    "data_version",
     "known_releases", "load", "load_catalog", "load_claims", "load_compiler", "load_cuda_api", "load_dtypes",
-    "load_environments", "load_hardware", "load_native_sdpa", "load_op", "load_op_releases", "load_ops",
-    "load_prices", "load_releases", "load_targets", "rules_dir",
+    "load_environments", "load_hardware", "load_integer_sort", "load_native_sdpa", "load_op", "load_op_releases",
+    "load_ops", "load_prices", "load_releases", "load_targets", "rules_dir",
 ]

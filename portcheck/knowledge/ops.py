@@ -109,6 +109,30 @@ def load_op_releases() -> dict[str, Range]:
 
 
 @dataclass(frozen=True)
+class IntegerSort:
+    """Whether sorting an integer tensor fails to compile at a release (ops.toml [integer_sort])."""
+
+    releases: Range  # the releases whose compiler fails; unbounded: fixed before every release the data knows
+    failed_with: str
+    fixed_in: str
+    source: str
+
+    def fails(self, sdk: str) -> bool:
+        return self.releases.bounded and self.releases.holds(sdk)
+
+
+@functools.cache
+def load_integer_sort() -> IntegerSort:
+    spec = read("ops.toml").get("integer_sort")
+    texts = ("failed_with", "fixed_in", "source")
+    if not isinstance(spec, dict) or not all(isinstance(spec.get(k), str) and spec[k].strip() for k in texts) or \
+            "since" in spec:
+        raise KnowledgeError(f"ops.toml: [integer_sort] needs {', '.join(texts)} and at most `until`")
+    releases = read_range("ops.toml: integer_sort", spec, known_releases())
+    return IntegerSort(releases, spec["failed_with"], spec["fixed_in"], spec["source"])
+
+
+@dataclass(frozen=True)
 class NativeSdpa:
     """When TorchNeuron runs SDPA with its NKI kernel (ops.toml [native_sdpa])."""
 

@@ -101,3 +101,7 @@ def write_trace_summary(result: ScanResult, stream: TextIO) -> None:
         stream.write(f"model: {model.class_name}, {model.parameters:,} parameters, built on {model.device}; graph: "
                      f"{graph.method or 'none'}, {graph.nodes} nodes, {graph.graph_breaks} graph breaks, "
                      f"{graph.seconds or 0:.1f} s{'; ' + note if note else ''}\n")
+        if model.dtype:
+            stream.write(f"dtype: {model.dtype}\n")
+        if model.quantization:
+            stream.write(f"quantization: {model.quantization}\n")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from portcheck.findings import Severity
-from portcheck.knowledge import load_op
+from portcheck.knowledge import load_integer_sort, load_op
 from portcheck.rules import Pass, Rule, rule
 from portcheck.static.check import Context, check
 from portcheck.static.syntax import call_name, keyword, positional
@@ -19,7 +19,8 @@ class IntegerSortInput(Rule):
     """## What it does
     Finds `topk`, `sort`, `argsort` and `msort` on a tensor that is explicitly integer (`ids.long().topk(k)`,
     `torch.sort(torch.arange(n))` with an integer dtype, or a local name bound to one). `topk` is an error
-    (NCC_EVRF013); sorting is a warning (fixed in later compilers).
+    (NCC_EVRF013). Sorting is reported only at a `--sdk` release whose compiler fails on it (rules/ops.toml
+    `[integer_sort]`): neuronx-cc 2.18 fixed it, before every release portcheck knows.
 
     ## Example
     ```python
@@ -40,9 +41,10 @@ class IntegerSortInput(Rule):
     INVALID = (
         "top = ids.long().topk(4)",
         "import torch\nv, i = torch.topk(x.to(torch.int32), 2)",
-        "import torch\nc = torch.zeros(8, dtype=torch.long)\no = torch.argsort(c)",
     )
-    VALID = ("top = logits.topk(4)", "top = ids.float().topk(4)", "import torch\nv = torch.sort(scores)")
+    VALID = ("top = logits.topk(4)", "top = ids.float().topk(4)", "import torch\nv = torch.sort(scores)",
+             # neuronx-cc 2.18 sorts integers: fixed before every release the data knows (rules/ops.toml)
+             "import torch\nc = torch.zeros(8, dtype=torch.long)\no = torch.argsort(c)")
 
 
 @rule
@@ -120,7 +122,7 @@ def check_sort(node: cst.Call, ctx: Context) -> None:
         if name == "topk":
             ctx.report(IntegerSortInput, node, f"`topk` on an integer tensor ({dtype}) is rejected by neuronx-cc "
                        f"({load_op('aten::topk').error_code}); cast to float first (`x.float().topk(k)`)")
-        else:
+        elif load_integer_sort().fails(ctx.sdk):  # fixed in later compilers: only at the releases that fail
             ctx.report(IntegerSortInput, node, f"`{name}` on an integer tensor ({dtype}) failed to compile on trn1 "
                        "with neuronx-cc 2.13 and was reported working with 2.18 (aws-neuron-sdk#868); cast to float "
                        "or check your compiler version", severity=Severity.WARNING)

@@ -1,0 +1,81 @@
+"""Inputs the model accepts, per modality: a vision-language model's image tokens match its vision tower's
+features, and images take the size the model's processor gives them."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+
+if importlib.util.find_spec("torch") is None or importlib.util.find_spec("transformers") is None:
+    pytest.skip("needs torch and transformers", allow_module_level=True)
+
+
+@pytest.mark.xdist_group("in-process-torch")  # as tests/test_advise.py: one worker imports torch into its process
+def test_a_vision_language_model_gets_one_image_token_per_image_feature():
+    import torch
+    import transformers
+
+    from portcheck.dynamic.inputs import made_inputs
+
+    text = {"model_type": "gemma", "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
+            "num_key_value_heads": 1, "head_dim": 16, "intermediate_size": 64, "vocab_size": 300}
+    vision = {"model_type": "siglip_vision_model", "hidden_size": 32, "num_hidden_layers": 1,
+              "num_attention_heads": 2, "intermediate_size": 64, "image_size": 32, "patch_size": 8}
+    config = transformers.AutoConfig.for_model("paligemma", text_config=text, vision_config=vision,
+                                               image_token_id=256, projection_dim=32)
+    model = transformers.PaliGemmaForConditionalGeneration(config).eval()
+    inputs = made_inputs(model, config)
+    ids = inputs["input_ids"]
+    assert int((ids == 256).sum()) == (32 // 8) ** 2  # 16 patches, 16 image tokens
+    with torch.no_grad():
+        model(**inputs)  # the model's own check that tokens and features match holds
+
+
+def test_the_image_size_comes_from_the_processor(tmp_path):
+    from portcheck.dynamic.inputs import processor_image_size
+
+    (tmp_path / "config.json").write_text("{}")
+    assert processor_image_size(str(tmp_path)) == 0
+    (tmp_path / "preprocessor_config.json").write_text(json.dumps({"size": {"height": 640, "width": 640}}))
+    assert processor_image_size(str(tmp_path)) == 640
+    assert processor_image_size(str(tmp_path / "config.json")) == 640
+    (tmp_path / "preprocessor_config.json").write_text(json.dumps({"size": {"shortest_edge": 256},
+                                                                    "do_center_crop": True, "crop_size": 224}))
+    assert processor_image_size(str(tmp_path)) == 224
+
+
+def test_input_specs_set_positions_and_read_files(tmp_path):
+    from portcheck.dynamic.request import InputSpec, RequestError, TraceRequest
+
+    spec = InputSpec.parse("input_ids=int64[1,8];0:3=7;5:6=9")
+    assert spec.fills == ((0, 3, 7.0), (5, 6, 9.0))
+    (tmp_path / "ids.json").write_text("[[1, 2, 3]]")
+    given = InputSpec.parse(f"input_ids=@{tmp_path / 'ids.json'}")
+    assert given.file == str(tmp_path / "ids.json")
+    request = TraceRequest(model="m.py:build", inputs=(spec, given))
+    assert TraceRequest.from_json(request.to_json()) == request  # crosses to the child unchanged
+    for bad in ("input_ids=int64[1,8];6:9=1", "input_ids=int64[1,8];3:2=1", f"x=@{tmp_path / 'none.npy'}",
+                f"x=@{tmp_path / 'ids.txt'}"):
+        with pytest.raises(RequestError):
+            InputSpec.parse(bad)
+
+
+@pytest.mark.xdist_group("in-process-torch")
+def test_made_inputs_carry_the_given_positions_and_file_values(tmp_path):
+    import numpy
+    import torch
+
+    from portcheck.dynamic.inputs import make_input
+    from portcheck.dynamic.request import InputSpec
+
+    ids = make_input(InputSpec.parse("input_ids=int64[1,8];0:3=7"))
+    assert ids.dtype == torch.int64 and ids[0, :3].tolist() == [7, 7, 7] and set(ids[0, 3:].tolist()) <= {0, 1}
+    numpy.save(tmp_path / "pixels.npy", numpy.ones((1, 3, 4, 4), dtype=numpy.float32))
+    assert make_input(InputSpec.parse(f"pixel_values=@{tmp_path / 'pixels.npy'}")).shape == (1, 3, 4, 4)
+    (tmp_path / "ids.json").write_text("[[1, 2, 3]]")
+    assert make_input(InputSpec.parse(f"input_ids=@{tmp_path / 'ids.json'}")).dtype == torch.int64
+    numpy.save(tmp_path / "objects.npy", numpy.array([{"a": 1}], dtype=object), allow_pickle=True)
+    with pytest.raises(ValueError):  # a pickled object array is never loaded
+        make_input(InputSpec.parse(f"x=@{tmp_path / 'objects.npy'}"))
