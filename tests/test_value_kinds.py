@@ -249,3 +249,24 @@ def test_a_read_after_an_early_return_off_the_interval_is_an_interval_read():
         """, "inf2", "xla")
     assert (8, "PC702") not in found
     assert (15, "PC702") in found
+
+
+def test_transformers_is_tracing_keeps_a_branch_out_of_a_compiled_graph():
+    """`not is_tracing(mask) and ...` is False while Dynamo compiles (transformers' helper asks
+    `is_torchdynamo_compiling()`): on the native stack the read after it is not in the graph; torch_neuronx.trace
+    sets nothing it asks, so on xla it is."""
+    code = """\
+        import torch
+        from transformers.utils import is_tracing
+
+        class M(torch.nn.Module):
+            def forward(self, x, mask):
+                if not is_tracing(mask) and (mask[:, -1] == 0).all():
+                    x = x * 2
+                if (mask[:, -1] == 0).all():
+                    x = x * 3
+                return x
+        """
+    native = severities(code)
+    assert (6, "PC208") not in native and (8, "PC208") in native
+    assert (6, "PC208") in severities(code, "inf2", "xla")

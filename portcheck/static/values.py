@@ -155,12 +155,20 @@ def guard(ctx: Context, node: cst.CSTNode | None = None) -> str | None:
 # (torch_neuronx.trace runs the model eagerly on XLA tensors: it sets none of them, nor `torch.jit.is_tracing()`.)
 _COMPILING = frozenset({"torch.compiler.is_compiling", "torch._dynamo.is_compiling"})
 _COMPILING_HELPERS = frozenset({"is_torchdynamo_compiling", "is_compiling", "is_dynamo_compiling"})
+# transformers' `is_tracing(tensor)` is True while Dynamo compiles or exports (it asks `is_torchdynamo_compiling()`
+# first), or while torch.jit or torch.fx trace: the branch it closes is not in a `torch.compile` graph either.
+_TRACING_HELPERS = frozenset({"transformers.utils.is_tracing", "transformers.utils.import_utils.is_tracing"})
 
 
 def _compiling_call(ctx: Context, node: cst.BaseExpression) -> bool:
-    if not isinstance(node, cst.Call) or node.args:
+    if not isinstance(node, cst.Call):
         return False
     qualname = ctx.qualname(node.func)
+    relative = (qualname is None or qualname.startswith(".")) and call_name(node) == "is_tracing"
+    if len(node.args) <= 1 and (qualname in _TRACING_HELPERS or relative):
+        return True  # `is_tracing(mask)`, imported from transformers or, inside transformers, relatively
+    if node.args:
+        return False
     if qualname is not None:
         return qualname in _COMPILING or qualname.rsplit(".", 1)[-1] in _COMPILING_HELPERS
     return call_name(node) in _COMPILING_HELPERS
