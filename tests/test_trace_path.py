@@ -112,8 +112,9 @@ def test_transformers_files_read_and_their_findings_are_the_same_for_both_target
     shown = [terminal_path(f) for f in files[0]]
     assert "transformers/models/llama/modeling_llama.py" in shown and "transformers/modeling_utils.py" in shown
     assert not any(f.startswith("torch/") for f in shown)
-    static = [{(f["code"], f["path"], f["line"]) for f in report["findings"] if "static" in f["evidence"]}
-              for report in llama.values()]
+    # (PC208 differs by stack: transformers' `is_tracing()` closes its masking branch under torch.compile only.)
+    static = [{(f["code"], f["path"], f["line"]) for f in report["findings"]
+               if "static" in f["evidence"] and f["code"] != "PC208"} for report in llama.values()]
     assert static[0] == static[1]
 
 
