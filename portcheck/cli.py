@@ -16,7 +16,7 @@ from portcheck.atomic import write_text
 from portcheck.commands import LinesFor, source_lines
 from portcheck.config import ConfigError, common_parent
 from portcheck.errors import UserError
-from portcheck.escape import printable, shown_diff
+from portcheck.escape import printable, shown_diff, standard_streams
 from portcheck.findings import ScanResult, Severity
 from portcheck.report.fixes import write_fix_report, write_fix_summary
 
@@ -34,7 +34,6 @@ def _color(stream: TextIO, to_file: bool) -> bool:
 def _say_error(message: str) -> None:
     # escaped: the message may quote a model's exception or output, a config's model_type, a file name
     sys.stderr.write(f"portcheck: error: {printable(message)}\n")
-
 
 
 def exit_code(result: ScanResult, fail_level: Severity, *, exit_zero: bool = False, fixes: str = "") -> int:
@@ -238,6 +237,13 @@ def _report(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _server(args: argparse.Namespace) -> int:
+    from portcheck.commands import serve
+
+    serve()  # until the editor says exit
+    return EXIT_OK
+
+
 def _rules(args: argparse.Namespace) -> int:
     """`rules`, `rule CODE` and `sdk`: the catalog, one rule's documentation, the releases the data knows."""
     from portcheck.commands import find_rule
@@ -254,19 +260,8 @@ def _rules(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _standard_streams() -> None:
-    """A closed stdout or stderr (`>&-`) writes nowhere instead of failing; text that cannot be encoded (the
-    undecodable bytes of a file name) is written as escapes, never an error."""
-    for name in ("stdout", "stderr"):
-        stream = getattr(sys, name)
-        if stream is None:
-            setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))  # noqa: SIM115  # lives as long as sys.stdout
-        elif isinstance(stream, io.TextIOWrapper):
-            stream.reconfigure(errors="backslashreplace")
-
-
 def main(argv: list[str] | None = None) -> int:
-    _standard_streams()
+    standard_streams()
     parser = arguments.parser()
     given = sys.argv[1:] if argv is None else argv
     # A file named like an option (`--output=victim.py`, committed and handed over by pre-commit after other files)
@@ -280,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return EXIT_ERROR
     handler = {"scan": _scan, "trace": _trace, "advise": _advise, "review": _review, "rules": _rules,
-               "rule": _rules, "sdk": _rules, "report": _report}[args.command]
+               "rule": _rules, "sdk": _rules, "report": _report, "server": _server}[args.command]
     try:
         return handler(args)
     except UserError as exc:

@@ -1,5 +1,5 @@
-"""The application layer: `scan`, `fix_stdin`, `trace`, `advise`, `review` and `report` take typed options and
-return typed results, one module a command. No argument parsing and no printing here (cli.py does both); the files a
+"""The application layer: `scan`, `fix_stdin`, `trace`, `advise`, `review`, `report` and `serve` take typed options
+and return typed results, one module a command. No argument parsing and no printing here (cli.py does both); the files a
 command is asked to change (`--fix`) are its work, the reports it renders are cli.py's."""
 
 from portcheck.commands.advise import AdviseOptions, AdviseOutcome, advise, advise_refusal
@@ -16,12 +16,13 @@ from portcheck.commands.scan import (
     scan,
     source_lines,
 )
+from portcheck.commands.server import serve
 from portcheck.commands.trace import run_model, trace
 from portcheck.report.models import ModelRun, ModelTarget
 
 __all__ = [
     "AdviseOptions", "AdviseOutcome", "LinesFor", "ModelRun", "ModelTarget", "Progress", "ReportOptions",
     "ReportOutcome", "ReviewOutcome", "ScanOptions", "ScanOutcome", "StdinFix", "advise", "advise_refusal",
-    "find_rule", "fix_stdin", "report", "report_model", "report_page", "review", "run_model", "scan", "source_lines",
-    "trace",
+    "find_rule", "fix_stdin", "report", "report_model", "report_page", "review", "run_model", "scan", "serve",
+    "source_lines", "trace",
 ]

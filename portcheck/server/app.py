@@ -1,0 +1,222 @@
+"""`portcheck server`: the protocol's side. Documents are analysed on one thread, the latest text of each only: a
+change waits `DEBOUNCE` seconds for the next keystroke, and a change to the document being analysed stops that
+analysis (an exception raised into the analysis thread) instead of letting a stale one finish and queue up. The
+static pass only reads the text: nothing of the user's is imported or run, and torch is never loaded."""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+from pygls.uris import to_fs_path
+
+from portcheck import __version__
+from portcheck.errors import UserError
+from portcheck.findings import FileError, FileResult, python_lines
+from portcheck.server.convert import SOURCE, diagnostic, error_diagnostic
+from portcheck.server.folder import EditorOptions, Folder, analysable
+
+DEBOUNCE = 0.05  # seconds without a change before a changed document is analysed
+CONFIG_NAMES = ("pyproject.toml", "portcheck.toml")
+
+
+class Superseded(BaseException):
+    """Raised into the analysis thread when the document it analyses changes (BaseException: the engine's
+    `except Exception`, which turns a check's crash into a diagnostic, lets it through)."""
+
+
+@dataclass(frozen=True)
+class Job:
+    version: int | None
+    text: str | None  # None: the document was closed
+    when: float
+
+
+@dataclass(frozen=True)
+class Shown:
+    """What an open document's diagnostics were made from (code actions and hover read it)."""
+
+    version: int | None
+    text: str
+    lines: list[str]
+    result: FileResult
+    diagnostics: list[types.Diagnostic]
+
+
+class PortcheckServer(LanguageServer):
+    def __init__(self) -> None:
+        super().__init__("portcheck", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+        self.options = EditorOptions()
+        self.roots: list[Path] = []
+        self.folders: dict[Path, Folder] = {}
+        self.pending: dict[str, Job] = {}
+        self.shown: dict[str, Shown] = {}
+        self.uris: dict[tuple[Path, str], str] = {}  # (folder root, display path) -> the open document's URI
+        self.texts: dict[str, tuple[int | None, str]] = {}
+        self.condition = threading.Condition()
+        self.analysing: str | None = None
+        self.analyses = 0  # analyses begun (the tests read it through a command)
+        self.superseded = 0  # analyses a change stopped
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._worker: threading.Thread | None = None
+        self._worker_id = 0
+        self._stopping = False
+
+    # ---- scheduling (the protocol's thread) -------------------------------------------------------------
+
+    def start_worker(self) -> None:
+        if self._worker is None:
+            self.loop = asyncio.get_running_loop()
+            self._worker = threading.Thread(target=self._work, name="portcheck-analysis", daemon=True)
+            self._worker.start()
+
+    def schedule(self, uri: str, closed: bool = False) -> None:
+        path = to_fs_path(uri)
+        if path is None or not analysable(Path(path)):
+            return
+        if closed:
+            job = Job(None, None, time.monotonic())
+        else:
+            document = self.workspace.get_text_document(uri)
+            job = Job(document.version, document.source, time.monotonic())
+        with self.condition:
+            self.pending[uri] = job
+            if self.analysing == uri and self._worker_id:
+                # stop the stale analysis where it is (a check's loop, the call graph): the next bytecode raises
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._worker_id),
+                                                           ctypes.py_object(Superseded))
+            self.condition.notify()
+
+    def reanalyse_all(self) -> None:
+        """Settings changed: every folder's settings and results are read again."""
+        with self.condition:
+            self.folders = {}
+            self.shown = {}
+        for uri in list(self.texts):
+            self.schedule(uri)
+
+    def stop(self) -> None:
+        with self.condition:
+            self._stopping = True
+            self.condition.notify()
+
+    # ---- the analysis thread -------------------------------------------------------------------------
+
+    def _work(self) -> None:
+        self._worker_id = threading.get_ident()
+        while not self._stopping:
+            taken: tuple[str, Job] | None = None
+            try:
+                taken = self._next()
+                if taken is not None:
+                    self._run(*taken)
+            except Superseded:
+                self.superseded += 1
+                if taken is not None:
+                    with self.condition:
+                        self.pending.setdefault(*taken)  # stopped by a change meant for another document
+            except Exception as exc:  # a bug of the server's own: said on the document, and the server goes on
+                if taken is not None and taken[1].text is not None:
+                    failure = FileResult(taken[0], errors=(FileError(taken[0], f"internal error: "
+                                                                               f"{type(exc).__name__}: {exc}"),))
+                    self._publish(taken[0], taken[1].version, taken[1].text, failure)
+            finally:
+                with self.condition:
+                    self.analysing = None
+
+    def _next(self) -> tuple[str, Job] | None:
+        with self.condition:
+            while not self._stopping:
+                if not self.pending:
+                    self.condition.wait()
+                    continue
+                uri, job = min(self.pending.items(), key=lambda item: item[1].when)
+                delay = job.when + DEBOUNCE - time.monotonic()
+                if delay > 0 and job.text is not None:
+                    self.condition.wait(delay)
+                    continue
+                del self.pending[uri]
+                self.analysing = uri
+                return uri, job
+        return None
+
+    def folder_for(self, location: Path) -> Folder:
+        roots = [root for root in self.roots if location.is_relative_to(root)]
+        root = max(roots, key=lambda r: len(r.parts)) if roots else location.parent
+        if root not in self.folders:
+            self.folders[root] = Folder(root, self.options)
+        return self.folders[root]
+
+    def _run(self, uri: str, job: Job) -> None:
+        location = Path(to_fs_path(uri) or uri)
+        folder = self.folder_for(location)
+        display = folder.display(location)
+        if job.text is None:
+            self.uris.pop((folder.root, display), None)
+            self.texts.pop(uri, None)
+            self.shown.pop(uri, None)
+            folder.close(location)
+            self._send(uri, None, [])
+        else:
+            self.uris[(folder.root, display)] = uri
+            self.texts[uri] = (job.version, job.text)
+            self.analyses += 1
+            opened = display not in folder.open
+            try:
+                folder.analyse(location, job.text)
+            except UserError as exc:  # the configuration or the editor's settings: one line on the document
+                problem = FileError(display, f"portcheck settings: {exc}")
+                self._publish(uri, job.version, job.text, FileResult(display, errors=(problem,)))
+                return
+            if opened:
+                self._settle(folder)  # this file first, as `portcheck scan FILE` sees it; then its project
+                folder.index()
+        self._settle(folder)
+
+    def _settle(self, folder: Folder) -> None:
+        """Every open document of the folder published again where the call graph changed what it shows."""
+        for display, result in folder.settle().items():
+            uri = self.uris.get((folder.root, display))
+            if uri is not None and uri in self.texts:
+                version, text = self.texts[uri]
+                self._publish(uri, version, text, result)
+
+    def _publish(self, uri: str, version: int | None, text: str, result: FileResult) -> None:
+        with self.condition:
+            if uri in self.pending and self.pending[uri].text is not None:
+                return  # a newer text is on its way: this one would flash stale findings
+        lines = python_lines(text)
+        codec = self.workspace.position_codec
+        shown = [error_diagnostic(e, lines, codec) for e in result.errors]
+        shown += [diagnostic(f, lines, codec) for f in result.findings]
+        before = self.shown.get(uri)
+        self.shown[uri] = Shown(version, text, lines, result, shown)
+        if before is None or before.diagnostics != shown or before.version != version:
+            self._send(uri, version, shown)
+
+    def _send(self, uri: str, version: int | None, shown: list[types.Diagnostic]) -> None:
+        params = types.PublishDiagnosticsParams(uri=uri, diagnostics=shown, version=version)
+        if self.loop is not None:
+            self.loop.call_soon_threadsafe(self.text_document_publish_diagnostics, params)
+
+
+def editor_options(given: Any) -> EditorOptions | None:
+    """target / stack / sdk from initializationOptions or the `portcheck` configuration section (either may
+    nest them under "portcheck"); None when there is nothing of ours."""
+    if isinstance(given, dict) and isinstance(given.get("portcheck"), dict):
+        given = given["portcheck"]
+    if not isinstance(given, dict):
+        return None
+    values = {key: str(given[key]) if given.get(key) not in (None, "") else None for key in ("target", "stack", "sdk")}
+    return EditorOptions(**values)
+
+
+def say(server: PortcheckServer, message: str) -> None:
+    server.window_log_message(types.LogMessageParams(type=types.MessageType.Info, message=f"{SOURCE}: {message}"))
