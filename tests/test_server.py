@@ -112,6 +112,36 @@ async def test_diagnostics_are_what_scan_reports(client: LanguageClient, workspa
         assert shown.code_description.href == first_url(load().rules[f["code"]].source)  # SARIF's helpUri
 
 
+def _scanned(path: Path, *options: str) -> list[tuple[object, ...]]:
+    found = json.loads(_scan(path, "--format", "json", *options).stdout)["findings"]
+    return sorted((f["code"], f["line"], f["column"], f["end_line"], f["end_column"], f["message"]) for f in found)
+
+
+async def test_the_settings_are_the_projects_under_the_editors(client: LanguageClient, workspace: Path) -> None:
+    folder = workspace / "configured"
+    folder.mkdir()
+    (folder / "portcheck.toml").write_text('ignore = ["PC105"]\n')
+    path = folder / "configured_case.py"
+    shutil.copy(EXAMPLE, path)
+    uri = _open(client, path)
+    found = await _diagnostics(client, uri)
+    assert sorted(map(_key, found)) == _scanned(path) and "PC105" not in {d.code for d in found}
+    inf2 = _scanned(path, "--target", "inf2")
+    assert inf2 != _scanned(path)
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"portcheck": {"target": "inf2"}}))
+    await _diagnostics(client, uri, lambda now: sorted(map(_key, now)) == inf2)
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"portcheck": {"target": "trn9"}}))  # a mistake: one line on the document, as scan says it
+    (wrong,) = await _diagnostics(client, uri, lambda now: len(now) == 1)
+    assert "unknown target 'trn9'" in wrong.message
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"portcheck": {"target": "trn2"}}))
+    await _diagnostics(client, uri, lambda now: sorted(map(_key, now)) == _scanned(path))
+    client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri)))
+    assert await _diagnostics(client, uri, lambda now: not now) == []
+
+
 async def test_a_fix_applied_removes_its_finding_and_fix_all_writes_what_scan_fix_does(
         client: LanguageClient, workspace: Path) -> None:
     path = workspace / "fixing.py"

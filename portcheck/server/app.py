@@ -68,6 +68,7 @@ class PortcheckServer(LanguageServer):
         self._worker: threading.Thread | None = None
         self._worker_id = 0
         self._stopping = False
+        self._told: dict[Path, str] = {}
 
     # ---- scheduling (the protocol's thread) -------------------------------------------------------------
 
@@ -77,15 +78,17 @@ class PortcheckServer(LanguageServer):
             self._worker = threading.Thread(target=self._work, name="portcheck-analysis", daemon=True)
             self._worker.start()
 
-    def schedule(self, uri: str, closed: bool = False) -> None:
+    def schedule(self, uri: str, closed: bool = False, at_once: bool = False) -> None:
+        """Analyse the document's current text: after the debounce, or `at_once` (opened, saved)."""
         path = to_fs_path(uri)
         if path is None or not analysable(Path(path)):
             return
+        when = time.monotonic() - (DEBOUNCE if at_once else 0.0)
         if closed:
-            job = Job(None, None, time.monotonic())
+            job = Job(None, None, when)
         else:
             document = self.workspace.get_text_document(uri)
-            job = Job(document.version, document.source, time.monotonic())
+            job = Job(document.version, document.source, when)
         with self.condition:
             self.pending[uri] = job
             if self.analysing == uri and self._worker_id:
@@ -182,7 +185,12 @@ class PortcheckServer(LanguageServer):
 
     def _settle(self, folder: Folder) -> None:
         """Every open document of the folder published again where the call graph changed what it shows."""
-        for display, result in folder.settle().items():
+        settled = folder.settle()
+        if folder.notice is not None and folder.notice != self._told.get(folder.root):
+            self._told[folder.root] = folder.notice  # the call graph's bound, a refused cache: said once
+            if self.loop is not None:
+                self.loop.call_soon_threadsafe(say, self, folder.notice)
+        for display, result in settled.items():
             uri = self.uris.get((folder.root, display))
             if uri is not None and uri in self.texts:
                 version, text = self.texts[uri]

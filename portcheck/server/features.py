@@ -44,7 +44,7 @@ def make_server() -> PortcheckServer:
 
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: PortcheckServer, params: types.DidOpenTextDocumentParams) -> None:
-        ls.schedule(params.text_document.uri)
+        ls.schedule(params.text_document.uri, at_once=True)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: PortcheckServer, params: types.DidChangeTextDocumentParams) -> None:
@@ -55,7 +55,7 @@ def make_server() -> PortcheckServer:
         if Path(to_fs_path(params.text_document.uri) or "").name in CONFIG_NAMES:
             ls.reanalyse_all()  # a configuration saved: every open file's settings may have changed
         else:
-            ls.schedule(params.text_document.uri)
+            ls.schedule(params.text_document.uri, at_once=True)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: PortcheckServer, params: types.DidCloseTextDocumentParams) -> None:
@@ -65,6 +65,7 @@ def make_server() -> PortcheckServer:
     def shutdown(ls: PortcheckServer, params: None) -> None:
         ls.stop()
 
+    @server.thread()  # fixing every finding of a large file takes seconds: not on the protocol's thread
     @server.feature(types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(
         code_action_kinds=[types.CodeActionKind.QuickFix, actions.FIX_ALL]))
     def code_action(ls: PortcheckServer, params: types.CodeActionParams) -> list[types.CodeAction]:
