@@ -24,7 +24,8 @@ EXAMPLE = ROOT / "fixtures" / "examples" / "train_gpu.py"
 SERVER = [sys.executable, "-m", "portcheck", "server"]
 WAIT = 60  # seconds: the machine may be busy; a healthy server answers in well under one
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+# One server for the module: its tests on one xdist worker, in one event loop.
+pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.xdist_group("lsp-server")]
 
 
 @pytest.fixture(scope="module")
