@@ -143,6 +143,17 @@ async def test_the_settings_are_the_projects_under_the_editors(client: LanguageC
     assert await _diagnostics(client, uri, lambda now: not now) == []
 
 
+async def test_a_dependency_file_gets_what_scan_reports_for_it(client: LanguageClient, workspace: Path) -> None:
+    path = workspace / "deps" / "requirements.txt"
+    path.parent.mkdir()
+    path.write_text("torch==2.1.0+cu121\nnumpy\n")
+    uri = path.as_uri()
+    client.text_document_did_open(types.DidOpenTextDocumentParams(types.TextDocumentItem(
+        uri=uri, language_id="pip-requirements", version=1, text=path.read_text())))
+    found = await _diagnostics(client, uri)
+    assert sorted(map(_key, found)) == _scanned(path) != []
+
+
 async def test_a_fix_applied_removes_its_finding_and_fix_all_writes_what_scan_fix_does(
         client: LanguageClient, workspace: Path) -> None:
     path = workspace / "fixing.py"
