@@ -299,6 +299,21 @@ async def test_a_change_in_one_file_republishes_the_files_that_depend_on_it(
     assert found.code == "PC105"
 
 
+async def test_a_file_outside_the_workspace_folders_is_judged_alone(
+        client: LanguageClient, tmp_path_factory: pytest.TempPathFactory) -> None:
+    # its directory may be anyone's home: never walked, the file judged as `portcheck scan FILE` judges it
+    outside = tmp_path_factory.mktemp("outside")
+    (outside / "env.py").write_text("import torch\n\ndef has_gpu():\n    return torch.cuda.is_available()\n")
+    (outside / "model.py").write_text(MODEL)
+    model = _open(client, outside / "model.py")
+    (found,) = await _diagnostics(client, model)
+    (outside / "after.py").write_text("import torch\n\nx = torch.ones(3).cuda()\n")
+    await _diagnostics(client, _open(client, outside / "after.py"))  # the analysis thread is past model.py's
+    assert found.code == "PC105" and [d.severity for d in client.diagnostics[model]] == [
+        types.DiagnosticSeverity.Error]
+    assert _scanned(outside / "model.py") == [_key(found)]
+
+
 # The server with every check that reports PC105 raising: what a bug in a check does.
 CRASHING = [sys.executable, "-c", textwrap.dedent("""\
     import dataclasses, sys

@@ -154,7 +154,7 @@ class PortcheckServer(LanguageServer):
         roots = [root for root in self.roots if location.is_relative_to(root)]
         root = max(roots, key=lambda r: len(r.parts)) if roots else location.parent
         if root not in self.folders:
-            self.folders[root] = Folder(root, self.options)
+            self.folders[root] = Folder(root, self.options, whole=bool(roots))
         return self.folders[root]
 
     def _run(self, uri: str, job: Job) -> None:
@@ -178,7 +178,7 @@ class PortcheckServer(LanguageServer):
                 problem = FileError(display, f"portcheck settings: {exc}")
                 self._publish(uri, job.version, job.text, FileResult(display, errors=(problem,)))
                 return
-            if opened:
+            if opened or not folder.indexed:  # (not indexed: a change stopped the reading of the folder)
                 self._settle(folder)  # this file first, as `portcheck scan FILE` sees it; then its project
                 folder.index()
         self._settle(folder)

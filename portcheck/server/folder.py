@@ -41,9 +41,10 @@ class Folder:
     """One workspace folder (or, for a file outside every folder, the file's own directory). Used from the
     server's analysis thread only."""
 
-    def __init__(self, root: Path, options: EditorOptions) -> None:
+    def __init__(self, root: Path, options: EditorOptions, whole: bool = True) -> None:
         self.root = root
         self.options = options
+        self.whole = whole  # a workspace folder, read whole; not a lone file's directory (it may be one's home)
         self.raw: dict[str, FileResult] = {}  # display path -> the file's own result, before the call graph
         self.final: dict[str, FileResult] = {}  # display path -> what scan would report for it
         self.open: set[str] = set()
@@ -115,6 +116,9 @@ class Folder:
         """Read the folder's other files as `portcheck scan .` in it would (its excludes, .gitignore, the tests
         setting), so the call graph sees the whole project: on the first open, and again when another document is
         opened (files made since are read; those known are kept). Unchanged files come from the cache."""
+        if not self.whole:
+            self.indexed = True  # a file outside every workspace folder: judged alone, as `scan FILE` judges it
+            return
         settings = self.settings_for(self.root / "__init__.py")
         warnings: list[str] = []
         candidates = [c for c in discover(["."], settings, self.root, warnings) if c.display not in self.raw]
