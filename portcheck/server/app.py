@@ -95,6 +95,7 @@ class PortcheckServer(LanguageServer):
                 # stop the stale analysis where it is (a check's loop, the call graph): the next bytecode raises
                 ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._worker_id),
                                                            ctypes.py_object(Superseded))
+                self.analysing = None  # one exception an analysis: a second could land after the first is handled
             self.condition.notify()
 
     def reanalyse_all(self) -> None:
@@ -115,24 +116,31 @@ class PortcheckServer(LanguageServer):
     def _work(self) -> None:
         self._worker_id = threading.get_ident()
         while not self._stopping:
-            taken: tuple[str, Job] | None = None
             try:
-                taken = self._next()
-                if taken is not None:
-                    self._run(*taken)
-            except Superseded:
+                self._step()
+            except Superseded:  # it landed just after the analysis it was meant for: nothing to redo
                 self.superseded += 1
-                if taken is not None:
-                    with self.condition:
-                        self.pending.setdefault(*taken)  # stopped by a change meant for another document
-            except Exception as exc:  # a bug of the server's own: said on the document, and the server goes on
-                if taken is not None and taken[1].text is not None:
-                    failure = FileResult(taken[0], errors=(FileError(taken[0], f"internal error: "
-                                                                               f"{type(exc).__name__}: {exc}"),))
-                    self._publish(taken[0], taken[1].version, taken[1].text, failure)
-            finally:
+
+    def _step(self) -> None:
+        """The next document's analysis and its publishing; a change stops it (Superseded), a bug is a diagnostic."""
+        taken: tuple[str, Job] | None = None
+        try:
+            taken = self._next()
+            if taken is not None:
+                self._run(*taken)
+        except Superseded:
+            self.superseded += 1
+            if taken is not None:
                 with self.condition:
-                    self.analysing = None
+                    self.pending.setdefault(*taken)  # stopped by a change meant for another document
+        except Exception as exc:  # a bug of the server's own: said on the document, and the server goes on
+            if taken is not None and taken[1].text is not None:
+                failure = FileResult(taken[0], errors=(FileError(taken[0], f"internal error: "
+                                                                           f"{type(exc).__name__}: {exc}"),))
+                self._publish(taken[0], taken[1].version, taken[1].text, failure)
+        finally:
+            with self.condition:
+                self.analysing = None
 
     def _next(self) -> tuple[str, Job] | None:
         with self.condition:
