@@ -6,6 +6,7 @@ static pass only reads the text: nothing of the user's is imported or run, and t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
 import threading
 import time
@@ -115,6 +116,10 @@ class PortcheckServer(LanguageServer):
 
     def _work(self) -> None:
         self._worker_id = threading.get_ident()
+        # the engine and the rules loaded now, while the editor opens its first file, not after; should that fail,
+        # the first analysis says why, on its document
+        with contextlib.suppress(Exception):
+            import portcheck.static.engine  # noqa: F401
         while not self._stopping:
             try:
                 self._step()
