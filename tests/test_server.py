@@ -152,6 +152,14 @@ async def test_a_dependency_file_gets_what_scan_reports_for_it(client: LanguageC
         uri=uri, language_id="pip-requirements", version=1, text=path.read_text())))
     found = await _diagnostics(client, uri)
     assert sorted(map(_key, found)) == _scanned(path) != []
+    offered = await client.text_document_code_action_async(types.CodeActionParams(
+        types.TextDocumentIdentifier(uri), found[0].range, types.CodeActionContext(diagnostics=[found[0]])))
+    (noqa,) = [a for a in offered or [] if isinstance(a, types.CodeAction) and "noqa" in a.title]
+    assert noqa.edit is not None and noqa.edit.changes is not None
+    text = _apply(path.read_text(), list(noqa.edit.changes[uri]))
+    assert text.splitlines()[0] == "torch==2.1.0+cu121  # noqa: PC725"
+    _change(client, uri, 2, text)
+    assert await _diagnostics(client, uri, lambda now: not now) == []
 
 
 async def test_a_fix_applied_removes_its_finding_and_fix_all_writes_what_scan_fix_does(
@@ -166,7 +174,11 @@ async def test_a_fix_applied_removes_its_finding_and_fix_all_writes_what_scan_fi
         types.TextDocumentIdentifier(uri), target.range, types.CodeActionContext(diagnostics=[target])))
     fixes = [a for a in offered or [] if isinstance(a, types.CodeAction) and a.title.endswith("(PC101)")]
     assert fixes and fixes[0].is_preferred and fixes[0].edit is not None and fixes[0].edit.changes is not None
-    assert all("unsafe" not in a.title or not a.is_preferred for a in offered or [] if isinstance(a, types.CodeAction))
+    unsafe = next(d for d in found if d.code == "PC110")  # its fix renames the variable: unsafe
+    offered_unsafe = await client.text_document_code_action_async(types.CodeActionParams(
+        types.TextDocumentIdentifier(uri), unsafe.range, types.CodeActionContext(diagnostics=[unsafe])))
+    (marked,) = [a for a in offered_unsafe or [] if isinstance(a, types.CodeAction) and "(PC110" in a.title]
+    assert marked.title.endswith("(PC110, unsafe: check the result)") and not marked.is_preferred
     text = _apply(text, list(fixes[0].edit.changes[uri]))
     _change(client, uri, 2, text)
     after = await _diagnostics(client, uri, lambda now: _key(target) not in map(_key, now))

@@ -16,6 +16,7 @@ from portcheck.knowledge import load
 from portcheck.report.links import source_links
 from portcheck.report.ruledoc import rule_doc
 from portcheck.server.convert import diagnostic, fix_label, noqa_edit, text_edits, text_range
+from portcheck.static.manifests import kind
 from portcheck.static.rewrite import fix_text
 
 FIX_ALL = "source.fixAll.portcheck"
@@ -35,6 +36,7 @@ def _edit(uri: str, edits: list[types.TextEdit]) -> types.WorkspaceEdit:
 def code_actions(uri: str, result: FileResult, lines: Sequence[str], codec: PositionCodec, wanted: types.Range,
                  only: Sequence[str] | None) -> list[types.CodeAction]:
     """The quick fixes for the findings that touch `wanted`: each fix, then a `# noqa` for each code."""
+    python = kind(result.path) is None
     if only is not None and not any(types.CodeActionKind.QuickFix.value.startswith(kind) for kind in only):
         return []
     actions: list[types.CodeAction] = []
@@ -49,7 +51,7 @@ def code_actions(uri: str, result: FileResult, lines: Sequence[str], codec: Posi
             actions.append(types.CodeAction(title=title, kind=types.CodeActionKind.QuickFix, diagnostics=[shown],
                                             edit=_edit(uri, text_edits(finding.fix.edits, lines, codec)),
                                             is_preferred=safe))
-        if (finding.code, finding.line) not in seen and (edit := noqa_edit(finding, lines, codec)) is not None:
+        if (finding.code, finding.line) not in seen and (edit := noqa_edit(finding, lines, codec, python)) is not None:
             seen.add((finding.code, finding.line))
             noqa.append(types.CodeAction(title=f"Suppress {finding.code} on this statement (# noqa)",
                                          kind=types.CodeActionKind.QuickFix, diagnostics=[shown],

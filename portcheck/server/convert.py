@@ -73,10 +73,20 @@ def fix_label(finding: Finding) -> tuple[str, bool]:
 _NOQA = re.compile(r"#\s*noqa:\s*[A-Za-z]+[0-9]+(?:\s*,\s*[A-Za-z]+[0-9]+)*", re.IGNORECASE)
 
 
-def noqa_edit(finding: Finding, lines: Sequence[str], codec: PositionCodec) -> types.TextEdit | None:
+def noqa_edit(finding: Finding, lines: Sequence[str], codec: PositionCodec,
+              python: bool = True) -> types.TextEdit | None:
     """The edit that adds `# noqa: CODE` to the finding's statement: to the code list of a `# noqa:` already on
     its last line, else at the end of the first of its lines that ends outside a string (a comment put inside a
-    triple-quoted string would be text, not a comment). None when no line can take one."""
+    triple-quoted string would be text, not a comment). In a dependency file, on the finding's own line (what its
+    suppressions cover). None when no line can take one."""
+    if not python:
+        if not 0 < finding.line <= len(lines):
+            return None
+        text = lines[finding.line - 1]
+        match = _NOQA.search(text)
+        end, content = ((match.end(), f", {finding.code}") if match
+                        else (len(text.rstrip()), f"  # noqa: {finding.code}"))
+        return types.TextEdit(text_range(lines, codec, finding.line, end + 1, finding.line, end + 1), content)
     tokens = _tokens(lines)
     if not tokens:
         return None
