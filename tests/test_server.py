@@ -34,6 +34,12 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 async def _start(client: LanguageClient, root: Path) -> None:
+    registered: list[types.Registration] = []
+
+    @client.feature(types.CLIENT_REGISTER_CAPABILITY)
+    def register(client: LanguageClient, params: types.RegistrationParams) -> None:  # as VS Code: accepted
+        registered.extend(params.registrations)
+
     await client.initialize_session(types.InitializeParams(
         capabilities=client_capabilities("visual-studio-code"), root_uri=root.as_uri(),
         workspace_folders=[types.WorkspaceFolder(uri=root.as_uri(), name="workspace")],
@@ -309,6 +315,14 @@ async def test_a_change_in_one_file_republishes_the_files_that_depend_on_it(
     (found,) = await _diagnostics(client, model, lambda now: any(d.severity == types.DiagnosticSeverity.Error
                                                                  for d in now))
     assert found.code == "PC105"
+    # closed unsaved, env.py counts as it is on disk again: a probe
+    client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(env)))
+    await _diagnostics(client, model, lambda now: [d.severity for d in now] == [types.DiagnosticSeverity.Information])
+    # changed on disk (another program, a checkout): the client's file watcher says so
+    (project / "env.py").write_text("def has_gpu():\n    return True\n")
+    client.workspace_did_change_watched_files(types.DidChangeWatchedFilesParams(
+        [types.FileEvent(uri=env, type=types.FileChangeType.Changed)]))
+    await _diagnostics(client, model, lambda now: [d.severity for d in now] == [types.DiagnosticSeverity.Error])
 
 
 async def test_a_file_outside_the_workspace_folders_is_judged_alone(

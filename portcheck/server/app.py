@@ -36,8 +36,9 @@ class Superseded(BaseException):
 @dataclass(frozen=True)
 class Job:
     version: int | None
-    text: str | None  # None: the document was closed
+    text: str | None  # None: the document was closed, or (`disk`) the file changed on disk
     when: float
+    disk: str = ""  # "created", "changed" or "deleted": a file that is not open changed on disk
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,16 @@ class PortcheckServer(LanguageServer):
                 ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._worker_id),
                                                            ctypes.py_object(Superseded))
                 self.analysing = None  # one exception an analysis: a second could land after the first is handled
+            self.condition.notify()
+
+    def files_changed(self, changes: list[tuple[str, str]]) -> None:
+        """Files changed on disk (a checkout, another program): those not open are read again, so what the call
+        graph says of the open ones follows."""
+        with self.condition:
+            for uri, what in changes:
+                path = to_fs_path(uri)
+                if path is not None and analysable(Path(path)) and uri not in self.texts and uri not in self.pending:
+                    self.pending[uri] = Job(None, None, time.monotonic(), disk=what)
             self.condition.notify()
 
     def reanalyse_all(self) -> None:
@@ -174,7 +185,14 @@ class PortcheckServer(LanguageServer):
         location = Path(to_fs_path(uri) or uri)
         folder = self.folder_for(location)
         display = folder.display(location)
-        if job.text is None:
+        if job.disk:
+            if uri in self.texts or not folder.whole or not folder.indexed:
+                return  # the open document's text wins; a lone file's directory, or a folder not read, waits
+            if job.disk == "created":
+                folder.index()
+            else:
+                folder.reread(location)
+        elif job.text is None:
             self.uris.pop((folder.root, display), None)
             self.texts.pop(uri, None)
             self.shown.pop(uri, None)

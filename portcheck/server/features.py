@@ -31,7 +31,14 @@ def make_server() -> PortcheckServer:
     @server.feature(types.INITIALIZED)
     async def initialized(ls: PortcheckServer, params: types.InitializedParams) -> None:
         ls.start_worker()
+        await _watch_files(ls)
         await _read_configuration(ls)
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
+    def files_changed(ls: PortcheckServer, params: types.DidChangeWatchedFilesParams) -> None:
+        if any(Path(to_fs_path(change.uri) or "").name in CONFIG_NAMES for change in params.changes):
+            ls.reanalyse_all()  # a configuration changed on disk
+        ls.files_changed([(change.uri, CHANGES[change.type]) for change in params.changes])
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
     async def configuration_changed(ls: PortcheckServer, params: types.DidChangeConfigurationParams) -> None:
@@ -94,6 +101,27 @@ def make_server() -> PortcheckServer:
         return {"analyses": ls.analyses, "superseded": ls.superseded, "torch": "torch" in sys.modules}
 
     return server
+
+
+CHANGES = {types.FileChangeType.Created: "created", types.FileChangeType.Changed: "changed",
+           types.FileChangeType.Deleted: "deleted"}
+WATCHED = ("**/*.py", "**/*.pyi", "**/requirements*.txt", "**/requirements/*.txt", "**/pyproject.toml",
+           "**/portcheck.toml", "**/environment.yml", "**/environment.yaml")
+
+
+async def _watch_files(ls: PortcheckServer) -> None:
+    """Ask the client to say when the files scan reads change on disk, where it can."""
+    workspace = ls.client_capabilities.workspace
+    watching = workspace.did_change_watched_files if workspace is not None else None
+    if watching is None or not watching.dynamic_registration:
+        return
+    options = types.DidChangeWatchedFilesRegistrationOptions(
+        watchers=[types.FileSystemWatcher(glob_pattern=pattern) for pattern in WATCHED])
+    try:
+        await ls.client_register_capability_async(types.RegistrationParams(registrations=[types.Registration(
+            id="portcheck-files", method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES, register_options=options)]))
+    except Exception as exc:  # the files opened still count; changes on disk are read when a document opens
+        say(ls, f"could not watch the files: {exc}")
 
 
 async def _read_configuration(ls: PortcheckServer) -> None:

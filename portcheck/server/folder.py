@@ -48,6 +48,7 @@ class Folder:
         self.raw: dict[str, FileResult] = {}  # display path -> the file's own result, before the call graph
         self.final: dict[str, FileResult] = {}  # display path -> what scan would report for it
         self.open: set[str] = set()
+        self.discovered: set[str] = set()  # what `scan .` in the folder reads
         self.indexed = False
         self.notice: str | None = None  # the call graph's or the cache's one line, when it has one
         self._settings: dict[tuple[Path | None, float], Settings] = {}
@@ -102,12 +103,23 @@ class Folder:
         return self.raw[display]
 
     def close(self, location: Path) -> None:
-        """A closed document counts with its bytes on disk again."""
+        """A closed document counts with its bytes on disk again (if `scan .` reads it)."""
         display = self.display(location)
         self.open.discard(display)
         self.raw.pop(display, None)
         self.final.pop(display, None)
-        if self.indexed and location.is_file():
+        self.reread(location)
+
+    def reread(self, location: Path) -> None:
+        """A file that changed on disk (not an open document, whose text wins): read again if `scan .` reads it,
+        forgotten if it is gone."""
+        display = self.display(location)
+        if display in self.open or not self.indexed:
+            return
+        if not location.exists():
+            self.raw.pop(display, None)
+            self.discovered.discard(display)
+        elif display in self.discovered:
             settings = self.settings_for(location)
             self.raw.update((r.path, r) for r in analysed_files([settings.job(display, location)], 1,
                                                                   self.cache(settings)))
@@ -121,7 +133,9 @@ class Folder:
             return
         settings = self.settings_for(self.root / "__init__.py")
         warnings: list[str] = []
-        candidates = [c for c in discover(["."], settings, self.root, warnings) if c.display not in self.raw]
+        found = discover(["."], settings, self.root, warnings)
+        self.discovered = {c.display for c in found}
+        candidates = [c for c in found if c.display not in self.raw]
         if len(candidates) + len(self.raw) > MAX_INDEXED:
             self.notice = (f"the folder holds more than the {MAX_INDEXED:,} files the server reads: findings are "
                            "judged per open file")
