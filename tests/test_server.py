@@ -221,6 +221,15 @@ async def test_a_noqa_quick_fix_silences_the_finding(client: LanguageClient, wor
     assert await _diagnostics(client, uri, lambda now: not now) == []
 
 
+async def test_ranges_count_utf16_units_as_the_protocol_does(client: LanguageClient, workspace: Path) -> None:
+    path = workspace / "emoji.py"
+    path.write_text("import torch\n\nlabel = '\U0001F600'; x = torch.ones(3).cuda()\n")
+    (found,) = await _diagnostics(client, _open(client, path))
+    (scanned,) = json.loads(_scan(path, "--format", "json").stdout)["findings"]
+    # the emoji is one code point (portcheck's columns) and two UTF-16 units (the protocol's)
+    assert (found.range.start.character, found.range.end.character) == (scanned["column"], scanned["end_column"])
+
+
 async def test_hover_shows_the_rules_page_with_links_and_the_command_returns_it(
         client: LanguageClient, workspace: Path) -> None:
     path = workspace / "hover.py"

@@ -46,7 +46,6 @@ class Shown:
     """What an open document's diagnostics were made from (code actions and hover read it)."""
 
     version: int | None
-    text: str
     lines: list[str]
     result: FileResult
     diagnostics: list[types.Diagnostic]
@@ -236,7 +235,7 @@ class PortcheckServer(LanguageServer):
         shown = [error_diagnostic(e, lines, codec) for e in result.errors]
         shown += [diagnostic(f, lines, codec) for f in result.findings]
         before = self.shown.get(uri)
-        self.shown[uri] = Shown(version, text, lines, result, shown)
+        self.shown[uri] = Shown(version, lines, result, shown)
         if before is None or before.diagnostics != shown or before.version != version:
             self._send(uri, version, shown)
 
