@@ -31,8 +31,18 @@ def make_server() -> PortcheckServer:
     @server.feature(types.INITIALIZED)
     async def initialized(ls: PortcheckServer, params: types.InitializedParams) -> None:
         ls.start_worker()
+        given = ls.options
         await _watch_files(ls)
         await _read_configuration(ls)
+        if ls.options != given:
+            ls.reanalyse_all()  # a document opened meanwhile was analysed under the initialization options
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
+    def folders_changed(ls: PortcheckServer, params: types.DidChangeWorkspaceFoldersParams) -> None:
+        removed = {event.uri for event in params.event.removed}
+        kept = [root for root in ls.roots if root.as_uri() not in removed]
+        ls.roots = kept + [Path(path) for event in params.event.added if (path := to_fs_path(event.uri))]
+        ls.reanalyse_all()
 
     @server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
     def files_changed(ls: PortcheckServer, params: types.DidChangeWatchedFilesParams) -> None:
