@@ -102,9 +102,21 @@ class Client:
         self.process.wait(timeout=30)
 
 
-def _server_run(text: str, edits: int) -> tuple[float, float, list[float], int]:
-    """A fresh server and cache: seconds from its start to the answer to `initialize`, from didOpen to the
-    diagnostics, then for each edit; the findings' count."""
+Sample = tuple[float, float]  # (wall seconds, CPU seconds of the process doing the work)
+
+
+def _cpu(pid: int) -> float:
+    """A process's CPU seconds so far, user and system (Linux's /proc; NaN elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _server_run(text: str, edits: int) -> tuple[float, Sample, list[Sample], int]:
+    """A fresh server and cache: seconds from its start to the answer to `initialize`; from didOpen to the
+    diagnostics, then for each edit (wall, and the server's CPU meanwhile); the findings' count."""
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch)
         path = root / "model.py"
@@ -113,34 +125,38 @@ def _server_run(text: str, edits: int) -> tuple[float, float, list[float], int]:
         start = time.perf_counter()
         client = Client(root, env)
         started = time.perf_counter() - start
-        uri = path.as_uri()
-        start = time.perf_counter()
+        pid, uri = client.process.pid, path.as_uri()
+        start, cpu = time.perf_counter(), _cpu(pid)
         client.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1,
                                                                 "text": text}})
         found = client.diagnostics(uri, 1)
-        opened = time.perf_counter() - start
-        times = []
+        opened = (time.perf_counter() - start, _cpu(pid) - cpu)
+        time.sleep(1.0)  # the folder's reading after the first publish: not part of an edit
+        samples = []
         for version in range(2, edits + 2):
             edited = text + f"\nEDITED_{version} = {version}\n"
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), _cpu(pid)
             client.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": version},
                                                      "contentChanges": [{"text": edited}]})
             client.diagnostics(uri, version)
-            times.append(time.perf_counter() - start)
+            samples.append((time.perf_counter() - start, _cpu(pid) - cpu))
         client.close()
-        return started, opened, times, len(found)
+        return started, opened, samples, len(found)
 
 
-def _scan_run(text: str) -> tuple[float, int]:
+def _scan_run(text: str) -> tuple[Sample, int]:
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch)
         (root / "model.py").write_text(text)
         env = {**os.environ, "PORTCHECK_CACHE_DIR": str(root / ".cache")}
+        before = os.times()
         start = time.perf_counter()
         done = subprocess.run([sys.executable, "-m", "portcheck", "scan", "--format", "json", "model.py"], cwd=root,
                               env=env, capture_output=True, text=True)
         took = time.perf_counter() - start
-        return took, len(json.loads(done.stdout)["findings"])
+        after = os.times()
+        cpu = after.children_user - before.children_user + after.children_system - before.children_system
+        return (took, cpu), len(json.loads(done.stdout)["findings"])
 
 
 ANALYSIS = """\
@@ -151,24 +167,27 @@ from portcheck.static.scan import analysed_files
 settings = resolve([], Path.cwd(), None)
 text = Path(sys.argv[1]).read_text()
 analysed_files([settings.job("model.py", Path("model.py"), text.encode())])  # warm: the engine imported
-times = []
+samples = []
 for n in range(int(sys.argv[2])):
     data = (text + f"\\nEDITED_{n} = {n}\\n").encode()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     analysed_files([settings.job("model.py", Path("model.py"), data)])
-    times.append(time.perf_counter() - start)
-print(json.dumps(times))
+    samples.append((time.perf_counter() - start, time.process_time() - cpu))
+print(json.dumps(samples))
 """
 
 
-def _analysis_run(text: str, edits: int) -> list[float]:
+def _analysis_run(text: str, edits: int) -> list[Sample]:
     with tempfile.TemporaryDirectory() as scratch:
         path = Path(scratch) / "model.py"
         path.write_text(text)
         done = subprocess.run([sys.executable, "-c", ANALYSIS, str(path), str(edits)], cwd=scratch,
                               capture_output=True, text=True, check=True)
-        times: list[float] = json.loads(done.stdout)
-        return times
+        return [(wall, cpu) for wall, cpu in json.loads(done.stdout)]
+
+
+def _median(samples: list[Sample], index: int) -> float:
+    return statistics.median(sample[index] for sample in samples)
 
 
 def main() -> int:
@@ -179,7 +198,11 @@ def main() -> int:
     parser.add_argument("--json", metavar="OUT", help="also write the measurements here")
     args = parser.parse_args()
     text = model_file(args.lines)
-    starts, opens, edits, scans, analyses = [], [], [], [], []
+    starts: list[float] = []
+    opens: list[Sample] = []
+    edits: list[Sample] = []
+    scans: list[Sample] = []
+    analyses: list[Sample] = []
     for _ in range(args.repeat):  # interleaved: a busy moment of the machine falls on both sides alike
         took, scanned = _scan_run(text)
         scans.append(took)
@@ -191,23 +214,24 @@ def main() -> int:
         if shown != scanned:
             print(f"the server showed {shown} findings, scan reported {scanned}", file=sys.stderr)
             return 1
-    rows = {
-        "open": (statistics.median(opens), statistics.median(scans)),
-        "edit": (statistics.median(edits), statistics.median(analyses)),
-    }
+    rows = {"open": (opens, scans, "portcheck scan FILE"),
+            "edit": (edits, analyses, "one file's analysis, warm process")}
     print(f"model file: {text.count(chr(10)):,} lines, {scanned} findings; median of {args.repeat} runs "
-          f"({args.edits} edits each)")
-    print(f"{'':6} {'server (s)':>11} {'baseline (s)':>13} {'ratio':>7}  baseline")
-    for name, (server, base) in rows.items():
-        what = "portcheck scan FILE" if name == "open" else "one file's analysis, warm process"
-        print(f"{name:6} {server:11.3f} {base:13.3f} {server / base:7.2f}x  {what}")
+          f"({args.edits} edits each); wall seconds, and CPU seconds of the process doing the work")
+    print(f"{'':6} {'server':>8} {'baseline':>9} {'ratio':>7}   {'server CPU':>10} {'baseline CPU':>12} {'ratio':>7}"
+          "  baseline")
+    ratios = {}
+    for name, (server, base, what) in rows.items():
+        wall, cpu = _median(server, 0) / _median(base, 0), _median(server, 1) / _median(base, 1)
+        ratios[name] = {"wall": wall, "cpu": cpu}
+        print(f"{name:6} {_median(server, 0):8.3f} {_median(base, 0):9.3f} {wall:6.2f}x   {_median(server, 1):10.3f} "
+              f"{_median(base, 1):12.3f} {cpu:6.2f}x  {what}")
     print(f"(the server's own start, to its answer to initialize: {statistics.median(starts):.3f} s; an editor "
           "starts it once)")
     if args.json:
         Path(args.json).write_text(json.dumps({
             "lines": text.count("\n"), "findings": scanned, "starts": starts, "opens": opens, "scans": scans,
-            "edits": edits, "analyses": analyses, "ratios": {name: s / b for name, (s, b) in rows.items()}},
-            indent=1) + "\n")
+            "edits": edits, "analyses": analyses, "ratios": ratios}, indent=1) + "\n")
     return 0
 
 

@@ -203,7 +203,7 @@ class PortcheckServer(LanguageServer):
             self.analyses += 1
             opened = display not in folder.open
             try:
-                folder.analyse(location, job.text)
+                folder.analyse(location, job.text, cached=opened)
             except UserError as exc:  # the configuration or the editor's settings: one line on the document
                 problem = FileError(display, f"portcheck settings: {exc}")
                 self._publish(uri, job.version, job.text, FileResult(display, errors=(problem,)))

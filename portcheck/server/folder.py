@@ -90,8 +90,9 @@ class Folder:
             self._cache = Cache(directory) if directory is not None else None
         return self._cache
 
-    def analyse(self, location: Path, text: str) -> FileResult:
-        """An open document's own result, from its text (the cache answers when the text is what scan saw)."""
+    def analyse(self, location: Path, text: str, cached: bool = True) -> FileResult:
+        """An open document's own result, from its text. `cached`: the cache answers when the text is what scan
+        saw, and keeps the result (worth it as a file opens, not for each edit: a miss, and an entry written)."""
         settings = self.settings_for(location)
         display = self.display(location)
         self.open.add(display)
@@ -99,7 +100,7 @@ class Folder:
             self.raw[display] = FileResult(display)  # excluded: scan reports nothing for it either
         else:
             job = settings.job(display, location, text.encode("utf-8", errors="surrogatepass"))
-            self.raw[display] = analysed_files([job], 1, self.cache(settings))[0]
+            self.raw[display] = analysed_files([job], 1, self.cache(settings) if cached else None)[0]
         return self.raw[display]
 
     def close(self, location: Path) -> None:
