@@ -142,8 +142,9 @@ async def test_the_settings_are_the_projects_under_the_editors(client: LanguageC
         settings={"portcheck": {"target": "trn9"}}))  # a mistake: one line on the document, as scan says it
     (wrong,) = await _diagnostics(client, uri, lambda now: len(now) == 1)
     assert "unknown target 'trn9'" in wrong.message
-    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
-        settings={"portcheck": {"target": "trn2"}}))
+    # a client that only says "changed": the server asks for its `portcheck` section (workspace/configuration)
+    client.set_configuration({"target": "trn2"}, section="portcheck")
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=None))
     await _diagnostics(client, uri, lambda now: sorted(map(_key, now)) == _scanned(path))
     client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri)))
     assert await _diagnostics(client, uri, lambda now: not now) == []
