@@ -1,13 +1,12 @@
 """`portcheck server`: the protocol's side. Documents are analysed on one thread, the latest text of each only: a
-change waits `DEBOUNCE` seconds for the next keystroke, and a change to the document being analysed stops that
-analysis (an exception raised into the analysis thread) instead of letting a stale one finish and queue up. The
-static pass only reads the text: nothing of the user's is imported or run, and torch is never loaded."""
+change waits `DEBOUNCE` seconds for the next keystroke, texts replaced before their turn are dropped unanalysed,
+and the findings of a text that changed while it was analysed are not shown (the next text's are). The static
+pass only reads the text: nothing of the user's is imported or run, and torch is never loaded."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import threading
 import time
 from dataclasses import dataclass
@@ -26,11 +25,6 @@ from portcheck.server.folder import EditorOptions, Folder, analysable
 
 DEBOUNCE = 0.05  # seconds without a change before a changed document is analysed
 CONFIG_NAMES = ("pyproject.toml", "portcheck.toml")
-
-
-class Superseded(BaseException):
-    """Raised into the analysis thread when the document it analyses changes (BaseException: the engine's
-    `except Exception`, which turns a check's crash into a diagnostic, lets it through)."""
 
 
 @dataclass(frozen=True)
@@ -64,10 +58,9 @@ class PortcheckServer(LanguageServer):
         self.condition = threading.Condition()
         self.analysing: str | None = None
         self.analyses = 0  # analyses begun (the tests read it through a command)
-        self.superseded = 0  # analyses a change stopped
+        self.superseded = 0  # analyses whose text changed before they ended (their findings not shown)
         self.loop: asyncio.AbstractEventLoop | None = None
         self._worker: threading.Thread | None = None
-        self._worker_id = 0
         self._stopping = False
         self._told: dict[Path, str] = {}
 
@@ -92,11 +85,6 @@ class PortcheckServer(LanguageServer):
             job = Job(document.version, document.source, when)
         with self.condition:
             self.pending[uri] = job
-            if self.analysing == uri and self._worker_id:
-                # stop the stale analysis where it is (a check's loop, the call graph): the next bytecode raises
-                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._worker_id),
-                                                           ctypes.py_object(Superseded))
-                self.analysing = None  # one exception an analysis: a second could land after the first is handled
             self.condition.notify()
 
     def files_changed(self, changes: list[tuple[str, str]]) -> None:
@@ -125,37 +113,28 @@ class PortcheckServer(LanguageServer):
     # ---- the analysis thread -------------------------------------------------------------------------
 
     def _work(self) -> None:
-        self._worker_id = threading.get_ident()
+        """The analysis thread: the latest text of each changed document, one at a time."""
         # the engine and the rules loaded now, while the editor opens its first file, not after; should that fail,
         # the first analysis says why, on its document
         with contextlib.suppress(Exception):
             import portcheck.static.engine  # noqa: F401
         while not self._stopping:
-            try:
-                self._step()
-            except Superseded:  # it landed just after the analysis it was meant for: nothing to redo
-                self.superseded += 1
-
-    def _step(self) -> None:
-        """The next document's analysis and its publishing; a change stops it (Superseded), a bug is a diagnostic."""
-        taken: tuple[str, Job] | None = None
-        try:
             taken = self._next()
-            if taken is not None:
-                self._run(*taken)
-        except Superseded:
-            self.superseded += 1
-            if taken is not None:
+            if taken is None:
+                continue
+            uri, job = taken
+            try:
+                self._run(uri, job)
+            except Exception as exc:  # a bug of the server's own: said on the document, and the server goes on
+                if job.text is not None:
+                    failure = FileResult(uri, errors=(FileError(uri, f"internal error: {type(exc).__name__}: "
+                                                                     f"{exc}"),))
+                    self._publish(uri, job.version, job.text, failure)
+            finally:
                 with self.condition:
-                    self.pending.setdefault(*taken)  # stopped by a change meant for another document
-        except Exception as exc:  # a bug of the server's own: said on the document, and the server goes on
-            if taken is not None and taken[1].text is not None:
-                failure = FileResult(taken[0], errors=(FileError(taken[0], f"internal error: "
-                                                                           f"{type(exc).__name__}: {exc}"),))
-                self._publish(taken[0], taken[1].version, taken[1].text, failure)
-        finally:
-            with self.condition:
-                self.analysing = None
+                    self.analysing = None
+                    if uri in self.pending and self.pending[uri].text is not None:
+                        self.superseded += 1  # its text changed meanwhile: what it found was not shown
 
     def _next(self) -> tuple[str, Job] | None:
         with self.condition:
@@ -208,7 +187,7 @@ class PortcheckServer(LanguageServer):
                 problem = FileError(display, f"portcheck settings: {exc}")
                 self._publish(uri, job.version, job.text, FileResult(display, errors=(problem,)))
                 return
-            if opened or not folder.indexed:  # (not indexed: a change stopped the reading of the folder)
+            if opened or not folder.indexed:
                 self._settle(folder)  # this file first, as `portcheck scan FILE` sees it; then its project
                 folder.index()
         self._settle(folder)

@@ -106,7 +106,7 @@ def make_server() -> PortcheckServer:
 
     @server.command(STATS_COMMAND)
     def stats(ls: PortcheckServer, *arguments: object) -> dict[str, int | bool]:
-        """How many analyses the server began and how many a change stopped, and whether torch is loaded (the tests
+        """How many analyses the server began and how many a change made stale, and whether torch is loaded (the tests
         check that fast typing queues no stale analyses, and that nothing imported torch)."""
         return {"analyses": ls.analyses, "superseded": ls.superseded, "torch": "torch" in sys.modules}
 
