@@ -218,6 +218,7 @@ def parser() -> argparse.ArgumentParser:
                        help="table (default), json, or markdown (the table in README.md)")
     rule = commands.add_parser("rule", help="show one rule's documentation")
     rule.add_argument("code", help="a rule code (PC101) or name (cuda-tensor-placement)")
+    commands.add_parser("server", help="run the language server on stdio (editors; needs the `server` extra)")
     return parser
 
 

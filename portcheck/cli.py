@@ -15,7 +15,7 @@ from portcheck.atomic import write_text
 from portcheck.commands.scan import LinesFor, source_lines
 from portcheck.config import ConfigError, common_parent
 from portcheck.errors import UserError
-from portcheck.escape import printable, shown_diff
+from portcheck.escape import printable, shown_diff, standard_streams
 from portcheck.findings import ScanResult, Severity
 from portcheck.report.fixes import write_fix_report, write_fix_summary
 
@@ -240,6 +240,13 @@ def _report(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _server(args: argparse.Namespace) -> int:
+    from portcheck.commands.server import serve
+
+    serve()  # until the editor says exit
+    return EXIT_OK
+
+
 def _rules(args: argparse.Namespace) -> int:
     """`rules`, `rule CODE` and `sdk`: the catalog, one rule's documentation, the releases the data knows."""
     from portcheck.commands.rules import find_rule
@@ -256,18 +263,8 @@ def _rules(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _standard_streams() -> None:
-    """A closed stdout or stderr (`>&-`) writes nowhere; text that cannot be encoded is written as escapes."""
-    for name in ("stdout", "stderr"):
-        stream = getattr(sys, name)
-        if stream is None:
-            setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))  # noqa: SIM115  # lives as long as sys.stdout
-        elif isinstance(stream, io.TextIOWrapper):
-            stream.reconfigure(errors="backslashreplace")
-
-
 def main(argv: list[str] | None = None) -> int:
-    _standard_streams()
+    standard_streams()
     parser = arguments.parser()
     given = sys.argv[1:] if argv is None else argv
     # A file named like an option (`--output=victim.py`, handed over by pre-commit) is refused, never taken as one.
@@ -280,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return EXIT_ERROR
     handler = {"scan": _scan, "trace": _trace, "advise": _advise, "review": _review, "rules": _rules,
-               "rule": _rules, "sdk": _rules, "report": _report}[args.command]
+               "rule": _rules, "sdk": _rules, "report": _report, "server": _server}[args.command]
     try:
         return handler(args)
     except UserError as exc:

@@ -5,7 +5,10 @@ stays one cell of plain text."""
 from __future__ import annotations
 
 import argparse
+import io
+import os
 import re
+import sys
 from typing import Any, NoReturn
 
 # C0 controls but the tab, DEL, C1 controls, the Unicode line and paragraph separators, and lone surrogates (the
@@ -74,3 +77,14 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {printable(message)} (see {self.prog} --help)\n")
+
+
+def standard_streams() -> None:
+    """A closed stdout or stderr (`>&-`) writes nowhere instead of failing; text that cannot be encoded (the
+    undecodable bytes of a file name) is written as escapes, never an error."""
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is None:
+            setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))  # noqa: SIM115  # lives as long as sys.stdout
+        elif isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")

@@ -97,6 +97,7 @@ TIERS = (
     ("cli",),
     ("arguments",),
     ("commands",),
+    ("server",),
     ("review", "baseline"),
     ("report",),
     ("advise",),

@@ -397,3 +397,13 @@ def test_the_progress_bar_hides_while_files_are_found_and_for_one_file(monkeypat
         advance(1, 1, "one.py")
         advance(1, 2, "a.py")
     assert calls == [("add", False), ("update", False), ("update", True)]
+
+
+def test_server_without_its_extra_is_one_line_and_exit_2():
+    # pygls missing (the `server` extra not installed): what to install, not an ImportError's traceback
+    code = ("import sys; sys.modules['pygls'] = None; from portcheck.cli import main; "
+            "sys.exit(main(['server']))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == ("portcheck: error: the language server needs pygls and lsprotocol: "
+                           "pip install 'portcheck[server]'\n")

@@ -105,6 +105,20 @@ def _die_with_parent(parent: int) -> None:
 def run_jobs(jobs: list[FileJob], settings: Settings, workers: int | None = 1, cache: Cache | None = None,
              progress: Progress | None = None) -> ScanResult:
     result = ScanResult(target=Target(settings.chip, settings.stack, settings.sdk), files=len(jobs))
+    outcomes = analysed_files(jobs, workers, cache, progress)
+    if outcomes:  # what one file's findings mean can depend on the others: the project's call graph
+        from portcheck.static.semantic.graph import apply
+
+        outcomes, notice = apply(outcomes)
+        if notice:
+            result.warnings.append(notice)
+    return _gathered(result, outcomes)
+
+
+def analysed_files(jobs: list[FileJob], workers: int | None = 1, cache: Cache | None = None,
+                   progress: Progress | None = None) -> list[FileResult]:
+    """Each file's own result, from the cache where its bytes have not changed, before the call graph is applied
+    (the language server keeps these, and applies the graph again when one file changes)."""
     outcomes: list[FileResult] = []
     pending: list[tuple[FileJob, str | None, str | None]] = []  # the job, its cache key, its content hash
     for job in jobs:
@@ -136,13 +150,7 @@ def run_jobs(jobs: list[FileJob], settings: Settings, workers: int | None = 1, c
             progress(len(outcomes), len(jobs), outcome.path)
         if cache is not None and put_key is not None and put_content is not None and _cacheable(outcome):
             cache.put(put_key, put_content, outcome)
-    if pending or outcomes:  # what one file's findings mean can depend on the others: the project's call graph
-        from portcheck.static.semantic.graph import apply
-
-        outcomes, notice = apply(outcomes)
-        if notice:
-            result.warnings.append(notice)
-    return _gathered(result, outcomes)
+    return outcomes
 
 
 def _gathered(result: ScanResult, outcomes: list[FileResult]) -> ScanResult:
