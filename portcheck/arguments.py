@@ -1,6 +1,5 @@
 """The command line's arguments: every command's parser, the types that check a value as it is parsed, and the
-options they make (the settings, the trace request, the advise options). cli.py parses with these and calls the
-application layer (portcheck/commands/)."""
+options they make (settings, trace request, advise options) for cli.py to hand the commands (portcheck/commands/)."""
 
 from __future__ import annotations
 
@@ -316,8 +315,7 @@ _LAYER_KEYS = ("target", "stack", "sdk", "select", "extend_select", "ignore", "e
 
 def settings(args: argparse.Namespace, start: Path, cwd: Path, command: str = "scan", **given: object) -> Settings:
     """The configuration file (--config, else the nearest one above `start`, none with --isolated) under the
-    command line's options: those the command has, and `given` in their place. `format` is scan's vocabulary,
-    so only scan and trace pass theirs."""
+    command line's options: those the command has, and `given` in their place (only scan and trace pass `format`)."""
     options = {key: getattr(args, key) for key in _LAYER_KEYS if hasattr(args, key)}
     if args.command not in ("scan", "trace"):
         options.pop("format", None)
