@@ -8,7 +8,6 @@ test check that reason's condition instead. Run as a script, the file prints the
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import tomllib
@@ -264,36 +263,23 @@ if __name__ == "__main__":
 ARTIFACT_ROWS = [r for r in ROWS if "architecture" in r and r.get("task", "inference") == "inference"]
 
 
-def documented_args(tool: str, argv: list[str], positional: str) -> argparse.Namespace:
-    """`argv` parsed with only the arguments rules/serving.toml documents for `tool` (an unknown one fails)."""
-    parser = argparse.ArgumentParser(prog=tool, add_help=False, exit_on_error=False)
-    types = {"int": int, "str": str, "path": str, "json": json.loads}
-    for argument in load_serving().arguments[tool].values():
-        if argument.type == "switch":
-            parser.add_argument(argument.name, action="store_true")
-        else:
-            parser.add_argument(argument.name, type=types[argument.type], choices=argument.choices or None)
-    parser.add_argument(positional)
-    args, unknown = parser.parse_known_args(argv)
-    assert not unknown, f"undocumented arguments {unknown}"
-    return args
-
-
 @pytest.mark.parametrize("row", ARTIFACT_ROWS, ids=[r["name"] for r in ARTIFACT_ROWS])
 def test_the_artifact_of_the_documented_configuration_is_what_the_tools_take(row):
     """At the documented degree, the serving path's artifact: the vllm serve / optimum-cli command parses with the
     documented arguments and carries the documented shape; NxD Inference's NeuronConfig uses documented fields."""
+    from tests.test_serving import parse_documented  # here: this file also runs as a script (the table)
+
     result = plan_for(row, tp=row["tp"])
     serving = result.serving
     assert serving is not None and serving.natively, (row["name"], serving)
     if serving.path == "vllm-neuron":
-        args = documented_args("vllm serve", command(result, "/models/m")[2:], "model")
+        args = parse_documented("vllm serve", command(result, "/models/m")[2:])
         assert (args.tensor_parallel_size, args.max_model_len, args.max_num_seqs) == (row["tp"], row["seq"],
                                                                                       row["batch"])
         assert (args.hf_overrides == {"quantization_config": {}}) == (row.get("model_type") == "gpt_oss")
     elif serving.path == "optimum-neuron":
         argv = command(result, "/models/m", "out")
-        args = documented_args("optimum-cli export neuron", argv[3:], "output")
+        args = parse_documented("optimum-cli export neuron", argv[3:])
         assert (args.batch_size, args.tensor_parallel_size) == (row["batch"], row["tp"])
         inputs, _ = load_serving().mandatory.get(("optimum-cli export neuron", serving.task), ((), ""))
         assert all(getattr(args, name) is not None for name in inputs), (serving.task, argv)
