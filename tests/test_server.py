@@ -96,6 +96,15 @@ def _apply(text: str, edits: list[types.TextEdit]) -> str:
     return text
 
 
+async def _with_noqa(client: LanguageClient, uri: str, path: Path, diagnostic: types.Diagnostic) -> str:
+    """The file's text after the one `# noqa` quick fix the server offers for `diagnostic`."""
+    offered = await client.text_document_code_action_async(types.CodeActionParams(
+        types.TextDocumentIdentifier(uri), diagnostic.range, types.CodeActionContext(diagnostics=[diagnostic])))
+    (noqa,) = [a for a in offered or [] if isinstance(a, types.CodeAction) and "noqa" in a.title]
+    assert noqa.edit is not None and noqa.edit.changes is not None
+    return _apply(path.read_text(), list(noqa.edit.changes[uri]))
+
+
 def _key(d: types.Diagnostic) -> tuple[object, ...]:
     return (d.code, d.range.start.line + 1, d.range.start.character + 1, d.range.end.line + 1,
             d.range.end.character + 1, d.message)
@@ -159,11 +168,7 @@ async def test_a_dependency_file_gets_what_scan_reports_for_it(client: LanguageC
         uri=uri, language_id="pip-requirements", version=1, text=path.read_text())))
     found = await _diagnostics(client, uri)
     assert sorted(map(_key, found)) == _scanned(path) != []
-    offered = await client.text_document_code_action_async(types.CodeActionParams(
-        types.TextDocumentIdentifier(uri), found[0].range, types.CodeActionContext(diagnostics=[found[0]])))
-    (noqa,) = [a for a in offered or [] if isinstance(a, types.CodeAction) and "noqa" in a.title]
-    assert noqa.edit is not None and noqa.edit.changes is not None
-    text = _apply(path.read_text(), list(noqa.edit.changes[uri]))
+    text = await _with_noqa(client, uri, path, found[0])
     assert text.splitlines()[0] == "torch==2.1.0+cu121  # noqa: PC725"
     _change(client, uri, 2, text)
     assert await _diagnostics(client, uri, lambda now: not now) == []
@@ -212,11 +217,7 @@ async def test_a_noqa_quick_fix_silences_the_finding(client: LanguageClient, wor
     path.write_text("import torch\n\nx = torch.ones(3).cuda()  # keep: a comment of the user's\n")
     uri = _open(client, path)
     (found,) = await _diagnostics(client, uri)
-    offered = await client.text_document_code_action_async(types.CodeActionParams(
-        types.TextDocumentIdentifier(uri), found.range, types.CodeActionContext(diagnostics=[found])))
-    (noqa,) = [a for a in offered or [] if isinstance(a, types.CodeAction) and "noqa" in a.title]
-    assert noqa.edit is not None and noqa.edit.changes is not None
-    text = _apply(path.read_text(), list(noqa.edit.changes[uri]))
+    text = await _with_noqa(client, uri, path, found)
     assert text.splitlines()[2] == "x = torch.ones(3).cuda()  # keep: a comment of the user's  # noqa: PC101"
     _change(client, uri, 2, text)
     assert await _diagnostics(client, uri, lambda now: not now) == []
