@@ -73,7 +73,8 @@ def _exits(block: cst.BaseSuite) -> bool:
     return isinstance(block, cst.SimpleStatementSuite) and isinstance(block.body[-1], _EXITS)
 
 
-def _siblings_before(holder: cst.CSTNode | None, ctx: Context, stmt: cst.CSTNode) -> list[cst.CSTNode]:
+def siblings_before(holder: cst.CSTNode | None, ctx: Context, stmt: cst.CSTNode) -> list[cst.CSTNode]:
+    """The statements before `stmt` in the block of `holder` (None: the module) that holds it."""
     bodies: list[tuple[cst.CSTNode, ...]] = []
     if holder is None:
         bodies.append(tuple(ctx.module.body))
@@ -96,7 +97,7 @@ def version_fallback(ctx: Context, node: cst.CSTNode) -> str | None:
         if isinstance(stmt, cst.If) and _old_side(stmt.test, stmt.body, stmt.orelse, inner):
             return _shown(stmt.test)
         holder = chain[index - 1] if index else None
-        for sibling in _siblings_before(holder, ctx, stmt):
+        for sibling in siblings_before(holder, ctx, stmt):
             if (isinstance(sibling, cst.If) and sibling.orelse is None and _exits(sibling.body)
                     and version_polarity(sibling.test) == "newer"):
                 return _shown(sibling.test)
@@ -168,4 +169,4 @@ def nvidia_integration(ctx: Context) -> str | None:
     return None
 
 
-__all__ = ["nvidia_integration", "tpu_only", "version_fallback", "version_polarity"]
+__all__ = ["nvidia_integration", "siblings_before", "tpu_only", "version_fallback", "version_polarity"]

@@ -246,6 +246,13 @@ def and_operands(test: cst.BaseExpression) -> list[cst.BaseExpression]:
     return [test]
 
 
+def or_operands(test: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The operands of `a or b or c`, left to right (the test itself when it is not an `or`)."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
+        return [*or_operands(test.left), *or_operands(test.right)]
+    return [test]
+
+
 def _short_circuited(ctx: Context, test: cst.BaseExpression, node: cst.CSTNode) -> bool:
     """`not is_compiling() and <node>`: the operands after the guard are not evaluated while compiling."""
     operands = and_operands(test)
@@ -346,6 +353,7 @@ __all__ = [
     "integer_dtype",
     "method_call",
     "numpy_rooted",
+    "or_operands",
     "reads_tensor_values",
     "skipped_when_compiling",
     "under_type_checking",

@@ -8,10 +8,11 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from portcheck.static.branches import siblings_before
 from portcheck.static.check import Context
 from portcheck.static.scope import error_path, host_code
-from portcheck.static.syntax import block_body, blocks, call_name, dotted_name, keyword, positional
-from portcheck.static.values import and_operands
+from portcheck.static.syntax import block_body, call_name, dotted_name, keyword, positional
+from portcheck.static.values import and_operands, or_operands
 from portcheck.static.walk import visit
 
 _STEP = "torch_xla.core.xla_model.optimizer_step"
@@ -165,7 +166,8 @@ def _interval(ctx: Context) -> bool:
             for operand in and_operands(test):
                 if _modulo(operand) and not _steps_inside(ctx, statement):
                     return True
-        if index and any(_skips_off_interval(earlier) for earlier in _before(ctx.statements[index - 1], statement)):
+        holder = ctx.statements[index - 1] if index else None
+        if any(_skips_off_interval(earlier) for earlier in siblings_before(holder, ctx, statement)):
             return True
     return False
 
@@ -174,15 +176,6 @@ def _modulo(operand: cst.BaseExpression) -> bool:
     """`step % N == 0`, `math.log2(epoch) % 1 > 0`: a comparison of a remainder."""
     return (isinstance(operand, cst.Comparison) and isinstance(operand.left, cst.BinaryOperation)
             and isinstance(operand.left.operator, cst.Modulo))
-
-
-def _before(holder: cst.CSTNode, statement: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
-    """The statements before `statement` in the block of `holder` that holds it."""
-    for block in blocks(holder):
-        for index, member in enumerate(block):
-            if member is statement:
-                return tuple(block[:index])
-    return ()
 
 
 def _skips_off_interval(statement: cst.CSTNode) -> bool:
@@ -196,11 +189,6 @@ def _skips_off_interval(statement: cst.CSTNode) -> bool:
         return False
     return any(_modulo(operand) for operand in or_operands(statement.test))
 
-
-def or_operands(test: cst.BaseExpression) -> list[cst.BaseExpression]:
-    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
-        return [*or_operands(test.left), *or_operands(test.right)]
-    return [test]
 
 
 def _steps_inside(ctx: Context, statement: cst.If) -> bool:
