@@ -124,6 +124,9 @@ class Finding:
     # Where the code runs, as the call graph settles it (RUNS); "" where no graph was built. Never in the output
     # formats; the report page splits the device step from the code around it by it.
     runs: str = ""
+    # The value the finding is about outlives its function (stored on the object, registered, returned): set-up code
+    # that makes it still hands it to the step. Never in the output formats.
+    kept: bool = False
 
     @classmethod
     def of(cls, rule: Rated, message: str, path: str, line: int, column: int, end_line: int, end_column: int, *,

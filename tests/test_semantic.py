@@ -434,3 +434,38 @@ def test_what_only_a_constructor_calls_is_set_up(tmp_path):
     assert found[("model.py", 4, "PC204")] == Severity.INFO
     assert found[("model.py", 7, "PC204")] == Severity.ERROR
     assert found[("model.py", 10, "PC204")] == Severity.ERROR
+
+
+def test_float64_made_once_counts_only_where_the_step_gets_it(tmp_path):
+    """Set-up code that makes float64 data to compute something and narrows it costs the step nothing (info); what
+    it stores on the object, registers or returns as float64 reaches the device (a warning). The same code in
+    `forward` is a warning whatever it does with the value."""
+    _tree(tmp_path, {"model.py": """\
+        import torch
+        from torch import nn
+
+        class Net(nn.Module):
+            def __init__(self, n):
+                super().__init__()
+                w = torch.linspace(0, 1, n, dtype=torch.float64)
+                w = w.cumsum(0)
+                self.register_buffer("w", w.float())
+                u = torch.ones(n, dtype=torch.float64)
+                self.register_buffer("u", u)
+                self.v = torch.zeros(n).double()
+                m = torch.eye(n, dtype=torch.float64)
+                self.k = int(m.sum())
+                t = torch.eye(n, dtype=torch.float64)
+                self.z = nn.Parameter(t * 2)
+
+            def forward(self, x):
+                y = torch.linspace(0, 1, 4, dtype=torch.float64)
+                return x + y.float()
+        """})
+    found = _scan(tmp_path)
+    assert found[("model.py", 7, "PC303")] == Severity.INFO  # narrowed before it is registered
+    assert found[("model.py", 13, "PC303")] == Severity.INFO  # only a Python number leaves
+    assert found[("model.py", 10, "PC303")] == Severity.WARNING  # registered as float64
+    assert found[("model.py", 12, "PC303")] == Severity.WARNING  # stored on the object
+    assert found[("model.py", 15, "PC303")] == Severity.WARNING  # a float64 parameter
+    assert found[("model.py", 19, "PC303")] == Severity.WARNING  # every step

@@ -51,6 +51,7 @@ class Hit:
     fix: FixPlan | None = None
     chain: tuple[cst.CSTNode, ...] = ()  # the statements enclosing `node`, outermost first
     requires: str = ""  # see Finding.requires
+    kept: bool = False  # see Finding.kept
 
 
 N = TypeVar("N", bound=cst.CSTNode)
@@ -131,7 +132,7 @@ class Context:
 
     def report(self, rule: type[Rule] | str, node: cst.CSTNode, message: str | None = None,
                severity: Severity | None = None, fix: FixPlan | None = None, requires: str = "",
-               **fields: object) -> None:
+               kept: bool = False, **fields: object) -> None:
         """A finding of `rule` at `node`, worded by `message` or else by the rule's template and `fields`;
         `requires="device"`: only if the project's call graph puts the code in the device step."""
         code = rule if isinstance(rule, str) else rule.code
@@ -140,7 +141,8 @@ class Context:
                 assert not isinstance(rule, str)
                 message = rule.format(**fields)
             statement = self.statements[-1] if self.statements else None
-            self.hits.append(Hit(code, node, message, statement, severity, fix, tuple(self.statements), requires))
+            self.hits.append(Hit(code, node, message, statement, severity, fix, tuple(self.statements), requires,
+                                 kept))
 
     def memo(self, kind: str, node: cst.CSTNode, compute: Callable[[], T]) -> T:
         """A per-file cache for facts about a node (is this loop a training loop?) that several checks ask."""

@@ -11,6 +11,7 @@ from portcheck.findings import Severity
 from portcheck.knowledge import load_compiler, load_dtypes
 from portcheck.rules import Pass, Rule, rule
 from portcheck.static.check import Context, FixPlan, Replace, check
+from portcheck.static.dtype.kept import outlives
 from portcheck.static.scope import host_code, host_value, under_test
 from portcheck.static.syntax import call_name, keyword, positional
 from portcheck.static.values import dtype_of
@@ -209,7 +210,8 @@ def check_dtype_call(node: cst.Call, ctx: Context) -> None:
     if host_code(ctx) is not None:
         return  # the data pipeline (datasets, transforms, metrics...) runs on the host
     if method is not None and name == "double" and not node.args:
-        ctx.report(Float64, node, fix=_float32_fix(Replace(method.attr, "float")), shown=".double()")
+        ctx.report(Float64, node, fix=_float32_fix(Replace(method.attr, "float")), shown=".double()",
+                   kept=outlives(ctx, node))
         return
     if method is not None and name == "long" and not node.args:
         ctx.report(Int64Tensor, node, _int64_message(ctx, ".long()"), severity=Severity.INFO)
@@ -218,10 +220,11 @@ def check_dtype_call(node: cst.Call, ctx: Context) -> None:
         if under_test(ctx, "is_complex", node) or _complex_input(ctx):
             return  # the input is complex already: real inputs never take this branch
         error = load_dtypes().named(_MADE_COMPLEX).error_code
-        ctx.report(ComplexDtype, node, _complex_message(ctx, qualname, error), severity=_complex_severity(ctx))
+        ctx.report(ComplexDtype, node, _complex_message(ctx, qualname, error), severity=_complex_severity(ctx),
+                   kept=outlives(ctx, node))
         return
     if qualname in ("torch.DoubleTensor", "torch.cuda.DoubleTensor"):
-        ctx.report(Float64, node, shown=qualname)
+        ctx.report(Float64, node, shown=qualname, kept=outlives(ctx, node))
         return
     if method is not None and name in ("to", "type"):
         arg = keyword(node, "dtype") or positional(node, 0)
@@ -285,12 +288,12 @@ def _judge_dtype(ctx: Context, value: cst.BaseExpression, where: cst.CSTNode) ->
         fix = None
         if isinstance(value, cst.Attribute):  # `torch.float64`, `th.double`: the same module's float32
             fix = _float32_fix(Replace(value.attr, "float32"))
-        ctx.report(Float64, where, fix=fix, shown=shown)
+        ctx.report(Float64, where, fix=fix, shown=shown, kept=outlives(ctx, where))
     elif entry.rule == ComplexDtype.code:
         if under_test(ctx, "is_complex", where) or _complex_input(ctx):
             return  # the data is complex already: this converts between complex types
         ctx.report(ComplexDtype, where, _complex_message(ctx, shown, entry.error_code),
-                   severity=_complex_severity(ctx))
+                   severity=_complex_severity(ctx), kept=outlives(ctx, where))
     elif entry.rule == UnsupportedFp8.code and entry.chips:  # refused on some chips only: say which way out
         ctx.report(UnsupportedFp8, where, f"`{dtype}` ({entry.kind}) does not compile for {ctx.chip} "
                    f"({entry.error_code}): Trn3 and later take it natively; on older chips neuronx-cc converts it "

@@ -341,8 +341,11 @@ def apply(results: list[FileResult]) -> tuple[list[FileResult], str | None]:
             finding = replace(finding, runs=_runs(found, holders, place))
             if finding.severity > Severity.INFO and place is not None:
                 context, why = place
-                if context not in ("host", "setup") or context not in contexts_of(finding.code):
+                if context not in ("host", "setup") or context not in contexts_of(finding.code) or (
+                        context == "setup" and finding.category == "dtype" and not finding.kept):
                     note = _NOTES[context].format(why=why)
+                    if context == "setup" and finding.category == "dtype":
+                        note += ", and the value is narrowed or used there, not kept for the step"
                     finding = replace(finding, severity=Severity.INFO, message=f"{finding.message} ({note})",
                                       fix=None)
             changed.append(finding)
