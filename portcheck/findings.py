@@ -170,26 +170,30 @@ class Summary:
     classes: tuple[tuple[str, tuple[str, ...]], ...] = ()  # class name -> its bases, resolved
     exports: tuple[tuple[str, str], ...] = ()  # a name imported at module level -> what it names
     regions: tuple[tuple[int, int, str], ...] = ()  # (line, end_line, guard) of guarded blocks
+    # (module, optional) for every import statement: the module named, relative ones with their dots, and whether
+    # the import runs only where an optional dependency is there (`if is_x_available():`, `except ImportError`)
+    imports: tuple[tuple[str, bool], ...] = ()
 
     def plain(self) -> list[object]:
         """As JSON values, for the cache."""
         return [[[f.name, f.line, f.end_line, list(f.roles), [list(c) for c in f.calls], list(f.returns),
                   list(f.host_refs)] for f in self.functions],
                 [[n, list(b)] for n, b in self.classes], [list(e) for e in self.exports],
-                [list(r) for r in self.regions]]
+                [list(r) for r in self.regions], [[m, o] for m, o in self.imports]]
 
     @classmethod
     def from_plain(cls, plain: Any) -> Summary:
         """The summary a cache entry holds (JSON, so `Any`); anything malformed raises (TypeError, ValueError), a
         cache miss."""
-        functions, classes, exports, regions = plain
+        functions, classes, exports, regions, imports = plain
         return cls(
             tuple(Function(str(n), int(a), int(b), tuple(map(str, roles)), tuple((str(t), str(g)) for t, g in calls),
                            tuple(map(str, rets)), tuple(map(str, refs)))
                   for n, a, b, roles, calls, rets, refs in functions),
             tuple((str(n), tuple(map(str, b))) for n, b in classes),
             tuple((str(a), str(b)) for a, b in exports),
-            tuple((int(a), int(b), str(g)) for a, b, g in regions))
+            tuple((int(a), int(b), str(g)) for a, b, g in regions),
+            tuple((str(m), bool(o)) for m, o in imports))
 
 
 @dataclass(frozen=True)

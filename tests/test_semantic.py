@@ -469,3 +469,36 @@ def test_float64_made_once_counts_only_where_the_step_gets_it(tmp_path):
     assert found[("model.py", 12, "PC303")] == Severity.WARNING  # stored on the object
     assert found[("model.py", 15, "PC303")] == Severity.WARNING  # a float64 parameter
     assert found[("model.py", 19, "PC303")] == Severity.WARNING  # every step
+
+
+def test_a_module_only_imported_behind_an_availability_check_is_a_guarded_integration(tmp_path):
+    """A module the project imports only under `if is_bnb_available():` or `except ImportError` loads only where
+    that library is installed: its own CUDA-library imports are info. One that any import reaches unguarded keeps
+    its error, and so does a module nothing imports (a script)."""
+    _tree(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/tuners/__init__.py": """\
+            from .utils import is_bnb_available
+            try:
+                from .apex_layers import FusedNorm
+            except ImportError:
+                FusedNorm = None
+
+            def make(layer):
+                if is_bnb_available() and layer is not None:
+                    from .bnb import Linear8
+                    return Linear8(layer)
+                return layer
+            """,
+        "pkg/tuners/utils.py": "def is_bnb_available():\n    return False\n",
+        "pkg/tuners/bnb.py": "import bitsandbytes as bnb\n",
+        "pkg/tuners/apex_layers.py": "from apex.normalization import FusedLayerNorm as FusedNorm\n",
+        "pkg/tuners/always.py": "import bitsandbytes as bnb\n",
+        "pkg/use.py": "from .tuners.always import bnb\n",
+        "train.py": "import bitsandbytes as bnb\n",
+    })
+    found = _scan(tmp_path)
+    assert found[("pkg/tuners/bnb.py", 1, "PC501")] == Severity.INFO
+    assert found[("pkg/tuners/apex_layers.py", 1, "PC501")] == Severity.INFO
+    assert found[("pkg/tuners/always.py", 1, "PC501")] == Severity.ERROR
+    assert found[("train.py", 1, "PC501")] == Severity.ERROR

@@ -64,6 +64,7 @@ class Project:
         self.classes: dict[str, tuple[str, ...]] = {}
         self.class_suffix: dict[str, list[str]] = defaultdict(list)
         self.files: dict[str, tuple[str, bool, list[_Node]]] = {}
+        imported: list[tuple[str, bool]] = []  # (absolute module, optional) of every import in the tree
         for result in results:
             if result.summary is None:
                 continue
@@ -87,6 +88,24 @@ class Project:
                 for key in suffixes(full, module):
                     self.export_suffix[key].append(full)
             self.files[result.path] = (module, package, sorted(nodes, key=lambda n: n.function.line))
+            imported.extend((self._absolute(target, module, package), optional)
+                            for target, optional in result.summary.imports)
+        self.optional = self._optional_modules(imported)
+
+    def _optional_modules(self, imported: list[tuple[str, bool]]) -> frozenset[str]:
+        """The tree's modules that something imports and that every import of runs only where an optional
+        dependency is installed (`if is_bnb_available(): from .bnb import ...`)."""
+        by_suffix: dict[str, list[str]] = defaultdict(list)
+        for module, _, _ in self.files.values():
+            parts = module.split(".")
+            for start in range(len(parts)):
+                if start == 0 or len(parts) - start >= 2:  # a lone last part (`utils`) names too many modules
+                    by_suffix[".".join(parts[start:])].append(module)
+        flags: dict[str, list[bool]] = defaultdict(list)
+        for target, optional in imported:
+            for module in by_suffix.get(target, ()):
+                flags[module].append(optional)
+        return frozenset(m for m, seen in flags.items() if seen and all(seen))
 
     @staticmethod
     def _absolute(target: str, module: str, package: bool) -> str:
@@ -282,6 +301,9 @@ def _where(project: Project, found: Facts, result: FileResult, finding: Finding,
         if node.full in found.vendor_only:
             return "vendor", f"`{node.function.name}` runs only for another vendor's runtime or export"
     assert result.summary is not None
+    module = project.files[result.path][0]
+    if finding.category == "cuda-library" and module in project.optional:
+        return "optional", f"`{module.rsplit('.', 1)[-1]}` is imported only where an optional dependency is installed"
     for line, end, guard in result.summary.regions:
         if line <= finding.line <= end:
             if guard == VENDOR_GUARD:
@@ -308,6 +330,7 @@ _NOTES = {
     "vendor": "another vendor's path, {why}: it does not run on Neuron",
     "host": "host-side code, {why}",
     "setup": "set-up code, {why}",
+    "optional": "a guarded integration, {why}: a Neuron host without that library never loads it",
 }
 
 
@@ -355,7 +378,7 @@ def apply(results: list[FileResult]) -> tuple[list[FileResult], str | None]:
 
 def _runs(found: Facts, holders: list[_Node], place: tuple[str, str] | None) -> str:
     """Where the finding's code runs (findings.RUNS)."""
-    if place is not None and place[0] in ("cuda", "vendor"):
+    if place is not None and place[0] in ("cuda", "vendor", "optional"):
         return "not-neuron"
     names = [h.full for h in holders]
     if any(name in found.forward for name in names):

@@ -15,6 +15,7 @@ reached through `self` is `self.helper`.
 from __future__ import annotations
 
 import ast
+import re
 from collections import deque
 
 from portcheck.findings import Function, Summary
@@ -57,7 +58,7 @@ def summarise(tree: ast.Module) -> Summary:
     reader = _Reader(_imports(tree))
     reader.block(tree.body, (), "")
     return Summary(tuple(reader.functions), tuple(reader.classes), tuple(sorted(reader.aliases.items())),
-                   tuple(reader.regions))
+                   tuple(reader.regions), tuple(reader.imports))
 
 
 def _imports(tree: ast.Module) -> dict[str, str]:
@@ -123,6 +124,8 @@ class _Reader:
         self._probe = False
         self._step = False
         self._vendor = False
+        self.imports: list[tuple[str, bool]] = []
+        self._optional = 0  # how many optional-dependency tests or `except ImportError`s hold the walk
 
     def resolve(self, node: ast.expr) -> str | None:
         name = dotted(node)
@@ -205,6 +208,32 @@ class _Reader:
         self.regions.append((line, end, guard))
 
     def statement(self, stmt: ast.stmt, guards: tuple[str, ...], scope: str) -> None:
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            self._import(stmt)
+            return
+        if (isinstance(stmt, ast.If) and _optional_test(stmt.test)) or (
+                isinstance(stmt, ast.Try) and any(_catches_import_error(h) for h in stmt.handlers)):
+            self._optional += 1
+            try:
+                self._statement(stmt, guards, scope)
+            finally:
+                self._optional -= 1
+            return
+        self._statement(stmt, guards, scope)
+
+    def _import(self, stmt: ast.Import | ast.ImportFrom) -> None:
+        optional = self._optional > 0
+        if isinstance(stmt, ast.Import):
+            self.imports.extend((alias.name, optional) for alias in stmt.names)
+            return
+        base = "." * stmt.level + (stmt.module or "")
+        if stmt.module:
+            self.imports.append((base, optional))
+        for alias in stmt.names:  # `from pkg import mod`: the name may be a module
+            if alias.name != "*":
+                self.imports.append((f"{base}.{alias.name}" if stmt.module else base + alias.name, optional))
+
+    def _statement(self, stmt: ast.stmt, guards: tuple[str, ...], scope: str) -> None:
         if isinstance(stmt, ast.ClassDef):
             name = f"{scope}.{stmt.name}" if scope else stmt.name
             bases = tuple(b for b in (self.resolve(base) for base in stmt.bases) if b is not None)
@@ -331,6 +360,26 @@ def _calls_and_branches(node: ast.AST) -> list[ast.Call | ast.IfExp]:
             elif isinstance(value, ast.AST) and not isinstance(value, ast.expr_context):
                 push(value)
     return found
+
+
+def _optional_test(test: ast.expr) -> bool:
+    """`if is_bnb_available():`, `if _APEX_AVAILABLE and x:`, `if importlib.util.find_spec("m"):`: the block runs
+    only where an optional dependency is installed."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return any(_optional_test(value) for value in test.values)
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.IsNot):
+        test = test.left  # `find_spec("m") is not None`
+    name = dotted(test.func if isinstance(test, ast.Call) else test) or ""
+    last = name.rsplit(".", 1)[-1]
+    return last == "find_spec" or (bool(_AVAILABILITY.fullmatch(last)) and name != "torch.cuda.is_available")
+
+
+_AVAILABILITY = re.compile(r"(?i)_?(is|has)_\w+_available|_?\w+_available")
+
+
+def _catches_import_error(handler: ast.ExceptHandler) -> bool:
+    kinds = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    return any((dotted(k) or "") in ("ImportError", "ModuleNotFoundError") for k in kinds if k is not None)
 
 
 def _exits(body: list[ast.stmt]) -> bool:
