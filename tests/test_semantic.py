@@ -502,3 +502,42 @@ def test_a_module_only_imported_behind_an_availability_check_is_a_guarded_integr
     assert found[("pkg/tuners/apex_layers.py", 1, "PC501")] == Severity.INFO
     assert found[("pkg/tuners/always.py", 1, "PC501")] == Severity.ERROR
     assert found[("train.py", 1, "PC501")] == Severity.ERROR
+
+
+def test_a_default_every_call_overrides_never_applies(tmp_path):
+    """`device="cuda"` followed into `.to(device)` is info where every call of the function in the project passes
+    `device` (by keyword or by position, from a function or from module-level code); one call that leaves it out,
+    or hides its arguments in `**kwargs`, keeps the error."""
+    _tree(tmp_path, {
+        "evaluate.py": """\
+            import torch
+
+            class Evaluator:
+                def __init__(self, model, device="cuda"):
+                    self.model = model.to(device)
+
+            def helper(x, device="cuda"):
+                return x.to(device)
+
+            def once(x, device="cuda"):
+                return x.to(device)
+
+            def hidden(x, device="cuda"):
+                return x.to(device)
+            """,
+        "train.py": """\
+            from evaluate import Evaluator, helper, once, hidden
+
+            def main(model, x, options):
+                Evaluator(model, device=x.device)
+                once(x)
+                hidden(x, **options)
+
+            helper(1, "cpu")
+            """,
+    })
+    found = _scan(tmp_path)
+    assert found[("evaluate.py", 5, "PC101")] == Severity.INFO
+    assert found[("evaluate.py", 8, "PC101")] == Severity.INFO
+    assert found[("evaluate.py", 11, "PC101")] == Severity.ERROR
+    assert found[("evaluate.py", 14, "PC101")] == Severity.ERROR

@@ -52,6 +52,7 @@ class Hit:
     chain: tuple[cst.CSTNode, ...] = ()  # the statements enclosing `node`, outermost first
     requires: str = ""  # see Finding.requires
     kept: bool = False  # see Finding.kept
+    default_of: str = ""  # see Finding.default_of
 
 
 N = TypeVar("N", bound=cst.CSTNode)
@@ -142,7 +143,31 @@ class Context:
                 message = rule.format(**fields)
             statement = self.statements[-1] if self.statements else None
             self.hits.append(Hit(code, node, message, statement, severity, fix, tuple(self.statements), requires,
-                                 kept))
+                                 kept, self._default_read(node)))
+
+    def _default_read(self, node: cst.CSTNode) -> str:
+        """The parameter of the enclosing function whose string default a name in `node` stands for, or ""."""
+        if not self.functions or not isinstance(self.functions[-1], cst.FunctionDef):
+            return ""
+        params = self.functions[-1].params
+        defaults = {p.name.value: p.default for p in (*params.posonly_params, *params.params, *params.kwonly_params)
+                    if isinstance(p.default, cst.SimpleString)}
+        if not defaults:
+            return ""
+        names: list[cst.Name] = []
+        stack: list[cst.CSTNode] = [node]
+        while stack and len(names) < 64:
+            current = stack.pop()
+            if isinstance(current, cst.Name):
+                names.append(current)
+            elif isinstance(current, cst.Attribute):
+                stack.append(current.value)  # `x.device` is no read of a name `device`
+            else:
+                stack.extend(current.children)
+        for name in names:
+            if name.value in defaults and (bound := self.constant(name)) is not None and bound[1] is defaults[name.value]:
+                return name.value
+        return ""
 
     def memo(self, kind: str, node: cst.CSTNode, compute: Callable[[], T]) -> T:
         """A per-file cache for facts about a node (is this loop a training loop?) that several checks ask."""

@@ -370,6 +370,7 @@ def _finding(hit: Hit, path: str, ctx: Context, positions: Positions) -> Finding
         fix=_fix(hit.fix, hit, ctx, positions) if hit.fix is not None else None,
         requires=hit.requires,
         kept=hit.kept,
+        default_of=hit.default_of,
     )
 
 

@@ -15,11 +15,11 @@ reached through `self` is `self.helper`.
 from __future__ import annotations
 
 import ast
-import re
 from collections import deque
 
 from portcheck.findings import Function, Summary
 from portcheck.static.cuda_api.paths import named_for_cuda
+from portcheck.static.semantic.imports import catches_import_error, import_aliases, optional_test
 from portcheck.static.semantic.once import dotted, initialises
 
 # What a function is for, as its own code says.
@@ -55,59 +55,10 @@ _VENDOR_TESTS = frozenset({"torch.onnx.is_in_onnx_export", "torch.jit.is_tracing
 
 
 def summarise(tree: ast.Module) -> Summary:
-    reader = _Reader(_imports(tree))
+    reader = _Reader(import_aliases(tree))
     reader.block(tree.body, (), "")
     return Summary(tuple(reader.functions), tuple(reader.classes), tuple(sorted(reader.aliases.items())),
-                   tuple(reader.regions), tuple(reader.imports))
-
-
-def _imports(tree: ast.Module) -> dict[str, str]:
-    """Local name -> dotted name, for every import in the file (a relative import keeps its dots). Only statements
-    are walked: an import is one, and expressions are most of a tree."""
-    aliases: dict[str, str] = {}
-    pending: list[list[ast.stmt]] = [tree.body]
-    while pending:
-        for node in pending.pop():
-            if isinstance(node, ast.Import):
-                for alias in node.names:
-                    if alias.asname:
-                        aliases[alias.asname] = alias.name
-                    else:
-                        aliases.setdefault(alias.name.split(".")[0], alias.name.split(".")[0])
-            elif isinstance(node, ast.ImportFrom):
-                base = "." * node.level + (node.module or "")
-                for alias in node.names:
-                    if alias.name != "*":
-                        joined = f"{base}.{alias.name}" if base and not base.endswith(".") else base + alias.name
-                        aliases[alias.asname or alias.name] = joined
-            elif isinstance(node, ast.Assign):
-                lazy = _lazy_import(node.value)
-                # `trt = importlib.import_module("tensorrt")`, `trt, _ = optional_import("tensorrt")`
-                target = node.targets[0]
-                if isinstance(target, ast.Tuple) and target.elts:
-                    target = target.elts[0]
-                if lazy is not None and isinstance(target, ast.Name):
-                    aliases[target.id] = lazy
-            else:
-                for field in ("body", "orelse", "finalbody"):
-                    block = getattr(node, field, None)
-                    if isinstance(block, list):
-                        pending.append(block)
-                for handler in getattr(node, "handlers", ()):
-                    pending.append(handler.body)
-    return aliases
-
-
-def _lazy_import(value: ast.expr) -> str | None:
-    """The module a call imports by name (`importlib.import_module("m")`, `optional_import("m")`), or None."""
-    if not isinstance(value, ast.Call) or not value.args:
-        return None
-    name = dotted(value.func) or ""
-    first = value.args[0]
-    if name.rsplit(".", 1)[-1] in ("import_module", "optional_import", "__import__") and isinstance(
-            first, ast.Constant) and isinstance(first.value, str):
-        return first.value
-    return None
+                   tuple(reader.regions), tuple(reader.imports), tuple(reader.module_passes))
 
 
 class _Reader:
@@ -125,6 +76,8 @@ class _Reader:
         self._step = False
         self._vendor = False
         self.imports: list[tuple[str, bool]] = []
+        self._passes: list[tuple[str, int, tuple[str, ...]]] = []
+        self.module_passes = self._passes  # module-level code's calls; a function's own replace it while it is read
         self._optional = 0  # how many optional-dependency tests or `except ImportError`s hold the walk
 
     def resolve(self, node: ast.expr) -> str | None:
@@ -211,8 +164,8 @@ class _Reader:
         if isinstance(stmt, (ast.Import, ast.ImportFrom)):
             self._import(stmt)
             return
-        if (isinstance(stmt, ast.If) and _optional_test(stmt.test)) or (
-                isinstance(stmt, ast.Try) and any(_catches_import_error(h) for h in stmt.handlers)):
+        if (isinstance(stmt, ast.If) and optional_test(stmt.test)) or (
+                isinstance(stmt, ast.Try) and any(catches_import_error(h) for h in stmt.handlers)):
             self._optional += 1
             try:
                 self._statement(stmt, guards, scope)
@@ -291,6 +244,7 @@ class _Reader:
             for keyword in child.keywords:
                 if keyword.arg in _HOST_KEYWORDS and (ref := self.resolve(keyword.value)) is not None:
                     self._host_refs.append(ref)
+            self._passed(child)
             if self._calls is None:
                 continue  # module-level code: no function to record the call in
             target = self.resolve(child.func)
@@ -307,9 +261,21 @@ class _Reader:
                 if isinstance(arg, (ast.Name, ast.Attribute)) and (ref := self.resolve(arg)) is not None:
                     self._calls.append((ref, guard))
 
+    def _passed(self, call: ast.Call) -> None:
+        """What `call` passes, for Function.passes; and any function it hands on, as a call of unknown arguments."""
+        target = self.resolve(call.func)
+        if target is not None:
+            hidden = any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords)
+            self._passes.append((target, -1 if hidden else len(call.args),
+                                 tuple(k.arg for k in call.keywords if k.arg is not None)))
+        for arg in (*call.args, *(k.value for k in call.keywords)):
+            if isinstance(arg, (ast.Name, ast.Attribute)) and (ref := self.resolve(arg)) is not None:
+                self._passes.append((ref, -1, ()))
+
     def function(self, node: ast.FunctionDef | ast.AsyncFunctionDef, guards: tuple[str, ...], scope: str) -> None:
         name = f"{scope}.{node.name}" if scope else node.name
         saved = (self._calls, self._returns, self._host_refs, self._probe, self._step, self._vendor)
+        saved_passes, self._passes = self._passes, []
         self._calls, self._returns, self._host_refs = [], [], []
         self._probe = self._step = False
         self._vendor = self.vendor_file and any(
@@ -335,7 +301,9 @@ class _Reader:
                for d in node.decorator_list):
             roles.append(ONCE)
         self.functions.append(Function(name, node.lineno, _end(node), tuple(roles), tuple(self._calls),
-                                       tuple(self._returns), tuple(self._host_refs)))
+                                       tuple(self._returns), tuple(self._host_refs), _positional(node, scope, self),
+                                       tuple(self._passes)))
+        self._passes = saved_passes
         host_refs = self._host_refs
         self._calls, self._returns, self._host_refs, self._probe, self._step, self._vendor = saved
         self._host_refs.extend(host_refs)
@@ -362,24 +330,13 @@ def _calls_and_branches(node: ast.AST) -> list[ast.Call | ast.IfExp]:
     return found
 
 
-def _optional_test(test: ast.expr) -> bool:
-    """`if is_bnb_available():`, `if _APEX_AVAILABLE and x:`, `if importlib.util.find_spec("m"):`: the block runs
-    only where an optional dependency is installed."""
-    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
-        return any(_optional_test(value) for value in test.values)
-    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.IsNot):
-        test = test.left  # `find_spec("m") is not None`
-    name = dotted(test.func if isinstance(test, ast.Call) else test) or ""
-    last = name.rsplit(".", 1)[-1]
-    return last == "find_spec" or (bool(_AVAILABILITY.fullmatch(last)) and name != "torch.cuda.is_available")
-
-
-_AVAILABILITY = re.compile(r"(?i)_?(is|has)_\w+_available|_?\w+_available")
-
-
-def _catches_import_error(handler: ast.ExceptHandler) -> bool:
-    kinds = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
-    return any((dotted(k) or "") in ("ImportError", "ModuleNotFoundError") for k in kinds if k is not None)
+def _positional(node: ast.FunctionDef | ast.AsyncFunctionDef, scope: str, reader: _Reader) -> tuple[str, ...]:
+    """The parameters positional arguments fill, in order: a method's first (`self`, `cls`) left out."""
+    names = [a.arg for a in (*node.args.posonlyargs, *node.args.args)]
+    static = any(dotted(d) == "staticmethod" for d in node.decorator_list)
+    if names and not static and any(scope == c for c, _ in reader.classes):
+        names = names[1:]
+    return tuple(names)
 
 
 def _exits(body: list[ast.stmt]) -> bool:
