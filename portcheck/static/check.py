@@ -165,7 +165,8 @@ class Context:
             else:
                 stack.extend(current.children)
         for name in names:
-            if name.value in defaults and (bound := self.constant(name)) is not None and bound[1] is defaults[name.value]:
+            bound = self.constant(name) if name.value in defaults else None
+            if bound is not None and bound[1] is defaults[name.value]:
                 return name.value
         return ""
 

@@ -4,9 +4,9 @@ imports by name, and whether an import runs only where an optional dependency is
 from __future__ import annotations
 
 import ast
-import re
 
 from portcheck.static.semantic.once import dotted
+from portcheck.static.values import AVAILABILITY
 
 
 def import_aliases(tree: ast.Module) -> dict[str, str]:
@@ -67,10 +67,9 @@ def optional_test(test: ast.expr) -> bool:
         test = test.left  # `find_spec("m") is not None`
     name = dotted(test.func if isinstance(test, ast.Call) else test) or ""
     last = name.rsplit(".", 1)[-1]
-    return last == "find_spec" or (bool(_AVAILABILITY.fullmatch(last)) and name != "torch.cuda.is_available")
-
-
-_AVAILABILITY = re.compile(r"(?i)_?(is|has)_\w+_available|_?\w+_available")
+    if name.endswith("cuda.is_available"):
+        return False  # a CUDA guard, which the call graph reads as one
+    return bool(AVAILABILITY.search(last)) or (last.isupper() and "AVAILABLE" in last)
 
 
 def catches_import_error(handler: ast.ExceptHandler) -> bool:
