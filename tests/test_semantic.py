@@ -306,7 +306,7 @@ def test_code_that_runs_once_is_set_up(tmp_path):
     """A cached function, a lazy initialisation (`if self.x is None: self.x = ...`, `if not flag: ...; flag =
     True`) and what only they call run once, not every step: a CPU fallback or a data-dependent shape there
     costs one call (info). A parameter tested against None is tested again every call, and float64 made once
-    still flows into the step: both keep their severity."""
+    and stored on the object still flows into the step: both keep their severity."""
     _tree(tmp_path, {"model.py": """\
         import functools
         import torch
@@ -347,7 +347,7 @@ def test_code_that_runs_once_is_set_up(tmp_path):
     assert found[("model.py", 23, "PC321")] > Severity.INFO
     assert found[("model.py", 24, "PC204")] > Severity.INFO
     assert found[("model.py", 28, "PC204")] == Severity.INFO
-    assert found[("model.py", 29, "PC303")] > Severity.INFO  # float64 made once is used every step
+    assert found[("model.py", 29, "PC303")] > Severity.INFO  # float64 made once and stored is used every step
 
 
 def test_a_host_read_in_a_helper_a_training_step_calls_is_worded_for_the_step(tmp_path):
