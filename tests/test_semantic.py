@@ -541,3 +541,40 @@ def test_a_default_every_call_overrides_never_applies(tmp_path):
     assert found[("evaluate.py", 8, "PC101")] == Severity.INFO
     assert found[("evaluate.py", 11, "PC101")] == Severity.ERROR
     assert found[("evaluate.py", 14, "PC101")] == Severity.ERROR
+
+
+def test_a_parameter_every_call_passes_a_host_value_for_is_a_host_value(tmp_path):
+    """Where every call of a function passes a host value (a `.cpu()` copy, `.to("cpu")`, a numpy value, a local
+    name bound to one) for the parameters a finding's value is made of, that code works on the host: info. One
+    call that passes a device tensor, or a value made of the object's state, keeps the warning."""
+    _tree(tmp_path, {
+        "geometry.py": """\
+            import torch
+
+            def refine(points, weights):
+                inliers = (points[:, 0] > 0).sum()
+                n = int(inliers)
+                return points[points[:, 0] > 0], n, int(weights.sum())
+
+            def device_side(points):
+                return int((points > 0).sum())
+            """,
+        "model.py": """\
+            import numpy as np
+            import torch
+            from torch import nn
+            from geometry import refine, device_side
+
+            class Net(nn.Module):
+                def forward(self, x):
+                    host = x.detach().cpu()
+                    a = refine(host, self.weight)
+                    b = refine(np.asarray(host), weights=self.weight)
+                    return device_side(x), device_side(host), a, b
+            """,
+    })
+    found = _scan(tmp_path, chip="inf2", stack="xla")
+    assert found[("geometry.py", 5, "PC701")] == Severity.INFO  # `points` is a host copy at both calls
+    assert found[("geometry.py", 6, "PC204")] == Severity.INFO
+    assert found[("geometry.py", 6, "PC701")] == Severity.WARNING  # `weights` is the module's parameter
+    assert found[("geometry.py", 9, "PC701")] == Severity.WARNING  # one call passes the device tensor

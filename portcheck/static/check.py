@@ -19,6 +19,7 @@ from portcheck.findings import Severity
 from portcheck.knowledge import load
 from portcheck.rules import Rule
 from portcheck.static.names import Names, Scope
+from portcheck.static.params import assigned, default_read, param_roots
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,7 @@ class Hit:
     requires: str = ""  # see Finding.requires
     kept: bool = False  # see Finding.kept
     default_of: str = ""  # see Finding.default_of
+    host_if: tuple[str, ...] = ()  # see Finding.host_if
 
 
 N = TypeVar("N", bound=cst.CSTNode)
@@ -142,33 +144,18 @@ class Context:
                 assert not isinstance(rule, str)
                 message = rule.format(**fields)
             statement = self.statements[-1] if self.statements else None
+            default_of, host_if = self._reads(node)
             self.hits.append(Hit(code, node, message, statement, severity, fix, tuple(self.statements), requires,
-                                 kept, self._default_read(node)))
+                                 kept, default_of, host_if))
 
-    def _default_read(self, node: cst.CSTNode) -> str:
-        """The parameter of the enclosing function whose string default a name in `node` stands for, or ""."""
+    def _reads(self, node: cst.CSTNode) -> tuple[str, tuple[str, ...]]:
+        """(Finding.default_of, Finding.host_if) for a finding at `node`."""
         if not self.functions or not isinstance(self.functions[-1], cst.FunctionDef):
-            return ""
-        params = self.functions[-1].params
-        defaults = {p.name.value: p.default for p in (*params.posonly_params, *params.params, *params.kwonly_params)
-                    if isinstance(p.default, cst.SimpleString)}
-        if not defaults:
-            return ""
-        names: list[cst.Name] = []
-        stack: list[cst.CSTNode] = [node]
-        while stack and len(names) < 64:
-            current = stack.pop()
-            if isinstance(current, cst.Name):
-                names.append(current)
-            elif isinstance(current, cst.Attribute):
-                stack.append(current.value)  # `x.device` is no read of a name `device`
-            else:
-                stack.extend(current.children)
-        for name in names:
-            bound = self.constant(name) if name.value in defaults else None
-            if bound is not None and bound[1] is defaults[name.value]:
-                return name.value
-        return ""
+            return "", ()
+        function = self.functions[-1]
+        return (default_read(function, node, self.constant),
+                param_roots(function, node, self.constant, self.qualname,
+                            lambda: self.memo("assigned-names", function, lambda: assigned(function))))
 
     def memo(self, kind: str, node: cst.CSTNode, compute: Callable[[], T]) -> T:
         """A per-file cache for facts about a node (is this loop a training loop?) that several checks ask."""

@@ -371,6 +371,7 @@ def _finding(hit: Hit, path: str, ctx: Context, positions: Positions) -> Finding
         requires=hit.requires,
         kept=hit.kept,
         default_of=hit.default_of,
+        host_if=hit.host_if,
     )
 
 

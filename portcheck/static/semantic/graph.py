@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from portcheck.findings import FileResult, Finding, Severity
 from portcheck.rules import contexts_of
 from portcheck.static.semantic.modules import module_of
-from portcheck.static.semantic.project import DEPTH, Node, Project, always_passed, arguments
+from portcheck.static.semantic.project import DEPTH, Node, Passed, Project, always_host, always_passed, arguments
 from portcheck.static.semantic.summary import (
     CUDA_CLASS,
     CUDA_GUARD,
@@ -219,7 +219,7 @@ def apply(results: list[FileResult]) -> tuple[list[FileResult], str | None]:
             "judged file by file")
     project = Project(results)
     found = facts(project)
-    passed: dict[str, list[tuple[int, tuple[str, ...]]]] | None = None  # built when a finding asks
+    passed: dict[str, list[Passed]] | None = None  # built when a finding asks
     out = []
     for result in results:
         if result.summary is None or not result.findings:
@@ -233,13 +233,10 @@ def apply(results: list[FileResult]) -> tuple[list[FileResult], str | None]:
                 if not _reached(found, finding, holders):
                     continue
                 finding = replace(finding, requires="")
-            if finding.default_of and finding.severity > Severity.INFO and holders:
+            if (finding.default_of or finding.host_if) and finding.severity > Severity.INFO and holders:
                 if passed is None:
                     passed = arguments(project, results)
-                if always_passed(passed, holders[-1], finding.default_of):
-                    finding = replace(finding, severity=Severity.INFO, fix=None, message=(
-                        f"{finding.message} (every call of `{holders[-1].function.name}` in the project passes "
-                        f"`{finding.default_of}`: its default never applies)"))
+                finding = _by_callers(finding, passed, holders[-1])
             place = _where(project, found, result, finding, holders)
             finding = replace(finding, runs=_runs(found, holders, place))
             if finding.severity > Severity.INFO and place is not None:
@@ -254,6 +251,25 @@ def apply(results: list[FileResult]) -> tuple[list[FileResult], str | None]:
             changed.append(finding)
         out.append(replace(result, findings=tuple(changed)))
     return out, None
+
+
+# What works on tensor values: a host value's data-dependent shape, read, CPU op or float64 costs the device nothing.
+_VALUE_CATEGORIES = frozenset({"dynamic-shape", "host-sync", "unsupported-op", "dtype"})
+
+
+def _by_callers(finding: Finding, passed: dict[str, list[Passed]], holder: Node) -> Finding:
+    """The finding as the calls of its function settle it: info where every call passes the parameter whose
+    default it reads, or passes host values for every parameter its value is made of."""
+    name = holder.function.name
+    if finding.default_of and always_passed(passed, holder, finding.default_of):
+        note = f"every call of `{name}` in the project passes `{finding.default_of}`: its default never applies"
+    elif finding.host_if and finding.category in _VALUE_CATEGORIES and always_host(passed, holder, finding.host_if):
+        shown = ", ".join(f"`{p}`" for p in finding.host_if)
+        note = (f"every call of `{name}` in the project passes a host value for {shown} (a `.cpu()` copy, a numpy "
+                "value): this code works on the host")
+    else:
+        return finding
+    return replace(finding, severity=Severity.INFO, fix=None, message=f"{finding.message} ({note})")
 
 
 def _runs(found: Facts, holders: list[Node], place: tuple[str, str] | None) -> str:

@@ -140,29 +140,46 @@ class Project:
         return None
 
 
-def arguments(project: Project, results: list[FileResult]) -> dict[str, list[tuple[int, tuple[str, ...]]]]:
-    """Per function of the tree: what each call of it passes (positional count or -1, keywords), from every
-    function's calls and every module's own code."""
-    found: dict[str, list[tuple[int, tuple[str, ...]]]] = defaultdict(list)
-    callers: list[tuple[Node, tuple[tuple[str, int, tuple[str, ...]], ...]]] = [
-        (node, node.function.passes) for node in project.nodes.values()]
+# What one call passes: (positional count or -1 where unknown, the keywords, the host values: `#i` / a keyword).
+Passed = tuple[int, tuple[str, ...], tuple[str, ...]]
+
+
+def arguments(project: Project, results: list[FileResult]) -> dict[str, list[Passed]]:
+    """Per function of the tree: what each call of it passes, from every function's calls and every module's own
+    code."""
+    found: dict[str, list[Passed]] = defaultdict(list)
+    callers = [(node, node.function.passes) for node in project.nodes.values()]
     for result in results:
         if result.summary is not None and result.summary.passes and result.path in project.files:
             module = project.files[result.path][0]
             callers.append((Node(module, result.path, module, Function("", 0, 0, (), (), ())), result.summary.passes))
     for node, passes in callers:
-        for target, count, keywords in passes:
+        for target, count, keywords, host in passes:
             for callee in project.resolve(target, node):
-                found[callee].append((count, keywords))
+                found[callee].append((count, keywords, host))
     return found
 
 
-def always_passed(passed: dict[str, list[tuple[int, tuple[str, ...]]]], holder: Node, param: str) -> bool:
-    """Every call of `holder` in the tree passes `param`, by keyword or by position; there is at least one."""
-    calls = passed.get(holder.full, [])
+def _filled(holder: Node, param: str, call: Passed, among: tuple[str, ...] | None = None) -> bool:
+    """`call` passes `param` (among its host values, with `among`), by keyword or by position."""
+    count, keywords, _ = call
     index = holder.function.params.index(param) if param in holder.function.params else None
-    return bool(calls) and all(count >= 0 and (param in keywords or (index is not None and count > index))
-                               for count, keywords in calls)
+    if among is not None:
+        return param in among or (index is not None and f"#{index}" in among)
+    return count >= 0 and (param in keywords or (index is not None and count > index))
 
 
-__all__ = ["DEPTH", "Project", "always_passed", "arguments"]
+def always_passed(passed: dict[str, list[Passed]], holder: Node, param: str) -> bool:
+    """Every call of `holder` in the tree passes `param`; there is at least one."""
+    calls = passed.get(holder.full, [])
+    return bool(calls) and all(_filled(holder, param, call) for call in calls)
+
+
+def always_host(passed: dict[str, list[Passed]], holder: Node, params: tuple[str, ...]) -> bool:
+    """Every call of `holder` in the tree passes a host value for each of `params`; there is at least one."""
+    calls = passed.get(holder.full, [])
+    return bool(calls) and all(call[0] >= 0 and all(_filled(holder, p, call, call[2]) for p in params)
+                               for call in calls)
+
+
+__all__ = ["DEPTH", "Passed", "Project", "always_host", "always_passed", "arguments"]

@@ -19,6 +19,7 @@ from collections import deque
 
 from portcheck.findings import Function, Summary
 from portcheck.static.cuda_api.paths import named_for_cuda
+from portcheck.static.semantic.hosts import Bindings, host_arguments
 from portcheck.static.semantic.imports import catches_import_error, import_aliases, optional_test
 from portcheck.static.semantic.once import dotted, initialises
 
@@ -76,7 +77,8 @@ class _Reader:
         self._step = False
         self._vendor = False
         self.imports: list[tuple[str, bool]] = []
-        self._passes: list[tuple[str, int, tuple[str, ...]]] = []
+        self._passes: list[tuple[str, int, tuple[str, ...], tuple[str, ...]]] = []
+        self._bindings = Bindings(self.resolve)
         self.module_passes = self._passes  # module-level code's calls; a function's own replace it while it is read
         self._optional = 0  # how many optional-dependency tests or `except ImportError`s hold the walk
 
@@ -172,7 +174,11 @@ class _Reader:
             finally:
                 self._optional -= 1
             return
+        if isinstance(stmt, (ast.For, ast.AsyncFor, ast.With, ast.AsyncWith)):
+            self._bindings.bind(stmt)  # what the loop or `with` binds is unknown inside it already
         self._statement(stmt, guards, scope)
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            self._bindings.bind(stmt)  # after its value: `x = f(x)` passes the old `x`
 
     def _import(self, stmt: ast.Import | ast.ImportFrom) -> None:
         optional = self._optional > 0
@@ -267,15 +273,17 @@ class _Reader:
         if target is not None:
             hidden = any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords)
             self._passes.append((target, -1 if hidden else len(call.args),
-                                 tuple(k.arg for k in call.keywords if k.arg is not None)))
+                                 tuple(k.arg for k in call.keywords if k.arg is not None),
+                                 host_arguments(self._bindings, call)))
         for arg in (*call.args, *(k.value for k in call.keywords)):
             if isinstance(arg, (ast.Name, ast.Attribute)) and (ref := self.resolve(arg)) is not None:
-                self._passes.append((ref, -1, ()))
+                self._passes.append((ref, -1, (), ()))
 
     def function(self, node: ast.FunctionDef | ast.AsyncFunctionDef, guards: tuple[str, ...], scope: str) -> None:
         name = f"{scope}.{node.name}" if scope else node.name
         saved = (self._calls, self._returns, self._host_refs, self._probe, self._step, self._vendor)
         saved_passes, self._passes = self._passes, []
+        saved_bindings, self._bindings = self._bindings, Bindings(self.resolve)
         self._calls, self._returns, self._host_refs = [], [], []
         self._probe = self._step = False
         self._vendor = self.vendor_file and any(
@@ -303,7 +311,7 @@ class _Reader:
         self.functions.append(Function(name, node.lineno, _end(node), tuple(roles), tuple(self._calls),
                                        tuple(self._returns), tuple(self._host_refs), _positional(node, scope, self),
                                        tuple(self._passes)))
-        self._passes = saved_passes
+        self._passes, self._bindings = saved_passes, saved_bindings
         host_refs = self._host_refs
         self._calls, self._returns, self._host_refs, self._probe, self._step, self._vendor = saved
         self._host_refs.extend(host_refs)
