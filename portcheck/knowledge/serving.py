@@ -203,7 +203,9 @@ MX_MODULES = ("experts", "self_attn", "mlp")
 
 def _mx(data: dict[str, object], chips: set[str]) -> dict[str, MxFormat]:
     out = {}
-    for entry in data.get("mx_format", []):  # type: ignore[attr-defined]
+    entries = data.get("mx_format", [])
+    assert isinstance(entries, list)
+    for entry in entries:
         found = MxFormat(entry.get("name", ""), int(entry.get("bits", 0)), int(entry.get("scale_bits", 0)),
                          int(entry.get("block", 0)), tuple(entry.get("chips", ())), tuple(entry.get("quantises", ())),
                          tuple(entry.get("model_types", ())), int(entry.get("mlp_bf16_from_tp", 0)),
