@@ -265,3 +265,16 @@ def test_mx_weights_are_for_inference_only(portcheck):
     done = portcheck("advise", "--target", "trn3", "--task", "training", "--dtype", "mxfp4", "--params", "8e9",
                      "--layers", "32", "--hidden", "4096", "--heads", "32")
     assert done.returncode == 2 and "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_advise_plans_a_shipped_llm_config_on_trn3_through_vllm_neuron(portcheck):
+    """Llama 3 8B's config on trn3: bf16 weights 8,030,261,248 × 2 / 2³⁰ = 14.96 GiB on one 36 GiB logical core,
+    served by vLLM Neuron (LlamaForCausalLM is in its registry)."""
+    done = portcheck("advise", "--isolated", "--target", "trn3", "--hf-config", "fixtures/models/hf/llama-3-8b",
+                     "--format", "json", cwd=ROOT)
+    assert done.returncode in (0, 1) and "Traceback" not in done.stderr, done.stderr
+    report = json.loads(done.stdout)
+    plan_ = report["plan"]
+    assert report["target"]["chip"] == "trn3" and plan_["serving"]["path"] == "vllm-neuron"
+    assert plan_["memory"]["budget_per_core_gib"] == 36 and plan_["memory"]["weights_gib"] == pytest.approx(14.958)
+    assert plan_["memory"]["per_core_gib"] <= 36
