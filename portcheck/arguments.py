@@ -122,8 +122,8 @@ def parser() -> argparse.ArgumentParser:
     advise.add_argument("--batch", type=_positive, default=1, metavar="N", help="batch size (default 1)")
     advise.add_argument("--seq-len", type=_positive, metavar="N",
                         help="longest sequence to serve (default: the model's limit, at most 4096)")
-    advise.add_argument("--dtype", choices=("bf16", "fp16", "fp32", "fp8"), default="bf16",
-                        help="weights' dtype on the device (default bf16)")
+    advise.add_argument("--dtype", choices=("bf16", "fp16", "fp32", "fp8", "mxfp4", "mxfp8"), default="bf16",
+                        help="weights' dtype (default bf16; mxfp4/mxfp8: native on trn3, bf16 elsewhere)")
     advise.add_argument("--tp", type=_positive, metavar="N", help="check this tensor-parallel degree")
     advise.add_argument("--dp", type=_positive, default=1, metavar="N",
                         help="model copies on the instance, each with --batch sequences (default 1)")

@@ -8,14 +8,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from portcheck.advise.quantization import nxdi_quantization
+from portcheck.advise.quantization import mx_format, mx_modules_to_not_convert, nxdi_quantization
 from portcheck.advise.rules import CompileHostMemory
 from portcheck.advise.values import PORTCHECK, AdviseOptions, Plan, PlanFinding, Serving
 from portcheck.dynamic.results import sequence_buckets
 from portcheck.knowledge import load, load_hardware
 from portcheck.knowledge.serving import ServingData, load_serving
 
-HF_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "fp8": "bfloat16"}
+HF_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "fp8": "bfloat16", "mxfp4": "bfloat16",
+             "mxfp8": "bfloat16"}
 # transformers class-name endings and the optimum-neuron task each is exported for (its --task values)
 TASK_SUFFIXES = (("ForCausalLM", "text-generation"), ("LMHeadModel", "text-generation"),
                  ("ForConditionalGeneration", "text2text-generation"), ("ForSequenceClassification",
@@ -80,6 +81,18 @@ def _quantization(plan: Plan, data: ServingData) -> None:
         plan.reason("quantization", "--kv-cache-dtype fp8: vLLM Neuron quantises the KV cache with the checkpoint's "
                     "scales (calibrated offline); its docs integrate it for Llama 3, other models ignore it",
                     data.arguments["vllm serve"]["--kv-cache-dtype"].source)
+    fmt = mx_format(work.dtype)
+    if serving.path == "vllm-neuron" and fmt is not None:
+        neuron = serving.options["--additional-config"]["neuron_config"]
+        neuron.update(fmt.neuron_config)
+        if "mlp" in fmt.quantises:
+            neuron["modules_to_not_convert"] = mx_modules_to_not_convert(fmt, plan.tp_degree or 1)
+        if fmt.clear_quantization_config:
+            serving.options["--hf-overrides"] = {"quantization_config": {}}
+        plan.reason("quantization", f"--additional-config neuron_config {json.dumps(fmt.neuron_config)}"
+                    + (", --hf-overrides '{\"quantization_config\": {}}' (the Neuron loader owns the MX path)"
+                       if fmt.clear_quantization_config else "") + ", as vLLM Neuron's recipe passes them",
+                    fmt.source)
     for override in data.overrides:
         if (override.path == serving.path and plan.chip in override.chips
                 and model.hf_model_type in override.model_types):
