@@ -578,3 +578,35 @@ def test_a_parameter_every_call_passes_a_host_value_for_is_a_host_value(tmp_path
     assert found[("geometry.py", 6, "PC204")] == Severity.INFO
     assert found[("geometry.py", 6, "PC701")] == Severity.WARNING  # `weights` is the module's parameter
     assert found[("geometry.py", 9, "PC701")] == Severity.WARNING  # one call passes the device tensor
+
+
+def test_a_collator_object_batches_on_the_host(tmp_path):
+    """An object handed to a trainer or a loader as `data_collator=` / `collate_fn=`, and a subclass of
+    transformers' `DataCollatorMixin`, batch examples in the data pipeline: their methods are host code. The same
+    code in a class nothing hands over is judged as before."""
+    _tree(tmp_path, {"train.py": """\
+        import torch
+        from transformers import Trainer
+        from transformers.data.data_collator import DataCollatorMixin
+
+        class Packer:
+            def __call__(self, examples):
+                ids = torch.stack(examples)
+                return ids.nonzero()
+
+        class Padder(DataCollatorMixin):
+            def torch_call(self, examples):
+                ids = torch.stack(examples)
+                return ids[ids != 0]
+
+        class Model(torch.nn.Module):
+            def forward(self, x):
+                return x[x > 0]
+
+        def main(model, data):
+            Trainer(model=model, train_dataset=data, data_collator=Packer())
+        """})
+    found = _scan(tmp_path)
+    assert found[("train.py", 8, "PC201")] == Severity.INFO
+    assert found[("train.py", 13, "PC204")] == Severity.INFO
+    assert found[("train.py", 17, "PC204")] == Severity.ERROR

@@ -123,7 +123,10 @@ def facts(project: Project) -> Facts:
     host_roots = {f for f, n in project.nodes.items() if HOST in n.function.roles}
     for node in project.nodes.values():
         for ref in node.function.host_refs:
-            host_roots.update(project.resolve(ref, node))
+            if ref.endswith("()"):  # an object made there: its class's methods do the work
+                host_roots.update(m for cls in project.classes_named(ref[:-2], node) for m in project.methods(cls))
+            else:
+                host_roots.update(project.resolve(ref, node))
     host = reach(host_roots, skipped | device)
     # Set-up: cached functions, constructors nothing on the device step calls (a class made in `forward` builds
     # every step), and what only they or lazy initialisations call.

@@ -131,6 +131,29 @@ class Project:
             return self._find(self.exports[full]) if full in self.exports else []
         return self._find(self._absolute(target, module, package))
 
+    def classes_named(self, target: str, caller: Node) -> list[str]:
+        """The tree's classes `target` may name where `caller` uses it (`:Name` through the file's scopes and
+        re-exports, or a dotted import)."""
+        module, package = self.files[caller.path][:2]
+        if target.startswith(":"):
+            name = target[1:]
+            scopes = caller.function.name.split(".")
+            for end in range(len(scopes), -1, -1):
+                full = ".".join(filter(None, [module, *scopes[:end], name]))
+                if full in self.classes:
+                    return [full]
+            full = f"{module}.{name}" if module else name
+            target = self.exports.get(full, "")
+            if not target:
+                return []
+        dotted_name = self._absolute(target, module, package)
+        return [dotted_name] if dotted_name in self.classes else list(self.class_suffix.get(dotted_name, []))
+
+    def methods(self, cls: str) -> list[str]:
+        """The functions defined in class `cls` (not its bases')."""
+        prefix = cls + "."
+        return [f for f in self.nodes if f.startswith(prefix) and "." not in f[len(prefix):]]
+
     def class_of(self, node: Node) -> str | None:
         parts = node.function.name.split(".")
         for end in range(len(parts) - 1, 0, -1):

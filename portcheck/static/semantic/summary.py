@@ -47,8 +47,13 @@ _STEP_METHODS = frozenset({"training_step", "train_step", "compute_loss"})
 _CACHING = frozenset({"cache", "lru_cache", "cached_property", "cached", "memoize", "memoized"})
 _PROBES = frozenset({"torch.cuda.is_available", "torch.cuda.device_count", "torch.cuda.is_initialized"})
 _DATA_BASES = ("torch.utils.data.Dataset", "torch.utils.data.IterableDataset", "torch.utils.data.Sampler",
-               "torch.utils.data.dataset.Dataset", "torch.utils.data.sampler.Sampler")
-_HOST_KEYWORDS = frozenset({"collate_fn", "worker_init_fn"})
+               "torch.utils.data.dataset.Dataset", "torch.utils.data.sampler.Sampler",
+               # transformers' collators (`Trainer(data_collator=...)`) batch examples on the host
+               "transformers.data.data_collator.DataCollatorMixin", "transformers.DataCollatorMixin",
+               "transformers.data.DataCollatorMixin")
+# What a data loader or a trainer calls to batch or seed examples: the data pipeline, on the host. A function is
+# passed (`collate_fn=collate`), or an object whose methods do it (`data_collator=Collator(...)`, as "Collator()").
+_HOST_KEYWORDS = frozenset({"collate_fn", "worker_init_fn", "data_collator"})
 _VENDOR_MODULES = ("tensorrt", "torch_tensorrt", "openvino", "coremltools", "onnxruntime", "tensorflow", "paddle",
                    "pycuda", "polygraphy")
 _VENDOR_TESTS = frozenset({"torch.onnx.is_in_onnx_export", "torch.jit.is_tracing", "torch.jit.is_scripting",
@@ -248,8 +253,12 @@ class _Reader:
             if not isinstance(child, ast.Call):
                 continue
             for keyword in child.keywords:
-                if keyword.arg in _HOST_KEYWORDS and (ref := self.resolve(keyword.value)) is not None:
-                    self._host_refs.append(ref)
+                if keyword.arg not in _HOST_KEYWORDS:
+                    continue
+                value = keyword.value
+                made = isinstance(value, ast.Call)
+                if (ref := self.resolve(value.func if isinstance(value, ast.Call) else value)) is not None:
+                    self._host_refs.append(f"{ref}()" if made else ref)
             self._passed(child)
             if self._calls is None:
                 continue  # module-level code: no function to record the call in
