@@ -127,12 +127,15 @@ def test_each_fallback_call_dispatches_the_op_the_data_names():
             return func(*args, **(kwargs or {}))
 
     matrix = torch.eye(3) * 2.0
+    arguments = {"torch.linalg.solve_triangular": ((matrix, matrix), {"upper": False}),
+                 "torch.linalg.ldl_factor": ((matrix,), {}), "torch.linalg.ldl_factor_ex": ((matrix,), {})}
     for name, op in CALLS.items():
         function = torch
         for part in name.split(".")[1:]:
             function = getattr(function, part)
+        args, kwargs = arguments.get(name, ((matrix,), {}))
         with Record() as record:
-            function(matrix)
+            function(*args, **kwargs)
         assert op in record.ops, (name, sorted(record.ops))
 
 
