@@ -23,7 +23,7 @@ _INTEGER_CASTS = {"long": "torch.int64", "int": "torch.int32", "short": "torch.i
 # Tensor methods whose result is computed from the tensor's values (not its shape).
 REDUCTIONS = frozenset({
     "any", "all", "sum", "max", "min", "mean", "prod", "amax", "amin", "argmax", "argmin", "count_nonzero",
-    "item", "norm", "std", "var", "median", "equal", "nansum",
+    "item", "norm", "std", "var", "median", "equal", "allclose", "nansum",
 })
 AVAILABILITY = re.compile(r"(^is_\w*available$|_available$|^find_spec$|^is_\w*installed$|^has_\w+$)")
 _IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException", "OSError", "RuntimeError"}
