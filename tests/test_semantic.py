@@ -610,3 +610,42 @@ def test_a_collator_object_batches_on_the_host(tmp_path):
     assert found[("train.py", 8, "PC201")] == Severity.INFO
     assert found[("train.py", 13, "PC204")] == Severity.INFO
     assert found[("train.py", 17, "PC204")] == Severity.ERROR
+
+
+def test_a_step_body_that_steps_its_own_optimizers_reads_every_step(tmp_path):
+    """A function that calls `backward()` and steps its optimizers with no loop over the data (Lightning's manual
+    optimisation, a `train_step(batch)`) is the step's body, called once a step: a host read or a branch on a
+    tensor there costs every step. A function that loops over batches drives the loop: what it reads after the
+    loop is read once."""
+    _tree(tmp_path, {"train.py": """\
+        import torch
+
+        class Task:
+            def training_step(self, batch, batch_idx):
+                keep = batch["y"].sum(1) > 0
+                if not keep.any():
+                    return None
+                loss = self.model(batch["x"]).mean()
+                self.manual_backward(loss)
+                for optimizer in self.optimizers():
+                    optimizer.step()
+                return loss
+
+        def train_step(model, batch, opt):
+            loss = model(batch)
+            loss.backward()
+            opt.step()
+            return loss.item()
+
+        def fit(model, loader, opt):
+            for batch in loader:
+                loss = model(batch)
+                loss.backward()
+                opt.step()
+            return loss.item()
+        """})
+    found = _scan(tmp_path)
+    assert found[("train.py", 6, "PC208")] == Severity.WARNING
+    trn1 = _scan(tmp_path, chip="trn1", stack="xla")
+    assert trn1[("train.py", 18, "PC701")] == Severity.WARNING
+    assert ("train.py", 25, "PC701") not in trn1
