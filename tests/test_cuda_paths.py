@@ -148,6 +148,9 @@ INTEGRATIONS = [
      "def f(method):\n    if method.startswith('xformers'):\n        from xformers.checkpoint import checkpoint\n", 3),
     ("audiocraft/utils/profiler.py",
      "def f(enabled):\n    if enabled:\n        from xformers.profiler import profile\n", 3),
+    # the tiny-cuda-nn flavour of an encoding, named by the library's short name (`import tinycudann as tcnn`)
+    ("fields/encodings.py",
+     "class TCNNHashGrid:\n    def build(self):\n        import tinycudann as tcnn\n", 3),
 ]
 
 
