@@ -211,8 +211,9 @@ def _mx(data: dict[str, object], chips: set[str]) -> dict[str, MxFormat]:
                          tuple(entry.get("model_types", ())), int(entry.get("mlp_bf16_from_tp", 0)),
                          dict(entry.get("neuron_config", {})), bool(entry.get("clear_quantization_config", False)),
                          entry.get("source", ""))
-        if not (found.name and found.bits > 0 and found.block > 0 and found.chips and found.quantises
-                and found.source.strip()) or not set(found.chips) <= chips or not set(found.quantises) <= set(MX_MODULES):
+        complete = (found.name and found.bits > 0 and found.block > 0 and found.chips and found.quantises
+                    and found.source.strip())
+        if not complete or not set(found.chips) <= chips or not set(found.quantises) <= set(MX_MODULES):
             raise KnowledgeError(f"serving.toml: mx_format {found.name!r} needs a name, bits, a block, known chips, "
                                  f"quantises (of {', '.join(MX_MODULES)}) and a source")
         out[found.name] = found
