@@ -273,3 +273,23 @@ def test_transformers_is_tracing_keeps_a_branch_out_of_a_compiled_graph():
     native = severities(code)
     assert (6, "PC208") not in native and (8, "PC208") in native
     assert (6, "PC208") in severities(code, "inf2", "xla")
+
+
+def test_no_float32_fix_for_a_clock_reading_or_a_number_float32_rounds():
+    """Seconds since 1970 or a count past 2**24 need more than float32's 24 bits: narrowing them is no fix (the
+    finding stays, without one); ordinary float64 data keeps its unsafe fix."""
+    result = analyse_text(textwrap.dedent("""\
+        import time
+        import torch
+
+        def stamp(x):
+            t = torch.tensor(time.time(), dtype=torch.float64)
+            now = time.perf_counter()
+            u = torch.tensor(now, dtype=torch.float64)
+            big = torch.tensor(123456789.0, dtype=torch.float64)
+            small = torch.tensor([1.0, 2.0], dtype=torch.float64)
+            return t, u, big, small
+        """), "stamp.py", "trn2", "native", load().applicable("trn2", "native"))
+    fixes = {f.line: f.fix for f in result.findings if f.code == "PC303"}
+    assert fixes[5] is None and fixes[7] is None and fixes[8] is None
+    assert fixes[9] is not None

@@ -276,6 +276,29 @@ def _schedule_cast_to_float32(ctx: Context, node: cst.Call) -> bool:
     return ctx.memo("casting-register", ctx.module, lambda: bool(_CASTING_REGISTER.search(ctx.text)))
 
 
+# Python values float32 cannot hold: a clock reading (seconds since 1970 need more than float32's 24 bits).
+_CLOCKS = frozenset({"time.time", "time.time_ns", "time.monotonic", "time.perf_counter", "time.process_time"})
+
+
+def _wide_host_scalar(ctx: Context, where: cst.CSTNode) -> bool:
+    """`torch.tensor(time.time(), dtype=torch.float64)`: the data is a clock reading or a number past 2**24, which
+    float32 would round; narrowing it is no fix."""
+    if not isinstance(where, cst.Call) or (first := positional(where, 0)) is None:
+        return False
+    data = first.value
+    if isinstance(data, cst.Name) and (bound := ctx.constant(data)) is not None:
+        data = bound[1]
+    if isinstance(data, cst.Call):
+        name = ctx.qualname(data.func) or ""
+        return name in _CLOCKS or name.endswith(".timestamp") or call_name(data) == "timestamp"
+    if isinstance(data, (cst.Integer, cst.Float)):
+        try:
+            return abs(float(data.value.replace("_", ""))) >= 2**24
+        except ValueError:
+            return False
+    return False
+
+
 def _judge_dtype(ctx: Context, value: cst.BaseExpression, where: cst.CSTNode) -> None:
     dtype = dtype_of(ctx, value)
     entry = load_dtypes().get(dtype) if dtype is not None else None
@@ -286,8 +309,8 @@ def _judge_dtype(ctx: Context, value: cst.BaseExpression, where: cst.CSTNode) ->
         shown = dtype
     if entry.rule == Float64.code:
         fix = None
-        if isinstance(value, cst.Attribute):  # `torch.float64`, `th.double`: the same module's float32
-            fix = _float32_fix(Replace(value.attr, "float32"))
+        if isinstance(value, cst.Attribute) and not _wide_host_scalar(ctx, where):
+            fix = _float32_fix(Replace(value.attr, "float32"))  # `torch.float64`, `th.double`: the module's float32
         ctx.report(Float64, where, fix=fix, shown=shown, kept=outlives(ctx, where))
     elif entry.rule == ComplexDtype.code:
         if under_test(ctx, "is_complex", where) or _complex_input(ctx):
