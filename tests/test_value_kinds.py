@@ -293,3 +293,22 @@ def test_no_float32_fix_for_a_clock_reading_or_a_number_float32_rounds():
     fixes = {f.line: f.fix for f in result.findings if f.code == "PC303"}
     assert fixes[5] is None and fixes[7] is None and fixes[8] is None
     assert fixes[9] is not None
+
+
+def test_sizes_computed_from_a_shape_are_static():
+    """A size computed from `.shape` (unpacked, converted to a tensor by a helper given literal options, reduced
+    with `torch.prod`) is shape metadata, not tensor data; the same reduction of a tensor's values is PC209."""
+    found = severities("""\
+        import torch
+        from helpers import to_tensor
+
+        class M(torch.nn.Module):
+            def forward(self, x):
+                head, tail = x.shape[:-2], x.shape[-2:]
+                n = torch.prod(to_tensor(head, int, wrap_sequence=True))
+                y = x.reshape(n, 1, *tail)
+                m = torch.prod(x[0])
+                return y.view(m, -1)
+        """)
+    assert (8, "PC209") not in found
+    assert (10, "PC209") in found
