@@ -1,6 +1,7 @@
 """Quantisation as the recipes do it: fp8 weights with the modules NxD Inference's recipe keeps in bf16 (lm_head,
 every layer's self-attention, the first and the last MLP), the NeuronConfig values and environment that recipe
-sets, and the fp8 KV cache's; microscaled weights (mxfp4, mxfp8) as vLLM Neuron's Trn3 recipes quantise them. Data from rules/serving.toml [fp8_recipe]; pure arithmetic, no torch here."""
+sets, and the fp8 KV cache's; microscaled weights (mxfp4, mxfp8) as vLLM Neuron's Trn3 recipes quantise them. Data
+from rules/serving.toml [fp8_recipe]; pure arithmetic, no torch here."""
 
 from __future__ import annotations
 
