@@ -37,8 +37,8 @@ def plan(numbers: dict[str, Any], chip: str, name: str = "model", **options: Any
 
 def row_plan(row: dict[str, Any], tp: int = 0) -> Plan:
     numbers = {**row["model"], "hf_model_type": row.get("model_type", "")}
-    return plan(numbers, row["target"], row.get("architecture", "model"), batch=row["batch"], seq_len=row["seq"], dtype=row["dtype"], tp=tp,
-                dp=row["dp"], lnc=row.get("lnc", 0), kv_dtype=row.get("kv_dtype", ""))
+    return plan(numbers, row["target"], row.get("architecture", "model"), batch=row["batch"], seq_len=row["seq"],
+                dtype=row["dtype"], tp=tp, dp=row["dp"], lnc=row.get("lnc", 0), kv_dtype=row.get("kv_dtype", ""))
 
 
 def test_trn3_is_sourced_data_and_only_the_native_stack():
@@ -227,6 +227,7 @@ def test_the_vllm_command_of_each_trn3_row_is_what_vllm_neuron_takes(row):
     assert ("modules_to_not_convert" in neuron) == (row["dtype"] == "mxfp8")
     assert (args.hf_overrides == {"quantization_config": {}}) == (row["dtype"] == "mxfp8")
     assert (args.kv_cache_dtype == "fp8") == (row.get("kv_dtype") == "fp8")
+    assert args.runner == row.get("runner")  # Qwen3-Embedding: --runner pooling, from its checkpoint's files alone
 
 
 def test_mxfp4_counts_the_experts_at_4_25_bits_and_the_rest_in_bf16():
@@ -243,7 +244,8 @@ def test_mxfp4_counts_the_experts_at_4_25_bits_and_the_rest_in_bf16():
 
 def test_mxfp8_keeps_the_mlps_in_bf16_from_tp_32_as_the_recipe_does():
     qwen3_32b = tomllib.loads(DATA.read_text())["deployment"][8]["model"]
-    at = {tp: plan(qwen3_32b, "trn3", "Qwen3ForCausalLM", batch=1, seq_len=8192, dtype="mxfp8", tp=tp) for tp in (16, 32)}
+    at = {tp: plan(qwen3_32b, "trn3", "Qwen3ForCausalLM", batch=1, seq_len=8192, dtype="mxfp8", tp=tp)
+          for tp in (16, 32)}
     total = {tp: at[tp].memory.weights * tp for tp in at if at[tp].memory is not None}
     mlp = 3 * 5120 * 25600 * 64
     assert total[32] - total[16] == pytest.approx(mlp * (2 - 33 / 32) / 2**30)
