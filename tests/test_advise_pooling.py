@@ -9,6 +9,7 @@ weights."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -62,7 +63,16 @@ def test_only_a_sentence_transformers_pooling_module_makes_a_pooling_model(modul
         (tmp_path / "modules.json").write_text(modules, encoding="utf-8")
     assert bool(checkpoint_pooling(str(tmp_path / "config.json"))) == pooling
     (tmp_path / "build.py").write_text("", encoding="utf-8")
+    assert checkpoint_pooling(str(tmp_path / "missing" / "config.json")) == ""
     assert checkpoint_pooling(str(tmp_path / "build.py")) == ""  # a build callable's file is no checkpoint
+
+
+def test_a_modules_json_that_is_no_regular_file_is_never_read(tmp_path):
+    os.mkfifo(tmp_path / "modules.json")  # reading a FIFO with no writer would hang
+    assert checkpoint_pooling(str(tmp_path / "config.json")) == ""
+    (tmp_path / "modules.json").unlink()
+    (tmp_path / "modules.json").write_text("[" + " " * (1 << 20) + "]", encoding="utf-8")  # over the 1 MiB limit
+    assert checkpoint_pooling(str(tmp_path / "config.json")) == ""
 
 
 def test_vllm_serve_gets_the_documented_runner_and_the_plan_says_why():

@@ -168,8 +168,8 @@ def checkpoint_pooling(config_file: str) -> str:
     if not config_file.endswith(".json"):
         return ""
     folder = Path(config_file).parent
-    try:
-        if (folder / ST_MODULES).stat().st_size > ST_LIMIT:
+    try:  # a regular file only: a FIFO or a device named modules.json would block the read
+        if not (folder / ST_MODULES).is_file() or (folder / ST_MODULES).stat().st_size > ST_LIMIT:
             return ""
         modules = json.loads((folder / ST_MODULES).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError):
