@@ -124,9 +124,10 @@ def test_an_fp8_kv_cache_is_refused_for_a_pooling_model():
     assert plan(replace(QWEN3_EMBEDDING, pooling=""), kv_dtype="fp8").serving is not None  # generative: allowed
 
 
-def test_advise_emits_the_pooling_runner_from_the_checkpoint_directory(portcheck):
-    done = portcheck("advise", "--isolated", "--target", "trn3", "--hf-config", str(CHECKPOINT), "--seq-len", "4096",
-                     "--tp", "8", "--format", "json", cwd=ROOT)
+def test_advise_emits_the_pooling_runner_from_the_checkpoint_directory(shared_run):
+    """An 8B model traced on the meta device: shared_run's longer timeout (a loaded 2-core machine took 100 s)."""
+    done = shared_run("advise", "--isolated", "--target", "trn3", "--hf-config", str(CHECKPOINT), "--seq-len", "4096",
+                      "--tp", "8", "--format", "json", cwd=ROOT)
     assert done.returncode in (0, 1) and "Traceback" not in done.stderr, done.stderr
     plan_ = json.loads(done.stdout)["plan"]
     assert plan_["serving"]["options"]["--runner"] == "pooling" and plan_["serving"]["task"] == "feature-extraction"
