@@ -227,6 +227,7 @@ def test_the_vllm_command_of_each_trn3_row_is_what_vllm_neuron_takes(row):
     assert ("modules_to_not_convert" in neuron) == (row["dtype"] == "mxfp8")
     assert (args.hf_overrides == {"quantization_config": {}}) == (row["dtype"] == "mxfp8")
     assert (args.kv_cache_dtype == "fp8") == (row.get("kv_dtype") == "fp8")
+    assert args.runner == row.get("runner")  # Qwen3-Embedding: --runner pooling, from its checkpoint's files alone
 
 
 def test_mxfp4_counts_the_experts_at_4_25_bits_and_the_rest_in_bf16():

@@ -12,6 +12,7 @@ from portcheck.advise.quantization import mx_format, mx_modules_to_not_convert, 
 from portcheck.advise.rules import CompileHostMemory
 from portcheck.advise.values import PORTCHECK, AdviseOptions, Plan, PlanFinding, Serving
 from portcheck.dynamic.results import sequence_buckets
+from portcheck.errors import UserError
 from portcheck.knowledge import load, load_hardware
 from portcheck.knowledge.serving import ServingData, load_serving
 
@@ -28,6 +29,8 @@ TASK_SUFFIXES = (("ForCausalLM", "text-generation"), ("LMHeadModel", "text-gener
 def choose_serving(plan: Plan, options: AdviseOptions) -> None:
     """The path the chip, stack and release document for the model, why, and its artifact's settings."""
     if plan.task != "inference":
+        if options.runner != "auto":
+            raise UserError(f"--runner {options.runner} chooses how vLLM serves the model: it is for --task inference")
         return
     data, sdk = load_serving(), options.sdk or load().newest_sdk
     model = plan.model
@@ -57,10 +60,38 @@ def choose_serving(plan: Plan, options: AdviseOptions) -> None:
     plan.serving = Serving(chosen.id, chosen.title, bool(serving), known,
                            chosen.task if serving and chosen.task else _task(model.name, model.kind))
     plan.serving.options = _settings(plan, chosen.id)
+    _pooling(plan, options.runner, data)
     _quantization(plan, data)
     if options.compile_only:
         _compile_only(plan, data)
     host_memory(plan, data)
+
+
+def _pooling(plan: Plan, runner: str, data: ServingData) -> None:
+    """An embedding model (its checkpoint's sentence-transformers Pooling module, or --runner pooling) served by
+    vLLM Neuron's pooling runner: the documented flag, why, and what prefill-only means for the memory. Elsewhere,
+    or for a model the runner is not documented for, the plan stays generative and says so."""
+    assert plan.serving is not None
+    serving, model, pooling = plan.serving, plan.model, data.pooling
+    why = {"pooling": "--runner pooling was given", "generate": ""}.get(runner, model.pooling)
+    if runner == "generate" and model.pooling:
+        plan.reason("pooling", f"--runner generate: served as a generative model, though {model.pooling}",
+                    "command line")
+    if not why or pooling is None or model.kind != "decoder":
+        return  # an encoder is exported for feature-extraction by its class already
+    flag = f"{pooling.argument} {pooling.value}"
+    if serving.path != pooling.path or model.tower:
+        where = (f"{serving.title} documents no pooling runner" if serving.path != pooling.path else
+                 f"vLLM Neuron's pooling runner is documented for single-tower text models, not a {model.tower} tower")
+        plan.reason("pooling", f"{why}, but {where}: planned as a generative model", pooling.source)
+        return
+    if plan.workload.kv_dtype == "fp8" and not pooling.fp8_kv_cache:
+        raise UserError(f"--kv-cache-dtype fp8: vLLM Neuron refuses an fp8 KV cache for a pooling model at startup "
+                        f"({why}); drop it, or give --runner generate")
+    serving.options = {pooling.argument: pooling.value, **serving.options}
+    serving.task = "feature-extraction"
+    plan.reason("pooling", f"{flag}: {why}; {pooling.why}", pooling.source)
+    plan.reason("pooling_memory", pooling.sizing, pooling.sizing_source)
 
 
 def _quantization(plan: Plan, data: ServingData) -> None:

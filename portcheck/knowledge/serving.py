@@ -109,6 +109,21 @@ class MxFormat:
 
 
 @dataclass(frozen=True)
+class Pooling:
+    """How a path serves a pooling (embedding) model: the argument and value that select its pooling runner, why,
+    what that means for the plan's memory, and whether an fp8 KV cache is refused."""
+
+    path: str
+    argument: str
+    value: str
+    why: str
+    sizing: str
+    fp8_kv_cache: bool
+    source: str
+    sizing_source: str
+
+
+@dataclass(frozen=True)
 class ServingData:
     paths: tuple[ServingPath, ...]
     compile_only: dict[str, CompileOnly]
@@ -120,6 +135,7 @@ class ServingData:
     fp8: Fp8Recipe | None = None
     mandatory: dict[tuple[str, str], tuple[tuple[str, ...], str]] | None = None  # (tool, task) -> inputs, source
     mx: dict[str, MxFormat] | None = None
+    pooling: Pooling | None = None
 
 
 @functools.cache
@@ -177,7 +193,23 @@ def load_serving() -> ServingData:
         mandatory[entry["tool"], entry.get("task", "")] = (inputs, entry["source"])
     return ServingData(tuple(paths), compile_only, arguments, float(host["weights_factor"]),
                        float(host.get("optlevel3_factor", 1)), host["source"], tuple(overrides), _fp8(data),
-                       mandatory, _mx(data, set(knowledge.chips)))
+                       mandatory, _mx(data, set(knowledge.chips)), _pooling(data, arguments, ids))
+
+
+def _pooling(data: dict[str, object], arguments: dict[str, dict[str, Argument]], ids: set[str]) -> Pooling | None:
+    entry = data.get("pooling")
+    if entry is None:
+        return None
+    assert isinstance(entry, dict)
+    found = Pooling(entry.get("path", ""), entry.get("argument", ""), entry.get("value", ""), entry.get("why", ""),
+                    entry.get("sizing", ""), bool(entry.get("fp8_kv_cache", True)), entry.get("source", ""),
+                    entry.get("sizing_source", ""))
+    documented = arguments.get("vllm serve", {}).get(found.argument)
+    if found.path not in ids or documented is None or found.value not in documented.choices or not (
+            found.why and found.sizing and found.source.strip() and found.sizing_source.strip()):
+        raise KnowledgeError("serving.toml: [pooling] needs a known path, a documented vllm serve argument and value, "
+                             "why, sizing and their sources")
+    return found
 
 
 FP8_KEEP = ("lm_head", "self_attn", "first_mlp", "last_mlp")
