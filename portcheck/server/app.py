@@ -1,7 +1,8 @@
 """`portcheck server`: the protocol's side. Documents are analysed on one thread, the latest text of each only: a
 change waits `DEBOUNCE` seconds for the next keystroke, texts replaced before their turn are dropped unanalysed,
-and the findings of a text that changed while it was analysed are not shown (the next text's are). The static
-pass only reads the text: nothing of the user's is imported or run, and torch is never loaded."""
+and an analysis whose text changes (or whose document closes) is stopped: its process killed if the text is in
+it (analyst.py), else before its next step; what it found is never shown. The static pass only reads the text:
+nothing of the user's is imported or run, and torch is never loaded."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from pygls.uris import to_fs_path
 from portcheck import __version__
 from portcheck.errors import UserError
 from portcheck.findings import FileError, FileResult, python_lines
+from portcheck.server.analyst import Analyst, Cancelled, Token
 from portcheck.server.convert import SOURCE, diagnostic, error_diagnostic
 from portcheck.server.folder import EditorOptions, Folder, analysable
 
@@ -57,8 +59,11 @@ class PortcheckServer(LanguageServer):
         self.texts: dict[str, tuple[int | None, str]] = {}
         self.condition = threading.Condition()
         self.analysing: str | None = None
+        self.token: Token | None = None  # the running analysis's: a change of its document cancels it
+        self.analyst = Analyst()
         self.analyses = 0  # analyses begun (the tests read it through a command)
         self.superseded = 0  # analyses whose text changed before they ended (their findings not shown)
+        self.cancelled = 0  # of those, the ones stopped before they ended
         self.loop: asyncio.AbstractEventLoop | None = None
         self._worker: threading.Thread | None = None
         self._stopping = False
@@ -68,6 +73,7 @@ class PortcheckServer(LanguageServer):
 
     def start_worker(self) -> None:
         if self._worker is None:
+            self.analyst.start()
             self.loop = asyncio.get_running_loop()
             self._worker = threading.Thread(target=self._work, name="portcheck-analysis", daemon=True)
             self._worker.start()
@@ -85,6 +91,8 @@ class PortcheckServer(LanguageServer):
             job = Job(document.version, document.source, when)
         with self.condition:
             self.pending[uri] = job
+            if self.analysing == uri and self.token is not None:
+                self.token.cancel()  # its text is stale: stopped now, not when it ends
             self.condition.notify()
 
     def files_changed(self, changes: list[tuple[str, str]]) -> None:
@@ -109,6 +117,7 @@ class PortcheckServer(LanguageServer):
         with self.condition:
             self._stopping = True
             self.condition.notify()
+        self.analyst.stop()
 
     # ---- the analysis thread -------------------------------------------------------------------------
 
@@ -122,9 +131,11 @@ class PortcheckServer(LanguageServer):
             taken = self._next()
             if taken is None:
                 continue
-            uri, job = taken
+            uri, job, token = taken
             try:
-                self._run(uri, job)
+                self._run(uri, job, token)
+            except Cancelled:
+                self.cancelled += 1
             except Exception as exc:  # a bug of the server's own: said on the document, and the server goes on
                 if job.text is not None:
                     failure = FileResult(uri, errors=(FileError(uri, f"internal error: {type(exc).__name__}: "
@@ -132,11 +143,11 @@ class PortcheckServer(LanguageServer):
                     self._publish(uri, job.version, job.text, failure)
             finally:
                 with self.condition:
-                    self.analysing = None
+                    self.analysing = self.token = None
                     if uri in self.pending and self.pending[uri].text is not None:
                         self.superseded += 1  # its text changed meanwhile: what it found was not shown
 
-    def _next(self) -> tuple[str, Job] | None:
+    def _next(self) -> tuple[str, Job, Token] | None:
         with self.condition:
             while not self._stopping:
                 if not self.pending:
@@ -148,8 +159,8 @@ class PortcheckServer(LanguageServer):
                     self.condition.wait(delay)
                     continue
                 del self.pending[uri]
-                self.analysing = uri
-                return uri, job
+                self.analysing, self.token = uri, Token()
+                return uri, job, self.token
         return None
 
     def folder_for(self, location: Path) -> Folder:
@@ -159,7 +170,7 @@ class PortcheckServer(LanguageServer):
             self.folders[root] = Folder(root, self.options, whole=bool(roots))
         return self.folders[root]
 
-    def _run(self, uri: str, job: Job) -> None:
+    def _run(self, uri: str, job: Job, token: Token) -> None:
         location = Path(to_fs_path(uri) or uri)
         folder = self.folder_for(location)
         display = folder.display(location)
@@ -182,14 +193,17 @@ class PortcheckServer(LanguageServer):
             self.analyses += 1
             opened = display not in folder.open
             try:
-                folder.analyse(location, job.text, cached=opened)
+                folder.analyse(location, job.text, self.analyst, token, cached=opened)
             except UserError as exc:  # the configuration or the editor's settings: one line on the document
                 problem = FileError(display, f"portcheck settings: {exc}")
                 self._publish(uri, job.version, job.text, FileResult(display, errors=(problem,)))
                 return
+            token.check()  # each step only for a text still current
             if opened or not folder.indexed:
                 self._settle(folder)  # this file first, as `portcheck scan FILE` sees it; then its project
+                token.check()
                 folder.index()
+                token.check()
         self._settle(folder)
 
     def _settle(self, folder: Folder) -> None:

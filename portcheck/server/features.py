@@ -106,9 +106,11 @@ def make_server() -> PortcheckServer:
 
     @server.command(STATS_COMMAND)
     def stats(ls: PortcheckServer, *arguments: object) -> dict[str, int | bool]:
-        """How many analyses the server began and how many a change made stale, and whether torch is loaded (the tests
-        check that fast typing queues no stale analyses, and that nothing imported torch)."""
-        return {"analyses": ls.analyses, "superseded": ls.superseded, "torch": "torch" in sys.modules}
+        """How many analyses the server began, how many a change made stale and how many of those it stopped, how
+        many analysis processes it started, and whether torch is loaded (the tests check that fast typing queues
+        no stale analyses, that a stale one stops, and that nothing imported torch)."""
+        return {"analyses": ls.analyses, "superseded": ls.superseded, "cancelled": ls.cancelled,
+                "children": ls.analyst.started, "torch": "torch" in sys.modules}
 
     return server
 
