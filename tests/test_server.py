@@ -294,6 +294,39 @@ async def test_fast_typing_does_not_queue_stale_analyses(client: LanguageClient,
     assert after["torch"] is False  # the server never imports torch
 
 
+async def test_the_trace_command_runs_the_model_in_the_traces_child_and_shows_its_findings(
+        client: LanguageClient, workspace: Path) -> None:
+    path = workspace / "traced" / "fft.py"
+    path.parent.mkdir()
+    shutil.copy(ROOT / "fixtures" / "models" / "fft.py", path)
+    uri = _open(client, path)
+    static = {(d.code, d.range.start.line + 1) for d in await _diagnostics(client, uri)}
+    answer = await client.workspace_execute_command_async(types.ExecuteCommandParams(
+        "portcheck.trace", ["traced/fft.py:build"]))
+    found = await _diagnostics(client, uri, lambda now: any(d.source == "portcheck trace" for d in now))
+    # what `portcheck trace` finds in the workspace folder, less what the static pass shows on the line already
+    done = subprocess.run([sys.executable, "-m", "portcheck", "trace", "traced/fft.py:build", "--no-static",
+                           "--format", "json", "--target", "trn2"], cwd=workspace, capture_output=True, text=True)
+    cli = json.loads(done.stdout)["findings"]
+    assert answer == {"findings": len(cli), "files": {uri: len(cli)}}
+    assert sorted((d.code, d.range.start.line + 1, d.message) for d in found if d.source == "portcheck trace") == \
+        sorted((f["code"], f["line"], f["message"]) for f in cli if (f["code"], f["line"]) not in static) != []
+    stats = await client.workspace_execute_command_async(types.ExecuteCommandParams("portcheck.stats"))
+    assert stats["torch"] is False  # the model ran in the trace's child process, not in the server
+    # an edit moves lines the trace never saw: its findings go, the static ones stay
+    _change(client, uri, 2, "\n" + path.read_text())
+    after = await _diagnostics(client, uri, lambda now: all(d.source == "portcheck" for d in now))
+    assert {(d.code, d.range.start.line) for d in after} == static
+    # a model that never returns is stopped at the time limit; a wrong argument is refused: one line each
+    with pytest.raises(Exception, match=r"portcheck trace: the model did not finish building and tracing within "
+                                        r"1 s"):
+        await client.workspace_execute_command_async(types.ExecuteCommandParams("portcheck.trace", [
+            {"model": f"{ROOT / 'fixtures' / 'models' / 'bad' / 'hangs.py'}:build", "timeout": 1}]))
+    with pytest.raises(Exception, match="'timeout' has the wrong type"):
+        await client.workspace_execute_command_async(types.ExecuteCommandParams("portcheck.trace", [
+            {"model": "traced/fft.py:build", "timeout": "soon"}]))
+
+
 MODEL = """\
 import torch
 from env import has_gpu

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,13 +18,16 @@ from typing import Any
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
+from pygls.workspace import PositionCodec
 
 from portcheck import __version__
 from portcheck.errors import UserError
-from portcheck.findings import FileError, FileResult, python_lines
+from portcheck.findings import FileError, FileResult, Finding, python_lines
 from portcheck.server.analyst import Analyst, Cancelled, Token
 from portcheck.server.convert import SOURCE, diagnostic, error_diagnostic
 from portcheck.server.folder import EditorOptions, Folder, analysable
+from portcheck.server.tracing import SOURCE as TRACE_SOURCE
+from portcheck.server.tracing import TraceModel, Tracer
 
 DEBOUNCE = 0.05  # seconds without a change before a changed document is analysed
 CONFIG_NAMES = ("pyproject.toml", "portcheck.toml")
@@ -48,7 +52,7 @@ class Shown:
 
 
 class PortcheckServer(LanguageServer):
-    def __init__(self) -> None:
+    def __init__(self, trace_model: TraceModel | None = None) -> None:
         super().__init__("portcheck", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
         self.options = EditorOptions()
         self.roots: list[Path] = []
@@ -64,6 +68,8 @@ class PortcheckServer(LanguageServer):
         self.analyses = 0  # analyses begun (the tests read it through a command)
         self.superseded = 0  # analyses whose text changed before they ended (their findings not shown)
         self.cancelled = 0  # of those, the ones stopped before they ended
+        self.tracer = Tracer(trace_model)
+        self.traced: dict[str, list[Finding]] = {}  # URI -> the last trace's findings in the file, until it is edited
         self.loop: asyncio.AbstractEventLoop | None = None
         self._worker: threading.Thread | None = None
         self._stopping = False
@@ -104,6 +110,20 @@ class PortcheckServer(LanguageServer):
                 if path is not None and analysable(Path(path)) and uri not in self.texts and uri not in self.pending:
                     self.pending[uri] = Job(None, None, time.monotonic(), disk=what)
             self.condition.notify()
+
+    def show_traced(self, traced: dict[str, list[Finding]]) -> None:
+        """A trace's findings shown, and the previous trace's taken away: an open document is published again by
+        the analysis thread (its own findings with them), a file not open gets them alone."""
+        before, self.traced = self.traced, traced
+        for uri in sorted(set(before) | set(traced)):
+            if uri in self.workspace.text_documents:
+                self.schedule(uri, at_once=True)
+                continue
+            try:
+                lines = python_lines(Path(to_fs_path(uri) or uri).read_text(encoding="utf-8", errors="replace"))
+            except OSError:
+                lines = []
+            self._send(uri, None, traced_diagnostics(traced.get(uri, []), [], lines, self.workspace.position_codec))
 
     def reanalyse_all(self) -> None:
         """Settings changed: every folder's settings and results are read again."""
@@ -227,6 +247,7 @@ class PortcheckServer(LanguageServer):
         codec = self.workspace.position_codec
         shown = [error_diagnostic(e, lines, codec) for e in result.errors]
         shown += [diagnostic(f, lines, codec) for f in result.findings]
+        shown += traced_diagnostics(self.traced.get(uri, []), result.findings, lines, codec)
         before = self.shown.get(uri)
         self.shown[uri] = Shown(version, lines, result, shown)
         if before is None or before.diagnostics != shown or before.version != version:
@@ -247,6 +268,13 @@ def editor_options(given: Any) -> EditorOptions | None:
         return None
     values = {key: str(given[key]) if given.get(key) not in (None, "") else None for key in ("target", "stack", "sdk")}
     return EditorOptions(**values)
+
+
+def traced_diagnostics(traced: list[Finding], found: Sequence[Finding], lines: list[str],
+                       codec: PositionCodec) -> list[types.Diagnostic]:
+    """A trace's findings in a file, but those the static pass reports already (the same rule on the line)."""
+    static = {(f.code, f.line) for f in found}
+    return [diagnostic(f, lines, codec, TRACE_SOURCE) for f in traced if (f.code, f.line) not in static]
 
 
 def say(server: PortcheckServer, message: str) -> None:

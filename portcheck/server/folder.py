@@ -52,7 +52,7 @@ class Folder:
         self.discovered: set[str] = set()  # what `scan .` in the folder reads
         self.indexed = False
         self.notice: str | None = None  # the call graph's or the cache's one line, when it has one
-        self._settings: dict[tuple[Path | None, float], Settings] = {}
+        self._settings: dict[tuple[Path | None, float, str], Settings] = {}
         self._cache: Cache | None = None
         self._cache_made = False
 
@@ -63,20 +63,20 @@ class Folder:
         except ValueError:
             return location.as_posix()
 
-    def settings_for(self, location: Path) -> Settings:
-        """As `portcheck scan FILE` resolves them: the configuration nearest above the file, then the editor's
-        options where scan would take the command line's (a mistake in either raises ConfigError)."""
+    def settings_for(self, location: Path, command: str = "scan") -> Settings:
+        """As `portcheck scan FILE` (or `command`) resolves them: the configuration nearest above the file, then
+        the editor's options where scan would take the command line's (a mistake in either raises ConfigError)."""
         config = find_config(location.parent)
         try:
             stamp = os.stat(config).st_mtime if config else 0.0
         except OSError:
             stamp = 0.0
-        key = (config, stamp)
+        key = (config, stamp, command)
         if key not in self._settings:
             layers = [read_config(config)] if config else []
             layers.append(self.options.layer())
             root = config.parent.resolve() if config else self.root
-            self._settings = {key: resolve(layers, root, config)}  # one entry: a changed file replaces it
+            self._settings = {key: resolve(layers, root, config, command)}  # one entry: a changed file replaces it
         return self._settings[key]
 
     def cache(self, settings: Settings) -> Cache | None:
