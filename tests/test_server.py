@@ -445,6 +445,13 @@ async def test_a_crash_in_a_check_is_a_diagnostic_and_the_server_lives_on(hooked
     assert found.code == "PC303"  # the server goes on
 
 
+def _clear_signals() -> Path:
+    signals = HOOKED_HOME / "signals"
+    for made in signals.iterdir():
+        made.unlink()
+    return signals
+
+
 async def _signal(name: str) -> Path:
     """The file the slow check makes (`began-*`), once it is there."""
     async def made() -> Path:
@@ -460,6 +467,7 @@ async def test_an_edit_stops_the_analysis_of_the_text_it_replaces(hooked: Langua
     folder.mkdir(exist_ok=True)
     path = folder / "slow.py"
     path.write_text("import torch\n\nSLOW_CHECK = 1\nx = torch.ones(3, dtype=torch.float64)\n")
+    _clear_signals()
     before = await hooked.workspace_execute_command_async(types.ExecuteCommandParams("portcheck.stats"))
     uri = _open(hooked, path)
     began = await _signal("began-*")  # the analysis of the first text is inside the slow check
@@ -481,3 +489,20 @@ async def test_an_edit_stops_the_analysis_of_the_text_it_replaces(hooked: Langua
     _change(hooked, uri, 3, "import torch\n\nSLOW_CHECK = 2\n\nz = torch.ones(3, dtype=torch.float64)\n")
     await _diagnostics(hooked, uri, lambda now: [d.range.start.line for d in now] == [4])
     assert [p.version for p in PUBLISHED[uri]] == [2, 3]
+
+
+async def test_saving_the_text_being_analysed_does_not_stop_it(hooked: LanguageClient, workspace: Path) -> None:
+    path = workspace / "hooked" / "saved.py"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text("import torch\n\nSLOW_CHECK = 1\nx = torch.ones(3, dtype=torch.float64)\n")
+    signals = _clear_signals()
+    before = await hooked.workspace_execute_command_async(types.ExecuteCommandParams("portcheck.stats"))
+    uri = _open(hooked, path)
+    pid = int((await _signal("began-*")).name.removeprefix("began-"))
+    hooked.text_document_did_save(types.DidSaveTextDocumentParams(types.TextDocumentIdentifier(uri)))
+    await hooked.workspace_execute_command_async(types.ExecuteCommandParams("portcheck.stats"))  # the save is in
+    (signals / "go").write_text("")
+    (found,) = await _diagnostics(hooked, uri)
+    assert found.code == "PC303" and (signals / f"ended-{pid}").exists()  # the same text: its analysis went on
+    after = await hooked.workspace_execute_command_async(types.ExecuteCommandParams("portcheck.stats"))
+    assert after["cancelled"] == before["cancelled"] and after["children"] == before["children"]

@@ -64,6 +64,7 @@ class PortcheckServer(LanguageServer):
         self.condition = threading.Condition()
         self.analysing: str | None = None
         self.token: Token | None = None  # the running analysis's: a change of its document cancels it
+        self.running: Job | None = None  # what it analyses
         self.analyst = Analyst()
         self.analyses = 0  # analyses begun (the tests read it through a command)
         self.superseded = 0  # analyses whose text changed before they ended (their findings not shown)
@@ -97,7 +98,8 @@ class PortcheckServer(LanguageServer):
             job = Job(document.version, document.source, when)
         with self.condition:
             self.pending[uri] = job
-            if self.analysing == uri and self.token is not None:
+            same = at_once and self.running is not None and self.running.text == job.text  # saved as it is
+            if self.analysing == uri and self.token is not None and not same:
                 self.token.cancel()  # its text is stale: stopped now, not when it ends
             self.condition.notify()
 
@@ -163,7 +165,7 @@ class PortcheckServer(LanguageServer):
                     self._publish(uri, job.version, job.text, failure)
             finally:
                 with self.condition:
-                    self.analysing = self.token = None
+                    self.analysing, self.token, self.running = None, None, None
                     if uri in self.pending and self.pending[uri].text is not None:
                         self.superseded += 1  # its text changed meanwhile: what it found was not shown
 
@@ -179,7 +181,7 @@ class PortcheckServer(LanguageServer):
                     self.condition.wait(delay)
                     continue
                 del self.pending[uri]
-                self.analysing, self.token = uri, Token()
+                self.analysing, self.token, self.running = uri, Token(), job
                 return uri, job, self.token
         return None
 
