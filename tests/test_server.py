@@ -380,9 +380,10 @@ async def test_a_file_outside_the_workspace_folders_is_judged_alone(
 
 # The server with two checks changed, in every process it starts (a sitecustomize on its PYTHONPATH): every check
 # that reports PC105 raising, what a bug in a check does; and a check that, on a name SLOW_CHECK, says it began
-# (a file `began-PID` in $SIGNALS) and waits for a file `go` there (30 seconds at most), then says it ended.
+# (a file `began-PID` in $SIGNALS) and waits for a file `go` there (30 seconds at most), then says it ended, and
+# on a name END_PROCESS ends its process with SIGSEGV, what a crash of libcst's native parser would do.
 HOOKS = textwrap.dedent("""\
-    import dataclasses, os, time
+    import dataclasses, os, signal, time
     from pathlib import Path
 
     import libcst as cst
@@ -393,6 +394,8 @@ HOOKS = textwrap.dedent("""\
         raise RuntimeError("injected crash")
 
     def slow(node, ctx):
+        if node.value == "END_PROCESS":
+            os.kill(os.getpid(), signal.SIGSEGV)
         if node.value == "SLOW_CHECK":
             signals = Path(os.environ["SIGNALS"])
             (signals / f"began-{os.getpid()}").write_text("")
@@ -402,7 +405,7 @@ HOOKS = textwrap.dedent("""\
             (signals / f"ended-{os.getpid()}").write_text("")
 
     CHECKS[:] = [dataclasses.replace(c, fn=crash) if "PC105" in c.codes else c for c in CHECKS]
-    CHECKS.append(Check(slow, (cst.Name,), frozenset({"PC303"}), ("SLOW_CHECK",)))
+    CHECKS.append(Check(slow, (cst.Name,), frozenset({"PC303"}), ("SLOW_CHECK", "END_PROCESS")))
     """)
 PUBLISHED: dict[str, list[types.PublishDiagnosticsParams]] = {}  # every publication the hooked server made
 
@@ -443,6 +446,22 @@ async def test_a_crash_in_a_check_is_a_diagnostic_and_the_server_lives_on(hooked
     (folder / "fine.py").write_text("import torch\n\nx = torch.ones(3, dtype=torch.float64)\n")
     (found,) = await _diagnostics(hooked, _open(hooked, folder / "fine.py"))
     assert found.code == "PC303"  # the server goes on
+
+
+async def test_a_crash_of_the_analysis_process_is_a_diagnostic_and_another_starts(hooked: LanguageClient,
+                                                                                  workspace: Path) -> None:
+    folder = workspace / "hooked"
+    folder.mkdir(exist_ok=True)
+    (folder / "segfault.py").write_text("import torch\n\nEND_PROCESS = 1\n")
+    before = await hooked.workspace_execute_command_async(types.ExecuteCommandParams("portcheck.stats"))
+    (found,) = await _diagnostics(hooked, _open(hooked, folder / "segfault.py"))
+    assert found.message == "internal error: the analysis process was killed by SIGSEGV"
+    assert found.severity == types.DiagnosticSeverity.Error
+    (folder / "after.py").write_text("import torch\n\nx = torch.ones(3, dtype=torch.float64)\n")
+    (found,) = await _diagnostics(hooked, _open(hooked, folder / "after.py"))
+    assert found.code == "PC303"  # the next process analyses the next file
+    after = await hooked.workspace_execute_command_async(types.ExecuteCommandParams("portcheck.stats"))
+    assert after["children"] - before["children"] == 1 and after["cancelled"] == before["cancelled"]
 
 
 def _clear_signals() -> Path:
