@@ -313,6 +313,12 @@ async def test_the_trace_command_runs_the_model_in_the_traces_child_and_shows_it
         sorted((f["code"], f["line"], f["message"]) for f in cli if (f["code"], f["line"]) not in static) != []
     stats = await client.workspace_execute_command_async(types.ExecuteCommandParams("portcheck.stats"))
     assert stats["torch"] is False  # the model ran in the trace's child process, not in the server
+    only_traced = next(d for d in found if d.source == "portcheck trace" and (d.code, d.range.start.line + 1)
+                       not in static and not any(o.source == "portcheck" and o.range == d.range for o in found))
+    shown = await client.text_document_hover_async(types.HoverParams(types.TextDocumentIdentifier(uri),
+                                                                      only_traced.range.start))
+    assert shown is not None and isinstance(shown.contents, types.MarkupContent)
+    assert f"# {only_traced.code} " in shown.contents.value  # its rule's page, as for a static finding
     # an edit moves lines the trace never saw: its findings go, the static ones stay
     _change(client, uri, 2, "\n" + path.read_text())
     after = await _diagnostics(client, uri, lambda now: all(d.source == "portcheck" for d in now))

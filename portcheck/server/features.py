@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from lsprotocol import types
@@ -101,7 +102,9 @@ def make_server(trace_model: tracing.TraceModel | None = None) -> PortcheckServe
         document = ls.workspace.get_text_document(params.text_document.uri)
         if shown is None or shown.version != document.version:
             return None
-        return actions.hover(shown.result, shown.lines, ls.workspace.position_codec, params.position)
+        traced = tuple(ls.traced.get(params.text_document.uri, ()))  # a trace's findings have their rule's page too
+        result = replace(shown.result, findings=shown.result.findings + traced)
+        return actions.hover(result, shown.lines, ls.workspace.position_codec, params.position)
 
     @server.command(RULE_COMMAND)
     def rule(ls: PortcheckServer, *arguments: object) -> str:
