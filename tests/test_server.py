@@ -442,10 +442,17 @@ async def hooked(lsp_client: LanguageClient, workspace: Path):
     await lsp_client.shutdown_session()
 
 
+@pytest.fixture(scope="module")
+def alone(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the hooked server's tests write their files: outside its workspace folder, so each file is judged alone
+    and analysed only by the analysis process. In the folder, the server reads the other files in its own process
+    after a publish: a file written by the next test could reach the changed checks there, and block or end it."""
+    return tmp_path_factory.mktemp("alone")
+
+
 async def test_a_crash_in_a_check_is_a_diagnostic_and_the_server_lives_on(hooked: LanguageClient,
-                                                                         workspace: Path) -> None:
-    folder = workspace / "hooked"
-    folder.mkdir(exist_ok=True)
+                                                                         alone: Path) -> None:
+    folder = alone
     (folder / "crash.py").write_text("import torch\n\ntorch.cuda.synchronize()\n")
     (found,) = await _diagnostics(hooked, _open(hooked, folder / "crash.py"))
     assert found.message == "internal error: RuntimeError: injected crash"
@@ -455,9 +462,8 @@ async def test_a_crash_in_a_check_is_a_diagnostic_and_the_server_lives_on(hooked
 
 
 async def test_a_crash_of_the_analysis_process_is_a_diagnostic_and_another_starts(hooked: LanguageClient,
-                                                                                  workspace: Path) -> None:
-    folder = workspace / "hooked"
-    folder.mkdir(exist_ok=True)
+                                                                                  alone: Path) -> None:
+    folder = alone
     (folder / "segfault.py").write_text("import torch\n\nEND_PROCESS = 1\n")
     before = await hooked.workspace_execute_command_async(types.ExecuteCommandParams("portcheck.stats"))
     (found,) = await _diagnostics(hooked, _open(hooked, folder / "segfault.py"))
@@ -487,9 +493,8 @@ async def _signal(name: str) -> Path:
     return await asyncio.wait_for(made(), WAIT)
 
 
-async def test_an_edit_stops_the_analysis_of_the_text_it_replaces(hooked: LanguageClient, workspace: Path) -> None:
-    folder = workspace / "hooked"
-    folder.mkdir(exist_ok=True)
+async def test_an_edit_stops_the_analysis_of_the_text_it_replaces(hooked: LanguageClient, alone: Path) -> None:
+    folder = alone
     path = folder / "slow.py"
     path.write_text("import torch\n\nSLOW_CHECK = 1\nx = torch.ones(3, dtype=torch.float64)\n")
     _clear_signals()
@@ -516,9 +521,8 @@ async def test_an_edit_stops_the_analysis_of_the_text_it_replaces(hooked: Langua
     assert [p.version for p in PUBLISHED[uri]] == [2, 3]
 
 
-async def test_saving_the_text_being_analysed_does_not_stop_it(hooked: LanguageClient, workspace: Path) -> None:
-    path = workspace / "hooked" / "saved.py"
-    path.parent.mkdir(exist_ok=True)
+async def test_saving_the_text_being_analysed_does_not_stop_it(hooked: LanguageClient, alone: Path) -> None:
+    path = alone / "saved.py"
     path.write_text("import torch\n\nSLOW_CHECK = 1\nx = torch.ones(3, dtype=torch.float64)\n")
     signals = _clear_signals()
     before = await hooked.workspace_execute_command_async(types.ExecuteCommandParams("portcheck.stats"))
