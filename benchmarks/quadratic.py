@@ -6,7 +6,8 @@ separate lines, functions or files. Each input is scanned in a child process (`p
 --no-cache -j 1`, interpreter start included), and the script prints the two wall times and their ratio; the
 issue's bar is a ratio under 2. Before issue 32 the crowded forms were quadratic: 3,000 `.cuda()` calls as the
 arguments of one call took 53 s (3 s on separate lines), 16,000 top-level findings 72 s and a 40,000-line
-requirements file 89 s; `--format full` and rdjson read the file again for every finding.
+requirements file 89 s; `--format full` and rdjson read the file again for every finding. Matching 16,000
+identical findings against their baseline compared each recorded line with every free twin (150 s more).
 
     python benchmarks/quadratic.py            # the issue's sizes, about 3 minutes on 2 cores
     python benchmarks/quadratic.py --scale 0.25
@@ -57,6 +58,8 @@ CASES: list[tuple[str, int, Callable[[int], Files], Callable[[int], Files], tupl
     ("requirements lines", 40000, _long_requirements, _many_requirements, ()),
     ("requirements lines, --format full", 40000, _long_requirements, _many_requirements, ("--format", "full")),
     ("requirements lines, --format rdjson", 40000, _long_requirements, _many_requirements, ("--format", "rdjson")),
+    # identical findings share a stem: 16,000 of one stem, or 160 stems of 100, matched against their baseline
+    ("identical findings, --baseline", 16000, _top_level, _in_functions, ("--baseline", "base.json")),
 ]
 
 
@@ -66,9 +69,12 @@ def _timed(files: Files, extra: tuple[str, ...]) -> tuple[float, int]:
         for name, text in files.items():
             (root / name).parent.mkdir(parents=True, exist_ok=True)
             (root / name).write_text(text)
+        scan = [sys.executable, "-m", "portcheck", "scan", "--isolated", "--no-cache", "-j", "1"]
+        if "--baseline" in extra:  # recorded first, not timed
+            subprocess.run([*scan, "--write-baseline", extra[extra.index("--baseline") + 1], "."], cwd=root,
+                           capture_output=True, check=True)
         start = time.perf_counter()
-        done = subprocess.run([sys.executable, "-m", "portcheck", "scan", "--isolated", "--no-cache", "-j", "1",
-                               "--format", "json-lines", *extra, "."], cwd=root, capture_output=True)
+        done = subprocess.run([*scan, "--format", "json-lines", *extra, "."], cwd=root, capture_output=True)
         elapsed = time.perf_counter() - start
         if done.returncode not in (0, 1):
             raise SystemExit(f"scan failed: {done.stderr.decode(errors='replace')[-2000:]}")

@@ -1,0 +1,118 @@
+"""Hostile world, third round (issue 32, what its second round left open): the baseline's memory, the Action's
+outputs, and an adversarial round of its own. Each case failed before the change it names."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from portcheck import baseline
+
+GOOD = "import torch\n\nx = torch.zeros(3).cuda()\n"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def portcheck(*args: str, cwd: Path, stdin: bytes | None = None, env: dict[str, str] | None = None,
+              timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "portcheck", *args], cwd=cwd, capture_output=True, input=stdin,
+                          timeout=timeout, env=env)
+
+
+# ---- the baseline: read an entry at a time --------------------------------------------------------------------
+
+
+def test_a_large_baseline_is_read_in_memory_that_follows_the_findings(tmp_path):
+    """A 93 MB baseline took 1 GB: the file, its text and a dict per entry were all held at once."""
+    (tmp_path / "a.py").write_text(GOOD)
+    with open(tmp_path / "base.json", "w") as out:
+        out.write('{"kind": "portcheck-baseline", "version": 1, "findings": [\n')
+        out.write(",\n".join(json.dumps({"fingerprint": f"{i * 7:016x}", "stem": f"{i:016x}", "code": "PC101",
+                                         "path": f"src/pkg/module{i % 997}.py", "line": i}, indent=1)
+                             for i in range(460_000)))
+        out.write("\n]}\n")
+    assert (tmp_path / "base.json").stat().st_size > 60_000_000
+    # the peak of the scan alone: a fresh parent whose only child it is
+    measure = ("import resource, subprocess, sys; done = subprocess.run(sys.argv[1:], capture_output=True); "
+               "print(done.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+    done = subprocess.run([sys.executable, "-c", measure, sys.executable, "-m", "portcheck", "scan", "--isolated",
+                           "--no-cache", "--baseline", "base.json", "a.py"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300, check=True)
+    code, peak_kib = map(int, done.stdout.split())
+    assert code == 1  # the finding is not in the baseline: reported
+    assert peak_kib < 120 * 1024, f"{peak_kib / 1024:.0f} MiB for a 63 MB baseline"  # was about 330 MiB
+
+
+def _read_whole(path: Path) -> list[tuple[str, int, str, str]]:
+    document = json.loads(path.read_text())
+    return [(e["stem"], e.get("line") or 0, str(e.get("code", "")), str(e.get("path", "")))
+            for e in document["findings"] if isinstance(e, dict) and e.get("stem")]
+
+
+@pytest.mark.parametrize("text", [
+    '{"findings": [{"stem": "a", "line": 12345, "code": "PC101", "path": "x.py"}], "kind": "portcheck-baseline"}',
+    ' \n{ "kind" : "portcheck-baseline" , "extra": {"deep": [1, [2, {"x": "]}"}]]}, "findings" : [ ] } \n',
+    '{"kind": "portcheck-baseline", "findings": [1, null, {"stem": ""}, {"stem": "s\\u00e9", "line": 987654321},'
+    ' {"stem": "t", "line": 0, "path": "\\u00e9\\ud83d\\ude00.py"}]}',
+    '{"kind": "portcheck-baseline", "findings": [' + ", ".join(
+        f'{{"stem": "s{i % 7}", "line": {i * 1001}, "code": "PC{i % 3}", "path": "\u00e9{i}.py"}}'
+        for i in range(300)) + ']}',
+])
+def test_the_streamed_baseline_reads_what_json_reads_across_every_piece_boundary(tmp_path, monkeypatch, text):
+    (tmp_path / "b.json").write_text(text)
+    expected = _read_whole(tmp_path / "b.json")
+    for piece in (1, 2, 3, 7, 64, 2**20):
+        monkeypatch.setattr(baseline._Stream, "PIECE", piece)
+        assert list(baseline._read(tmp_path / "b.json")) == expected, piece
+
+
+@pytest.mark.parametrize("text, expected", [
+    ('{"kind": "portcheck-baseline", "findings": []} []', "extra data"),
+    ('{"kind": "portcheck-baseline", "findings": [{"stem": "a"} {"stem": "b"}]}', "expected"),
+    ('{"kind": "portcheck-baseline", "findings": [{"stem": "a"}', "ends too early"),
+    ('{"kind": "portcheck-baseline", "findings": [{"stem": "' + "a" * 200_000 + '"}]}', "over 65,536 characters"),
+    ('{"kind": "portcheck-baseline", "findings": [{"stem": "a", "line": -1}]}', "malformed"),
+    ('{"kind": "other", "findings": []}', "write one with --write-baseline"),
+    ('{"kind": "portcheck-baseline"}', "write one with --write-baseline"),
+    ('{"kind": "portcheck-baseline", "findings": [' + "[" * 50_000 + "]" * 50_000 + "]}", "not a portcheck"),
+    ("[]", "expected '{'"),
+    ('{"kind": "portcheck-baseline", "findings": ["\xe9"]}'.encode("latin-1"), "not a portcheck baseline"),
+], ids=["extra-data", "missing-comma", "truncated", "huge-entry", "negative-line", "other-kind", "no-findings",
+        "deep", "array", "latin-1"])
+def test_a_streamed_baseline_that_is_not_one_is_one_line(tmp_path, text, expected):
+    (tmp_path / "a.py").write_text(GOOD)
+    (tmp_path / "b.json").write_bytes(text if isinstance(text, bytes) else text.encode())
+    done = portcheck("scan", "--isolated", "--no-cache", "--baseline", "b.json", "a.py", cwd=tmp_path)
+    lines = done.stderr.decode().strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and expected in lines[0] and "Traceback" not in lines[0], lines
+
+
+def _matched_by_scanning(findings, known):
+    """The matching as it was before the bisection: each recorded line scans every free twin."""
+    groups: dict[str, list] = {}
+    for f in findings:
+        groups.setdefault(f.stem, []).append(f)
+    covered: set[int] = set()
+    unmatched = []
+    for stem, recorded in known.items():
+        for line in sorted(recorded):
+            free = [f for f in groups.get(stem, []) if id(f) not in covered]
+            if not free:
+                unmatched.append((stem, line))
+                continue
+            covered.add(id(min(free, key=lambda f: (abs(f.line - line), f.line))))
+    return covered, unmatched
+
+
+def test_matching_twins_by_bisection_picks_what_the_scan_over_every_twin_picked():
+    generator = random.Random(32)
+    for _ in range(300):
+        findings = [SimpleNamespace(stem=generator.choice("ab"), line=generator.randint(1, 12))
+                    for _ in range(generator.randint(0, 12))]
+        known = {stem: [generator.randint(0, 14) for _ in range(generator.randint(0, 8))] for stem in "abc"}
+        assert baseline._matched(findings, known) == _matched_by_scanning(findings, known)  # type: ignore[arg-type]
