@@ -116,3 +116,110 @@ def test_matching_twins_by_bisection_picks_what_the_scan_over_every_twin_picked(
                     for _ in range(generator.randint(0, 12))]
         known = {stem: [generator.randint(0, 14) for _ in range(generator.randint(0, 8))] for stem in "abc"}
         assert baseline._matched(findings, known) == _matched_by_scanning(findings, known)  # type: ignore[arg-type]
+
+
+# ---- the GitHub Action: outputs outside the checkout the pull request controls ----------------------------------
+
+
+def _expression(text: str, values: dict[str, str]) -> str:
+    """`${{ name }}` in the action's env, from `values`: enough of GitHub's expressions for action.yml."""
+    import re
+
+    return re.sub(r"\$\{\{\s*([\w.-]+)\s*\}\}", lambda m: values[m.group(1)], text)
+
+
+def _run_action(workspace: Path, temp: Path, values: dict[str, str], environment: dict[str, str]) -> list[int]:
+    """Runs action.yml's shell steps as a runner would (bash -eo pipefail, in the workspace, with a fresh
+    GITHUB_OUTPUT a step): setup-python and the install are this test's interpreter. The exit status of each."""
+    import yaml
+
+    action = yaml.safe_load((ROOT / "action.yml").read_text())
+    for name, spec in action["inputs"].items():
+        values.setdefault(f"inputs.{name}", str(spec.get("default", "")))
+    statuses = []
+    for number, step in enumerate(action["runs"]["steps"]):
+        if "uses" in step or "pip install" in step["run"]:
+            continue
+        output = temp / f"output-{number}"
+        output.touch()
+        env = {**environment, "GITHUB_OUTPUT": str(output), "RUNNER_TEMP": str(temp),
+               "GITHUB_WORKSPACE": str(workspace),
+               "PATH": f"{Path(sys.executable).parent}:{environment['PATH']}",
+               **{key: _expression(str(value), values) for key, value in step.get("env", {}).items()}}
+        done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]], cwd=workspace,
+                              env=env, capture_output=True, text=True, timeout=300)
+        assert "Traceback" not in done.stderr, done.stderr
+        statuses.append(done.returncode)
+        for line in output.read_text().splitlines():
+            key, _, value = line.partition("=")
+            values[f"steps.{step.get('id')}.outputs.{key}"] = value
+    return statuses
+
+
+def test_the_action_writes_nothing_into_the_checkout_and_follows_none_of_its_symlinks(tmp_path):
+    """The action wrote portcheck.sarif and portcheck-review.md inside the pull request's checkout: a committed
+    symlink of either name (or a committed .portcheck_cache) decided where the writes went, or failed the step."""
+    import http.server
+    import os
+    import threading
+
+    workspace = tmp_path / "checkout"
+    temp = tmp_path / "runner-temp"
+    temp.mkdir()
+    victims = tmp_path / "victims"
+    victims.mkdir()
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=workspace, check=True, capture_output=True, text=True).stdout
+
+    workspace.mkdir()
+    git("init", "-q", "-b", "main")
+    git("config", "user.email", "dev@example.com")
+    git("config", "user.name", "dev")
+    (workspace / "a.py").write_text("import torch\n")
+    git("add", "-A")
+    git("commit", "-qm", "base")
+    base = git("rev-parse", "HEAD").strip()
+    (workspace / "a.py").write_text(GOOD)
+    for name in ("portcheck.sarif", "portcheck-review.md", ".portcheck_cache", "portcheck-report.html"):
+        (workspace / name).symlink_to(victims / name)
+    (victims / ".portcheck_cache").mkdir()
+    git("add", "-A")
+    git("commit", "-qm", "head")
+    head = git("rev-parse", "HEAD").strip()
+
+    posted = []
+
+    class GitHub(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # http.server's name for the POST handler
+            posted.append(json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0)))))
+            data = json.dumps({"html_url": "https://github.example/o/r/pull/7#review"}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args):
+            pass
+
+    (tmp_path / "event.json").write_text(json.dumps({"number": 7, "pull_request": {"number": 7}}))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), GitHub)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    values = {"inputs.review": "true", "github.token": "ghs_t0ken", "github.event_name": "pull_request",
+              "github.event.pull_request.base.sha": base, "github.event.pull_request.head.sha": head}
+    environment = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "GITHUB_REPOSITORY": "o/r",
+                   "GITHUB_API_URL": f"http://127.0.0.1:{server.server_address[1]}",
+                   "GITHUB_EVENT_PATH": str(tmp_path / "event.json")}
+    try:
+        statuses = _run_action(workspace, temp, values, environment)
+    finally:
+        server.shutdown()
+    assert statuses == [0, 0, 0, 1], statuses  # the last: annotations, failing on the error found
+    assert sorted(p.name for p in victims.iterdir()) == [".portcheck_cache"] and not any(
+        (victims / ".portcheck_cache").iterdir())
+    assert git("status", "--porcelain", "--ignored") == ""  # nothing written in the checkout
+    sarif = Path(values["steps.place.outputs.sarif-file"])
+    review = Path(values["steps.place.outputs.review-file"])
+    assert sarif.parent.parent == temp and review.parent == sarif.parent
+    assert json.loads(sarif.read_text())["runs"][0]["results"][0]["ruleId"] == "PC101"
+    assert "PC101" in review.read_text() and len(posted) == 1
