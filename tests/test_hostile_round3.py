@@ -223,3 +223,43 @@ def test_the_action_writes_nothing_into_the_checkout_and_follows_none_of_its_sym
     assert sarif.parent.parent == temp and review.parent == sarif.parent
     assert json.loads(sarif.read_text())["runs"][0]["results"][0]["ruleId"] == "PC101"
     assert "PC101" in review.read_text() and len(posted) == 1
+
+
+# ---- own round: what a cloned repository can make portcheck do ---------------------------------------------------
+
+
+def test_a_deep_folder_chain_is_walked_in_time_linear_in_its_depth(tmp_path, monkeypatch):
+    """600 nested folders took 35 s (3 s for one): every folder matched every parent against every exclude and
+    test pattern again, and realpath'd its whole chain."""
+    import fnmatch
+    import os
+
+    from portcheck import config
+    from portcheck.config import Layer, resolve
+    from portcheck.static.discover import discover
+
+    deep = tmp_path / "/".join(["d"] * 300)
+    deep.mkdir(parents=True)
+    (deep / "x.py").write_text(GOOD)
+    (tmp_path / "build").mkdir()  # a default exclude still applies at the top
+    (tmp_path / "build" / "y.py").write_text(GOOD)
+    (deep / "tests").mkdir()  # and deep down
+    (deep / "tests" / "test_z.py").write_text("import pytest\n")
+    settings = resolve([Layer()], tmp_path, None)
+    calls = {"match": 0, "lstat": 0}
+    real_match, real_lstat = fnmatch.fnmatchcase, os.lstat
+
+    def counted_match(name, pattern):
+        calls["match"] += 1
+        return real_match(name, pattern)
+
+    def counted_lstat(*args, **kwargs):
+        calls["lstat"] += 1
+        return real_lstat(*args, **kwargs)
+
+    monkeypatch.setattr(config.fnmatch, "fnmatchcase", counted_match)
+    monkeypatch.setattr(os, "lstat", counted_lstat)
+    found = [c.display for c in discover(["."], settings, tmp_path)]
+    assert found == ["/".join(["d"] * 300) + "/x.py"]
+    # linear: a few dozen patterns and lstats a level (it was about 150,000 matches and 45,000 lstats)
+    assert calls["match"] < 40 * 300 and calls["lstat"] < 10 * 300, calls
