@@ -263,3 +263,66 @@ def test_a_deep_folder_chain_is_walked_in_time_linear_in_its_depth(tmp_path, mon
     assert found == ["/".join(["d"] * 300) + "/x.py"]
     # linear: a few dozen patterns and lstats a level (it was about 150,000 matches and 45,000 lstats)
     assert calls["match"] < 40 * 300 and calls["lstat"] < 10 * 300, calls
+
+
+def _chain_work(monkeypatch, text: str) -> int:
+    """How many and/or links the analysis read: each call of polarity and probe_in (both recurse a link a call),
+    and each node of every ancestors() list handed out."""
+    from portcheck.knowledge import load
+    from portcheck.static import ancestry
+    from portcheck.static.cuda_api import paths, probes
+    from portcheck.static.engine import analyse_text
+
+    work = 0
+
+    def counted(original, measure=lambda result: 1):
+        def wrapper(*args, **kwargs):
+            nonlocal work
+            result = original(*args, **kwargs)
+            work += measure(result)
+            return result
+        return wrapper
+
+    originals = {"polarity": paths.polarity, "probe_in": probes.probe_in, "ancestors": ancestry.ancestors}
+    for module in list(sys.modules.values()):
+        for name, original in originals.items():
+            if getattr(module, "__name__", "").startswith("portcheck") and getattr(module, name, None) is original:
+                monkeypatch.setattr(module, name, counted(original, len if name == "ancestors" else lambda r: 1))
+    result = analyse_text(text, "m.py", "trn2", "native", frozenset(load().rules))
+    monkeypatch.undo()
+    assert result.findings and not result.errors, result.errors
+    return work
+
+
+CHAINS = {
+    # 5,000 terms took over 300 s (8 s on separate lines): the test's polarity and probes read once a finding
+    "if test": lambda n: "import torch\n\ndef f():\n    if " + " and ".join(f"a{i}.cuda()" for i in range(n))
+    + ":\n        pass\n",
+    # 159 s: each finding read its ancestors up the whole chain
+    "probes in an or chain": lambda n: "import torch\n\nok = " + " or ".join(
+        f"a{i}.cuda()" if i % 2 else "torch.cuda.is_available()" for i in range(n)) + "\n",
+}
+
+
+@pytest.mark.parametrize("shape", sorted(CHAINS))
+def test_a_chains_findings_cost_what_they_cost_on_separate_lines(monkeypatch, shape):
+    small, large = _chain_work(monkeypatch, CHAINS[shape](200)), _chain_work(monkeypatch, CHAINS[shape](800))
+    assert large < 5 * small, (small, large)  # linear: 4x; quadratic: 16x
+
+
+@pytest.mark.parametrize("terms", [400, 480, 900])
+def test_an_if_test_of_hundreds_of_terms_is_analysed_not_too_deep(terms):
+    """A 400-term test with a probe in an `if`, a 500-term chain of `.cuda()` terms and an 800-term sum were error
+    entries `too deeply nested (recursion limit)`: below the chain length that moved the analysis onto the parse's
+    stack, two recursions down the chain (the walk, and a probe or the test's text inside it) passed 1,000
+    frames."""
+    from portcheck.knowledge import load
+    from portcheck.static.engine import analyse_text
+
+    for text in (f"import torch\n\ndef f():\n    if torch.cuda.is_available() and "
+                 + " and ".join(f"a{i}" for i in range(terms)) + ":\n        x.cuda()\n",
+                 "import torch\n\ndef f():\n    if " + " and ".join(f"a{i}.cuda()" for i in range(terms))
+                 + ":\n        x.cuda()\n",
+                 "import torch\n\nx = " + " + ".join(f"a{i}.cuda()" for i in range(terms * 2)) + "\n"):
+        result = analyse_text(text, "m.py", "trn2", "native", frozenset(load().rules))
+        assert result.findings and not result.errors, result.errors
