@@ -326,3 +326,19 @@ def test_an_if_test_of_hundreds_of_terms_is_analysed_not_too_deep(terms):
                  "import torch\n\nx = " + " + ".join(f"a{i}.cuda()" for i in range(terms * 2)) + "\n"):
         result = analyse_text(text, "m.py", "trn2", "native", frozenset(load().rules))
         assert result.findings and not result.errors, result.errors
+
+
+def test_a_huge_configuration_is_refused_and_a_repeated_selector_is_read_once(tmp_path):
+    """A 16 MB pyproject.toml of 2,000,000 `"PC101"` ignores ran for minutes (each selector matched against every
+    code again; the file read whole, however large)."""
+    from portcheck import config
+
+    (tmp_path / "a.py").write_text(GOOD)
+    (tmp_path / "pyproject.toml").write_text("[tool.portcheck]\nignore = [" + ",".join(['"PC101"'] * 600_000) + "]\n")
+    done = portcheck("scan", "--no-cache", "a.py", cwd=tmp_path, timeout=60)
+    lines = done.stderr.decode().strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and "over 4 MiB" in lines[0], lines
+    config.selector_codes.cache_clear()
+    for _ in range(1000):
+        config.selector_codes("PC101")
+    assert config.selector_codes.cache_info().misses == 1
