@@ -310,7 +310,8 @@ class LeftOut:
 # ("module"); in a function none of those reach ("other": set-up, scripts, utilities).
 RUNS = ("model", "step", "host", "not-neuron", "module", "other")
 DEVICE_STEP = frozenset({"model", "step"})
-LEFT_OUT_REASONS = ("excluded", "build output", "tests", "ignored by git", "over the size limit")
+LEFT_OUT_REASONS = ("excluded", "build output", "tests", "ignored by git", "over the size limit",
+                    "symlink out of the tree")
 
 
 @dataclass

@@ -342,3 +342,36 @@ def test_a_huge_configuration_is_refused_and_a_repeated_selector_is_read_once(tm
     for _ in range(1000):
         config.selector_codes("PC101")
     assert config.selector_codes.cache_info().misses == 1
+
+
+def test_a_committed_symlink_to_a_file_outside_the_tree_is_not_read(tmp_path):
+    """`scan .` read `link.py -> /somewhere/else.py` and showed its code in frames and annotations (in the
+    Action: a pull request's symlink to a file of the runner); `review` read it through the working tree too."""
+    outside = tmp_path / "outside.py"
+    outside.write_text("import torch; SECRET = torch.zeros(1).cuda()  # hunter2\n")  # line 1: the link's hunk
+    repo = tmp_path / "repo"
+    repo.mkdir()
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
+
+    git("init", "-q", "-b", "main")
+    git("config", "user.email", "dev@example.com")
+    git("config", "user.name", "dev")
+    (repo / "a.py").write_text("import torch\n")
+    git("add", "-A")
+    git("commit", "-qm", "base")
+    (repo / "inner.py").write_text(GOOD)
+    (repo / "link.py").symlink_to(outside)
+    (repo / "inside.py").symlink_to("inner.py")  # a link within the tree is read as before
+    (repo / "a.py").write_text(GOOD)
+    git("add", "-A")
+    for command in (("scan", "--no-cache", "--format", "full", "."), ("review", "--base", "HEAD", "--format", "full")):
+        done = portcheck(*command, cwd=repo)
+        assert done.returncode == 1 and b"hunter2" not in done.stdout and b"link.py" not in done.stdout, done.stdout
+        assert b"a.py" in done.stdout
+    shown = portcheck("scan", "--no-cache", "--show-files", ".", cwd=repo)
+    assert "link.py  (left out: symlink out of the tree, " in shown.stdout.decode()
+    named = portcheck("scan", "--no-cache", "link.py", cwd=repo)  # named on the command line: the user's choice
+    assert named.returncode == 1 and b"SECRET" in portcheck("scan", "--no-cache", "--format", "full", "link.py",
+                                                             cwd=repo).stdout

@@ -181,6 +181,16 @@ def _walk(top: Path, settings: Settings, unlisted: dict[Path, str],
             relatives[path] = relative
         return False
 
+    inside = os.path.join(os.path.realpath(top), "")
+
+    def out_of_tree(path: Path) -> bool:
+        """A committed symlink to a file outside the folder walked (`x.py -> ~/.config/secrets.py`): not read, or
+        its code would be shown in frames, annotations and a pull request's review."""
+        if not os.path.islink(path) or os.path.realpath(path).startswith(inside):
+            return False
+        leave(path, "symlink out of the tree", printable(os.readlink(path)))
+        return True
+
     # followlinks=False: a symlinked directory loop cannot trap the walk.
     for directory, dirnames, filenames in os.walk(top, onerror=unlistable):
         base = Path(directory)
@@ -188,7 +198,7 @@ def _walk(top: Path, settings: Settings, unlisted: dict[Path, str],
         for name in sorted(filenames):
             if name.endswith(SUFFIXES) or kind((base / name).as_posix()) is not None:
                 path = base / name
-                if not skipped(path):
+                if not skipped(path) and not out_of_tree(path):
                     out.append(path)
     return out
 
