@@ -9,8 +9,8 @@ import bisect
 import codecs
 import json
 from collections import defaultdict
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, BinaryIO
 
 from portcheck import __version__
@@ -48,13 +48,14 @@ def _read(path: Path) -> Iterator[tuple[str, int, str, str]]:
         with open_regular(str(path), BASELINE_LIMIT) as handle:
             stream = _Stream(handle)
             header: dict[str, Any] = {}
-            number = 0
+            count = 0
             for key, value in stream.members():
                 if key != "findings":
                     header[key] = value
                     continue
-                for number, entry in enumerate(stream.elements(), number + 1):
-                    checked = _entry(entry, number, path)
+                for entry in stream.elements():
+                    count += 1
+                    checked = _entry(entry, count, path)
                     if checked is not None:
                         stem, line, code, where = checked
                         yield stem, line, shared.setdefault(code, code), shared.setdefault(where, where)

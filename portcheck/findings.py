@@ -234,7 +234,7 @@ def open_regular(path: str, limit: int) -> BinaryIO:
     a FIFO (which would wait for a writer), a device (a symlink to `/dev/zero` never ends) or over `limit` bytes:
     the type and size come from the open descriptor."""
     descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
-    handle = open(descriptor, "rb", closefd=True)
+    handle = open(descriptor, "rb", closefd=True)  # noqa: SIM115 -- handed to the caller, closed here on refusal
     try:
         info = os.fstat(descriptor)
         if not stat.S_ISREG(info.st_mode):

@@ -319,7 +319,7 @@ def test_an_if_test_of_hundreds_of_terms_is_analysed_not_too_deep(terms):
     from portcheck.knowledge import load
     from portcheck.static.engine import analyse_text
 
-    for text in (f"import torch\n\ndef f():\n    if torch.cuda.is_available() and "
+    for text in ("import torch\n\ndef f():\n    if torch.cuda.is_available() and "
                  + " and ".join(f"a{i}" for i in range(terms)) + ":\n        x.cuda()\n",
                  "import torch\n\ndef f():\n    if " + " and ".join(f"a{i}.cuda()" for i in range(terms))
                  + ":\n        x.cuda()\n",

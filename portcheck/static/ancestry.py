@@ -11,7 +11,6 @@ from portcheck.static.syntax import blocks
 from portcheck.static.values import contains
 from portcheck.static.walk import STATEMENTS, walk
 
-
 _CHAINS = (cst.BooleanOperation, cst.BinaryOperation)
 
 

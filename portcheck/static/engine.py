@@ -42,9 +42,9 @@ from portcheck.static.nesting import (
     MAX_FLAT_LINKS,
     flat_chain_depth,
     link_count,
-    operator_count,
     longest_concatenation,
     on_parse_stack,
+    operator_count,
 )
 from portcheck.static.positions import Positions
 from portcheck.static.semantic.graph import apply
