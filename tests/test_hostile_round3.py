@@ -13,6 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from portcheck import baseline
+from tests.test_hostile_world import _git, _repo
 
 GOOD = "import torch\n\nx = torch.zeros(3).cuda()\n"
 ROOT = Path(__file__).resolve().parent.parent
@@ -121,6 +122,15 @@ def test_matching_twins_by_bisection_picks_what_the_scan_over_every_twin_picked(
 # ---- the GitHub Action: outputs outside the checkout the pull request controls ----------------------------------
 
 
+def _based_repo(root: Path) -> Path:
+    """A git repository with one commit, `a.py` holding only `import torch`."""
+    _repo(root)
+    (root / "a.py").write_text("import torch\n")
+    _git("add", "-A", cwd=root)
+    _git("commit", "-qm", "base", cwd=root)
+    return root
+
+
 def _expression(text: str, values: dict[str, str]) -> str:
     """`${{ name }}` in the action's env, from `values`: enough of GitHub's expressions for action.yml."""
     import re
@@ -172,13 +182,7 @@ def test_the_action_writes_nothing_into_the_checkout_and_follows_none_of_its_sym
     def git(*args: str) -> str:
         return subprocess.run(["git", *args], cwd=workspace, check=True, capture_output=True, text=True).stdout
 
-    workspace.mkdir()
-    git("init", "-q", "-b", "main")
-    git("config", "user.email", "dev@example.com")
-    git("config", "user.name", "dev")
-    (workspace / "a.py").write_text("import torch\n")
-    git("add", "-A")
-    git("commit", "-qm", "base")
+    _based_repo(workspace)
     base = git("rev-parse", "HEAD").strip()
     (workspace / "a.py").write_text(GOOD)
     for name in ("portcheck.sarif", "portcheck-review.md", ".portcheck_cache", "portcheck-report.html"):
@@ -349,18 +353,11 @@ def test_a_committed_symlink_to_a_file_outside_the_tree_is_not_read(tmp_path):
     Action: a pull request's symlink to a file of the runner); `review` read it through the working tree too."""
     outside = tmp_path / "outside.py"
     outside.write_text("import torch; SECRET = torch.zeros(1).cuda()  # hunter2\n")  # line 1: the link's hunk
-    repo = tmp_path / "repo"
-    repo.mkdir()
+    repo = _based_repo(tmp_path / "repo")
 
     def git(*args: str) -> None:
         subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
 
-    git("init", "-q", "-b", "main")
-    git("config", "user.email", "dev@example.com")
-    git("config", "user.name", "dev")
-    (repo / "a.py").write_text("import torch\n")
-    git("add", "-A")
-    git("commit", "-qm", "base")
     (repo / "inner.py").write_text(GOOD)
     (repo / "link.py").symlink_to(outside)
     (repo / "inside.py").symlink_to("inner.py")  # a link within the tree is read as before
