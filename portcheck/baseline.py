@@ -128,16 +128,16 @@ class _Stream:
         while True:
             try:
                 value, end = self.decoder.raw_decode(self.text, self.at)
-                if end < len(self.text) or self.ended:  # a number at the end of a piece may go on in the next
-                    break
             except json.JSONDecodeError:
                 if self.ended or len(self.text) - self.at > self.ENTRY_LIMIT:
                     raise
+            else:
+                if end < len(self.text) or self.ended:  # a number at the end of a piece may go on in the next
+                    if end - self.at > self.ENTRY_LIMIT:
+                        raise ValueError(f"a value of over {self.ENTRY_LIMIT:,} characters")
+                    self.at = end
+                    return value
             self._more()
-        if end - self.at > self.ENTRY_LIMIT:
-            raise ValueError(f"a value of over {self.ENTRY_LIMIT:,} characters")
-        self.at = end
-        return value
 
     def members(self) -> Iterator[tuple[str, Any]]:
         """The top-level object's keys, each with its value, except `findings`, whose entries the caller reads
