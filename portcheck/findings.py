@@ -10,7 +10,7 @@ import re
 import stat
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 
 if TYPE_CHECKING:
     from portcheck.traced import TraceResult
@@ -251,18 +251,31 @@ class FileJob:
         return data
 
 
-def read_bounded(path: str, limit: int) -> bytes:
-    """A regular file's bytes, at most `limit` of them (FileTooLarge past that). The type and size come from the
-    open descriptor, so a FIFO named `x.py` (which would wait for a writer), a symlink to `/dev/zero` (which never
-    ends) or a sparse 4 GiB file is refused before anything is read; an OSError says why."""
+def open_regular(path: str, limit: int) -> BinaryIO:
+    """A regular file opened for reading, refused (OSError, FileTooLarge) before any read when it is a directory,
+    a FIFO (which would wait for a writer), a device (a symlink to `/dev/zero` never ends) or over `limit` bytes:
+    the type and size come from the open descriptor."""
     descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
-    with open(descriptor, "rb", closefd=True) as handle:
+    handle = open(descriptor, "rb", closefd=True)  # noqa: SIM115 -- handed to the caller, closed here on refusal
+    try:
         info = os.fstat(descriptor)
         if not stat.S_ISREG(info.st_mode):
             raise IsADirectoryError(errno.EISDIR, "a directory") if stat.S_ISDIR(info.st_mode) else OSError(
                 errno.EINVAL, "not a regular file (a FIFO, device or socket)")
         if info.st_size > limit:
             raise FileTooLarge(info.st_size, limit)
+    except BaseException:
+        handle.close()
+        raise
+    return handle
+
+
+def read_bounded(path: str, limit: int) -> bytes:
+    """A regular file's bytes, at most `limit` of them (FileTooLarge past that). The type and size come from the
+    open descriptor, so a FIFO named `x.py` (which would wait for a writer), a symlink to `/dev/zero` (which never
+    ends) or a sparse 4 GiB file is refused before anything is read; an OSError says why."""
+    with open_regular(path, limit) as handle:
+        info = os.fstat(handle.fileno())
         # read what fstat says is there (read(n) allocates n bytes first: a limit of 10 GB was a MemoryError on
         # every file), then, if the file grew meanwhile, the rest in pieces up to the limit
         wanted = info.st_size + 1
@@ -319,7 +332,8 @@ class LeftOut:
 # ("module"); in a function none of those reach ("other": set-up, scripts, utilities).
 RUNS = ("model", "step", "host", "not-neuron", "module", "other")
 DEVICE_STEP = frozenset({"model", "step"})
-LEFT_OUT_REASONS = ("excluded", "build output", "tests", "ignored by git", "over the size limit")
+LEFT_OUT_REASONS = ("excluded", "build output", "tests", "ignored by git", "over the size limit",
+                    "symlink out of the tree")
 
 
 @dataclass

@@ -107,7 +107,9 @@ def changed_lines(base: str, head: str | None, cwd: Path) -> Change:
         if line.startswith("diff --git "):
             current, in_header, submodule = None, True, False
         elif in_header and line.startswith(("new file mode ", "new mode ", "index ")):
-            submodule = submodule or line.endswith(" 160000")  # a submodule (a commit, not a file) named `lib.py`
+            # a submodule (a commit, not a file) named `lib.py`, or a symlink `p.py` (its target could be any file of
+            # this machine: a review reads the working tree, and posts what it finds)
+            submodule = submodule or line.endswith((" 160000", " 120000"))
         elif in_header and line.startswith("+++ "):
             name = _unquote(line[4:].rstrip("\t"))  # git ends a name holding a space with a tab
             python = name.startswith("b/") and name.endswith((".py", ".pyi")) and not submodule

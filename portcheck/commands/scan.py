@@ -99,7 +99,7 @@ def scan(options: ScanOptions) -> ScanOutcome:
     if options.baseline is not None:
         from portcheck.baseline import apply_baseline, read_baseline
 
-        apply_baseline(result, read_baseline(options.baseline))
+        apply_baseline(result, read_baseline(options.baseline, {f.stem for f in result.findings}))
     return ScanOutcome(result, lines_for, warnings)
 
 

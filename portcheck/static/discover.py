@@ -43,17 +43,17 @@ def is_excluded(path: Path, settings: Settings) -> bool:
     return exclusion(path, settings) is not None
 
 
-def exclusion(path: Path, settings: Settings) -> str | None:
-    """The first exclude pattern that matches the path, or None."""
-    relative = relative_to_root(path, settings)
-    return next((pattern for pattern in settings.exclude if path_matches(relative, pattern)), None)
+def exclusion(path: Path, settings: Settings, relative: str | None = None, parents_checked: bool = False) -> str | None:
+    """The first exclude pattern that matches the path, or None (`parents_checked`: see path_matches)."""
+    relative = relative_to_root(path, settings) if relative is None else relative
+    return next((pattern for pattern in settings.exclude if path_matches(relative, pattern, parents_checked)), None)
 
 
-def is_test_file(relative: str, location: Path | None = None) -> bool:
+def is_test_file(relative: str, location: Path | None = None, parents_checked: bool = False) -> bool:
     """A test file or folder by pytest's conventions (`test_*.py`, `*_test.py`, `conftest.py`, `tests/`). A file
     that is one by its name alone (`test_time_augmentation.py` in a model package) is a test only where its code
     says so too: it imports pytest or unittest (read from `location`, when given)."""
-    if not any(path_matches(relative, pattern) for pattern in TEST_PATTERNS):
+    if not any(path_matches(relative, pattern, parents_checked) for pattern in TEST_PATTERNS):
         return False
     parts = relative.replace("\\", "/").split("/")
     if location is None or not parts[-1].endswith(".py") or parts[-1] == "conftest.py" or any(
@@ -158,15 +158,38 @@ def _walk(top: Path, settings: Settings, unlisted: dict[Path, str],
     # A test folder named on the command line (`portcheck scan tests/`) is read whatever the setting.
     skip_tests = settings.tests == "exclude" and not is_test_file(top.resolve().as_posix())
 
+    # The folders walked into (none matched): below the first level, a path's parents need no second look, and its
+    # place relative to the config's root is its folder's and its name (realpath is one lstat a level).
+    relatives: dict[Path, str] = {}
+
     def skipped(path: Path) -> bool:
-        pattern = exclusion(path, settings)
+        try:
+            mode = os.lstat(path).st_mode
+        except OSError:  # a name past the system's limit: the walk reports the folder it cannot list
+            mode = 0
+        parent = relatives.get(path.parent)
+        below = parent is not None and not stat.S_ISLNK(mode)
+        relative = f"{parent}/{path.name}" if below else relative_to_root(path, settings)
+        pattern = exclusion(path, settings, relative, below)
         if pattern is not None and _build_output(path, settings):
             leave(path, "build output" if pattern in _BUILD_FOLDERS else "excluded", pattern)
             return True
-        if skip_tests and is_test_file(path.relative_to(top).as_posix(), path):
+        if skip_tests and is_test_file(path.relative_to(top).as_posix(), path, below):
             leave(path, "tests", 'tests = "exclude"')
             return True
+        if stat.S_ISDIR(mode):
+            relatives[path] = relative
         return False
+
+    inside = os.path.join(os.path.realpath(top), "")
+
+    def out_of_tree(path: Path) -> bool:
+        """A committed symlink to a file outside the folder walked (`x.py -> ~/.config/secrets.py`): not read, or
+        its code would be shown in frames, annotations and a pull request's review."""
+        if not os.path.islink(path) or os.path.realpath(path).startswith(inside):
+            return False
+        leave(path, "symlink out of the tree", printable(os.readlink(path)))
+        return True
 
     # followlinks=False: a symlinked directory loop cannot trap the walk.
     for directory, dirnames, filenames in os.walk(top, onerror=unlistable):
@@ -175,7 +198,7 @@ def _walk(top: Path, settings: Settings, unlisted: dict[Path, str],
         for name in sorted(filenames):
             if name.endswith(SUFFIXES) or kind((base / name).as_posix()) is not None:
                 path = base / name
-                if not skipped(path):
+                if not skipped(path) and not out_of_tree(path):
                     out.append(path)
     return out
 

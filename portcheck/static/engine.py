@@ -44,6 +44,7 @@ from portcheck.static.nesting import (
     link_count,
     longest_concatenation,
     on_parse_stack,
+    operator_count,
 )
 from portcheck.static.positions import Positions
 from portcheck.static.semantic.graph import apply
@@ -259,7 +260,8 @@ def _analyse_python(text: str, path: str, chip: str, stack: str, enabled: frozen
         return FileResult(path, errors=(FileError(path, f"cannot parse (Python's parser accepts it, libcst does "
                                                         f"not): {message}", exc.raw_line),))
 
-    if links > DEEP_CHAIN or link_count(text) > DEEP_CHAIN:  # the walks recurse once a link: on the parse's stack
+    # the walks recurse once a link: on the parse's stack
+    if links > DEEP_CHAIN or link_count(text) > DEEP_CHAIN or operator_count(text) > DEEP_OPERATORS:
         analysed = on_parse_stack(lambda: _analyse_tree(module, tree, text, path, chip, stack, enabled, sdk, table,
                                                         may_suppress), recursion=DEEP_RECURSION)
     else:
@@ -268,6 +270,10 @@ def _analyse_python(text: str, path: str, chip: str, stack: str, enabled: frozen
 
 
 DEEP_CHAIN = 1_000  # links of a chain past which the analysis runs on the parse's stack
+# operators (and/or, arithmetic, dots) past which it does too: a check may recurse down a chain inside the walk that
+# recurses down it (a probe looked for in an `if` test, the test's text for a message): a 400-term `if` test and an
+# 800-term sum passed Python's 1,000 frames, below the 1,000 links above
+DEEP_OPERATORS = 150
 DEEP_RECURSION = 4 * MAX_FLAT_LINKS  # Python frames: a walk of a chain at the limit, and a walk nested in it, with room
 
 

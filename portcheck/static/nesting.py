@@ -32,6 +32,7 @@ PARSE_STACK = 64 * 2**20
 MAX_FLAT_LINKS = 10_000
 
 _LINKS = re.compile(r"\b(?:and|or)\b|\.")
+_OPERATORS = re.compile(r"\b(?:and|or)\b|[-+*/%@|&^.]")
 
 T = TypeVar("T")
 
@@ -73,6 +74,12 @@ def longest_concatenation(text: str) -> tuple[int, int]:
             elif token.type not in skipped or token.type == tokenize.NEWLINE:
                 run = 0
     return longest, line
+
+
+def operator_count(text: str) -> int:
+    """How many `and`/`or` words, dots and arithmetic operator characters the text holds (in code, comments and
+    strings alike): an upper bound of any chain's links (`a and b`, `a + b`, `a.b`, each nested a link a term)."""
+    return sum(1 for _ in _OPERATORS.finditer(text))
 
 
 def link_count(text: str) -> int:

@@ -103,7 +103,7 @@ def _cuda_only(ctx: Context, node: cst.CSTNode) -> cst.BaseExpression | None:
     """The probe that keeps `node` from running on Neuron: it sits in the body of `if torch.cuda.is_available():`
     (or of `x if torch.cuda.is_available() else y`)."""
     for index, stmt in enumerate(ctx.statements):
-        if isinstance(stmt, cst.If) and probe_in(ctx, stmt.test):
+        if isinstance(stmt, cst.If) and ctx.memo("cuda-probe-in", stmt, lambda: probe_in(ctx, stmt.test)):  # noqa: B023
             inner = ctx.statements[index + 1] if index + 1 < len(ctx.statements) else node
             if holds(ctx, stmt.body, inner):
                 return stmt.test
