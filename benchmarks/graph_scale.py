@@ -15,8 +15,9 @@ import sys
 import time
 import tracemalloc
 
-from portcheck.findings import FileResult, Function, Summary
+from portcheck.findings import FileResult
 from portcheck.static.semantic.graph import MAX_FUNCTIONS, Project, facts
+from portcheck.summaries import Function, Summary
 
 
 def project(size: int) -> list[FileResult]:

@@ -43,10 +43,10 @@ from portcheck.findings import (
     Finding,
     Fix,
     Severity,
-    Summary,
     read_bounded,
 )
 from portcheck.knowledge import rules_dir
+from portcheck.summaries import Summary
 
 LAYOUT = "v1"
 DEFAULT_DIR = ".portcheck_cache"

@@ -109,7 +109,7 @@ TIERS = (
     ("knowledge",),
     ("releases",),
     ("findings",),
-    ("traced", "escape", "errors", "gitrun"),
+    ("traced", "escape", "errors", "gitrun", "summaries"),
     ("",),
 )
 TIER = {layer: depth for depth, layers in enumerate(TIERS) for layer in layers}

@@ -7,8 +7,9 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from portcheck.findings import FileResult, Function
+from portcheck.findings import FileResult
 from portcheck.static.semantic.modules import module_of, suffixes
+from portcheck.summaries import Function
 
 DEPTH = 8  # re-exports and base classes followed at most this deep
 

@@ -17,11 +17,11 @@ from __future__ import annotations
 import ast
 from collections import deque
 
-from portcheck.findings import Function, Summary
 from portcheck.static.cuda_api.paths import named_for_cuda
 from portcheck.static.semantic.hosts import Bindings, host_arguments
 from portcheck.static.semantic.imports import catches_import_error, import_aliases, optional_test
 from portcheck.static.semantic.once import dotted, initialises
+from portcheck.summaries import Function, Summary
 
 # What a function is for, as its own code says.
 FORWARD = "forward"  # a module's forward: what the Neuron compiler sees
