@@ -46,28 +46,22 @@ def default_read(function: cst.FunctionDef, node: cst.CSTNode, constant: Constan
     return ""
 
 
+# What binds a name, and the field holding the target: assignments, loops, `with ... as`, the walrus.
+_BINDERS: dict[type[cst.CSTNode], str] = {cst.AssignTarget: "target", cst.AugAssign: "target",
+                                          cst.AnnAssign: "target", cst.For: "target", cst.AsName: "name",
+                                          cst.NamedExpr: "target"}
+
+
 def assigned(function: cst.FunctionDef) -> frozenset[str]:
     """Names the function's body binds (assignments, loops, `with`, augmented assignments, walrus)."""
     found: set[str] = set()
 
     class Finder(cst.CSTVisitor):
-        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-            found.update(n.value for n in _names(node.target))
-
-        def visit_AugAssign(self, node: cst.AugAssign) -> None:
-            found.update(n.value for n in _names(node.target))
-
-        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-            found.update(n.value for n in _names(node.target))
-
-        def visit_For(self, node: cst.For) -> None:
-            found.update(n.value for n in _names(node.target))
-
-        def visit_AsName(self, node: cst.AsName) -> None:
-            found.update(n.value for n in _names(node.name))
-
-        def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
-            found.update(n.value for n in _names(node.target))
+        def on_visit(self, node: cst.CSTNode) -> bool:
+            field = _BINDERS.get(type(node))
+            if field is not None:
+                found.update(n.value for n in _names(getattr(node, field)))
+            return True
 
     function.body.visit(Finder())
     return frozenset(found)
