@@ -213,10 +213,14 @@ def test_transformers_models_trace_clean(name, hf):
 
 
 def test_eager_attention_is_an_attention_subgraph(hf):
-    report = hf("llama", "attn_implementation=eager")
+    # a Llama's position limit (4096): the score matrix grows with the sequence, a warning
+    report = hf("llama", "attn_implementation=eager", "max_position_embeddings=4096")
     hits = [f for f in report["findings"] if f["code"] == "PC401"]
     assert hits and hits[0]["severity"] == "warning" and hits[0]["path"].endswith("modeling_llama.py")
     assert "head_dim 16" in hits[0]["message"]
+    # the tiny config's 256 positions keep it at most 256 x 256 per head: info
+    small = [f for f in hf("llama", "attn_implementation=eager")["findings"] if f["code"] == "PC401"]
+    assert [f["severity"] for f in small] == ["info"] and "position limit is 256" in small[0]["message"]
 
 
 def test_mixtral_eager_experts_are_data_dependent(hf):
