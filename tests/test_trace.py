@@ -212,9 +212,14 @@ def test_transformers_models_trace_clean(name, hf):
         assert set(status.get(op, {}).values()) <= {"supported"}, (op, status.get(op))
 
 
-def test_eager_attention_is_an_attention_subgraph(hf):
+def test_eager_attention_is_an_attention_subgraph(hf, tmp_path):
     # a Llama's position limit (4096): the score matrix grows with the sequence, a warning
-    report = hf("llama", "attn_implementation=eager", "max_position_embeddings=4096")
+    config = json.loads((HF / "llama" / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**config, "max_position_embeddings": 4096}))
+    done = trace("--hf-config", str(tmp_path), "--no-static", "--no-shapes", "--hf-option", "attn_implementation=eager",
+                 "--format", "json")
+    assert done.returncode in (0, 1), done.stderr
+    report = json.loads(done.stdout)
     hits = [f for f in report["findings"] if f["code"] == "PC401"]
     assert hits and hits[0]["severity"] == "warning" and hits[0]["path"].endswith("modeling_llama.py")
     assert "head_dim 16" in hits[0]["message"]
