@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -79,3 +81,39 @@ def test_made_inputs_carry_the_given_positions_and_file_values(tmp_path):
     numpy.save(tmp_path / "objects.npy", numpy.array([{"a": 1}], dtype=object), allow_pickle=True)
     with pytest.raises(ValueError):  # a pickled object array is never loaded
         make_input(InputSpec.parse(f"x=@{tmp_path / 'objects.npy'}"))
+
+
+def _blip2_config(tmp_path, token: int | None) -> str:
+    import transformers
+
+    config = transformers.Blip2Config(
+        vision_config={"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 37,
+                       "image_size": 30, "patch_size": 15},
+        qformer_config={"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 37,
+                        "encoder_hidden_size": 32},
+        text_config={"model_type": "opt", "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
+                     "ffn_dim": 37, "vocab_size": 99, "word_embed_proj_dim": 32, "max_position_embeddings": 64},
+        num_query_tokens=4, image_token_index=token)
+    data = {**config.to_dict(), "architectures": ["Blip2ForConditionalGeneration"]}
+    folder = tmp_path / str(token)
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(data, default=str))
+    return str(folder)
+
+
+@pytest.mark.xdist_group("in-process-torch")
+def test_a_vision_language_config_without_its_image_token_says_so(tmp_path):
+    # BLIP-2's config class leaves image_token_index null (its processor adds the token): no input can run it
+    done = subprocess.run([sys.executable, "-m", "portcheck", "trace", "--hf-config", _blip2_config(tmp_path, None),
+                           "--no-static", "--no-shapes"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "config names no image token id (`image_token_index` is null)" in done.stderr
+    # with the id a shipped checkpoint sets, the made-up inputs carry one image token per query token and run
+    done = subprocess.run([sys.executable, "-m", "portcheck", "trace", "--hf-config", _blip2_config(tmp_path, 98),
+                           "--no-static", "--no-shapes", "--format", "json"], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode in (0, 1), done.stderr
+    report = json.loads(done.stdout)
+    assert report["graph"]["nodes"] > 0
+    ids = next(i for i in report["model"]["inputs"] if i["name"] == "input_ids")
+    assert ids["shape"][1] >= 4

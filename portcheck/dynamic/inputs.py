@@ -109,6 +109,23 @@ def _with_image_tokens(model: torch.nn.Module, config: Any, inputs: dict[str, An
     return torch.cat([torch.full((1, count), token), words], dim=1)
 
 
+def missing_image_token(config: Any) -> str:
+    """Why a vision-language model cannot run on any inputs: its config declares an image token id (BLIP-2's
+    `image_token_index`) but leaves it null, so forward cannot say where the image features go in the text. ""
+    for any other config."""
+    vision, text = _part(config, "vision_config"), _part(config, "text_config")
+    declared = hasattr(config, "image_token_id") or hasattr(config, "image_token_index")
+    if vision is None or text is None or not declared:
+        return ""
+    token = _get(config, "image_token_id")
+    token = token if token is not None else _get(config, "image_token_index")
+    if token is not None:
+        return ""
+    return ("its config names no image token id (`image_token_index` is null), so forward cannot place the image "
+            "features in the text: set `image_token_index` in config.json to the id its processor gives the image "
+            "token (a shipped checkpoint's config has it)")
+
+
 def _image_features(model: torch.nn.Module, pixel_values: torch.Tensor) -> int:
     """How many features (image tokens) the vision tower makes of one image; 0 where it cannot say."""
     features = getattr(model, "get_image_features", None)

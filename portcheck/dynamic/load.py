@@ -25,6 +25,7 @@ from portcheck.dynamic.inputs import (
     forward_parameters,
     given_inputs,
     made_inputs,
+    missing_image_token,
     processor_image_size,
 )
 from portcheck.dynamic.outcome import InputFact
@@ -139,6 +140,8 @@ def _call(loaded: Loaded) -> None:
 
 def _failed(loaded: Loaded, exc: Exception) -> str:
     shown = ", ".join(_shown(i) for i in loaded.inputs) or "no inputs"
+    if loaded.origin == "made" and (why := missing_image_token(loaded.config)):
+        return f"{type(loaded.model).__name__} cannot run on any inputs: {why} (it raised {one_line(exc)})"
     if loaded.origin == "made":
         return (f"the inputs portcheck made up for {type(loaded.model).__name__} ({shown}) fail when it runs "
                 f"eagerly: {one_line(exc)}; give its inputs with --input name=dtype[d0,...]")
