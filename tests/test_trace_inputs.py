@@ -117,3 +117,35 @@ def test_a_vision_language_config_without_its_image_token_says_so(tmp_path):
     assert report["graph"]["nodes"] > 0
     ids = next(i for i in report["model"]["inputs"] if i["name"] == "input_ids")
     assert ids["shape"][1] >= 4
+
+
+def _paligemma_config(tmp_path) -> str:
+    import transformers
+
+    text = {"model_type": "gemma", "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
+            "num_key_value_heads": 1, "head_dim": 16, "intermediate_size": 64, "vocab_size": 300}
+    vision = {"model_type": "siglip_vision_model", "hidden_size": 32, "num_hidden_layers": 1,
+              "num_attention_heads": 2, "intermediate_size": 64, "image_size": 32, "patch_size": 8}
+    config = transformers.AutoConfig.for_model("paligemma", text_config=text, vision_config=vision,
+                                               image_token_id=256, projection_dim=32)
+    (tmp_path / "config.json").write_text(json.dumps(
+        {**config.to_dict(), "architectures": ["PaliGemmaForConditionalGeneration"]}, default=str))
+    return str(tmp_path)
+
+
+@pytest.mark.xdist_group("in-process-torch")
+def test_inputs_the_model_rejects_on_the_meta_device_stop_the_trace(tmp_path):
+    folder = _paligemma_config(tmp_path)
+    trace = [sys.executable, "-m", "portcheck", "trace", "--hf-config", folder, "--device", "meta", "--no-static",
+             "--no-shapes"]
+    # text without image tokens: the model's check that tokens and features match is a deferred assert on meta
+    done = subprocess.run([*trace, "--input", "input_ids=int64[1,20]", "--input", "pixel_values=float32[1,3,32,32]"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "fail PaliGemmaForConditionalGeneration's own input check" in done.stderr
+    assert "no findings are reported" in done.stderr
+    # the inputs portcheck makes on meta carry one image token per feature (counted from meta shapes): they pass
+    done = subprocess.run([*trace, "--format", "json"], capture_output=True, text=True, timeout=300)
+    assert done.returncode in (0, 1), done.stderr
+    report = json.loads(done.stdout)
+    assert report["model"]["device"] == "meta" and report["graph"]["nodes"] > 0

@@ -131,9 +131,10 @@ def _image_features(model: torch.nn.Module, pixel_values: torch.Tensor) -> int:
     features = getattr(model, "get_image_features", None)
     if features is None:
         return 0
-    try:
+    device = next((p.device for p in model.parameters()), pixel_values.device)
+    try:  # on the meta device too: the features' count is a shape, which meta tensors carry
         with torch.no_grad():
-            out = features(pixel_values=pixel_values)
+            out = features(pixel_values=pixel_values.to(device))
     except Exception:  # the tower needs more than pixel values (grid sizes), or cannot run here (meta): unknown
         return 0
     out = getattr(out, "pooler_output", out)
