@@ -149,3 +149,52 @@ def test_inputs_the_model_rejects_on_the_meta_device_stop_the_trace(tmp_path):
     assert done.returncode in (0, 1), done.stderr
     report = json.loads(done.stdout)
     assert report["model"]["device"] == "meta" and report["graph"]["nodes"] > 0
+
+
+_TINY_TEXT = {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1,
+              "intermediate_size": 32, "vocab_size": 200}
+MODALITIES = {
+    # speech: log-mel frames (Whisper) and raw samples (Wav2Vec2)
+    "whisper": ("whisper", "WhisperForConditionalGeneration", {
+        "d_model": 32, "encoder_layers": 1, "decoder_layers": 1, "encoder_attention_heads": 2,
+        "decoder_attention_heads": 2, "encoder_ffn_dim": 32, "decoder_ffn_dim": 32, "vocab_size": 100,
+        "pad_token_id": 0, "bos_token_id": 0, "eos_token_id": 0, "decoder_start_token_id": 0}),
+    "wav2vec2": ("wav2vec2", "Wav2Vec2ForCTC", {
+        "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 32,
+        "vocab_size": 32, "conv_dim": [32] * 7, "num_conv_pos_embeddings": 16}),
+    # Qwen2-VL: flattened patches with their grid, and M-RoPE's token types
+    "qwen2-vl": ("qwen2_vl", "Qwen2VLForConditionalGeneration", {
+        "text_config": {**_TINY_TEXT, "rope_scaling": {"type": "mrope", "mrope_section": [2, 3, 3]}},
+        "vision_config": {"depth": 1, "embed_dim": 32, "hidden_size": 32, "num_heads": 2, "mlp_ratio": 1},
+        "image_token_id": 150, "video_token_id": 151, "vision_start_token_id": 152}),
+    # Idefics2: images per text, each resampled to a fixed number of latents
+    "idefics2": ("idefics2", "Idefics2ForConditionalGeneration", {
+        "text_config": {**_TINY_TEXT, "model_type": "mistral"},
+        "vision_config": {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
+                          "intermediate_size": 32, "image_size": 28, "patch_size": 14},
+        "perceiver_config": {"hidden_size": 32, "resampler_n_latents": 4, "resampler_depth": 1,
+                             "resampler_n_heads": 2, "resampler_head_dim": 8, "num_key_value_heads": 1},
+        "image_token_id": 150}),
+}
+
+
+@pytest.mark.xdist_group("in-process-torch")
+@pytest.mark.parametrize("name", MODALITIES)
+def test_made_inputs_run_every_modality(name):
+    import torch
+    import transformers
+
+    from portcheck.dynamic.inputs import decoder_inputs, made_inputs
+
+    model_type, architecture, values = MODALITIES[name]
+    config = transformers.AutoConfig.for_model(model_type, **values)
+    model = getattr(transformers, architecture)(config).eval()
+    inputs = made_inputs(model, config)
+    inputs.update(decoder_inputs(model, config, inputs))
+    with torch.no_grad():
+        model(**inputs)  # the model's own checks hold: image tokens match features, grids match patches
+    if name == "qwen2-vl":  # 16 x 16 patches of 14 pixels, merged 2 x 2: 64 image tokens
+        assert inputs["image_grid_thw"].tolist() == [[1, 16, 16]] and int((inputs["input_ids"] == 150).sum()) == 64
+        assert torch.equal(inputs["mm_token_type_ids"], (inputs["input_ids"] == 150).long())
+    if name == "idefics2":  # one image per text, 4 latents
+        assert inputs["pixel_values"].dim() == 5 and int((inputs["input_ids"] == 150).sum()) == 4
