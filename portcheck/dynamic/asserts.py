@@ -28,7 +28,7 @@ def _name(node: torch.fx.Node) -> str:
 
 def _static(value: Any) -> Any:
     """A node's traced value where it is a plain number (a static size), else unknown."""
-    return value if isinstance(value, (int, float, bool)) and not isinstance(value, torch.SymInt) else _UNKNOWN
+    return value if isinstance(value, (int, float, bool)) else _UNKNOWN
 
 
 def rejected(program: torch.export.ExportedProgram, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
