@@ -85,7 +85,8 @@ def test_json_report_has_graph_ops_and_shapes(trace_json):
     assert report["graph"]["graph_breaks"] == 0 and report["graph"]["seconds"] > 0
     ops = {op["op"]: op for op in report["ops"]}
     assert ops["aten::softmax"]["count"] == 1 and ops["aten::softmax"]["dtypes"] == ["float32"]
-    assert set(ops["aten::linear"]["status"]) == {"trn2", "inf2"}
+    assert set(ops["aten::linear"]["status"]) == {"trn2", "trn3", "inf2"}  # trn3: native, as trn2 here
+    assert ops["aten::linear"]["status"]["trn3"] == ops["aten::linear"]["status"]["trn2"]
     assert all(op["status"]["inf2"] in (*OP_STATUSES, "unknown") for op in report["ops"])
     assert report["shapes"] is None
     shaped = trace_json("fixtures/models/mask_index.py:build", "--no-static")
