@@ -85,7 +85,8 @@ def test_json_report_has_graph_ops_and_shapes(trace_json):
     assert report["graph"]["graph_breaks"] == 0 and report["graph"]["seconds"] > 0
     ops = {op["op"]: op for op in report["ops"]}
     assert ops["aten::softmax"]["count"] == 1 and ops["aten::softmax"]["dtypes"] == ["float32"]
-    assert set(ops["aten::linear"]["status"]) == {"trn2", "inf2"}
+    assert set(ops["aten::linear"]["status"]) == {"trn2", "trn3", "inf2"}  # trn3: native, as trn2 here
+    assert ops["aten::linear"]["status"]["trn3"] == ops["aten::linear"]["status"]["trn2"]
     assert all(op["status"]["inf2"] in (*OP_STATUSES, "unknown") for op in report["ops"])
     assert report["shapes"] is None
     shaped = trace_json("fixtures/models/mask_index.py:build", "--no-static")
@@ -212,11 +213,20 @@ def test_transformers_models_trace_clean(name, hf):
         assert set(status.get(op, {}).values()) <= {"supported"}, (op, status.get(op))
 
 
-def test_eager_attention_is_an_attention_subgraph(hf):
-    report = hf("llama", "attn_implementation=eager")
+def test_eager_attention_is_an_attention_subgraph(hf, tmp_path):
+    # a Llama's position limit (4096): the score matrix grows with the sequence, a warning
+    config = json.loads((HF / "llama" / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**config, "max_position_embeddings": 4096}))
+    done = trace("--hf-config", str(tmp_path), "--no-static", "--no-shapes", "--hf-option", "attn_implementation=eager",
+                 "--format", "json")
+    assert done.returncode in (0, 1), done.stderr
+    report = json.loads(done.stdout)
     hits = [f for f in report["findings"] if f["code"] == "PC401"]
     assert hits and hits[0]["severity"] == "warning" and hits[0]["path"].endswith("modeling_llama.py")
     assert "head_dim 16" in hits[0]["message"]
+    # the tiny config's 256 positions keep it at most 256 x 256 per head: info
+    small = [f for f in hf("llama", "attn_implementation=eager")["findings"] if f["code"] == "PC401"]
+    assert [f["severity"] for f in small] == ["info"] and "position limit is 256" in small[0]["message"]
 
 
 def test_mixtral_eager_experts_are_data_dependent(hf):

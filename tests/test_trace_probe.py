@@ -4,6 +4,7 @@ answer on a quiet machine and on a loaded one, and a probe that drops the image 
 from __future__ import annotations
 
 import importlib.util
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -89,3 +90,29 @@ def test_pc212_is_at_the_pinning_line_and_an_axis_that_runs_at_other_sizes_is_ad
         findings["PC212"].message and "batch" not in findings["PC212"].message
     assert "portcheck's probe made it 2; the example has 1" in findings["PC211"].message
     assert "the model also runs at 3" in findings["PC211"].message
+
+
+TIMINGS = re.compile(rb'"seconds": [0-9.e-]+')
+
+
+def test_the_whole_command_gives_byte_identical_json_under_load(tmp_path):
+    # `portcheck trace --format json` twice, the second with the machine busy: the same bytes but the timings
+    command = [sys.executable, "-m", "portcheck", "trace", str(ROOT / "fixtures/models/window_image.py") + ":build",
+               "--format", "json", "--isolated"]
+
+    def run(name: str) -> bytes:
+        out = tmp_path / name
+        done = subprocess.run([*command, "--output", str(out)], cwd=ROOT, capture_output=True, timeout=600)
+        assert done.returncode in (0, 1) and b"Traceback" not in done.stderr, done.stderr
+        return TIMINGS.sub(b'"seconds": 0', out.read_bytes())
+
+    quiet = run("quiet.json")
+    load = [subprocess.Popen([sys.executable, "-c", BUSY]) for _ in range(2)]
+    try:
+        busy = run("busy.json")
+    finally:
+        for process in load:
+            process.kill()
+            process.wait()
+    assert b'"seconds": 0' in quiet and b'"nodes": 0' not in quiet
+    assert quiet == busy

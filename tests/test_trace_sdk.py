@@ -62,3 +62,19 @@ def test_the_static_pass_follows_the_same_fact():
     source = "import torch\nc = torch.zeros(8, dtype=torch.long)\no = torch.argsort(c)\nt = c.topk(2)\n"
     found = analyse_text(source, "m.py", "trn2", "native", frozenset({"PC305"}), sdk=known_releases()[-1])
     assert [f.line for f in found.findings] == [4]
+
+
+def test_trn3_has_op_statuses_only_from_the_releases_that_support_it():
+    from portcheck.knowledge import load
+
+    def trn3(sdk: str) -> set[str]:
+        settings = resolve([Layer(target="trn2", sdk=sdk)], ROOT, None, command="trace")
+        assert settings.sdk == sdk
+        result = build_report(_outcome(), settings, ROOT, static=False)
+        assert result.trace is not None
+        return {op.status["trn3"] for op in result.trace.ops}
+
+    newest, first = known_releases()[-1], known_releases()[0]
+    assert load().available("trn3", "native", newest) and not load().available("trn3", "native", first)
+    assert trn3(newest) != {"unknown"}  # the native stack's statuses, as trn2's
+    assert trn3(first) == {"unknown"}  # a release before Trn3's support says nothing of it

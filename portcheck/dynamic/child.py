@@ -93,6 +93,11 @@ def run(request_path: Path) -> TraceOutcome:
     except (Exception, SystemExit) as exc:
         result.error = StageError("trace", f"tracing the model raised {one_line(exc)}", exception_place(exc))
         return result
+    from portcheck.dynamic.asserts import rejected_inputs
+
+    if why := rejected_inputs(loaded, taken.program):  # on meta: the model's own check, deferred by export
+        result.error = StageError("inputs", why)
+        return result
     recorder.add_graphs(taken.graphs)
     result.ran = recorder.result()
     result.steps = [eager, *taken.steps] if eager is not None and not eager.ok else list(taken.steps)

@@ -85,8 +85,12 @@ def made_inputs(model: torch.nn.Module, config: Any, image_size: int = 0) -> dic
         names += [n for n in ("timestep", "encoder_hidden_states") if n in parameters]
     limit = max_positions(config, model)
     inputs = {name: _make(name, config, vision or config, text or config, limit, image_size) for name in names}
+    if "pixel_values" in inputs:
+        inputs.update(_image_layout(inputs["pixel_values"], vision or config, parameters))
     if "input_ids" in inputs and "pixel_values" in inputs:
         inputs["input_ids"] = _with_image_tokens(model, config, inputs, limit)
+        if "mm_token_type_ids" in parameters:  # Qwen2-VL's M-RoPE: 1 for an image token, 0 for text
+            inputs["mm_token_type_ids"] = (inputs["input_ids"] == _image_token(config)).long()
     return {**inputs, **_no_cache(parameters, inputs)}
 
 
@@ -96,11 +100,11 @@ def _with_image_tokens(model: torch.nn.Module, config: Any, inputs: dict[str, An
     writes, so the model's check that tokens and features match holds. The ids as made where the model has no
     image token (CLIP: the towers run apart)."""
     ids: torch.Tensor = inputs["input_ids"]
-    token = _get(config, "image_token_id")
-    token = token if isinstance(token, int) else _get(config, "image_token_index")
-    if not isinstance(token, int) or token < 0:
+    token = _image_token(config)
+    if token < 0:
         return ids
-    count = _image_features(model, inputs["pixel_values"]) or _first(_get(config, "num_image_tokens")) or \
+    images = {k: v for k, v in inputs.items() if k in ("pixel_values", "image_grid_thw")}
+    count = _image_features(model, images) or _first(_get(config, "num_image_tokens")) or \
         _first(_get(config, "num_query_tokens")) or _first(_get(config, "image_seq_length"))
     if not count:
         return ids
@@ -109,14 +113,57 @@ def _with_image_tokens(model: torch.nn.Module, config: Any, inputs: dict[str, An
     return torch.cat([torch.full((1, count), token), words], dim=1)
 
 
-def _image_features(model: torch.nn.Module, pixel_values: torch.Tensor) -> int:
+def _image_token(config: Any) -> int:
+    """The config's image token id (`image_token_id`, or `image_token_index`); -1 where it names none."""
+    token = _get(config, "image_token_id")
+    token = token if isinstance(token, int) else _get(config, "image_token_index")
+    return token if isinstance(token, int) and token >= 0 else -1
+
+
+def missing_image_token(config: Any) -> str:
+    """Why a vision-language model cannot run on any inputs: its config declares an image token id (BLIP-2's
+    `image_token_index`) but leaves it null, so forward cannot say where the image features go in the text. ""
+    for any other config."""
+    vision, text = _part(config, "vision_config"), _part(config, "text_config")
+    declared = hasattr(config, "image_token_id") or hasattr(config, "image_token_index")
+    if vision is None or text is None or not declared:
+        return ""
+    token = _get(config, "image_token_id")
+    token = token if token is not None else _get(config, "image_token_index")
+    if token is not None:
+        return ""
+    return ("its config names no image token id (`image_token_index` is null), so forward cannot place the image "
+            "features in the text: set `image_token_index` in config.json to the id its processor gives the image "
+            "token (a shipped checkpoint's config has it)")
+
+
+def _image_layout(pixel_values: torch.Tensor, vision: Any, parameters: dict[str, inspect.Parameter]) -> dict[str, Any]:
+    """The image as the model's processor lays it out, where that is not one (batch, channels, height, width)
+    tensor: Qwen2-VL's flattened patches with their grid (`image_grid_thw`: one frame of height x width patches,
+    each patch `temporal_patch_size` frames deep), or Idefics2's images per text (batch, images, channels, height,
+    width; its forward takes `pixel_attention_mask`). {} for any other model."""
+    if "image_grid_thw" in parameters:
+        patch = _first(_get(vision, "patch_size")) or 14
+        depth = _first(_get(vision, "temporal_patch_size")) or 2
+        merge = _first(_get(vision, "spatial_merge_size")) or 2
+        side = max(merge, pixel_values.shape[-1] // patch // merge * merge)  # whole merged patches
+        channels = pixel_values.shape[1]
+        return {"pixel_values": torch.randn(side * side, channels * depth * patch * patch),
+                "image_grid_thw": torch.tensor([[1, side, side]])}
+    if "pixel_attention_mask" in parameters and pixel_values.dim() == 4:
+        return {"pixel_values": pixel_values[:, None]}
+    return {}
+
+
+def _image_features(model: torch.nn.Module, images: dict[str, torch.Tensor]) -> int:
     """How many features (image tokens) the vision tower makes of one image; 0 where it cannot say."""
     features = getattr(model, "get_image_features", None)
     if features is None:
         return 0
-    try:
+    device = next((p.device for p in model.parameters()), torch.device("cpu"))
+    try:  # on the meta device too: the features' count is a shape, which meta tensors carry
         with torch.no_grad():
-            out = features(pixel_values=pixel_values)
+            out = features(**{k: v.to(device) if k == "pixel_values" else v for k, v in images.items()})
     except Exception:  # the tower needs more than pixel values (grid sizes), or cannot run here (meta): unknown
         return 0
     out = getattr(out, "pooler_output", out)

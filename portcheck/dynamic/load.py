@@ -25,6 +25,7 @@ from portcheck.dynamic.inputs import (
     forward_parameters,
     given_inputs,
     made_inputs,
+    missing_image_token,
     processor_image_size,
 )
 from portcheck.dynamic.outcome import InputFact
@@ -60,6 +61,7 @@ class Loaded:
     held_back: dict[str, Any] = field(default_factory=dict)
     dtype: str = ""  # the dtype traced in and why ("bfloat16: the config's torch_dtype"); see dynamic/dtype.py
     quantization: str = ""  # what the config's quantization_config means on Neuron, or ""
+    real_inputs: tuple[tuple[Any, ...], dict[str, Any]] | None = None  # on meta: the inputs as made, with values
 
 
 def load_model(request: TraceRequest) -> Loaded:
@@ -100,12 +102,13 @@ def load_model(request: TraceRequest) -> Loaded:
         args = tuple(cast_inputs(a, dtype) for a in args)
         kwargs = {k: cast_inputs(v, dtype) for k, v in kwargs.items()}
     inputs = input_facts(model, args, kwargs)
+    real = (args, kwargs) if device == "meta" else None
     if device == "meta":
         args = tuple(_to_meta(a) for a in args)
         kwargs = {k: _to_meta(v) for k, v in kwargs.items()}
     return Loaded(model, args, kwargs, device, _count(model), config, _source_file(request, model),
                   _build_place(request, build), inputs, config_use_cache, traced_use_cache, origin, held_back,
-                  dtype_note, quantization_note(config))
+                  dtype_note, quantization_note(config), real)
 
 
 def run_eagerly(loaded: Loaded) -> Step | None:
@@ -138,7 +141,9 @@ def _call(loaded: Loaded) -> None:
 
 
 def _failed(loaded: Loaded, exc: Exception) -> str:
-    shown = ", ".join(_shown(i) for i in loaded.inputs) or "no inputs"
+    shown = ", ".join(shown_input(i) for i in loaded.inputs) or "no inputs"
+    if loaded.origin == "made" and (why := missing_image_token(loaded.config)):
+        return f"{type(loaded.model).__name__} cannot run on any inputs: {why} (it raised {one_line(exc)})"
     if loaded.origin == "made":
         return (f"the inputs portcheck made up for {type(loaded.model).__name__} ({shown}) fail when it runs "
                 f"eagerly: {one_line(exc)}; give its inputs with --input name=dtype[d0,...]")
@@ -149,7 +154,7 @@ def _failed(loaded: Loaded, exc: Exception) -> str:
             f"{one_line(exc)}; check them, or return only the model and give --input name=dtype[d0,...]")
 
 
-def _shown(fact: InputFact) -> str:
+def shown_input(fact: InputFact) -> str:
     name = fact.name + "".join(f"[{part!r}]" for part in fact.key)
     if fact.kind == "tensor":
         return f"{name}={fact.dtype}[{','.join(str(d) for d in fact.shape)}]"

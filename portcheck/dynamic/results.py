@@ -9,6 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from portcheck.config import Settings
+from portcheck.dynamic.judgment import once_at_trace, weigh_attention
 from portcheck.dynamic.outcome import OpCount, TraceOutcome
 from portcheck.dynamic.ran import RanCode, Scope
 from portcheck.dynamic.rules import (
@@ -58,7 +59,7 @@ _STATUS_ORDER = ("unsupported", "cpu-fallback", "unknown", "restricted", "suppor
 # Ops judged by another op's entry: the CPU kernel SDPA dispatches to on a graph captured on the CPU.
 JUDGED_AS = {"aten::_scaled_dot_product_flash_attention_for_cpu": "aten::scaled_dot_product_attention",
              **EXPORT_ONLY}
-_CHIPS = ("trn2", "inf2")
+_CHIPS = ("trn2", "trn3", "inf2")  # rules/hardware.toml [chips]
 # An op of the inventory with its status per chip.
 Judged = tuple[OpCount, Mapping[str, str]]
 
@@ -134,11 +135,12 @@ def build_report(outcome: TraceOutcome, settings: Settings, cwd: Path, static: b
         status = {}
         for chip in dict.fromkeys((*_CHIPS, target.chip)):
             stack = stack_of(chip, target, sdk)
-            # A stack's statuses hold for its releases only (ops.toml [releases]): outside them, unknown.
+            # A stack's statuses hold for its releases only (ops.toml [releases]), on a chip the release supports
+            # (hardware.toml [[availability]]): outside them, unknown.
             status[chip] = op_status(entry.op, entry.decomposes_to, stack, ops_data,
                                      operand_dtypes=entry.operand_dtypes, over_limit=entry.over_limit,
                                      overloads=entry.overloads) \
-                if releases[stack].holds(sdk) else "unknown"
+                if releases[stack].holds(sdk) and (chip == target.chip or load().available(chip, stack, sdk)) else "unknown"
         inventory.append((entry, status))
     findings = _graph_findings(outcome, settings, inventory, ops_data, anchor)
     findings += _shape_findings(outcome, anchor)
@@ -152,6 +154,7 @@ def build_report(outcome: TraceOutcome, settings: Settings, cwd: Path, static: b
     read = scanned if static else [anchor.file] if anchor.file else []
     files = sorted({shown_path(p, cwd) for p in read} | {f.path for f in built})
     built = _merge_static(built, scanned, scope, ran, settings, cwd) if static else _join([], built)
+    built = once_at_trace(built, settings.stack, cwd)
     result = ScanResult(target, files=len(files), findings=sorted(built, key=lambda f: f.sort_key))
     result.trace = TraceResult(
         graph=outcome.graph,
@@ -188,7 +191,7 @@ def _graph_findings(outcome: TraceOutcome, settings: Settings, inventory: list[J
         message = item.message or item.rule.traced_message(item, stack)
         if item.rule is TracedUnsupportedOp and item.place is None:  # torch_neuronx.analyze's: at the op's line
             item = replace(item, place=next((e.place for e, _ in inventory if e.op == item.op), None))
-        out.append(replace(item, message=message))
+        out.append(weigh_attention(item, outcome.model, message))
     unknown = []
     for entry, status in inventory:
         support = ops_data.get(entry.op)
