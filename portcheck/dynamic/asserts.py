@@ -39,7 +39,7 @@ def rejected(program: torch.export.ExportedProgram, args: tuple[Any, ...], kwarg
     if len(leaves) != len(user):
         return ""
     values: dict[torch.fx.Node, Any] = {}
-    given = dict(zip(user, leaves))
+    given = dict(zip(user, leaves, strict=True))  # same length: checked above
     for index, node in enumerate(program.graph.nodes):
         if index > _MAX_NODES:
             return ""

@@ -137,10 +137,10 @@ def build_report(outcome: TraceOutcome, settings: Settings, cwd: Path, static: b
             stack = stack_of(chip, target, sdk)
             # A stack's statuses hold for its releases only (ops.toml [releases]), on a chip the release supports
             # (hardware.toml [[availability]]): outside them, unknown.
+            supported = releases[stack].holds(sdk) and (chip == target.chip or load().available(chip, stack, sdk))
             status[chip] = op_status(entry.op, entry.decomposes_to, stack, ops_data,
                                      operand_dtypes=entry.operand_dtypes, over_limit=entry.over_limit,
-                                     overloads=entry.overloads) \
-                if releases[stack].holds(sdk) and (chip == target.chip or load().available(chip, stack, sdk)) else "unknown"
+                                     overloads=entry.overloads) if supported else "unknown"
         inventory.append((entry, status))
     findings = _graph_findings(outcome, settings, inventory, ops_data, anchor)
     findings += _shape_findings(outcome, anchor)
