@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Scaffold a new static rule for you to fill in (CONTRIBUTING.md, "Adding a rule"). The skeleton passes the suite as
-it is, except the three snapshots that list every rule (`portcheck rules` and SARIF), which you update and review.
+it is, except the three snapshots that list every rule (`portcheck rules` and SARIF) and the rule's own
+(tests/test_rule_snapshots.py), which you write and review.
 
     python scripts/add_rule.py --code PC399 --name my-rule --category unsupported-op --severity warning
     python scripts/add_rule.py --code PC319 --name sparse-op --category unsupported-op --severity error --module sort
@@ -458,7 +459,8 @@ def main(argv: list[str] | None = None) -> int:
           f"  replace every TODO and the placeholder `{n.placeholder}`, then run\n"
           f"  python -m pytest tests/test_rules.py tests/test_fixtures.py -k \"{n.code} or {n.snake}\"\n"
           f"  python -m pytest tests/test_snapshots.py --snapshot-update -k \"test_rules or sarif\"  "
-          "# they list every rule; read the diff")
+          "# they list every rule; read the diff\n"
+          f"  python -m pytest tests/test_rule_snapshots.py --snapshot-update -k {n.code}  # the rule's own")
     return 0
 
 

@@ -1,3 +1,6 @@
+import fcntl
+import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -30,15 +33,15 @@ def portcheck():
 
 class SharedRuns:
     """`python -m portcheck ARGS` runs whose result depends only on ARGS and the working directory — a model traced,
-    a plan worked out from a traced model — made once a session (once per xdist worker: tests that share a run are
-    in one `xdist_group`) and handed to every test that checks them. Each test parses the output afresh, so none
-    sees another's changes.
+    a plan worked out from a traced model — made once a session and handed to every test that checks them, on
+    whichever xdist worker it runs: the first to ask runs it under a lock in a directory every worker shares, the
+    others wait for it and read its record. Each test parses the output afresh, so none sees another's changes.
 
-    The file of `--emit-script FILE` is not part of what is run: the script is written once, to a directory of the
-    session, and copied (mode and all) to each FILE asked for; the output names the FILE asked for."""
+    The file of `--emit-script FILE` is not part of what is run: the script is written once, to the run's directory,
+    and copied (mode and all) to each FILE asked for; the output names the FILE asked for."""
 
-    def __init__(self, scripts: Path) -> None:
-        self._scripts = scripts
+    def __init__(self, shared: Path) -> None:
+        self._shared = shared
         self._done: dict[tuple, tuple[subprocess.CompletedProcess, Path | None]] = {}
 
     def __call__(self, *args: str, cwd: Path = ROOT, timeout: float = 240) -> subprocess.CompletedProcess:
@@ -50,14 +53,7 @@ class SharedRuns:
             argv[at] = "<script>"
         key = (tuple(argv), str(cwd))
         if key not in self._done:
-            script = None
-            if at is not None:
-                script = self._scripts / str(len(self._done)) / wanted.name
-                script.parent.mkdir(parents=True)
-                argv[at] = str(script)
-            done = subprocess.run([sys.executable, "-m", "portcheck", *argv], cwd=cwd, capture_output=True, text=True,
-                                  timeout=timeout)
-            self._done[key] = (done, script)
+            self._done[key] = self._run(key, wanted, timeout)
         done, script = self._done[key]
         if script is None:
             return done
@@ -66,10 +62,40 @@ class SharedRuns:
         named = (done.stdout.replace(str(script), args[at]), done.stderr.replace(str(script), args[at]))
         return subprocess.CompletedProcess([*done.args[:3], *args], done.returncode, *named)
 
+    def _run(self, key: tuple, wanted: Path | None, timeout: float) -> tuple[subprocess.CompletedProcess, Path | None]:
+        argv, cwd = list(key[0]), key[1]
+        here = self._shared / hashlib.sha256(json.dumps(key).encode()).hexdigest()[:20]
+        record = here / "run.json"
+        with open(f"{here}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # a worker asking for a run another is making waits for it
+            if not record.is_file():
+                here.mkdir()
+                script = None
+                if wanted is not None:
+                    script = here / wanted.name
+                    argv[argv.index("<script>")] = str(script)
+                done = subprocess.run([sys.executable, "-m", "portcheck", *argv], cwd=cwd, capture_output=True,
+                                      text=True, timeout=timeout)
+                record.write_text(json.dumps({"args": done.args, "returncode": done.returncode, "stdout": done.stdout,
+                                              "stderr": done.stderr, "script": script and str(script)}))
+        made = json.loads(record.read_text())
+        done = subprocess.CompletedProcess(made["args"], made["returncode"], made["stdout"], made["stderr"])
+        return done, made["script"] and Path(made["script"])
+
 
 @pytest.fixture(scope="session")
 def shared_run(tmp_path_factory) -> SharedRuns:
-    return SharedRuns(tmp_path_factory.mktemp("shared-runs"))
+    return SharedRuns(shared_directory(tmp_path_factory, "shared-runs"))
+
+
+def shared_directory(tmp_path_factory, name: str) -> Path:
+    """A directory of this session that every xdist worker sees (the one their own temporary directories are in)."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent
+    shared = root / name
+    shared.mkdir(exist_ok=True)
+    return shared
 
 
 # The longest tests (seconds each, measured with the suite on 2 xdist workers on this project's 2-core machine),

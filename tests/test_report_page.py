@@ -445,7 +445,7 @@ def test_the_memory_chart_marks_a_plan_over_the_budget():
     from portcheck.advise.sizing import Memory
     from portcheck.report.models import memory_chart
 
-    chart = memory_chart(Memory(tp=1, weights=20.0, kv_cache=8.0, activations=1.0, overhead=3.0, budget=24.0))
+    chart = memory_chart(Memory(tp=1, weights=20.0, kv_cache=8.0, activations=1.0, overhead=3.0, budget=24.0).as_dict())
     assert not chart.fits and chart.budget_x == 75.0
     assert [(p.name, p.x, p.width) for p in chart.parts] == [
         ("weights", 0.0, 62.5), ("KV cache", 62.5, 25.0), ("activations", 87.5, 3.125), ("overhead", 90.625, 9.375)]

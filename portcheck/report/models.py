@@ -21,7 +21,6 @@ from portcheck.findings import Finding, ScanResult
 from portcheck.report.links import Link, source_links
 
 if TYPE_CHECKING:
-    from portcheck.advise.sizing import Memory
     from portcheck.advise.values import Plan
 
 # The op statuses in the order the page lists them, with how it names each (the trace summary's words).
@@ -218,7 +217,7 @@ def plan_view(plan: Plan) -> PlanView:
         rows=plan_rows(plan.to_json()), serving=printable(shown_serving),
         compiler_args=printable(" ".join(plan.compiler_args)),
         env=[(printable(k), printable(v)) for k, v in plan.env.items()],
-        memory=memory_chart(plan.memory) if plan.memory is not None else None,
+        memory=memory_chart(plan.memory.as_dict()) if plan.memory is not None else None,
         reasons=[Reason(printable(r.item), printable(r.why), source_links(r.source)) for r in plan.reasons])
 
 
@@ -235,10 +234,9 @@ def plan_rows(plan: Mapping[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
-def memory_chart(memory: Memory) -> MemoryChart:
-    """Memory per core as a stacked bar against the budget: one part per size the plan gives, in GiB rounded as
-    advise reports them."""
-    sized = memory.as_dict()
+def memory_chart(sized: Mapping[str, float]) -> MemoryChart:
+    """Memory per core as a stacked bar against the budget: one part per size the plan gives (`Memory.as_dict()`:
+    GiB rounded as advise reports them)."""
     per_core, budget = sized["per_core_gib"], sized["budget_per_core_gib"]
     sizes = [(key.removesuffix("_gib"), value) for key, value in sized.items() if key not in _MEMORY_TOTALS]
     scale = max(per_core, budget, sum(gib for _, gib in sizes), 1e-9) / 100
