@@ -98,30 +98,41 @@ def shared_directory(tmp_path_factory, name: str) -> Path:
     return shared
 
 
-# The longest tests (seconds each, measured with the suite on 2 xdist workers on this project's 2-core machine),
-# handed out first so that the last tests left for the workers are short ones and the workers finish together;
-# everything else keeps its order.
+# The longest tests (CPU seconds each, child processes included: what one core spends on it; measured with
+# tests/-wide rusage on 2 xdist workers on this project's 2-core machine), handed out first so that the last tests
+# left for the workers are short ones and the workers finish together; everything else keeps its order.
 LONGEST = {
-    "test_advise.py::test_a_full_size_script_dry_runs_on_the_meta_device": 56,
-    "test_trace.py::test_mixtral_eager_experts_are_data_dependent": 20,
-    "test_advise.py::test_a_traced_model_gives_int64_flags_on_trn2_native_only": 19,
-    "test_trace.py::test_mixtral_grouped_and_batched_dispatch_get_their_real_status": 16,
+    "test_advise.py::test_a_full_size_script_dry_runs_on_the_meta_device": 46,
+    # mypy over portcheck/ with a cold cache (a clean clone has none): it reads torch's annotations
+    "test_types.py::test_mypy_passes_on_portcheck": 45,
+    "test_trace.py::test_mixtral_grouped_and_batched_dispatch_get_their_real_status": 19,
+    "test_trace.py::test_mixtral_eager_experts_are_data_dependent": 19,
+    "test_advise.py::test_a_traced_model_gives_int64_flags_on_trn2_native_only": 16,
     "test_advise.py::test_emitted_scripts_run_here_as_dry_runs": 14,
+    "test_advise.py::test_a_script_with_tensor_parallelism_says_what_it_compiles": 14,
+    "test_trace_path.py::test_transformers_files_read_and_their_findings_are_the_same_for_both_targets": 14,
     "test_bad_input.py::test_fix_killed_at_random_moments_leaves_every_file_wholly_old_or_wholly_new": 14,
-    "test_advise.py::test_a_script_with_tensor_parallelism_says_what_it_compiles": 13,
-    "test_advise.py::test_a_unet_is_compiled_as_one_and_sized_from_its_graph": 11,
+    "test_serving.py::test_the_vllm_script_dry_runs_here_and_shows_the_command": 13,
     "test_trace.py::test_json_report_has_graph_ops_and_shapes": 10,
     "test_integrations.py::test_the_pre_commit_hook_fails_on_findings_and_passes_once_fixed": 10,
+    "test_static_engine.py::test_positions_of_any_node_match_position_provider_without_generating_the_module": 10,
+    "test_static_engine.py::test_the_fast_engine_reports_what_the_slow_one_does_on_every_fixture": 10,
+    "test_advise.py::test_a_unet_is_compiled_as_one_and_sized_from_its_graph": 9,
     "test_advise.py::test_numbers_override_what_the_trace_found": 9,
-    "test_trace.py::test_sequence_buckets_follow_the_position_limit": 9,
-    "test_advise.py::test_a_tiny_traced_model_sized_by_hand": 8,
+    "test_trace.py::test_restrictions_follow_the_dtypes_the_graph_used": 9,
+    "test_trace.py::test_a_sort_within_topks_limit_is_quiet": 8,
     "test_trace.py::test_dynamic_axes_from_the_command_line": 8,
+    "test_scaffold.py::test_the_skeletons_pass_the_rule_tests": 8,
+    "test_trace_path.py::test_a_library_reports_only_lines_that_ran_and_the_user_file_whole": 8,
+    "test_advise.py::test_a_tiny_traced_model_sized_by_hand": 8,
     "test_trace.py::test_inputs_from_the_command_line": 7,
     "test_trace.py::test_eager_attention_is_an_attention_subgraph": 7,
     "test_trace.py::test_transformers_models_trace_clean": 7,
+    "test_trace.py::test_sequence_buckets_follow_the_position_limit": 7,
     "test_fix_cli.py::test_fixing_the_shipped_examples_touches_only_fixed_lines": 7,
     "test_advise.py::test_a_script_for_a_build_callable_with_positional_inputs": 7,
     "test_advise.py::test_a_script_passes_plain_arguments_in_their_place": 6,
+    "test_hostile_input.py::test_groups_of_statements_find_what_the_whole_file_finds": 6,
     "test_trace.py::test_failed_export_falls_back_to_dynamo_and_reports_each_step": 5,
     "test_trace.py::test_module_spec_from_the_working_directory": 5,
     "test_trace.py::test_fixture_models_report_their_markers": 5,
@@ -130,15 +141,6 @@ LONGEST = {
     # each model's tests share one trace on one worker (an xdist_group): the group starts with its first test
     "test_hf_models.py::test_each_model_exports_whole": 12,
     "test_hf_models.py::test_each_model_gets_the_inputs_it_takes": 12,
-    "test_serving.py::test_the_vllm_script_dry_runs_here_and_shows_the_command": 12,
-    "test_trace_path.py::test_transformers_files_read_and_their_findings_are_the_same_for_both_targets": 10,
-    "test_static_engine.py::test_positions_of_any_node_match_position_provider_without_generating_the_module": 10,
-    "test_static_engine.py::test_the_fast_engine_reports_what_the_slow_one_does_on_every_fixture": 10,
-    "test_trace.py::test_restrictions_follow_the_dtypes_the_graph_used": 9,
-    "test_trace.py::test_a_sort_within_topks_limit_is_quiet": 8,
-    "test_scaffold.py::test_the_skeletons_pass_the_rule_tests": 8,
-    "test_trace_path.py::test_a_library_reports_only_lines_that_ran_and_the_user_file_whole": 8,
-    "test_hostile_input.py::test_groups_of_statements_find_what_the_whole_file_finds": 6,
 }
 
 
