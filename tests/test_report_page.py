@@ -53,12 +53,11 @@ def _once(tmp_path_factory, name: str, make):
     xdist workers ask for it: the first makes it under a lock, the others read it. (An xdist_group would not do: with
     pytest 9.2, xdist 3.8's group suffix never reaches the node ids, so a group's tests still go to every worker.)"""
     import fcntl
-    import os
     import pickle
 
-    root = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        root = root.parent  # the directory every worker's base directory is in
+    from tests.conftest import shared_directory
+
+    root = shared_directory(tmp_path_factory, "once")
     made = root / f"{name}.pickle"
     with open(root / f"{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
