@@ -113,17 +113,18 @@ def parser() -> argparse.ArgumentParser:
                        ("--intermediate", "MLP intermediate size (default: 4 × hidden)"),
                        ("--max-positions", "longest sequence the model takes")):
         numbers.add_argument(name, type=_positive, metavar="N", help=what)
-    numbers.add_argument("--kind", choices=KINDS, help="decoder (default with --layers/--heads), encoder, "
-                                                       "encoder-decoder, vision or other")
+    numbers.add_argument("--kind", choices=KINDS, help="the model's kind (default: decoder with --layers/--heads)")
     advise.add_argument("--target", metavar="CHIP[,CHIP]", help="chip (default trn2); trn2,trn3: side by side")
     advise.add_argument("--stack", choices=stacks, help="PyTorch stack (default: the chip's)")
     _sdk_argument(advise)
     advise.add_argument("--task", choices=("inference", "training"), default="inference")
+    advise.add_argument("--runner", choices=("auto", "generate", "pooling"), default="auto",
+                        help="vLLM's runner; pooling: an embedding model (auto: its checkpoint's files say which)")
     advise.add_argument("--batch", type=_positive, default=1, metavar="N", help="batch size (default 1)")
     advise.add_argument("--seq-len", type=_positive, metavar="N",
                         help="longest sequence to serve (default: the model's limit, at most 4096)")
-    advise.add_argument("--dtype", choices=("bf16", "fp16", "fp32", "fp8"), default="bf16",
-                        help="weights' dtype on the device (default bf16)")
+    advise.add_argument("--dtype", choices=("bf16", "fp16", "fp32", "fp8", "mxfp4", "mxfp8"), default="bf16",
+                        help="weights' dtype (default bf16; mxfp4/mxfp8: native on trn3, bf16 elsewhere)")
     advise.add_argument("--tp", type=_positive, metavar="N", help="check this tensor-parallel degree")
     advise.add_argument("--dp", type=_positive, default=1, metavar="N",
                         help="model copies on the instance, each with --batch sequences (default 1)")
@@ -228,9 +229,8 @@ def _version() -> str:
 
 
 def _sdk_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--sdk", metavar="X.Y",
-                        help="Neuron SDK release whose facts apply (default: the newest portcheck knows; "
-                             "`portcheck sdk` lists them)")
+    parser.add_argument("--sdk", metavar="X.Y", help="Neuron SDK release whose facts apply (default: the newest "
+                        "portcheck knows; `portcheck sdk` lists them)")
 
 
 COUNT_LIMIT = 1e15  # 1.7e308 parameters overflowed the plan's arithmetic
@@ -395,6 +395,6 @@ def advise_options(args: argparse.Namespace, cwd: Path, chip: str | None) -> Adv
                        args.baseline_price_per_hour or 0.0)
     plan = PlanOptions(target.chip, target.stack, args.task, args.batch, args.seq_len or 0, args.dtype, args.tp or 0,
                        args.prefer, args.lnc or 0, target.sdk, args.dp, args.attention_dp, args.context_batch,
-                       args.kv_cache_dtype or "", args.compile_only, cost)
+                       args.kv_cache_dtype or "", args.compile_only, cost, args.runner)
     return AdviseOptions(found, cwd, plan, numbers, request, args.model or args.hf_config, args.timeout,
                          script=bool(args.emit_script))

@@ -247,7 +247,8 @@ def _plain_finding(f: Finding) -> list[Any]:
         fix = [f.fix.applicability, f.fix.title,
                [[e.line, e.column, e.end_line, e.end_column, e.content] for e in f.fix.edits]]
     return [f.code, f.name, f.category, int(f.severity), f.message, f.path, f.line, f.column, f.end_line,
-            f.end_column, list(f.evidence), fix, f.fingerprint, f.stem, f.requires, f.runs]
+            f.end_column, list(f.evidence), fix, f.fingerprint, f.stem, f.requires, f.runs, f.kept,
+            f.default_of, list(f.host_if)]
 
 
 def _result(plain: dict[str, Any]) -> FileResult:
@@ -263,7 +264,7 @@ def _result(plain: dict[str, Any]) -> FileResult:
 
 def _finding(plain: list[Any]) -> Finding:
     (code, name, category, severity, message, path, line, column, end_line, end_column, evidence, fix,
-     fingerprint, stem, requires, runs) = plain
+     fingerprint, stem, requires, runs, kept, default_of, host_if) = plain
     made_fix = None
     if fix is not None:
         applicability, title, edits = fix
@@ -273,5 +274,6 @@ def _finding(plain: list[Any]) -> Finding:
         code=str(code), name=str(name), category=str(category), severity=Severity(int(severity)),
         message=str(message), path=str(path), line=int(line), column=int(column), end_line=int(end_line),
         end_column=int(end_column), evidence=tuple(str(e) for e in evidence), fix=made_fix,
-        fingerprint=str(fingerprint), stem=str(stem), requires=str(requires), runs=str(runs),
+        fingerprint=str(fingerprint), stem=str(stem), requires=str(requires), runs=str(runs), kept=bool(kept),
+        default_of=str(default_of), host_if=tuple(map(str, host_if)),
     )

@@ -124,6 +124,15 @@ class Finding:
     # Where the code runs, as the call graph settles it (RUNS); "" where no graph was built. Never in the output
     # formats; the report page splits the device step from the code around it by it.
     runs: str = ""
+    # The value the finding is about outlives its function (stored on the object, registered, returned): set-up code
+    # that makes it still hands it to the step. Never in the output formats.
+    kept: bool = False
+    # The parameter whose default (`device="cuda"`) the finding's value is: where every call in the project passes
+    # that parameter, the default never applies. Never in the output formats.
+    default_of: str = ""
+    # The parameters the finding's value is made of, and nothing else: where every call in the project passes host
+    # values (`.cpu()` copies, numpy) for them, the code works on the host there. Never in the output formats.
+    host_if: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, rule: Rated, message: str, path: str, line: int, column: int, end_line: int, end_column: int, *,
@@ -159,6 +168,10 @@ class Function:
     calls: tuple[tuple[str, str], ...]  # (what is called or passed on, the guard it sits under or "")
     returns: tuple[str, ...]  # the calls whose value it returns: a probe when one of them is
     host_refs: tuple[str, ...] = ()  # functions it hands to the data pipeline (`collate_fn=f`)
+    params: tuple[str, ...] = ()  # its positional parameters as a call fills them (a method's `self` left out)
+    # (what is called, how many positional arguments, the keywords, the host values among them: `#i` / a keyword)
+    # per call it makes; -1 where a `*args` or `**kwargs` hides what is passed, or the function is handed on
+    passes: tuple[tuple[str, int, tuple[str, ...], tuple[str, ...]], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -167,26 +180,35 @@ class Summary:
     classes: tuple[tuple[str, tuple[str, ...]], ...] = ()  # class name -> its bases, resolved
     exports: tuple[tuple[str, str], ...] = ()  # a name imported at module level -> what it names
     regions: tuple[tuple[int, int, str], ...] = ()  # (line, end_line, guard) of guarded blocks
+    # (module, optional) for every import statement: the module named, relative ones with their dots, and whether
+    # the import runs only where an optional dependency is there (`if is_x_available():`, `except ImportError`)
+    imports: tuple[tuple[str, bool], ...] = ()
+    passes: tuple[tuple[str, int, tuple[str, ...], tuple[str, ...]], ...] = ()  # module-level code's (Function.passes)
 
     def plain(self) -> list[object]:
         """As JSON values, for the cache."""
         return [[[f.name, f.line, f.end_line, list(f.roles), [list(c) for c in f.calls], list(f.returns),
-                  list(f.host_refs)] for f in self.functions],
+                  list(f.host_refs), list(f.params), [[t, n, list(k), list(h)] for t, n, k, h in f.passes]]
+                 for f in self.functions],
                 [[n, list(b)] for n, b in self.classes], [list(e) for e in self.exports],
-                [list(r) for r in self.regions]]
+                [list(r) for r in self.regions], [[m, o] for m, o in self.imports],
+                [[t, n, list(k), list(h)] for t, n, k, h in self.passes]]
 
     @classmethod
     def from_plain(cls, plain: Any) -> Summary:
         """The summary a cache entry holds (JSON, so `Any`); anything malformed raises (TypeError, ValueError), a
         cache miss."""
-        functions, classes, exports, regions = plain
+        functions, classes, exports, regions, imports, passes = plain
         return cls(
             tuple(Function(str(n), int(a), int(b), tuple(map(str, roles)), tuple((str(t), str(g)) for t, g in calls),
-                           tuple(map(str, rets)), tuple(map(str, refs)))
-                  for n, a, b, roles, calls, rets, refs in functions),
+                           tuple(map(str, rets)), tuple(map(str, refs)), tuple(map(str, params)),
+                           tuple((str(t), int(c), tuple(map(str, k)), tuple(map(str, h))) for t, c, k, h in passes))
+                  for n, a, b, roles, calls, rets, refs, params, passes in functions),
             tuple((str(n), tuple(map(str, b))) for n, b in classes),
             tuple((str(a), str(b)) for a, b in exports),
-            tuple((int(a), int(b), str(g)) for a, b, g in regions))
+            tuple((int(a), int(b), str(g)) for a, b, g in regions),
+            tuple((str(m), bool(o)) for m, o in imports),
+            tuple((str(t), int(c), tuple(map(str, k)), tuple(map(str, h))) for t, c, k, h in passes))
 
 
 @dataclass(frozen=True)

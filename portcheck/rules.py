@@ -137,7 +137,8 @@ def rule_class(code: str) -> type[Rule] | None:
 _DEVICE_CATEGORIES = frozenset({"dynamic-shape", "host-sync", "dtype", "unsupported-op", "custom-attention"})
 EVERYWHERE = frozenset({"device", "host", "setup", "unknown"})
 # What costs nothing when it runs once rather than every step: a data-dependent shape (one graph), a host read, a
-# CPU fallback. (A float64 value made once still flows into the step, so dtype rules keep "setup".)
+# CPU fallback. (A float64 value made once and kept on the object still flows into the step, so dtype rules keep
+# "setup"; the call graph makes one that set-up narrows or uses there info: Finding.kept.)
 _ONCE_HARMLESS = frozenset({"dynamic-shape", "host-sync", "unsupported-op"})
 
 

@@ -69,6 +69,13 @@ GUARDED = [
     ("def capturing():\n    try:\n        import torch\n        return torch.cuda.is_current_stream_capturing()\n"
      "    except Exception:\n        return False\n", 4, "PC108"),
     ("import torch\ndef f():\n    try:\n        torch.cuda.set_device(0)\n    except:\n        pass\n", 4, "PC105"),
+    # a branch for NVIDIA's collectives: only a CUDA process group takes it
+    ("import torch\ndef f(backend):\n    if backend == 'nccl':\n        torch.cuda.set_device(0)\n", 4, "PC105"),
+    ("import torch\nimport torch.distributed as dist\ndef f(backend):\n    if backend == dist.Backend.NCCL:\n"
+     "        torch.cuda.set_device(0)\n", 5, "PC105"),
+    # the probe is asked only after the NCCL test holds
+    ("import torch\ndef f(backend):\n    if backend == 'nccl' and torch.cuda.is_available():\n        return 1\n"
+     "    return None\n", 3, "PC104"),
 ]
 
 
@@ -148,6 +155,9 @@ INTEGRATIONS = [
      "def f(method):\n    if method.startswith('xformers'):\n        from xformers.checkpoint import checkpoint\n", 3),
     ("audiocraft/utils/profiler.py",
      "def f(enabled):\n    if enabled:\n        from xformers.profiler import profile\n", 3),
+    # the tiny-cuda-nn flavour of an encoding, named by the library's short name (`import tinycudann as tcnn`)
+    ("fields/encodings.py",
+     "class TCNNHashGrid:\n    def build(self):\n        import tinycudann as tcnn\n", 3),
 ]
 
 

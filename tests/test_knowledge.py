@@ -44,6 +44,23 @@ def test_native_replacements_exist_in_torch():
             obj = getattr(obj, part)
 
 
+@needs_torch
+@in_process_torch
+def test_every_torch_name_a_library_advice_names_exists_in_torch():
+    """rules/libraries.toml tells what to write instead of each CUDA-only library (`torch.cdist`, `torch.bmm`):
+    each `torch.` name in that advice must be real."""
+    import torch
+
+    from portcheck.knowledge.libraries import libraries
+
+    for library in set(libraries().values()):
+        for name in re.findall(r"`(torch(?:\.\w+)+)", library.native + " " + library.xla):
+            obj = torch
+            for part in name.split(".")[1:]:
+                assert hasattr(obj, part), f"{library.title}: {name} does not exist in torch {torch.__version__}"
+                obj = getattr(obj, part)
+
+
 def _call(torch, name):
     target = getattr(torch.cuda, name)
     arguments = {

@@ -306,7 +306,7 @@ def test_code_that_runs_once_is_set_up(tmp_path):
     """A cached function, a lazy initialisation (`if self.x is None: self.x = ...`, `if not flag: ...; flag =
     True`) and what only they call run once, not every step: a CPU fallback or a data-dependent shape there
     costs one call (info). A parameter tested against None is tested again every call, and float64 made once
-    still flows into the step: both keep their severity."""
+    and stored on the object still flows into the step: both keep their severity."""
     _tree(tmp_path, {"model.py": """\
         import functools
         import torch
@@ -347,7 +347,7 @@ def test_code_that_runs_once_is_set_up(tmp_path):
     assert found[("model.py", 23, "PC321")] > Severity.INFO
     assert found[("model.py", 24, "PC204")] > Severity.INFO
     assert found[("model.py", 28, "PC204")] == Severity.INFO
-    assert found[("model.py", 29, "PC303")] > Severity.INFO  # float64 made once is used every step
+    assert found[("model.py", 29, "PC303")] > Severity.INFO  # float64 made once and stored is used every step
 
 
 def test_a_host_read_in_a_helper_a_training_step_calls_is_worded_for_the_step(tmp_path):
@@ -434,3 +434,218 @@ def test_what_only_a_constructor_calls_is_set_up(tmp_path):
     assert found[("model.py", 4, "PC204")] == Severity.INFO
     assert found[("model.py", 7, "PC204")] == Severity.ERROR
     assert found[("model.py", 10, "PC204")] == Severity.ERROR
+
+
+def test_float64_made_once_counts_only_where_the_step_gets_it(tmp_path):
+    """Set-up code that makes float64 data to compute something and narrows it costs the step nothing (info); what
+    it stores on the object, registers or returns as float64 reaches the device (a warning). The same code in
+    `forward` is a warning whatever it does with the value."""
+    _tree(tmp_path, {"model.py": """\
+        import torch
+        from torch import nn
+
+        class Net(nn.Module):
+            def __init__(self, n):
+                super().__init__()
+                w = torch.linspace(0, 1, n, dtype=torch.float64)
+                w = w.cumsum(0)
+                self.register_buffer("w", w.float())
+                u = torch.ones(n, dtype=torch.float64)
+                self.register_buffer("u", u)
+                self.v = torch.zeros(n).double()
+                m = torch.eye(n, dtype=torch.float64)
+                self.k = int(m.sum())
+                t = torch.eye(n, dtype=torch.float64)
+                self.z = nn.Parameter(t * 2)
+
+            def forward(self, x):
+                y = torch.linspace(0, 1, 4, dtype=torch.float64)
+                return x + y.float()
+        """})
+    found = _scan(tmp_path)
+    assert found[("model.py", 7, "PC303")] == Severity.INFO  # narrowed before it is registered
+    assert found[("model.py", 13, "PC303")] == Severity.INFO  # only a Python number leaves
+    assert found[("model.py", 10, "PC303")] == Severity.WARNING  # registered as float64
+    assert found[("model.py", 12, "PC303")] == Severity.WARNING  # stored on the object
+    assert found[("model.py", 15, "PC303")] == Severity.WARNING  # a float64 parameter
+    assert found[("model.py", 19, "PC303")] == Severity.WARNING  # every step
+
+
+def test_a_module_only_imported_behind_an_availability_check_is_a_guarded_integration(tmp_path):
+    """A module the project imports only under `if is_bnb_available():` or `except ImportError` loads only where
+    that library is installed: its own CUDA-library imports are info. One that any import reaches unguarded keeps
+    its error, and so does a module nothing imports (a script)."""
+    _tree(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/tuners/__init__.py": """\
+            from .utils import is_bnb_available
+            try:
+                from .apex_layers import FusedNorm
+            except ImportError:
+                FusedNorm = None
+
+            def make(layer):
+                if is_bnb_available() and layer is not None:
+                    from .bnb import Linear8
+                    return Linear8(layer)
+                return layer
+            """,
+        "pkg/tuners/utils.py": "def is_bnb_available():\n    return False\n",
+        "pkg/tuners/bnb.py": "import bitsandbytes as bnb\n",
+        "pkg/tuners/apex_layers.py": "from apex.normalization import FusedLayerNorm as FusedNorm\n",
+        "pkg/tuners/always.py": "import bitsandbytes as bnb\n",
+        "pkg/use.py": "from .tuners.always import bnb\n",
+        "train.py": "import bitsandbytes as bnb\n",
+    })
+    found = _scan(tmp_path)
+    assert found[("pkg/tuners/bnb.py", 1, "PC501")] == Severity.INFO
+    assert found[("pkg/tuners/apex_layers.py", 1, "PC501")] == Severity.INFO
+    assert found[("pkg/tuners/always.py", 1, "PC501")] == Severity.ERROR
+    assert found[("train.py", 1, "PC501")] == Severity.ERROR
+
+
+def test_a_default_every_call_overrides_never_applies(tmp_path):
+    """`device="cuda"` followed into `.to(device)` is info where every call of the function in the project passes
+    `device` (by keyword or by position, from a function or from module-level code); one call that leaves it out,
+    or hides its arguments in `**kwargs`, keeps the error."""
+    _tree(tmp_path, {
+        "evaluate.py": """\
+            import torch
+
+            class Evaluator:
+                def __init__(self, model, device="cuda"):
+                    self.model = model.to(device)
+
+            def helper(x, device="cuda"):
+                return x.to(device)
+
+            def once(x, device="cuda"):
+                return x.to(device)
+
+            def hidden(x, device="cuda"):
+                return x.to(device)
+            """,
+        "train.py": """\
+            from evaluate import Evaluator, helper, once, hidden
+
+            def main(model, x, options):
+                Evaluator(model, device=x.device)
+                once(x)
+                hidden(x, **options)
+
+            helper(1, "cpu")
+            """,
+    })
+    found = _scan(tmp_path)
+    assert found[("evaluate.py", 5, "PC101")] == Severity.INFO
+    assert found[("evaluate.py", 8, "PC101")] == Severity.INFO
+    assert found[("evaluate.py", 11, "PC101")] == Severity.ERROR
+    assert found[("evaluate.py", 14, "PC101")] == Severity.ERROR
+
+
+def test_a_parameter_every_call_passes_a_host_value_for_is_a_host_value(tmp_path):
+    """Where every call of a function passes a host value (a `.cpu()` copy, `.to("cpu")`, a numpy value, a local
+    name bound to one) for the parameters a finding's value is made of, that code works on the host: info. One
+    call that passes a device tensor, or a value made of the object's state, keeps the warning."""
+    _tree(tmp_path, {
+        "geometry.py": """\
+            import torch
+
+            def refine(points, weights):
+                inliers = (points[:, 0] > 0).sum()
+                n = int(inliers)
+                return points[points[:, 0] > 0], n, int(weights.sum())
+
+            def device_side(points):
+                return int((points > 0).sum())
+            """,
+        "model.py": """\
+            import numpy as np
+            import torch
+            from torch import nn
+            from geometry import refine, device_side
+
+            class Net(nn.Module):
+                def forward(self, x):
+                    host = x.detach().cpu()
+                    a = refine(host, self.weight)
+                    b = refine(np.asarray(host), weights=self.weight)
+                    return device_side(x), device_side(host), a, b
+            """,
+    })
+    found = _scan(tmp_path, chip="inf2", stack="xla")
+    assert found[("geometry.py", 5, "PC701")] == Severity.INFO  # `points` is a host copy at both calls
+    assert found[("geometry.py", 6, "PC204")] == Severity.INFO
+    assert found[("geometry.py", 6, "PC701")] == Severity.WARNING  # `weights` is the module's parameter
+    assert found[("geometry.py", 9, "PC701")] == Severity.WARNING  # one call passes the device tensor
+
+
+def test_a_collator_object_batches_on_the_host(tmp_path):
+    """An object handed to a trainer or a loader as `data_collator=` / `collate_fn=`, and a subclass of
+    transformers' `DataCollatorMixin`, batch examples in the data pipeline: their methods are host code. The same
+    code in a class nothing hands over is judged as before."""
+    _tree(tmp_path, {"train.py": """\
+        import torch
+        from transformers import Trainer
+        from transformers.data.data_collator import DataCollatorMixin
+
+        class Packer:
+            def __call__(self, examples):
+                ids = torch.stack(examples)
+                return ids.nonzero()
+
+        class Padder(DataCollatorMixin):
+            def torch_call(self, examples):
+                ids = torch.stack(examples)
+                return ids[ids != 0]
+
+        class Model(torch.nn.Module):
+            def forward(self, x):
+                return x[x > 0]
+
+        def main(model, data):
+            Trainer(model=model, train_dataset=data, data_collator=Packer())
+        """})
+    found = _scan(tmp_path)
+    assert found[("train.py", 8, "PC201")] == Severity.INFO
+    assert found[("train.py", 13, "PC204")] == Severity.INFO
+    assert found[("train.py", 17, "PC204")] == Severity.ERROR
+
+
+def test_a_step_body_that_steps_its_own_optimizers_reads_every_step(tmp_path):
+    """A function that calls `backward()` and steps its optimizers with no loop over the data (Lightning's manual
+    optimisation, a `train_step(batch)`) is the step's body, called once a step: a host read or a branch on a
+    tensor there costs every step. A function that loops over batches drives the loop: what it reads after the
+    loop is read once."""
+    _tree(tmp_path, {"train.py": """\
+        import torch
+
+        class Task:
+            def training_step(self, batch, batch_idx):
+                keep = batch["y"].sum(1) > 0
+                if not keep.any():
+                    return None
+                loss = self.model(batch["x"]).mean()
+                self.manual_backward(loss)
+                for optimizer in self.optimizers():
+                    optimizer.step()
+                return loss
+
+        def train_step(model, batch, opt):
+            loss = model(batch)
+            loss.backward()
+            opt.step()
+            return loss.item()
+
+        def fit(model, loader, opt):
+            for batch in loader:
+                loss = model(batch)
+                loss.backward()
+                opt.step()
+            return loss.item()
+        """})
+    found = _scan(tmp_path)
+    assert found[("train.py", 6, "PC208")] == Severity.WARNING
+    trn1 = _scan(tmp_path, chip="trn1", stack="xla")
+    assert trn1[("train.py", 18, "PC701")] == Severity.WARNING
+    assert ("train.py", 25, "PC701") not in trn1

@@ -1,20 +1,26 @@
 """`portcheck server` end to end: the real server over stdio, driven by a real LSP client (pytest-lsp). One server
-serves the module's tests (a start costs a second of CPU); the crash test starts its own, with a check broken."""
+serves the module's tests (a start costs a second of CPU); the crash and cancellation tests share one of their own,
+with checks changed in it."""
 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import json
+import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
 import pytest
 import pytest_lsp
 from lsprotocol import types
+from pygls.protocol import default_converter
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features
 
 from portcheck.knowledge import load
 from portcheck.report.links import first_url
@@ -287,19 +293,44 @@ async def test_fast_typing_does_not_queue_stale_analyses(client: LanguageClient,
     assert len(found) == len(json.loads(_scan(path, "--format", "json").stdout)["findings"])
     assert after["torch"] is False  # the server never imports torch
 
-    # changes while the document is being analysed: the texts they replace before their turn are never analysed,
-    # and what a text changed during its analysis found is never shown
-    long = body * 25
-    for version in range(43, 58):
-        _change(client, uri, version, long + f"y{version} = 1\n")
-        await asyncio.sleep(0.1 + 0.02 * (version % 5))  # past the debounce: an analysis has begun
-    _change(client, uri, 58, long)
-    path.write_text(long)
-    count = len(json.loads(_scan(path, "--format", "json").stdout)["findings"])
-    await _diagnostics(client, uri, lambda now: len(now) == count)
-    stopped = await client.workspace_execute_command_async(types.ExecuteCommandParams("portcheck.stats"))
-    assert stopped["analyses"] - after["analyses"] < 16  # sixteen texts, fewer analyses
-    assert stopped["superseded"] > after["superseded"]
+
+async def test_the_trace_command_runs_the_model_in_the_traces_child_and_shows_its_findings(
+        client: LanguageClient, workspace: Path) -> None:
+    path = workspace / "traced" / "fft.py"
+    path.parent.mkdir()
+    shutil.copy(ROOT / "fixtures" / "models" / "fft.py", path)
+    uri = _open(client, path)
+    static = {(d.code, d.range.start.line + 1) for d in await _diagnostics(client, uri)}
+    answer = await client.workspace_execute_command_async(types.ExecuteCommandParams(
+        "portcheck.trace", ["traced/fft.py:build"]))
+    found = await _diagnostics(client, uri, lambda now: any(d.source == "portcheck trace" for d in now))
+    # what `portcheck trace` finds in the workspace folder, less what the static pass shows on the line already
+    done = subprocess.run([sys.executable, "-m", "portcheck", "trace", "traced/fft.py:build", "--no-static",
+                           "--format", "json", "--target", "trn2"], cwd=workspace, capture_output=True, text=True)
+    cli = json.loads(done.stdout)["findings"]
+    assert answer == {"findings": len(cli), "files": {uri: len(cli)}}
+    assert sorted((d.code, d.range.start.line + 1, d.message) for d in found if d.source == "portcheck trace") == \
+        sorted((f["code"], f["line"], f["message"]) for f in cli if (f["code"], f["line"]) not in static) != []
+    stats = await client.workspace_execute_command_async(types.ExecuteCommandParams("portcheck.stats"))
+    assert stats["torch"] is False  # the model ran in the trace's child process, not in the server
+    only_traced = next(d for d in found if d.source == "portcheck trace" and (d.code, d.range.start.line + 1)
+                       not in static and not any(o.source == "portcheck" and o.range == d.range for o in found))
+    shown = await client.text_document_hover_async(types.HoverParams(types.TextDocumentIdentifier(uri),
+                                                                      only_traced.range.start))
+    assert shown is not None and isinstance(shown.contents, types.MarkupContent)
+    assert f"# {only_traced.code} " in shown.contents.value  # its rule's page, as for a static finding
+    # an edit moves lines the trace never saw: its findings go, the static ones stay
+    _change(client, uri, 2, "\n" + path.read_text())
+    after = await _diagnostics(client, uri, lambda now: all(d.source == "portcheck" for d in now))
+    assert {(d.code, d.range.start.line) for d in after} == static
+    # a model that never returns is stopped at the time limit; a wrong argument is refused: one line each
+    with pytest.raises(Exception, match=r"portcheck trace: the model did not finish building and tracing within "
+                                        r"1 s"):
+        await client.workspace_execute_command_async(types.ExecuteCommandParams("portcheck.trace", [
+            {"model": f"{ROOT / 'fixtures' / 'models' / 'bad' / 'hangs.py'}:build", "timeout": 1}]))
+    with pytest.raises(Exception, match="'timeout' has the wrong type"):
+        await client.workspace_execute_command_async(types.ExecuteCommandParams("portcheck.trace", [
+            {"model": "traced/fft.py:build", "timeout": "soon"}]))
 
 
 MODEL = """\
@@ -353,35 +384,154 @@ async def test_a_file_outside_the_workspace_folders_is_judged_alone(
     assert _scanned(outside / "model.py") == [_key(found)]
 
 
-# The server with every check that reports PC105 raising: what a bug in a check does.
-CRASHING = [sys.executable, "-c", textwrap.dedent("""\
-    import dataclasses, sys
+# The server with two checks changed, in every process it starts (a sitecustomize on its PYTHONPATH): every check
+# that reports PC105 raising, what a bug in a check does; and a check that, on a name SLOW_CHECK, says it began
+# (a file `began-PID` in $SIGNALS) and waits for a file `go` there (30 seconds at most), then says it ended, and
+# on a name END_PROCESS ends its process with SIGSEGV, what a crash of libcst's native parser would do.
+HOOKS = textwrap.dedent("""\
+    import dataclasses, os, signal, time
+    from pathlib import Path
+
+    import libcst as cst
     from portcheck.static import engine
-    from portcheck.static.check import CHECKS
-    from portcheck.cli import main
+    from portcheck.static.check import CHECKS, Check
 
     def crash(node, ctx):
         raise RuntimeError("injected crash")
 
+    def slow(node, ctx):
+        if node.value == "END_PROCESS":
+            os.kill(os.getpid(), signal.SIGSEGV)
+        if node.value == "SLOW_CHECK":
+            signals = Path(os.environ["SIGNALS"])
+            (signals / f"began-{os.getpid()}").write_text("")
+            deadline = time.monotonic() + 30
+            while not (signals / "go").exists() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            (signals / f"ended-{os.getpid()}").write_text("")
+
     CHECKS[:] = [dataclasses.replace(c, fn=crash) if "PC105" in c.codes else c for c in CHECKS]
-    sys.exit(main(["server"]))
-    """)]
+    CHECKS.append(Check(slow, (cst.Name,), frozenset({"PC303"}), ("SLOW_CHECK", "END_PROCESS")))
+    """)
+PUBLISHED: dict[str, list[types.PublishDiagnosticsParams]] = {}  # every publication the hooked server made
 
 
-@pytest_lsp.fixture(config=ClientServerConfig(server_command=CRASHING), scope="module")
-async def crashing(lsp_client: LanguageClient, workspace: Path):
-    await _start(lsp_client, workspace / "crash")
+def _recording_client() -> LanguageClient:
+    def publish(client: LanguageClient, params: types.PublishDiagnosticsParams) -> None:
+        client.diagnostics[params.uri] = params.diagnostics
+        PUBLISHED.setdefault(params.uri, []).append(params)
+
+    client = LanguageClient(converter_factory=default_converter)
+    register_lsp_features(client, {**DEFAULT_CLIENT_FEATURES, types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS: publish})
+    return client
+
+
+HOOKED_HOME = Path(tempfile.mkdtemp(prefix="portcheck-test-hooks-"))  # the hooks, the signals, the cache
+atexit.register(shutil.rmtree, HOOKED_HOME, True)
+(HOOKED_HOME / "sitecustomize.py").write_text(HOOKS)
+(HOOKED_HOME / "signals").mkdir()
+HOOKED_ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HOOKED_HOME), *filter(None, [os.environ.get(
+    "PYTHONPATH")])]), "SIGNALS": str(HOOKED_HOME / "signals"), "PORTCHECK_CACHE_DIR": str(HOOKED_HOME / "cache")}
+
+
+@pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER, server_env=HOOKED_ENV,
+                                              client_factory=_recording_client), scope="module")
+async def hooked(lsp_client: LanguageClient, workspace: Path):
+    await _start(lsp_client, workspace / "hooked")
     yield
     await lsp_client.shutdown_session()
 
 
-async def test_a_crash_in_a_check_is_a_diagnostic_and_the_server_lives_on(crashing: LanguageClient,
-                                                                         workspace: Path) -> None:
-    folder = workspace / "crash"
-    folder.mkdir()
+@pytest.fixture(scope="module")
+def alone(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the hooked server's tests write their files: outside its workspace folder, so each file is judged alone
+    and analysed only by the analysis process. In the folder, the server reads the other files in its own process
+    after a publish: a file written by the next test could reach the changed checks there, and block or end it."""
+    return tmp_path_factory.mktemp("alone")
+
+
+async def test_a_crash_in_a_check_is_a_diagnostic_and_the_server_lives_on(hooked: LanguageClient,
+                                                                         alone: Path) -> None:
+    folder = alone
     (folder / "crash.py").write_text("import torch\n\ntorch.cuda.synchronize()\n")
-    (found,) = await _diagnostics(crashing, _open(crashing, folder / "crash.py"))
+    (found,) = await _diagnostics(hooked, _open(hooked, folder / "crash.py"))
     assert found.message == "internal error: RuntimeError: injected crash"
     (folder / "fine.py").write_text("import torch\n\nx = torch.ones(3, dtype=torch.float64)\n")
-    (found,) = await _diagnostics(crashing, _open(crashing, folder / "fine.py"))
+    (found,) = await _diagnostics(hooked, _open(hooked, folder / "fine.py"))
     assert found.code == "PC303"  # the server goes on
+
+
+async def test_a_crash_of_the_analysis_process_is_a_diagnostic_and_another_starts(hooked: LanguageClient,
+                                                                                  alone: Path) -> None:
+    folder = alone
+    (folder / "segfault.py").write_text("import torch\n\nEND_PROCESS = 1\n")
+    before = await hooked.workspace_execute_command_async(types.ExecuteCommandParams("portcheck.stats"))
+    (found,) = await _diagnostics(hooked, _open(hooked, folder / "segfault.py"))
+    assert found.message == "internal error: the analysis process was killed by SIGSEGV"
+    assert found.severity == types.DiagnosticSeverity.Error
+    (folder / "after.py").write_text("import torch\n\nx = torch.ones(3, dtype=torch.float64)\n")
+    (found,) = await _diagnostics(hooked, _open(hooked, folder / "after.py"))
+    assert found.code == "PC303"  # the next process analyses the next file
+    after = await hooked.workspace_execute_command_async(types.ExecuteCommandParams("portcheck.stats"))
+    assert after["children"] - before["children"] == 1 and after["cancelled"] == before["cancelled"]
+
+
+def _clear_signals() -> Path:
+    signals = HOOKED_HOME / "signals"
+    for made in signals.iterdir():
+        made.unlink()
+    return signals
+
+
+async def _signal(name: str) -> Path:
+    """The file the slow check makes (`began-*`), once it is there."""
+    async def made() -> Path:
+        while not (found := sorted((HOOKED_HOME / "signals").glob(name))):
+            await asyncio.sleep(0.01)
+        return found[0]
+
+    return await asyncio.wait_for(made(), WAIT)
+
+
+async def test_an_edit_stops_the_analysis_of_the_text_it_replaces(hooked: LanguageClient, alone: Path) -> None:
+    folder = alone
+    path = folder / "slow.py"
+    path.write_text("import torch\n\nSLOW_CHECK = 1\nx = torch.ones(3, dtype=torch.float64)\n")
+    _clear_signals()
+    before = await hooked.workspace_execute_command_async(types.ExecuteCommandParams("portcheck.stats"))
+    uri = _open(hooked, path)
+    began = await _signal("began-*")  # the analysis of the first text is inside the slow check
+    pid = int(began.name.removeprefix("began-"))
+    _change(hooked, uri, 2, "import torch\n\ny = torch.ones(3, dtype=torch.float64)\n")
+    (found,) = await _diagnostics(hooked, uri, lambda now: [d.range.start.line for d in now] == [2])
+    assert found.code == "PC303"
+    after = await hooked.workspace_execute_command_async(types.ExecuteCommandParams("portcheck.stats"))
+    # the stale analysis was stopped where it was, inside the check: its process is gone, the check never ended
+    assert not (HOOKED_HOME / "signals" / f"ended-{pid}").exists()
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    assert after["cancelled"] - before["cancelled"] == 1 and after["children"] - before["children"] == 1
+    assert after["analyses"] - before["analyses"] == 2
+    # and only the new text's findings were ever published for the document
+    assert [p.version for p in PUBLISHED[uri]] == [2]
+    # the next text is analysed by the new process as usual; the slow check there is let go at once
+    (HOOKED_HOME / "signals" / "go").write_text("")
+    _change(hooked, uri, 3, "import torch\n\nSLOW_CHECK = 2\n\nz = torch.ones(3, dtype=torch.float64)\n")
+    await _diagnostics(hooked, uri, lambda now: [d.range.start.line for d in now] == [4])
+    assert [p.version for p in PUBLISHED[uri]] == [2, 3]
+
+
+async def test_saving_the_text_being_analysed_does_not_stop_it(hooked: LanguageClient, alone: Path) -> None:
+    path = alone / "saved.py"
+    path.write_text("import torch\n\nSLOW_CHECK = 1\nx = torch.ones(3, dtype=torch.float64)\n")
+    signals = _clear_signals()
+    before = await hooked.workspace_execute_command_async(types.ExecuteCommandParams("portcheck.stats"))
+    uri = _open(hooked, path)
+    pid = int((await _signal("began-*")).name.removeprefix("began-"))
+    hooked.text_document_did_save(types.DidSaveTextDocumentParams(types.TextDocumentIdentifier(uri)))
+    await hooked.workspace_execute_command_async(types.ExecuteCommandParams("portcheck.stats"))  # the save is in
+    (signals / "go").write_text("")
+    (found,) = await _diagnostics(hooked, uri)
+    assert found.code == "PC303" and (signals / f"ended-{pid}").exists()  # the same text: its analysis went on
+    after = await hooked.workspace_execute_command_async(types.ExecuteCommandParams("portcheck.stats"))
+    assert after["cancelled"] == before["cancelled"] and after["children"] == before["children"]

@@ -127,12 +127,15 @@ def test_each_fallback_call_dispatches_the_op_the_data_names():
             return func(*args, **(kwargs or {}))
 
     matrix = torch.eye(3) * 2.0
+    arguments = {"torch.linalg.solve_triangular": ((matrix, matrix), {"upper": False}),
+                 "torch.linalg.ldl_factor": ((matrix,), {}), "torch.linalg.ldl_factor_ex": ((matrix,), {})}
     for name, op in CALLS.items():
         function = torch
         for part in name.split(".")[1:]:
             function = getattr(function, part)
+        args, kwargs = arguments.get(name, ((matrix,), {}))
         with Record() as record:
-            function(matrix)
+            function(*args, **kwargs)
         assert op in record.ops, (name, sorted(record.ops))
 
 
@@ -270,3 +273,42 @@ def test_transformers_is_tracing_keeps_a_branch_out_of_a_compiled_graph():
     native = severities(code)
     assert (6, "PC208") not in native and (8, "PC208") in native
     assert (6, "PC208") in severities(code, "inf2", "xla")
+
+
+def test_no_float32_fix_for_a_clock_reading_or_a_number_float32_rounds():
+    """Seconds since 1970 or a count past 2**24 need more than float32's 24 bits: narrowing them is no fix (the
+    finding stays, without one); ordinary float64 data keeps its unsafe fix."""
+    result = analyse_text(textwrap.dedent("""\
+        import time
+        import torch
+
+        def stamp(x):
+            t = torch.tensor(time.time(), dtype=torch.float64)
+            now = time.perf_counter()
+            u = torch.tensor(now, dtype=torch.float64)
+            big = torch.tensor(123456789.0, dtype=torch.float64)
+            small = torch.tensor([1.0, 2.0], dtype=torch.float64)
+            return t, u, big, small
+        """), "stamp.py", "trn2", "native", load().applicable("trn2", "native"))
+    fixes = {f.line: f.fix for f in result.findings if f.code == "PC303"}
+    assert fixes[5] is None and fixes[7] is None and fixes[8] is None
+    assert fixes[9] is not None
+
+
+def test_sizes_computed_from_a_shape_are_static():
+    """A size computed from `.shape` (unpacked, converted to a tensor by a helper given literal options, reduced
+    with `torch.prod`) is shape metadata, not tensor data; the same reduction of a tensor's values is PC209."""
+    found = severities("""\
+        import torch
+        from helpers import to_tensor
+
+        class M(torch.nn.Module):
+            def forward(self, x):
+                head, tail = x.shape[:-2], x.shape[-2:]
+                n = torch.prod(to_tensor(head, int, wrap_sequence=True))
+                y = x.reshape(n, 1, *tail)
+                m = torch.prod(x[0])
+                return y.view(m, -1)
+        """)
+    assert (8, "PC209") not in found
+    assert (10, "PC209") in found

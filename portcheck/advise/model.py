@@ -3,7 +3,9 @@ cache and the activations. From numbers on the command line, from a traced model
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from portcheck.dynamic.outcome import ConfigFacts, InputFact, ModelFacts, TraceOutcome
@@ -46,6 +48,7 @@ class ModelShape:
     seq_bound: int = 0  # the largest sequence length export found the model takes
     inputs: tuple[InputFact, ...] = field(default=(), compare=False)  # example inputs: name, dtype, shape, range
     source: str = "numbers"  # "numbers", "trace", or "trace+numbers"
+    pooling: str = ""  # why it is a pooling (embedding) model: what its checkpoint directory says; "": not one
 
     @property
     def is_transformer(self) -> bool:
@@ -146,7 +149,37 @@ def from_trace(outcome: TraceOutcome) -> ModelShape:
         seq_bound=int(bound),
         inputs=model.inputs,
         source="trace",
+        pooling=checkpoint_pooling(model.build_place.file) if model.build_place else "",
     )
+
+
+# sentence-transformers' list of a model's modules, saved beside its config.json: a Pooling module turns the
+# backbone's hidden states into one vector a text (its type sentence_transformers.models.Pooling, or the module path
+# of newer releases, sentence_transformers.sentence_transformer.modules.pooling.Pooling).
+ST_MODULES = "modules.json"
+ST_CONFIG = "config_sentence_transformers.json"
+ST_LIMIT = 1 << 20  # a modules.json is a few hundred bytes: a larger file is not one
+
+
+def checkpoint_pooling(config_file: str) -> str:
+    """Why the checkpoint whose --hf-config is `config_file` is a pooling (embedding) model: its sentence-transformers
+    modules.json lists a Pooling module. "" for a build file, or a checkpoint that does not say so (a missing,
+    unreadable or malformed modules.json says nothing)."""
+    if not config_file.endswith(".json"):
+        return ""
+    folder = Path(config_file).parent
+    try:  # a regular file only: a FIFO or a device named modules.json would block the read
+        if not (folder / ST_MODULES).is_file() or (folder / ST_MODULES).stat().st_size > ST_LIMIT:
+            return ""
+        modules = json.loads((folder / ST_MODULES).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return ""
+    for module in modules if isinstance(modules, list) else ():
+        kind = module.get("type") if isinstance(module, dict) else None
+        if isinstance(kind, str) and kind.startswith("sentence_transformers.") and kind.endswith(".Pooling"):
+            also = f", beside {ST_CONFIG}" if (folder / ST_CONFIG).is_file() else ""
+            return f"its {ST_MODULES} lists a sentence-transformers Pooling module ({kind}{also})"
+    return ""
 
 
 def _image_tokens(config: ConfigFacts) -> int:

@@ -11,11 +11,12 @@ from portcheck.advise.cost import CostOptions, check, plan_cost
 from portcheck.advise.flags import choose_buckets, compiler_settings
 from portcheck.advise.fleet import Fleet, plan_fleet
 from portcheck.advise.model import ModelShape
-from portcheck.advise.quantization import fp8_reason
+from portcheck.advise.quantization import fp8_reason, mx_format, mx_note, mx_reason
 from portcheck.advise.rules import FitsNoInstance, HeadsNotDivisible, NeedsTensorParallelism, TensorParallelDegree
 from portcheck.advise.serving import choose_serving
 from portcheck.advise.sizing import (
     GIB,
+    QUANTISED,
     RESERVE_SHARE,
     Memory,
     Workload,
@@ -36,7 +37,8 @@ from portcheck.advise.values import PORTCHECK, AdviseOptions, LncAlternative, Pl
 from portcheck.errors import UserError
 from portcheck.knowledge import ChipHardware, Hardware, load, load_claims, load_compiler, load_hardware
 
-DTYPE_NAMES = {"fp32": "4 bytes (fp32)", "bf16": "2 bytes (bf16)", "fp16": "2 bytes (fp16)", "fp8": "1 byte (fp8)"}
+DTYPE_NAMES = {"fp32": "4 bytes (fp32)", "bf16": "2 bytes (bf16)", "fp16": "2 bytes (fp16)", "fp8": "1 byte (fp8)",
+               "mxfp4": "0.53125 bytes (mxfp4)", "mxfp8": "1.03125 bytes (mxfp8)"}
 COMPILE_HOST_FACTOR = 2
 
 
@@ -77,10 +79,16 @@ def make_plan(model: ModelShape, options: AdviseOptions) -> Plan:
                         f"{', '.join(map(str, chip.lnc))})")
     seq, seq_why = _sequence(model, options)
     nxd_training = options.task == "training" and options.stack == "xla"
-    work = Workload(options.task, options.batch, seq, options.dtype, options.kv_dtype, options.context_batch,
-                    options.attention_dp, options.dp, nxd_training=nxd_training)
+    fmt = mx_format(options.dtype)
+    if fmt and options.task == "training":
+        raise PlanError(f"--dtype {fmt.name} is an inference recipe (vLLM Neuron on Trn3): train in bf16")
+    dequantised = bool(fmt and options.chip not in fmt.chips)  # runs as bf16 where the chip has no MX kernels
+    work = Workload(options.task, options.batch, seq, "bf16" if dequantised else options.dtype, options.kv_dtype,
+                    options.context_batch, options.attention_dp, options.dp, nxd_training=nxd_training)
     _check_parallelism(model, work, options)
     plan = Plan(options.chip, options.stack, options.task, work, model, lnc=lnc if len(chip.lnc) > 1 else None)
+    if fmt:
+        plan.reason("quantization", mx_note(fmt, options.chip, model.hf_model_type), fmt.source)
     plan.reason("workload", f"batch {work.batch}, sequence {seq} ({seq_why}), {work.dtype} weights, "
                 f"{work.task}", "command line and model")
     release_reasons(plan, options.sdk or load().newest_sdk)
@@ -310,6 +318,8 @@ def _memory_reasons(plan: Plan, lnc: int) -> None:
     recipe = ""
     if work.dtype == "fp8" and model.is_transformer:
         weights, recipe = fp8_reason(model)
+    elif (fmt := mx_format(work.dtype)) and model.is_transformer:
+        weights, recipe = mx_reason(model, fmt, plan.tp_degree or 1)
     if work.attention_dp > 1:
         weights += (f"; the attention projections counted over tp / {work.attention_dp} (the attention group), the "
                     "larger of the layouts the docs describe")
@@ -412,7 +422,7 @@ def _fits_nowhere(plan: Plan, chip: ChipHardware, lnc: int, total_gib: float, ha
     model, work, memory = plan.model, plan.workload, plan.memory
     assert memory is not None  # _size sets it first
     tries = []
-    if work.dtype != "fp8":
+    if work.dtype not in QUANTISED:
         tries.append(("fp8 weights (--dtype fp8)", replace(work, dtype="fp8"), chip, lnc))
     if has_kv_cache(model, work) and work.cache_dtype != "fp8":
         tries.append(("an fp8 KV cache (--kv-cache-dtype fp8)", replace(work, kv_dtype="fp8"), chip, lnc))

@@ -8,14 +8,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from portcheck.advise.quantization import nxdi_quantization
+from portcheck.advise.quantization import mx_format, mx_modules_to_not_convert, nxdi_quantization
 from portcheck.advise.rules import CompileHostMemory
 from portcheck.advise.values import PORTCHECK, AdviseOptions, Plan, PlanFinding, Serving
 from portcheck.dynamic.results import sequence_buckets
+from portcheck.errors import UserError
 from portcheck.knowledge import load, load_hardware
 from portcheck.knowledge.serving import ServingData, load_serving
 
-HF_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "fp8": "bfloat16"}
+HF_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "fp8": "bfloat16", "mxfp4": "bfloat16",
+             "mxfp8": "bfloat16"}
 # transformers class-name endings and the optimum-neuron task each is exported for (its --task values)
 TASK_SUFFIXES = (("ForCausalLM", "text-generation"), ("LMHeadModel", "text-generation"),
                  ("ForConditionalGeneration", "text2text-generation"), ("ForSequenceClassification",
@@ -27,6 +29,8 @@ TASK_SUFFIXES = (("ForCausalLM", "text-generation"), ("LMHeadModel", "text-gener
 def choose_serving(plan: Plan, options: AdviseOptions) -> None:
     """The path the chip, stack and release document for the model, why, and its artifact's settings."""
     if plan.task != "inference":
+        if options.runner != "auto":
+            raise UserError(f"--runner {options.runner} chooses how vLLM serves the model: it is for --task inference")
         return
     data, sdk = load_serving(), options.sdk or load().newest_sdk
     model = plan.model
@@ -56,10 +60,38 @@ def choose_serving(plan: Plan, options: AdviseOptions) -> None:
     plan.serving = Serving(chosen.id, chosen.title, bool(serving), known,
                            chosen.task if serving and chosen.task else _task(model.name, model.kind))
     plan.serving.options = _settings(plan, chosen.id)
+    _pooling(plan, options.runner, data)
     _quantization(plan, data)
     if options.compile_only:
         _compile_only(plan, data)
     host_memory(plan, data)
+
+
+def _pooling(plan: Plan, runner: str, data: ServingData) -> None:
+    """An embedding model (its checkpoint's sentence-transformers Pooling module, or --runner pooling) served by
+    vLLM Neuron's pooling runner: the documented flag, why, and what prefill-only means for the memory. Elsewhere,
+    or for a model the runner is not documented for, the plan stays generative and says so."""
+    assert plan.serving is not None
+    serving, model, pooling = plan.serving, plan.model, data.pooling
+    why = {"pooling": "--runner pooling was given", "generate": ""}.get(runner, model.pooling)
+    if runner == "generate" and model.pooling:
+        plan.reason("pooling", f"--runner generate: served as a generative model, though {model.pooling}",
+                    "command line")
+    if not why or pooling is None or model.kind != "decoder":
+        return  # an encoder is exported for feature-extraction by its class already
+    flag = f"{pooling.argument} {pooling.value}"
+    if serving.path != pooling.path or model.tower:
+        where = (f"{serving.title} documents no pooling runner" if serving.path != pooling.path else
+                 f"vLLM Neuron's pooling runner is documented for single-tower text models, not a {model.tower} tower")
+        plan.reason("pooling", f"{why}, but {where}: planned as a generative model", pooling.source)
+        return
+    if plan.workload.kv_dtype == "fp8" and not pooling.fp8_kv_cache:
+        raise UserError(f"--kv-cache-dtype fp8: vLLM Neuron refuses an fp8 KV cache for a pooling model at startup "
+                        f"({why}); drop it, or give --runner generate")
+    serving.options = {pooling.argument: pooling.value, **serving.options}
+    serving.task = "feature-extraction"
+    plan.reason("pooling", f"{flag}: {why}; {pooling.why}", pooling.source)
+    plan.reason("pooling_memory", pooling.sizing, pooling.sizing_source)
 
 
 def _quantization(plan: Plan, data: ServingData) -> None:
@@ -80,6 +112,18 @@ def _quantization(plan: Plan, data: ServingData) -> None:
         plan.reason("quantization", "--kv-cache-dtype fp8: vLLM Neuron quantises the KV cache with the checkpoint's "
                     "scales (calibrated offline); its docs integrate it for Llama 3, other models ignore it",
                     data.arguments["vllm serve"]["--kv-cache-dtype"].source)
+    fmt = mx_format(work.dtype)
+    if serving.path == "vllm-neuron" and fmt is not None:
+        neuron = serving.options["--additional-config"]["neuron_config"]
+        neuron.update(fmt.neuron_config)
+        if "mlp" in fmt.quantises:
+            neuron["modules_to_not_convert"] = mx_modules_to_not_convert(fmt, plan.tp_degree or 1)
+        if fmt.clear_quantization_config:
+            serving.options["--hf-overrides"] = {"quantization_config": {}}
+        plan.reason("quantization", f"--additional-config neuron_config {json.dumps(fmt.neuron_config)}"
+                    + (", --hf-overrides '{\"quantization_config\": {}}' (the Neuron loader owns the MX path)"
+                       if fmt.clear_quantization_config else "") + ", as vLLM Neuron's recipe passes them",
+                    fmt.source)
     for override in data.overrides:
         if (override.path == serving.path and plan.chip in override.chips
                 and model.hf_model_type in override.model_types):

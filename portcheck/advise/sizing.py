@@ -11,11 +11,13 @@ import math
 from dataclasses import dataclass, replace
 
 from portcheck.advise.model import ModelShape
-from portcheck.advise.quantization import attention_params, fp8_weight_bytes
+from portcheck.advise.quantization import attention_params, fp8_weight_bytes, mx_format, mx_weight_bytes
 from portcheck.knowledge import ChipHardware, Hardware, Instance
 
 GIB = 2**30
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
+# Weight dtypes whose activations (and, unless asked, KV cache) stay bf16: fp8 and the microscaled formats.
+QUANTISED = ("fp8", "mxfp4", "mxfp8")
 # Mixed-precision Adam keeps per parameter: an fp32 master copy, two fp32 moments (ZeRO, Rajbhandari et al. 2020,
 # §3.1: 12 bytes of optimizer state); an fp32 model needs no master copy.
 OPTIMIZER_BYTES = {"fp32": 8, "bf16": 12, "fp16": 12, "fp8": 12}
@@ -46,8 +48,8 @@ class Workload:
 
     @property
     def compute_dtype(self) -> str:
-        """Activations keep the model's 16-bit dtype when only the weights are quantised to fp8."""
-        return "bf16" if self.dtype == "fp8" else self.dtype
+        """Activations keep the model's 16-bit dtype when only the weights are quantised (fp8, mxfp4, mxfp8)."""
+        return "bf16" if self.dtype in QUANTISED else self.dtype
 
     @property
     def cache_dtype(self) -> str:
@@ -88,10 +90,13 @@ def _gib(value: float) -> float:
     return round(value, 3)
 
 
-def weights_bytes(model: ModelShape, dtype: str) -> int:
-    """The weights in `dtype`; fp8 as NxD Inference's recipe quantises them (its bf16 modules at two bytes)."""
+def weights_bytes(model: ModelShape, dtype: str, tp: int = 0) -> float:
+    """The weights in `dtype`; fp8 as NxD Inference's recipe quantises them (its bf16 modules at two bytes), mxfp4 /
+    mxfp8 as vLLM Neuron's Trn3 recipes do (at tp ranks: MXFP8 keeps the MLPs in bf16 from 32 on)."""
     if dtype == "fp8" and model.is_transformer:
         return fp8_weight_bytes(model)
+    if fmt := mx_format(dtype):
+        return mx_weight_bytes(model, fmt, tp)
     return model.params * DTYPE_BYTES[dtype]
 
 
@@ -209,10 +214,13 @@ def tower_reason(model: ModelShape) -> str:
 def weight_bytes_per_core(model: ModelShape, work: Workload, tp: int) -> float:
     """The weights over tp; with attention data parallelism portcheck counts the attention projections split over
     the attention group only (tp / attention-DP), the larger of the layouts the docs describe."""
-    total = weights_bytes(model, work.dtype)
+    total = weights_bytes(model, work.dtype, tp)
     if work.attention_dp <= 1 or not model.is_transformer:
         return total / tp
-    attention = min(attention_params(model), model.params) * (2 if work.dtype == "fp8" else DTYPE_BYTES[work.dtype])
+    fmt = mx_format(work.dtype)
+    per_value = (fmt.bytes_per_value if "self_attn" in fmt.quantises else 2) if fmt else \
+        (2 if work.dtype == "fp8" else DTYPE_BYTES[work.dtype])
+    attention = min(attention_params(model), model.params) * per_value
     return (total - attention) / tp + attention / max(tp // work.attention_dp, 1)
 
 

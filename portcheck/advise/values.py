@@ -38,6 +38,7 @@ class AdviseOptions:
     kv_dtype: str = ""  # the KV cache's dtype ("": the compute dtype)
     compile_only: bool = False  # the script compiles on a host without Neuron devices, where the path allows it
     cost: CostOptions = field(default_factory=CostOptions)  # prices, throughputs and the GPU baseline (cost.py)
+    runner: str = "auto"  # vLLM's runner: "pooling" (embedding), "generate", or "auto" (the checkpoint's files)
 
 
 @dataclass(frozen=True)

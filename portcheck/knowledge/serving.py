@@ -87,6 +87,43 @@ class Fp8Recipe:
 
 
 @dataclass(frozen=True)
+class MxFormat:
+    """A microscaled weight format (mxfp4, mxfp8): its bits and shared scale, the chips that run it, the modules
+    its recipe quantises, and what the recipe passes to vLLM Neuron."""
+
+    name: str
+    bits: int
+    scale_bits: int
+    block: int
+    chips: tuple[str, ...]
+    quantises: tuple[str, ...]  # of MX_MODULES
+    model_types: tuple[str, ...]  # the models the docs run it for ((): any)
+    mlp_bf16_from_tp: int  # 0: never
+    neuron_config: dict[str, object]
+    clear_quantization_config: bool
+    source: str
+
+    @property
+    def bytes_per_value(self) -> float:
+        return (self.bits + self.scale_bits / self.block) / 8
+
+
+@dataclass(frozen=True)
+class Pooling:
+    """How a path serves a pooling (embedding) model: the argument and value that select its pooling runner, why,
+    what that means for the plan's memory, and whether an fp8 KV cache is refused."""
+
+    path: str
+    argument: str
+    value: str
+    why: str
+    sizing: str
+    fp8_kv_cache: bool
+    source: str
+    sizing_source: str
+
+
+@dataclass(frozen=True)
 class ServingData:
     paths: tuple[ServingPath, ...]
     compile_only: dict[str, CompileOnly]
@@ -97,6 +134,8 @@ class ServingData:
     overrides: tuple[Override, ...] = ()
     fp8: Fp8Recipe | None = None
     mandatory: dict[tuple[str, str], tuple[tuple[str, ...], str]] | None = None  # (tool, task) -> inputs, source
+    mx: dict[str, MxFormat] | None = None
+    pooling: Pooling | None = None
 
 
 @functools.cache
@@ -154,7 +193,23 @@ def load_serving() -> ServingData:
         mandatory[entry["tool"], entry.get("task", "")] = (inputs, entry["source"])
     return ServingData(tuple(paths), compile_only, arguments, float(host["weights_factor"]),
                        float(host.get("optlevel3_factor", 1)), host["source"], tuple(overrides), _fp8(data),
-                       mandatory)
+                       mandatory, _mx(data, set(knowledge.chips)), _pooling(data, arguments, ids))
+
+
+def _pooling(data: dict[str, object], arguments: dict[str, dict[str, Argument]], ids: set[str]) -> Pooling | None:
+    entry = data.get("pooling")
+    if entry is None:
+        return None
+    assert isinstance(entry, dict)
+    found = Pooling(entry.get("path", ""), entry.get("argument", ""), entry.get("value", ""), entry.get("why", ""),
+                    entry.get("sizing", ""), bool(entry.get("fp8_kv_cache", True)), entry.get("source", ""),
+                    entry.get("sizing_source", ""))
+    documented = arguments.get("vllm serve", {}).get(found.argument)
+    if found.path not in ids or documented is None or found.value not in documented.choices or not (
+            found.why and found.sizing and found.source.strip() and found.sizing_source.strip()):
+        raise KnowledgeError("serving.toml: [pooling] needs a known path, a documented vllm serve argument and value, "
+                             "why, sizing and their sources")
+    return found
 
 
 FP8_KEEP = ("lm_head", "self_attn", "first_mlp", "last_mlp")
@@ -173,3 +228,25 @@ def _fp8(data: dict[str, object]) -> Fp8Recipe | None:
         raise KnowledgeError(f"serving.toml: [fp8_recipe] needs quantization_type, quantization_dtype, keep (of "
                              f"{', '.join(FP8_KEEP)}), a source and a kv_source")
     return recipe
+
+
+MX_MODULES = ("experts", "self_attn", "mlp")
+
+
+def _mx(data: dict[str, object], chips: set[str]) -> dict[str, MxFormat]:
+    out = {}
+    entries = data.get("mx_format", [])
+    assert isinstance(entries, list)
+    for entry in entries:
+        found = MxFormat(entry.get("name", ""), int(entry.get("bits", 0)), int(entry.get("scale_bits", 0)),
+                         int(entry.get("block", 0)), tuple(entry.get("chips", ())), tuple(entry.get("quantises", ())),
+                         tuple(entry.get("model_types", ())), int(entry.get("mlp_bf16_from_tp", 0)),
+                         dict(entry.get("neuron_config", {})), bool(entry.get("clear_quantization_config", False)),
+                         entry.get("source", ""))
+        complete = (found.name and found.bits > 0 and found.block > 0 and found.chips and found.quantises
+                    and found.source.strip())
+        if not complete or not set(found.chips) <= chips or not set(found.quantises) <= set(MX_MODULES):
+            raise KnowledgeError(f"serving.toml: mx_format {found.name!r} needs a name, bits, a block, known chips, "
+                                 f"quantises (of {', '.join(MX_MODULES)}) and a source")
+        out[found.name] = found
+    return out

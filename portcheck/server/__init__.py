@@ -4,12 +4,18 @@ diagnostics while a file is edited, each fix and a `# noqa` as code actions, eve
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 
-def serve() -> None:
-    """Serve on stdin and stdout until the client says exit."""
+if TYPE_CHECKING:
+    from portcheck.server.tracing import TraceModel
+
+
+def serve(trace_model: TraceModel | None = None) -> None:
+    """Serve on stdin and stdout until the client says exit; `trace_model` is the command line's trace, for the
+    `portcheck.trace` command."""
     from portcheck.server.features import make_server
 
-    make_server().start_io()
+    make_server(trace_model).start_io()
 
 
 __all__ = ["serve"]

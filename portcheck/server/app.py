@@ -1,7 +1,8 @@
 """`portcheck server`: the protocol's side. Documents are analysed on one thread, the latest text of each only: a
 change waits `DEBOUNCE` seconds for the next keystroke, texts replaced before their turn are dropped unanalysed,
-and the findings of a text that changed while it was analysed are not shown (the next text's are). The static
-pass only reads the text: nothing of the user's is imported or run, and torch is never loaded."""
+and an analysis whose text changes (or whose document closes) is stopped: its process killed if the text is in
+it (analyst.py), else before its next step; what it found is never shown. The static pass only reads the text:
+nothing of the user's is imported or run, and torch is never loaded."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import asyncio
 import contextlib
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,12 +18,16 @@ from typing import Any
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
+from pygls.workspace import PositionCodec
 
 from portcheck import __version__
 from portcheck.errors import UserError
-from portcheck.findings import FileError, FileResult, python_lines
+from portcheck.findings import FileError, FileResult, Finding, python_lines
+from portcheck.server.analyst import Analyst, Cancelled, Token
 from portcheck.server.convert import SOURCE, diagnostic, error_diagnostic
 from portcheck.server.folder import EditorOptions, Folder, analysable
+from portcheck.server.tracing import SOURCE as TRACE_SOURCE
+from portcheck.server.tracing import TraceModel, Tracer
 
 DEBOUNCE = 0.05  # seconds without a change before a changed document is analysed
 CONFIG_NAMES = ("pyproject.toml", "portcheck.toml")
@@ -46,7 +52,7 @@ class Shown:
 
 
 class PortcheckServer(LanguageServer):
-    def __init__(self) -> None:
+    def __init__(self, trace_model: TraceModel | None = None) -> None:
         super().__init__("portcheck", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
         self.options = EditorOptions()
         self.roots: list[Path] = []
@@ -57,8 +63,14 @@ class PortcheckServer(LanguageServer):
         self.texts: dict[str, tuple[int | None, str]] = {}
         self.condition = threading.Condition()
         self.analysing: str | None = None
+        self.token: Token | None = None  # the running analysis's: a change of its document cancels it
+        self.running: Job | None = None  # what it analyses
+        self.analyst = Analyst()
         self.analyses = 0  # analyses begun (the tests read it through a command)
         self.superseded = 0  # analyses whose text changed before they ended (their findings not shown)
+        self.cancelled = 0  # of those, the ones stopped before they ended
+        self.tracer = Tracer(trace_model)
+        self.traced: dict[str, list[Finding]] = {}  # URI -> the last trace's findings in the file, until it is edited
         self.loop: asyncio.AbstractEventLoop | None = None
         self._worker: threading.Thread | None = None
         self._stopping = False
@@ -68,6 +80,7 @@ class PortcheckServer(LanguageServer):
 
     def start_worker(self) -> None:
         if self._worker is None:
+            self.analyst.start()
             self.loop = asyncio.get_running_loop()
             self._worker = threading.Thread(target=self._work, name="portcheck-analysis", daemon=True)
             self._worker.start()
@@ -85,6 +98,9 @@ class PortcheckServer(LanguageServer):
             job = Job(document.version, document.source, when)
         with self.condition:
             self.pending[uri] = job
+            same = at_once and self.running is not None and self.running.text == job.text  # saved as it is
+            if self.analysing == uri and self.token is not None and not same:
+                self.token.cancel()  # its text is stale: stopped now, not when it ends
             self.condition.notify()
 
     def files_changed(self, changes: list[tuple[str, str]]) -> None:
@@ -96,6 +112,20 @@ class PortcheckServer(LanguageServer):
                 if path is not None and analysable(Path(path)) and uri not in self.texts and uri not in self.pending:
                     self.pending[uri] = Job(None, None, time.monotonic(), disk=what)
             self.condition.notify()
+
+    def show_traced(self, traced: dict[str, list[Finding]]) -> None:
+        """A trace's findings shown, and the previous trace's taken away: an open document is published again by
+        the analysis thread (its own findings with them), a file not open gets them alone."""
+        before, self.traced = self.traced, traced
+        for uri in sorted(set(before) | set(traced)):
+            if uri in self.workspace.text_documents:
+                self.schedule(uri, at_once=True)
+                continue
+            try:
+                lines = python_lines(Path(to_fs_path(uri) or uri).read_text(encoding="utf-8", errors="replace"))
+            except OSError:
+                lines = []
+            self._send(uri, None, traced_diagnostics(traced.get(uri, []), [], lines, self.workspace.position_codec))
 
     def reanalyse_all(self) -> None:
         """Settings changed: every folder's settings and results are read again."""
@@ -109,6 +139,7 @@ class PortcheckServer(LanguageServer):
         with self.condition:
             self._stopping = True
             self.condition.notify()
+        self.analyst.stop()
 
     # ---- the analysis thread -------------------------------------------------------------------------
 
@@ -122,9 +153,11 @@ class PortcheckServer(LanguageServer):
             taken = self._next()
             if taken is None:
                 continue
-            uri, job = taken
+            uri, job, token = taken
             try:
-                self._run(uri, job)
+                self._run(uri, job, token)
+            except Cancelled:
+                self.cancelled += 1
             except Exception as exc:  # a bug of the server's own: said on the document, and the server goes on
                 if job.text is not None:
                     failure = FileResult(uri, errors=(FileError(uri, f"internal error: {type(exc).__name__}: "
@@ -132,11 +165,11 @@ class PortcheckServer(LanguageServer):
                     self._publish(uri, job.version, job.text, failure)
             finally:
                 with self.condition:
-                    self.analysing = None
+                    self.analysing, self.token, self.running = None, None, None
                     if uri in self.pending and self.pending[uri].text is not None:
                         self.superseded += 1  # its text changed meanwhile: what it found was not shown
 
-    def _next(self) -> tuple[str, Job] | None:
+    def _next(self) -> tuple[str, Job, Token] | None:
         with self.condition:
             while not self._stopping:
                 if not self.pending:
@@ -148,8 +181,8 @@ class PortcheckServer(LanguageServer):
                     self.condition.wait(delay)
                     continue
                 del self.pending[uri]
-                self.analysing = uri
-                return uri, job
+                self.analysing, self.token, self.running = uri, Token(), job
+                return uri, job, self.token
         return None
 
     def folder_for(self, location: Path) -> Folder:
@@ -159,7 +192,7 @@ class PortcheckServer(LanguageServer):
             self.folders[root] = Folder(root, self.options, whole=bool(roots))
         return self.folders[root]
 
-    def _run(self, uri: str, job: Job) -> None:
+    def _run(self, uri: str, job: Job, token: Token) -> None:
         location = Path(to_fs_path(uri) or uri)
         folder = self.folder_for(location)
         display = folder.display(location)
@@ -182,14 +215,17 @@ class PortcheckServer(LanguageServer):
             self.analyses += 1
             opened = display not in folder.open
             try:
-                folder.analyse(location, job.text, cached=opened)
+                folder.analyse(location, job.text, self.analyst, token, cached=opened)
             except UserError as exc:  # the configuration or the editor's settings: one line on the document
                 problem = FileError(display, f"portcheck settings: {exc}")
                 self._publish(uri, job.version, job.text, FileResult(display, errors=(problem,)))
                 return
+            token.check()  # each step only for a text still current
             if opened or not folder.indexed:
                 self._settle(folder)  # this file first, as `portcheck scan FILE` sees it; then its project
+                token.check()
                 folder.index()
+                token.check()
         self._settle(folder)
 
     def _settle(self, folder: Folder) -> None:
@@ -213,6 +249,7 @@ class PortcheckServer(LanguageServer):
         codec = self.workspace.position_codec
         shown = [error_diagnostic(e, lines, codec) for e in result.errors]
         shown += [diagnostic(f, lines, codec) for f in result.findings]
+        shown += traced_diagnostics(self.traced.get(uri, []), result.findings, lines, codec)
         before = self.shown.get(uri)
         self.shown[uri] = Shown(version, lines, result, shown)
         if before is None or before.diagnostics != shown or before.version != version:
@@ -233,6 +270,13 @@ def editor_options(given: Any) -> EditorOptions | None:
         return None
     values = {key: str(given[key]) if given.get(key) not in (None, "") else None for key in ("target", "stack", "sdk")}
     return EditorOptions(**values)
+
+
+def traced_diagnostics(traced: list[Finding], found: Sequence[Finding], lines: list[str],
+                       codec: PositionCodec) -> list[types.Diagnostic]:
+    """A trace's findings in a file, but those the static pass reports already (the same rule on the line)."""
+    static = {(f.code, f.line) for f in found}
+    return [diagnostic(f, lines, codec, TRACE_SOURCE) for f in traced if (f.code, f.line) not in static]
 
 
 def say(server: PortcheckServer, message: str) -> None:

@@ -39,11 +39,11 @@ def rule_url(code: str) -> str | None:
     return first_url(info.source) if info is not None else None
 
 
-def diagnostic(finding: Finding, lines: Sequence[str], codec: PositionCodec) -> types.Diagnostic:
+def diagnostic(finding: Finding, lines: Sequence[str], codec: PositionCodec, source: str = SOURCE) -> types.Diagnostic:
     url = rule_url(finding.code)
     return types.Diagnostic(
         range=text_range(lines, codec, finding.line, finding.column, finding.end_line, finding.end_column),
-        message=finding.message, severity=SEVERITIES[finding.severity], code=finding.code, source=SOURCE,
+        message=finding.message, severity=SEVERITIES[finding.severity], code=finding.code, source=source,
         code_description=types.CodeDescription(href=url) if url else None,
         data={"fixable": finding.fix is not None})
 

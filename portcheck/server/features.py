@@ -3,23 +3,29 @@ closed; settings; code actions; hover; and the commands (`portcheck.rule` return
 
 from __future__ import annotations
 
+import asyncio
 import sys
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from lsprotocol import types
-from pygls.exceptions import JsonRpcInvalidParams
+from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 from pygls.uris import to_fs_path
 
 from portcheck.errors import UserError
-from portcheck.server import actions
+from portcheck.server import actions, tracing
 from portcheck.server.app import CONFIG_NAMES, PortcheckServer, editor_options, say
+from portcheck.server.folder import Folder
+from portcheck.server.tracing import TRACE_COMMAND
 
 RULE_COMMAND = "portcheck.rule"
 STATS_COMMAND = "portcheck.stats"
 
 
-def make_server() -> PortcheckServer:
-    server = PortcheckServer()
+def make_server(trace_model: tracing.TraceModel | None = None) -> PortcheckServer:
+    """The server, with the command line's trace for `portcheck.trace` (commands/server.py hands it over)."""
+    server = PortcheckServer(trace_model)
 
     @server.feature(types.INITIALIZE)
     def initialize(ls: PortcheckServer, params: types.InitializeParams) -> None:
@@ -65,6 +71,7 @@ def make_server() -> PortcheckServer:
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: PortcheckServer, params: types.DidChangeTextDocumentParams) -> None:
+        ls.traced.pop(params.text_document.uri, None)  # the trace ran the text before the edit: its lines moved
         ls.schedule(params.text_document.uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
@@ -76,6 +83,7 @@ def make_server() -> PortcheckServer:
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: PortcheckServer, params: types.DidCloseTextDocumentParams) -> None:
+        ls.traced.pop(params.text_document.uri, None)
         ls.schedule(params.text_document.uri, closed=True)
 
     @server.feature(types.SHUTDOWN)
@@ -94,7 +102,9 @@ def make_server() -> PortcheckServer:
         document = ls.workspace.get_text_document(params.text_document.uri)
         if shown is None or shown.version != document.version:
             return None
-        return actions.hover(shown.result, shown.lines, ls.workspace.position_codec, params.position)
+        traced = tuple(ls.traced.get(params.text_document.uri, ()))  # a trace's findings have their rule's page too
+        result = replace(shown.result, findings=shown.result.findings + traced)
+        return actions.hover(result, shown.lines, ls.workspace.position_codec, params.position)
 
     @server.command(RULE_COMMAND)
     def rule(ls: PortcheckServer, *arguments: object) -> str:
@@ -104,11 +114,18 @@ def make_server() -> PortcheckServer:
             raise JsonRpcInvalidParams(f"unknown rule {code!r}: `portcheck rules` lists them")
         return page
 
+    @server.command(TRACE_COMMAND)
+    async def trace(ls: PortcheckServer, *arguments: object) -> dict[str, object]:
+        """`portcheck trace` on a model, in the trace's own child process: its findings as diagnostics."""
+        return await _trace(ls, arguments)
+
     @server.command(STATS_COMMAND)
     def stats(ls: PortcheckServer, *arguments: object) -> dict[str, int | bool]:
-        """How many analyses the server began and how many a change made stale, and whether torch is loaded (the tests
-        check that fast typing queues no stale analyses, and that nothing imported torch)."""
-        return {"analyses": ls.analyses, "superseded": ls.superseded, "torch": "torch" in sys.modules}
+        """How many analyses the server began, how many a change made stale and how many of those it stopped, how
+        many analysis processes it started, and whether torch is loaded (the tests check that fast typing queues
+        no stale analyses, that a stale one stops, and that nothing imported torch)."""
+        return {"analyses": ls.analyses, "superseded": ls.superseded, "cancelled": ls.cancelled,
+                "children": ls.analyst.started, "torch": "torch" in sys.modules}
 
     return server
 
@@ -148,6 +165,32 @@ async def _read_configuration(ls: PortcheckServer) -> None:
     given = editor_options(answer[0] if answer else None)
     if given is not None:
         ls.options = given
+
+
+async def _trace(ls: PortcheckServer, arguments: Sequence[object]) -> dict[str, object]:
+    from portcheck.dynamic.runner import default_memory_limit
+
+    try:
+        asked = tracing.ask(arguments, default_memory_limit())
+    except UserError as exc:
+        raise JsonRpcInvalidParams(str(exc)) from None
+    model = asked.model_path
+    # the workspace folder holding the model (a relative spec: the first folder): the command line's cwd
+    folders = [r for r in ls.roots if model is not None and model.is_absolute() and model.is_relative_to(r)]
+    cwd = max(folders, key=lambda r: len(r.parts)) if folders else ls.roots[0] if ls.roots else Path.cwd()
+    loop = asyncio.get_running_loop()
+
+    def step(doing: str) -> None:
+        loop.call_soon_threadsafe(say, ls, f"trace: {doing}")
+
+    try:
+        settings = Folder(cwd, ls.options, whole=False).settings_for(cwd / (model or "."), "trace")
+        traced = await loop.run_in_executor(None, ls.tracer.run, asked, cwd, settings, step)
+    except UserError as exc:  # the command line's one line: the model's error, the time limit, a crash
+        say(ls, f"trace failed: {exc}")
+        raise JsonRpcException(f"portcheck trace: {exc}", code=types.LSPErrorCodes.RequestFailed) from None
+    ls.show_traced({path.as_uri(): found for path, found in traced.by_file.items()})
+    return traced.summary()
 
 
 def _code_actions(ls: PortcheckServer, params: types.CodeActionParams) -> list[types.CodeAction]:

@@ -12,6 +12,7 @@ from pathlib import Path
 from portcheck.cache import Cache, CacheRefused, directory_for
 from portcheck.config import Layer, Settings, find_config, read_config, resolve
 from portcheck.findings import FileResult
+from portcheck.server.analyst import Analyst, Token
 from portcheck.static.discover import SUFFIXES, discover, is_excluded
 from portcheck.static.manifests import kind
 from portcheck.static.scan import analysed_files
@@ -51,7 +52,7 @@ class Folder:
         self.discovered: set[str] = set()  # what `scan .` in the folder reads
         self.indexed = False
         self.notice: str | None = None  # the call graph's or the cache's one line, when it has one
-        self._settings: dict[tuple[Path | None, float], Settings] = {}
+        self._settings: dict[tuple[Path | None, float, str], Settings] = {}
         self._cache: Cache | None = None
         self._cache_made = False
 
@@ -62,20 +63,20 @@ class Folder:
         except ValueError:
             return location.as_posix()
 
-    def settings_for(self, location: Path) -> Settings:
-        """As `portcheck scan FILE` resolves them: the configuration nearest above the file, then the editor's
-        options where scan would take the command line's (a mistake in either raises ConfigError)."""
+    def settings_for(self, location: Path, command: str = "scan") -> Settings:
+        """As `portcheck scan FILE` (or `command`) resolves them: the configuration nearest above the file, then
+        the editor's options where scan would take the command line's (a mistake in either raises ConfigError)."""
         config = find_config(location.parent)
         try:
             stamp = os.stat(config).st_mtime if config else 0.0
         except OSError:
             stamp = 0.0
-        key = (config, stamp)
+        key = (config, stamp, command)
         if key not in self._settings:
             layers = [read_config(config)] if config else []
             layers.append(self.options.layer())
             root = config.parent.resolve() if config else self.root
-            self._settings = {key: resolve(layers, root, config)}  # one entry: a changed file replaces it
+            self._settings = {key: resolve(layers, root, config, command)}  # one entry: a changed file replaces it
         return self._settings[key]
 
     def cache(self, settings: Settings) -> Cache | None:
@@ -90,18 +91,21 @@ class Folder:
             self._cache = Cache(directory) if directory is not None else None
         return self._cache
 
-    def analyse(self, location: Path, text: str, cached: bool = True) -> FileResult:
-        """An open document's own result, from its text. `cached`: the cache answers when the text is what scan
-        saw, and keeps the result (worth it as a file opens, not for each edit: a miss, and an entry written)."""
+    def analyse(self, location: Path, text: str, analyst: Analyst, token: Token, cached: bool = True) -> FileResult:
+        """An open document's own result, from its text, analysed by `analyst`'s process (Cancelled when `token`
+        says the text is stale). `cached`: the cache answers when the text is what scan saw, and keeps the
+        result (worth it as a file opens, not for each edit: a miss, and an entry written)."""
         settings = self.settings_for(location)
         display = self.display(location)
-        self.open.add(display)
         if settings.force_exclude and is_excluded(location, settings):
-            self.raw[display] = FileResult(display)  # excluded: scan reports nothing for it either
+            result = FileResult(display)  # excluded: scan reports nothing for it either
         else:
             job = settings.job(display, location, text.encode("utf-8", errors="surrogatepass"))
-            self.raw[display] = analysed_files([job], 1, self.cache(settings) if cached else None)[0]
-        return self.raw[display]
+            cache = self.cache(settings) if cached else None
+            result = analyst.analyse(job, cache.directory if cache is not None else None, token)
+        self.open.add(display)
+        self.raw[display] = result
+        return result
 
     def close(self, location: Path) -> None:
         """A closed document counts with its bytes on disk again (if `scan .` reads it)."""

@@ -19,6 +19,7 @@ from portcheck.findings import Severity
 from portcheck.knowledge import load
 from portcheck.rules import Rule
 from portcheck.static.names import Names, Scope
+from portcheck.static.params import assigned, default_read, param_roots
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,9 @@ class Hit:
     fix: FixPlan | None = None
     chain: tuple[cst.CSTNode, ...] = ()  # the statements enclosing `node`, outermost first
     requires: str = ""  # see Finding.requires
+    kept: bool = False  # see Finding.kept
+    default_of: str = ""  # see Finding.default_of
+    host_if: tuple[str, ...] = ()  # see Finding.host_if
 
 
 N = TypeVar("N", bound=cst.CSTNode)
@@ -131,7 +135,7 @@ class Context:
 
     def report(self, rule: type[Rule] | str, node: cst.CSTNode, message: str | None = None,
                severity: Severity | None = None, fix: FixPlan | None = None, requires: str = "",
-               **fields: object) -> None:
+               kept: bool = False, **fields: object) -> None:
         """A finding of `rule` at `node`, worded by `message` or else by the rule's template and `fields`;
         `requires="device"`: only if the project's call graph puts the code in the device step."""
         code = rule if isinstance(rule, str) else rule.code
@@ -140,7 +144,18 @@ class Context:
                 assert not isinstance(rule, str)
                 message = rule.format(**fields)
             statement = self.statements[-1] if self.statements else None
-            self.hits.append(Hit(code, node, message, statement, severity, fix, tuple(self.statements), requires))
+            default_of, host_if = self._reads(node)
+            self.hits.append(Hit(code, node, message, statement, severity, fix, tuple(self.statements), requires,
+                                 kept, default_of, host_if))
+
+    def _reads(self, node: cst.CSTNode) -> tuple[str, tuple[str, ...]]:
+        """(Finding.default_of, Finding.host_if) for a finding at `node`."""
+        if not self.functions or not isinstance(self.functions[-1], cst.FunctionDef):
+            return "", ()
+        function = self.functions[-1]
+        return (default_read(function, node, self.constant),
+                param_roots(function, node, self.constant, self.qualname,
+                            lambda: self.memo("assigned-names", function, lambda: assigned(function))))
 
     def memo(self, kind: str, node: cst.CSTNode, compute: Callable[[], T]) -> T:
         """A per-file cache for facts about a node (is this loop a training loop?) that several checks ask."""

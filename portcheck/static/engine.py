@@ -369,6 +369,9 @@ def _finding(hit: Hit, path: str, ctx: Context, positions: Positions) -> Finding
         end_column=where.end.column + 1,
         fix=_fix(hit.fix, hit, ctx, positions) if hit.fix is not None else None,
         requires=hit.requires,
+        kept=hit.kept,
+        default_of=hit.default_of,
+        host_if=hit.host_if,
     )
 
 

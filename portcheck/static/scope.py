@@ -203,6 +203,10 @@ def host_value(ctx: Context, node: cst.BaseExpression, depth: int = 0, assumed: 
         return host_value(ctx, node.value, depth + 1, assumed, factories=factories)
     if isinstance(node, cst.UnaryOperation):
         return host_value(ctx, node.expression, depth + 1, assumed, factories=factories)
+    if isinstance(node, (cst.Tuple, cst.List)):  # `a, b = x.shape[:2], x.shape[2:]`: each part of the whole
+        return bool(node.elements) and all(
+            _literal(e.value) or host_value(ctx, e.value, depth + 1, assumed, factories=factories)
+            for e in node.elements)
     if isinstance(node, cst.BinaryOperation):
         sides = [s for s in (node.left, node.right) if not isinstance(s, (cst.Integer, cst.Float))]
         return bool(sides) and all(host_value(ctx, s, depth + 1, assumed, factories=factories) for s in sides)
@@ -253,11 +257,24 @@ def _host_arguments(ctx: Context, statement: cst.CSTNode) -> frozenset[int]:
 
 
 def _of_host_arguments(ctx: Context, node: cst.Call, depth: int, assumed: frozenset[str], factories: bool) -> bool:
-    """A function of host values only (`cumsum(counts)`, `min(len(a), len(b))`): it computes on the host."""
-    args = [a.value for a in node.args if a.keyword is None]
-    return bool(args) and len(args) == len(node.args) and all(
-        isinstance(a, (cst.Integer, cst.Float)) or host_value(ctx, a, depth + 1, assumed, factories=factories)
-        for a in args)
+    """A function of host values only (`cumsum(counts)`, `min(len(a), len(b))`, `to_tensor(x.shape, int,
+    wrap=True)`): it computes on the host. Keywords may be literals and builtin types; no keyword names a device."""
+    args = [a.value for a in node.args if a.keyword is None and not a.star]
+    if not args or len(args) + sum(1 for a in node.args if a.keyword is not None) != len(node.args):
+        return False
+    if any(a.keyword is not None and (a.keyword.value == "device" or not _literal(a.value)) for a in node.args):
+        return False
+    return all(_literal(a) or host_value(ctx, a, depth + 1, assumed, factories=factories) for a in args)
+
+
+_BUILTIN_TYPES = frozenset({"int", "float", "bool", "str", "complex"})
+
+
+def _literal(node: cst.BaseExpression) -> bool:
+    """A number, a string, True / False / None, or a builtin type (`int`): a Python value, never a tensor."""
+    if isinstance(node, (cst.Integer, cst.Float, cst.SimpleString)):
+        return True
+    return isinstance(node, cst.Name) and node.value in ("True", "False", "None", *_BUILTIN_TYPES)
 
 
 def copies_to_host(ctx: Context) -> bool:

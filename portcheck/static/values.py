@@ -23,9 +23,9 @@ _INTEGER_CASTS = {"long": "torch.int64", "int": "torch.int32", "short": "torch.i
 # Tensor methods whose result is computed from the tensor's values (not its shape).
 REDUCTIONS = frozenset({
     "any", "all", "sum", "max", "min", "mean", "prod", "amax", "amin", "argmax", "argmin", "count_nonzero",
-    "item", "norm", "std", "var", "median", "equal", "nansum",
+    "item", "norm", "std", "var", "median", "equal", "allclose", "nansum",
 })
-_AVAILABILITY = re.compile(r"(^is_\w*available$|_available$|^find_spec$|^is_\w*installed$|^has_\w+$)")
+AVAILABILITY = re.compile(r"(^is_\w*available$|_available$|^find_spec$|^is_\w*installed$|^has_\w+$)")
 _IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException", "OSError", "RuntimeError"}
 
 
@@ -320,12 +320,12 @@ def availability_probe(test: cst.BaseExpression) -> str | None:
         def visit_Call(self, call: cst.Call) -> bool:
             name = call_name(call)
             dotted = dotted_name(call.func) or ""
-            if name and (_AVAILABILITY.search(name) or dotted.endswith("cuda.is_available")):
+            if name and (AVAILABILITY.search(name) or dotted.endswith("cuda.is_available")):
                 found.append(f"{dotted or name}()")
             return not found
 
         def visit_Name(self, node: cst.Name) -> None:
-            if _AVAILABILITY.search(node.value) or (node.value.isupper() and "AVAILABLE" in node.value):
+            if AVAILABILITY.search(node.value) or (node.value.isupper() and "AVAILABLE" in node.value):
                 found.append(node.value)
 
     visit(test, Finder())
@@ -342,6 +342,7 @@ def _probe_in_decorators(function: cst.FunctionDef) -> str | None:
 
 
 __all__ = [
+    "AVAILABILITY",
     "INTEGER_DTYPES",
     "REDUCTIONS",
     "and_operands",

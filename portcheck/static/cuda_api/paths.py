@@ -61,7 +61,8 @@ def _comparison(ctx: Context, test: cst.Comparison, depth: int) -> str | None:
     operator, right, left = test.comparisons[0].operator, test.comparisons[0].comparator, test.left
     same, differs = isinstance(operator, (cst.Equal, cst.Is)), isinstance(operator, (cst.NotEqual, cst.IsNot))
     for other in (right, left):
-        if string_value(other) == "cuda" or _device_type_literal(ctx, other) or _gpu_member(other):
+        # `backend == "nccl"`: NVIDIA's collectives, which only a CUDA process group uses
+        if string_value(other) in ("cuda", "nccl") or _device_type_literal(ctx, other) or _gpu_member(other):
             return CUDA if same else NOT_CUDA if differs else None
     if isinstance(operator, cst.In) and string_value(left) == "cuda" and isinstance(right, cst.Call):
         return CUDA  # "cuda" in str(device)
@@ -84,10 +85,11 @@ def _comparison(ctx: Context, test: cst.Comparison, depth: int) -> str | None:
 
 
 def _gpu_member(node: cst.BaseExpression) -> bool:
-    """An enum member named for CUDA GPUs: `DistributedType.MULTI_GPU`, `Backend.CUDA`."""
+    """An enum member named for CUDA GPUs or NVIDIA's collectives: `DistributedType.MULTI_GPU`, `Backend.CUDA`,
+    `dist.Backend.NCCL`."""
     if not isinstance(node, cst.Attribute) or not node.attr.value.isupper():
         return False
-    return bool({"cuda", "gpu"} & set(words(node.attr.value)))
+    return bool({"cuda", "gpu", "nccl"} & set(words(node.attr.value)))
 
 
 def _device_type_literal(ctx: Context, node: cst.BaseExpression) -> bool:

@@ -21,7 +21,7 @@ from portcheck.static.cuda_api.checkpoints import only_maps_a_checkpoint
 from portcheck.static.cuda_api.devices import device_text, is_cuda_text, one_line, placements
 from portcheck.static.cuda_api.paths import CUDA, NOT_CUDA, cuda_path, polarity, probe_call, test_gate_argument
 from portcheck.static.syntax import block_body, blocks, call_name, small_statements, string_prefix
-from portcheck.static.values import catching_everything
+from portcheck.static.values import and_operands, catching_everything
 from portcheck.static.walk import visit
 
 
@@ -334,6 +334,8 @@ def probe_note(ctx: Context, node: cst.CSTNode) -> str | None:
                 "on the CPU and move with the model")
     if not isinstance(stmt, cst.If) or not holds(ctx, stmt.test, node):
         return None
+    if (before := _cuda_operand_before(ctx, stmt.test, node)) is not None:
+        return f"here asked only where `{one_line(ctx.source(before))}` holds, which only a CUDA process has"
     if "PYTEST_CURRENT_TEST" in ctx.source(stmt.test):
         return "here it decides a workaround for the project's own test runs"
     side = polarity(ctx, stmt.test)
@@ -347,6 +349,19 @@ def probe_note(ctx: Context, node: cst.CSTNode) -> str | None:
     if region and _housekeeping(ctx, region):
         return ("here it only guards CUDA housekeeping (cache, counters, GPU queries, synchronisation, cuDNN flags, "
                 "CUDA's environment variables, NVML), which is right to skip on Neuron")
+    return None
+
+
+def _cuda_operand_before(ctx: Context, test: cst.BaseExpression, node: cst.CSTNode) -> cst.BaseExpression | None:
+    """`backend == "nccl" and torch.cuda.is_available()`: an `and` operand before the probe's that holds only with
+    CUDA, so that the probe is never asked on Neuron. Not for `device.type == "cuda" and not probe`, whose body is
+    the CPU fallback a Neuron host asked for CUDA takes."""
+    before: cst.BaseExpression | None = None
+    for operand in and_operands(test):
+        if holds(ctx, operand, node):
+            return before if polarity(ctx, operand) == CUDA else None
+        if before is None and polarity(ctx, operand) == CUDA:
+            before = operand
     return None
 
 

@@ -20,7 +20,9 @@ class CudaOnlyLibrary(Rule):
     """## What it does
     Finds imports of libraries that only run on NVIDIA (or other GPU) hardware: Apex, FlashAttention, xFormers,
     bitsandbytes, Triton, DeepSpeed's fused optimizers and CUDA ops, Transformer Engine, Liger Kernel,
-    mamba-ssm, causal-conv1d, CuPy, pynvml and NATTEN, in every spelling (`import x.y as z`,
+    mamba-ssm, causal-conv1d, CuPy, pynvml, NATTEN, and CUDA-only PyTorch extensions (tiny-cuda-nn, gsplat,
+    nvdiffrast, PointNet++ ops, SageAttention, FlashInfer, GPTQ/AWQ/Marlin kernels, MegaBlocks, grouped_gemm,
+    warp-rnnt, Numba's CUDA target, cuDF), in every spelling (`import x.y as z`,
     `from x.y import a, b`, `importlib.import_module("x")`). One finding per library per import statement.
 
     An import with a fallback is info, not an error: inside `try/except ImportError`, under an availability
@@ -66,6 +68,8 @@ class CudaOnlyLibrary(Rule):
         "from mamba_ssm.ops.selective_scan_interface import selective_scan_fn",
         "import cupy as cp",
         "import pynvml",
+        "import tinycudann as tcnn",
+        "from numba import cuda",
         "import importlib\napex = importlib.import_module('apex')",
         "try:\n    from flash_attn import flash_attn_func\nexcept ImportError:\n    flash_attn_func = None",
     )
@@ -76,6 +80,7 @@ class CudaOnlyLibrary(Rule):
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import bitsandbytes as bnb",
         "import torch\nopt = torch.optim.AdamW(params)  # was apex FusedAdam",
         "from kernels import get_kernel",
+        "from numba import jit\nimport cudf_utils\nimport gsplat_viewer",
     )
 
 

@@ -6,6 +6,7 @@ import libcst as cst
 
 from portcheck.rules import Rule, rule
 from portcheck.static.check import Context, check
+from portcheck.static.dtype.kept import outlives
 from portcheck.static.syntax import call_name, keyword
 
 NUMPY_TOKENS = ("from_numpy", "tensor")
@@ -91,4 +92,4 @@ def check_numpy_input(node: cst.Call, ctx: Context) -> None:
         return
     origin = _numpy_float64(ctx, node.args[0].value)
     if origin:
-        ctx.report(NumpyFloat64Input, node, function=qualname, array=origin)
+        ctx.report(NumpyFloat64Input, node, function=qualname, array=origin, kept=outlives(ctx, node))

@@ -11,6 +11,7 @@ from portcheck.findings import Severity
 from portcheck.knowledge import load_compiler, load_dtypes
 from portcheck.rules import Pass, Rule, rule
 from portcheck.static.check import Context, FixPlan, Replace, check
+from portcheck.static.dtype.kept import outlives
 from portcheck.static.scope import host_code, host_value, under_test
 from portcheck.static.syntax import call_name, keyword, positional
 from portcheck.static.values import dtype_of
@@ -209,7 +210,8 @@ def check_dtype_call(node: cst.Call, ctx: Context) -> None:
     if host_code(ctx) is not None:
         return  # the data pipeline (datasets, transforms, metrics...) runs on the host
     if method is not None and name == "double" and not node.args:
-        ctx.report(Float64, node, fix=_float32_fix(Replace(method.attr, "float")), shown=".double()")
+        ctx.report(Float64, node, fix=_float32_fix(Replace(method.attr, "float")), shown=".double()",
+                   kept=outlives(ctx, node))
         return
     if method is not None and name == "long" and not node.args:
         ctx.report(Int64Tensor, node, _int64_message(ctx, ".long()"), severity=Severity.INFO)
@@ -218,10 +220,11 @@ def check_dtype_call(node: cst.Call, ctx: Context) -> None:
         if under_test(ctx, "is_complex", node) or _complex_input(ctx):
             return  # the input is complex already: real inputs never take this branch
         error = load_dtypes().named(_MADE_COMPLEX).error_code
-        ctx.report(ComplexDtype, node, _complex_message(ctx, qualname, error), severity=_complex_severity(ctx))
+        ctx.report(ComplexDtype, node, _complex_message(ctx, qualname, error), severity=_complex_severity(ctx),
+                   kept=outlives(ctx, node))
         return
     if qualname in ("torch.DoubleTensor", "torch.cuda.DoubleTensor"):
-        ctx.report(Float64, node, shown=qualname)
+        ctx.report(Float64, node, shown=qualname, kept=outlives(ctx, node))
         return
     if method is not None and name in ("to", "type"):
         arg = keyword(node, "dtype") or positional(node, 0)
@@ -273,6 +276,29 @@ def _schedule_cast_to_float32(ctx: Context, node: cst.Call) -> bool:
     return ctx.memo("casting-register", ctx.module, lambda: bool(_CASTING_REGISTER.search(ctx.text)))
 
 
+# Python values float32 cannot hold: a clock reading (seconds since 1970 need more than float32's 24 bits).
+_CLOCKS = frozenset({"time.time", "time.time_ns", "time.monotonic", "time.perf_counter", "time.process_time"})
+
+
+def _wide_host_scalar(ctx: Context, where: cst.CSTNode) -> bool:
+    """`torch.tensor(time.time(), dtype=torch.float64)`: the data is a clock reading or a number past 2**24, which
+    float32 would round; narrowing it is no fix."""
+    if not isinstance(where, cst.Call) or (first := positional(where, 0)) is None:
+        return False
+    data = first.value
+    if isinstance(data, cst.Name) and (bound := ctx.constant(data)) is not None:
+        data = bound[1]
+    if isinstance(data, cst.Call):
+        name = ctx.qualname(data.func) or ""
+        return name in _CLOCKS or name.endswith(".timestamp") or call_name(data) == "timestamp"
+    if isinstance(data, (cst.Integer, cst.Float)):
+        try:
+            return abs(float(data.value.replace("_", ""))) >= 2**24
+        except ValueError:
+            return False
+    return False
+
+
 def _judge_dtype(ctx: Context, value: cst.BaseExpression, where: cst.CSTNode) -> None:
     dtype = dtype_of(ctx, value)
     entry = load_dtypes().get(dtype) if dtype is not None else None
@@ -283,14 +309,14 @@ def _judge_dtype(ctx: Context, value: cst.BaseExpression, where: cst.CSTNode) ->
         shown = dtype
     if entry.rule == Float64.code:
         fix = None
-        if isinstance(value, cst.Attribute):  # `torch.float64`, `th.double`: the same module's float32
-            fix = _float32_fix(Replace(value.attr, "float32"))
-        ctx.report(Float64, where, fix=fix, shown=shown)
+        if isinstance(value, cst.Attribute) and not _wide_host_scalar(ctx, where):
+            fix = _float32_fix(Replace(value.attr, "float32"))  # `torch.float64`, `th.double`: the module's float32
+        ctx.report(Float64, where, fix=fix, shown=shown, kept=outlives(ctx, where))
     elif entry.rule == ComplexDtype.code:
         if under_test(ctx, "is_complex", where) or _complex_input(ctx):
             return  # the data is complex already: this converts between complex types
         ctx.report(ComplexDtype, where, _complex_message(ctx, shown, entry.error_code),
-                   severity=_complex_severity(ctx))
+                   severity=_complex_severity(ctx), kept=outlives(ctx, where))
     elif entry.rule == UnsupportedFp8.code and entry.chips:  # refused on some chips only: say which way out
         ctx.report(UnsupportedFp8, where, f"`{dtype}` ({entry.kind}) does not compile for {ctx.chip} "
                    f"({entry.error_code}): Trn3 and later take it natively; on older chips neuronx-cc converts it "

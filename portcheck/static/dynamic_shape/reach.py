@@ -71,4 +71,5 @@ def report_compiled(ctx: Context, rule: type[Rule], node: cst.CSTNode, message: 
         return
     if ctx.stack == "native" and skipped_when_compiling(ctx, read or node) is not None:
         return
-    ctx.report(rule, node, message, severity, None, requires, **fields)  # no fix: `fields` are the template's alone
+    # no fix: `fields` are the template's alone
+    ctx.report(rule, node, message, severity, None, requires, False, **fields)

@@ -92,6 +92,8 @@ def _data_read(ctx: Context, node: cst.BaseExpression, depth: int = 0) -> cst.Ca
     reduction = reads_tensor_values(ctx, node)
     if reduction is not None and call_name(reduction) in ("max", "sum", "amax", "count_nonzero", "prod"):
         receiver = reduction.func.value if isinstance(reduction.func, cst.Attribute) else None
+        if ctx.qualname(reduction.func) is not None:  # `torch.prod(x)`: what it reads is its argument
+            receiver = reduction.args[0].value if reduction.args else None
         return None if receiver is not None and host_value(ctx, receiver) else reduction
     return None
 

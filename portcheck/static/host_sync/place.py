@@ -222,20 +222,49 @@ def read_place(ctx: Context) -> str | None:
 
 
 def _drives_steps(ctx: Context, function: cst.FunctionDef) -> bool:
-    """The function runs the training loop itself: what it reads outside the loop's steps is read once."""
+    """The function runs the training loop itself: it steps an optimizer (or calls `backward()`) inside a loop
+    over something other than the optimizers it steps (`for batch in loader:`), and what it reads outside the
+    loop's steps is read once. A function that steps with no such loop is the step's own body, called once a step
+    (Lightning's manual optimisation, a `train_step(batch)`): what it reads, it reads every step."""
     def compute() -> bool:
         found = False
+        loops: list[cst.For | cst.While] = []
 
         class Finder(cst.CSTVisitor):
+            def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+                return node is function  # a nested function is judged on its own
+
+            def visit_For(self, node: cst.For) -> None:
+                loops.append(node)
+
+            def leave_For(self, original_node: cst.For) -> None:
+                loops.pop()
+
+            def visit_While(self, node: cst.While) -> None:
+                loops.append(node)
+
+            def leave_While(self, original_node: cst.While) -> None:
+                loops.pop()
+
             def visit_Call(self, call: cst.Call) -> bool:
                 nonlocal found
-                found = found or _is_step(ctx, call) or _backward_name(call) is not None
+                if not found and (_is_step(ctx, call) or _backward_name(call) is not None):
+                    found = any(not _over_what_it_steps(loop, call) for loop in loops)
                 return not found
 
         visit(function, Finder())
         return found
 
     return ctx.memo("drives-steps", function, compute)
+
+
+def _over_what_it_steps(loop: cst.For | cst.While, call: cst.Call) -> bool:
+    """`for optimizer in optimizers: optimizer.step()`: the loop goes over the optimizers, not over the data."""
+    if not isinstance(loop, cst.For) or not isinstance(call.func, cst.Attribute):
+        return False
+    receiver = dotted_name(call.func.value) or ""
+    targets = [loop.target] if not isinstance(loop.target, cst.Tuple) else [e.value for e in loop.target.elements]
+    return any(isinstance(t, cst.Name) and receiver.split(".")[0] == t.value for t in targets)
 
 
 # Functions that run once, to build or load a model: a host read there is no per-step cost.

@@ -29,7 +29,8 @@ from portcheck.static.walk import visit
 class HostValueRead(Rule):
     """## What it does
     Finds tensor values read into Python inside `forward` or inside a loop that steps an optimizer:
-    `t.item()`, `t.tolist()`, and `float(t)` / `int(t)` / `bool(t)` on something that is certainly a tensor.
+    `t.item()`, `t.tolist()`, `float(t)` / `int(t)` / `bool(t)` on something that is certainly a tensor, and
+    `torch.equal(a, b)` / `torch.allclose(a, b)` (a Python bool made of two tensors' values).
     A read that feeds a shape (`torch.arange(n.item())`) or an `if` in `forward` is reported once, as PC209 or
     PC208. Reads after `xm.mark_step()` in the same iteration, in lambdas (`xm.add_step_closure(lambda: ...)`),
     in functions defined inside the loop, in loops that step no optimizer (evaluation, data preparation), under
@@ -72,8 +73,12 @@ class HostValueRead(Rule):
         "for b in loader:\n    loss = crit(model(b), b)\n    loss.backward()\n    opt.step()\n    seen += float(loss)",
         "for b in loader:\n    out = model(b)\n    out.loss.backward()\n    self.optimizer.step()\n"
         "    acc = (out.logits.argmax(-1) == b.labels).float().mean().cpu().item()",
+        "import torch\nclass M:\n    def forward(self, a, b):\n        same = torch.equal(a, b)\n"
+        "        return a if same else b",
     )
     VALID = (
+        "import torch\nclass M:\n    def forward(self, a, b):\n        return torch.allclose(a.cpu(), b.cpu())",
+        "import torch\nclass M:\n    def forward(self, a, b):\n        assert torch.allclose(a, b)\n        return a",
         "def helper(x):\n    return x.max().item()",
         "for b in loader:\n    n += b['ids'].sum().item()",
         "for epoch in range(3):\n    for b in loader:\n        loss = model(b)\n        loss.backward()\n"
@@ -181,7 +186,7 @@ class PrintTensor(Rule):
     )
 
 
-TOKENS = ("item", "tolist", "cpu", "numpy", "print", "float(", "int(", "bool(")
+TOKENS = ("item", "tolist", "cpu", "numpy", "print", "float(", "int(", "bool(", "equal(", "allclose(")
 
 _RULES = (HostValueRead, HostCopy, PrintTensor)
 # method -> the rule its call on a tensor breaks
@@ -305,6 +310,23 @@ def check_call(node: cst.Call, ctx: Context) -> None:
         _check_cast(ctx, node)
     elif name == "print" and isinstance(node.func, cst.Name) and id(node) not in quiet_calls(ctx):
         _check_print(ctx, node)
+    elif name in _COMPARES and ctx.qualname(node.func) in _COMPARES.values():
+        _check_compare(ctx, node)
+
+
+# `torch.equal(a, b)` and `torch.allclose(a, b)` answer with a Python bool: the tensors' values, read on the host
+# (two device tensors; a host value among them is a host comparison).
+_COMPARES = {"equal": "torch.equal", "allclose": "torch.allclose"}
+
+
+def _check_compare(ctx: Context, node: cst.Call) -> None:
+    args = [a.value for a in node.args if a.keyword is None][:2]
+    if len(args) < 2 or id(node) in quiet_calls(ctx) or id(node) in ctx.skip:
+        return
+    place = read_place(ctx)
+    if place is None or bound_to_a_size(ctx) or any(host_value(ctx, a) for a in args):
+        return
+    _report_read(ctx, HostValueRead, node, place)  # its arguments are tensors: torch takes nothing else
 
 
 def _check_cast(ctx: Context, node: cst.Call) -> None:

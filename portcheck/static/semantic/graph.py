@@ -28,7 +28,8 @@ from dataclasses import dataclass, replace
 
 from portcheck.findings import FileResult, Finding, Severity
 from portcheck.rules import contexts_of
-from portcheck.static.semantic.modules import module_of, suffixes
+from portcheck.static.semantic.modules import module_of
+from portcheck.static.semantic.project import DEPTH, Node, Passed, Project, always_host, always_passed, arguments
 from portcheck.static.semantic.summary import (
     CUDA_CLASS,
     CUDA_GUARD,
@@ -40,119 +41,9 @@ from portcheck.static.semantic.summary import (
     STEP,
     VENDOR,
     VENDOR_GUARD,
-    Function,
 )
 
 MAX_FUNCTIONS = 200_000
-_DEPTH = 8  # re-exports and base classes followed at most this deep
-
-
-@dataclass
-class _Node:
-    full: str  # module.function
-    path: str
-    module: str
-    function: Function
-
-
-class Project:
-    def __init__(self, results: list[FileResult]) -> None:
-        self.nodes: dict[str, _Node] = {}
-        self.by_suffix: dict[str, list[str]] = defaultdict(list)
-        self.exports: dict[str, str] = {}
-        self.export_suffix: dict[str, list[str]] = defaultdict(list)
-        self.classes: dict[str, tuple[str, ...]] = {}
-        self.class_suffix: dict[str, list[str]] = defaultdict(list)
-        self.files: dict[str, tuple[str, bool, list[_Node]]] = {}
-        for result in results:
-            if result.summary is None:
-                continue
-            module, package = module_of(result.path)
-            nodes = []
-            for function in result.summary.functions:
-                full = f"{module}.{function.name}" if module else function.name
-                node = _Node(full, result.path, module, function)
-                self.nodes[full] = node
-                nodes.append(node)
-                for key in suffixes(full, module):
-                    self.by_suffix[key].append(full)
-            for name, bases in result.summary.classes:
-                full = f"{module}.{name}" if module else name
-                self.classes[full] = tuple(self._absolute(b, module, package) for b in bases)
-                for key in suffixes(full, module):
-                    self.class_suffix[key].append(full)
-            for name, target in result.summary.exports:
-                full = f"{module}.{name}" if module else name
-                self.exports[full] = self._absolute(target, module, package)
-                for key in suffixes(full, module):
-                    self.export_suffix[key].append(full)
-            self.files[result.path] = (module, package, sorted(nodes, key=lambda n: n.function.line))
-
-    @staticmethod
-    def _absolute(target: str, module: str, package: bool) -> str:
-        """A relative import (`..mod.f`) made absolute against the importing module."""
-        if not target.startswith("."):
-            return target
-        dots = len(target) - len(target.lstrip("."))
-        base = module.split(".") if module else []
-        keep = len(base) - dots + (1 if package else 0)
-        return ".".join([*base[:max(keep, 0)], target[dots:]]).strip(".")
-
-    # ---- resolving a name to functions -----------------------------------------------------------------------
-
-    def _find(self, dotted_name: str, depth: int = 0) -> list[str]:
-        """The functions an absolute dotted name may be (a class stands for its `__init__`)."""
-        if dotted_name in self.nodes:
-            return [dotted_name]
-        found = list(self.by_suffix.get(dotted_name, ()))
-        if found:
-            return found
-        classes = [dotted_name] if dotted_name in self.classes else self.class_suffix.get(dotted_name, [])
-        if classes:
-            return [f"{c}.__init__" for c in classes if f"{c}.__init__" in self.nodes]
-        if depth < _DEPTH:
-            exported = [dotted_name] if dotted_name in self.exports else self.export_suffix.get(dotted_name, [])
-            return [f for e in exported for f in self._find(self.exports[e], depth + 1)]
-        return []
-
-    def _method(self, cls: str, name: str, depth: int = 0) -> list[str]:
-        if f"{cls}.{name}" in self.nodes:
-            return [f"{cls}.{name}"]
-        if depth >= _DEPTH:
-            return []
-        found: list[str] = []
-        for base in self.classes.get(cls, ()):
-            for known in ([base] if base in self.classes else self.class_suffix.get(base, [])):
-                found.extend(self._method(known, name, depth + 1))
-        return found
-
-    def resolve(self, target: str, caller: _Node) -> list[str]:
-        module, package = self.files[caller.path][:2]
-        if target.startswith("self."):
-            rest = target[len("self."):]
-            cls = self.class_of(caller)
-            return self._method(cls, rest) if cls and "." not in rest else []
-        if target.startswith(":"):
-            name = target[1:]
-            scopes = caller.function.name.split(".")
-            for end in range(len(scopes), -1, -1):  # nested functions first, then the module
-                prefix = ".".join(filter(None, [module, *scopes[:end]]))
-                full = f"{prefix}.{name}" if prefix else name
-                if full in self.nodes:
-                    return [full]
-                if full in self.classes:
-                    return [f"{full}.__init__"] if f"{full}.__init__" in self.nodes else []
-            full = f"{module}.{name}" if module else name
-            return self._find(self.exports[full]) if full in self.exports else []
-        return self._find(self._absolute(target, module, package))
-
-    def class_of(self, node: _Node) -> str | None:
-        parts = node.function.name.split(".")
-        for end in range(len(parts) - 1, 0, -1):
-            cls = ".".join(filter(None, [node.module, *parts[:end]]))
-            if cls in self.classes:
-                return cls
-        return None
 
 
 @dataclass(frozen=True)
@@ -169,14 +60,14 @@ class Facts:
 def facts(project: Project) -> Facts:
     probes = {f for f, n in project.nodes.items() if PROBE in n.function.roles}
     returning = [(full, node) for full, node in project.nodes.items() if node.function.returns]
-    for _ in range(_DEPTH):  # a function returning a probe's value is one (chains deeper than this are not code)
+    for _ in range(DEPTH):  # a function returning a probe's value is one (chains deeper than this are not code)
         added = {full for full, node in returning if full not in probes and any(
             (found := project.resolve(t, node)) and all(c in probes for c in found) for t in node.function.returns)}
         if not added:
             break
         probes |= added
 
-    def guard_kind(guard: str, caller: _Node) -> str:
+    def guard_kind(guard: str, caller: Node) -> str:
         if guard.startswith("?"):
             callees = project.resolve(guard[1:], caller)
             return CUDA_GUARD if callees and all(c in probes for c in callees) else ""
@@ -232,7 +123,10 @@ def facts(project: Project) -> Facts:
     host_roots = {f for f, n in project.nodes.items() if HOST in n.function.roles}
     for node in project.nodes.values():
         for ref in node.function.host_refs:
-            host_roots.update(project.resolve(ref, node))
+            if ref.endswith("()"):  # an object made there: its class's methods do the work
+                host_roots.update(m for cls in project.classes_named(ref[:-2], node) for m in project.methods(cls))
+            else:
+                host_roots.update(project.resolve(ref, node))
     host = reach(host_roots, skipped | device)
     # Set-up: cached functions, constructors nothing on the device step calls (a class made in `forward` builds
     # every step), and what only they or lazy initialisations call.
@@ -249,7 +143,7 @@ _MODULE_BASES = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module"})
 def _is_module(project: Project, cls: str | None, depth: int = 0) -> bool:
     """`cls` subclasses `torch.nn.Module`, through the project's own classes: its `__call__`, where it has one,
     is what runs the model (gpytorch's modules call `forward` from there)."""
-    if cls is None or depth >= _DEPTH:
+    if cls is None or depth >= DEPTH:
         return False
     for base in project.classes.get(cls, ()):
         if base in _MODULE_BASES:
@@ -263,14 +157,14 @@ def _is_module(project: Project, cls: str | None, depth: int = 0) -> bool:
 # ---- findings ----------------------------------------------------------------------------------------------------
 
 
-def _enclosing(nodes: list[_Node], line: int) -> list[_Node]:
+def _enclosing(nodes: list[Node], line: int) -> list[Node]:
     """The functions holding `line`, outermost first (`nodes` sorted by first line)."""
     end = bisect_right(nodes, line, key=lambda n: n.function.line)
     return [n for n in nodes[:end] if n.function.end_line >= line]
 
 
 def _where(project: Project, found: Facts, result: FileResult, finding: Finding,
-           holders: list[_Node]) -> tuple[str, str] | None:
+           holders: list[Node]) -> tuple[str, str] | None:
     """(context, why) for a finding whose place the graph knows (`holders`: the functions holding it, outermost
     first): "cuda" or "vendor" for a path that never runs on Neuron, "host" for host-side code; None where the
     per-file analysis stands."""
@@ -282,6 +176,9 @@ def _where(project: Project, found: Facts, result: FileResult, finding: Finding,
         if node.full in found.vendor_only:
             return "vendor", f"`{node.function.name}` runs only for another vendor's runtime or export"
     assert result.summary is not None
+    module = project.files[result.path][0]
+    if finding.category == "cuda-library" and module in project.optional:
+        return "optional", f"`{module.rsplit('.', 1)[-1]}` is imported only where an optional dependency is installed"
     for line, end, guard in result.summary.regions:
         if line <= finding.line <= end:
             if guard == VENDOR_GUARD:
@@ -308,6 +205,7 @@ _NOTES = {
     "vendor": "another vendor's path, {why}: it does not run on Neuron",
     "host": "host-side code, {why}",
     "setup": "set-up code, {why}",
+    "optional": "a guarded integration, {why}: a Neuron host without that library never loads it",
 }
 
 
@@ -324,6 +222,7 @@ def apply(results: list[FileResult]) -> tuple[list[FileResult], str | None]:
             "judged file by file")
     project = Project(results)
     found = facts(project)
+    passed: dict[str, list[Passed]] | None = None  # built when a finding asks
     out = []
     for result in results:
         if result.summary is None or not result.findings:
@@ -337,12 +236,19 @@ def apply(results: list[FileResult]) -> tuple[list[FileResult], str | None]:
                 if not _reached(found, finding, holders):
                     continue
                 finding = replace(finding, requires="")
+            if (finding.default_of or finding.host_if) and finding.severity > Severity.INFO and holders:
+                if passed is None:
+                    passed = arguments(project, results)
+                finding = _by_callers(finding, passed, holders[-1])
             place = _where(project, found, result, finding, holders)
             finding = replace(finding, runs=_runs(found, holders, place))
             if finding.severity > Severity.INFO and place is not None:
                 context, why = place
-                if context not in ("host", "setup") or context not in contexts_of(finding.code):
+                if context not in ("host", "setup") or context not in contexts_of(finding.code) or (
+                        context == "setup" and finding.category == "dtype" and not finding.kept):
                     note = _NOTES[context].format(why=why)
+                    if context == "setup" and finding.category == "dtype":
+                        note += ", and the value is narrowed or used there, not kept for the step"
                     finding = replace(finding, severity=Severity.INFO, message=f"{finding.message} ({note})",
                                       fix=None)
             changed.append(finding)
@@ -350,9 +256,28 @@ def apply(results: list[FileResult]) -> tuple[list[FileResult], str | None]:
     return out, None
 
 
-def _runs(found: Facts, holders: list[_Node], place: tuple[str, str] | None) -> str:
+# What works on tensor values: a host value's data-dependent shape, read, CPU op or float64 costs the device nothing.
+_VALUE_CATEGORIES = frozenset({"dynamic-shape", "host-sync", "unsupported-op", "dtype"})
+
+
+def _by_callers(finding: Finding, passed: dict[str, list[Passed]], holder: Node) -> Finding:
+    """The finding as the calls of its function settle it: info where every call passes the parameter whose
+    default it reads, or passes host values for every parameter its value is made of."""
+    name = holder.function.name
+    if finding.default_of and always_passed(passed, holder, finding.default_of):
+        note = f"every call of `{name}` in the project passes `{finding.default_of}`: its default never applies"
+    elif finding.host_if and finding.category in _VALUE_CATEGORIES and always_host(passed, holder, finding.host_if):
+        shown = ", ".join(f"`{p}`" for p in finding.host_if)
+        note = (f"every call of `{name}` in the project passes a host value for {shown} (a `.cpu()` copy, a numpy "
+                "value): this code works on the host")
+    else:
+        return finding
+    return replace(finding, severity=Severity.INFO, fix=None, message=f"{finding.message} ({note})")
+
+
+def _runs(found: Facts, holders: list[Node], place: tuple[str, str] | None) -> str:
     """Where the finding's code runs (findings.RUNS)."""
-    if place is not None and place[0] in ("cuda", "vendor"):
+    if place is not None and place[0] in ("cuda", "vendor", "optional"):
         return "not-neuron"
     names = [h.full for h in holders]
     if any(name in found.forward for name in names):
@@ -366,7 +291,7 @@ def _runs(found: Facts, holders: list[_Node], place: tuple[str, str] | None) -> 
     return "other" if holders else "module"
 
 
-def _reached(found: Facts, finding: Finding, holders: list[_Node]) -> bool:
+def _reached(found: Facts, finding: Finding, holders: list[Node]) -> bool:
     """The finding's function is reached as it requires: "forward" from a module's forward, "device" from a
     forward or a training step, "step" from a training step and not from a forward."""
     if not holders:

@@ -19,6 +19,8 @@ from collections import deque
 
 from portcheck.findings import Function, Summary
 from portcheck.static.cuda_api.paths import named_for_cuda
+from portcheck.static.semantic.hosts import Bindings, host_arguments
+from portcheck.static.semantic.imports import catches_import_error, import_aliases, optional_test
 from portcheck.static.semantic.once import dotted, initialises
 
 # What a function is for, as its own code says.
@@ -45,8 +47,13 @@ _STEP_METHODS = frozenset({"training_step", "train_step", "compute_loss"})
 _CACHING = frozenset({"cache", "lru_cache", "cached_property", "cached", "memoize", "memoized"})
 _PROBES = frozenset({"torch.cuda.is_available", "torch.cuda.device_count", "torch.cuda.is_initialized"})
 _DATA_BASES = ("torch.utils.data.Dataset", "torch.utils.data.IterableDataset", "torch.utils.data.Sampler",
-               "torch.utils.data.dataset.Dataset", "torch.utils.data.sampler.Sampler")
-_HOST_KEYWORDS = frozenset({"collate_fn", "worker_init_fn"})
+               "torch.utils.data.dataset.Dataset", "torch.utils.data.sampler.Sampler",
+               # transformers' collators (`Trainer(data_collator=...)`) batch examples on the host
+               "transformers.data.data_collator.DataCollatorMixin", "transformers.DataCollatorMixin",
+               "transformers.data.DataCollatorMixin")
+# What a data loader or a trainer calls to batch or seed examples: the data pipeline, on the host. A function is
+# passed (`collate_fn=collate`), or an object whose methods do it (`data_collator=Collator(...)`, as "Collator()").
+_HOST_KEYWORDS = frozenset({"collate_fn", "worker_init_fn", "data_collator"})
 _VENDOR_MODULES = ("tensorrt", "torch_tensorrt", "openvino", "coremltools", "onnxruntime", "tensorflow", "paddle",
                    "pycuda", "polygraphy")
 _VENDOR_TESTS = frozenset({"torch.onnx.is_in_onnx_export", "torch.jit.is_tracing", "torch.jit.is_scripting",
@@ -54,59 +61,10 @@ _VENDOR_TESTS = frozenset({"torch.onnx.is_in_onnx_export", "torch.jit.is_tracing
 
 
 def summarise(tree: ast.Module) -> Summary:
-    reader = _Reader(_imports(tree))
+    reader = _Reader(import_aliases(tree))
     reader.block(tree.body, (), "")
     return Summary(tuple(reader.functions), tuple(reader.classes), tuple(sorted(reader.aliases.items())),
-                   tuple(reader.regions))
-
-
-def _imports(tree: ast.Module) -> dict[str, str]:
-    """Local name -> dotted name, for every import in the file (a relative import keeps its dots). Only statements
-    are walked: an import is one, and expressions are most of a tree."""
-    aliases: dict[str, str] = {}
-    pending: list[list[ast.stmt]] = [tree.body]
-    while pending:
-        for node in pending.pop():
-            if isinstance(node, ast.Import):
-                for alias in node.names:
-                    if alias.asname:
-                        aliases[alias.asname] = alias.name
-                    else:
-                        aliases.setdefault(alias.name.split(".")[0], alias.name.split(".")[0])
-            elif isinstance(node, ast.ImportFrom):
-                base = "." * node.level + (node.module or "")
-                for alias in node.names:
-                    if alias.name != "*":
-                        joined = f"{base}.{alias.name}" if base and not base.endswith(".") else base + alias.name
-                        aliases[alias.asname or alias.name] = joined
-            elif isinstance(node, ast.Assign):
-                lazy = _lazy_import(node.value)
-                # `trt = importlib.import_module("tensorrt")`, `trt, _ = optional_import("tensorrt")`
-                target = node.targets[0]
-                if isinstance(target, ast.Tuple) and target.elts:
-                    target = target.elts[0]
-                if lazy is not None and isinstance(target, ast.Name):
-                    aliases[target.id] = lazy
-            else:
-                for field in ("body", "orelse", "finalbody"):
-                    block = getattr(node, field, None)
-                    if isinstance(block, list):
-                        pending.append(block)
-                for handler in getattr(node, "handlers", ()):
-                    pending.append(handler.body)
-    return aliases
-
-
-def _lazy_import(value: ast.expr) -> str | None:
-    """The module a call imports by name (`importlib.import_module("m")`, `optional_import("m")`), or None."""
-    if not isinstance(value, ast.Call) or not value.args:
-        return None
-    name = dotted(value.func) or ""
-    first = value.args[0]
-    if name.rsplit(".", 1)[-1] in ("import_module", "optional_import", "__import__") and isinstance(
-            first, ast.Constant) and isinstance(first.value, str):
-        return first.value
-    return None
+                   tuple(reader.regions), tuple(reader.imports), tuple(reader.module_passes))
 
 
 class _Reader:
@@ -123,6 +81,11 @@ class _Reader:
         self._probe = False
         self._step = False
         self._vendor = False
+        self.imports: list[tuple[str, bool]] = []
+        self._passes: list[tuple[str, int, tuple[str, ...], tuple[str, ...]]] = []
+        self._bindings = Bindings(self.resolve)
+        self.module_passes = self._passes  # module-level code's calls; a function's own replace it while it is read
+        self._optional = 0  # how many optional-dependency tests or `except ImportError`s hold the walk
 
     def resolve(self, node: ast.expr) -> str | None:
         name = dotted(node)
@@ -205,6 +168,36 @@ class _Reader:
         self.regions.append((line, end, guard))
 
     def statement(self, stmt: ast.stmt, guards: tuple[str, ...], scope: str) -> None:
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            self._import(stmt)
+            return
+        if (isinstance(stmt, ast.If) and optional_test(stmt.test)) or (
+                isinstance(stmt, ast.Try) and any(catches_import_error(h) for h in stmt.handlers)):
+            self._optional += 1
+            try:
+                self._statement(stmt, guards, scope)
+            finally:
+                self._optional -= 1
+            return
+        if isinstance(stmt, (ast.For, ast.AsyncFor, ast.With, ast.AsyncWith)):
+            self._bindings.bind(stmt)  # what the loop or `with` binds is unknown inside it already
+        self._statement(stmt, guards, scope)
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            self._bindings.bind(stmt)  # after its value: `x = f(x)` passes the old `x`
+
+    def _import(self, stmt: ast.Import | ast.ImportFrom) -> None:
+        optional = self._optional > 0
+        if isinstance(stmt, ast.Import):
+            self.imports.extend((alias.name, optional) for alias in stmt.names)
+            return
+        base = "." * stmt.level + (stmt.module or "")
+        if stmt.module:
+            self.imports.append((base, optional))
+        for alias in stmt.names:  # `from pkg import mod`: the name may be a module
+            if alias.name != "*":
+                self.imports.append((f"{base}.{alias.name}" if stmt.module else base + alias.name, optional))
+
+    def _statement(self, stmt: ast.stmt, guards: tuple[str, ...], scope: str) -> None:
         if isinstance(stmt, ast.ClassDef):
             name = f"{scope}.{stmt.name}" if scope else stmt.name
             bases = tuple(b for b in (self.resolve(base) for base in stmt.bases) if b is not None)
@@ -260,8 +253,13 @@ class _Reader:
             if not isinstance(child, ast.Call):
                 continue
             for keyword in child.keywords:
-                if keyword.arg in _HOST_KEYWORDS and (ref := self.resolve(keyword.value)) is not None:
-                    self._host_refs.append(ref)
+                if keyword.arg not in _HOST_KEYWORDS:
+                    continue
+                value = keyword.value
+                made = isinstance(value, ast.Call)
+                if (ref := self.resolve(value.func if isinstance(value, ast.Call) else value)) is not None:
+                    self._host_refs.append(f"{ref}()" if made else ref)
+            self._passed(child)
             if self._calls is None:
                 continue  # module-level code: no function to record the call in
             target = self.resolve(child.func)
@@ -278,9 +276,23 @@ class _Reader:
                 if isinstance(arg, (ast.Name, ast.Attribute)) and (ref := self.resolve(arg)) is not None:
                     self._calls.append((ref, guard))
 
+    def _passed(self, call: ast.Call) -> None:
+        """What `call` passes, for Function.passes; and any function it hands on, as a call of unknown arguments."""
+        target = self.resolve(call.func)
+        if target is not None:
+            hidden = any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords)
+            self._passes.append((target, -1 if hidden else len(call.args),
+                                 tuple(k.arg for k in call.keywords if k.arg is not None),
+                                 host_arguments(self._bindings, call)))
+        for arg in (*call.args, *(k.value for k in call.keywords)):
+            if isinstance(arg, (ast.Name, ast.Attribute)) and (ref := self.resolve(arg)) is not None:
+                self._passes.append((ref, -1, (), ()))
+
     def function(self, node: ast.FunctionDef | ast.AsyncFunctionDef, guards: tuple[str, ...], scope: str) -> None:
         name = f"{scope}.{node.name}" if scope else node.name
         saved = (self._calls, self._returns, self._host_refs, self._probe, self._step, self._vendor)
+        saved_passes, self._passes = self._passes, []
+        saved_bindings, self._bindings = self._bindings, Bindings(self.resolve)
         self._calls, self._returns, self._host_refs = [], [], []
         self._probe = self._step = False
         self._vendor = self.vendor_file and any(
@@ -306,7 +318,9 @@ class _Reader:
                for d in node.decorator_list):
             roles.append(ONCE)
         self.functions.append(Function(name, node.lineno, _end(node), tuple(roles), tuple(self._calls),
-                                       tuple(self._returns), tuple(self._host_refs)))
+                                       tuple(self._returns), tuple(self._host_refs), _positional(node, scope, self),
+                                       tuple(self._passes)))
+        self._passes, self._bindings = saved_passes, saved_bindings
         host_refs = self._host_refs
         self._calls, self._returns, self._host_refs, self._probe, self._step, self._vendor = saved
         self._host_refs.extend(host_refs)
@@ -331,6 +345,15 @@ def _calls_and_branches(node: ast.AST) -> list[ast.Call | ast.IfExp]:
             elif isinstance(value, ast.AST) and not isinstance(value, ast.expr_context):
                 push(value)
     return found
+
+
+def _positional(node: ast.FunctionDef | ast.AsyncFunctionDef, scope: str, reader: _Reader) -> tuple[str, ...]:
+    """The parameters positional arguments fill, in order: a method's first (`self`, `cls`) left out."""
+    names = [a.arg for a in (*node.args.posonlyargs, *node.args.args)]
+    static = any(dotted(d) == "staticmethod" for d in node.decorator_list)
+    if names and not static and any(scope == c for c, _ in reader.classes):
+        names = names[1:]
+    return tuple(names)
 
 
 def _exits(body: list[ast.stmt]) -> bool:

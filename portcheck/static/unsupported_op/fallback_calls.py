@@ -1,5 +1,6 @@
 """Calls whose ATen op runs on the host CPU on the target's stack (PC321): linear algebra that TorchNeuron has no
-device kernel for (`torch.linalg.svd`, `eigh`, `inv`, `slogdet`, `torch.cholesky`), read from rules/ops.toml."""
+device kernel for (`torch.linalg.svd`, `eigh`, `inv`, `slogdet`, `cholesky`, `qr`, `solve_triangular`...), read from
+rules/ops.toml."""
 
 from __future__ import annotations
 
@@ -24,6 +25,17 @@ CALLS = {
     "torch.linalg.inv_ex": "aten::linalg_inv_ex",
     "torch.inverse": "aten::linalg_inv_ex",
     "torch.cholesky": "aten::cholesky",
+    "torch.linalg.cholesky": "aten::linalg_cholesky_ex",
+    "torch.linalg.cholesky_ex": "aten::linalg_cholesky_ex",
+    "torch.cholesky_inverse": "aten::cholesky_inverse",
+    "torch.linalg.qr": "aten::linalg_qr",
+    "torch.linalg.det": "aten::_linalg_det",
+    "torch.det": "aten::_linalg_det",
+    "torch.linalg.lu_factor": "aten::linalg_lu_factor_ex",
+    "torch.linalg.lu_factor_ex": "aten::linalg_lu_factor_ex",
+    "torch.linalg.ldl_factor": "aten::linalg_ldl_factor_ex",
+    "torch.linalg.ldl_factor_ex": "aten::linalg_ldl_factor_ex",
+    "torch.linalg.solve_triangular": "aten::linalg_solve_triangular",
 }
 
 
@@ -31,8 +43,9 @@ CALLS = {
 class CpuFallbackCall(Rule):
     """## What it does
     Finds calls of torch functions whose ATen op the target's stack runs on the host CPU: on TorchNeuron
-    (native) the decompositions `torch.linalg.svd`, `svdvals`, `eigh`, `eigvalsh`, `slogdet`, `inv` and
-    `torch.cholesky` have no device kernel and take the CPU fallback. The status comes from rules/ops.toml, so a
+    (native) the decompositions `torch.linalg.svd`, `svdvals`, `eigh`, `eigvalsh`, `slogdet`, `det`, `inv`, `qr`,
+    `cholesky`, `lu_factor`, `ldl_factor`, `solve_triangular`, `torch.cholesky` and `torch.cholesky_inverse` have
+    no device kernel and take the CPU fallback. The status comes from rules/ops.toml, so a
     stack that lowers the op (PyTorch/XLA on inf2) stays quiet, and so does a call on a host value (numpy, a CPU
     tensor). Outside `forward` it is reported only where the project's call graph puts the function in what a
     module's forward reaches (set-up, initialisation and checkpoint conversion run once, on purpose). Method forms
@@ -61,6 +74,8 @@ class CpuFallbackCall(Rule):
         "import torch as th\nclass M(th.nn.Module):\n    def forward(self, a):\n        return th.inverse(a)",
         "from torch import linalg\nclass M:\n    def forward(self, c):\n        return helper(c)\n"
         "def helper(c):\n    return linalg.eigh(c)",
+        "import torch\nclass M(torch.nn.Module):\n    def forward(self, a, b):\n"
+        "        return torch.linalg.solve_triangular(torch.linalg.cholesky(a), b, upper=False)",
     )
     VALID = (
         "import torch\nimport numpy as np\nclass M:\n    def forward(self, x):\n        return np.linalg.svd(x)",

@@ -1,0 +1,138 @@
+"""What a finding's code reads of its function's parameters, for the call graph to settle with the calls it sees
+(Finding.default_of, Finding.host_if). Pure functions of the syntax tree: the context passes its name lookups in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import libcst as cst
+
+Constant = Callable[[cst.BaseExpression], "tuple[str, cst.BaseExpression] | None"]
+Qualname = Callable[[cst.BaseExpression], "str | None"]
+
+# Builtins and what keeps a value where it is: `int(x.sum())` reads the same data `x` holds.
+_SAME_PLACE = frozenset({"int", "float", "bool", "len", "abs", "min", "max", "sum", "round", "list", "tuple",
+                         "sorted", "any", "all", "str", "print", "repr", "format"})
+_MOVES = frozenset({"to", "cuda", "xpu", "type", "pin_memory", "new_tensor", "new_zeros", "new_ones", "new_empty",
+                    "new_full"})
+_BUDGET = 64  # nodes read per finding
+
+
+def _parameters(function: cst.FunctionDef) -> list[cst.Param]:
+    params = function.params
+    return [*params.posonly_params, *params.params, *params.kwonly_params]
+
+
+def default_read(function: cst.FunctionDef, node: cst.CSTNode, constant: Constant) -> str:
+    """The parameter of `function` whose string default a name in `node` stands for, or ""."""
+    defaults = {p.name.value: p.default for p in _parameters(function) if isinstance(p.default, cst.SimpleString)}
+    if not defaults:
+        return ""
+    names: list[cst.Name] = []
+    stack: list[cst.CSTNode] = [node]
+    while stack and len(names) < _BUDGET:
+        current = stack.pop()
+        if isinstance(current, cst.Name):
+            names.append(current)
+        elif isinstance(current, cst.Attribute):
+            stack.append(current.value)  # `x.device` is no read of a name `device`
+        else:
+            stack.extend(current.children)
+    for name in names:
+        bound = constant(name) if name.value in defaults else None
+        if bound is not None and bound[1] is defaults[name.value]:
+            return name.value
+    return ""
+
+
+def assigned(function: cst.FunctionDef) -> frozenset[str]:
+    """Names the function's body binds (assignments, loops, `with`, augmented assignments, walrus)."""
+    found: set[str] = set()
+
+    class Finder(cst.CSTVisitor):
+        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+            found.update(n.value for n in _names(node.target))
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            found.update(n.value for n in _names(node.target))
+
+        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+            found.update(n.value for n in _names(node.target))
+
+        def visit_For(self, node: cst.For) -> None:
+            found.update(n.value for n in _names(node.target))
+
+        def visit_AsName(self, node: cst.AsName) -> None:
+            found.update(n.value for n in _names(node.name))
+
+        def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+            found.update(n.value for n in _names(node.target))
+
+    function.body.visit(Finder())
+    return frozenset(found)
+
+
+def _names(node: cst.CSTNode) -> list[cst.Name]:
+    if isinstance(node, cst.Name):
+        return [node]
+    if isinstance(node, (cst.Tuple, cst.List)):
+        return [n for element in node.elements for n in _names(element.value)]
+    if isinstance(node, cst.StarredElement):
+        return _names(node.value)
+    return []
+
+
+def param_roots(function: cst.FunctionDef, node: cst.CSTNode, constant: Constant, qualname: Qualname,
+                assigned: Callable[[], frozenset[str]]) -> tuple[str, ...]:
+    """The parameters of `function` (a method's `self` / `cls` left out, and none the body rebinds) that the value
+    at `node` is made of, through local names bound once, indexing, arithmetic, tensor methods and torch or builtin
+    functions; () when any part of it comes from elsewhere (the object's state, a global, another function's
+    result, a move to a device)."""
+    params = {p.name.value for p in _parameters(function)} - {"self", "cls"}
+    if not params:
+        return ()
+    roots: set[str] = set()
+    todo: list[cst.CSTNode] = [node]
+    seen = 0
+    while todo:
+        seen += 1
+        if seen > _BUDGET:
+            return ()
+        current = todo.pop()
+        if isinstance(current, cst.Name):
+            if current.value in params and current.value not in assigned():
+                roots.add(current.value)
+                continue
+            if current.value in ("True", "False", "None"):
+                continue
+            bound = constant(current)
+            if bound is None:
+                return ()
+            todo.append(bound[1])
+        elif isinstance(current, cst.Attribute):
+            if current.attr.value in _MOVES:
+                return ()
+            todo.append(current.value)
+        elif isinstance(current, cst.Call):
+            func = current.func
+            if isinstance(func, cst.Name):
+                if func.value not in _SAME_PLACE:
+                    return ()
+            elif isinstance(func, cst.Attribute) and not (qualname(func) or "").startswith("torch."):
+                if func.attr.value in _MOVES or qualname(func) is not None:
+                    return ()  # a move, or another library's function
+                todo.append(func.value)  # a method: the receiver's data
+            elif not isinstance(func, cst.Attribute):
+                return ()
+            todo.extend(arg.value for arg in current.args)
+        elif isinstance(current, (cst.SimpleString, cst.Integer, cst.Float, cst.Imaginary, cst.Ellipsis)):
+            continue
+        elif isinstance(current, (cst.Lambda, cst.GeneratorExp, cst.ListComp, cst.SetComp, cst.DictComp)):
+            return ()
+        else:
+            todo.extend(current.children)
+    return tuple(sorted(roots))
+
+
+__all__ = ["assigned", "default_read", "param_roots"]

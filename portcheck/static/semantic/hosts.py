@@ -1,0 +1,95 @@
+"""Host values at a call site, read from Python's syntax tree for the file's summary: an argument that is a tensor
+copied to the host (`x.cpu()`, `x.to("cpu")`), a numpy, pandas or scipy value, or what indexing, arithmetic and
+tensor methods make of one, directly or through a local name bound once before the call.
+
+The call graph reads these per parameter: where every call of a function passes a host value for a parameter, the
+function works on the host there (Function.passes, Finding.host_if).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable
+
+# Libraries whose values live on the host.
+_HOST_LIBRARIES = ("numpy.", "pandas.", "scipy.", "sklearn.")
+# Methods whose result is on the host whatever the receiver: copies and Python values.
+_COPIES = frozenset({"cpu", "numpy", "tolist", "item"})
+# Methods that can move a value to the device: their result is not known to be on the host.
+_MOVES = frozenset({"to", "cuda", "xpu", "type", "pin_memory"})
+
+
+class Bindings:
+    """Local names bound once to a host value (True) or to something else (False), in the order a function's
+    statements bind them; a name bound twice, or by a loop, `with` or unpacking, is unknown (None)."""
+
+    def __init__(self, resolve: Callable[[ast.expr], str | None]) -> None:
+        self.resolve = resolve
+        self.names: dict[str, bool | None] = {}
+
+    def bind(self, stmt: ast.stmt) -> None:
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
+            targets: list[ast.expr] = list(stmt.targets) if isinstance(stmt, ast.Assign) else [stmt.target]
+            if len(targets) == 1 and isinstance(targets[0], ast.Name):
+                name = targets[0].id
+                self.names[name] = None if name in self.names else self.host(stmt.value)
+                return
+            self._unknown(targets)
+        elif isinstance(stmt, (ast.AugAssign, ast.For, ast.AsyncFor)):
+            self._unknown([stmt.target])
+        elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+            self._unknown([item.optional_vars for item in stmt.items if item.optional_vars is not None])
+
+    def _unknown(self, targets: list[ast.expr]) -> None:
+        for target in targets:
+            for node in ast.walk(target):
+                if isinstance(node, ast.Name):
+                    self.names[node.id] = None
+
+    def host(self, node: ast.expr, depth: int = 0) -> bool:
+        if depth > 8:
+            return False
+        if isinstance(node, ast.Call):
+            target = self.resolve(node.func) or ""
+            if target.startswith(_HOST_LIBRARIES):
+                return True
+            if not isinstance(node.func, ast.Attribute):
+                return False
+            method = node.func.attr
+            if method in _COPIES:
+                return True
+            if method == "to":
+                first = node.args[0] if node.args else next(
+                    (k.value for k in node.keywords if k.arg == "device"), None)
+                return first is not None and _cpu(first)
+            if method in _MOVES:
+                return False
+            return self.host(node.func.value, depth + 1)
+        if isinstance(node, ast.Subscript):
+            return self.host(node.value, depth + 1)
+        if isinstance(node, ast.BinOp):
+            sides = [s for s in (node.left, node.right) if not isinstance(s, ast.Constant)]
+            return bool(sides) and all(self.host(s, depth + 1) for s in sides)
+        if isinstance(node, ast.UnaryOp):
+            return self.host(node.operand, depth + 1)
+        if isinstance(node, ast.Name):
+            return self.names.get(node.id) is True
+        return False
+
+
+def _cpu(node: ast.expr) -> bool:
+    """`"cpu"` or `torch.device("cpu")`."""
+    if isinstance(node, ast.Constant):
+        return node.value == "cpu"
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "device"
+            and bool(node.args) and isinstance(node.args[0], ast.Constant) and node.args[0].value == "cpu")
+
+
+def host_arguments(bindings: Bindings, call: ast.Call) -> tuple[str, ...]:
+    """Which of `call`'s arguments are host values: `#i` for the i-th positional one, the keyword's name else."""
+    found = [f"#{i}" for i, arg in enumerate(call.args) if not isinstance(arg, ast.Starred) and bindings.host(arg)]
+    found.extend(k.arg for k in call.keywords if k.arg is not None and bindings.host(k.value))
+    return tuple(found)
+
+
+__all__ = ["Bindings", "host_arguments"]

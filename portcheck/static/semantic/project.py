@@ -1,0 +1,208 @@
+"""The project the call graph is built over: its functions, classes and re-exports from the files' summaries,
+names resolved to functions (imports inside the tree, methods through `self` and the class's bases), the modules
+only optional dependencies load, and what each call passes."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from portcheck.findings import FileResult, Function
+from portcheck.static.semantic.modules import module_of, suffixes
+
+DEPTH = 8  # re-exports and base classes followed at most this deep
+
+
+@dataclass
+class Node:
+    full: str  # module.function
+    path: str
+    module: str
+    function: Function
+
+
+class Project:
+    def __init__(self, results: list[FileResult]) -> None:
+        self.nodes: dict[str, Node] = {}
+        self.by_suffix: dict[str, list[str]] = defaultdict(list)
+        self.exports: dict[str, str] = {}
+        self.export_suffix: dict[str, list[str]] = defaultdict(list)
+        self.classes: dict[str, tuple[str, ...]] = {}
+        self.class_suffix: dict[str, list[str]] = defaultdict(list)
+        self.files: dict[str, tuple[str, bool, list[Node]]] = {}
+        imported: list[tuple[str, bool]] = []  # (absolute module, optional) of every import in the tree
+        for result in results:
+            if result.summary is None:
+                continue
+            module, package = module_of(result.path)
+            nodes = []
+            for function in result.summary.functions:
+                full = f"{module}.{function.name}" if module else function.name
+                node = Node(full, result.path, module, function)
+                self.nodes[full] = node
+                nodes.append(node)
+                for key in suffixes(full, module):
+                    self.by_suffix[key].append(full)
+            for name, bases in result.summary.classes:
+                full = f"{module}.{name}" if module else name
+                self.classes[full] = tuple(self._absolute(b, module, package) for b in bases)
+                for key in suffixes(full, module):
+                    self.class_suffix[key].append(full)
+            for name, target in result.summary.exports:
+                full = f"{module}.{name}" if module else name
+                self.exports[full] = self._absolute(target, module, package)
+                for key in suffixes(full, module):
+                    self.export_suffix[key].append(full)
+            self.files[result.path] = (module, package, sorted(nodes, key=lambda n: n.function.line))
+            imported.extend((self._absolute(target, module, package), optional)
+                            for target, optional in result.summary.imports)
+        self.optional = self._optional_modules(imported)
+
+    def _optional_modules(self, imported: list[tuple[str, bool]]) -> frozenset[str]:
+        """The tree's modules that something imports and that every import of runs only where an optional
+        dependency is installed (`if is_bnb_available(): from .bnb import ...`)."""
+        by_suffix: dict[str, list[str]] = defaultdict(list)
+        for module, _, _ in self.files.values():
+            parts = module.split(".")
+            for start in range(len(parts)):
+                if start == 0 or len(parts) - start >= 2:  # a lone last part (`utils`) names too many modules
+                    by_suffix[".".join(parts[start:])].append(module)
+        flags: dict[str, list[bool]] = defaultdict(list)
+        for target, optional in imported:
+            for module in by_suffix.get(target, ()):
+                flags[module].append(optional)
+        return frozenset(m for m, seen in flags.items() if seen and all(seen))
+
+    @staticmethod
+    def _absolute(target: str, module: str, package: bool) -> str:
+        """A relative import (`..mod.f`) made absolute against the importing module."""
+        if not target.startswith("."):
+            return target
+        dots = len(target) - len(target.lstrip("."))
+        base = module.split(".") if module else []
+        keep = len(base) - dots + (1 if package else 0)
+        return ".".join([*base[:max(keep, 0)], target[dots:]]).strip(".")
+
+    # ---- resolving a name to functions -----------------------------------------------------------------------
+
+    def _find(self, dotted_name: str, depth: int = 0) -> list[str]:
+        """The functions an absolute dotted name may be (a class stands for its `__init__`)."""
+        if dotted_name in self.nodes:
+            return [dotted_name]
+        found = list(self.by_suffix.get(dotted_name, ()))
+        if found:
+            return found
+        classes = [dotted_name] if dotted_name in self.classes else self.class_suffix.get(dotted_name, [])
+        if classes:
+            return [f"{c}.__init__" for c in classes if f"{c}.__init__" in self.nodes]
+        if depth < DEPTH:
+            exported = [dotted_name] if dotted_name in self.exports else self.export_suffix.get(dotted_name, [])
+            return [f for e in exported for f in self._find(self.exports[e], depth + 1)]
+        return []
+
+    def _method(self, cls: str, name: str, depth: int = 0) -> list[str]:
+        if f"{cls}.{name}" in self.nodes:
+            return [f"{cls}.{name}"]
+        if depth >= DEPTH:
+            return []
+        found: list[str] = []
+        for base in self.classes.get(cls, ()):
+            for known in ([base] if base in self.classes else self.class_suffix.get(base, [])):
+                found.extend(self._method(known, name, depth + 1))
+        return found
+
+    def resolve(self, target: str, caller: Node) -> list[str]:
+        module, package = self.files[caller.path][:2]
+        if target.startswith("self."):
+            rest = target[len("self."):]
+            cls = self.class_of(caller)
+            return self._method(cls, rest) if cls and "." not in rest else []
+        if target.startswith(":"):
+            name = target[1:]
+            scopes = caller.function.name.split(".")
+            for end in range(len(scopes), -1, -1):  # nested functions first, then the module
+                prefix = ".".join(filter(None, [module, *scopes[:end]]))
+                full = f"{prefix}.{name}" if prefix else name
+                if full in self.nodes:
+                    return [full]
+                if full in self.classes:
+                    return [f"{full}.__init__"] if f"{full}.__init__" in self.nodes else []
+            full = f"{module}.{name}" if module else name
+            return self._find(self.exports[full]) if full in self.exports else []
+        return self._find(self._absolute(target, module, package))
+
+    def classes_named(self, target: str, caller: Node) -> list[str]:
+        """The tree's classes `target` may name where `caller` uses it (`:Name` through the file's scopes and
+        re-exports, or a dotted import)."""
+        module, package = self.files[caller.path][:2]
+        if target.startswith(":"):
+            name = target[1:]
+            scopes = caller.function.name.split(".")
+            for end in range(len(scopes), -1, -1):
+                full = ".".join(filter(None, [module, *scopes[:end], name]))
+                if full in self.classes:
+                    return [full]
+            full = f"{module}.{name}" if module else name
+            target = self.exports.get(full, "")
+            if not target:
+                return []
+        dotted_name = self._absolute(target, module, package)
+        return [dotted_name] if dotted_name in self.classes else list(self.class_suffix.get(dotted_name, []))
+
+    def methods(self, cls: str) -> list[str]:
+        """The functions defined in class `cls` (not its bases')."""
+        prefix = cls + "."
+        return [f for f in self.nodes if f.startswith(prefix) and "." not in f[len(prefix):]]
+
+    def class_of(self, node: Node) -> str | None:
+        parts = node.function.name.split(".")
+        for end in range(len(parts) - 1, 0, -1):
+            cls = ".".join(filter(None, [node.module, *parts[:end]]))
+            if cls in self.classes:
+                return cls
+        return None
+
+
+# What one call passes: (positional count or -1 where unknown, the keywords, the host values: `#i` / a keyword).
+Passed = tuple[int, tuple[str, ...], tuple[str, ...]]
+
+
+def arguments(project: Project, results: list[FileResult]) -> dict[str, list[Passed]]:
+    """Per function of the tree: what each call of it passes, from every function's calls and every module's own
+    code."""
+    found: dict[str, list[Passed]] = defaultdict(list)
+    callers = [(node, node.function.passes) for node in project.nodes.values()]
+    for result in results:
+        if result.summary is not None and result.summary.passes and result.path in project.files:
+            module = project.files[result.path][0]
+            callers.append((Node(module, result.path, module, Function("", 0, 0, (), (), ())), result.summary.passes))
+    for node, passes in callers:
+        for target, count, keywords, host in passes:
+            for callee in project.resolve(target, node):
+                found[callee].append((count, keywords, host))
+    return found
+
+
+def _filled(holder: Node, param: str, call: Passed, among: tuple[str, ...] | None = None) -> bool:
+    """`call` passes `param` (among its host values, with `among`), by keyword or by position."""
+    count, keywords, _ = call
+    index = holder.function.params.index(param) if param in holder.function.params else None
+    if among is not None:
+        return param in among or (index is not None and f"#{index}" in among)
+    return count >= 0 and (param in keywords or (index is not None and count > index))
+
+
+def always_passed(passed: dict[str, list[Passed]], holder: Node, param: str) -> bool:
+    """Every call of `holder` in the tree passes `param`; there is at least one."""
+    calls = passed.get(holder.full, [])
+    return bool(calls) and all(_filled(holder, param, call) for call in calls)
+
+
+def always_host(passed: dict[str, list[Passed]], holder: Node, params: tuple[str, ...]) -> bool:
+    """Every call of `holder` in the tree passes a host value for each of `params`; there is at least one."""
+    calls = passed.get(holder.full, [])
+    return bool(calls) and all(call[0] >= 0 and all(_filled(holder, p, call, call[2]) for p in params)
+                               for call in calls)
+
+
+__all__ = ["DEPTH", "Passed", "Project", "always_host", "always_passed", "arguments"]
