@@ -11,7 +11,8 @@ rules/catalog/<category>.toml, and `Rule.info()` reads it.
 Static rules live in `portcheck/static/<category>/`, each module beginning with its rule classes and followed by
 the checks that report them; rules only the trace reports live in `portcheck/dynamic/rules.py`, those only the
 advisor reports in `portcheck/advise/rules.py`. `registry()` imports those modules and nothing else: no engine,
-no torch, so `portcheck rule` and the SARIF help read it cheaply.
+no torch, so `portcheck rule` and the SARIF help read it cheaply. It finds a category's modules by listing its
+package, so a new module needs no line in the package's `__init__.py`.
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ import enum
 import functools
 import importlib
 import inspect
+import pkgutil
 import re
 import string
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
@@ -102,17 +105,26 @@ def rule(cls: R) -> R:
     return cls
 
 
-# The modules that define rule classes: the static category packages (each imports its modules; memory has none),
-# the trace's and the advisor's rules.
+# Where rule classes are defined: the static category packages (every module in one; memory has none), the trace's
+# and the advisor's rule modules.
 HOMES = (*(f"portcheck.static.{c.replace('-', '_')}" for c in CATEGORIES if c != Category.MEMORY),
          "portcheck.dynamic.rules", "portcheck.advise.rules")
+
+
+def rule_modules() -> Iterator[str]:
+    """The modules `registry()` imports: each home, and every module of a home that is a package, by name."""
+    for home in HOMES:
+        yield home
+        package = importlib.import_module(home)
+        for module in pkgutil.iter_modules(getattr(package, "__path__", ()), f"{home}."):
+            yield module.name
 
 
 @functools.cache
 def registry() -> dict[str, type[Rule]]:
     """Every rule class by code, once per process."""
-    for home in HOMES:
-        importlib.import_module(home)
+    for module in rule_modules():
+        importlib.import_module(module)
     return dict(sorted(RULES.items()))
 
 
@@ -183,4 +195,4 @@ def package_of(category: str) -> str:
 
 
 __all__ = ["EVERYWHERE", "HOMES", "RULES", "Pass", "Rule", "TracedFinding", "contexts_of", "doc_sections",
-           "package_of", "registry", "rule", "rule_class"]
+           "package_of", "registry", "rule", "rule_class", "rule_modules"]

@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
 """Scaffold a new static rule for you to fill in (CONTRIBUTING.md, "Adding a rule"). The skeleton passes the suite as
-it is, except the three snapshots that list every rule (`portcheck rules` and SARIF), which you update and review.
+it is, except the three snapshots that list every rule (`portcheck rules` and SARIF) and the rule's own
+(tests/test_rule_snapshots.py), which you write and review.
 
     python scripts/add_rule.py --code PC399 --name my-rule --category unsupported-op --severity warning
     python scripts/add_rule.py --code PC319 --name sparse-op --category unsupported-op --severity error --module sort
 
 writes
 - portcheck/static/<package>/<module>.py: the rule class (docstring sections, message template, VALID / INVALID
-  examples) and a check that flags calls of a placeholder, `todo_<name>()`; the module is new and registered in the
-  package's `__init__.py`, or, with `--module NAME`, an existing module of the package (the class goes after its
-  last rule class, the check at the end, the imports are merged);
+  examples) and a check that flags calls of a placeholder, `todo_<name>()`; the module is new (the registry imports
+  every module of the package, so its `__init__.py` stays as it is), or, with `--module NAME`, an existing module of
+  the package (the class goes after its last rule class, the check at the end, the imports are merged);
 - rules/catalog/<category>.toml: the rule's entry, in code order, with TODO text;
 - fixtures/static/<category>/<name, - as _>.py: one line that fires and one that stays quiet.
 
@@ -116,13 +117,8 @@ def isort_key(name: str) -> tuple[int, str]:
     return (2, name)
 
 
-def one_statement(head: str, names: list[str], tail: str = "", closer: str = "") -> str:
+def one_statement(head: str, names: list[str], tail: str = "") -> str:
     """`head` followed by `names`, on one line when it fits, else one name a line (ruff's wrapping)."""
-    if closer:  # __all__ = [...]
-        line = f"{head}{', '.join(names)}{closer}{tail}"
-        if len(line) <= LINE_LENGTH:
-            return line
-        return head + "\n" + "".join(f"    {n},\n" for n in names) + closer + tail
     line = f"{head}{', '.join(names)}{tail}"
     if len(line) <= LINE_LENGTH:
         return line
@@ -167,21 +163,6 @@ def merge_import(text: str, module: str, wanted: list[str]) -> str:
     else:
         lines.insert(first_party[-1].end_lineno or first_party[-1].lineno, new)
     return "".join(lines)
-
-
-def register_module(init: str, package: str, module: str) -> str:
-    """The package's `__init__.py` with `module` imported (`from portcheck.static.<package> import ...`) and in
-    `__all__`."""
-    dotted = f"portcheck.static.{package}"
-    text = merge_import(init, dotted, [module])
-    tree = ast.parse(text)
-    lines = text.splitlines(keepends=True)
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
-            names = sorted(set(ast.literal_eval(node.value)) | {module}, key=isort_key)
-            replace_lines(lines, node, one_statement("__all__ = [", [json.dumps(n) for n in names], closer="]"))
-            return "".join(lines)
-    return "".join(lines).rstrip("\n") + f'\n\n__all__ = ["{module}"]\n'
 
 
 # ---- what the scaffold writes ----------------------------------------------------------------------------------
@@ -426,8 +407,6 @@ def plan(root: Path, args: argparse.Namespace) -> tuple[Plan, Names]:
     else:
         out.writes[target] = new_module(n)
         out.created.append(target)
-        init = package_dir / "__init__.py"
-        out.writes[init] = register_module(init.read_text(encoding="utf-8"), package, module)
 
     toml_path = root / "rules" / "catalog" / f"{category}.toml"
     if toml_path.exists():
@@ -480,7 +459,8 @@ def main(argv: list[str] | None = None) -> int:
           f"  replace every TODO and the placeholder `{n.placeholder}`, then run\n"
           f"  python -m pytest tests/test_rules.py tests/test_fixtures.py -k \"{n.code} or {n.snake}\"\n"
           f"  python -m pytest tests/test_snapshots.py --snapshot-update -k \"test_rules or sarif\"  "
-          "# they list every rule; read the diff")
+          "# they list every rule; read the diff\n"
+          f"  python -m pytest tests/test_rule_snapshots.py --snapshot-update -k {n.code}  # the rule's own")
     return 0
 
 

@@ -1,3 +1,6 @@
+import fcntl
+import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -30,15 +33,15 @@ def portcheck():
 
 class SharedRuns:
     """`python -m portcheck ARGS` runs whose result depends only on ARGS and the working directory — a model traced,
-    a plan worked out from a traced model — made once a session (once per xdist worker: tests that share a run are
-    in one `xdist_group`) and handed to every test that checks them. Each test parses the output afresh, so none
-    sees another's changes.
+    a plan worked out from a traced model — made once a session and handed to every test that checks them, on
+    whichever xdist worker it runs: the first to ask runs it under a lock in a directory every worker shares, the
+    others wait for it and read its record. Each test parses the output afresh, so none sees another's changes.
 
-    The file of `--emit-script FILE` is not part of what is run: the script is written once, to a directory of the
-    session, and copied (mode and all) to each FILE asked for; the output names the FILE asked for."""
+    The file of `--emit-script FILE` is not part of what is run: the script is written once, to the run's directory,
+    and copied (mode and all) to each FILE asked for; the output names the FILE asked for."""
 
-    def __init__(self, scripts: Path) -> None:
-        self._scripts = scripts
+    def __init__(self, shared: Path) -> None:
+        self._shared = shared
         self._done: dict[tuple, tuple[subprocess.CompletedProcess, Path | None]] = {}
 
     def __call__(self, *args: str, cwd: Path = ROOT, timeout: float = 240) -> subprocess.CompletedProcess:
@@ -50,14 +53,7 @@ class SharedRuns:
             argv[at] = "<script>"
         key = (tuple(argv), str(cwd))
         if key not in self._done:
-            script = None
-            if at is not None:
-                script = self._scripts / str(len(self._done)) / wanted.name
-                script.parent.mkdir(parents=True)
-                argv[at] = str(script)
-            done = subprocess.run([sys.executable, "-m", "portcheck", *argv], cwd=cwd, capture_output=True, text=True,
-                                  timeout=timeout)
-            self._done[key] = (done, script)
+            self._done[key] = self._run(key, wanted, timeout)
         done, script = self._done[key]
         if script is None:
             return done
@@ -66,36 +62,77 @@ class SharedRuns:
         named = (done.stdout.replace(str(script), args[at]), done.stderr.replace(str(script), args[at]))
         return subprocess.CompletedProcess([*done.args[:3], *args], done.returncode, *named)
 
+    def _run(self, key: tuple, wanted: Path | None, timeout: float) -> tuple[subprocess.CompletedProcess, Path | None]:
+        argv, cwd = list(key[0]), key[1]
+        here = self._shared / hashlib.sha256(json.dumps(key).encode()).hexdigest()[:20]
+        record = here / "run.json"
+        with open(f"{here}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # a worker asking for a run another is making waits for it
+            if not record.is_file():
+                here.mkdir()
+                script = None
+                if wanted is not None:
+                    script = here / wanted.name
+                    argv[argv.index("<script>")] = str(script)
+                done = subprocess.run([sys.executable, "-m", "portcheck", *argv], cwd=cwd, capture_output=True,
+                                      text=True, timeout=timeout)
+                record.write_text(json.dumps({"args": done.args, "returncode": done.returncode, "stdout": done.stdout,
+                                              "stderr": done.stderr, "script": script and str(script)}))
+        made = json.loads(record.read_text())
+        done = subprocess.CompletedProcess(made["args"], made["returncode"], made["stdout"], made["stderr"])
+        return done, made["script"] and Path(made["script"])
+
 
 @pytest.fixture(scope="session")
 def shared_run(tmp_path_factory) -> SharedRuns:
-    return SharedRuns(tmp_path_factory.mktemp("shared-runs"))
+    return SharedRuns(shared_directory(tmp_path_factory, "shared-runs"))
 
 
-# The longest tests (seconds each, measured with the suite on 2 xdist workers on this project's 2-core machine),
-# handed out first so that the last tests left for the workers are short ones and the workers finish together;
-# everything else keeps its order.
+def shared_directory(tmp_path_factory, name: str) -> Path:
+    """A directory of this session that every xdist worker sees (the one their own temporary directories are in)."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent
+    shared = root / name
+    shared.mkdir(exist_ok=True)
+    return shared
+
+
+# The longest tests (CPU seconds each, child processes included: what one core spends on it; measured with
+# tests/-wide rusage on 2 xdist workers on this project's 2-core machine), handed out first so that the last tests
+# left for the workers are short ones and the workers finish together; everything else keeps its order.
 LONGEST = {
-    "test_advise.py::test_a_full_size_script_dry_runs_on_the_meta_device": 56,
-    "test_trace.py::test_mixtral_eager_experts_are_data_dependent": 20,
-    "test_advise.py::test_a_traced_model_gives_int64_flags_on_trn2_native_only": 19,
-    "test_trace.py::test_mixtral_grouped_and_batched_dispatch_get_their_real_status": 16,
+    "test_advise.py::test_a_full_size_script_dry_runs_on_the_meta_device": 46,
+    # mypy over portcheck/ with a cold cache (a clean clone has none): it reads torch's annotations
+    "test_types.py::test_mypy_passes_on_portcheck": 45,
+    "test_trace.py::test_mixtral_grouped_and_batched_dispatch_get_their_real_status": 19,
+    "test_trace.py::test_mixtral_eager_experts_are_data_dependent": 19,
+    "test_advise.py::test_a_traced_model_gives_int64_flags_on_trn2_native_only": 16,
     "test_advise.py::test_emitted_scripts_run_here_as_dry_runs": 14,
+    "test_advise.py::test_a_script_with_tensor_parallelism_says_what_it_compiles": 14,
+    "test_trace_path.py::test_transformers_files_read_and_their_findings_are_the_same_for_both_targets": 14,
     "test_bad_input.py::test_fix_killed_at_random_moments_leaves_every_file_wholly_old_or_wholly_new": 14,
-    "test_advise.py::test_a_script_with_tensor_parallelism_says_what_it_compiles": 13,
-    "test_advise.py::test_a_unet_is_compiled_as_one_and_sized_from_its_graph": 11,
+    "test_serving.py::test_the_vllm_script_dry_runs_here_and_shows_the_command": 13,
     "test_trace.py::test_json_report_has_graph_ops_and_shapes": 10,
     "test_integrations.py::test_the_pre_commit_hook_fails_on_findings_and_passes_once_fixed": 10,
+    "test_static_engine.py::test_positions_of_any_node_match_position_provider_without_generating_the_module": 10,
+    "test_static_engine.py::test_the_fast_engine_reports_what_the_slow_one_does_on_every_fixture": 10,
+    "test_advise.py::test_a_unet_is_compiled_as_one_and_sized_from_its_graph": 9,
     "test_advise.py::test_numbers_override_what_the_trace_found": 9,
-    "test_trace.py::test_sequence_buckets_follow_the_position_limit": 9,
-    "test_advise.py::test_a_tiny_traced_model_sized_by_hand": 8,
+    "test_trace.py::test_restrictions_follow_the_dtypes_the_graph_used": 9,
+    "test_trace.py::test_a_sort_within_topks_limit_is_quiet": 8,
     "test_trace.py::test_dynamic_axes_from_the_command_line": 8,
+    "test_scaffold.py::test_the_skeletons_pass_the_rule_tests": 8,
+    "test_trace_path.py::test_a_library_reports_only_lines_that_ran_and_the_user_file_whole": 8,
+    "test_advise.py::test_a_tiny_traced_model_sized_by_hand": 8,
     "test_trace.py::test_inputs_from_the_command_line": 7,
     "test_trace.py::test_eager_attention_is_an_attention_subgraph": 7,
     "test_trace.py::test_transformers_models_trace_clean": 7,
+    "test_trace.py::test_sequence_buckets_follow_the_position_limit": 7,
     "test_fix_cli.py::test_fixing_the_shipped_examples_touches_only_fixed_lines": 7,
     "test_advise.py::test_a_script_for_a_build_callable_with_positional_inputs": 7,
     "test_advise.py::test_a_script_passes_plain_arguments_in_their_place": 6,
+    "test_hostile_input.py::test_groups_of_statements_find_what_the_whole_file_finds": 6,
     "test_trace.py::test_failed_export_falls_back_to_dynamo_and_reports_each_step": 5,
     "test_trace.py::test_module_spec_from_the_working_directory": 5,
     "test_trace.py::test_fixture_models_report_their_markers": 5,
@@ -104,15 +141,6 @@ LONGEST = {
     # each model's tests share one trace on one worker (an xdist_group): the group starts with its first test
     "test_hf_models.py::test_each_model_exports_whole": 12,
     "test_hf_models.py::test_each_model_gets_the_inputs_it_takes": 12,
-    "test_serving.py::test_the_vllm_script_dry_runs_here_and_shows_the_command": 12,
-    "test_trace_path.py::test_transformers_files_read_and_their_findings_are_the_same_for_both_targets": 10,
-    "test_static_engine.py::test_positions_of_any_node_match_position_provider_without_generating_the_module": 10,
-    "test_static_engine.py::test_the_fast_engine_reports_what_the_slow_one_does_on_every_fixture": 10,
-    "test_trace.py::test_restrictions_follow_the_dtypes_the_graph_used": 9,
-    "test_trace.py::test_a_sort_within_topks_limit_is_quiet": 8,
-    "test_scaffold.py::test_the_skeletons_pass_the_rule_tests": 8,
-    "test_trace_path.py::test_a_library_reports_only_lines_that_ran_and_the_user_file_whole": 8,
-    "test_hostile_input.py::test_groups_of_statements_find_what_the_whole_file_finds": 6,
 }
 
 

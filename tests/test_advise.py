@@ -443,8 +443,9 @@ def test_bad_requests_get_one_line_and_exit_2(args, message, tmp_path):
 
 
 @needs_torch
-def test_a_traced_model_gives_int64_flags_on_trn2_native_only(advise_json):
-    native = advise_json("--hf-config", "fixtures/models/hf/llama", "--target", "trn2")
+def test_a_traced_model_gives_int64_flags_on_trn2_native_only(advise_json, tmp_path):
+    # the run tests/test_serving.py emits llama's trn2 script from (conftest.SharedRuns: one trace for both)
+    native = advise_json("--hf-config", str(HF / "llama"), "--target", "trn2", "--emit-script", str(tmp_path / "b.py"))
     assert native["model"]["int64_in_graph"] is True and native["model"]["source"] == "trace"
     assert "--native-int64" in native["plan"]["compiler_args"]
     assert native["model"]["kv_heads"] == 2 and native["model"]["layers"] == 2
@@ -457,10 +458,11 @@ def test_a_traced_model_gives_int64_flags_on_trn2_native_only(advise_json):
 
 
 @needs_torch
-def test_a_tiny_traced_model_sized_by_hand(advise_json):
+def test_a_tiny_traced_model_sized_by_hand(advise_json, tmp_path):
     """fixtures/models/hf/llama: 202,048 parameters, 2 layers, hidden 64, 4 heads, 2 KV heads (head dim 16),
-    intermediate 128, 256 positions; traced, then planned for inf2 at its 256 positions."""
-    report = advise_json("--hf-config", "fixtures/models/hf/llama", "--target", "inf2")
+    intermediate 128, 256 positions; traced, then planned for inf2 at its 256 positions (the run the llama-inf2
+    script tests make: conftest.SharedRuns)."""
+    report = advise_json("--hf-config", str(HF / "llama"), "--target", "inf2", "--emit-script", str(tmp_path / "b.py"))
     memory = report["plan"]["memory"]
     assert report["model"]["parameters"] == 202_048
     weights = 202_048 * 2 / GIB
@@ -533,10 +535,8 @@ def _script_run(advise_json, tmp_path: Path, *advise_args: str) -> tuple[dict, s
     return report, result
 
 
-# llama-inf2's plan and script are the bucket kernel test's too (conftest.SharedRuns): they run on one worker.
-@pytest.mark.parametrize("config, target", [
-    pytest.param("llama", "inf2", marks=pytest.mark.xdist_group(IN_PROCESS_TORCH)),
-    ("bert", "trn2"), ("vit", "inf2"), ("gpt2", "trn1")])
+# llama-inf2's plan and script are the bucket kernel test's and the hand-sized test's too (conftest.SharedRuns).
+@pytest.mark.parametrize("config, target", [("llama", "inf2"), ("bert", "trn2"), ("vit", "inf2"), ("gpt2", "trn1")])
 @needs_torch
 def test_emitted_scripts_run_here_as_dry_runs(tmp_path, config, target, script_run):
     report, result = script_run(tmp_path, "--hf-config", str(HF / config), "--target", target)

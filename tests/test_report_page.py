@@ -49,21 +49,21 @@ MISSING_MODEL = "no_such_model.py:build"
 
 
 def _once(tmp_path_factory, name: str, make):
-    """`make()` (a JSON value) run once a session, whichever xdist workers ask for it: the first makes it under a
-    lock, the others read it. (An xdist_group would not do: with pytest 9.2, xdist 3.8's group suffix never reaches
-    the node ids, so a group's tests still go to every worker.)"""
+    """`make()` (a value pickle keeps: text, or the typed results of trace and advise) run once a session, whichever
+    xdist workers ask for it: the first makes it under a lock, the others read it. (An xdist_group would not do: with
+    pytest 9.2, xdist 3.8's group suffix never reaches the node ids, so a group's tests still go to every worker.)"""
     import fcntl
-    import os
+    import pickle
 
-    root = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        root = root.parent  # the directory every worker's base directory is in
-    made = root / f"{name}.json"
+    from tests.conftest import shared_directory
+
+    root = shared_directory(tmp_path_factory, "once")
+    made = root / f"{name}.pickle"
     with open(root / f"{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not made.is_file():
-            made.write_text(json.dumps(make()), encoding="utf-8")
-        return json.loads(made.read_text(encoding="utf-8"))
+            made.write_bytes(pickle.dumps(make()))
+        return pickle.loads(made.read_bytes())
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +97,11 @@ def examples(report_run):
 @pytest.fixture(scope="module")
 def model_json(tmp_path_factory):
     """What `portcheck trace --format json` and `portcheck advise --format json` report for the tiny llama on each
-    target, made by the same functions those commands call, from a trace of its own; and the ModelRun."""
+    target, made by the same functions those commands call, from a trace of its own; and the ModelRun of the same
+    results, typed."""
+    from portcheck.findings import ScanResult
+    from portcheck.report.advise import plan_report
+    from portcheck.report.json import report_dict
     from portcheck.report.models import ModelRun, ModelTarget
 
     def make() -> dict:
@@ -107,8 +111,6 @@ def model_json(tmp_path_factory):
         from portcheck.commands.trace import run_model, trace
         from portcheck.config import Layer, resolve
         from portcheck.dynamic.request import TraceRequest
-        from portcheck.report.advise import plan_report
-        from portcheck.report.json import report_dict
 
         request = TraceRequest(hf_config=str(LLAMA))
         traced = run_model(request, EXAMPLES, 240, str(LLAMA))
@@ -117,13 +119,14 @@ def model_json(tmp_path_factory):
             settings = resolve([Layer(target=chip)], EXAMPLES, None, "trace")
             plan = PlanOptions(chip, settings.stack, sdk=settings.sdk, cost=CostOptions(prices=settings.prices))
             outcome = advise(AdviseOptions(settings, EXAMPLES, plan, request=request), traced=traced)
-            out[chip] = [report_dict(trace(traced, settings, EXAMPLES, static=False)),
-                         plan_report(outcome.plan, outcome.result)]
+            out[chip] = ModelTarget(chip, trace(traced, settings, EXAMPLES, static=False), outcome.plan,
+                                    outcome.result.findings)
         return out
 
-    out = _once(tmp_path_factory, "report-page-llama", make)
-    run = ModelRun(str(LLAMA), targets=[ModelTarget(chip, traced, planned) for chip, (traced, planned) in out.items()])
-    return out, run
+    targets = _once(tmp_path_factory, "report-page-llama", make)
+    out = {chip: [report_dict(t.trace), plan_report(t.plan, ScanResult(t.trace.target, findings=t.plan_findings))]
+           for chip, t in targets.items()}
+    return out, ModelRun(str(LLAMA), targets=list(targets.values()))
 
 
 def test_every_finding_of_every_target_is_on_the_page(examples):
@@ -418,19 +421,30 @@ def test_markdown_has_the_models_and_their_plans(model_json):
 
 
 def test_a_plan_field_the_page_does_not_know_is_shown_under_its_own_name():
-    from portcheck.report.models import plan_view
+    from portcheck.report.models import plan_rows
 
-    view = plan_view({"instance": "trn2.48xlarge", "spot_usd_per_hour": 14.5, "tp_degree": 64,
+    rows = plan_rows({"instance": "trn2.48xlarge", "spot_usd_per_hour": 14.5, "tp_degree": 64,
                       "placement": {"group": "cluster", "zones": ["a", "b"]}, "memory": None, "reasons": []})
-    assert view.rows == [("instance", "trn2.48xlarge"), ("tensor parallelism (TP)", "64"),
-                         ("spot usd per hour", "14.5"), ("placement", "group cluster, zones a, b")]
+    assert rows == [("instance", "trn2.48xlarge"), ("tensor parallelism (TP)", "64"),
+                    ("spot usd per hour", "14.5"), ("placement", "group cluster, zones a, b")]
+
+
+def test_every_field_the_page_labels_is_a_field_of_the_plan(model_json):
+    """The plan's table is drawn from `Plan.to_json()` by name: a field renamed there must not silently drop its
+    row (mypy cannot see it; this can)."""
+    from portcheck.report.models import PLAN_LABELS
+
+    _, run = model_json
+    for target in run.targets:
+        assert target.plan is not None
+        assert set(PLAN_LABELS) - set(target.plan.to_json()) == set()
 
 
 def test_the_memory_chart_marks_a_plan_over_the_budget():
+    from portcheck.advise.sizing import Memory
     from portcheck.report.models import memory_chart
 
-    chart = memory_chart({"weights_gib": 20.0, "kv_cache_gib": 8.0, "activations_gib": 1.0, "overhead_gib": 3.0,
-                          "per_core_gib": 32.0, "budget_per_core_gib": 24.0})
+    chart = memory_chart(Memory(tp=1, weights=20.0, kv_cache=8.0, activations=1.0, overhead=3.0, budget=24.0).as_dict())
     assert not chart.fits and chart.budget_x == 75.0
     assert [(p.name, p.x, p.width) for p in chart.parts] == [
         ("weights", 0.0, 62.5), ("KV cache", 62.5, 25.0), ("activations", 87.5, 3.125), ("overhead", 90.625, 9.375)]
@@ -506,13 +520,13 @@ def test_a_fix_preview_is_the_diff_of_the_lines_its_edits_touch_with_a_hunk_for_
 
 
 def test_a_plan_across_instances_shows_its_fleet_interconnect_and_cost():
-    from portcheck.report.models import plan_view
+    from portcheck.report.models import plan_rows
 
     done = portcheck("advise", "--isolated", "--params", "1e12", "--layers", "126", "--hidden", "16384", "--heads",
                      "128", "--kv-heads", "8", "--price-per-hour", "40", "--tokens-per-second", "1000", "--format",
                      "json", cwd=ROOT)
     plan = json.loads(done.stdout)["plan"]
-    rows = dict(plan_view(plan).rows)
+    rows = dict(plan_rows(plan))
     fleet, cost = plan["fleet"], plan["cost"]
     assert rows["instances"] == str(plan["instance_count"]) and plan["instance_count"] > 1
     assert rows["across instances"].startswith(f"{fleet['name']}: {fleet['instance_count']} × {fleet['instance']}, "

@@ -51,6 +51,9 @@ def free_codes(count: int) -> list[str]:
     return [code for code in (f"PC3{n:02d}" for n in range(99, 0, -1)) if code not in used][:count]
 
 
+INIT = "portcheck/static/unsupported_op/__init__.py"
+
+
 @pytest.fixture(scope="module")
 def scaffolded(tmp_path_factory) -> tuple[Path, list[str]]:
     checkout = copy_checkout(tmp_path_factory.mktemp("scaffold"))
@@ -89,6 +92,14 @@ def test_the_new_rules_are_listed_and_fire_on_their_fixtures(scaffolded):
         found = [(f["code"], f["line"]) for f in json.loads(scanned.stdout)["findings"]]
         marked = [n for n, line in enumerate((checkout / path).read_text().splitlines(), 1) if EXPECT.search(line)]
         assert found == [(code, line) for line in marked] and marked, found
+
+
+def test_a_new_module_is_found_without_a_line_in_the_package_init(scaffolded):
+    """The registry lists the category's package: the scaffold's new module is registered (the two tests above) and
+    the package's `__init__.py` is the checkout's, byte for byte."""
+    checkout, _ = scaffolded
+    assert (checkout / "portcheck/static/unsupported_op/scaffold_probe.py").is_file()
+    assert (checkout / INIT).read_bytes() == (ROOT / INIT).read_bytes()
 
 
 def test_the_skeletons_are_ruff_clean(scaffolded):

@@ -53,13 +53,11 @@ def markers(path: Path) -> set[tuple[int, str]]:
 
 
 FIXTURE_MODELS = sorted(p for p in MODELS.glob("*.py") if markers(p) or p.name == "clean_mlp.py")
-# Traces other tests check too: those tests run on the same xdist worker, which traces the model once.
-SHARED_TRACES = {"nonzero", "handwritten_attention", "clean_mlp"}
 
 
-@pytest.mark.parametrize("path", [
-    pytest.param(p, marks=[pytest.mark.xdist_group(f"trace-{p.stem}")] if p.stem in SHARED_TRACES else [])
-    for p in FIXTURE_MODELS], ids=lambda p: p.stem)
+# A trace other tests check too (nonzero, handwritten_attention, clean_mlp) is made once, by whichever xdist worker
+# asks first (conftest.SharedRuns).
+@pytest.mark.parametrize("path", FIXTURE_MODELS, ids=lambda p: p.stem)
 def test_fixture_models_report_their_markers(path, trace_json):
     shapes = () if any(code == "PC212" for _, code in markers(path)) else ("--no-shapes",)
     report = trace_json(f"{path.relative_to(ROOT)}:build", *shapes)
@@ -71,14 +69,12 @@ def test_fixture_models_report_their_markers(path, trace_json):
     assert loud <= markers(path), f"unmarked traced warnings/errors: {loud - markers(path)}"
 
 
-@pytest.mark.xdist_group("trace-nonzero")
 def test_static_and_traced_evidence_of_one_problem_merge(trace_json):
     report = trace_json("fixtures/models/nonzero.py:build", "--no-shapes")
     hits = [f for f in report["findings"] if f["code"] == "PC201"]
     assert len(hits) == 1 and hits[0]["evidence"] == ["static", "traced"]
 
 
-@pytest.mark.xdist_group("trace-handwritten_attention")
 def test_json_report_has_graph_ops_and_shapes(trace_json):
     report = trace_json("fixtures/models/handwritten_attention.py:build", "--no-shapes")
     assert report["graph"]["method"] == "torch.export" and report["graph"]["nodes"] > 10

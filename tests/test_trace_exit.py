@@ -14,7 +14,6 @@ if importlib.util.find_spec("torch") is None:
 CLEAN = ("trace", "fixtures/models/clean_mlp.py:build", "--format", "json")
 
 
-@pytest.mark.xdist_group("trace-clean_mlp")  # tests/test_trace.py traces the same model with the same arguments
 def test_a_clean_model_with_advice_only_exits_0(shared_run):
     done = shared_run(*CLEAN)
     assert done.returncode == 0, done.stderr

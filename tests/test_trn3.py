@@ -87,7 +87,6 @@ def test_float8_e4m3fn_is_refused_before_trn3_and_native_on_it(portcheck, tmp_pa
     assert not load_dtypes().entries["float8_e4m3fn"].on("trn3")
 
 
-@pytest.mark.xdist_group("trace-nonzero")
 def test_trace_judges_the_graph_for_trn3(shared_run):
     done = shared_run("trace", "fixtures/models/nonzero.py:build", "--no-shapes", "--target", "trn3",
                       "--format", "json")

@@ -124,8 +124,6 @@ def report_model(request: TraceRequest, shown: str, targets: Sequence[Settings],
     from portcheck.advise.cost import CostOptions
     from portcheck.advise.values import AdviseOptions as PlanOptions
     from portcheck.errors import UserError
-    from portcheck.report.advise import plan_report
-    from portcheck.report.json import report_dict
 
     try:
         traced = run_model(request, cwd, timeout, shown, step)
@@ -135,14 +133,14 @@ def report_model(request: TraceRequest, shown: str, targets: Sequence[Settings],
     for settings in targets:
         if step is not None:
             step(f"{shown}: checking the ops and planning for {settings.chip}")
-        entry = ModelTarget(settings.chip, report_dict(trace(traced, settings, cwd, static=False)))
+        entry = ModelTarget(settings.chip, trace(traced, settings, cwd, static=False))
         entry.refusal = advise_refusal(settings, "inference") or ""
         if not entry.refusal:
             plan = PlanOptions(settings.chip, settings.stack, sdk=settings.sdk,
                                cost=CostOptions(prices=settings.prices))
             try:
                 outcome = advise(AdviseOptions(settings, cwd, plan, request=request), traced=traced)
-                entry.plan = plan_report(outcome.plan, outcome.result)
+                entry.plan, entry.plan_findings = outcome.plan, outcome.result.findings
             except UserError as exc:
                 entry.refusal = str(exc)
         run.targets.append(entry)

@@ -2,9 +2,11 @@
 steps, the op inventory by Neuron status, graph breaks, dynamic axes) and advise's plan (instance, parallelism,
 serving path, compiler flags, environment, memory per core against the budget, and the reasons).
 
-Built from the same JSON `trace --format json` and `advise --format json` write, so a field advise adds (a
-multi-instance plan, a cost) shows up in the plan's table without a change here: the fields this module knows get
-their label and their place; every other plain field of the plan is listed after them under its own name."""
+Built from the typed results `trace` and `advise` return (a ScanResult with its TraceResult, a Plan), not from their
+JSON. Only the plan's table is drawn from the plan's JSON form (`Plan.to_json()`, what the output formats show), so a
+field advise adds (a multi-instance plan, a cost) shows up there without a change here: the fields this module
+knows get their label and their place; every other plain field is listed after them under its own name
+(tests/test_report_page.py checks that every label names a field of the plan)."""
 
 from __future__ import annotations
 
@@ -12,10 +14,14 @@ import hashlib
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from portcheck.escape import printable
+from portcheck.findings import Finding, ScanResult
 from portcheck.report.links import Link, source_links
+
+if TYPE_CHECKING:
+    from portcheck.advise.values import Plan
 
 # The op statuses in the order the page lists them, with how it names each (the trace summary's words).
 OP_STATUSES = {"supported": "supported", "cpu-fallback": "CPU fallback", "restricted": "restricted",
@@ -39,14 +45,14 @@ MEMORY_COLOURS = {"weights": "#0072B2", "kv_cache": "#E69F00", "activations": "#
 _MEMORY_TOTALS = {"per_core_gib", "budget_per_core_gib"}
 
 
-
 @dataclass
 class ModelTarget:
-    """One model on one target, as `trace --format json` and `advise --format json` report it."""
+    """One model on one target, as `trace` and `advise` return it."""
 
     chip: str
-    trace: dict[str, Any]  # the trace's JSON report for this target (its op statuses, findings, graph, shapes)
-    plan: dict[str, Any] | None = None  # advise's JSON report, or None when no plan could be made
+    trace: ScanResult  # the trace's result for this target: its findings, and what it captured (`.trace`)
+    plan: Plan | None = None  # advise's plan, or None when no plan could be made
+    plan_findings: list[Finding] = field(default_factory=list)  # advise's findings (the trace's and the plan's)
     refusal: str = ""  # why there is no plan
 
 
@@ -163,48 +169,61 @@ def model_views(runs: Sequence[ModelRun]) -> list[ModelView]:
     for run in runs:
         anchor = f"model-{hashlib.sha256(run.shown.encode(errors='surrogateescape')).hexdigest()[:12]}"
         view = ModelView(printable(run.shown), anchor, error=printable(run.error))
-        if run.targets:
-            trace = run.targets[0].trace
-            model = trace.get("model") or {}
-            view.name = printable(str(model.get("class", "")).rsplit(".", 1)[-1])
-            view.parameters = int(model.get("parameters") or 0)
-            view.steps = [(printable(s["method"]), bool(s["ok"]), int(s.get("nodes") or 0),
-                           float(s.get("seconds") or 0), printable(s.get("detail") or ""))
-                          for s in (trace.get("graph") or {}).get("steps", [])]
+        traced = run.targets[0].trace.trace if run.targets else None
+        if traced is not None:
+            if traced.model is not None:
+                view.name = printable(traced.model.class_name.rsplit(".", 1)[-1])
+                view.parameters = traced.model.parameters
+            view.steps = [(printable(s.method), s.ok, s.nodes, s.seconds, printable(s.detail)) for s in traced.steps]
         view.targets = [_target_view(t) for t in run.targets]
         views.append(view)
     return views
 
 
 def _target_view(entry: ModelTarget) -> TargetView:
-    trace, chip = entry.trace, entry.chip
-    target = trace["target"]
-    sdk = f", Neuron SDK {target['sdk']}" if target.get("sdk") else ""
+    result, chip = entry.trace, entry.chip
+    traced = result.trace
+    sdk = f", Neuron SDK {result.target.sdk}" if result.target.sdk else ""
+    ops = traced.ops if traced is not None else ()
     by_status: dict[str, list[str]] = {}
-    for op in trace.get("ops", []):
-        by_status.setdefault(op["status"].get(chip, "unknown"), []).append(printable(op["op"]))
+    for op in ops:
+        by_status.setdefault(op.status.get(chip, "unknown"), []).append(printable(op.op))
     order = [s for s in OP_STATUSES if s in by_status] + sorted(s for s in by_status if s not in OP_STATUSES)
-    ops = [(status, OP_STATUSES.get(status, status), len(by_status[status]), sorted(by_status[status]))
-           for status in order]
-    graph = trace.get("graph") or {}
-    shapes = trace.get("shapes") or {}
-    axes = [f"{a['input']}:{a['axis']} ({a.get('label') or 'axis'}, traced at {a.get('size')})"
-            for a in shapes.get("axes", []) if a.get("dynamic")]
-    findings_json = (entry.plan or trace)["findings"]
-    findings = [ModelFinding(f["code"], f["name"], f["severity"], printable(f["message"]),
-                             printable(f"{f['path']}:{f['line']}" if f.get("path") else ""))
-                for f in findings_json]
+    statuses = [(status, OP_STATUSES.get(status, status), len(by_status[status]), sorted(by_status[status]))
+                for status in order]
+    graph = traced.graph if traced is not None else None
+    shapes = traced.shapes if traced is not None else None
+    axes = [f"{a.input}:{a.axis} ({a.label or 'axis'}, traced at {a.size})"
+            for a in (shapes.axes if shapes is not None else ()) if a.dynamic]
+    findings = [ModelFinding(f.code, f.name, f.severity.label, printable(f.message),
+                             printable(f"{f.path}:{f.line}" if f.path else ""))
+                for f in (entry.plan_findings if entry.plan is not None else result.findings)]
     severities = Counter(f.severity for f in findings)
     return TargetView(
-        chip=chip, target=f"{chip} ({target['stack']} stack{sdk})", ops=ops, op_total=len(trace.get("ops", [])),
-        graph_breaks=int(graph.get("graph_breaks") or 0), method=printable(str(graph.get("method") or "none")),
-        nodes=int(graph.get("nodes") or 0), dynamic_axes=[printable(a) for a in axes], findings=findings,
-        plan=plan_view(entry.plan["plan"]) if entry.plan else None, refusal=printable(entry.refusal),
+        chip=chip, target=f"{chip} ({result.target.stack} stack{sdk})", ops=statuses, op_total=len(ops),
+        graph_breaks=graph.graph_breaks if graph else 0, method=printable(graph.method if graph else "") or "none",
+        nodes=graph.nodes if graph else 0, dynamic_axes=[printable(a) for a in axes], findings=findings,
+        plan=plan_view(entry.plan) if entry.plan is not None else None, refusal=printable(entry.refusal),
         errors=severities["error"], warnings=severities["warning"])
 
 
-def plan_view(plan: Mapping[str, Any]) -> PlanView:
-    """advise's plan (its JSON) as the page shows it."""
+def plan_view(plan: Plan) -> PlanView:
+    """advise's plan as the page shows it."""
+    serving = plan.serving
+    shown_serving = (serving.title or serving.path) if serving is not None else ""
+    if serving is not None and not serving.natively:
+        shown_serving += " (a custom port)" if serving.known else " (architecture unknown)"
+    return PlanView(
+        rows=plan_rows(plan.to_json()), serving=printable(shown_serving),
+        compiler_args=printable(" ".join(plan.compiler_args)),
+        env=[(printable(k), printable(v)) for k, v in plan.env.items()],
+        memory=memory_chart(plan.memory.as_dict()) if plan.memory is not None else None,
+        reasons=[Reason(printable(r.item), printable(r.why), source_links(r.source)) for r in plan.reasons])
+
+
+def plan_rows(plan: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The plan's table, from its JSON form (`Plan.to_json()`): the workload, the fields PLAN_LABELS names with
+    their labels, then every other plain field under its own name."""
     rows = [(label, _FORMATS.get(key, _shown)(plan[key])) for key, label in PLAN_LABELS.items()
             if key in plan and plan[key] not in (None, "", [], {})]
     rows += [(key.replace("_", " "), _shown(value)) for key, value in plan.items()
@@ -212,24 +231,14 @@ def plan_view(plan: Mapping[str, Any]) -> PlanView:
     workload = plan.get("workload") or {}
     if workload:
         rows.insert(0, ("workload", _shown(workload)))
-    serving = plan.get("serving") or {}
-    shown_serving = str(serving.get("title") or serving.get("path") or "")
-    if serving and not serving.get("natively", True):
-        shown_serving += " (a custom port)" if serving.get("architecture_known") else " (architecture unknown)"
-    memory = plan.get("memory")
-    return PlanView(
-        rows=rows, serving=printable(shown_serving), compiler_args=printable(" ".join(plan.get("compiler_args", []))),
-        env=[(printable(k), printable(str(v))) for k, v in (plan.get("env") or {}).items()],
-        memory=memory_chart(memory) if memory else None,
-        reasons=[Reason(printable(r["item"]), printable(r["why"]), source_links(r.get("source", "")))
-                 for r in plan.get("reasons", [])])
+    return rows
 
 
-def memory_chart(memory: Mapping[str, Any]) -> MemoryChart:
-    """Memory per core as a stacked bar against the budget: one part per `*_gib` the plan sizes."""
-    per_core, budget = float(memory.get("per_core_gib") or 0), float(memory.get("budget_per_core_gib") or 0)
-    sizes = [(key.removesuffix("_gib"), float(value)) for key, value in memory.items()
-             if key.endswith("_gib") and key not in _MEMORY_TOTALS and isinstance(value, int | float)]
+def memory_chart(sized: Mapping[str, float]) -> MemoryChart:
+    """Memory per core as a stacked bar against the budget: one part per size the plan gives (`Memory.as_dict()`:
+    GiB rounded as advise reports them)."""
+    per_core, budget = sized["per_core_gib"], sized["budget_per_core_gib"]
+    sizes = [(key.removesuffix("_gib"), value) for key, value in sized.items() if key not in _MEMORY_TOTALS]
     scale = max(per_core, budget, sum(gib for _, gib in sizes), 1e-9) / 100
     parts, x = [], 0.0
     for name, gib in sizes:
@@ -286,4 +295,5 @@ def _shown(value: object) -> str:
     return printable(str(value))
 
 
-__all__ = ["MemoryChart", "ModelView", "PlanView", "TargetView", "memory_chart", "model_views", "plan_view"]
+__all__ = ["PLAN_LABELS", "MemoryChart", "ModelRun", "ModelTarget", "ModelView", "PlanView", "TargetView",
+           "memory_chart", "model_views", "plan_rows", "plan_view"]

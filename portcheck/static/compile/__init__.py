@@ -7,15 +7,3 @@ without CUDA graphs; PyTorch NeuronX (the XLA stack) does not support `torch.com
 functions the Neuron/XLA releases deprecated or removed (`XLA_USE_BF16`, `torch_neuronx.nki_jit`,
 `xm.xrt_world_size`) are reported where they are set, imported or called; strings and comments stay quiet.
 """
-
-from portcheck.static.compile import (
-    compiler_flags,
-    environments,
-    removed_api,
-    torch_compile,
-    torchscript,
-    xla_bf16,
-    xla_on_trn2,
-)
-
-__all__ = ["compiler_flags", "environments", "removed_api", "torch_compile", "torchscript", "xla_bf16", "xla_on_trn2"]

@@ -11,7 +11,6 @@ Fixes put the stack's device where a CUDA one was, swap `torch.cuda` calls for t
 names, and remove settings and calls that do nothing on Neuron; each rule's "Fix safety" says when one is safe.
 """
 
-from portcheck.static.cuda_api import environment, ignored, placement, probes, torch_cuda
-from portcheck.static.cuda_api.devices import cuda_device
+from portcheck.static.cuda_api.devices import cuda_device  # training's autocast and grad_scaler use it
 
-__all__ = ["cuda_device", "environment", "ignored", "placement", "probes", "torch_cuda"]
+__all__ = ["cuda_device"]

@@ -12,7 +12,6 @@ decorated `@requires_backends`, it is reported as info (the fallback is what run
 `if TYPE_CHECKING:` never run and stay quiet.
 """
 
-from portcheck.static.cuda_library import extensions, fallbacks, imports, kernel_hub, triton_kernels
-from portcheck.static.cuda_library.fallbacks import fallback
+from portcheck.static.cuda_library.fallbacks import fallback  # custom_attention's kernels use it
 
-__all__ = ["extensions", "fallback", "fallbacks", "imports", "kernel_hub", "triton_kernels"]
+__all__ = ["fallback"]

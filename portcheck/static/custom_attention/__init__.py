@@ -10,7 +10,3 @@ what it holds — a transposed operand, attention scores, attention probabilitie
 chain (`w = q @ k.T; w = w * s; w = w + mask; w = softmax(w); w = dropout(w); out = w @ v`) is recognised
 whether it is written with `@`, `matmul`, `bmm`, `baddbmm` or `einsum`.
 """
-
-from portcheck.static.custom_attention import handwritten, kernels
-
-__all__ = ["handwritten", "kernels"]

@@ -7,7 +7,3 @@ script by removing the `DDP(model, device_ids=[rank])` wrapper (TorchNeuron nati
 `NCCL_*` tuning variables configure NVIDIA's library; Neuron's collectives are set up with
 `NEURON_RT_ROOT_COMM_ID` and EFA's `FI_*` variables, and its docs use only `NCCL_DEBUG` / `NCCL_DEBUG_SUBSYS`.
 """
-
-from portcheck.static.distributed import native_collectives, nccl
-
-__all__ = ["native_collectives", "nccl"]

@@ -6,7 +6,3 @@ e5m2 or e3m4, no integer datapath for matmul and scatter-with-compute, int64 nar
 NeuronCore-v2. Which dtypes each rule reports, with their error codes, is rules/dtypes.toml's to say, and the
 codes of integer matmul and scatter rules/ops.toml's; the trace reads the same data.
 """
-
-from portcheck.static.dtype import integer_math, numpy_input, references
-
-__all__ = ["integer_math", "numpy_input", "references"]

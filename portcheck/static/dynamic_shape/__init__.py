@@ -14,17 +14,6 @@ nor `torch.jit.is_tracing()` (`xla_trace` calls `func(*example_inputs)` directly
 xla_impl/hlo_conversion.py, a public copy of the torch-neuronx wheel), so there those guards change nothing.
 """
 
-from portcheck.static.dynamic_shape import control_flow, data_sized, grown, mask_index, nms, reach, shape_from_data
 from portcheck.static.dynamic_shape.shape_from_data import SIZE_FACTORIES, SIZE_METHODS  # host_sync uses them too
 
-__all__ = [
-    "SIZE_FACTORIES",
-    "SIZE_METHODS",
-    "control_flow",
-    "data_sized",
-    "grown",
-    "mask_index",
-    "nms",
-    "reach",
-    "shape_from_data",
-]
+__all__ = ["SIZE_FACTORIES", "SIZE_METHODS"]

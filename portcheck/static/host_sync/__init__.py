@@ -10,7 +10,3 @@ a loop that steps an optimizer (`optimizer.step()`, `scaler.step(opt)`, `xm.opti
 preparation, `__init__`, helpers, logging after the loop, code after `xm.mark_step()` in the same iteration, and
 callbacks given to `xm.add_step_closure` (the documented fix) stay quiet.
 """
-
-from portcheck.static.host_sync import place, reads, sizes, tensors
-
-__all__ = ["place", "reads", "sizes", "tensors"]

@@ -8,7 +8,3 @@ and a PyTorch/XLA training loop without a step boundary grows one graph across i
 `torch.cuda.amp` is judged here, not in cuda_api. A GradScaler is reported once, where it is built; the
 `scaler.scale(loss)` / `scaler.step(opt)` calls that use it go away with it.
 """
-
-from portcheck.static.training import autocast, fp16, grad_scaler, loops
-
-__all__ = ["autocast", "fp16", "grad_scaler", "loops"]

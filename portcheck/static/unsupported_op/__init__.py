@@ -7,7 +7,3 @@ convolution with both dilations, no `triangular_solve`, bilinear resizing with `
 on torch-neuronx 2.1, and `one_hot` on old SDKs. The error codes and TopK's limit are read from rules/ops.toml,
 as the trace reads them. The trace reports unsupported ATen ops themselves (PC316-PC318, portcheck/dynamic/rules.py).
 """
-
-from portcheck.static.unsupported_op import fallback_calls, fft, layers, memory_format, sort
-
-__all__ = ["fallback_calls", "fft", "layers", "memory_format", "sort"]
