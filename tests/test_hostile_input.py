@@ -253,7 +253,10 @@ def test_fifos_device_links_and_sparse_files_are_error_entries_not_reads(tmp_pat
         report = report_of(done)
         errors = errors_of(report)
         assert [f["path"] for f in report["findings"]] == ["good.py"]
-        assert errors["fifo.py"] == errors["zero.py"] == "cannot read: not a regular file (a FIFO, device or socket)"
+        assert errors["fifo.py"] == "cannot read: not a regular file (a FIFO, device or socket)"
+        # a link out of the tree is never read: left out, with the reason
+        assert "zero.py" not in errors
+        assert {e["path"]: e["reason"] for e in report["left_out"]}["zero.py"] == "symlink out of the tree"
         assert errors["sparse.py"].startswith("too large to analyse: 4096.0 MB")
     # a cache entry that is a FIFO or a link to /dev/zero is a miss, not a hang
     for entry in (cache / "v1").iterdir():
