@@ -21,12 +21,7 @@ def test_a_vision_language_model_gets_one_image_token_per_image_feature():
 
     from portcheck.dynamic.inputs import made_inputs
 
-    text = {"model_type": "gemma", "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
-            "num_key_value_heads": 1, "head_dim": 16, "intermediate_size": 64, "vocab_size": 300}
-    vision = {"model_type": "siglip_vision_model", "hidden_size": 32, "num_hidden_layers": 1,
-              "num_attention_heads": 2, "intermediate_size": 64, "image_size": 32, "patch_size": 8}
-    config = transformers.AutoConfig.for_model("paligemma", text_config=text, vision_config=vision,
-                                               image_token_id=256, projection_dim=32)
+    config = _tiny_paligemma()
     model = transformers.PaliGemmaForConditionalGeneration(config).eval()
     inputs = made_inputs(model, config)
     ids = inputs["input_ids"]
@@ -120,14 +115,8 @@ def test_a_vision_language_config_without_its_image_token_says_so(tmp_path):
 
 
 def _paligemma_config(tmp_path) -> str:
-    import transformers
 
-    text = {"model_type": "gemma", "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
-            "num_key_value_heads": 1, "head_dim": 16, "intermediate_size": 64, "vocab_size": 300}
-    vision = {"model_type": "siglip_vision_model", "hidden_size": 32, "num_hidden_layers": 1,
-              "num_attention_heads": 2, "intermediate_size": 64, "image_size": 32, "patch_size": 8}
-    config = transformers.AutoConfig.for_model("paligemma", text_config=text, vision_config=vision,
-                                               image_token_id=256, projection_dim=32)
+    config = _tiny_paligemma()
     (tmp_path / "config.json").write_text(json.dumps(
         {**config.to_dict(), "architectures": ["PaliGemmaForConditionalGeneration"]}, default=str))
     return str(tmp_path)
@@ -198,3 +187,15 @@ def test_made_inputs_run_every_modality(name):
         assert torch.equal(inputs["mm_token_type_ids"], (inputs["input_ids"] == 150).long())
     if name == "idefics2":  # one image per text, 4 latents
         assert inputs["pixel_values"].dim() == 5 and int((inputs["input_ids"] == 150).sum()) == 4
+
+
+def _tiny_paligemma():
+    """A PaliGemma config of a few thousand parameters: one layer each, 32-pixel images, image token 256."""
+    import transformers
+
+    text = {"model_type": "gemma", "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
+            "num_key_value_heads": 1, "head_dim": 16, "intermediate_size": 64, "vocab_size": 300}
+    vision = {"model_type": "siglip_vision_model", "hidden_size": 32, "num_hidden_layers": 1,
+              "num_attention_heads": 2, "intermediate_size": 64, "image_size": 32, "patch_size": 8}
+    return transformers.AutoConfig.for_model("paligemma", text_config=text, vision_config=vision,
+                                             image_token_id=256, projection_dim=32)
