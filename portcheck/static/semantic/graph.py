@@ -238,7 +238,7 @@ def apply(results: list[FileResult]) -> tuple[list[FileResult], str | None]:
                 finding = replace(finding, requires="")
             if (finding.default_of or finding.host_if) and finding.severity > Severity.INFO and holders:
                 if passed is None:
-                    passed = arguments(project, results)
+                    passed = arguments(project, results, _asking(project, results))
                 finding = _by_callers(finding, passed, holders[-1])
             place = _where(project, found, result, finding, holders)
             finding = replace(finding, runs=_runs(found, holders, place))
@@ -254,6 +254,21 @@ def apply(results: list[FileResult]) -> tuple[list[FileResult], str | None]:
             changed.append(finding)
         out.append(replace(result, findings=tuple(changed)))
     return out, None
+
+
+def _asking(project: Project, results: list[FileResult]) -> set[str]:
+    """The functions holding a finding that what their calls pass could settle (Finding.default_of / host_if)."""
+    needed: set[str] = set()
+    for result in results:
+        if result.summary is None or result.path not in project.files:
+            continue
+        nodes = project.files[result.path][2]
+        for finding in result.findings:
+            if (finding.default_of or finding.host_if) and finding.severity > Severity.INFO:
+                holders = _enclosing(nodes, finding.line)
+                if holders:
+                    needed.add(holders[-1].full)
+    return needed
 
 
 # What works on tensor values: a host value's data-dependent shape, read, CPU op or float64 costs the device nothing.

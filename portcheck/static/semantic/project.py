@@ -168,9 +168,11 @@ class Project:
 Passed = tuple[int, tuple[str, ...], tuple[str, ...]]
 
 
-def arguments(project: Project, results: list[FileResult]) -> dict[str, list[Passed]]:
-    """Per function of the tree: what each call of it passes, from every function's calls and every module's own
-    code."""
+def arguments(project: Project, results: list[FileResult], needed: set[str]) -> dict[str, list[Passed]]:
+    """Per function of `needed`: what each call of it passes, from every function's calls and every module's own
+    code. Only calls whose name can be one of them are resolved (a constructor is called by its class's name)."""
+    names = {full.rsplit(".", 1)[-1] for full in needed}
+    names |= {full.rsplit(".", 2)[-2] for full in needed if full.endswith(".__init__") and full.count(".") >= 1}
     found: dict[str, list[Passed]] = defaultdict(list)
     callers = [(node, node.function.passes) for node in project.nodes.values()]
     for result in results:
@@ -179,8 +181,11 @@ def arguments(project: Project, results: list[FileResult]) -> dict[str, list[Pas
             callers.append((Node(module, result.path, module, Function("", 0, 0, (), (), ())), result.summary.passes))
     for node, passes in callers:
         for target, count, keywords, host in passes:
+            if target.rsplit(".", 1)[-1].lstrip(":") not in names:
+                continue
             for callee in project.resolve(target, node):
-                found[callee].append((count, keywords, host))
+                if callee in needed:
+                    found[callee].append((count, keywords, host))
     return found
 
 
