@@ -8,6 +8,8 @@ from collections.abc import Callable
 
 import libcst as cst
 
+from portcheck.static.syntax import bound_names
+
 Constant = Callable[[cst.BaseExpression], "tuple[str, cst.BaseExpression] | None"]
 Qualname = Callable[[cst.BaseExpression], "str | None"]
 
@@ -60,21 +62,11 @@ def assigned(function: cst.FunctionDef) -> frozenset[str]:
         def on_visit(self, node: cst.CSTNode) -> bool:
             field = _BINDERS.get(type(node))
             if field is not None:
-                found.update(n.value for n in _names(getattr(node, field)))
+                found.update(bound_names(getattr(node, field)))
             return True
 
     function.body.visit(Finder())
     return frozenset(found)
-
-
-def _names(node: cst.CSTNode) -> list[cst.Name]:
-    if isinstance(node, cst.Name):
-        return [node]
-    if isinstance(node, (cst.Tuple, cst.List)):
-        return [n for element in node.elements for n in _names(element.value)]
-    if isinstance(node, cst.StarredElement):
-        return _names(node.value)
-    return []
 
 
 def param_roots(function: cst.FunctionDef, node: cst.CSTNode, constant: Constant, qualname: Qualname,
