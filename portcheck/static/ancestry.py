@@ -44,9 +44,12 @@ def ancestors(ctx: Context, node: cst.CSTNode) -> list[cst.CSTNode]:
     """The nodes holding `node` on the lines of the statement being visited, outermost (the statement) first; []
     when `node` is not on them. Of a chain (`a and b and c`, `a + b + c`) only the link holding `node` and the
     outermost link are there."""
-    if not ctx.statements:
-        return []
-    statement = ctx.statements[-1]
+    return holders(ctx, ctx.statements[-1], node) if ctx.statements else []
+
+
+def holders(ctx: Context, statement: cst.CSTNode, node: cst.CSTNode) -> list[cst.CSTNode]:
+    """The nodes holding `node` on the lines of `statement` (any statement of the file, not only the one being
+    visited), outermost (the statement) first, as `ancestors` reads them; [] when `node` is not on them."""
     parents = ctx.memo("parents", statement, lambda: _parents(statement))
     found: list[cst.CSTNode] = []
     current = parents.get(id(node))
@@ -87,4 +90,4 @@ def holds(ctx: Context, tree: cst.CSTNode | None, inner: cst.CSTNode) -> bool:
     return contains(tree, inner)
 
 
-__all__ = ["ancestors", "holds"]
+__all__ = ["ancestors", "holders", "holds"]

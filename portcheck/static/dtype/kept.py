@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from portcheck.static.ancestry import ancestors
+from portcheck.static.ancestry import ancestors, holders
 from portcheck.static.check import Context
 from portcheck.static.syntax import call_name, keyword, positional
 from portcheck.static.values import dtype_of
@@ -111,8 +111,8 @@ def _name_kept(ctx: Context, scope: cst.CSTNode, first: str) -> bool:
     pending, seen = [first], {first}
     while pending and len(seen) <= _MAX_NAMES:
         for use, statement in uses.get(pending.pop(), ()):
-            path = _path_in(statement, use)
-            if path is None:
+            path = holders(ctx, statement, use)
+            if not path:
                 return True  # not read up: count it kept
             kept = _keeps(ctx, use, path)
             if kept:
@@ -151,30 +151,6 @@ def _uses(scope: cst.CSTNode) -> dict[str, list[tuple[cst.Name, cst.CSTNode]]]:
                 found.setdefault(node.value, []).append((node, self.lines[-1]))
 
     visit(scope, Finder())
-    return found
-
-
-def _path_in(statement: cst.CSTNode, target: cst.CSTNode) -> list[cst.CSTNode] | None:
-    """The nodes holding `target` inside `statement`, the statement first."""
-    stack: list[cst.CSTNode] = []
-    found: list[cst.CSTNode] | None = None
-
-    class Finder(cst.CSTVisitor):
-        def on_visit(self, node: cst.CSTNode) -> bool:
-            nonlocal found
-            if found is not None:
-                return False
-            if node is target:
-                found = list(stack)
-                return False
-            stack.append(node)
-            return True
-
-        def on_leave(self, original_node: cst.CSTNode) -> None:
-            if stack and stack[-1] is original_node:
-                stack.pop()
-
-    statement.visit(Finder())
     return found
 
 
