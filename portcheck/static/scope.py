@@ -44,7 +44,8 @@ _FACTORIES = frozenset(f"torch.{n}" for n in (
     "tensor", "as_tensor", "zeros", "ones", "empty", "full", "arange", "linspace", "logspace", "eye", "rand",
     "randn", "randint", "randperm", "from_numpy", "multinomial",
 ))
-_COPIES = frozenset({"cpu", "numpy", "tolist", "item"})
+# Methods whose result is on the host whatever the receiver: copies and Python values.
+HOST_RESULTS = frozenset({"cpu", "numpy", "tolist", "item"})
 # Tensor metadata, held on the host: `x.size()`, a nested tensor's sizes.
 _METADATA = frozenset({"size", "dim", "numel", "stride", "nelement", "_nested_tensor_size"})
 _MOVES = frozenset({"cuda", "to", "type_as", "new_tensor", "pin_memory"})
@@ -188,7 +189,7 @@ def host_value(ctx: Context, node: cst.BaseExpression, depth: int = 0, assumed: 
         if not isinstance(node.func, cst.Attribute):
             return False
         name = node.func.attr.value
-        if name in _COPIES or name in _METADATA:
+        if name in HOST_RESULTS or name in _METADATA:
             return True
         if name in _MOVES:
             target = keyword(node, "device") or positional(node, 0)
@@ -385,5 +386,6 @@ def _calls(test: cst.BaseExpression, predicate: str) -> bool:
 
 
 __all__ = [
-    "HOST_FOLDERS", "copies_to_host", "cpu_device", "error_path", "host_code", "host_path", "host_value", "under_test",
+    "HOST_FOLDERS", "HOST_RESULTS", "copies_to_host", "cpu_device", "error_path", "host_code", "host_path",
+    "host_value", "under_test",
 ]

@@ -11,10 +11,10 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 
+from portcheck.static.scope import HOST_RESULTS
+
 # Libraries whose values live on the host.
 _HOST_LIBRARIES = ("numpy.", "pandas.", "scipy.", "sklearn.")
-# Methods whose result is on the host whatever the receiver: copies and Python values.
-_COPIES = frozenset({"cpu", "numpy", "tolist", "item"})
 # Methods that can move a value to the device: their result is not known to be on the host.
 _MOVES = frozenset({"to", "cuda", "xpu", "type", "pin_memory"})
 
@@ -56,7 +56,7 @@ class Bindings:
             if not isinstance(node.func, ast.Attribute):
                 return False
             method = node.func.attr
-            if method in _COPIES:
+            if method in HOST_RESULTS:
                 return True
             if method == "to":
                 first = node.args[0] if node.args else next(
