@@ -140,6 +140,9 @@ EVERYWHERE = frozenset({"device", "host", "setup", "unknown"})
 # CPU fallback. (A float64 value made once and kept on the object still flows into the step, so dtype rules keep
 # "setup"; the call graph makes one that set-up narrows or uses there info: Finding.kept.)
 _ONCE_HARMLESS = frozenset({"dynamic-shape", "host-sync", "unsupported-op"})
+# What works on tensor values: on a host value a data-dependent shape, a read, a CPU op or float64 costs the device
+# nothing (the call graph settles host values across calls: Finding.host_if).
+VALUE_CATEGORIES = frozenset({"dynamic-shape", "host-sync", "unsupported-op", "dtype"})
 
 
 @functools.cache
@@ -194,5 +197,5 @@ def package_of(category: str) -> str:
     return category.replace("-", "_")
 
 
-__all__ = ["EVERYWHERE", "HOMES", "RULES", "Pass", "Rule", "TracedFinding", "contexts_of", "doc_sections",
-           "package_of", "registry", "rule", "rule_class", "rule_modules"]
+__all__ = ["EVERYWHERE", "HOMES", "RULES", "VALUE_CATEGORIES", "Pass", "Rule", "TracedFinding", "contexts_of",
+           "doc_sections", "package_of", "registry", "rule", "rule_class", "rule_modules"]

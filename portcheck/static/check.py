@@ -17,7 +17,7 @@ import libcst as cst
 
 from portcheck.findings import Severity
 from portcheck.knowledge import load
-from portcheck.rules import Rule
+from portcheck.rules import VALUE_CATEGORIES, Rule
 from portcheck.static.names import Names, Scope
 from portcheck.static.params import assigned, default_read, param_roots
 
@@ -144,18 +144,21 @@ class Context:
                 assert not isinstance(rule, str)
                 message = rule.format(**fields)
             statement = self.statements[-1] if self.statements else None
-            default_of, host_if = self._reads(node)
+            default_of, host_if = self._reads(code, node)
             self.hits.append(Hit(code, node, message, statement, severity, fix, tuple(self.statements), requires,
                                  kept, default_of, host_if))
 
-    def _reads(self, node: cst.CSTNode) -> tuple[str, tuple[str, ...]]:
-        """(Finding.default_of, Finding.host_if) for a finding at `node`."""
+    def _reads(self, code: str, node: cst.CSTNode) -> tuple[str, tuple[str, ...]]:
+        """(Finding.default_of, Finding.host_if) for a finding of `code` at `node`; host_if only for the categories
+        a host value settles (rules.VALUE_CATEGORIES)."""
         if not self.functions or not isinstance(self.functions[-1], cst.FunctionDef):
             return "", ()
         function = self.functions[-1]
-        return (default_read(function, node, self.constant),
-                param_roots(function, node, self.constant, self.qualname,
-                            lambda: self.memo("assigned-names", function, lambda: assigned(function))))
+        roots: tuple[str, ...] = ()
+        if load().rules[code].category in VALUE_CATEGORIES:
+            roots = param_roots(function, node, self.constant, self.qualname,
+                                lambda: self.memo("assigned-names", function, lambda: assigned(function)))
+        return default_read(function, node, self.constant), roots
 
     def memo(self, kind: str, node: cst.CSTNode, compute: Callable[[], T]) -> T:
         """A per-file cache for facts about a node (is this loop a training loop?) that several checks ask."""

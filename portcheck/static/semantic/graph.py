@@ -271,17 +271,13 @@ def _asking(project: Project, results: list[FileResult]) -> set[str]:
     return needed
 
 
-# What works on tensor values: a host value's data-dependent shape, read, CPU op or float64 costs the device nothing.
-_VALUE_CATEGORIES = frozenset({"dynamic-shape", "host-sync", "unsupported-op", "dtype"})
-
-
 def _by_callers(finding: Finding, passed: dict[str, list[Passed]], holder: Node) -> Finding:
     """The finding as the calls of its function settle it: info where every call passes the parameter whose
     default it reads, or passes host values for every parameter its value is made of."""
     name = holder.function.name
     if finding.default_of and always_passed(passed, holder, finding.default_of):
         note = f"every call of `{name}` in the project passes `{finding.default_of}`: its default never applies"
-    elif finding.host_if and finding.category in _VALUE_CATEGORIES and always_host(passed, holder, finding.host_if):
+    elif finding.host_if and always_host(passed, holder, finding.host_if):
         shown = ", ".join(f"`{p}`" for p in finding.host_if)
         note = (f"every call of `{name}` in the project passes a host value for {shown} (a `.cpu()` copy, a numpy "
                 "value): this code works on the host")
