@@ -71,8 +71,10 @@ def test_a_probe_held_in_a_local_name_guards_what_it_compares():
     assert found[(7, "PC105")] == Severity.ERROR
 
 
-@pytest.mark.parametrize(("line", "severity"), [(4, Severity.INFO), (5, Severity.INFO), (7, Severity.WARNING)])
+@pytest.mark.parametrize(("line", "severity"),
+                         [(4, Severity.INFO), (5, Severity.INFO), (7, Severity.WARNING), (10, Severity.INFO)])
 def test_a_probe_that_only_picks_a_map_location_is_info(line, severity):
+    """Also through a name spelt as the keyword (`map_location=map_location`): the keyword is no use of it."""
     found = severities("""\
         import torch
 
@@ -82,7 +84,9 @@ def test_a_probe_that_only_picks_a_map_location_is_info(line, severity):
             model.load_state_dict(torch.load(path, map_location=device))
             dev = "cuda" if torch.cuda.is_available() else "cpu"
             model.to(dev)
-            return torch.load(path, map_location=dev)
+            torch.load(path, map_location=dev)
+            map_location = None if torch.cuda.is_available() else torch.device("cpu")
+            return torch.load(path, map_location=map_location)
         """)
     assert found[(line, "PC104")] == severity
 
@@ -312,3 +316,21 @@ def test_sizes_computed_from_a_shape_are_static():
         """)
     assert (8, "PC209") not in found
     assert (10, "PC209") in found
+
+
+def test_a_method_whose_arguments_no_tensor_method_takes_is_another_types():
+    """`dataset.unique("label")` (a Hugging Face dataset's column values) is not `Tensor.unique`: the tensor
+    method takes no string and no `column=` keyword. The tensor forms still fire."""
+    found = severities("""\
+        import torch
+
+        class M(torch.nn.Module):
+            def forward(self, x, dataset, table):
+                labels = dataset.unique("label")
+                rows = table.nonzero(axis=0)
+                u = x.unique(sorted=True, return_counts=True)
+                v = x.unique_consecutive(dim=0)
+                return labels, rows, u, v
+        """)
+    assert (5, "PC205") not in found and (6, "PC201") not in found
+    assert (7, "PC205") in found and (8, "PC205") in found

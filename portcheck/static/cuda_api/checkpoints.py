@@ -28,12 +28,15 @@ def only_maps_a_checkpoint(ctx: Context, node: cst.CSTNode, stmt: cst.CSTNode | 
 
 
 def _name_uses(scope: cst.CSTNode) -> dict[str, tuple[int, int]]:
-    """Per name in the scope: how often it appears (attribute names left out), and how often as `map_location=`."""
+    """Per name in the scope: how often it appears (attribute and keyword names left out), and how often as
+    `map_location=`."""
     counts: dict[str, list[int]] = {}
     attributes: set[int] = set()
 
     class Finder(cst.CSTVisitor):
         def visit_Arg(self, arg: cst.Arg) -> None:
+            if arg.keyword is not None:
+                attributes.add(id(arg.keyword))  # the keyword of `map_location=map_location` is no use of the name
             if arg.keyword is not None and arg.keyword.value == "map_location" and isinstance(arg.value, cst.Name):
                 counts.setdefault(arg.value.value, [0, 0])[1] += 1
 

@@ -137,7 +137,7 @@ class Unique(Rule):
     message = ("`{name}` returns as many values as the data holds distinct ones; " + STATIC
                + "; compute it outside the compiled model or pad to a fixed maximum")
     INVALID = ("import torch\nu = torch.unique(t)", "u = t.unique(sorted=True)", "u = t.unique_consecutive()")
-    VALID = ("import numpy as np\nu = np.unique(a)", "u = set(values)")
+    VALID = ("import numpy as np\nu = np.unique(a)", "u = set(values)", 'labels = dataset.unique("label")')
 
 
 @rule
@@ -217,9 +217,35 @@ def _torch_or_method(ctx: Context, node: cst.Call) -> str | None:
         name = qualname[6:] if qualname.startswith("torch.") else None
         return name if name in _DATA_SIZED else None
     func = node.func
-    if isinstance(func, cst.Attribute) and func.attr.value in _DATA_SIZED and not numpy_rooted(ctx, func.value):
+    if (isinstance(func, cst.Attribute) and func.attr.value in _DATA_SIZED and not numpy_rooted(ctx, func.value)
+            and _tensor_signature(node, func.attr.value)):
         return func.attr.value
     return None
+
+
+# The tensor methods' signatures: (how many positional arguments they take, their keywords). A call its
+# arguments do not fit is another type's method of the same name: a Hugging Face dataset's `.unique("label")`.
+_SIGNATURES: dict[str, tuple[int, frozenset[str]]] = {
+    "unique": (4, frozenset({"sorted", "return_inverse", "return_counts", "dim"})),
+    "unique_consecutive": (3, frozenset({"return_inverse", "return_counts", "dim"})),
+    "nonzero": (0, frozenset({"as_tuple"})),
+    "argwhere": (0, frozenset()),
+    "masked_select": (1, frozenset({"mask"})),
+    "repeat_interleave": (2, frozenset({"repeats", "dim", "output_size"})),
+    "bincount": (2, frozenset({"weights", "minlength"})),
+}
+
+
+def _tensor_signature(node: cst.Call, name: str) -> bool:
+    """`x.<name>(...)`'s arguments fit the tensor method's: no more positional arguments than it takes, no
+    keyword it lacks, and no string where it takes flags, tensors and sizes."""
+    most, keywords = _SIGNATURES[name]
+    positional_args = [a for a in node.args if a.keyword is None and not a.star]
+    if len(positional_args) > most or any(a.keyword is not None and a.keyword.value not in keywords
+                                          for a in node.args):
+        return False
+    return not any(isinstance(a.value, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString))
+                   for a in node.args)
 
 
 # One check for every call rule of the family, PC209 (shape_from_data) included: while any of them is on, a host
