@@ -279,6 +279,25 @@ def test_transformers_is_tracing_keeps_a_branch_out_of_a_compiled_graph():
     assert (6, "PC208") in severities(code, "inf2", "xla")
 
 
+def test_a_read_after_is_compiling_or_is_left_out_of_the_compiled_graph():
+    """`is_compiling() or <read>` never evaluates the read while compiling: native leaves it out; the read
+    before the guard, and xla (which sets nothing the guard asks), keep it."""
+    code = """\
+        import torch
+
+        class M(torch.nn.Module):
+            def forward(self, x, t):
+                if torch.compiler.is_compiling() or bool((t > 0).all()):
+                    x = x + 1
+                if bool((t > 0).all()) or torch.compiler.is_compiling():
+                    x = x + 2
+                return x
+        """
+    native = severities(code)
+    assert (5, "PC208") not in native and (7, "PC208") in native
+    assert (5, "PC208") in severities(code, "inf2", "xla")
+
+
 def test_no_float32_fix_for_a_clock_reading_or_a_number_float32_rounds():
     """Seconds since 1970 or a count past 2**24 need more than float32's 24 bits: narrowing them is no fix (the
     finding stays, without one); ordinary float64 data keeps its unsafe fix."""
@@ -334,3 +353,74 @@ def test_a_method_whose_arguments_no_tensor_method_takes_is_another_types():
         """)
     assert (5, "PC205") not in found and (6, "PC201") not in found
     assert (7, "PC205") in found and (8, "PC205") in found
+
+
+def test_a_probe_whose_value_is_only_shown_is_info():
+    """Printed, logged, formatted or made a report's entry (also through a local name used only that way): the
+    probe decides nothing. A test on its text, or a name also returned or used to choose, still decides."""
+    found = severities("""\
+        import logging
+        import torch
+
+        def info():
+            print("GPUs:", torch.cuda.device_count())
+            env = {"CUDA available": torch.cuda.is_available(), "torch": torch.__version__}
+            logging.info(f"cuda: {torch.cuda.is_available()}")
+            has = torch.cuda.is_available()
+            print(f"has cuda {has}")
+            return env, {"GPU Enabled": str(torch.cuda.is_available())}
+
+        def pick():
+            has = torch.cuda.is_available()
+            print(has)
+            device = "cuda" if has else "cpu"
+            if str(torch.cuda.is_available()) == "True":
+                device = "cuda"
+            n = torch.cuda.device_count()
+            return device, {"n": n}, n
+        """)
+    for line in (5, 6, 7, 8, 10):
+        assert found[(line, "PC104")] == Severity.INFO, line
+    for line in (13, 16, 18):
+        assert found[(line, "PC104")] == Severity.WARNING, line
+
+
+def test_a_value_named_as_a_mask_is_one_where_the_device_step_runs_it():
+    """`x[mask]`, `x[data.train_mask]`: the name says boolean mask unless a binding makes it indices; taken at its
+    word only where the call graph puts the code in the device step (a helper nothing calls stays quiet)."""
+    found = severities("""\
+        import torch
+
+        class M(torch.nn.Module):
+            def forward(self, x, mask, data):
+                a = x[mask]
+                b = x[data.train_mask]
+                idx_mask = torch.arange(4)
+                c = x[idx_mask]
+                keep_mask = self.make(x)
+                return a, b, c, x[keep_mask], helper(x, mask)
+
+        def unused(x, mask):
+            return x[mask]
+
+        def helper(x, mask):
+            return x[mask], x[mask > 0]
+        """)
+    assert {(5, "PC204"), (6, "PC204"), (10, "PC204"), (16, "PC204")} <= set(found)
+    assert (8, "PC204") not in found and (13, "PC204") not in found
+
+
+def test_items_of_a_loop_over_host_values_are_host_values():
+    found = severities("""\
+        import torch
+
+        class M(torch.nn.Module):
+            def forward(self, ids, attention_mask):
+                out = []
+                for row, mask in zip(ids.cpu(), attention_mask.cpu().bool()):
+                    out.append(row[mask].tolist())
+                for row, mask in zip(ids, attention_mask.bool()):
+                    out.append(row[mask])
+                return out
+        """)
+    assert (7, "PC204") not in found and (9, "PC204") in found

@@ -21,7 +21,7 @@ import libcst as cst
 from portcheck.static.check import Context
 from portcheck.static.host_names import marked_host, python_number
 from portcheck.static.rebindings import rebindings
-from portcheck.static.syntax import call_name, dotted_name, keyword, positional, string_value
+from portcheck.static.syntax import bound_names, call_name, dotted_name, keyword, positional, string_value
 from portcheck.static.values import contains
 from portcheck.static.walk import visit
 
@@ -217,9 +217,24 @@ def host_value(ctx: Context, node: cst.BaseExpression, depth: int = 0, assumed: 
         bound = ctx.constant(node)
         if bound is not None:
             return host_value(ctx, bound[1], depth + 1, assumed, factories=factories)
+        if _loop_over_host(ctx, node.value, depth, assumed, factories):
+            return True
         values = rebindings(ctx, node.value)
         assumed = assumed | {node.value}
         return bool(values) and all(host_value(ctx, v, depth + 1, assumed, factories=factories) for v in values)
+    return False
+
+
+def _loop_over_host(ctx: Context, name: str, depth: int, assumed: frozenset[str], factories: bool) -> bool:
+    """`name` is the target of an enclosing `for` over host values (`for row, mask in zip(ids.cpu(), m.cpu()):`,
+    `enumerate` of one): each item is a host value."""
+    for statement in ctx.statements:
+        if isinstance(statement, cst.For) and name in bound_names(statement.target):
+            source = statement.iter
+            if isinstance(source, cst.Call) and ctx.qualname(source.func) in ("zip", "enumerate", "reversed"):
+                parts = [a.value for a in source.args if a.keyword is None and not a.star]
+                return bool(parts) and all(host_value(ctx, p, depth + 1, assumed, factories=factories) for p in parts)
+            return host_value(ctx, source, depth + 1, assumed, factories=factories)
     return False
 
 
@@ -316,42 +331,6 @@ def _in_construction(ctx: Context) -> bool:
     return any(f.name.value in ("__init__", "reset_parameters", "_init_weights") for f in ctx.functions)
 
 
-def error_path(ctx: Context) -> bool:
-    """The current statement sits in an `if` block that ends by failing: `raise`, `assert False`,
-    `torch._assert(False, ...)`: it only words the error."""
-    for statement in reversed(ctx.statements[:-1]):
-        if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
-            return False
-        if isinstance(statement, cst.If) and isinstance(statement.body, cst.IndentedBlock):
-            # only simple statements ending in the failure: a block that does work and returns is no error path
-            lines = [line for line in statement.body.body if isinstance(line, cst.SimpleStatementLine)]
-            if (lines and len(lines) == len(statement.body.body) and _fails(ctx, lines[-1])
-                    and _contains_current(statement.body, ctx)
-                    and not any(isinstance(small, cst.Return) for line in lines for small in line.body)):
-                return True
-    return False
-
-
-def _contains_current(block: cst.IndentedBlock, ctx: Context) -> bool:
-    return any(stmt in ctx.statements for stmt in block.body)
-
-
-def _fails(ctx: Context, statement: cst.BaseStatement) -> bool:
-    if not isinstance(statement, cst.SimpleStatementLine):
-        return False
-    small = statement.body[-1]
-    if isinstance(small, cst.Raise):
-        return True
-    if isinstance(small, cst.Assert):
-        return dotted_name(small.test) == "False"
-    if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
-        call = small.value
-        first = positional(call, 0)
-        return (ctx.qualname(call.func) == "torch._assert" and first is not None
-                and dotted_name(first.value) == "False")
-    return False
-
-
 def under_test(ctx: Context, predicate: str, node: cst.CSTNode) -> bool:
     """`node` is in the body of an `if` (statement or expression) whose test calls the tensor method `predicate`
     (`if x.is_complex():`, `torch.complex(a, b) if x.is_complex() else a`)."""
@@ -386,6 +365,6 @@ def _calls(test: cst.BaseExpression, predicate: str) -> bool:
 
 
 __all__ = [
-    "HOST_FOLDERS", "HOST_RESULTS", "copies_to_host", "cpu_device", "error_path", "host_code", "host_path",
+    "HOST_FOLDERS", "HOST_RESULTS", "copies_to_host", "cpu_device", "host_code", "host_path",
     "host_value", "under_test",
 ]

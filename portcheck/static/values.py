@@ -254,11 +254,12 @@ def or_operands(test: cst.BaseExpression) -> list[cst.BaseExpression]:
 
 
 def _short_circuited(ctx: Context, test: cst.BaseExpression, node: cst.CSTNode) -> bool:
-    """`not is_compiling() and <node>`: the operands after the guard are not evaluated while compiling."""
-    operands = and_operands(test)
-    for index, operand in enumerate(operands[:-1]):
-        if _compile_polarity(ctx, operand) == "not":
-            return any(contains(later, node) for later in operands[index + 1:])
+    """`not is_compiling() and <node>`, `is_compiling() or <node>`: the operands after the guard are not
+    evaluated while compiling."""
+    for operands, polarity in ((and_operands(test), "not"), (or_operands(test), "is")):
+        for index, operand in enumerate(operands[:-1]):
+            if _compile_polarity(ctx, operand) == polarity:
+                return any(contains(later, node) for later in operands[index + 1:])
     return False
 
 

@@ -20,6 +20,7 @@ from portcheck.static.cuda_api.apis import api_entry
 from portcheck.static.cuda_api.checkpoints import only_maps_a_checkpoint
 from portcheck.static.cuda_api.devices import device_text, is_cuda_text, one_line, placements
 from portcheck.static.cuda_api.paths import CUDA, NOT_CUDA, cuda_path, polarity, probe_call, test_gate_argument
+from portcheck.static.cuda_api.shown import only_shown
 from portcheck.static.syntax import block_body, blocks, call_name, small_statements, string_prefix
 from portcheck.static.values import and_operands, catching_everything
 from portcheck.static.walk import visit
@@ -332,6 +333,8 @@ def probe_note(ctx: Context, node: cst.CSTNode) -> str | None:
     if only_maps_a_checkpoint(ctx, node, stmt):
         return ("here it only picks where a checkpoint's tensors are loaded (`map_location`): on Neuron they load "
                 "on the CPU and move with the model")
+    if only_shown(ctx, node, stmt):
+        return "here its value is only shown (printed, logged or put in a report): it decides nothing"
     if not isinstance(stmt, cst.If) or not holds(ctx, stmt.test, node):
         return None
     if (before := _cuda_operand_before(ctx, stmt.test, node)) is not None:

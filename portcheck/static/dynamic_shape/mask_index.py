@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from portcheck.rules import Pass, Rule, rule
 from portcheck.static.check import Context, check
 from portcheck.static.dynamic_shape.reach import STATIC, report_compiled
 from portcheck.static.dynamic_shape.shape_from_data import ShapeFromData, report_slice_from_data
+from portcheck.static.rebindings import rebindings
 from portcheck.static.syntax import call_name
 
 
@@ -69,7 +72,9 @@ _MASK_FUNCTIONS = frozenset(f"torch.{n}" for n in ("isnan", "isinf", "isfinite",
                                                    "lt", "ge", "le", "isneginf", "isposinf"))
 
 
-def _is_mask(ctx: Context, node: cst.BaseExpression, depth: int = 0) -> bool:
+def _is_mask(ctx: Context, node: cst.BaseExpression, depth: int = 0, named: bool = True) -> bool:
+    """`node` is a boolean mask by what makes it (a comparison, `~m`, `.bool()`, `torch.isin`) or, with `named`,
+    by its name (`_named_mask`)."""
     if depth > 3:
         return False
     if isinstance(node, cst.Comparison):
@@ -80,18 +85,48 @@ def _is_mask(ctx: Context, node: cst.BaseExpression, depth: int = 0) -> bool:
     if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.BitInvert):
         return True  # `x[~m]`: inverting an index only makes sense for a boolean mask
     if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.BitAnd, cst.BitOr, cst.BitXor)):
-        return _is_mask(ctx, node.left, depth + 1) or _is_mask(ctx, node.right, depth + 1)
+        return _is_mask(ctx, node.left, depth + 1, named) or _is_mask(ctx, node.right, depth + 1, named)
     if isinstance(node, cst.Call):
         qualname = ctx.qualname(node.func)
         if qualname is not None:
             return qualname in _MASK_FUNCTIONS
         if isinstance(node.func, cst.Attribute) and call_name(node) in _RESHAPES:  # `mask.view(-1)`
-            return _is_mask(ctx, node.func.value, depth + 1)
+            return _is_mask(ctx, node.func.value, depth + 1, named)
         return isinstance(node.func, cst.Attribute) and call_name(node) in _MASK_METHODS
     if isinstance(node, cst.Name):
         bound = ctx.constant(node)
-        return bound is not None and _is_mask(ctx, bound[1], depth + 1)
+        if bound is not None and _is_mask(ctx, bound[1], depth + 1, named):
+            return True
+        return named and _named_mask(ctx, node.value, [bound[1]] if bound is not None else rebindings(ctx, node.value))
+    if isinstance(node, cst.Attribute):  # `data.train_mask`, `self.keep_mask`
+        return named and _named_mask(ctx, node.attr.value, [])
     return False
+
+
+# What the code calls a mask: `mask`, `masks`, `key_padding_mask`, `batch.train_mask` (not `mask_ids`, `mask_token`).
+_MASK_NAME = re.compile(r"(^|_)masks?$")
+# Results that are indices or numbers, never a boolean mask.
+_INDEX_METHODS = frozenset({"long", "int", "nonzero", "argsort", "argmax", "argmin", "tolist", "item", "indices"})
+
+
+def _named_mask(ctx: Context, name: str, values: list[cst.BaseExpression] | tuple[cst.BaseExpression, ...]) -> bool:
+    """A value named as a mask is one, unless a binding in the function makes it something else (`mask =
+    torch.arange(n)`, `mask = keep.nonzero()`): a parameter, an attribute or the result of the project's own
+    helper is taken at its name's word."""
+    if not _MASK_NAME.search(name):
+        return False
+    for value in values:
+        if isinstance(value, (cst.List, cst.Tuple, cst.Integer, cst.SimpleString, cst.Dict)):
+            return False
+        if isinstance(value, cst.Call):
+            qualname = ctx.qualname(value.func)
+            if qualname is not None and qualname.startswith("torch.") and qualname not in _MASK_FUNCTIONS:
+                return False
+            if isinstance(value.func, cst.Attribute) and call_name(value) in _INDEX_METHODS:
+                return False
+        if isinstance(value, cst.Attribute) and value.attr.value == "indices":
+            return False
+    return True
 
 
 @check(cst.Assign, cst.AnnAssign, cst.Del, rules=(BooleanMaskIndex,), tokens=TOKENS)
@@ -121,5 +156,6 @@ def check_mask_index(node: cst.Subscript, ctx: Context) -> None:
     for element in node.slice:
         index = element.slice
         if isinstance(index, cst.Index) and _is_mask(ctx, index.value):
-            report_compiled(ctx, BooleanMaskIndex, node, value=node.value, shown=" ".join(ctx.source(node).split()))
+            report_compiled(ctx, BooleanMaskIndex, node, value=node.value, shown=" ".join(ctx.source(node).split()),
+                            requires="" if _is_mask(ctx, index.value, named=False) else "device")
             return

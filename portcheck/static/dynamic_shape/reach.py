@@ -10,7 +10,8 @@ import libcst as cst
 from portcheck.findings import Severity
 from portcheck.rules import Rule
 from portcheck.static.check import Context
-from portcheck.static.scope import error_path, host_argument, host_code, host_value
+from portcheck.static.error_paths import error_path
+from portcheck.static.scope import host_argument, host_code, host_value
 from portcheck.static.values import skipped_when_compiling
 from portcheck.static.walk import visit
 

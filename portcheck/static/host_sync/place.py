@@ -10,7 +10,8 @@ import libcst as cst
 
 from portcheck.static.branches import siblings_before
 from portcheck.static.check import Context
-from portcheck.static.scope import error_path, host_code
+from portcheck.static.error_paths import error_path
+from portcheck.static.scope import host_code
 from portcheck.static.syntax import block_body, call_name, dotted_name, keyword, positional
 from portcheck.static.values import and_operands, or_operands
 from portcheck.static.walk import visit

@@ -1,0 +1,94 @@
+"""A CUDA probe whose value is only shown: printed, logged, formatted into text or made an entry of a report
+(`{"CUDA available": torch.cuda.is_available()}`, `print("GPUs:", torch.cuda.device_count())`, a local name used
+only that way). It decides nothing, so False on Neuron changes the report and nothing else."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from portcheck.static.ancestry import ancestors
+from portcheck.static.check import Context
+from portcheck.static.syntax import call_name
+from portcheck.static.walk import visit
+
+# Calls that show what they are given: print, logging, text conversion and formatting, a stream's write.
+_SHOWING = frozenset({"print", "fprint", "echo", "str", "repr", "format", "write", "info", "debug", "warning",
+                      "warn", "error", "critical", "exception", "log"})
+_TEXT = (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
+
+
+def _shows(holder: cst.CSTNode, inner: cst.CSTNode) -> bool:
+    """`holder` shows what `inner` (one of its children) holds."""
+    if isinstance(holder, cst.FormattedStringExpression):
+        return True
+    if isinstance(holder, cst.DictElement):  # a report's entry: a text key, the value shown
+        return inner is holder.value and isinstance(holder.key, _TEXT)
+    if isinstance(holder, cst.Call):
+        return inner is not holder.func and call_name(holder) in _SHOWING
+    return False
+
+
+def _decides(holder: cst.CSTNode, inner: cst.CSTNode) -> bool:
+    """`holder` makes a decision of what `inner` holds: a test, a comparison, a boolean operation."""
+    if isinstance(holder, (cst.If, cst.While, cst.IfExp, cst.Assert)):
+        return inner is holder.test
+    return isinstance(holder, (cst.Comparison, cst.BooleanOperation)) or (
+        isinstance(holder, cst.UnaryOperation) and isinstance(holder.operator, cst.Not))
+
+
+def _shown_on(path: list[cst.CSTNode], node: cst.CSTNode) -> bool:
+    """Some call or entry on `path` (outermost first, down to `node`) shows the value, and nothing there decides
+    by it (`if str(probe) == "True":` decides)."""
+    pairs = list(zip(path, [*path[1:], node], strict=True))
+    return not any(_decides(h, i) for h, i in pairs) and any(_shows(h, i) for h, i in pairs)
+
+
+def only_shown(ctx: Context, node: cst.CSTNode, stmt: cst.CSTNode | None) -> bool:
+    """The probe's value is only shown: directly, or through a local name bound to it whose every use shows it."""
+    if stmt is None:
+        return False
+    path = ancestors(ctx, node)
+    if _shown_on(path, node):
+        return True
+    if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Assign)
+            and len(stmt.body[0].targets) == 1 and isinstance(stmt.body[0].targets[0].target, cst.Name)):
+        return False
+    value = stmt.body[0].value
+    if not (value is node or (isinstance(value, cst.Call) and value.func is node)):
+        return False  # the name holds something made from the probe, not its value
+    name = stmt.body[0].targets[0].target.value
+    scope: cst.CSTNode = ctx.functions[-1] if ctx.functions else ctx.module
+    uses = ctx.memo("shown-uses", scope, lambda: _uses(scope)).get(name)
+    return uses is not None and all(uses)
+
+
+def _uses(scope: cst.CSTNode) -> dict[str, list[bool]]:
+    """Per name read in the scope: whether each read shows it (assignment targets, attribute and keyword names are
+    no reads)."""
+    found: dict[str, list[bool]] = {}
+    stack: list[cst.CSTNode] = []
+    skipped: set[int] = set()
+
+    class Finder(cst.CSTVisitor):
+        def on_visit(self, node: cst.CSTNode) -> bool:
+            if isinstance(node, cst.Attribute):
+                skipped.add(id(node.attr))
+            elif isinstance(node, cst.Arg) and node.keyword is not None:
+                skipped.add(id(node.keyword))
+            elif isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+                for target in (node.targets if isinstance(node, cst.Assign) else [node]):
+                    if isinstance(target.target, cst.Name):
+                        skipped.add(id(target.target))
+            elif isinstance(node, cst.Name) and id(node) not in skipped:
+                found.setdefault(node.value, []).append(_shown_on(list(stack), node))
+            stack.append(node)
+            return True
+
+        def on_leave(self, original_node: cst.CSTNode) -> None:
+            stack.pop()
+
+    visit(scope, Finder())
+    return found
+
+
+__all__ = ["only_shown"]
