@@ -9,7 +9,7 @@ import libcst as cst
 from portcheck.knowledge import load_op_releases, load_ops
 from portcheck.rules import Rule, rule
 from portcheck.static.check import Context, check
-from portcheck.static.scope import host_value
+from portcheck.static.scope import host_code, host_value
 
 # The ATen op each torch function dispatches to (observed with torch 2.13: tests/test_value_kinds.py traces each
 # one and checks the op). Only functions whose op rules/ops.toml has a status for are listed.
@@ -84,6 +84,7 @@ class CpuFallbackCall(Rule):
         "import torch\nclass M:\n    def __init__(self, w):\n        self.u = torch.linalg.svd(w)",
         "import torch\ndef merge(w):\n    return torch.inverse(w)",
         "import torch\nclass M:\n    def forward(self, op):\n        return op.inverse()",
+        "import torch\nclass Reduce(BaseTransform):\n    def forward(self, data):\n        return torch.linalg.svd(data.x)",
     )
 
 
@@ -94,8 +95,8 @@ def check_fallback_call(node: cst.Call, ctx: Context) -> None:
     if op is None:
         return  # methods (`a.inverse()`) are left alone: linear operators and group elements have them too
     subject = node.args[0].value if node.args else None
-    if subject is not None and host_value(ctx, subject):
-        return
+    if (subject is not None and host_value(ctx, subject)) or host_code(ctx) is not None:
+        return  # on the host already: a host value, or the data pipeline's code (`transforms/`, a Dataset)
     if not load_op_releases()[ctx.stack].holds(ctx.sdk):
         return  # the stack's statuses do not speak for this release
     entry = load_ops().get(op)
