@@ -424,3 +424,46 @@ def test_items_of_a_loop_over_host_values_are_host_values():
                 return out
         """)
     assert (7, "PC204") not in found and (9, "PC204") in found
+
+
+def test_a_probe_that_is_all_a_function_returns_is_info():
+    """`def is_cuda_available(): return torch.cuda.is_available()` answers rightly on Neuron; a function that
+    picks a device by the probe, or does more than return it, still decides."""
+    found = severities('''\
+        import torch
+
+        def is_cuda_available() -> bool:
+            """Whether CUDA is there."""
+            return bool(torch.cuda.is_available())
+
+        def num_gpus():
+            return torch.cuda.device_count()
+
+        def pick():
+            return "cuda" if torch.cuda.is_available() else "cpu"
+
+        def other(x):
+            x = x + 1
+            return torch.cuda.is_available()
+        ''')
+    assert found[(5, "PC104")] == Severity.INFO and found[(8, "PC104")] == Severity.INFO
+    assert found[(11, "PC104")] == Severity.WARNING and found[(15, "PC104")] == Severity.WARNING
+
+
+def test_a_module_named_like_a_data_sampler_is_model_code():
+    """A class named `...Sampler` is the data pipeline's only when it is not a `torch.nn.Module` (a variational
+    sampler in a model's forward runs on the device)."""
+    found = severities("""\
+        import torch
+        from torch import nn
+
+        class MonteSampler(nn.Module):
+            def forward(self, cov, x):
+                return torch.linalg.cholesky(cov), x[x > 0]
+
+        class DataSampler:
+            def draw(self, x):
+                return torch.linalg.cholesky(x), x[x > 0]
+        """)
+    assert (6, "PC321") in found and (6, "PC204") in found
+    assert (10, "PC321") not in found and (10, "PC204") not in found

@@ -75,7 +75,7 @@ def _host_code(ctx: Context) -> str | None:
         return f"in `{folder}`"
     for statement in ctx.statements:
         if isinstance(statement, cst.ClassDef):
-            if _HOST_CLASSES.search(statement.name.value):
+            if _HOST_CLASSES.search(statement.name.value) and not _module_class(ctx, statement):
                 return f"in `{statement.name.value}`"
             for base in statement.bases:
                 name = dotted_name(base.value) or ""
@@ -87,6 +87,12 @@ def _host_code(ctx: Context) -> str | None:
     if _other_device_branch(ctx):
         return "in a branch Neuron tensors never take (it tests for another device type)"
     return "in a class that runs an onnxruntime session" if _onnxruntime_class(ctx) else None
+
+
+def _module_class(ctx: Context, statement: cst.ClassDef) -> bool:
+    """The class subclasses `torch.nn.Module`: a model part whatever its name (a variational `...Sampler`)."""
+    return any(ctx.qualname(base.value) in ("torch.nn.Module", "torch.nn.modules.module.Module")
+               for base in statement.bases)
 
 
 def _other_device_branch(ctx: Context) -> bool:

@@ -20,7 +20,7 @@ from portcheck.static.cuda_api.apis import api_entry
 from portcheck.static.cuda_api.checkpoints import only_maps_a_checkpoint
 from portcheck.static.cuda_api.devices import device_text, is_cuda_text, one_line, placements
 from portcheck.static.cuda_api.paths import CUDA, NOT_CUDA, cuda_path, polarity, probe_call, test_gate_argument
-from portcheck.static.cuda_api.shown import only_shown
+from portcheck.static.cuda_api.shown import only_returned, only_shown
 from portcheck.static.syntax import block_body, blocks, call_name, small_statements, string_prefix
 from portcheck.static.values import and_operands, catching_everything
 from portcheck.static.walk import visit
@@ -335,6 +335,9 @@ def probe_note(ctx: Context, node: cst.CSTNode) -> str | None:
                 "on the CPU and move with the model")
     if only_shown(ctx, node, stmt):
         return "here its value is only shown (printed, logged or put in a report): it decides nothing"
+    if only_returned(ctx, node, stmt):
+        return ("here it is all a function returns: the function answers whether CUDA is there, rightly False on "
+                "Neuron; a device is chosen where it is called")
     if not isinstance(stmt, cst.If) or not holds(ctx, stmt.test, node):
         return None
     if (before := _cuda_operand_before(ctx, stmt.test, node)) is not None:

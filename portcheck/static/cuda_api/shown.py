@@ -1,6 +1,7 @@
-"""A CUDA probe whose value is only shown: printed, logged, formatted into text or made an entry of a report
-(`{"CUDA available": torch.cuda.is_available()}`, `print("GPUs:", torch.cuda.device_count())`, a local name used
-only that way). It decides nothing, so False on Neuron changes the report and nothing else."""
+"""A CUDA probe whose value decides nothing where it stands: only shown (printed, logged, formatted into text or
+made an entry of a report: `{"CUDA available": torch.cuda.is_available()}`, a local name used only that way), so
+False on Neuron changes the report and nothing else; or only returned by a function that does nothing else (`def
+is_cuda_available(): return torch.cuda.is_available()`), which answers rightly on Neuron."""
 
 from __future__ import annotations
 
@@ -91,4 +92,30 @@ def _uses(scope: cst.CSTNode) -> dict[str, list[bool]]:
     return found
 
 
-__all__ = ["only_shown"]
+def only_returned(ctx: Context, node: cst.CSTNode, stmt: cst.CSTNode | None) -> bool:
+    """The probe's value is all its function returns, and the function does nothing else (`def
+    is_cuda_available(): return torch.cuda.is_available()`): it answers whether CUDA is there, rightly False on
+    Neuron; the choice is made where it is called."""
+    if not ctx.functions or not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
+        return False
+    returned = stmt.body[0]
+    if not isinstance(returned, cst.Return) or returned.value is None:
+        return False
+    value = returned.value
+    if isinstance(value, cst.Call) and call_name(value) in ("bool", "int") and len(value.args) == 1:
+        value = value.args[0].value  # `bool(torch.cuda.is_available())`
+    if not (value is node or (isinstance(value, cst.Call) and value.func is node)):
+        return False
+    body = ctx.functions[-1].body
+    lines = list(body.body) if isinstance(body, cst.IndentedBlock) else [body]
+    if lines and _docstring(lines[0]):
+        lines = lines[1:]
+    return lines == [stmt]
+
+
+def _docstring(line: cst.CSTNode) -> bool:
+    return (isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1 and isinstance(line.body[0], cst.Expr)
+            and isinstance(line.body[0].value, _TEXT))
+
+
+__all__ = ["only_returned", "only_shown"]
