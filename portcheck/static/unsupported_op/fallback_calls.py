@@ -84,7 +84,8 @@ class CpuFallbackCall(Rule):
         "import torch\nclass M:\n    def __init__(self, w):\n        self.u = torch.linalg.svd(w)",
         "import torch\ndef merge(w):\n    return torch.inverse(w)",
         "import torch\nclass M:\n    def forward(self, op):\n        return op.inverse()",
-        "import torch\nclass Reduce(BaseTransform):\n    def forward(self, data):\n        return torch.linalg.svd(data.x)",
+        "import torch\nclass Reduce(BaseTransform):\n    def forward(self, data):\n"
+        "        return torch.linalg.svd(data.x)",
     )
 
 
