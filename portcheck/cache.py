@@ -248,7 +248,7 @@ def _plain_finding(f: Finding) -> list[Any]:
                [[e.line, e.column, e.end_line, e.end_column, e.content] for e in f.fix.edits]]
     return [f.code, f.name, f.category, int(f.severity), f.message, f.path, f.line, f.column, f.end_line,
             f.end_column, list(f.evidence), fix, f.fingerprint, f.stem, f.requires, f.runs, f.kept,
-            f.default_of, list(f.host_if)]
+            f.default_of, list(f.host_if), f.unless_passed]
 
 
 def _result(plain: dict[str, Any]) -> FileResult:
@@ -264,7 +264,7 @@ def _result(plain: dict[str, Any]) -> FileResult:
 
 def _finding(plain: list[Any]) -> Finding:
     (code, name, category, severity, message, path, line, column, end_line, end_column, evidence, fix,
-     fingerprint, stem, requires, runs, kept, default_of, host_if) = plain
+     fingerprint, stem, requires, runs, kept, default_of, host_if, unless_passed) = plain
     made_fix = None
     if fix is not None:
         applicability, title, edits = fix
@@ -275,5 +275,5 @@ def _finding(plain: list[Any]) -> Finding:
         message=str(message), path=str(path), line=int(line), column=int(column), end_line=int(end_line),
         end_column=int(end_column), evidence=tuple(str(e) for e in evidence), fix=made_fix,
         fingerprint=str(fingerprint), stem=str(stem), requires=str(requires), runs=str(runs), kept=bool(kept),
-        default_of=str(default_of), host_if=tuple(map(str, host_if)),
+        default_of=str(default_of), host_if=tuple(map(str, host_if)), unless_passed=str(unless_passed),
     )

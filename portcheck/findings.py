@@ -135,6 +135,10 @@ class Finding:
     # The parameters the finding's value is made of, and nothing else: where every call in the project passes host
     # values (`.cpu()` copies, numpy) for them, the code works on the host there. Never in the output formats.
     host_if: tuple[str, ...] = ()
+    # The parameter the finding's code runs only with: it sits in `if <param> is not None:` (or `if <param>:`) and
+    # the parameter defaults to None or False. Where no call in the project passes it, that branch never runs.
+    # Never in the output formats.
+    unless_passed: str = ""
 
     @classmethod
     def of(cls, rule: Rated, message: str, path: str, line: int, column: int, end_line: int, end_column: int, *,

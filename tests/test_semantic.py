@@ -649,3 +649,50 @@ def test_a_step_body_that_steps_its_own_optimizers_reads_every_step(tmp_path):
     trn1 = _scan(tmp_path, chip="trn1", stack="xla")
     assert trn1[("train.py", 18, "PC701")] == Severity.WARNING
     assert ("train.py", 25, "PC701") not in trn1
+
+
+def test_a_branch_for_a_parameter_no_call_passes_never_runs(tmp_path):
+    """`if mask is not None:` (or `if mask:`) in a private function no call of which passes `mask` (default None
+    or False) never runs there: info. A call that passes it, by keyword or position, or hides its arguments in
+    `**kwargs`, keeps the finding; so do a function with no caller and a public one (its users may pass it)."""
+    _tree(tmp_path, {
+        "loss.py": """\
+            import torch
+
+            def _z_loss(logits, mask=None):
+                if mask is not None:
+                    logits = logits[mask > 0]
+                return logits.sum()
+
+            def _other_loss(logits, mask=None):
+                if mask is not None:
+                    logits = logits[mask > 0]
+                return logits.sum()
+
+            def _flag_loss(logits, trim=False, **extra):
+                if trim:
+                    logits = logits[logits > 0]
+                return logits.sum()
+
+            def public(logits, mask=None):
+                if mask is not None:
+                    logits = logits[mask > 0]
+                return logits.sum()
+
+            def _trimmed(logits, trim=False):
+                if trim:
+                    logits = logits[logits > 0]
+                return logits.sum()
+
+            class Net(torch.nn.Module):
+                def forward(self, x, m, options):
+                    y = _z_loss(x) + _other_loss(x, m) + _flag_loss(x) + _flag_loss(x, **options)
+                    return y + public(x) + _trimmed(x)
+            """,
+    })
+    found = _scan(tmp_path)
+    assert found[("loss.py", 5, "PC204")] == Severity.INFO
+    assert found[("loss.py", 10, "PC204")] == Severity.ERROR
+    assert found[("loss.py", 15, "PC204")] == Severity.ERROR
+    assert found[("loss.py", 20, "PC204")] == Severity.ERROR
+    assert found[("loss.py", 25, "PC204")] == Severity.INFO

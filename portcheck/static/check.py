@@ -19,7 +19,7 @@ from portcheck.findings import Severity
 from portcheck.knowledge import load
 from portcheck.rules import VALUE_CATEGORIES, Rule
 from portcheck.static.names import Names, Scope
-from portcheck.static.params import assigned, default_read, param_roots
+from portcheck.static.params import assigned, branch_parameter, default_read, param_roots
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,7 @@ class Hit:
     kept: bool = False  # see Finding.kept
     default_of: str = ""  # see Finding.default_of
     host_if: tuple[str, ...] = ()  # see Finding.host_if
+    unless_passed: str = ""  # see Finding.unless_passed
 
 
 N = TypeVar("N", bound=cst.CSTNode)
@@ -144,21 +145,26 @@ class Context:
                 assert not isinstance(rule, str)
                 message = rule.format(**fields)
             statement = self.statements[-1] if self.statements else None
-            default_of, host_if = self._reads(code, node)
+            default_of, host_if, unless_passed = self._reads(code, node)
             self.hits.append(Hit(code, node, message, statement, severity, fix, tuple(self.statements), requires,
-                                 kept, default_of, host_if))
+                                 kept, default_of, host_if, unless_passed))
 
-    def _reads(self, code: str, node: cst.CSTNode) -> tuple[str, tuple[str, ...]]:
-        """(Finding.default_of, Finding.host_if) for a finding of `code` at `node`; host_if only for the categories
-        a host value settles (rules.VALUE_CATEGORIES)."""
+    def _reads(self, code: str, node: cst.CSTNode) -> tuple[str, tuple[str, ...], str]:
+        """(Finding.default_of, Finding.host_if, Finding.unless_passed) for a finding of `code` at `node`; host_if
+        only for the categories a host value settles (rules.VALUE_CATEGORIES)."""
         if not self.functions or not isinstance(self.functions[-1], cst.FunctionDef):
-            return "", ()
+            return "", (), ""
         function = self.functions[-1]
+
+        def names() -> frozenset[str]:
+            return self.memo("assigned-names", function, lambda: assigned(function))
+
         roots: tuple[str, ...] = ()
         if load().rules[code].category in VALUE_CATEGORIES:
-            roots = param_roots(function, node, self.constant, self.qualname,
-                                lambda: self.memo("assigned-names", function, lambda: assigned(function)))
-        return default_read(function, node, self.constant), roots
+            roots = param_roots(function, node, self.constant, self.qualname, names)
+        index = next((i for i, s in enumerate(self.statements) if s is function), -1)
+        chain = self.statements[index + 1:]  # the statements holding `node` inside its function, outermost first
+        return default_read(function, node, self.constant), roots, branch_parameter(function, chain, node, names)
 
     def memo(self, kind: str, node: cst.CSTNode, compute: Callable[[], T]) -> T:
         """A per-file cache for facts about a node (is this loop a training loop?) that several checks ask."""

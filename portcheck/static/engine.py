@@ -378,6 +378,7 @@ def _finding(hit: Hit, path: str, ctx: Context, positions: Positions) -> Finding
         kept=hit.kept,
         default_of=hit.default_of,
         host_if=hit.host_if,
+        unless_passed=hit.unless_passed,
     )
 
 

@@ -121,4 +121,30 @@ def param_roots(function: cst.FunctionDef, node: cst.CSTNode, constant: Constant
     return tuple(sorted(roots))
 
 
-__all__ = ["assigned", "default_read", "param_roots"]
+def branch_parameter(function: cst.FunctionDef, chain: list[cst.CSTNode], node: cst.CSTNode,
+                     assigned: Callable[[], frozenset[str]]) -> str:
+    """The parameter (default None or False, never rebound in the function) that an enclosing `if` of `node`
+    tests for being given (`if mask is not None:`, `if mask:`), the branch holding `node`; "" where none."""
+    optional = {p.name.value for p in _parameters(function)
+                if isinstance(p.default, cst.Name) and p.default.value in ("None", "False")}
+    if not optional:
+        return ""
+    for index, statement in enumerate(chain):
+        if not isinstance(statement, cst.If):
+            continue
+        inner = chain[index + 1] if index + 1 < len(chain) else node
+        body = statement.body.body if isinstance(statement.body, cst.IndentedBlock) else (statement.body,)
+        if not any(part is inner for part in body):
+            continue
+        test = statement.test
+        if (isinstance(test, cst.Comparison) and len(test.comparisons) == 1
+                and isinstance(test.comparisons[0].operator, cst.IsNot)
+                and isinstance(test.comparisons[0].comparator, cst.Name)
+                and test.comparisons[0].comparator.value == "None"):
+            test = test.left
+        if isinstance(test, cst.Name) and test.value in optional and test.value not in assigned():
+            return test.value
+    return ""
+
+
+__all__ = ["assigned", "branch_parameter", "default_read", "param_roots"]

@@ -29,7 +29,16 @@ from dataclasses import dataclass, replace
 from portcheck.findings import FileResult, Finding, Severity
 from portcheck.rules import contexts_of
 from portcheck.static.semantic.modules import module_of
-from portcheck.static.semantic.project import DEPTH, Node, Passed, Project, always_host, always_passed, arguments
+from portcheck.static.semantic.project import (
+    DEPTH,
+    Node,
+    Passed,
+    Project,
+    always_host,
+    always_passed,
+    arguments,
+    never_passed,
+)
 from portcheck.static.semantic.summary import (
     CUDA_CLASS,
     CUDA_GUARD,
@@ -236,7 +245,7 @@ def apply(results: list[FileResult]) -> tuple[list[FileResult], str | None]:
                 if not _reached(found, finding, holders):
                     continue
                 finding = replace(finding, requires="")
-            if (finding.default_of or finding.host_if) and finding.severity > Severity.INFO and holders:
+            if _settled_by_calls(finding) and holders:
                 if passed is None:
                     passed = arguments(project, results, _asking(project, results))
                 finding = _by_callers(finding, passed, holders[-1])
@@ -257,18 +266,23 @@ def apply(results: list[FileResult]) -> tuple[list[FileResult], str | None]:
 
 
 def _asking(project: Project, results: list[FileResult]) -> set[str]:
-    """The functions holding a finding that what their calls pass could settle (Finding.default_of / host_if)."""
+    """The functions holding a finding that what their calls pass could settle (Finding.default_of / host_if /
+    unless_passed)."""
     needed: set[str] = set()
     for result in results:
         if result.summary is None or result.path not in project.files:
             continue
         nodes = project.files[result.path][2]
         for finding in result.findings:
-            if (finding.default_of or finding.host_if) and finding.severity > Severity.INFO:
+            if _settled_by_calls(finding):
                 holders = _enclosing(nodes, finding.line)
                 if holders:
                     needed.add(holders[-1].full)
     return needed
+
+
+def _settled_by_calls(finding: Finding) -> bool:
+    return bool(finding.default_of or finding.host_if or finding.unless_passed) and finding.severity > Severity.INFO
 
 
 def _by_callers(finding: Finding, passed: dict[str, list[Passed]], holder: Node) -> Finding:
@@ -277,6 +291,9 @@ def _by_callers(finding: Finding, passed: dict[str, list[Passed]], holder: Node)
     name = holder.function.name
     if finding.default_of and always_passed(passed, holder, finding.default_of):
         note = f"every call of `{name}` in the project passes `{finding.default_of}`: its default never applies"
+    elif finding.unless_passed and never_passed(passed, holder, finding.unless_passed):
+        note = (f"no call of `{name}` in the project passes `{finding.unless_passed}`: the branch that needs it "
+                "never runs here")
     elif finding.host_if and always_host(passed, holder, finding.host_if):
         shown = ", ".join(f"`{p}`" for p in finding.host_if)
         note = (f"every call of `{name}` in the project passes a host value for {shown} (a `.cpu()` copy, a numpy "

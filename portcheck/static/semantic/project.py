@@ -211,4 +211,15 @@ def always_host(passed: dict[str, list[Passed]], holder: Node, params: tuple[str
                                for call in calls)
 
 
-__all__ = ["DEPTH", "Passed", "Project", "always_host", "always_passed", "arguments"]
+def never_passed(passed: dict[str, list[Passed]], holder: Node, param: str) -> bool:
+    """`holder` is private (`_name`: the project's calls are all its calls), no call of it in the tree passes
+    `param`, and every call is known (no `*args` / `**kwargs`, the function not handed on as a value); there is at
+    least one. A public function's users may pass what the project never does."""
+    last = holder.function.name.rsplit(".", 1)[-1]
+    if not last.startswith("_") or last.endswith("__"):
+        return False
+    calls = passed.get(holder.full, [])
+    return bool(calls) and all(call[0] >= 0 and not _filled(holder, param, call) for call in calls)
+
+
+__all__ = ["DEPTH", "Passed", "Project", "always_host", "always_passed", "arguments", "never_passed"]
