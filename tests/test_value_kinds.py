@@ -467,3 +467,18 @@ def test_a_module_named_like_a_data_sampler_is_model_code():
         """)
     assert (6, "PC321") in found and (6, "PC204") in found
     assert (10, "PC321") not in found and (10, "PC204") not in found
+
+
+def test_a_probe_that_only_picks_asynchronous_copies_is_info():
+    found = severities("""\
+        import torch
+
+        def load(batch, device, data):
+            non_blocking = torch.cuda.is_available()
+            x = batch.to(device, non_blocking=non_blocking)
+            loader = torch.utils.data.DataLoader(data, pin_memory=torch.cuda.is_available())
+            use = torch.cuda.is_available()
+            return x.to(device, non_blocking=use), loader, use
+        """)
+    assert found[(4, "PC104")] == Severity.INFO and found[(6, "PC104")] == Severity.INFO
+    assert found[(7, "PC104")] == Severity.WARNING

@@ -17,7 +17,7 @@ from portcheck.rules import Rule, rule
 from portcheck.static.ancestry import ancestors, holds
 from portcheck.static.check import Context, FixPlan, Replace
 from portcheck.static.cuda_api.apis import api_entry
-from portcheck.static.cuda_api.checkpoints import only_maps_a_checkpoint
+from portcheck.static.cuda_api.checkpoints import COPY_OPTIONS, only_maps_a_checkpoint, only_passed_as
 from portcheck.static.cuda_api.devices import device_text, is_cuda_text, one_line, placements
 from portcheck.static.cuda_api.paths import CUDA, NOT_CUDA, cuda_path, polarity, probe_call, test_gate_argument
 from portcheck.static.cuda_api.shown import only_returned, only_shown
@@ -333,6 +333,9 @@ def probe_note(ctx: Context, node: cst.CSTNode) -> str | None:
     if only_maps_a_checkpoint(ctx, node, stmt):
         return ("here it only picks where a checkpoint's tensors are loaded (`map_location`): on Neuron they load "
                 "on the CPU and move with the model")
+    if only_passed_as(ctx, node, stmt, *COPY_OPTIONS):
+        return ("here it only picks asynchronous copies or pinned memory (`non_blocking=`, `pin_memory=`), which "
+                "have a working fallback without CUDA")
     if only_shown(ctx, node, stmt):
         return "here its value is only shown (printed, logged or put in a report): it decides nothing"
     if only_returned(ctx, node, stmt):
