@@ -696,3 +696,52 @@ def test_a_branch_for_a_parameter_no_call_passes_never_runs(tmp_path):
     assert found[("loss.py", 15, "PC204")] == Severity.ERROR
     assert found[("loss.py", 20, "PC204")] == Severity.ERROR
     assert found[("loss.py", 25, "PC204")] == Severity.INFO
+
+
+def test_a_forward_of_a_class_that_is_no_module_starts_no_device_step(tmp_path):
+    """A data transform's `forward` (`class Transform(ABC)`, subclassed through a re-export) is no model's: what
+    only it calls is not on the device step. A class whose bases the project cannot see may be a Module and keeps
+    its `forward`; a method reached through a re-exported base class resolves."""
+    _tree(tmp_path, {
+        "pkg/__init__.py": "from pkg.base import Transform, Layer\n",
+        "pkg/base.py": """\
+            from abc import ABC
+            import torch
+
+            class Transform(ABC):
+                def forward(self, data):
+                    return data
+
+            class Layer(torch.nn.Module):
+                def norm(self, x):
+                    return x / x.sum().item()
+            """,
+        "pkg/helpers.py": """\
+            def count(mask):
+                return mask.sum().item()
+
+            def total(mask):
+                return mask.sum().item()
+            """,
+        "pkg/use.py": """\
+            import pkg
+            from library import Block
+            from pkg.helpers import count, total
+
+            class Degree(pkg.Transform):
+                def forward(self, data):
+                    return count(data.x > 0)
+
+            class Other(Block):
+                def forward(self, x):
+                    return x * total(x > 0)
+
+            class Net(pkg.Layer):
+                def forward(self, x):
+                    return self.norm(x)
+            """,
+    })
+    found = _scan(tmp_path, "inf2", "xla")
+    assert ("pkg/helpers.py", 2, "PC701") not in found
+    assert found[("pkg/helpers.py", 5, "PC701")] == Severity.WARNING
+    assert found[("pkg/base.py", 10, "PC701")] == Severity.WARNING

@@ -126,7 +126,8 @@ def facts(project: Project) -> Facts:
                     queue.append(callee)
         return seen
 
-    forward = reach((f for f, n in project.nodes.items() if FORWARD in n.function.roles or (
+    forward = reach((f for f, n in project.nodes.items() if (
+        FORWARD in n.function.roles and not _plain(project, project.class_of(n))) or (
         n.function.name.endswith(".__call__") and _is_module(project, project.class_of(n)))), skipped)
     device = forward | reach((f for f, n in project.nodes.items() if STEP in n.function.roles), skipped)
     host_roots = {f for f, n in project.nodes.items() if HOST in n.function.roles}
@@ -149,6 +150,25 @@ def facts(project: Project) -> Facts:
 _MODULE_BASES = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module"})
 
 
+# Bases that make no torch Module: a class built only on them (and on the project's own such classes) has a
+# `forward` that is no model's (torch_geometric's `BaseTransform(ABC)`, a data transform).
+_PLAIN_BASES = frozenset({"object", "abc.ABC", "typing.Generic", "typing.Protocol", "enum.Enum", "typing.NamedTuple"})
+
+
+def _plain(project: Project, cls: str | None, depth: int = 0) -> bool:
+    """`cls` is certainly no torch Module: each base is a known plain base or a plain class of the project. A
+    base the project does not hold (a library's class) may be a Module: not plain."""
+    if cls is None or depth >= DEPTH or cls not in project.classes:
+        return False
+    for base in project.classes[cls]:
+        if base in _PLAIN_BASES:
+            continue
+        known = project.known_classes(base)
+        if not known or not all(_plain(project, k, depth + 1) for k in known):
+            return False
+    return True
+
+
 def _is_module(project: Project, cls: str | None, depth: int = 0) -> bool:
     """`cls` subclasses `torch.nn.Module`, through the project's own classes: its `__call__`, where it has one,
     is what runs the model (gpytorch's modules call `forward` from there)."""
@@ -157,7 +177,7 @@ def _is_module(project: Project, cls: str | None, depth: int = 0) -> bool:
     for base in project.classes.get(cls, ()):
         if base in _MODULE_BASES:
             return True
-        known = [base] if base in project.classes else project.class_suffix.get(base, [])
+        known = project.known_classes(base)
         if any(_is_module(project, k, depth + 1) for k in known):
             return True
     return False

@@ -108,9 +108,20 @@ class Project:
             return []
         found: list[str] = []
         for base in self.classes.get(cls, ()):
-            for known in ([base] if base in self.classes else self.class_suffix.get(base, [])):
+            for known in self.known_classes(base):
                 found.extend(self._method(known, name, depth + 1))
         return found
+
+    def known_classes(self, name: str, depth: int = 0) -> list[str]:
+        """The tree's classes a resolved base name may be: the class itself, those its dotted suffix names, or what
+        a re-export of it names (`torch_geometric.transforms.BaseTransform`)."""
+        if name in self.classes:
+            return [name]
+        found = self.class_suffix.get(name, [])
+        if found or depth >= DEPTH:
+            return list(found)
+        exported = [name] if name in self.exports else self.export_suffix.get(name, [])
+        return [c for e in exported for c in self.known_classes(self.exports[e], depth + 1)]
 
     def resolve(self, target: str, caller: Node) -> list[str]:
         module, package = self.files[caller.path][:2]
