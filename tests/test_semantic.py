@@ -745,3 +745,27 @@ def test_a_forward_of_a_class_that_is_no_module_starts_no_device_step(tmp_path):
     assert ("pkg/helpers.py", 2, "PC701") not in found
     assert found[("pkg/helpers.py", 5, "PC701")] == Severity.WARNING
     assert found[("pkg/base.py", 10, "PC701")] == Severity.WARNING
+
+
+def test_a_dataparallel_subclass_is_a_cuda_only_path(tmp_path):
+    """DataParallel scatters over CUDA devices (without them it calls the module as it is): a subclass's
+    methods are a CUDA-only path. A plain Module's are not."""
+    _tree(tmp_path, {"k.py": """\
+        import torch
+        from torch.nn import DataParallel
+
+        class MultiDeviceKernel(DataParallel):
+            def forward(self, x1, x2):
+                if not torch.equal(x1, self.cached):
+                    self.cached = x1
+                return x1 @ x2.T
+
+        class Kernel(torch.nn.Module):
+            def forward(self, x1, x2):
+                if not torch.equal(x1, x2):
+                    return x1
+                return x2
+        """})
+    found = _scan(tmp_path)
+    assert found[("k.py", 6, "PC208")] == Severity.INFO
+    assert found[("k.py", 12, "PC208")] == Severity.WARNING
