@@ -747,25 +747,35 @@ def test_a_forward_of_a_class_that_is_no_module_starts_no_device_step(tmp_path):
     assert found[("pkg/base.py", 10, "PC701")] == Severity.WARNING
 
 
-def test_a_dataparallel_subclass_is_a_cuda_only_path(tmp_path):
-    """DataParallel scatters over CUDA devices (without them it calls the module as it is): a subclass's
-    methods are a CUDA-only path. A plain Module's are not."""
-    _tree(tmp_path, {"k.py": """\
-        import torch
-        from torch.nn import DataParallel
+def test_a_host_value_passed_on_through_a_chain_of_calls_is_one(tmp_path):
+    """A parameter passed on as it came (`score(points.double())`) is a host value where every call of the caller
+    passes one for it, up the chain; one caller in the chain that passes a device tensor keeps the warning."""
+    _tree(tmp_path, {
+        "geometry.py": """\
+            import torch
 
-        class MultiDeviceKernel(DataParallel):
-            def forward(self, x1, x2):
-                if not torch.equal(x1, self.cached):
-                    self.cached = x1
-                return x1 @ x2.T
+            def score(points):
+                return int((points[:, 0] > 0).sum())
 
-        class Kernel(torch.nn.Module):
-            def forward(self, x1, x2):
-                if not torch.equal(x1, x2):
-                    return x1
-                return x2
-        """})
-    found = _scan(tmp_path)
-    assert found[("k.py", 6, "PC208")] == Severity.INFO
-    assert found[("k.py", 12, "PC208")] == Severity.WARNING
+            def refine(points):
+                return score(points.double())
+
+            def rate(points):
+                return int((points > 0).sum())
+
+            def relay(points):
+                return rate(points[:, :2])
+            """,
+        "model.py": """\
+            from torch import nn
+            from geometry import refine, relay
+
+            class Net(nn.Module):
+                def forward(self, x):
+                    host = x.detach().cpu()
+                    return refine(host), relay(host), relay(x)
+            """,
+    })
+    found = _scan(tmp_path, chip="inf2", stack="xla")
+    assert found[("geometry.py", 4, "PC701")] == Severity.INFO
+    assert found[("geometry.py", 10, "PC701")] == Severity.WARNING

@@ -268,7 +268,7 @@ def apply(results: list[FileResult]) -> tuple[list[FileResult], str | None]:
             if _settled_by_calls(finding) and holders:
                 if passed is None:
                     passed = arguments(project, results, _asking(project, results))
-                finding = _by_callers(finding, passed, holders[-1])
+                finding = _by_callers(finding, passed, holders[-1], project)
             place = _where(project, found, result, finding, holders)
             finding = replace(finding, runs=_runs(found, holders, place))
             if finding.severity > Severity.INFO and place is not None:
@@ -305,7 +305,7 @@ def _settled_by_calls(finding: Finding) -> bool:
     return bool(finding.default_of or finding.host_if or finding.unless_passed) and finding.severity > Severity.INFO
 
 
-def _by_callers(finding: Finding, passed: dict[str, list[Passed]], holder: Node) -> Finding:
+def _by_callers(finding: Finding, passed: dict[str, list[Passed]], holder: Node, project: Project) -> Finding:
     """The finding as the calls of its function settle it: info where every call passes the parameter whose
     default it reads, or passes host values for every parameter its value is made of."""
     name = holder.function.name
@@ -314,10 +314,10 @@ def _by_callers(finding: Finding, passed: dict[str, list[Passed]], holder: Node)
     elif finding.unless_passed and never_passed(passed, holder, finding.unless_passed):
         note = (f"no call of `{name}` in the project passes `{finding.unless_passed}`: the branch that needs it "
                 "never runs here")
-    elif finding.host_if and always_host(passed, holder, finding.host_if):
+    elif finding.host_if and always_host(passed, holder, finding.host_if, project):
         shown = ", ".join(f"`{p}`" for p in finding.host_if)
         note = (f"every call of `{name}` in the project passes a host value for {shown} (a `.cpu()` copy, a numpy "
-                "value): this code works on the host")
+                "value, or a parameter its own callers fill so): this code works on the host")
     else:
         return finding
     return replace(finding, severity=Severity.INFO, fix=None, message=f"{finding.message} ({note})")

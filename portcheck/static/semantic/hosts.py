@@ -23,9 +23,10 @@ class Bindings:
     """Local names bound once to a host value (True) or to something else (False), in the order a function's
     statements bind them; a name bound twice, or by a loop, `with` or unpacking, is unknown (None)."""
 
-    def __init__(self, resolve: Callable[[ast.expr], str | None]) -> None:
+    def __init__(self, resolve: Callable[[ast.expr], str | None], params: frozenset[str] = frozenset()) -> None:
         self.resolve = resolve
         self.names: dict[str, bool | None] = {}
+        self.params = params  # the function's own parameters: an argument made of one is passed on as it came
 
     def bind(self, stmt: ast.stmt) -> None:
         if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
@@ -77,6 +78,20 @@ class Bindings:
         return False
 
 
+    def parameter(self, node: ast.expr, depth: int = 0) -> str | None:
+        """The function's parameter `node` is made of, as it came: the parameter itself (never rebound), indexed,
+        or through methods that keep a value where it is (`p.double()`, `p[mask]`); None for anything else."""
+        if depth > 8:
+            return None
+        if isinstance(node, ast.Name):
+            return node.id if node.id in self.params and node.id not in self.names else None
+        if isinstance(node, ast.Subscript):
+            return self.parameter(node.value, depth + 1)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr not in _MOVES:
+            return self.parameter(node.func.value, depth + 1)  # a method of the parameter: `p.double()`
+        return None
+
+
 def _cpu(node: ast.expr) -> bool:
     """`"cpu"` or `torch.device("cpu")`."""
     if isinstance(node, ast.Constant):
@@ -86,9 +101,17 @@ def _cpu(node: ast.expr) -> bool:
 
 
 def host_arguments(bindings: Bindings, call: ast.Call) -> tuple[str, ...]:
-    """Which of `call`'s arguments are host values: `#i` for the i-th positional one, the keyword's name else."""
-    found = [f"#{i}" for i, arg in enumerate(call.args) if not isinstance(arg, ast.Starred) and bindings.host(arg)]
-    found.extend(k.arg for k in call.keywords if k.arg is not None and bindings.host(k.value))
+    """Which of `call`'s arguments are host values: `#i` for the i-th positional one, the keyword's name else; and
+    which pass on one of the caller's parameters as it came: `#i@p`, `keyword@p` (host where every call of the
+    caller passes a host value for `p`)."""
+    found: list[str] = []
+    arguments = [(f"#{i}", arg) for i, arg in enumerate(call.args) if not isinstance(arg, ast.Starred)]
+    arguments.extend((k.arg, k.value) for k in call.keywords if k.arg is not None)
+    for where, arg in arguments:
+        if bindings.host(arg):
+            found.append(where)
+        elif (param := bindings.parameter(arg)) is not None:
+            found.append(f"{where}@{param}")
     return tuple(found)
 
 

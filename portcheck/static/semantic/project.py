@@ -175,34 +175,45 @@ class Project:
         return None
 
 
-# What one call passes: (positional count or -1 where unknown, the keywords, the host values: `#i` / a keyword).
-Passed = tuple[int, tuple[str, ...], tuple[str, ...]]
+# What one call passes: (positional count or -1 where unknown, the keywords, the host values: `#i` / a keyword,
+# or `#i@p` / `keyword@p` for one of the caller's parameters passed on as it came; the caller, "" for module code).
+Passed = tuple[int, tuple[str, ...], tuple[str, ...], str]
 
 
 def arguments(project: Project, results: list[FileResult], needed: set[str]) -> dict[str, list[Passed]]:
     """Per function of `needed`: what each call of it passes, from every function's calls and every module's own
-    code. Only calls whose name can be one of them are resolved (a constructor is called by its class's name)."""
-    names = {full.rsplit(".", 1)[-1] for full in needed}
-    names |= {full.rsplit(".", 2)[-2] for full in needed if full.endswith(".__init__") and full.count(".") >= 1}
-    found: dict[str, list[Passed]] = defaultdict(list)
+    code; and, where a call passes on one of its caller's parameters, the caller's calls too (a chain at most
+    DEPTH long). Only calls whose name can be one of them are resolved (a constructor is called by its class's
+    name)."""
     callers = [(node, node.function.passes) for node in project.nodes.values()]
     for result in results:
         if result.summary is not None and result.summary.passes and result.path in project.files:
             module = project.files[result.path][0]
-            callers.append((Node(module, result.path, module, Function("", 0, 0, (), (), ())), result.summary.passes))
-    for node, passes in callers:
-        for target, count, keywords, host in passes:
-            if target.rsplit(".", 1)[-1].lstrip(":") not in names:
-                continue
-            for callee in project.resolve(target, node):
-                if callee in needed:
-                    found[callee].append((count, keywords, host))
+            callers.append((Node("", result.path, module, Function("", 0, 0, (), (), ())), result.summary.passes))
+    found: dict[str, list[Passed]] = defaultdict(list)
+    pending = set(needed)
+    for _ in range(DEPTH):
+        names = {full.rsplit(".", 1)[-1] for full in pending}
+        names |= {full.rsplit(".", 2)[-2] for full in pending if full.endswith(".__init__") and full.count(".") >= 1}
+        forwarding: set[str] = set()
+        for node, passes in callers:
+            for target, count, keywords, host in passes:
+                if target.rsplit(".", 1)[-1].lstrip(":") not in names:
+                    continue
+                for callee in project.resolve(target, node):
+                    if callee in pending:
+                        found[callee].append((count, keywords, host, node.full))
+                        if node.full and any("@" in h for h in host):
+                            forwarding.add(node.full)
+        pending = forwarding - found.keys()
+        if not pending:
+            break
     return found
 
 
 def _filled(holder: Node, param: str, call: Passed, among: tuple[str, ...] | None = None) -> bool:
     """`call` passes `param` (among its host values, with `among`), by keyword or by position."""
-    count, keywords, _ = call
+    count, keywords = call[0], call[1]
     index = holder.function.params.index(param) if param in holder.function.params else None
     if among is not None:
         return param in among or (index is not None and f"#{index}" in among)
@@ -215,11 +226,27 @@ def always_passed(passed: dict[str, list[Passed]], holder: Node, param: str) -> 
     return bool(calls) and all(_filled(holder, param, call) for call in calls)
 
 
-def always_host(passed: dict[str, list[Passed]], holder: Node, params: tuple[str, ...]) -> bool:
-    """Every call of `holder` in the tree passes a host value for each of `params`; there is at least one."""
+def always_host(passed: dict[str, list[Passed]], holder: Node, params: tuple[str, ...], project: Project | None = None,
+                seen: frozenset[str] = frozenset()) -> bool:
+    """Every call of `holder` in the tree passes a host value for each of `params`: the value itself, or (with
+    `project`) a parameter of its caller that every call of the caller passes a host value for, and so on up a
+    chain at most DEPTH long and without a cycle; there is at least one call."""
     calls = passed.get(holder.full, [])
-    return bool(calls) and all(call[0] >= 0 and all(_filled(holder, p, call, call[2]) for p in params)
-                               for call in calls)
+    if not calls or len(seen) >= DEPTH or holder.full in seen:
+        return False
+    for call in calls:
+        if call[0] < 0:
+            return False
+        for param in params:
+            if _filled(holder, param, call, call[2]):
+                continue
+            index = holder.function.params.index(param) if param in holder.function.params else None
+            places = {param} | ({f"#{index}"} if index is not None else set())
+            forwarded = [h.split("@", 1)[1] for h in call[2] if "@" in h and h.split("@", 1)[0] in places]
+            caller = project.nodes.get(call[3]) if project is not None and forwarded else None
+            if caller is None or not always_host(passed, caller, (forwarded[0],), project, seen | {holder.full}):
+                return False
+    return True
 
 
 def never_passed(passed: dict[str, list[Passed]], holder: Node, param: str) -> bool:

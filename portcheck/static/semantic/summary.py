@@ -51,10 +51,6 @@ _DATA_BASES = ("torch.utils.data.Dataset", "torch.utils.data.IterableDataset", "
                # transformers' collators (`Trainer(data_collator=...)`) batch examples on the host
                "transformers.data.data_collator.DataCollatorMixin", "transformers.DataCollatorMixin",
                "transformers.data.DataCollatorMixin")
-# torch classes that work only with CUDA devices: a subclass's methods are a CUDA-only path (DataParallel scatters
-# over CUDA devices; without them it calls the module as it is).
-_CUDA_BASES = frozenset({"torch.nn.DataParallel", "torch.nn.parallel.DataParallel",
-                         "torch.nn.parallel.data_parallel.DataParallel"})
 # What a data loader or a trainer calls to batch or seed examples: the data pipeline, on the host. A function is
 # passed (`collate_fn=collate`), or an object whose methods do it (`data_collator=Collator(...)`, as "Collator()").
 _HOST_KEYWORDS = frozenset({"collate_fn", "worker_init_fn", "data_collator"})
@@ -77,7 +73,6 @@ class _Reader:
         self.functions: list[Function] = []
         self.classes: list[tuple[str, tuple[str, ...]]] = []
         self._data_classes: set[str] = set()  # classes that subclass a Dataset or a Sampler
-        self._cuda_classes: set[str] = set()  # classes that subclass a CUDA-only torch class (DataParallel)
         self.regions: list[tuple[int, int, str]] = []
         self.vendor_file = any(v.split(".")[0] in _VENDOR_MODULES for v in aliases.values())
         self._calls: list[tuple[str, str]] | None = None
@@ -209,8 +204,6 @@ class _Reader:
             self.classes.append((name, bases))
             if any(b in _DATA_BASES for b in bases):
                 self._data_classes.add(name)
-            if any(b in _CUDA_BASES for b in bases):
-                self._cuda_classes.add(name)
             for decorator in stmt.decorator_list:
                 self.expression(decorator, guards)
             self.block(stmt.body, guards, name)
@@ -299,7 +292,9 @@ class _Reader:
         name = f"{scope}.{node.name}" if scope else node.name
         saved = (self._calls, self._returns, self._host_refs, self._probe, self._step, self._vendor)
         saved_passes, self._passes = self._passes, []
-        saved_bindings, self._bindings = self._bindings, Bindings(self.resolve)
+        arguments = node.args
+        params = frozenset(a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs))
+        saved_bindings, self._bindings = self._bindings, Bindings(self.resolve, params)
         self._calls, self._returns, self._host_refs = [], [], []
         self._probe = self._step = False
         self._vendor = self.vendor_file and any(
@@ -319,7 +314,7 @@ class _Reader:
             roles.append(PROBE)
         if self._vendor:
             roles.append(VENDOR)
-        if scope and (scope in self._cuda_classes or any(named_for_cuda(part) for part in scope.split("."))):
+        if scope and any(named_for_cuda(part) for part in scope.split(".")):
             roles.append(CUDA_CLASS)
         if any((dotted(d.func if isinstance(d, ast.Call) else d) or "").rsplit(".", 1)[-1] in _CACHING
                for d in node.decorator_list):
