@@ -44,6 +44,7 @@ class ShapeFromData(Rule):
         "y = x.view(*shape.tolist())",
         "import torch\nn = lengths.max().item()\np = torch.arange(n)",
         "import torch\nparts = torch.split(x, sizes.tolist())",
+        "import torch\ndef sizes(t):\n    return t.tolist()\nparts = torch.split(x, sizes(lengths))",
     )
     VALID = (
         "import torch\nz = torch.zeros(x.size(0), x.shape[1])",
@@ -52,6 +53,7 @@ class ShapeFromData(Rule):
         "y = x.view(b, -1, h)",
         "import torch, math\nz = torch.zeros(int(math.sqrt(n)))",
         "for i in range(max(a, b)):\n    pass",
+        "import torch\ndef sizes(t):\n    return t.tolist()\nparts = torch.split(x, sizes(lengths.cpu()))",
     )
 
 
@@ -75,6 +77,8 @@ def _data_read(ctx: Context, node: cst.BaseExpression, depth: int = 0) -> cst.Ca
         return _data_read(ctx, bound[1], depth + 1) if bound and depth < 2 else None
     if isinstance(node, (cst.Tuple, cst.List)):  # `size=(n, maxcnt)`: each element is a size
         return next((r for r in (_data_read(ctx, e.value, depth) for e in node.elements) if r is not None), None)
+    if isinstance(node, cst.Call) and _helper_read(ctx, node):
+        return node
     found: cst.Call | None = None
 
     class Finder(cst.CSTVisitor):
@@ -96,6 +100,61 @@ def _data_read(ctx: Context, node: cst.BaseExpression, depth: int = 0) -> cst.Ca
             receiver = reduction.args[0].value if reduction.args else None
         return None if receiver is not None and host_value(ctx, receiver) else reduction
     return None
+
+
+def _helper_read(ctx: Context, call: cst.Call) -> bool:
+    """`sizes(lengths)`: a function of this file every `return` of which reads the data of one parameter
+    (`return t.tolist()`, `return int(t.max().item())`), given a value not known to be on the host."""
+    if not isinstance(call.func, cst.Name):
+        return False
+    functions = ctx.memo("module-functions", ctx.module, lambda: {
+        f.name.value: f for f in ctx.module.body if isinstance(f, cst.FunctionDef)})
+    function = functions.get(call.func.value)
+    if function is None:
+        return False
+    params = [p.name.value for p in function.params.params]
+    read = ctx.memo("returns-read", function, lambda: _returned_read(function, params))
+    if read is None:
+        return False
+    index = params.index(read)
+    arg = next((a for a in call.args if a.keyword is not None and a.keyword.value == read), None)
+    if arg is None and index < len(call.args) and call.args[index].keyword is None:
+        arg = call.args[index]
+    return arg is not None and not host_value(ctx, arg.value)
+
+
+def _returned_read(function: cst.FunctionDef, params: list[str]) -> str | None:
+    """The parameter whose data every `return` of `function` reads into Python (`.tolist()`, `.item()`, directly
+    or wrapped in `int`/`list`), or None."""
+    returns: list[cst.Return] = []
+
+    class Finder(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is function
+
+        def visit_Lambda(self, node: cst.Lambda) -> bool:
+            return False
+
+        def visit_Return(self, node: cst.Return) -> None:
+            returns.append(node)
+
+    visit(function, Finder())
+    found: set[str] = set()
+    for returned in returns:
+        value = returned.value
+        while isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value in (
+                "int", "list", "tuple") and len(value.args) == 1:
+            value = value.args[0].value
+        if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
+                and value.func.attr.value in ("item", "tolist") and not value.args):
+            return None
+        root: cst.BaseExpression = value.func.value
+        while isinstance(root, (cst.Attribute, cst.Subscript, cst.Call)):
+            root = root.func if isinstance(root, cst.Call) else root.value
+        if not (isinstance(root, cst.Name) and root.value in params):
+            return None
+        found.add(root.value)
+    return found.pop() if len(found) == 1 else None
 
 
 def report_shape_from_data(ctx: Context, node: cst.Call) -> None:

@@ -158,8 +158,8 @@ _PLAIN_BASES = frozenset({"object", "abc.ABC", "typing.Generic", "typing.Protoco
 def _plain(project: Project, cls: str | None, depth: int = 0) -> bool:
     """`cls` is certainly no torch Module: each base is a known plain base or a plain class of the project. A
     base the project does not hold (a library's class) may be a Module: not plain."""
-    if cls is None or depth >= DEPTH or cls not in project.classes:
-        return False
+    if cls is None or depth >= DEPTH or not project.classes.get(cls):
+        return False  # a class written with no bases at all says nothing (examples write `class M:` for a model)
     for base in project.classes[cls]:
         if base in _PLAIN_BASES:
             continue
