@@ -50,7 +50,9 @@ FAMILIES: dict[str, tuple[str, str, dict[str, object]]] = {
     "efficientnet": ("efficientnet", "EfficientNetForImageClassification", {}),
     "swinv2": ("swinv2", "Swinv2ForImageClassification", {}),
     "owlvit": ("owlvit", "OwlViTForObjectDetection", {}),
-    "blip-2": ("blip-2", "Blip2ForConditionalGeneration", {}),
+    # Salesforce/blip2-opt-2.7b's config.json (https://huggingface.co/Salesforce/blip2-opt-2.7b/blob/main/config.json)
+    # sets the image token its processor adds; the class leaves it null
+    "blip-2": ("blip-2", "Blip2ForConditionalGeneration", {"image_token_index": 50265}),
     "paligemma": ("paligemma", "PaliGemmaForConditionalGeneration", {}),
 }
 
