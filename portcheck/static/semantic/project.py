@@ -190,20 +190,23 @@ def arguments(project: Project, results: list[FileResult], needed: set[str]) -> 
         if result.summary is not None and result.summary.passes and result.path in project.files:
             module = project.files[result.path][0]
             callers.append((Node("", result.path, module, Function("", 0, 0, (), (), ())), result.summary.passes))
+    # every call made in the tree, by the last part of the name it calls: a round reads only the names it asks for
+    by_name: dict[str, list[tuple[Node, str, Passed]]] = defaultdict(list)
+    for node, passes in callers:
+        for target, count, keywords, host in passes:
+            by_name[target.rsplit(".", 1)[-1].lstrip(":")].append((node, target, (count, keywords, host, node.full)))
     found: dict[str, list[Passed]] = defaultdict(list)
     pending = set(needed)
     for _ in range(DEPTH):
         names = {full.rsplit(".", 1)[-1] for full in pending}
         names |= {full.rsplit(".", 2)[-2] for full in pending if full.endswith(".__init__") and full.count(".") >= 1}
         forwarding: set[str] = set()
-        for node, passes in callers:
-            for target, count, keywords, host in passes:
-                if target.rsplit(".", 1)[-1].lstrip(":") not in names:
-                    continue
+        for name in names:
+            for node, target, call in by_name.get(name, ()):
                 for callee in project.resolve(target, node):
                     if callee in pending:
-                        found[callee].append((count, keywords, host, node.full))
-                        if node.full and any("@" in h for h in host):
+                        found[callee].append(call)
+                        if node.full and any("@" in h for h in call[2]):
                             forwarding.add(node.full)
         pending = forwarding - found.keys()
         if not pending:
