@@ -1,3 +1,4 @@
+import compileall
 import fcntl
 import hashlib
 import json
@@ -14,6 +15,15 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 # Runs share one results cache outside the checkout (tests of the cache itself choose their own).
 CACHE = Path(tempfile.mkdtemp(prefix="portcheck-test-cache-"))
+
+
+def pytest_sessionstart(session):
+    """portcheck's modules byte-compiled once, before any worker starts. The suite starts about a thousand Python
+    processes that import portcheck (each CLI run, each trace's parent and child); where PYTHONDONTWRITEBYTECODE is
+    set (this project's machine sets it), none of them keeps what it compiled, and each compiled every module it
+    imports again: about 0.17 s of CPU a process."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        compileall.compile_dir(ROOT / "portcheck", quiet=1)
 
 
 def run_portcheck(*args, cwd=None, stdin=None, env=None):
@@ -102,40 +112,58 @@ def shared_directory(tmp_path_factory, name: str) -> Path:
 # tests/-wide rusage on 2 xdist workers on this project's 2-core machine), handed out first so that the last tests
 # left for the workers are short ones and the workers finish together; everything else keeps its order.
 LONGEST = {
-    "test_advise.py::test_a_full_size_script_dry_runs_on_the_meta_device": 46,
+    "test_advise.py::test_a_full_size_script_dry_runs_on_the_meta_device": 49,
     # mypy over portcheck/ with a cold cache (a clean clone has none): it reads torch's annotations
-    "test_types.py::test_mypy_passes_on_portcheck": 45,
-    "test_trace.py::test_mixtral_grouped_and_batched_dispatch_get_their_real_status": 19,
-    "test_trace.py::test_mixtral_eager_experts_are_data_dependent": 19,
-    "test_advise.py::test_a_traced_model_gives_int64_flags_on_trn2_native_only": 16,
-    "test_advise.py::test_emitted_scripts_run_here_as_dry_runs": 14,
-    "test_advise.py::test_a_script_with_tensor_parallelism_says_what_it_compiles": 14,
-    "test_trace_path.py::test_transformers_files_read_and_their_findings_are_the_same_for_both_targets": 14,
-    "test_bad_input.py::test_fix_killed_at_random_moments_leaves_every_file_wholly_old_or_wholly_new": 14,
-    "test_serving.py::test_the_vllm_script_dry_runs_here_and_shows_the_command": 13,
-    "test_trace.py::test_json_report_has_graph_ops_and_shapes": 10,
-    "test_integrations.py::test_the_pre_commit_hook_fails_on_findings_and_passes_once_fixed": 10,
-    "test_static_engine.py::test_positions_of_any_node_match_position_provider_without_generating_the_module": 10,
-    "test_static_engine.py::test_the_fast_engine_reports_what_the_slow_one_does_on_every_fixture": 10,
-    "test_advise.py::test_a_unet_is_compiled_as_one_and_sized_from_its_graph": 9,
-    "test_advise.py::test_numbers_override_what_the_trace_found": 9,
-    "test_trace.py::test_restrictions_follow_the_dtypes_the_graph_used": 9,
-    "test_trace.py::test_a_sort_within_topks_limit_is_quiet": 8,
-    "test_trace.py::test_dynamic_axes_from_the_command_line": 8,
-    "test_scaffold.py::test_the_skeletons_pass_the_rule_tests": 8,
-    "test_trace_path.py::test_a_library_reports_only_lines_that_ran_and_the_user_file_whole": 8,
+    "test_types.py::test_mypy_passes_on_portcheck": 43,
+    "test_trace.py::test_mixtral_eager_experts_are_data_dependent": 18,
+    "test_trace.py::test_mixtral_grouped_and_batched_dispatch_get_their_real_status": 18,
+    "test_trn3.py::test_advise_plans_a_shipped_llm_config_on_trn3_through_vllm_neuron": 18,
+    "test_trace_path.py::test_transformers_files_read_and_their_findings_are_the_same_for_both_targets": 16,
+    "test_trace_probe.py::test_the_whole_command_gives_byte_identical_json_under_load": 14,
+    "test_advise.py::test_a_script_with_tensor_parallelism_says_what_it_compiles": 13,
+    "test_advise.py::test_a_traced_model_gives_int64_flags_on_trn2_native_only": 13,
+    "test_advise.py::test_emitted_scripts_run_here_as_dry_runs": 13,
+    "test_trace_inputs.py::test_a_vision_language_config_without_its_image_token_says_so": 12,
+    "test_trace_inputs.py::test_inputs_the_model_rejects_on_the_meta_device_stop_the_trace": 12,
+    "test_trace.py::test_eager_attention_is_an_attention_subgraph": 11,
+    "test_trace_path.py::test_transformers_code_the_model_never_ran_is_not_reported": 11,
+    "test_report_page.py::test_every_finding_of_every_target_is_on_the_page": 10,
+    "test_static_engine.py::test_positions_of_any_node_match_position_provider_without_generating_the_module": 9,
     "test_advise.py::test_a_tiny_traced_model_sized_by_hand": 8,
-    "test_trace.py::test_inputs_from_the_command_line": 7,
-    "test_trace.py::test_eager_attention_is_an_attention_subgraph": 7,
-    "test_trace.py::test_transformers_models_trace_clean": 7,
-    "test_trace.py::test_sequence_buckets_follow_the_position_limit": 7,
+    "test_advise.py::test_a_unet_is_compiled_as_one_and_sized_from_its_graph": 8,
+    "test_bad_input.py::test_fix_killed_at_random_moments_leaves_every_file_wholly_old_or_wholly_new": 8,
+    "test_trace.py::test_a_sort_within_topks_limit_is_quiet": 8,
+    "test_trn3.py::test_report_shows_trn3_next_to_trn2": 8,
+    "test_advise.py::test_numbers_override_what_the_trace_found": 7,
+    "test_advise_pooling.py::test_advise_emits_the_pooling_runner_from_the_checkpoint_directory": 7,
     "test_fix_cli.py::test_fixing_the_shipped_examples_touches_only_fixed_lines": 7,
-    "test_advise.py::test_a_script_for_a_build_callable_with_positional_inputs": 7,
+    "test_hf_models.py::test_no_library_finding_from_code_the_model_did_not_run": 7,
+    "test_integrations.py::test_the_pre_commit_hook_fails_on_findings_and_passes_once_fixed": 7,
+    "test_scaffold.py::test_the_skeletons_pass_the_rule_tests": 7,
+    "test_server.py::test_saving_the_text_being_analysed_does_not_stop_it": 7,
+    "test_serving.py::test_a_compile_only_script_for_a_path_without_one_stops_with_a_reason": 7,
+    "test_trace.py::test_dynamic_axes_from_the_command_line": 7,
+    "test_trace.py::test_json_report_has_graph_ops_and_shapes": 7,
+    "test_trace.py::test_restrictions_follow_the_dtypes_the_graph_used": 7,
+    "test_trace_path.py::test_a_library_reports_only_lines_that_ran_and_the_user_file_whole": 7,
+    "test_trace_path.py::test_the_files_read_do_not_depend_on_the_target": 7,
+    "test_advise.py::test_a_script_for_a_build_callable_with_positional_inputs": 6,
     "test_advise.py::test_a_script_passes_plain_arguments_in_their_place": 6,
+    "test_advise_recipes.py::test_a_script_rebuilds_dict_and_list_inputs": 6,
+    "test_cli.py::test_portcheck_scans_its_own_code_quiet": 6,
+    "test_hf_models.py::test_a_fixed_size_vision_model_is_not_probed_for_image_sizes": 6,
     "test_hostile_input.py::test_groups_of_statements_find_what_the_whole_file_finds": 6,
-    "test_trace.py::test_failed_export_falls_back_to_dynamo_and_reports_each_step": 5,
-    "test_trace.py::test_module_spec_from_the_working_directory": 5,
+    "test_hostile_round3.py::test_a_large_baseline_is_read_in_memory_that_follows_the_findings": 6,
+    "test_report_page.py::test_each_model_shows_its_capture_ops_and_plan_per_target_as_trace_and_advise_report_them": 6,
+    "test_static_engine.py::test_the_fast_engine_reports_what_the_slow_one_does_on_every_fixture": 6,
+    "test_trace.py::test_inputs_from_the_command_line": 6,
+    "test_trace.py::test_sequence_buckets_follow_the_position_limit": 6,
+    "test_trace.py::test_transformers_models_trace_clean": 6,
+    "test_hf_models.py::test_on_the_meta_device_the_eager_run_is_skipped_and_said": 5,
+    "test_properties.py::test_fixes_on_generated_porting_code_parse_and_are_idempotent": 5,
+    "test_serving.py::test_the_vllm_script_dry_runs_here_and_shows_the_command": 5,
     "test_trace.py::test_fixture_models_report_their_markers": 5,
+    "test_trace.py::test_module_spec_from_the_working_directory": 5,
     "test_trace.py::test_neuron_analyze_reports_its_absence": 5,
     "test_trace.py::test_a_model_that_fails_gets_one_line_and_exit_2": 3,
     # each model's tests share one trace on one worker (an xdist_group): the group starts with its first test

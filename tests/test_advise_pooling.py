@@ -124,10 +124,17 @@ def test_an_fp8_kv_cache_is_refused_for_a_pooling_model():
     assert plan(replace(QWEN3_EMBEDDING, pooling=""), kv_dtype="fp8").serving is not None  # generative: allowed
 
 
-def test_advise_emits_the_pooling_runner_from_the_checkpoint_directory(shared_run):
-    """An 8B model traced on the meta device: shared_run's longer timeout (a loaded 2-core machine took 100 s)."""
-    done = shared_run("advise", "--isolated", "--target", "trn3", "--hf-config", str(CHECKPOINT), "--seq-len", "4096",
-                      "--tp", "8", "--format", "json", cwd=ROOT)
+def test_advise_emits_the_pooling_runner_from_the_checkpoint_directory(tmp_path, portcheck):
+    """The checkpoint's sentence-transformers files beside a Qwen3 config.json shrunk to two small layers (the same
+    heads, so tp 8 still divides them): the files decide the runner, not the size, and an 8B model on the meta device
+    took 26 s of CPU to trace (test_a_full_size_script_dry_runs_on_the_meta_device traces one)."""
+    checkpoint = tmp_path / "qwen3-embedding"
+    shutil.copytree(CHECKPOINT, checkpoint)
+    config = json.loads((CHECKPOINT / "config.json").read_text())
+    config.update(hidden_size=256, intermediate_size=512, num_hidden_layers=2, head_dim=8, vocab_size=1000)
+    (checkpoint / "config.json").write_text(json.dumps(config))
+    done = portcheck("advise", "--isolated", "--target", "trn3", "--hf-config", str(checkpoint), "--seq-len", "4096",
+                     "--tp", "8", "--format", "json", cwd=ROOT)
     assert done.returncode in (0, 1) and "Traceback" not in done.stderr, done.stderr
     plan_ = json.loads(done.stdout)["plan"]
     assert plan_["serving"]["options"]["--runner"] == "pooling" and plan_["serving"]["task"] == "feature-extraction"

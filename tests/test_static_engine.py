@@ -5,6 +5,7 @@ running every check, and the parse without node validation against libcst's own 
 from __future__ import annotations
 
 import ast
+import functools
 import sys
 from pathlib import Path
 
@@ -52,12 +53,27 @@ def _modules():
 
 
 MODULES = list(_modules())
+# The tests that parse every module and ask PositionProvider for its positions share one parse and one answer a
+# text: libcst's trees are immutable, and the position map is keyed by the nodes of that one tree. They run on one
+# xdist worker, which parses each module once.
+SHARED_TREES = pytest.mark.xdist_group("static-engine-trees")
 
 
+@functools.cache
+def _parsed(text: str) -> cst.Module:
+    return cst.parse_module(text)
+
+
+@functools.cache
+def _generated(text: str):
+    return MetadataWrapper(_parsed(text), unsafe_skip_copy=True).resolve(PositionProvider)
+
+
+@SHARED_TREES
 @pytest.mark.parametrize("comments", [False, True])
 def test_the_walk_visits_what_libcsts_visit_does_in_the_same_order(comments):
     for name, text in MODULES:
-        module = cst.parse_module(text)
+        module = _parsed(text)
 
         class Recorder(cst.CSTVisitor):
             def __init__(self) -> None:
@@ -113,10 +129,9 @@ def _chains(module: cst.Module, comments: bool = True):
 
 def _both(name: str, text: str):
     """The module, the positions PositionProvider gives every node, and portcheck's Positions for it."""
-    module = cst.parse_module(text)
+    module = _parsed(text)
     tree = compile(text, name, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
-    return module, MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider), Positions(
-        module, tree, text)
+    return module, _generated(text), Positions(module, tree, text)
 
 
 def _with_form_feeds(where, text: str):
@@ -136,6 +151,7 @@ def _with_form_feeds(where, text: str):
     return type(where)(shifted(where.start), end)
 
 
+@SHARED_TREES
 def test_positions_of_any_node_match_position_provider_without_generating_the_module():
     for name, text in MODULES:
         module, expected, positions = _both(name, text)
@@ -159,6 +175,7 @@ def test_a_node_outside_its_chain_is_found_by_searching_and_the_chain_may_be_wro
             assert positions._whole is None, (type(node).__name__, expected[node])
 
 
+@SHARED_TREES
 def test_statement_lines_match_what_generated_positions_say():
     for name, text in MODULES:
         module, expected, positions = _both(name, text)
