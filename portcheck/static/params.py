@@ -1,5 +1,6 @@
 """What a finding's code reads of its function's parameters, for the call graph to settle with the calls it sees
-(Finding.default_of, Finding.host_if). Pure functions of the syntax tree: the context passes its name lookups in.
+(Finding.default_of, Finding.host_if, Finding.unless_passed). Pure functions of the syntax tree: the context passes
+its name lookups in.
 """
 
 from __future__ import annotations

@@ -9,9 +9,10 @@ about each finding: where its code runs and whether a CUDA-only or other-vendor 
   one, or only under `torch.onnx.is_in_onnx_export()`, is another vendor's. Neither runs on Neuron: a finding
   there is info. A function with no caller in the scanned tree (public API, an entry point, a `forward` that
   `__call__` reaches) is none of these.
-- **Where code runs.** The device step is what a module's `forward` or a training step (a function that calls
-  `backward()` or `optimizer.step()`, Lightning's `*_step`) reaches through the calls the graph resolves (imports
-  inside the tree, methods through `self` and the class's bases). Host code is what only a data-pipeline entry
+- **Where code runs.** The device step is what a module's `forward` (not that of a class certainly no Module: a
+  data transform built on `ABC`) or a training step (a function that calls `backward()` or `optimizer.step()`,
+  Lightning's `*_step`) reaches through the calls the graph resolves (imports inside the tree, methods through
+  `self` and the class's bases, re-exports followed). Host code is what only a data-pipeline entry
   reaches (`__getitem__`, a Dataset's or Sampler's methods, a function given as `collate_fn=`). A rule declares
   the contexts it reports in (`Rule.CONTEXTS`); outside them its finding is info.
 
