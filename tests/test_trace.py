@@ -340,6 +340,36 @@ def test_status_and_data_dependent_findings_from_a_graph_result():
     assert sum(1 for f in result.findings if f.code == "PC316") == 1
 
 
+def test_a_native_cpu_fallback_says_it_speaks_for_eager_mode():
+    """rules/ops.toml's native CPU-fallback statuses come from TorchNeuron's eager registrations: PC317 on the native
+    stack says so; on xla it does not."""
+    from portcheck.config import Layer, resolve
+    from portcheck.dynamic.outcome import ModelFacts, OpCount, TraceOutcome
+    from portcheck.dynamic.results import build_report
+    from portcheck.knowledge import OpSupport
+    from portcheck.traced import GraphFacts, Place
+
+    place = Place(str(MODELS / "nonzero.py"), 9)
+    outcome = TraceOutcome(model=ModelFacts("nonzero.Net", 0, "cpu", build_place=place),
+                           graph=GraphFacts("torch.export", 3, 0), findings=[],
+                           ops=[OpCount("aten::slow", 2, ("float32",), place)])
+    data = {"aten::slow": OpSupport("aten::slow", {"xla": "cpu-fallback", "native": "cpu-fallback"}, "test")}
+    import portcheck.dynamic.results as results_module
+
+    original = results_module.load_ops
+    results_module.load_ops = lambda: data
+    try:
+        messages = {target: [f.message for f in build_report(outcome, resolve([Layer(target=target)], ROOT, None,
+                                                                              command="trace"),
+                                                             ROOT, static=False).findings if f.code == "PC317"]
+                    for target in ("trn2", "inf2")}
+    finally:
+        results_module.load_ops = original
+    assert len(messages["trn2"]) == 1 and "when run eagerly" in messages["trn2"][0]
+    assert "eager mode only" in messages["trn2"][0]
+    assert len(messages["inf2"]) == 1 and "eager" not in messages["inf2"][0]
+
+
 # ---- the parts that need no model ------------------------------------------------------------------------
 
 def test_the_child_result_crosses_to_the_parent_unchanged():

@@ -176,6 +176,15 @@ def _op_status(entry: OpCount, status: Mapping[str, str], cwd: Path) -> OpStatus
     return OpStatus(entry.op, entry.count, entry.dtypes, status, entry.decomposes_to, where)
 
 
+
+# What the native stack's CPU-fallback statuses speak for: TorchNeuron run eagerly (rules/ops.toml, native_eager).
+_FALLBACK_MODE = {"native": {
+    "mode": " when run eagerly (`.to(\"neuron\")` without `torch.compile`)",
+    "caveat": ("; rules/ops.toml's native statuses speak for eager mode only, not for "
+               "`torch.compile(backend=\"neuron\")`"),
+}}
+
+
 def _graph_findings(outcome: TraceOutcome, settings: Settings, inventory: list[Judged],
                     ops_data: dict[str, OpSupport], anchor: Place) -> list[TracedFinding]:
     chip, stack = settings.chip, settings.stack
@@ -202,8 +211,8 @@ def _graph_findings(outcome: TraceOutcome, settings: Settings, inventory: list[J
             out.append(TracedFinding(TracedUnsupportedOp, entry.place, TracedUnsupportedOp.format(
                 usage=usage, chip=chip, stack=stack, why=why, error=code)))
         elif status[chip] == "cpu-fallback":
-            out.append(TracedFinding(CpuFallbackOp, entry.place, CpuFallbackOp.format(usage=usage, chip=chip,
-                                                                                      stack=stack)))
+            out.append(TracedFinding(CpuFallbackOp, entry.place, CpuFallbackOp.format(
+                usage=usage, chip=chip, stack=stack, **_FALLBACK_MODE.get(stack, {"mode": "", "caveat": ""}))))
         elif status[chip] == "unknown" and not custom_op(entry.op):  # a custom op is PC320's
             unknown.append(entry)
     if unknown:

@@ -102,7 +102,7 @@ class CpuFallbackOp(Rule):
 
     code = "PC317"
     passes = (Pass.TRACE,)
-    message = "{usage} runs on the host CPU on {chip} ({stack} stack), with copies to and from the device"
+    message = "{usage} runs on the host CPU on {chip} ({stack} stack){mode}, with copies to and from the device{caveat}"
 
 
 @rule
