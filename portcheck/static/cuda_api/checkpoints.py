@@ -8,7 +8,7 @@ import libcst as cst
 
 from portcheck.static.ancestry import ancestors
 from portcheck.static.check import Context
-from portcheck.static.walk import visit
+from portcheck.static.cuda_api.name_reads import bound_name, reads_in_scope
 
 
 def only_maps_a_checkpoint(ctx: Context, node: cst.CSTNode, stmt: cst.CSTNode | None) -> bool:
@@ -27,38 +27,18 @@ def only_passed_as(ctx: Context, node: cst.CSTNode, stmt: cst.CSTNode | None, *k
     path = ancestors(ctx, node)  # the nodes holding the probe on its statement's lines, read up, not searched
     if any(isinstance(n, cst.Arg) and n.keyword is not None and n.keyword.value in keywords for n in path):
         return True
-    if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Assign)
-            and len(stmt.body[0].targets) == 1 and isinstance(stmt.body[0].targets[0].target, cst.Name)
-            and any(n is stmt.body[0].value for n in path)):
+    bound = bound_name(stmt)
+    if bound is None or not any(n is bound[1] for n in path):
         return False
-    scope: cst.CSTNode = ctx.functions[-1] if ctx.functions else ctx.module
-    uses, mapped = ctx.memo("name-uses " + " ".join(keywords), scope, lambda: _name_uses(scope, keywords)).get(
-        stmt.body[0].targets[0].target.value, (0, 0))
-    return mapped > 0 and uses == mapped + 1  # every use but the assignment itself is a `keyword=name`
+    reads = reads_in_scope(ctx, bound[0])  # bound once, and every read is a `keyword=name` argument
+    return reads.bindings == 1 and bool(reads.paths) and all(_passed_as(read, keywords) for read in reads.paths)
 
 
-def _name_uses(scope: cst.CSTNode, keywords: tuple[str, ...]) -> dict[str, tuple[int, int]]:
-    """Per name in the scope: how often it appears (attribute and keyword names left out), and how often as an
-    argument for one of `keywords`."""
-    counts: dict[str, list[int]] = {}
-    attributes: set[int] = set()
-
-    class Finder(cst.CSTVisitor):
-        def visit_Arg(self, arg: cst.Arg) -> None:
-            if arg.keyword is not None:
-                attributes.add(id(arg.keyword))  # the keyword of `map_location=map_location` is no use of the name
-            if arg.keyword is not None and arg.keyword.value in keywords and isinstance(arg.value, cst.Name):
-                counts.setdefault(arg.value.value, [0, 0])[1] += 1
-
-        def visit_Attribute(self, attribute: cst.Attribute) -> None:
-            attributes.add(id(attribute.attr))  # `torch.device` is no use of a name `device`
-
-        def visit_Name(self, name: cst.Name) -> None:
-            if id(name) not in attributes:
-                counts.setdefault(name.value, [0, 0])[0] += 1
-
-    visit(scope, Finder())
-    return {name: (uses, mapped) for name, (uses, mapped) in counts.items()}
+def _passed_as(path: list[cst.CSTNode], keywords: tuple[str, ...]) -> bool:
+    """The read (`path[-1]`) is the whole argument for one of `keywords`."""
+    holder = path[-2] if len(path) > 1 else None
+    return (isinstance(holder, cst.Arg) and holder.value is path[-1] and holder.keyword is not None
+            and holder.keyword.value in keywords)
 
 
 __all__ = ["COPY_OPTIONS", "only_maps_a_checkpoint", "only_passed_as"]

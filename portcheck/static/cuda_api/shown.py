@@ -9,8 +9,8 @@ import libcst as cst
 
 from portcheck.static.ancestry import ancestors
 from portcheck.static.check import Context
+from portcheck.static.cuda_api.name_reads import bound_name, reads_in_scope
 from portcheck.static.syntax import call_name
-from portcheck.static.walk import visit
 
 # Calls that show what they are given: print, logging, text conversion and formatting, a stream's write.
 _SHOWING = frozenset({"print", "fprint", "echo", "str", "repr", "format", "write", "info", "debug", "warning",
@@ -51,45 +51,14 @@ def only_shown(ctx: Context, node: cst.CSTNode, stmt: cst.CSTNode | None) -> boo
     path = ancestors(ctx, node)
     if _shown_on(path, node):
         return True
-    if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Assign)
-            and len(stmt.body[0].targets) == 1 and isinstance(stmt.body[0].targets[0].target, cst.Name)):
+    bound = bound_name(stmt)
+    if bound is None:
         return False
-    value = stmt.body[0].value
+    name, value = bound
     if not (value is node or (isinstance(value, cst.Call) and value.func is node)):
         return False  # the name holds something made from the probe, not its value
-    name = stmt.body[0].targets[0].target.value
-    scope: cst.CSTNode = ctx.functions[-1] if ctx.functions else ctx.module
-    uses = ctx.memo("shown-uses", scope, lambda: _uses(scope)).get(name)
-    return uses is not None and all(uses)
-
-
-def _uses(scope: cst.CSTNode) -> dict[str, list[bool]]:
-    """Per name read in the scope: whether each read shows it (assignment targets, attribute and keyword names are
-    no reads)."""
-    found: dict[str, list[bool]] = {}
-    stack: list[cst.CSTNode] = []
-    skipped: set[int] = set()
-
-    class Finder(cst.CSTVisitor):
-        def on_visit(self, node: cst.CSTNode) -> bool:
-            if isinstance(node, cst.Attribute):
-                skipped.add(id(node.attr))
-            elif isinstance(node, cst.Arg) and node.keyword is not None:
-                skipped.add(id(node.keyword))
-            elif isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
-                for target in (node.targets if isinstance(node, cst.Assign) else [node]):
-                    if isinstance(target.target, cst.Name):
-                        skipped.add(id(target.target))
-            elif isinstance(node, cst.Name) and id(node) not in skipped:
-                found.setdefault(node.value, []).append(_shown_on(list(stack), node))
-            stack.append(node)
-            return True
-
-        def on_leave(self, original_node: cst.CSTNode) -> None:
-            stack.pop()
-
-    visit(scope, Finder())
-    return found
+    paths = reads_in_scope(ctx, name).paths
+    return bool(paths) and all(_shown_on(read[:-1], read[-1]) for read in paths)
 
 
 def only_returned(ctx: Context, node: cst.CSTNode, stmt: cst.CSTNode | None) -> bool:

@@ -308,7 +308,8 @@ def _settled_by_calls(finding: Finding) -> bool:
 
 def _by_callers(finding: Finding, passed: dict[str, list[Passed]], holder: Node, project: Project) -> Finding:
     """The finding as the calls of its function settle it: info where every call passes the parameter whose
-    default it reads, or passes host values for every parameter its value is made of."""
+    default it reads, where no call passes the parameter its branch needs, or where every call passes host values
+    for every parameter its value is made of."""
     name = holder.function.name
     if finding.default_of and always_passed(passed, holder, finding.default_of):
         note = f"every call of `{name}` in the project passes `{finding.default_of}`: its default never applies"

@@ -77,7 +77,6 @@ class Bindings:
             return self.names.get(node.id) is True
         return False
 
-
     def parameter(self, node: ast.expr, depth: int = 0) -> str | None:
         """The function's parameter `node` is made of, as it came: the parameter itself (never rebound), indexed,
         or through methods that keep a value where it is (`p.double()`, `p[mask]`); None for anything else."""

@@ -214,12 +214,22 @@ def arguments(project: Project, results: list[FileResult], needed: set[str]) -> 
     return found
 
 
-def _filled(holder: Node, param: str, call: Passed, among: tuple[str, ...] | None = None) -> bool:
-    """`call` passes `param` (among its host values, with `among`), by keyword or by position."""
+def _position(holder: Node, param: str) -> int | None:
+    """Which positional argument fills `param` (a method's `self` left out), None for a keyword-only one."""
+    return holder.function.params.index(param) if param in holder.function.params else None
+
+
+def _places(holder: Node, param: str) -> tuple[str, ...]:
+    """How a call records an argument for `param` (Passed's host values): its keyword, and `#i` where the i-th
+    positional argument fills it."""
+    index = _position(holder, param)
+    return (param,) if index is None else (param, f"#{index}")
+
+
+def _filled(holder: Node, param: str, call: Passed) -> bool:
+    """`call` passes `param`, by keyword or by position."""
     count, keywords = call[0], call[1]
-    index = holder.function.params.index(param) if param in holder.function.params else None
-    if among is not None:
-        return param in among or (index is not None and f"#{index}" in among)
+    index = _position(holder, param)
     return count >= 0 and (param in keywords or (index is not None and count > index))
 
 
@@ -229,11 +239,11 @@ def always_passed(passed: dict[str, list[Passed]], holder: Node, param: str) -> 
     return bool(calls) and all(_filled(holder, param, call) for call in calls)
 
 
-def always_host(passed: dict[str, list[Passed]], holder: Node, params: tuple[str, ...], project: Project | None = None,
+def always_host(passed: dict[str, list[Passed]], holder: Node, params: tuple[str, ...], project: Project,
                 seen: frozenset[str] = frozenset()) -> bool:
-    """Every call of `holder` in the tree passes a host value for each of `params`: the value itself, or (with
-    `project`) a parameter of its caller that every call of the caller passes a host value for, and so on up a
-    chain at most DEPTH long and without a cycle; there is at least one call."""
+    """Every call of `holder` in the tree passes a host value for each of `params`: the value itself, or a
+    parameter of its caller that every call of the caller passes a host value for, and so on up a chain at most
+    DEPTH long and without a cycle; there is at least one call."""
     calls = passed.get(holder.full, [])
     if not calls or len(seen) >= DEPTH or holder.full in seen:
         return False
@@ -241,12 +251,11 @@ def always_host(passed: dict[str, list[Passed]], holder: Node, params: tuple[str
         if call[0] < 0:
             return False
         for param in params:
-            if _filled(holder, param, call, call[2]):
+            places = _places(holder, param)
+            if any(h in places for h in call[2]):
                 continue
-            index = holder.function.params.index(param) if param in holder.function.params else None
-            places = {param} | ({f"#{index}"} if index is not None else set())
-            forwarded = [h.split("@", 1)[1] for h in call[2] if "@" in h and h.split("@", 1)[0] in places]
-            caller = project.nodes.get(call[3]) if project is not None and forwarded else None
+            forwarded = [h.split("@", 1)[1] for h in call[2] if h.split("@", 1)[0] in places and "@" in h]
+            caller = project.nodes.get(call[3]) if forwarded else None
             if caller is None or not always_host(passed, caller, (forwarded[0],), project, seen | {holder.full}):
                 return False
     return True
