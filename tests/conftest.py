@@ -1,13 +1,16 @@
 import compileall
 import fcntl
 import hashlib
+import http.server
 import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -39,6 +42,48 @@ def run_portcheck(*args, cwd=None, stdin=None, env=None):
 @pytest.fixture
 def portcheck():
     return run_portcheck
+
+
+class FakeGitHub(http.server.BaseHTTPRequestHandler):
+    """A real HTTP server's handler on 127.0.0.1 for GitHub's review API: answers a POST with `status` (200: the
+    review's `html_url`, which carries the request's token with `echo_token`; else GitHub's error message, which
+    names the token), and records each request's path, headers and JSON body in `requests`."""
+
+    status = 200
+    echo_token = False
+    requests: ClassVar[list] = []
+
+    def do_POST(self):  # http.server's name for the POST handler
+        length = int(self.headers.get("Content-Length", 0))
+        type(self).requests.append({"path": self.path, "headers": dict(self.headers),
+                                    "body": json.loads(self.rfile.read(length))})
+        token = (self.headers.get("Authorization") or "").split()[-1:]
+        status = type(self).status
+        url = "https://github.example/o/r/pull/7#review-1"
+        if type(self).echo_token:
+            url = f"https://github.example/o/r/pull/7?token={''.join(token)}"
+        answer = {"html_url": url} if status == 200 else {"message": f"Bad credentials for {''.join(token)}"}
+        data = json.dumps(answer).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def github():
+    """The API URL of a FakeGitHub server, fresh for the test (no requests, status 200, no token echo)."""
+    FakeGitHub.requests = []
+    FakeGitHub.status = 200
+    FakeGitHub.echo_token = False
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FakeGitHub)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
 
 
 class SharedRuns:

@@ -11,6 +11,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from conftest import FakeGitHub
 
 from portcheck import baseline
 from tests.test_hostile_world import _git, _repo
@@ -166,12 +167,10 @@ def _run_action(workspace: Path, temp: Path, values: dict[str, str], environment
     return statuses
 
 
-def test_the_action_writes_nothing_into_the_checkout_and_follows_none_of_its_symlinks(tmp_path):
+def test_the_action_writes_nothing_into_the_checkout_and_follows_none_of_its_symlinks(tmp_path, github):
     """The action wrote portcheck.sarif and portcheck-review.md inside the pull request's checkout: a committed
     symlink of either name (or a committed .portcheck_cache) decided where the writes went, or failed the step."""
-    import http.server
     import os
-    import threading
 
     workspace = tmp_path / "checkout"
     temp = tmp_path / "runner-temp"
@@ -192,32 +191,12 @@ def test_the_action_writes_nothing_into_the_checkout_and_follows_none_of_its_sym
     git("commit", "-qm", "head")
     head = git("rev-parse", "HEAD").strip()
 
-    posted = []
-
-    class GitHub(http.server.BaseHTTPRequestHandler):
-        def do_POST(self):  # http.server's name for the POST handler
-            posted.append(json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0)))))
-            data = json.dumps({"html_url": "https://github.example/o/r/pull/7#review"}).encode()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *args):
-            pass
-
     (tmp_path / "event.json").write_text(json.dumps({"number": 7, "pull_request": {"number": 7}}))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), GitHub)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
     values = {"inputs.review": "true", "github.token": "ghs_t0ken", "github.event_name": "pull_request",
               "github.event.pull_request.base.sha": base, "github.event.pull_request.head.sha": head}
     environment = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "GITHUB_REPOSITORY": "o/r",
-                   "GITHUB_API_URL": f"http://127.0.0.1:{server.server_address[1]}",
-                   "GITHUB_EVENT_PATH": str(tmp_path / "event.json")}
-    try:
-        statuses = _run_action(workspace, temp, values, environment)
-    finally:
-        server.shutdown()
+                   "GITHUB_API_URL": github, "GITHUB_EVENT_PATH": str(tmp_path / "event.json")}
+    statuses = _run_action(workspace, temp, values, environment)
     assert statuses == [0, 0, 0, 1], statuses  # the last: annotations, failing on the error found
     assert sorted(p.name for p in victims.iterdir()) == [".portcheck_cache"] and not any(
         (victims / ".portcheck_cache").iterdir())
@@ -226,7 +205,7 @@ def test_the_action_writes_nothing_into_the_checkout_and_follows_none_of_its_sym
     review = Path(values["steps.place.outputs.review-file"])
     assert sarif.parent.parent == temp and review.parent == sarif.parent
     assert json.loads(sarif.read_text())["runs"][0]["results"][0]["ruleId"] == "PC101"
-    assert "PC101" in review.read_text() and len(posted) == 1
+    assert "PC101" in review.read_text() and len(FakeGitHub.requests) == 1
 
 
 # ---- own round: what a cloned repository can make portcheck do ---------------------------------------------------

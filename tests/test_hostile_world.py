@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import FakeGitHub
 
 GOOD = "import torch\n\nx = torch.zeros(3).cuda()\n"
 
@@ -681,32 +682,11 @@ def test_a_result_file_the_model_wrote_is_one_line(tmp_path, kind):
     assert (b"nested too deeply" if kind == "nested" else b"over 256 MiB") in done.stderr, done.stderr
 
 
-def test_post_never_prints_the_token_a_server_echoes(tmp_path):
-    import http.server
-    import threading
-
+def test_post_never_prints_the_token_a_server_echoes(github):
     from portcheck import review
 
-    class Echo(http.server.BaseHTTPRequestHandler):
-        def do_POST(self):  # http.server's name for the POST handler
-            self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            token = self.headers["Authorization"].split()[-1]
-            data = json.dumps({"html_url": f"https://github.example/o/r/pull/7?token={token}"}).encode()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Echo)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        where = review.Destination(f"http://127.0.0.1:{server.server_address[1]}", "o/r", 7, "ghs_s3cret")
-        shown = review.post_review({"body": "x"}, where)
-    finally:
-        server.shutdown()
+    FakeGitHub.echo_token = True
+    shown = review.post_review({"body": "x"}, review.Destination(github, "o/r", 7, "ghs_s3cret"))
     assert "ghs_s3cret" not in shown and "***" in shown
 
 

@@ -3,16 +3,14 @@ in for GitHub's API, checking every request it gets."""
 
 from __future__ import annotations
 
-import http.server
 import json
 import os
 import subprocess
 import sys
-import threading
 from pathlib import Path
-from typing import ClassVar
 
 import pytest
+from conftest import FakeGitHub
 
 TOKEN = "ghs_secret-token-123"
 
@@ -100,41 +98,6 @@ def test_markdown_for_one_comment(repo):
 def test_a_bad_base_is_one_line(repo):
     done = portcheck("review", "--base", "no-such-branch", cwd=repo)
     assert done.returncode == 2 and "Traceback" not in done.stderr and done.stderr.count("\n") == 1
-
-
-class FakeGitHub(http.server.BaseHTTPRequestHandler):
-    """Answers POST /repos/<owner>/<name>/pulls/<n>/reviews with the status the test sets; records requests."""
-
-    status = 200
-    requests: ClassVar[list] = []
-
-    def do_POST(self):  # http.server's name for the POST handler
-        length = int(self.headers.get("Content-Length", 0))
-        type(self).requests.append({"path": self.path, "headers": dict(self.headers),
-                                    "body": json.loads(self.rfile.read(length))})
-        status = type(self).status
-        answer = ({"html_url": "https://github.example/o/r/pull/7#review-1"} if status == 200 else
-                  {"message": f"Bad credentials for {TOKEN}"})
-        data = json.dumps(answer).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
-
-
-@pytest.fixture
-def github():
-    FakeGitHub.requests = []
-    FakeGitHub.status = 200
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FakeGitHub)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
 
 
 def env_for(api: str, tmp_path: Path, **extra) -> dict:
