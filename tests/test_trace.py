@@ -340,9 +340,11 @@ def test_status_and_data_dependent_findings_from_a_graph_result():
     assert sum(1 for f in result.findings if f.code == "PC316") == 1
 
 
-def test_a_native_cpu_fallback_says_it_speaks_for_eager_mode():
+def test_a_native_cpu_fallback_says_what_each_mode_does():
     """rules/ops.toml's native CPU-fallback statuses come from TorchNeuron's eager registrations: PC317 on the native
-    stack says so; on xla it does not."""
+    stack says so, and says what the Neuron docs say of torch.compile(backend="neuron") (whole graphs compiled, the
+    op's fate there not documented, a graph that fails to compile raises unless the eager fallback is switched on);
+    on xla it names neither mode."""
     from portcheck.config import Layer, resolve
     from portcheck.dynamic.outcome import ModelFacts, OpCount, TraceOutcome
     from portcheck.dynamic.results import build_report
@@ -366,8 +368,14 @@ def test_a_native_cpu_fallback_says_it_speaks_for_eager_mode():
     finally:
         results_module.load_ops = original
     assert len(messages["trn2"]) == 1 and "when run eagerly" in messages["trn2"][0]
-    assert "eager mode only" in messages["trn2"][0]
+    native = messages["trn2"][0]
+    assert "eager mode only" not in native  # the old caveat left compiled mode unexplained
+    assert 'under `torch.compile(backend="neuron")`, which compiles whole graphs' in native
+    assert "whether this op compiles or runs on the CPU is not documented" in native
+    assert "fails to compile raises by default (Neuron 2.33+)" in native
+    assert "`TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=0`, runs eagerly" in native
     assert len(messages["inf2"]) == 1 and "eager" not in messages["inf2"][0]
+    assert "torch.compile" not in messages["inf2"][0]
 
 
 # ---- the parts that need no model ------------------------------------------------------------------------

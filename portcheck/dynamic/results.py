@@ -177,11 +177,13 @@ def _op_status(entry: OpCount, status: Mapping[str, str], cwd: Path) -> OpStatus
 
 
 
-# What the native stack's CPU-fallback statuses speak for: TorchNeuron run eagerly (rules/ops.toml, native_eager).
+# What the native stack's CPU-fallback statuses speak for, and what is known of torch.compile (rules/ops.toml,
+# sources native_eager and native_compile): TorchNeuron's eager dispatch; the compiled path lowers whole graphs.
 _FALLBACK_MODE = {"native": {
     "mode": " when run eagerly (`.to(\"neuron\")` without `torch.compile`)",
-    "caveat": ("; rules/ops.toml's native statuses speak for eager mode only, not for "
-               "`torch.compile(backend=\"neuron\")`"),
+    "caveat": ("; under `torch.compile(backend=\"neuron\")`, which compiles whole graphs, whether this op compiles "
+               "or runs on the CPU is not documented: a graph that fails to compile raises by default (Neuron 2.33+) "
+               "or, with `TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=0`, runs eagerly as above"),
 }}
 
 
