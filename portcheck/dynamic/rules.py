@@ -91,7 +91,8 @@ class CpuFallbackOp(Rule):
 
     ## Example
     `aten::sort` on the native stack: TorchNeuron (eager, in the source rules/ops.toml cites) registers no device
-    kernel for it, so it takes the catch-all CPU fallback.
+    kernel for it, so it takes the catch-all CPU fallback. Under `torch.compile(backend="neuron")` the whole graph
+    is compiled; what happens to the op there is not documented, and the finding says so.
 
     ## Use instead
     A supported formulation of the same computation, or accept the copy where the op is rare.
