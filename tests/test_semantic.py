@@ -779,3 +779,77 @@ def test_a_host_value_passed_on_through_a_chain_of_calls_is_one(tmp_path):
     found = _scan(tmp_path, chip="inf2", stack="xla")
     assert found[("geometry.py", 4, "PC701")] == Severity.INFO
     assert found[("geometry.py", 10, "PC701")] == Severity.WARNING
+
+
+def test_a_class_that_wraps_another_vendors_runtime_is_that_vendors_path(tmp_path):
+    """A class, certainly no torch Module, one of whose methods loads another vendor's runtime (a base written in
+    the same file counts), runs only for that vendor: the finding in its `forward` is info. An nn.Module that
+    imports the same runtime in one method keeps its forward as the model's."""
+    _tree(tmp_path, {"backends.py": """\
+        from abc import ABC
+
+        import torch
+
+
+        class Backend(ABC):
+            pass
+
+
+        class CoreMLBackend(Backend):
+            def load(self, weight):
+                import coremltools as ct
+                self.model = ct.models.MLModel(weight)
+
+            def forward(self, im):
+                y = self.model.predict({"x": im.numpy()})
+                return torch.from_numpy(y["out"]).cuda()
+
+
+        class Net(torch.nn.Module):
+            def export(self, path):
+                import coremltools as ct
+                return ct.convert(self)
+
+            def forward(self, x):
+                return x.cuda()
+        """})
+    found = _scan(tmp_path)
+    assert found[("backends.py", 17, "PC101")] == Severity.INFO
+    assert found[("backends.py", 26, "PC101")] == Severity.ERROR
+
+
+def test_calls_under_a_cuda_conditional_expression_or_a_probe_held_in_a_name_are_cuda_only(tmp_path):
+    """A function called only as `f() if torch.cuda.is_available() else None`, `use and f()` after a probe, or
+    under `if cuda:` where `cuda = torch.cuda.is_available()`, is CUDA-only; one more call without a guard, or a
+    name bound twice, is not."""
+    _tree(tmp_path, {"info.py": """\
+        import torch
+
+        def gpu_name(i):
+            return torch.cuda.get_device_name(i)
+
+        def gpu_sync():
+            torch.cuda.synchronize()
+
+        def gpu_reset():
+            torch.cuda.synchronize()
+        """, "report.py": """\
+        import torch
+        from info import gpu_name, gpu_reset, gpu_sync
+
+        def report(device):
+            cuda = torch.cuda.is_available()
+            name = gpu_name(0) if torch.cuda.device_count() > 0 else None
+            done = device.type == "cuda" and gpu_sync()
+            if cuda:
+                gpu_name(1)
+            again = torch.cuda.is_available()
+            again = False
+            if again:
+                gpu_reset()
+            return name, done
+        """})
+    found = _scan(tmp_path)
+    assert found[("info.py", 4, "PC105")] == Severity.INFO
+    assert found[("info.py", 7, "PC105")] == Severity.INFO
+    assert found[("info.py", 10, "PC105")] == Severity.ERROR

@@ -482,3 +482,70 @@ def test_a_probe_that_only_picks_asynchronous_copies_is_info():
         """)
     assert found[(4, "PC104")] == Severity.INFO and found[(6, "PC104")] == Severity.INFO
     assert found[(7, "PC104")] == Severity.WARNING
+
+
+def test_the_binding_that_reaches_a_use_decides_its_kind():
+    """`iou = iou.cpu().numpy()` before the use makes `iou` a numpy array there, whatever the parameter was; a
+    later move back to the device, or a loop that rebinds the name after the use, keeps the finding."""
+    found = severities("""\
+        import torch
+
+        class M(torch.nn.Module):
+            def forward(self, x, iou, mask):
+                iou = iou * (mask > 0)
+                iou = iou.cpu().numpy()
+                valid = iou >= 0.5
+                kept = iou[valid]
+                x = x.cpu()
+                x = x.to("cuda")
+                moved = x[x > 0]
+                for _ in range(3):
+                    y = mask[mask > 0]
+                    mask = mask.cpu()
+                return kept, moved, y
+        """)
+    assert (8, "PC204") not in found
+    assert (11, "PC204") in found and (13, "PC204") in found
+
+
+def test_a_comparison_of_host_values_is_a_host_value():
+    """`table * (table >= 0.5)` of a numpy table is a numpy value, and so is what a helper makes of it."""
+    found = severities("""\
+        import numpy as np
+        import torch
+
+        class M(torch.nn.Module):
+            def forward(self, x, scores):
+                table = np.asarray(scores)
+                picked = assign(table * (table >= 0.5))
+                moved = assign(x * (x >= 0.5))
+                kept = picked[picked > 0]
+                return kept, moved[moved > 0]
+        """)
+    assert (9, "PC204") not in found and (10, "PC204") in found
+
+
+@pytest.mark.parametrize(("test", "quiet"), [('"cuda" in self.device', True), ('"cuda" in str(device)', True),
+                                              ('"cuda" in devices', True), ('"neuron" in self.device', False)])
+def test_a_device_string_naming_cuda_guards_a_cuda_only_branch(test, quiet):
+    found = severities(f"""\
+        import torch
+
+        class Runner:
+            def setup(self, device, devices):
+                if {test}:
+                    torch.cuda.set_device(0)
+        """)
+    assert found[(6, "PC105")] == (Severity.INFO if quiet else Severity.ERROR)
+
+
+def test_the_rest_of_a_function_past_a_not_cuda_exit_is_cuda_only():
+    found = severities("""\
+        import torch
+
+        def setup(device):
+            if "cuda" not in device:
+                return
+            torch.cuda.synchronize()
+        """)
+    assert found[(6, "PC105")] == Severity.INFO

@@ -20,6 +20,7 @@ import libcst as cst
 
 from portcheck.static.check import Context
 from portcheck.static.host_names import marked_host, python_number
+from portcheck.static.reaching import reaching
 from portcheck.static.rebindings import rebindings
 from portcheck.static.syntax import bound_names, call_name, dotted_name, keyword, positional, string_value
 from portcheck.static.values import contains
@@ -214,15 +215,25 @@ def host_value(ctx: Context, node: cst.BaseExpression, depth: int = 0, assumed: 
         return bool(node.elements) and all(
             _literal(e.value) or host_value(ctx, e.value, depth + 1, assumed, factories=factories)
             for e in node.elements)
-    if isinstance(node, cst.BinaryOperation):
-        sides = [s for s in (node.left, node.right) if not isinstance(s, (cst.Integer, cst.Float))]
+    if isinstance(node, (cst.BinaryOperation, cst.Comparison)):  # `a * b`, `iou >= threshold`
+        operands = ((node.left, node.right) if isinstance(node, cst.BinaryOperation)
+                    else (node.left, *(c.comparator for c in node.comparisons)))
+        sides = [s for s in operands if not isinstance(s, (cst.Integer, cst.Float))]
         return bool(sides) and all(host_value(ctx, s, depth + 1, assumed, factories=factories) for s in sides)
     if isinstance(node, cst.Name):
         if node.value in assumed or marked_host(node.value) or python_number(ctx, node.value):
             return True  # `losses = losses[ok]`: host if every other binding is; `x_cpu`; `w` of `h, w: int`
+        if f"!{node.value}" in assumed:
+            return False
         bound = ctx.constant(node)
         if bound is not None:
             return host_value(ctx, bound[1], depth + 1, assumed, factories=factories)
+        if (reached := reaching(ctx, node)) is not None:  # `iou = iou.cpu().numpy()` before the use
+            host = reached[1]  # an incomplete chain starts from a value not known to be on the host
+            for value in reversed(reached[0]):
+                mark = node.value if host else f"!{node.value}"
+                host = host_value(ctx, value, depth + 1, assumed | {mark}, factories=factories)
+            return bool(host)
         if _loop_over_host(ctx, node.value, depth, assumed, factories):
             return True
         values = rebindings(ctx, node.value)

@@ -60,12 +60,13 @@ def _comparison(ctx: Context, test: cst.Comparison, depth: int) -> str | None:
         return None
     operator, right, left = test.comparisons[0].operator, test.comparisons[0].comparator, test.left
     same, differs = isinstance(operator, (cst.Equal, cst.Is)), isinstance(operator, (cst.NotEqual, cst.IsNot))
+    if isinstance(operator, (cst.In, cst.NotIn)) and string_value(left) == "cuda":
+        # `"cuda" in str(device)`, `"cuda" in self.device`, `"cuda" in devices`: a CUDA device named or listed
+        return CUDA if isinstance(operator, cst.In) else NOT_CUDA
     for other in (right, left):
         # `backend == "nccl"`: NVIDIA's collectives, which only a CUDA process group uses
         if string_value(other) in ("cuda", "nccl") or _device_type_literal(ctx, other) or _gpu_member(other):
             return CUDA if same else NOT_CUDA if differs else None
-    if isinstance(operator, cst.In) and string_value(left) == "cuda" and isinstance(right, cst.Call):
-        return CUDA  # "cuda" in str(device)
     if isinstance(left, cst.Call) and call_name(left) == "len" and left.args:
         left = left.args[0].value
     if isinstance(left, cst.Name) and depth < 2 and (bound := ctx.constant(left)) is not None:

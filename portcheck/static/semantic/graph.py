@@ -114,7 +114,7 @@ def facts(project: Project) -> Facts:
         return found
 
     cuda_only = only(CUDA_GUARD, {f for f, n in project.nodes.items() if CUDA_CLASS in n.function.roles})
-    vendor_only = only(VENDOR_GUARD, {f for f, n in project.nodes.items() if VENDOR in n.function.roles})
+    vendor_only = only(VENDOR_GUARD, _vendor_roots(project))
     skipped = cuda_only | vendor_only
 
     def reach(roots: Iterable[str], avoid: set[str]) -> set[str]:
@@ -156,6 +156,29 @@ _MODULE_BASES = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module"})
 _PLAIN_BASES = frozenset({"object", "abc.ABC", "typing.Generic", "typing.Protocol", "enum.Enum", "typing.NamedTuple"})
 
 
+def _vendor_roots(project: Project) -> set[str]:
+    """The functions that use another vendor's runtime, and every method of a class one of whose methods does and
+    that is certainly no torch Module (`class CoreMLBackend(BaseBackend)` loading `coremltools` in `load_model`
+    and predicting with it in `forward`): the class wraps that runtime."""
+    roots = {f for f, n in project.nodes.items() if VENDOR in n.function.roles}
+    wrappers = {cls for f in roots if (cls := project.class_of(project.nodes[f])) is not None
+                and not _is_module(project, cls) and (_plain(project, cls) or not project.classes.get(cls))}
+    return roots | {f for f, n in project.nodes.items() if project.class_of(n) in wrappers}
+
+
+def _known_base(project: Project, cls: str, base: str) -> list[str]:
+    """The tree's classes a base of `cls` may be: a name defined in the class's own module (`:Base`, recorded
+    unresolved) looked up from the class's scope outwards, else what `Project.known_classes` finds."""
+    if not base.startswith(":"):
+        return project.known_classes(base)
+    scope = cls
+    while "." in scope:
+        scope = scope.rsplit(".", 1)[0]
+        if f"{scope}.{base[1:]}" in project.classes:
+            return [f"{scope}.{base[1:]}"]
+    return []
+
+
 def _plain(project: Project, cls: str | None, depth: int = 0) -> bool:
     """`cls` is certainly no torch Module: each base is a known plain base or a plain class of the project. A
     base the project does not hold (a library's class) may be a Module: not plain."""
@@ -164,7 +187,7 @@ def _plain(project: Project, cls: str | None, depth: int = 0) -> bool:
     for base in project.classes[cls]:
         if base in _PLAIN_BASES:
             continue
-        known = project.known_classes(base)
+        known = _known_base(project, cls, base)
         if not known or not all(_plain(project, k, depth + 1) for k in known):
             return False
     return True
@@ -178,7 +201,7 @@ def _is_module(project: Project, cls: str | None, depth: int = 0) -> bool:
     for base in project.classes.get(cls, ()):
         if base in _MODULE_BASES:
             return True
-        known = project.known_classes(base)
+        known = _known_base(project, cls, base)
         if any(_is_module(project, k, depth + 1) for k in known):
             return True
     return False

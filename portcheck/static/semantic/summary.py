@@ -15,7 +15,7 @@ reached through `self` is `self.helper`.
 from __future__ import annotations
 
 import ast
-from collections import deque
+from collections import Counter, deque
 
 from portcheck.static.cuda_api.paths import named_for_cuda
 from portcheck.static.semantic.hosts import Bindings, host_arguments
@@ -55,7 +55,7 @@ _DATA_BASES = ("torch.utils.data.Dataset", "torch.utils.data.IterableDataset", "
 # passed (`collate_fn=collate`), or an object whose methods do it (`data_collator=Collator(...)`, as "Collator()").
 _HOST_KEYWORDS = frozenset({"collate_fn", "worker_init_fn", "data_collator"})
 _VENDOR_MODULES = ("tensorrt", "torch_tensorrt", "openvino", "coremltools", "onnxruntime", "tensorflow", "paddle",
-                   "pycuda", "polygraphy")
+                   "pycuda", "polygraphy", "tflite_runtime", "ai_edge_litert", "ncnn", "rknn")
 _VENDOR_TESTS = frozenset({"torch.onnx.is_in_onnx_export", "torch.jit.is_tracing", "torch.jit.is_scripting",
                            "torch.onnx.is_onnx_exporting"})
 
@@ -81,6 +81,7 @@ class _Reader:
         self._probe = False
         self._step = False
         self._vendor = False
+        self._probe_names: frozenset[str] = frozenset()
         self.imports: list[tuple[str, bool]] = []
         self._passes: list[tuple[str, int, tuple[str, ...], tuple[str, ...]]] = []
         self._bindings = Bindings(self.resolve)
@@ -124,6 +125,8 @@ class _Reader:
                 return VENDOR_GUARD
             return f"?{target}" if target is not None and not target.startswith(("torch.", "os.", "isinstance")) \
                 else None
+        if isinstance(test, ast.Name) and test.id in self._probe_names:  # `cuda = torch.cuda.is_available()`
+            return CUDA_GUARD
         if isinstance(test, ast.Attribute):
             if test.attr == "is_cuda":
                 return CUDA_GUARD
@@ -131,14 +134,21 @@ class _Reader:
                 return VENDOR_GUARD
         return None
 
+    def _probes_bound(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
+        """The local names a function binds once, to a test that holds only with CUDA."""
+        bound = [(t.id, a.value) for a in ast.walk(node) if isinstance(a, ast.Assign) for t in a.targets
+                 if isinstance(t, ast.Name)]
+        counts = Counter(name for name, _ in bound)
+        return frozenset(n for n, v in bound if counts[n] == 1 and self.polarity(v) == CUDA_GUARD)
+
     def _comparison(self, test: ast.Compare) -> str | None:
         op, left, right = test.ops[0], test.left, test.comparators[0]
         same, differs = isinstance(op, (ast.Eq, ast.Is)), isinstance(op, (ast.NotEq, ast.IsNot))
         for side in (left, right):
             if isinstance(side, ast.Constant) and side.value == "cuda":
                 return CUDA_GUARD if same else "!cuda" if differs else None
-        if isinstance(op, ast.In) and isinstance(left, ast.Constant) and left.value == "cuda":
-            return CUDA_GUARD
+        if isinstance(op, (ast.In, ast.NotIn)) and isinstance(left, ast.Constant) and left.value == "cuda":
+            return CUDA_GUARD if isinstance(op, ast.In) else "!cuda"
         if isinstance(left, ast.Call) and self.resolve(left.func) in _PROBES and isinstance(right, ast.Constant):
             count = right.value
             if isinstance(count, int) and ((isinstance(op, ast.Gt) and count >= 0) or (isinstance(op, ast.GtE)
@@ -245,13 +255,19 @@ class _Reader:
             self._probe = self._probe or self.polarity(value.test) == CUDA_GUARD
 
     def expression(self, node: ast.AST, guards: tuple[str, ...]) -> None:
+        cuda: list[ast.expr] = []  # `f() if torch.cuda.is_available() else None`, `use_cuda and f()`: CUDA's part
         for child in _calls_and_branches(node):
             if isinstance(child, ast.IfExp):
                 side = self.polarity(child.test)
                 if side is not None and not side.startswith("!") and side != CUDA_GUARD:
                     self._region(child.body.lineno, _end(child.body), side)
+                cuda.extend([child.body] if side == CUDA_GUARD else [child.orelse] if side == "!cuda" else [])
+            elif isinstance(child, ast.BoolOp) and isinstance(child.op, ast.And):
+                first = next((i for i, v in enumerate(child.values) if self.polarity(v) == CUDA_GUARD), None)
+                cuda.extend(child.values[first + 1:] if first is not None else [])
             if not isinstance(child, ast.Call):
                 continue
+            here = (*guards, CUDA_GUARD) if any(_within(child, part) for part in cuda) else guards
             for keyword in child.keywords:
                 if keyword.arg not in _HOST_KEYWORDS:
                     continue
@@ -263,7 +279,7 @@ class _Reader:
             if self._calls is None:
                 continue  # module-level code: no function to record the call in
             target = self.resolve(child.func)
-            guard = CUDA_GUARD if CUDA_GUARD in guards else guards[-1] if guards else ""
+            guard = CUDA_GUARD if CUDA_GUARD in here else here[-1] if here else ""
             if target is not None:
                 self._calls.append((target, guard))
                 last = target.rsplit(".", 1)[-1]
@@ -302,7 +318,9 @@ class _Reader:
             for n in ast.walk(node))
         for decorator in node.decorator_list:
             self.expression(decorator, guards)
+        saved_probes, self._probe_names = self._probe_names, self._probes_bound(node)
         self.block(node.body, (), name)
+        self._probe_names = saved_probes
         roles = []
         if node.name == "forward" and scope:
             roles.append(FORWARD)
@@ -330,15 +348,20 @@ class _Reader:
             self._calls.append((f":{name}", guards[-1] if guards else ""))  # a nested function runs with its parent
 
 
-def _calls_and_branches(node: ast.AST) -> list[ast.Call | ast.IfExp]:
+def _within(node: ast.expr, outer: ast.expr) -> bool:
+    return (outer.lineno, outer.col_offset) <= (node.lineno, node.col_offset) and (
+        node.end_lineno or 0, node.end_col_offset or 0) <= (outer.end_lineno or 0, outer.end_col_offset or 0)
+
+
+def _calls_and_branches(node: ast.AST) -> list[ast.Call | ast.IfExp | ast.BoolOp]:
     """The calls and conditional expressions in `node`, in `ast.walk`'s order; a third of a tree's nodes are
     `Load` / `Store` markers, which it never looks at."""
-    found: list[ast.Call | ast.IfExp] = []
+    found: list[ast.Call | ast.IfExp | ast.BoolOp] = []
     todo = deque([node])
     pop, push, extend = todo.popleft, todo.append, todo.extend
     while todo:
         current = pop()
-        if isinstance(current, (ast.Call, ast.IfExp)):
+        if isinstance(current, (ast.Call, ast.IfExp, ast.BoolOp)):
             found.append(current)
         for field in current._fields:
             value = getattr(current, field, None)

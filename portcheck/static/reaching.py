@@ -1,0 +1,162 @@
+"""The bindings of a local name that reach a use of it, read backwards through the blocks around the use: in
+`iou = iou * keep` then `iou = iou.cpu().numpy()`, a later `iou[...]` reads the numpy array, whatever the
+parameter `iou` was. Only straight-line bindings count: one in a branch, a loop whose body binds the name again
+after the use, or an unpacking into a starred name leaves the question to the name's other bindings."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from portcheck.static.check import Context
+from portcheck.static.syntax import blocks, bound_names
+from portcheck.static.walk import visit
+
+
+def reaching(ctx: Context, node: cst.Name) -> tuple[tuple[cst.BaseExpression, ...], bool] | None:
+    """The values the bindings of `node`'s name reaching it give, newest first: each one's value, where it reads
+    the name, reads the next one's. With whether the chain is complete (the oldest does not read the name). None
+    where the nearest binding is not a plain one in a block around the use (or none is), or a loop around the use
+    binds the name again after it."""
+    name = node.value
+    if not ctx.functions:
+        return None
+    function = ctx.functions[-1]
+    chain = ctx.statements
+    start = next((i for i in range(len(chain) - 1, -1, -1) if chain[i] is function), None)
+    if start is None:
+        return None
+    values: list[cst.BaseExpression] = []
+    for level in range(len(chain) - 1, start, -1):
+        stmt, holder = chain[level], chain[level - 1]
+        held = blocks(holder)
+        block = next((b for b in held if any(s is stmt for s in b)), None)
+        if block is None:
+            return _found(values)
+        index = next(i for i, s in enumerate(block) if s is stmt)
+        if not values and isinstance(holder, (cst.For, cst.While)) and block is held[0] and (
+                any(name in _bound_in(ctx, s) for s in block[index:])
+                or (isinstance(holder, cst.For) and name in bound_names(holder.target))):
+            return None  # the loop's next pass may read what the rest of its body binds
+        for earlier in reversed(block[:index]):
+            if name not in _bound_in(ctx, earlier):
+                continue
+            value = _plain_value(earlier, name)
+            if value is None:
+                return _found(values, complete=False)
+            values.append(value)
+            if not _reads(value, name):
+                return tuple(values), True
+        if isinstance(holder, (cst.For, cst.With)) and name in _bound_in_header(holder):
+            return _found(values, complete=False)
+    return _found(values, complete=False)
+
+
+def _found(values: list[cst.BaseExpression], complete: bool = False) -> tuple[tuple[cst.BaseExpression, ...],
+                                                                           bool] | None:
+    return (tuple(values), complete) if values else None
+
+
+def _plain_value(stmt: cst.BaseStatement, name: str) -> cst.BaseExpression | None:
+    """What a simple statement line's single binding of `name` gives it: the value of `name = value`, its part of
+    `a, name = x, y`, or the whole of `a, name = f()` (each part is a part of what `f` returns); None for any
+    other binding (a branch, `+=`, an annotation, several targets, a starred name)."""
+    if not isinstance(stmt, cst.SimpleStatementLine):
+        return None
+    found: cst.BaseExpression | None = None
+    for small in stmt.body:
+        if not isinstance(small, cst.Assign):
+            if isinstance(small, (cst.AugAssign, cst.AnnAssign)) and name in bound_names(small.target):
+                return None
+            continue
+        if not any(name in bound_names(t.target) for t in small.targets):
+            continue
+        if len(small.targets) != 1:
+            return None
+        target = small.targets[0].target
+        if isinstance(target, cst.Name):
+            found = small.value
+        elif isinstance(target, (cst.Tuple, cst.List)) and not any(
+                isinstance(e, cst.StarredElement) for e in target.elements):
+            found = _part(target, small.value, name)
+        else:
+            return None
+        if found is None:
+            return None
+    return found
+
+
+def _part(target: cst.Tuple | cst.List, value: cst.BaseExpression, name: str) -> cst.BaseExpression | None:
+    if not isinstance(value, (cst.Tuple, cst.List)):
+        return value
+    if len(value.elements) != len(target.elements) or any(isinstance(e, cst.StarredElement) for e in value.elements):
+        return None
+    return next((v.value for t, v in zip(target.elements, value.elements, strict=True)
+                 if isinstance(t.value, cst.Name) and t.value.value == name), None)
+
+
+def _reads(value: cst.BaseExpression, name: str) -> bool:
+    class Reader(cst.CSTVisitor):
+        found = False
+
+        def visit_Name(self, node: cst.Name) -> None:
+            self.found = self.found or node.value == name
+
+        def visit_Lambda(self, node: cst.Lambda) -> bool:
+            return False
+
+    reader = Reader()
+    visit(value, reader)
+    return reader.found
+
+
+def _bound_in_header(holder: cst.CSTNode) -> set[str]:
+    if isinstance(holder, cst.For):
+        return set(bound_names(holder.target))
+    if isinstance(holder, cst.With):
+        return {n for item in holder.items if item.asname is not None for n in bound_names(item.asname.name)}
+    return set()
+
+
+def _bound_in(ctx: Context, stmt: cst.CSTNode) -> frozenset[str]:
+    """Every name a statement binds anywhere inside it (not inside the functions and classes it defines)."""
+    return ctx.memo("bound-in", stmt, lambda: _collect(stmt))
+
+
+def _collect(stmt: cst.CSTNode) -> frozenset[str]:
+    names: set[str] = set()
+
+    class Binder(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            names.add(node.name.value)
+            return False
+
+        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+            names.add(node.name.value)
+            return False
+
+        def visit_Lambda(self, node: cst.Lambda) -> bool:
+            return False
+
+        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+            names.update(bound_names(node.target))
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            names.update(bound_names(node.target))
+
+        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+            names.update(bound_names(node.target))
+
+        def visit_For(self, node: cst.For) -> None:
+            names.update(bound_names(node.target))
+
+        def visit_AsName(self, node: cst.AsName) -> None:
+            names.update(bound_names(node.name))
+
+        def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+            names.update(bound_names(node.target))
+
+    visit(stmt, Binder())
+    return frozenset(names)
+
+
+__all__ = ["reaching"]
