@@ -7,7 +7,6 @@ note, since it raises as soon as the probe is ported to `torch.accelerator`.
 
 from __future__ import annotations
 
-import re
 from typing import cast
 
 import libcst as cst
@@ -18,10 +17,11 @@ from portcheck.static.ancestry import ancestors, holds
 from portcheck.static.check import Context, FixPlan, Replace
 from portcheck.static.cuda_api.apis import api_entry
 from portcheck.static.cuda_api.checkpoints import COPY_OPTIONS, only_maps_a_checkpoint, only_passed_as
+from portcheck.static.cuda_api.choice import housekeeping, picks_nothing
 from portcheck.static.cuda_api.devices import device_text, is_cuda_text, one_line, placements
 from portcheck.static.cuda_api.paths import CUDA, NOT_CUDA, cuda_path, polarity, probe_call, test_gate_argument
 from portcheck.static.cuda_api.shown import only_returned, only_shown
-from portcheck.static.syntax import block_body, blocks, call_name, small_statements, string_prefix
+from portcheck.static.syntax import block_body, blocks, small_statements, string_prefix
 from portcheck.static.values import and_operands, catching_everything
 from portcheck.static.walk import visit
 
@@ -255,65 +255,6 @@ def _exits(block: cst.BaseSuite) -> bool:
 
 # ---- what a probe decides -----------------------------------------------------------------------------------------
 
-# torch.cuda APIs that only query or tune the GPU: skipping them on Neuron loses nothing the port needs.
-# (`synchronize` too: it only waits for the GPU, which a Neuron run has no use for where the probe skips it.)
-_QUERIES = frozenset({"get_device_properties", "get_device_capability", "get_device_name", "get_arch_list",
-                      "synchronize"})
-_TOOL_NAMES = re.compile(r"nvml|amdsmi|cudagraph|^_cuda|nvtx|cudart", re.IGNORECASE)
-# `"self_cuda_time_total"`: a CUDA profiler column; CUDA's runtime variables, which nothing on Neuron reads.
-_TOOL_TEXT = re.compile(r"nvidia-smi|nvml|amdsmi|_cuda_|CUDA_VISIBLE_DEVICES|CUDA_LAUNCH_BLOCKING|CUDA_DEVICE_ORDER")
-# cuDNN and CUDA matmul settings (`torch.backends.cudnn.benchmark = True`): Neuron ignores them.
-_CUDA_SETTINGS = ("torch.backends.cudnn.", "torch.backends.cuda.")
-
-
-class _DeviceWork(cst.CSTVisitor):
-    """Whether a region does work a port needs (places on a device, synchronizes, selects a device) or only
-    CUDA housekeeping (frees the cache, reads counters, queries the GPU, NVML, nvidia-smi, a fork-safety error)."""
-
-    def __init__(self, ctx: Context) -> None:
-        super().__init__()
-        self.ctx = ctx
-        self.needed = False
-        self.cuda_specific = False
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        if self.needed:
-            return False
-        target = node.func if isinstance(node, cst.Call) else node
-        if isinstance(target, (cst.Attribute, cst.Name)):
-            qualname = self.ctx.qualname(target) or ""
-            if qualname.startswith("torch.cuda."):  # judged by what the API does; its arguments with it
-                rest = qualname[len("torch.cuda."):]
-                api = api_entry(rest)
-                self.cuda_specific = True
-                self.needed = not (rest.rsplit(".", 1)[-1] in _QUERIES or rest.startswith(("_", "nvtx"))
-                                   or (api is not None and api.behaviour != "raises"))
-                return False
-            if qualname.startswith(_CUDA_SETTINGS):
-                self.cuda_specific = True
-                return False
-            if isinstance(target, cst.Name) and _TOOL_NAMES.search(target.value):
-                self.cuda_specific = True
-        if isinstance(node, cst.Call):
-            if (call_name(node) in ("cuda", "to") and isinstance(node.func, cst.Attribute)) or self.ctx.qualname(
-                    node.func) == "torch.device":
-                self.needed = True
-        elif isinstance(node, cst.SimpleString):
-            self.needed = bool(re.fullmatch(r"""[rbfuRBFU]*['"]cuda(:\d*)?['"]""", node.value))
-            self.cuda_specific = self.cuda_specific or bool(_TOOL_TEXT.search(node.value))
-            return False
-        elif isinstance(node, cst.Raise):
-            self.cuda_specific = True
-        return True
-
-
-def _housekeeping(ctx: Context, region: list[cst.CSTNode]) -> bool:
-    work = _DeviceWork(ctx)
-    for part in region:
-        visit(part, work)
-    return work.cuda_specific and not work.needed
-
-
 def probe_note(ctx: Context, node: cst.CSTNode) -> str | None:
     """Why the probe at `node` is no porting problem, or None: it decides whether a CUDA test runs, or it guards
     only CUDA housekeeping, which is right to skip on Neuron."""
@@ -342,7 +283,7 @@ def probe_note(ctx: Context, node: cst.CSTNode) -> str | None:
         return ("here it is all a function returns: the function answers whether CUDA is there, rightly False on "
                 "Neuron; a device is chosen where it is called")
     if not isinstance(stmt, cst.If) or not holds(ctx, stmt.test, node):
-        return None
+        return picks_nothing(ctx, node, stmt)
     if (before := _cuda_operand_before(ctx, stmt.test, node)) is not None:
         return f"here asked only where `{one_line(ctx.source(before))}` holds, which only a CUDA process has"
     if "PYTEST_CURRENT_TEST" in ctx.source(stmt.test):
@@ -354,11 +295,11 @@ def probe_note(ctx: Context, node: cst.CSTNode) -> str | None:
         block = next((b for b in blocks(ctx.statements[-2]) if any(s is stmt for s in b)), ())
         region = list(block[[id(s) for s in block].index(id(stmt)) + 1:]) if block else []
     else:
-        return None
-    if region and _housekeeping(ctx, region):
+        return picks_nothing(ctx, node, stmt)
+    if region and housekeeping(ctx, region):
         return ("here it only guards CUDA housekeeping (cache, counters, GPU queries, synchronisation, cuDNN flags, "
                 "CUDA's environment variables, NVML), which is right to skip on Neuron")
-    return None
+    return picks_nothing(ctx, node, stmt)
 
 
 def _cuda_operand_before(ctx: Context, test: cst.BaseExpression, node: cst.CSTNode) -> cst.BaseExpression | None:

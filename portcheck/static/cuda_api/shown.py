@@ -37,7 +37,7 @@ def _decides(holder: cst.CSTNode, inner: cst.CSTNode) -> bool:
         isinstance(holder, cst.UnaryOperation) and isinstance(holder.operator, cst.Not))
 
 
-def _shown_on(path: list[cst.CSTNode], node: cst.CSTNode) -> bool:
+def shown_on(path: list[cst.CSTNode], node: cst.CSTNode) -> bool:
     """Some call or entry on `path` (outermost first, down to `node`) shows the value, and nothing there decides
     by it (`if str(probe) == "True":` decides)."""
     pairs = list(zip(path, [*path[1:], node], strict=True))
@@ -49,7 +49,7 @@ def only_shown(ctx: Context, node: cst.CSTNode, stmt: cst.CSTNode | None) -> boo
     if stmt is None:
         return False
     path = ancestors(ctx, node)
-    if _shown_on(path, node):
+    if shown_on(path, node):
         return True
     bound = bound_name(stmt)
     if bound is None:
@@ -58,7 +58,7 @@ def only_shown(ctx: Context, node: cst.CSTNode, stmt: cst.CSTNode | None) -> boo
     if not (value is node or (isinstance(value, cst.Call) and value.func is node)):
         return False  # the name holds something made from the probe, not its value
     paths = reads_in_scope(ctx, name).paths
-    return bool(paths) and all(_shown_on(read[:-1], read[-1]) for read in paths)
+    return bool(paths) and all(shown_on(read[:-1], read[-1]) for read in paths)
 
 
 def only_returned(ctx: Context, node: cst.CSTNode, stmt: cst.CSTNode | None) -> bool:
@@ -87,4 +87,4 @@ def _docstring(line: cst.CSTNode) -> bool:
             and isinstance(line.body[0].value, _TEXT))
 
 
-__all__ = ["only_returned", "only_shown"]
+__all__ = ["only_returned", "only_shown", "shown_on"]
