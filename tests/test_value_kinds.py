@@ -549,3 +549,28 @@ def test_the_rest_of_a_function_past_a_not_cuda_exit_is_cuda_only():
             torch.cuda.synchronize()
         """)
     assert found[(6, "PC105")] == Severity.INFO
+
+
+@pytest.mark.parametrize(("body", "severity"), [
+    # decides only what the profiler records, through a name bound once: picks no device
+    ("use_cuda = torch.cuda.is_available()\n    acts = [1]\n    if use_cuda:\n        acts.append(2)\n    return acts",
+     Severity.INFO),
+    # guards a diagnostic that places nothing
+    ("if torch.cuda.is_available() and n > 1:\n        check_links(n)", Severity.INFO),
+    # passed on as an option: not followed, so it stays a warning
+    ("sleep = n > 0 and torch.cuda.is_available()\n    return Engine(sleep_mode=sleep)", Severity.WARNING),
+    ("return 'gpu' if torch.cuda.is_available() else 'cpu'", Severity.WARNING),
+    ("if torch.cuda.is_available():\n        model.cuda()", Severity.WARNING),
+    ("if not torch.cuda.is_available():\n        return\n    model.cuda()", Severity.WARNING),
+    ("n = torch.cuda.device_count()\n    if n == 0:\n        return [torch.device('cpu')]", Severity.WARNING),
+    ("assert torch.cuda.is_available()", Severity.WARNING),
+    ("if torch.cuda.is_available():\n        n = Device.CUDA\n    return n", Severity.WARNING),
+    ("return torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []", Severity.WARNING),
+    ("return Trainer(devices=torch.cuda.device_count())", Severity.WARNING),
+])
+def test_a_probe_that_picks_no_device_is_info(body, severity):
+    """A probe whose branches, or the branches its local name decides, place nothing on a device only skips a
+    CUDA extra with a working fallback: info. One that picks a device (a device string, `.cuda()`, `torch.device`,
+    a device keyword), refuses to run, or whose value goes where the check cannot follow stays a warning."""
+    found = severities(f"import torch\n\n\ndef f(model, n):\n    {body}\n")
+    assert found[(5, "PC104")] == severity

@@ -14,6 +14,7 @@ from portcheck.static.check import Context
 from portcheck.static.cuda_api.apis import api_entry
 from portcheck.static.cuda_api.name_reads import bound_name, reads_in_scope
 from portcheck.static.cuda_api.shown import shown_on
+from portcheck.static.cuda_library.integrations import words
 from portcheck.static.syntax import block_body, blocks, call_name
 from portcheck.static.walk import visit
 
@@ -37,11 +38,12 @@ class DeviceWork(cst.CSTVisitor):
     """Whether a region does work a port needs (places on a device, synchronizes, selects a device) or only
     CUDA housekeeping (frees the cache, reads counters, queries the GPU, NVML, nvidia-smi, a fork-safety error)."""
 
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: Context, *, choosing: bool = False) -> None:
         super().__init__()
         self.ctx = ctx
         self.needed = False
         self.cuda_specific = False
+        self.choosing = choosing  # for what a probe decides: timings and the device's RNG state count as work
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         if self.needed:
@@ -55,6 +57,7 @@ class DeviceWork(cst.CSTVisitor):
                 self.cuda_specific = True
                 self.needed = not (rest.rsplit(".", 1)[-1] in _QUERIES or rest.startswith(("_", "nvtx"))
                                    or (api is not None and api.behaviour != "raises"))
+                self.needed |= self.choosing and (rest == "synchronize" or "rng" in rest or "seed" in rest)
                 return False
             if qualname.startswith(_CUDA_SETTINGS):
                 self.cuda_specific = True
@@ -66,6 +69,9 @@ class DeviceWork(cst.CSTVisitor):
                     node.func) == "torch.device" or (call_name(node) or "").endswith("DataParallel") or any(
                     a.keyword is not None and a.keyword.value in _DEVICE_KEYWORDS for a in node.args):
                 self.needed = True
+        elif self.choosing and isinstance(node, cst.Attribute) and node.attr.value.isupper() and bool(
+                {"cuda", "gpu", "cpu", "mps"} & set(words(node.attr.value))):
+            self.needed = True  # `Device.CUDA`, `Accelerator.GPU`: a device named by an enum member
         elif isinstance(node, cst.SimpleString):
             self.needed = bool(_DEVICE_TEXT.fullmatch(node.value))
             self.cuda_specific = self.cuda_specific or bool(_TOOL_TEXT.search(node.value))
@@ -86,7 +92,7 @@ def housekeeping(ctx: Context, region: list[cst.CSTNode]) -> bool:
 
 
 def _places(ctx: Context, region: list[cst.CSTNode]) -> bool:
-    work = DeviceWork(ctx)
+    work = DeviceWork(ctx, choosing=True)
     for part in region:
         visit(part, work)
     return work.needed

@@ -33,8 +33,12 @@ class CudaAvailabilityProbe(Rule):
     `get_arch_list()`. Reported as info where skipping what it guards is right on Neuron: it only decides whether a
     message is logged (`if torch.cuda.device_count() > 1: logger.warning(...)`), guards only CUDA housekeeping
     (`empty_cache()`, memory counters, GPU queries, NVML, nvidia-smi), decides whether a CUDA test runs
-    (`unittest.skipUnless(torch.cuda.device_count() > 1, ...)`), asks `is_initialized()`, or sits on a CUDA-only
-    path itself. A probe that picks the device, or guards a `synchronize()` (timings), stays a warning.
+    (`unittest.skipUnless(torch.cuda.device_count() > 1, ...)`), asks `is_initialized()`, sits on a CUDA-only
+    path itself, or picks no device: every branch it decides, directly or through a local name bound to it once,
+    places nothing on a device (a profiler's activities, a diagnostic). A probe that picks the device (a device
+    string, `.cuda()`, `.to()`, `torch.device`, a `device=` / `accelerator=` keyword), refuses to run without CUDA
+    (`assert`), or whose value goes where this cannot follow (returned with other values, stored on an object,
+    passed on) stays a warning.
 
     ## Example
     ```python
