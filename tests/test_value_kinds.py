@@ -565,6 +565,7 @@ def test_the_rest_of_a_function_past_a_not_cuda_exit_is_cuda_only():
     ("n = torch.cuda.device_count()\n    if n == 0:\n        return [torch.device('cpu')]", Severity.WARNING),
     ("assert torch.cuda.is_available()", Severity.WARNING),
     ("if torch.cuda.is_available():\n        n = Device.CUDA\n    return n", Severity.WARNING),
+    ("if torch.cuda.is_available():\n        model.append(ProfilerActivity.CUDA)", Severity.INFO),
     ("return torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []", Severity.WARNING),
     ("return Trainer(devices=torch.cuda.device_count())", Severity.WARNING),
 ])

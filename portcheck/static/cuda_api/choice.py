@@ -21,6 +21,7 @@ from portcheck.static.walk import visit
 # A device named as text (`"cuda:0"`, `"cpu"`, Lightning's `"gpu"`, `"mps"`), and the keywords that place.
 _DEVICE_TEXT = re.compile(r"""[rbfuRBFU]*['"](cuda(:\d*)?|cpu|gpu|mps)['"]""")
 _DEVICE_KEYWORDS = frozenset({"device", "devices", "device_ids", "device_map", "accelerator", "gpus", "output_device"})
+_DEVICE_ENUM = re.compile(r"(?i)(device|accelerator)\w*$")
 _EXITS = (cst.Return, cst.Raise, cst.Continue, cst.Break)
 
 # torch.cuda APIs that only query or tune the GPU: skipping them on Neuron loses nothing the port needs.
@@ -70,7 +71,8 @@ class DeviceWork(cst.CSTVisitor):
                     a.keyword is not None and a.keyword.value in _DEVICE_KEYWORDS for a in node.args):
                 self.needed = True
         elif self.choosing and isinstance(node, cst.Attribute) and node.attr.value.isupper() and bool(
-                {"cuda", "gpu", "cpu", "mps"} & set(words(node.attr.value))):
+                {"cuda", "gpu", "cpu", "mps"} & set(words(node.attr.value))) and _DEVICE_ENUM.search(
+                self.ctx.source(node.value)):
             self.needed = True  # `Device.CUDA`, `Accelerator.GPU`: a device named by an enum member
         elif isinstance(node, cst.SimpleString):
             self.needed = bool(_DEVICE_TEXT.fullmatch(node.value))
