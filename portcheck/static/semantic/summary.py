@@ -55,7 +55,8 @@ _DATA_BASES = ("torch.utils.data.Dataset", "torch.utils.data.IterableDataset", "
 # passed (`collate_fn=collate`), or an object whose methods do it (`data_collator=Collator(...)`, as "Collator()").
 _HOST_KEYWORDS = frozenset({"collate_fn", "worker_init_fn", "data_collator"})
 _VENDOR_MODULES = ("tensorrt", "torch_tensorrt", "openvino", "coremltools", "onnxruntime", "tensorflow", "paddle",
-                   "pycuda", "polygraphy", "tflite_runtime", "ai_edge_litert", "ncnn", "rknn")
+                   "pycuda", "polygraphy", "tflite_runtime", "ai_edge_litert", "ncnn", "rknn", "rknnlite", "MNN",
+                   "ais_bench", "tritonclient", "hailo_platform", "executorch")
 _VENDOR_TESTS = frozenset({"torch.onnx.is_in_onnx_export", "torch.jit.is_tracing", "torch.jit.is_scripting",
                            "torch.onnx.is_onnx_exporting"})
 
