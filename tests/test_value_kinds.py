@@ -575,3 +575,21 @@ def test_a_probe_that_picks_no_device_is_info(body, severity):
     a device keyword), refuses to run, or whose value goes where the check cannot follow stays a warning."""
     found = severities(f"import torch\n\n\ndef f(model, n):\n    {body}\n")
     assert found[(5, "PC104")] == severity
+
+
+def test_a_function_whose_every_return_is_a_python_float_is_a_measure():
+    """`return float(correct), float(total)`: the function measures, its tensors are read back; a data-dependent
+    shape there never reaches a compiled graph. One that also returns a tensor is model code."""
+    found = severities("""\
+        import torch
+
+        def accuracy(log_probs, targets, mask):
+            picked = log_probs.argmax(-1).masked_select(mask)
+            return float((picked == targets.masked_select(mask)).sum()), float(mask.sum())
+
+        def select(log_probs, mask):
+            if mask is None:
+                return float(log_probs.sum())
+            return log_probs.masked_select(mask)
+        """)
+    assert (4, "PC203") not in found and (10, "PC203") in found

@@ -27,12 +27,13 @@ _PICKLING = frozenset({"pickle.loads", "pickle.dumps", "pickle.load", "pickle.du
 
 def host_function(ctx: Context) -> str | None:
     """The enclosing function that runs on the host: named as one of _HOST_FUNCTIONS, one that pickles objects, or
-    one declared to return a Python float or bool (`-> float`, `-> bool`): a measure (a metric, a statistic) or a
+    one declared to return a Python float or bool (`-> float`, `-> bool`) or whose every `return` gives one
+    (`return float(correct), float(total)`): a measure (a metric, a statistic) or a
     predicate on the data, which reads its tensors back, so it is not part of a compiled graph, whose results are
     tensors. (`-> int` is not: a size helper such as `maybe_num_nodes` is called from `forward`, and its
     data-dependent result is the problem.)"""
     return next((f.name.value for f in ctx.functions if _HOST_FUNCTIONS.fullmatch(f.name.value)
-                 or _returns_python_scalar(f) or _pickles(ctx, f)), None)
+                 or _returns_python_scalar(ctx, f) or _pickles(ctx, f)), None)
 
 
 def _pickles(ctx: Context, function: cst.FunctionDef) -> bool:
@@ -53,9 +54,36 @@ def _pickles(ctx: Context, function: cst.FunctionDef) -> bool:
     return ctx.memo("pickles", function, compute)
 
 
-def _returns_python_scalar(function: cst.FunctionDef) -> bool:
+def _returns_python_scalar(ctx: Context, function: cst.FunctionDef) -> bool:
+    """Declared to return a float or bool, or every `return` gives `float(...)` / `bool(...)` or a tuple of them
+    (`return float(correct), float(total)`)."""
     returns = function.returns.annotation if function.returns is not None else None
-    return isinstance(returns, cst.Name) and returns.value in ("float", "bool")
+    if isinstance(returns, cst.Name) and returns.value in ("float", "bool"):
+        return True
+    return ctx.memo("returns-scalars", function, lambda: _scalar_returns(function))
+
+
+def _scalar_returns(function: cst.FunctionDef) -> bool:
+    values: list[cst.BaseExpression | None] = []
+
+    class Returns(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is function
+
+        def visit_Lambda(self, node: cst.Lambda) -> bool:
+            return False
+
+        def visit_Return(self, node: cst.Return) -> None:
+            values.append(node.value)
+
+    def scalar(value: cst.BaseExpression | None) -> bool:
+        if isinstance(value, (cst.Tuple, cst.List)):
+            return bool(value.elements) and all(scalar(e.value) for e in value.elements)
+        return isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value in (
+            "float", "bool")
+
+    visit(function, Returns())
+    return bool(values) and all(scalar(v) for v in values)
 
 
 def report_compiled(ctx: Context, rule: type[Rule], node: cst.CSTNode, message: str | None = None,
