@@ -853,3 +853,51 @@ def test_calls_under_a_cuda_conditional_expression_or_a_probe_held_in_a_name_are
     assert found[("info.py", 4, "PC105")] == Severity.INFO
     assert found[("info.py", 7, "PC105")] == Severity.INFO
     assert found[("info.py", 10, "PC105")] == Severity.ERROR
+
+
+def test_a_class_that_updates_a_state_and_computes_a_result_is_a_metric(tmp_path):
+    """A class with `update` and `compute` (its own or its project base's) keeps a metric: its methods, and what
+    only they call, run on the host side of the step, and its `forward` (a Module's) is no model's. A model's
+    `forward` calling the same helper keeps the finding there."""
+    _tree(tmp_path, {"metrics.py": """\
+        import torch
+
+
+        class Metric(torch.nn.Module):
+            def forward(self, preds, target):
+                self.update(preds, target)
+                return self.compute()
+
+
+        class AUROC(Metric):
+            def update(self, preds, target):
+                self.preds, self.target = preds, target
+
+            def compute(self):
+                return curve(self.preds, self.target)
+
+
+        def curve(preds, target):
+            keep = target >= 0
+            return preds[keep]
+
+
+        def shared(x):
+            return x[x > 0]
+
+
+        class Net(torch.nn.Module):
+            def forward(self, x):
+                return shared(x)
+
+
+        class Tracker(Metric):
+            def update(self, x, y):
+                self.x = shared(x)
+
+            def compute(self):
+                return self.x
+        """})
+    found = _scan(tmp_path)
+    assert found[("metrics.py", 20, "PC204")] == Severity.INFO
+    assert found[("metrics.py", 24, "PC204")] == Severity.ERROR

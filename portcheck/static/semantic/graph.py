@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 
 from portcheck.findings import FileResult, Finding, Severity
 from portcheck.rules import contexts_of
+from portcheck.static.semantic.classes import known_base, metric_classes
 from portcheck.static.semantic.modules import module_of
 from portcheck.static.semantic.project import (
     DEPTH,
@@ -127,11 +128,12 @@ def facts(project: Project) -> Facts:
                     queue.append(callee)
         return seen
 
-    forward = reach((f for f, n in project.nodes.items() if (
+    metrics = metric_classes(project)
+    forward = reach((f for f, n in project.nodes.items() if project.class_of(n) not in metrics and ((
         FORWARD in n.function.roles and not _plain(project, project.class_of(n))) or (
-        n.function.name.endswith(".__call__") and _is_module(project, project.class_of(n)))), skipped)
+        n.function.name.endswith(".__call__") and _is_module(project, project.class_of(n))))), skipped)
     device = forward | reach((f for f, n in project.nodes.items() if STEP in n.function.roles), skipped)
-    host_roots = {f for f, n in project.nodes.items() if HOST in n.function.roles}
+    host_roots = {f for f, n in project.nodes.items() if HOST in n.function.roles or project.class_of(n) in metrics}
     for node in project.nodes.values():
         for ref in node.function.host_refs:
             if ref.endswith("()"):  # an object made there: its class's methods do the work
@@ -166,19 +168,6 @@ def _vendor_roots(project: Project) -> set[str]:
     return roots | {f for f, n in project.nodes.items() if project.class_of(n) in wrappers}
 
 
-def _known_base(project: Project, cls: str, base: str) -> list[str]:
-    """The tree's classes a base of `cls` may be: a name defined in the class's own module (`:Base`, recorded
-    unresolved) looked up from the class's scope outwards, else what `Project.known_classes` finds."""
-    if not base.startswith(":"):
-        return project.known_classes(base)
-    scope = cls
-    while "." in scope:
-        scope = scope.rsplit(".", 1)[0]
-        if f"{scope}.{base[1:]}" in project.classes:
-            return [f"{scope}.{base[1:]}"]
-    return []
-
-
 def _plain(project: Project, cls: str | None, depth: int = 0) -> bool:
     """`cls` is certainly no torch Module: each base is a known plain base or a plain class of the project. A
     base the project does not hold (a library's class) may be a Module: not plain."""
@@ -187,7 +176,7 @@ def _plain(project: Project, cls: str | None, depth: int = 0) -> bool:
     for base in project.classes[cls]:
         if base in _PLAIN_BASES:
             continue
-        known = _known_base(project, cls, base)
+        known = known_base(project, cls, base)
         if not known or not all(_plain(project, k, depth + 1) for k in known):
             return False
     return True
@@ -201,7 +190,7 @@ def _is_module(project: Project, cls: str | None, depth: int = 0) -> bool:
     for base in project.classes.get(cls, ()):
         if base in _MODULE_BASES:
             return True
-        known = _known_base(project, cls, base)
+        known = known_base(project, cls, base)
         if any(_is_module(project, k, depth + 1) for k in known):
             return True
     return False
