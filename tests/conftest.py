@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
+import zygote
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
@@ -21,22 +22,44 @@ CACHE = Path(tempfile.mkdtemp(prefix="portcheck-test-cache-"))
 
 
 def pytest_sessionstart(session):
-    """portcheck's modules byte-compiled once, before any worker starts. The suite starts about a thousand Python
-    processes that import portcheck (each CLI run, each trace's parent and child); where PYTHONDONTWRITEBYTECODE is
-    set (this project's machine sets it), none of them keeps what it compiled, and each compiled every module it
-    imports again: about 0.17 s of CPU a process."""
+    """portcheck's modules byte-compiled once, before any worker starts. The suite starts hundreds of Python
+    processes that import portcheck (CLI runs that need a fresh interpreter, trace children that cannot be forked);
+    where PYTHONDONTWRITEBYTECODE is set (this project's machine sets it), none of them keeps what it compiled, and
+    each compiled every module it imports again: about 0.17 s of CPU a process. A process that runs tests starts
+    its zygote now, so that it imports while the first tests run."""
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         compileall.compile_dir(ROOT / "portcheck", quiet=1)
+    if os.environ.get("PYTEST_XDIST_WORKER") or not getattr(session.config.option, "numprocesses", None):
+        for kind in zygote.KINDS:
+            zygote.started(kind, BASE_ENV)
 
 
-def run_portcheck(*args, cwd=None, stdin=None, env=None):
-    """portcheck as a user runs it: a child process, its exit code, stdout and stderr."""
-    full_env = {k: v for k, v in os.environ.items() if k != "FORCE_COLOR"}
-    full_env.update({"NO_COLOR": "1", "PORTCHECK_CACHE_DIR": str(CACHE), **(env or {})})
-    return subprocess.run(
-        [sys.executable, "-m", "portcheck", *args], cwd=cwd or ROOT, input=stdin,
-        capture_output=True, text=isinstance(stdin, str) or stdin is None, env=full_env, timeout=120,
-    )
+def pytest_sessionfinish(session):
+    zygote.close()
+
+
+# The environment of `portcheck` as the tests run it (run_portcheck): colours off, the shared results cache.
+BASE_ENV = {k: v for k, v in os.environ.items() if k != "FORCE_COLOR"} | {"NO_COLOR": "1",
+                                                                          "PORTCHECK_CACHE_DIR": str(CACHE)}
+
+
+def run_command(args, *, cwd=ROOT, env=None, input=None, text=True, timeout=None, fresh=False):
+    """`python -m portcheck ARGS` as subprocess.run(..., capture_output=True) runs it: forked from this test
+    process's zygote (tests/zygote.py) where that starts as a fresh interpreter would, else (or with `fresh`: a
+    test of the process itself, its signals, time limits or start) a fresh interpreter. `env` is the whole
+    environment (os.environ's when None)."""
+    env = dict(os.environ if env is None else env)
+    forks = None if fresh else zygote.started("hf" if "--hf-config" in args else "plain", BASE_ENV)
+    if forks is not None and forks.equivalent(env, Path(cwd)):
+        return forks.run(list(args), cwd=Path(cwd), env=env, input=input, text=text, timeout=timeout)
+    return subprocess.run([sys.executable, "-m", "portcheck", *args], cwd=cwd, input=input, capture_output=True,
+                          text=text, env=env, timeout=timeout)
+
+
+def run_portcheck(*args, cwd=None, stdin=None, env=None, fresh=False):
+    """portcheck as a user runs it: a child process, its exit code, stdout and stderr (run_command)."""
+    return run_command(args, cwd=cwd or ROOT, input=stdin, text=isinstance(stdin, str) or stdin is None,
+                       env={**BASE_ENV, **(env or {})}, timeout=120, fresh=fresh)
 
 
 @pytest.fixture
@@ -129,8 +152,7 @@ class SharedRuns:
                 if wanted is not None:
                     script = here / wanted.name
                     argv[argv.index("<script>")] = str(script)
-                done = subprocess.run([sys.executable, "-m", "portcheck", *argv], cwd=cwd, capture_output=True,
-                                      text=True, timeout=timeout)
+                done = run_command(argv, cwd=cwd, timeout=timeout)
                 record.write_text(json.dumps({"args": done.args, "returncode": done.returncode, "stdout": done.stdout,
                                               "stderr": done.stderr, "script": script and str(script)}))
         made = json.loads(record.read_text())

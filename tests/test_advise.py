@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import run_command
 
 from portcheck.advise.model import with_numbers
 from portcheck.advise.plan import PlanError, make_plan
@@ -384,8 +385,7 @@ def test_every_reason_has_a_source():
 # --- the command, for real: a child process, real torch and transformers, tiny models -----------------------
 
 def run(*args: str, cwd: Path = ROOT, timeout: float = 240) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "portcheck", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout)
+    return run_command(args, cwd=cwd, timeout=timeout)
 
 
 # torch installed, for the tests whose `portcheck advise` child processes trace a model (this one needn't import it)
