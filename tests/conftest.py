@@ -52,6 +52,7 @@ def run_command(args, *, cwd=ROOT, env=None, input=None, text=True, timeout=None
     forks = None if fresh else zygote.started("hf" if "--hf-config" in args else "plain", BASE_ENV)
     if forks is not None and forks.equivalent(env, Path(cwd)):
         return forks.run(list(args), cwd=Path(cwd), env=env, input=input, text=text, timeout=timeout)
+    zygote._log(f"command started fresh{' (asked)' if fresh else ''}: portcheck {' '.join(map(str, args))[:200]}")
     return subprocess.run([sys.executable, "-m", "portcheck", *args], cwd=cwd, input=input, capture_output=True,
                           text=text, env=env, timeout=timeout)
 

@@ -84,3 +84,62 @@ def test_a_variable_read_as_python_starts_is_read_as_a_fresh_interpreter_would(t
     # the encoding of stdout, fixed as Python starts: the file's name is written in it, or escaped
     env = {**BASE_ENV, "PYTHONIOENCODING": "latin-1"}
     assert _same(["scan", "--isolated", "--no-cache", "名.py"], tmp_path, env=env)[0] == 1
+
+
+# A trace child that writes its sys.modules (in order) as the model's eager run begins, then goes on as usual.
+# How tests/data/zygote_*.txt were made (zygote_hf.txt: what every model of its list had).
+AT_EAGER_RUN = """import runpy
+import sys
+
+from portcheck.dynamic import load
+
+eager = load.run_eagerly
+
+
+def run_eagerly(loaded):
+    with open(sys.argv[3], "w") as handle:
+        handle.write("\\n".join(name for name in sys.modules if name not in ("__main__", "portcheck.dynamic.child")))
+    return eager(loaded)
+
+
+load.run_eagerly = run_eagerly
+runpy.run_module("portcheck.dynamic.child", run_name="__main__", alter_sys=True)  # as `python -P -m` runs it
+"""
+
+
+def _at_eager_run(model: str, hf_config: str, tmp_path: Path) -> list[str]:
+    """sys.modules of a fresh trace child as the model's eager run begins, less __main__ and the model's module."""
+    import subprocess
+    import sys
+
+    from portcheck.dynamic.request import TraceRequest
+    from portcheck.dynamic.runner import child_environment
+
+    request = tmp_path / "request.json"
+    request.write_text(TraceRequest(model=model, hf_config=hf_config, shapes=False).to_json())
+    listed = tmp_path / "modules.txt"
+    done = subprocess.run([sys.executable, "-P", "-c", AT_EAGER_RUN, str(request), str(tmp_path / "result.json"),
+                           str(listed)], cwd=ROOT, env=child_environment(BASE_ENV), capture_output=True, timeout=300)
+    assert done.returncode == 0 and listed.exists(), done.stdout[-2000:]
+    stem = Path(model.partition(":")[0]).stem
+    return [name for name in listed.read_text().split("\n") if name != stem]
+
+
+def _listed(kind: str) -> list[str]:
+    text = (ROOT / "tests" / "data" / f"zygote_{kind}.txt").read_text()
+    return [line for line in text.split("\n") if line and not line.startswith("#")]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="portcheck trace needs torch")
+def test_the_plain_zygote_imports_what_a_child_has_as_the_eager_run_begins(tmp_path):
+    """No more (a module a model's eager run imports would not be recorded as run in a fork) and no less (a fork
+    would import it again). On a failure, tests/data/zygote_plain.txt is to be this list: a module.txt here."""
+    found = _at_eager_run("fixtures/models/clean_mlp.py:build", "", tmp_path)
+    assert set(found) == set(_listed("plain")), (tmp_path / "modules.txt")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("transformers") is None, reason="needs transformers")
+def test_the_hf_zygote_imports_only_what_an_hf_child_has_as_the_eager_run_begins(tmp_path):
+    found = set(_at_eager_run("", "fixtures/models/hf/llama", tmp_path))
+    plain, hf = set(_listed("plain")), set(_listed("hf"))
+    assert plain <= hf and hf <= found, sorted(hf - found)

@@ -44,10 +44,11 @@ KINDS = ("plain", "hf")
 # PYTHONUNBUFFERED are made as the request says (sys.path and stdio), PYTHONHASHSEED is the trace child's (0).
 _AT_START = ("PYTHON", "LANG", "LC_", "LANGUAGE")
 _MADE_HERE = ("PYTHONPATH", "PYTHONUNBUFFERED", "PYTHONHASHSEED")
-# Read when portcheck runs, never at import (and pytest's name of the test under way): a trace child's environment
-# may differ from the zygote's in these.
+# Read when portcheck runs, never at import (and pytest's name of the test under way, and the directory torch's
+# compiler sets for itself once it compiles, in a test process that ran torch): a trace child's environment may
+# differ from the zygote's in these.
 _READ_LATER = ("NO_COLOR", "FORCE_COLOR", "PORTCHECK_CACHE_DIR", "PORTCHECK_TRACE_RUN", "PORTCHECK_TRACE_PARENT",
-               "PYTEST_CURRENT_TEST")
+               "PYTEST_CURRENT_TEST", "TORCHINDUCTOR_CACHE_DIR")
 _KEEP: list[object] = []  # the stdio objects a fork replaced, kept so that collecting them never closes fd 0-2
 
 
@@ -262,13 +263,16 @@ def _trace_child(request_path: Path, result_path: Path, cwd: Path, env: dict[str
     from portcheck.dynamic.request import TraceRequest
 
     request = TraceRequest.from_json(request_path.read_text(encoding="utf-8"))
-    mine = {k: v for k, v in env.items() if k not in (*_READ_LATER, "PYTHONPATH")}
+    # a variable the imports set (a test process that imported torch itself has them) is as the child's imports set it
+    mine = {k: v for k, v in env.items() if k not in (*_READ_LATER, "PYTHONPATH") and _IMPORTS_SET.get(k) != v}
     zygote = {k: v for k, v in _ZYGOTE_ENV.items() if k not in (*_READ_LATER, "PYTHONPATH")}
     path = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     before = [p for p in _ZYGOTE_ENV.get("PYTHONPATH", "").split(os.pathsep) if p]
     if (mine != zygote or not set(before) <= set(path) or _shadows([p for p in path if p not in before], _places())
             or threading.active_count() != 1 or (_KIND == ["hf"] and not request.hf_config)
             or request.memory_limit not in (0, runner.default_memory_limit())):
+        _log(f"trace child started fresh: {sorted(k for k in {*mine, *zygote} if mine.get(k) != zygote.get(k))} "
+             f"differ, threads {threading.active_count()}, zygote {_KIND}, {request.hf_config or request.model}")
         return runner._start_fresh(request_path, result_path, cwd, env)
     read, write = os.pipe()
     pid = os.fork()
@@ -300,6 +304,13 @@ def _trace_child(request_path: Path, result_path: Path, cwd: Path, env: dict[str
             os._exit(status)
     os.close(write)
     return _Forked(pid, open(read, "rb"))  # run_child's reader closes it
+
+
+def _log(line: str) -> None:
+    """Why a fork was not made, to the file PORTCHECK_ZYGOTE_LOG names (where a suite's time goes)."""
+    if where := (_ZYGOTE_ENV or os.environ).get("PORTCHECK_ZYGOTE_LOG"):
+        with open(where, "a", encoding="utf-8") as log:
+            log.write(f"{os.environ.get('PYTEST_CURRENT_TEST', '')}: {line}\n")
 
 
 _FILTERS: list = []  # the warning filters of the zygote once it imported: a trace child's when it starts
