@@ -11,12 +11,13 @@ process, its exit code and its output. That process's trace child is forked from
 already) where the child's environment is the one the zygote imported torch in; otherwise it is started fresh
 (runner._start_fresh), as it always is outside the tests.
 
-What a fork cannot give, a test that checks it runs a real interpreter (conftest.run_portcheck(fresh=True)):
-signals, killing and time limits of the command itself, its memory cap, what is read at interpreter start
-(a PYTHON* or locale variable that differs from the zygote's: the client falls back by itself), and a module in
-the working directory shadowing one the zygote has imported already.
+Where a fork would not start as a fresh interpreter does, the process is started fresh by itself: a PYTHON* or
+locale variable read at start that differs from the zygote's, a module in the working directory or on PYTHONPATH
+in place of one the zygote imported, and for the trace child any other difference of environment or a memory cap
+of its own (PORTCHECK_ZYGOTE_LOG=FILE says which). A test of the process itself asks for a fresh one
+(conftest.run_command(fresh=True)): signals, killing and time limits, how the trace child is started and swept.
 
-Run as a script, it is the zygote: `python -P tests/zygote.py LISTENER_FD`."""
+Run as a script, it is the zygote: `python -P tests/zygote.py LISTENER_FD KIND PLACES_FILE`."""
 
 from __future__ import annotations
 
