@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
+import zygote
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
@@ -21,22 +22,45 @@ CACHE = Path(tempfile.mkdtemp(prefix="portcheck-test-cache-"))
 
 
 def pytest_sessionstart(session):
-    """portcheck's modules byte-compiled once, before any worker starts. The suite starts about a thousand Python
-    processes that import portcheck (each CLI run, each trace's parent and child); where PYTHONDONTWRITEBYTECODE is
-    set (this project's machine sets it), none of them keeps what it compiled, and each compiled every module it
-    imports again: about 0.17 s of CPU a process."""
+    """portcheck's modules byte-compiled once, before any worker starts. The suite starts hundreds of Python
+    processes that import portcheck (CLI runs that need a fresh interpreter, trace children that cannot be forked);
+    where PYTHONDONTWRITEBYTECODE is set (this project's machine sets it), none of them keeps what it compiled, and
+    each compiled every module it imports again: about 0.17 s of CPU a process. A process that runs tests starts
+    its zygote now, so that it imports while the first tests run."""
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         compileall.compile_dir(ROOT / "portcheck", quiet=1)
+    if os.environ.get("PYTEST_XDIST_WORKER") or not getattr(session.config.option, "numprocesses", None):
+        for kind in zygote.KINDS:
+            zygote.started(kind, BASE_ENV)
 
 
-def run_portcheck(*args, cwd=None, stdin=None, env=None):
-    """portcheck as a user runs it: a child process, its exit code, stdout and stderr."""
-    full_env = {k: v for k, v in os.environ.items() if k != "FORCE_COLOR"}
-    full_env.update({"NO_COLOR": "1", "PORTCHECK_CACHE_DIR": str(CACHE), **(env or {})})
-    return subprocess.run(
-        [sys.executable, "-m", "portcheck", *args], cwd=cwd or ROOT, input=stdin,
-        capture_output=True, text=isinstance(stdin, str) or stdin is None, env=full_env, timeout=120,
-    )
+def pytest_sessionfinish(session):
+    zygote.close()
+
+
+# The environment of `portcheck` as the tests run it (run_portcheck): colours off, the shared results cache.
+BASE_ENV = {k: v for k, v in os.environ.items() if k != "FORCE_COLOR"} | {"NO_COLOR": "1",
+                                                                          "PORTCHECK_CACHE_DIR": str(CACHE)}
+
+
+def run_command(args, *, cwd=ROOT, env=None, input=None, text=True, timeout=None, fresh=False):
+    """`python -m portcheck ARGS` as subprocess.run(..., capture_output=True) runs it: forked from this test
+    process's zygote (tests/zygote.py) where that starts as a fresh interpreter would, else (or with `fresh`: a
+    test of the process itself, its signals, time limits or start) a fresh interpreter. `env` is the whole
+    environment (os.environ's when None)."""
+    env = dict(os.environ if env is None else env)
+    forks = None if fresh else zygote.started("hf" if "--hf-config" in args else "plain", BASE_ENV)
+    if forks is not None and forks.equivalent(env, Path(cwd)):
+        return forks.run(list(args), cwd=Path(cwd), env=env, input=input, text=text, timeout=timeout)
+    zygote._log(f"command started fresh{' (asked)' if fresh else ''}: portcheck {' '.join(map(str, args))[:200]}")
+    return subprocess.run([sys.executable, "-m", "portcheck", *args], cwd=cwd, input=input, capture_output=True,
+                          text=text, env=env, timeout=timeout)
+
+
+def run_portcheck(*args, cwd=None, stdin=None, env=None, fresh=False):
+    """portcheck as a user runs it: a child process, its exit code, stdout and stderr (run_command)."""
+    return run_command(args, cwd=cwd or ROOT, input=stdin, text=isinstance(stdin, str) or stdin is None,
+                       env={**BASE_ENV, **(env or {})}, timeout=120, fresh=fresh)
 
 
 @pytest.fixture
@@ -129,8 +153,7 @@ class SharedRuns:
                 if wanted is not None:
                     script = here / wanted.name
                     argv[argv.index("<script>")] = str(script)
-                done = subprocess.run([sys.executable, "-m", "portcheck", *argv], cwd=cwd, capture_output=True,
-                                      text=True, timeout=timeout)
+                done = run_command(argv, cwd=cwd, timeout=timeout)
                 record.write_text(json.dumps({"args": done.args, "returncode": done.returncode, "stdout": done.stdout,
                                               "stderr": done.stderr, "script": script and str(script)}))
         made = json.loads(record.read_text())
@@ -153,67 +176,62 @@ def shared_directory(tmp_path_factory, name: str) -> Path:
     return shared
 
 
-# The longest tests (CPU seconds each, child processes included: what one core spends on it; measured with
-# tests/-wide rusage on 2 xdist workers on this project's 2-core machine), handed out first so that the last tests
-# left for the workers are short ones and the workers finish together; everything else keeps its order.
+# The longest tests (CPU seconds each, child processes included, the zygotes' forks too: what one core spends on it;
+# measured with tests/-wide rusage on 2 xdist workers on this project's 2-core machine, 2026-12-05), handed out first
+# so that the last tests left for the workers are short ones and the workers finish together; everything else keeps
+# its order.
 LONGEST = {
-    "test_advise.py::test_a_full_size_script_dry_runs_on_the_meta_device": 49,
     # mypy over portcheck/ with a cold cache (a clean clone has none): it reads torch's annotations
-    "test_types.py::test_mypy_passes_on_portcheck": 43,
-    "test_trace.py::test_mixtral_eager_experts_are_data_dependent": 18,
-    "test_trace.py::test_mixtral_grouped_and_batched_dispatch_get_their_real_status": 18,
-    "test_trn3.py::test_advise_plans_a_shipped_llm_config_on_trn3_through_vllm_neuron": 18,
-    "test_trace_path.py::test_transformers_files_read_and_their_findings_are_the_same_for_both_targets": 16,
-    "test_trace_probe.py::test_the_whole_command_gives_byte_identical_json_under_load": 14,
-    "test_advise.py::test_a_script_with_tensor_parallelism_says_what_it_compiles": 13,
-    "test_advise.py::test_a_traced_model_gives_int64_flags_on_trn2_native_only": 13,
-    "test_advise.py::test_emitted_scripts_run_here_as_dry_runs": 13,
-    "test_trace_inputs.py::test_a_vision_language_config_without_its_image_token_says_so": 12,
-    "test_trace_inputs.py::test_inputs_the_model_rejects_on_the_meta_device_stop_the_trace": 12,
-    "test_trace.py::test_eager_attention_is_an_attention_subgraph": 11,
-    "test_trace_path.py::test_transformers_code_the_model_never_ran_is_not_reported": 11,
+    "test_types.py::test_mypy_passes_on_portcheck": 45,
+    "test_advise.py::test_a_full_size_script_dry_runs_on_the_meta_device": 37,
+    "test_trace.py::test_mixtral_eager_experts_are_data_dependent": 17,
+    "test_trn3.py::test_advise_plans_a_shipped_llm_config_on_trn3_through_vllm_neuron": 16,
+    "test_trace_probe.py::test_the_whole_command_gives_byte_identical_json_under_load": 12,
     "test_report_page.py::test_every_finding_of_every_target_is_on_the_page": 10,
-    "test_static_engine.py::test_positions_of_any_node_match_position_provider_without_generating_the_module": 9,
-    "test_advise.py::test_a_tiny_traced_model_sized_by_hand": 8,
-    "test_advise.py::test_a_unet_is_compiled_as_one_and_sized_from_its_graph": 8,
-    "test_bad_input.py::test_fix_killed_at_random_moments_leaves_every_file_wholly_old_or_wholly_new": 8,
-    "test_trace.py::test_a_sort_within_topks_limit_is_quiet": 8,
-    "test_trn3.py::test_report_shows_trn3_next_to_trn2": 8,
-    "test_advise.py::test_numbers_override_what_the_trace_found": 7,
-    "test_advise_pooling.py::test_advise_emits_the_pooling_runner_from_the_checkpoint_directory": 7,
-    "test_fix_cli.py::test_fixing_the_shipped_examples_touches_only_fixed_lines": 7,
-    "test_hf_models.py::test_no_library_finding_from_code_the_model_did_not_run": 7,
-    "test_integrations.py::test_the_pre_commit_hook_fails_on_findings_and_passes_once_fixed": 7,
-    "test_scaffold.py::test_the_skeletons_pass_the_rule_tests": 7,
-    "test_server.py::test_saving_the_text_being_analysed_does_not_stop_it": 7,
-    "test_serving.py::test_a_compile_only_script_for_a_path_without_one_stops_with_a_reason": 7,
-    "test_trace.py::test_dynamic_axes_from_the_command_line": 7,
-    "test_trace.py::test_json_report_has_graph_ops_and_shapes": 7,
-    "test_trace.py::test_restrictions_follow_the_dtypes_the_graph_used": 7,
-    "test_trace_path.py::test_a_library_reports_only_lines_that_ran_and_the_user_file_whole": 7,
-    "test_trace_path.py::test_the_files_read_do_not_depend_on_the_target": 7,
-    "test_advise.py::test_a_script_for_a_build_callable_with_positional_inputs": 6,
-    "test_advise.py::test_a_script_passes_plain_arguments_in_their_place": 6,
-    "test_advise_recipes.py::test_a_script_rebuilds_dict_and_list_inputs": 6,
-    "test_cli.py::test_portcheck_scans_its_own_code_quiet": 6,
-    "test_hf_models.py::test_a_fixed_size_vision_model_is_not_probed_for_image_sizes": 6,
-    "test_hostile_input.py::test_groups_of_statements_find_what_the_whole_file_finds": 6,
-    "test_hostile_round3.py::test_a_large_baseline_is_read_in_memory_that_follows_the_findings": 6,
-    "test_report_page.py::test_each_model_shows_its_capture_ops_and_plan_per_target_as_trace_and_advise_report_them": 6,
-    "test_static_engine.py::test_the_fast_engine_reports_what_the_slow_one_does_on_every_fixture": 6,
-    "test_trace.py::test_inputs_from_the_command_line": 6,
-    "test_trace.py::test_sequence_buckets_follow_the_position_limit": 6,
-    "test_trace.py::test_transformers_models_trace_clean": 6,
-    "test_hf_models.py::test_on_the_meta_device_the_eager_run_is_skipped_and_said": 5,
-    "test_properties.py::test_fixes_on_generated_porting_code_parse_and_are_idempotent": 5,
-    "test_serving.py::test_the_vllm_script_dry_runs_here_and_shows_the_command": 5,
-    "test_trace.py::test_fixture_models_report_their_markers": 5,
-    "test_trace.py::test_module_spec_from_the_working_directory": 5,
-    "test_trace.py::test_neuron_analyze_reports_its_absence": 5,
-    "test_trace.py::test_a_model_that_fails_gets_one_line_and_exit_2": 3,
+    "test_trace.py::test_mixtral_grouped_and_batched_dispatch_get_their_real_status": 9,
+    "test_static_engine.py::test_positions_of_any_node_match_position_provider_without_generating_the_module": 8,
+    "test_style.py::test_portcheck_scans_its_own_code_quiet": 8,
     # each model's tests share one trace on one worker (an xdist_group): the group starts with its first test
-    "test_hf_models.py::test_each_model_exports_whole": 12,
-    "test_hf_models.py::test_each_model_gets_the_inputs_it_takes": 12,
+    "test_hf_models.py::test_each_model_exports_whole": 8,
+    "test_advise.py::test_emitted_scripts_run_here_as_dry_runs": 8,
+    "test_advise.py::test_a_script_with_tensor_parallelism_says_what_it_compiles": 8,
+    "test_scaffold.py::test_the_skeletons_pass_the_rule_tests": 8,
+    "test_bad_input.py::test_fix_killed_at_random_moments_leaves_every_file_wholly_old_or_wholly_new": 7,
+    "test_integrations.py::test_the_pre_commit_hook_fails_on_findings_and_passes_once_fixed": 7,
+    "test_server.py::test_an_edit_stops_the_analysis_of_the_text_it_replaces": 7,
+    "test_cli.py::test_portcheck_scans_its_own_code_quiet": 7,
+    "test_zygote.py::test_a_forked_trace_reports_what_a_fresh_one_does": 7,
+    "test_advise.py::test_a_unet_is_compiled_as_one_and_sized_from_its_graph": 7,
+    "test_hostile_round3.py::test_a_large_baseline_is_read_in_memory_that_follows_the_findings": 6,
+    "test_advise.py::test_numbers_override_what_the_trace_found": 6,
+    "test_properties.py::test_fixes_on_generated_porting_code_parse_and_are_idempotent": 6,
+    "test_hf_models.py::test_no_library_finding_from_code_the_model_did_not_run": 6,
+    "test_trace_path.py::test_a_library_reports_only_lines_that_ran_and_the_user_file_whole": 6,
+    "test_report_page.py::test_each_model_shows_its_capture_ops_and_plan_per_target_as_trace_and_advise_report_them": 6,
+    "test_serving.py::test_the_vllm_script_dry_runs_here_and_shows_the_command": 6,
+    "test_static_engine.py::test_the_fast_engine_reports_what_the_slow_one_does_on_every_fixture": 5,
+    "test_hostile_round3.py::test_an_if_test_of_hundreds_of_terms_is_analysed_not_too_deep": 5,
+    "test_hf_models.py::test_a_fixed_size_vision_model_is_not_probed_for_image_sizes": 5,
+    "test_hostile_input.py::test_groups_of_statements_find_what_the_whole_file_finds": 5,
+    "test_advise.py::test_a_traced_model_gives_int64_flags_on_trn2_native_only": 5,
+    "test_fix_cli.py::test_fixing_the_shipped_examples_touches_only_fixed_lines": 5,
+    "test_report_page.py::test_advise_and_trace_show_their_steps_on_a_terminal_and_nothing_otherwise": 5,
+    "test_serving.py::test_the_script_builds_the_model_in_its_serving_dtype": 5,
+    "test_hf_models.py::test_on_the_meta_device_the_eager_run_is_skipped_and_said": 5,
+    "test_trace_path.py::test_transformers_files_read_and_their_findings_are_the_same_for_both_targets": 4,
+    "test_server.py::test_the_trace_command_runs_the_model_in_the_traces_child_and_shows_its_findings": 4,
+    "test_trace_judgment.py::test_the_trace_weighs_its_findings": 4,
+    "test_hostile_input.py::test_trace_child_imports_nothing_from_the_working_directory": 4,
+    "test_hostile_input.py::test_a_large_generated_module_is_analysed_not_refused": 4,
+    "test_hostile_world.py::test_a_process_with_a_clean_environment_and_its_own_session_is_swept": 4,
+    "test_hostile_input.py::test_nothing_the_model_starts_outlives_the_trace": 4,
+    "test_trace_path.py::test_transformers_code_the_model_never_ran_is_not_reported": 4,
+    "test_trace_path.py::test_one_construct_one_finding_with_both_witnesses": 3,
+    "test_serving.py::test_a_compile_only_script_for_a_path_without_one_stops_with_a_reason": 3,
+    "test_zygote.py::test_a_trace_child_is_forked_from_the_zygote_unless_asked_fresh": 3,
+    "test_trn3.py::test_report_shows_trn3_next_to_trn2": 3,
+    "test_trace_exit.py::test_a_clean_model_with_advice_only_exits_0": 3,
+    "test_advise_pooling.py::test_advise_emits_the_pooling_runner_from_the_checkpoint_directory": 3,
 }
 
 

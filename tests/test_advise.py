@@ -18,11 +18,14 @@ import functools
 import importlib.util
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
+from unittest import mock
 
 import pytest
+from conftest import run_command
 
 from portcheck.advise.model import with_numbers
 from portcheck.advise.plan import PlanError, make_plan
@@ -384,8 +387,7 @@ def test_every_reason_has_a_source():
 # --- the command, for real: a child process, real torch and transformers, tiny models -----------------------
 
 def run(*args: str, cwd: Path = ROOT, timeout: float = 240) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "portcheck", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout)
+    return run_command(args, cwd=cwd, timeout=timeout)
 
 
 # torch installed, for the tests whose `portcheck advise` child processes trace a model (this one needn't import it)
@@ -640,7 +642,8 @@ def test_the_bucket_kernel_pads_to_the_next_bucket_and_refuses_longer(tmp_path, 
     assert report["plan"]["buckets"] == [128, 256]
     spec = importlib.util.spec_from_file_location("bringup", script)
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    with mock.patch.dict(os.environ):  # the script sets the plan's NEURON_* variables: not for the tests after this
+        spec.loader.exec_module(module)
     kernel = module.get_bucket_kernel()
     ids, mask = torch.ones(1, 130, dtype=torch.int64), torch.ones(1, 130, dtype=torch.int64)
     (padded_ids, padded_mask), index = kernel([ids, mask])

@@ -13,13 +13,13 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import run_command
 
 GOOD = "import torch\n\nx = torch.zeros(3).cuda()\n"
 
 
 def scan(*args: str, cwd: Path, stdin: bytes | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "portcheck", "scan", "--format", "json", *args], cwd=cwd,
-                          capture_output=True, input=stdin, timeout=300)
+    return run_command(["scan", "--format", "json", *args], cwd=cwd, input=stdin, text=False, timeout=300)
 
 
 def report_of(done: subprocess.CompletedProcess) -> dict:

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import run_command
 
 from portcheck.cache import Cache, code_version, content_hash
 from portcheck.findings import FileError, FileResult
@@ -23,8 +24,7 @@ OTHER = "import torch\n\ny = torch.zeros(3).to('cuda')\nz = torch.nonzero(y)\n"
 def scan(cwd: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     full = {k: v for k, v in os.environ.items() if k != "PORTCHECK_CACHE_DIR"}
     full.update({"NO_COLOR": "1", **(env or {})})
-    return subprocess.run([sys.executable, "-m", "portcheck", "scan", "--format", "json", *args], cwd=cwd,
-                          capture_output=True, text=True, env=full, timeout=120)
+    return run_command(["scan", "--format", "json", *args], cwd=cwd, env=full, timeout=120)
 
 
 @pytest.fixture

@@ -3,8 +3,9 @@ diff of stdin, and a review. Each file's job is made by one factory (`Settings.j
 
 import os
 import subprocess
-import sys
 from pathlib import Path
+
+from conftest import run_command
 
 # A fixable finding on the first line, then padding to about 3 KB: over a 0.002 MB (2 KiB) limit.
 BIG = "import torch\nx = torch.zeros(3).cuda()\n" + "".join(f"y{i} = {i}\n" for i in range(400))
@@ -13,8 +14,7 @@ ENV = {**os.environ, "NO_COLOR": "1", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONF
 
 
 def portcheck(*args: str, cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "portcheck", *args], cwd=cwd, capture_output=True, text=True,
-                          input=stdin, env=ENV, timeout=120)
+    return run_command(args, cwd=cwd, input=stdin, env=ENV, timeout=120)
 
 
 def test_the_big_file_is_over_the_limit_and_has_a_fixable_finding(tmp_path):

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import run_command
 
 if importlib.util.find_spec("torch") is None or importlib.util.find_spec("transformers") is None:
     pytest.skip("the Hugging Face models need torch and transformers", allow_module_level=True)
@@ -40,8 +41,7 @@ MODELS: dict[str, tuple[list[tuple[str, str | None]], bool | None, bool]] = {
 
 
 def _trace(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "portcheck", "trace", *args, "--isolated"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=400)
+    return run_command(["trace", *args, "--isolated"], cwd=ROOT, timeout=400)
 
 
 @pytest.fixture(scope="module")
@@ -104,8 +104,8 @@ def test_no_library_finding_from_code_the_model_did_not_run(name, traced):
     assert library, "no static finding in a library file: nothing to check"
     assert [f for f in library if not did_run(f)] == []
     files = sorted({f["path"] for f in library})
-    whole = subprocess.run([sys.executable, "-m", "portcheck", "scan", "--isolated", "--no-cache", "--exit-zero",
-                            "--format", "json", *files], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    whole = run_command(["scan", "--isolated", "--no-cache", "--exit-zero", "--format", "json", *files], cwd=ROOT,
+                        timeout=300)
     never_ran = [f for f in json.loads(whole.stdout)["findings"] if not did_run(f)]
     assert never_ran, "the whole files have no finding off the path: the check above proves nothing"
     assert not {(f["path"], f["line"], f["code"]) for f in never_ran} & {(f["path"], f["line"], f["code"]) for f in

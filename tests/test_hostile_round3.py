@@ -11,7 +11,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from conftest import FakeGitHub
+from conftest import FakeGitHub, run_command
 
 from portcheck import baseline
 from tests.test_hostile_world import _git, _repo
@@ -22,8 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def portcheck(*args: str, cwd: Path, stdin: bytes | None = None, env: dict[str, str] | None = None,
               timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "portcheck", *args], cwd=cwd, capture_output=True, input=stdin,
-                          timeout=timeout, env=env)
+    return run_command(args, cwd=cwd, input=stdin, text=False, timeout=timeout, env=env)
 
 
 # ---- the baseline: read an entry at a time --------------------------------------------------------------------

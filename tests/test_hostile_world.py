@@ -12,15 +12,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import FakeGitHub
+from conftest import FakeGitHub, run_command
 
 GOOD = "import torch\n\nx = torch.zeros(3).cuda()\n"
 
 
 def portcheck(*args: str, cwd: Path, stdin: bytes | None = None, env: dict[str, str] | None = None,
-              timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "portcheck", *args], cwd=cwd, capture_output=True, input=stdin,
-                          timeout=timeout, env=env)
+              timeout: float = 300, fresh: bool = False) -> subprocess.CompletedProcess:
+    return run_command(args, cwd=cwd, input=stdin, text=False, timeout=timeout, env=env, fresh=fresh)
 
 
 def _git(*args: str, cwd: Path) -> str:
@@ -732,7 +731,8 @@ def test_a_process_with_a_clean_environment_and_its_own_session_is_swept(tmp_pat
 
     where = tmp_path / "escaped-pid"
     (tmp_path / "model.py").write_text(ESCAPING_MODEL.format(where=str(where)))
-    done = portcheck("trace", "--isolated", "--no-shapes", "model.py:build", "--exit-zero", cwd=tmp_path)
+    done = portcheck("trace", "--isolated", "--no-shapes", "model.py:build", "--exit-zero", cwd=tmp_path,
+                     fresh=True)  # the child as portcheck starts it, not forked from a test's zygote
     assert done.returncode == 0, done.stderr
     escaped = int(where.read_text())
     try:

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import run_command
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = Path(__file__).with_name("sarif-schema-2.1.0.json")
@@ -25,8 +26,7 @@ values = torch.nonzero(x)
 
 
 def portcheck(*args: str, cwd: Path, stdin: str | None = None, env: dict | None = None):
-    return subprocess.run([sys.executable, "-m", "portcheck", *args], cwd=cwd, capture_output=True, text=True,
-                          input=stdin, env=env, timeout=120)
+    return run_command(args, cwd=cwd, input=stdin, env=env, timeout=120)
 
 
 @pytest.fixture

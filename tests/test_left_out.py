@@ -10,13 +10,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import run_command
 
 CODE = "import torch\nx = torch.zeros(3).cuda()\n"
 
 
 def portcheck(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "portcheck", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=120)
+    return run_command(args, cwd=cwd, timeout=120)
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import run_command
 
 from portcheck.knowledge import load
 from portcheck.static.compile.environments import pinned_series, satisfiable
@@ -20,8 +21,7 @@ ALL = frozenset(load().rules)
 
 
 def scan(*args: str, cwd: Path) -> tuple[dict, subprocess.CompletedProcess]:
-    done = subprocess.run([sys.executable, "-m", "portcheck", "scan", "--no-cache", "--format", "json", *args],
-                          cwd=cwd, capture_output=True, timeout=300)
+    done = run_command(["scan", "--no-cache", "--format", "json", *args], cwd=cwd, text=False, timeout=300)
     assert b"Traceback" not in done.stderr, done.stderr.decode()
     return json.loads(done.stdout), done
 

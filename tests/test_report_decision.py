@@ -13,6 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from conftest import run_command
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -40,8 +41,7 @@ def main():
 
 
 def portcheck(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "portcheck", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=300)
+    return run_command(args, cwd=cwd, timeout=300)
 
 
 def git(*args: str, cwd: Path) -> None:

@@ -13,14 +13,14 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from conftest import run_command
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "fixtures" / "examples"
 
 
 def portcheck(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "portcheck", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=300)
+    return run_command(args, cwd=cwd, timeout=300)
 
 
 class Page(HTMLParser):

@@ -6,11 +6,10 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import FakeGitHub
+from conftest import FakeGitHub, run_command
 
 TOKEN = "ghs_secret-token-123"
 
@@ -23,8 +22,7 @@ def git(*args: str, cwd: Path) -> str:
 
 
 def portcheck(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "portcheck", *args], cwd=cwd, capture_output=True, text=True,
-                          env=env, timeout=120)
+    return run_command(args, cwd=cwd, env=env, timeout=120)
 
 
 @pytest.fixture

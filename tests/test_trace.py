@@ -8,10 +8,10 @@ import json
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import run_command
 
 from portcheck.dynamic.request import DynamicAxis, InputSpec, RequestError, split_model_spec
 from portcheck.dynamic.results import op_status
@@ -27,8 +27,7 @@ MARK = re.compile(r"#\s*trace:\s*([A-Z0-9 ]+)")
 
 
 def trace(*args: str, cwd: Path = ROOT, timeout: float = 240, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "portcheck", "trace", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=timeout, env={**os.environ, **(env or {})})
+    return run_command(["trace", *args], cwd=cwd, timeout=timeout, env={**os.environ, **(env or {})})
 
 
 @pytest.fixture

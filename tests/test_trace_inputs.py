@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import subprocess
-import sys
+from pathlib import Path
 
 import pytest
+from conftest import run_command
 
 if importlib.util.find_spec("torch") is None or importlib.util.find_spec("transformers") is None:
     pytest.skip("needs torch and transformers", allow_module_level=True)
@@ -99,14 +99,13 @@ def _blip2_config(tmp_path, token: int | None) -> str:
 @pytest.mark.xdist_group("in-process-torch")
 def test_a_vision_language_config_without_its_image_token_says_so(tmp_path):
     # BLIP-2's config class leaves image_token_index null (its processor adds the token): no input can run it
-    done = subprocess.run([sys.executable, "-m", "portcheck", "trace", "--hf-config", _blip2_config(tmp_path, None),
-                           "--no-static", "--no-shapes"], capture_output=True, text=True, timeout=300)
+    done = run_command(["trace", "--hf-config", _blip2_config(tmp_path, None), "--no-static", "--no-shapes"],
+                       cwd=Path.cwd(), timeout=300)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "config names no image token id (`image_token_index` is null)" in done.stderr
     # with the id a shipped checkpoint sets, the made-up inputs carry one image token per query token and run
-    done = subprocess.run([sys.executable, "-m", "portcheck", "trace", "--hf-config", _blip2_config(tmp_path, 98),
-                           "--no-static", "--no-shapes", "--format", "json"], capture_output=True, text=True,
-                          timeout=300)
+    done = run_command(["trace", "--hf-config", _blip2_config(tmp_path, 98), "--no-static", "--no-shapes",
+                        "--format", "json"], cwd=Path.cwd(), timeout=300)
     assert done.returncode in (0, 1), done.stderr
     report = json.loads(done.stdout)
     assert report["graph"]["nodes"] > 0
@@ -125,16 +124,15 @@ def _paligemma_config(tmp_path) -> str:
 @pytest.mark.xdist_group("in-process-torch")
 def test_inputs_the_model_rejects_on_the_meta_device_stop_the_trace(tmp_path):
     folder = _paligemma_config(tmp_path)
-    trace = [sys.executable, "-m", "portcheck", "trace", "--hf-config", folder, "--device", "meta", "--no-static",
-             "--no-shapes"]
+    trace = ["trace", "--hf-config", folder, "--device", "meta", "--no-static", "--no-shapes"]
     # text without image tokens: the model's check that tokens and features match is a deferred assert on meta
-    done = subprocess.run([*trace, "--input", "input_ids=int64[1,20]", "--input", "pixel_values=float32[1,3,32,32]"],
-                          capture_output=True, text=True, timeout=300)
+    done = run_command([*trace, "--input", "input_ids=int64[1,20]", "--input", "pixel_values=float32[1,3,32,32]"],
+                       cwd=Path.cwd(), timeout=300)
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert "fail PaliGemmaForConditionalGeneration's own input check" in done.stderr
     assert "no findings are reported" in done.stderr
     # the inputs portcheck makes on meta carry one image token per feature (counted from meta shapes): they pass
-    done = subprocess.run([*trace, "--format", "json"], capture_output=True, text=True, timeout=300)
+    done = run_command([*trace, "--format", "json"], cwd=Path.cwd(), timeout=300)
     assert done.returncode in (0, 1), done.stderr
     report = json.loads(done.stdout)
     assert report["model"]["device"] == "meta" and report["graph"]["nodes"] > 0

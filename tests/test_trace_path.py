@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import run_command
 
 from portcheck.dynamic.ran import RanCode, Scope
 from portcheck.report.concise import terminal_path
@@ -29,8 +30,7 @@ TARGETS = ("trn2", "inf2")
 def run(*args: str, cwd: Path = ROOT, pythonpath: tuple[Path, ...] = ()) -> subprocess.CompletedProcess:
     path = os.pathsep.join([*map(str, (*pythonpath, ROOT)), os.environ.get("PYTHONPATH", "")])
     env = {**os.environ, "NO_COLOR": "1", "PYTHONPATH": path}
-    done = subprocess.run([sys.executable, "-m", "portcheck", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=300, env=env)
+    done = run_command(args, cwd=cwd, timeout=300, env=env)
     assert done.returncode in (0, 1), done.stderr
     assert "Traceback" not in done.stderr
     return done

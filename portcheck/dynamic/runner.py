@@ -16,8 +16,9 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import IO, Protocol
 
 from portcheck.dynamic.outcome import TraceOutcome
 from portcheck.dynamic.request import TraceRequest
@@ -44,28 +45,17 @@ def run_child(request: TraceRequest, cwd: Path, timeout: float,
     """Build and trace the model in a child process; `step` is told each step the child starts."""
     if importlib.util.find_spec("torch") is None:
         raise TraceError("portcheck trace needs torch: pip install 'portcheck[trace]'")
-    package_parent = str(Path(__file__).resolve().parents[2])
-    env = dict(os.environ)
+    env = child_environment(os.environ)
     token = secrets.token_hex(16)
     env[_RUN_VARIABLE] = token  # inherited by everything the model starts: how the sweep finds what escaped
     env[PARENT_VARIABLE] = str(os.getpid())  # the child cleans up after itself if this process dies (child.py)
-    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1",
-               TOKENIZERS_PARALLELISM="false", PYTHONUNBUFFERED="1",
-               # one hash seed: set orders, and so the shape solver's work the probe budgets, are the same each run
-               PYTHONHASHSEED=env.get("PYTHONHASHSEED", "0"),
-               PYTHONPATH=os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH", "")) if p))
     with tempfile.TemporaryDirectory(prefix="portcheck-trace-") as scratch:
         request_path, result_path = (Path(scratch) / n for n in ("request.json", "result.json"))
         request_path.write_text(request.to_json(), encoding="utf-8")
         # What the model starts and leaves behind comes back to this process (a subreaper), however it hides: a
         # clean environment (no token) and its own session (not in the group) escaped the sweep otherwise.
         spared = _children() if _subreaper(True) else None
-        process = subprocess.Popen(
-            # -P: the working directory is not put on sys.path, so a json.py, torch.py or portcheck.py there is
-            # never imported in place of the real one (the model's own module is loaded by path, see load.py)
-            [sys.executable, "-P", "-m", "portcheck.dynamic.child", str(request_path), str(result_path)],
-            cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            start_new_session=True)
+        process = start_child(request_path, result_path, cwd, env)
         output = _Output(process)
         output.start()
         # SIGTERM (a CI runner stopping the job) ends portcheck through the same path as a timeout: the model's
@@ -103,7 +93,44 @@ def run_child(request: TraceRequest, cwd: Path, timeout: float,
         raise TraceError(_death(returncode, request, output.last_line()))
 
 
-def _wait(process: subprocess.Popen[bytes], timeout: float, steps: Path, step: Callable[[str], None] | None) -> int:
+def child_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The child's environment, but for the two variables of one run (its token and this process's id)."""
+    package_parent = str(Path(__file__).resolve().parents[2])
+    env = dict(environ)
+    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1",
+               TOKENIZERS_PARALLELISM="false", PYTHONUNBUFFERED="1",
+               # one hash seed: set orders, and so the shape solver's work the probe budgets, are the same each run
+               PYTHONHASHSEED=env.get("PYTHONHASHSEED", "0"),
+               PYTHONPATH=os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH", "")) if p))
+    return env
+
+
+class ChildProcess(Protocol):
+    """What run_child needs of the child: a subprocess.Popen, or what a host's `start_child` gives instead."""
+
+    pid: int
+    stdout: IO[bytes] | None
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+
+def _start_fresh(request_path: Path, result_path: Path, cwd: Path, env: dict[str, str]) -> ChildProcess:
+    """A fresh interpreter, in its own session, reading nothing, its output (stdout and stderr) on one pipe."""
+    return subprocess.Popen(
+        # -P: the working directory is not put on sys.path, so a json.py, torch.py or portcheck.py there is
+        # never imported in place of the real one (the model's own module is loaded by path, see load.py)
+        [sys.executable, "-P", "-m", "portcheck.dynamic.child", str(request_path), str(result_path)],
+        cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        start_new_session=True)
+
+
+# How the child is started. A host that has already imported torch the way the child would (the test suite's
+# pre-imported worker processes, tests/zygote.py) may put here a function that forks it instead; it must give the
+# child what _start_fresh does, and fall back to _start_fresh where it cannot.
+start_child: Callable[[Path, Path, Path, dict[str, str]], ChildProcess] = _start_fresh
+
+
+def _wait(process: ChildProcess, timeout: float, steps: Path, step: Callable[[str], None] | None) -> int:
     """The child's exit status; TimeoutExpired after `timeout` seconds. Meanwhile `step` hears each new step."""
     if step is None:
         return process.wait(timeout=timeout)
@@ -142,7 +169,7 @@ class _Output(threading.Thread):
     """Drains the child's stdout and stderr as they come, so that it never blocks on a full pipe and nothing
     lands on disk: counts the bytes, keeps the end for the error message, and stops a child that floods."""
 
-    def __init__(self, process: subprocess.Popen[bytes]) -> None:
+    def __init__(self, process: ChildProcess) -> None:
         super().__init__(daemon=True)
         self.process = process
         self.total = 0
@@ -247,7 +274,7 @@ def sweep(token: str, spared: set[int] | None = None) -> int:
     return killed
 
 
-def _kill(process: subprocess.Popen[bytes]) -> None:
+def _kill(process: ChildProcess) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
     process.wait()
