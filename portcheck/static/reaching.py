@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from portcheck.static.ancestry import ancestors
 from portcheck.static.check import Context
 from portcheck.static.syntax import blocks, bound_names
 from portcheck.static.walk import visit
@@ -18,7 +19,7 @@ def reaching(ctx: Context, node: cst.Name) -> tuple[tuple[cst.BaseExpression, ..
     where the nearest binding is not a plain one in a block around the use (or none is), or a loop around the use
     binds the name again after it."""
     name = node.value
-    if not ctx.functions:
+    if not ctx.functions or _bound_around(ctx, node):
         return None
     function = ctx.functions[-1]
     chain = ctx.statements
@@ -49,6 +50,20 @@ def reaching(ctx: Context, node: cst.Name) -> tuple[tuple[cst.BaseExpression, ..
         if isinstance(holder, (cst.For, cst.With)) and name in _bound_in_header(holder):
             return _found(values, complete=False)
     return _found(values, complete=False)
+
+
+def _bound_around(ctx: Context, node: cst.Name) -> bool:
+    """A comprehension or lambda around `node` binds its name itself (`[x[m] for x in xs]`)."""
+    for holder in ancestors(ctx, node):
+        if isinstance(holder, cst.Lambda) and any(p.name.value == node.value for p in holder.params.params):
+            return True
+        if isinstance(holder, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):
+            loop: cst.CompFor | None = holder.for_in
+            while loop is not None:
+                if node.value in bound_names(loop.target):
+                    return True
+                loop = loop.inner_for_in
+    return False
 
 
 def _found(values: list[cst.BaseExpression], complete: bool = False) -> tuple[tuple[cst.BaseExpression, ...],
