@@ -33,6 +33,7 @@ class Summary:
     # the import runs only where an optional dependency is there (`if is_x_available():`, `except ImportError`)
     imports: tuple[tuple[str, bool], ...] = ()
     passes: tuple[tuple[str, int, tuple[str, ...], tuple[str, ...]], ...] = ()  # module-level code's (Function.passes)
+    probes: tuple[str, ...] = ()  # module-level names bound once to a test that holds only with CUDA (`HAS_CUDA = ...`)
 
     def plain(self) -> list[object]:
         """As JSON values, for the cache."""
@@ -41,13 +42,13 @@ class Summary:
                  for f in self.functions],
                 [[n, list(b)] for n, b in self.classes], [list(e) for e in self.exports],
                 [list(r) for r in self.regions], [[m, o] for m, o in self.imports],
-                [[t, n, list(k), list(h)] for t, n, k, h in self.passes]]
+                [[t, n, list(k), list(h)] for t, n, k, h in self.passes], list(self.probes)]
 
     @classmethod
     def from_plain(cls, plain: Any) -> Summary:
         """The summary a cache entry holds (JSON, so `Any`); anything malformed raises (TypeError, ValueError), a
         cache miss."""
-        functions, classes, exports, regions, imports, passes = plain
+        functions, classes, exports, regions, imports, passes, probes = plain
         return cls(
             tuple(Function(str(n), int(a), int(b), tuple(map(str, roles)), tuple((str(t), str(g)) for t, g in calls),
                            tuple(map(str, rets)), tuple(map(str, refs)), tuple(map(str, params)),
@@ -57,7 +58,8 @@ class Summary:
             tuple((str(a), str(b)) for a, b in exports),
             tuple((int(a), int(b), str(g)) for a, b, g in regions),
             tuple((str(m), bool(o)) for m, o in imports),
-            tuple((str(t), int(c), tuple(map(str, k)), tuple(map(str, h))) for t, c, k, h in passes))
+            tuple((str(t), int(c), tuple(map(str, k)), tuple(map(str, h))) for t, c, k, h in passes),
+            tuple(map(str, probes)))
 
 
 __all__ = ["Function", "Summary"]

@@ -901,3 +901,38 @@ def test_a_class_that_updates_a_state_and_computes_a_result_is_a_metric(tmp_path
     found = _scan(tmp_path)
     assert found[("metrics.py", 20, "PC204")] == Severity.INFO
     assert found[("metrics.py", 24, "PC204")] == Severity.ERROR
+
+
+def test_a_module_level_name_bound_to_a_cuda_test_guards_where_it_is_imported(tmp_path):
+    """`SUPPORTS_FLEX = torch.cuda.is_available() and ...` at module level is a CUDA test in its own module and in
+    every module that imports it (through a package's re-export too); a flag bound to anything else is not."""
+    _tree(tmp_path, {"pkg/__init__.py": """\
+        from pkg.flags import SUPPORTS_FLEX
+        """, "pkg/flags.py": """\
+        import torch
+
+        SUPPORTS_FLEX = torch.cuda.is_available() and torch.__version__ >= "2.5"
+        VERBOSE = True
+
+
+        def local(x):
+            if SUPPORTS_FLEX:
+                torch.cuda.synchronize()
+        """, "pkg/attention.py": """\
+        import torch
+
+        from pkg import SUPPORTS_FLEX
+        from pkg.flags import VERBOSE
+
+
+        def attend(x):
+            if SUPPORTS_FLEX:
+                torch.cuda.synchronize()
+            if VERBOSE:
+                torch.cuda.synchronize()
+            return x
+        """})
+    found = _scan(tmp_path)
+    assert found[("pkg/flags.py", 9, "PC105")] == Severity.INFO
+    assert found[("pkg/attention.py", 9, "PC105")] == Severity.INFO
+    assert found[("pkg/attention.py", 11, "PC105")] == Severity.ERROR

@@ -81,7 +81,8 @@ def facts(project: Project) -> Facts:
     def guard_kind(guard: str, caller: Node) -> str:
         if guard.startswith("?"):
             callees = project.resolve(guard[1:], caller)
-            return CUDA_GUARD if callees and all(c in probes for c in callees) else ""
+            found = (callees and all(c in probes for c in callees)) or project.probe_constant(guard[1:], caller)
+            return CUDA_GUARD if found else ""
         return guard if guard in (CUDA_GUARD, VENDOR_GUARD, ONCE_GUARD) else ""
 
     # Every call resolved, and its guard judged, once: the worklists and the walks below read these.
@@ -231,6 +232,8 @@ def _where(project: Project, found: Facts, result: FileResult, finding: Finding,
                 callees = project.resolve(guard[1:], holders[-1])
                 if callees and all(c in found.probes for c in callees):
                     return "cuda", f"under `{guard[1:].lstrip(':.')}()`, which returns a CUDA probe"
+                if project.probe_constant(guard[1:], holders[-1]):
+                    return "cuda", f"under `{guard[1:].rsplit('.', 1)[-1]}`, which its module binds to a CUDA probe"
     for node in holders:
         if node.full in found.once:
             why = ("its result is cached" if ONCE in node.function.roles

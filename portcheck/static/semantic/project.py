@@ -31,6 +31,7 @@ class Project:
         self.classes: dict[str, tuple[str, ...]] = {}
         self.class_suffix: dict[str, list[str]] = defaultdict(list)
         self.files: dict[str, tuple[str, bool, list[Node]]] = {}
+        self.probe_constants: set[str] = set()  # module-level names bound once to a CUDA test (Summary.probes)
         imported: list[tuple[str, bool]] = []  # (absolute module, optional) of every import in the tree
         for result in results:
             if result.summary is None:
@@ -54,6 +55,7 @@ class Project:
                 self.exports[full] = self._absolute(target, module, package)
                 for key in suffixes(full, module):
                     self.export_suffix[key].append(full)
+            self.probe_constants.update(f"{module}.{name}" if module else name for name in result.summary.probes)
             self.files[result.path] = (module, package, sorted(nodes, key=lambda n: n.function.line))
             imported.extend((self._absolute(target, module, package), optional)
                             for target, optional in result.summary.imports)
@@ -142,6 +144,19 @@ class Project:
             full = f"{module}.{name}" if module else name
             return self._find(self.exports[full]) if full in self.exports else []
         return self._find(self._absolute(target, module, package))
+
+    def probe_constant(self, target: str, caller: Node) -> bool:
+        """`target`, a name `caller`'s file imports, is a module-level name the project binds to a CUDA test, found
+        through re-exports (`from .flags import HAS_CUDA`)."""
+        module, package = self.files[caller.path][:2]
+        full = self._absolute(target, module, package)
+        for _ in range(DEPTH):
+            if full in self.probe_constants:
+                return True
+            if full not in self.exports:
+                return False
+            full = self.exports[full]
+        return False
 
     def classes_named(self, target: str, caller: Node) -> list[str]:
         """The tree's classes `target` may name where `caller` uses it (`:Name` through the file's scopes and

@@ -15,11 +15,13 @@ reached through `self` is `self.helper`.
 from __future__ import annotations
 
 import ast
-from collections import Counter, deque
+from collections import Counter
+from collections.abc import Sequence
 
 from portcheck.static.cuda_api.paths import named_for_cuda
 from portcheck.static.semantic.hosts import Bindings, host_arguments
 from portcheck.static.semantic.imports import catches_import_error, import_aliases, optional_test
+from portcheck.static.semantic.nodes import calls_and_branches, within
 from portcheck.static.semantic.once import dotted, initialises
 from portcheck.summaries import Function, Summary
 
@@ -63,9 +65,11 @@ _VENDOR_TESTS = frozenset({"torch.onnx.is_in_onnx_export", "torch.jit.is_tracing
 
 def summarise(tree: ast.Module) -> Summary:
     reader = _Reader(import_aliases(tree))
+    reader.module_probes = reader.probes_bound(tree.body)
     reader.block(tree.body, (), "")
     return Summary(tuple(reader.functions), tuple(reader.classes), tuple(sorted(reader.aliases.items())),
-                   tuple(reader.regions), tuple(reader.imports), tuple(reader.module_passes))
+                   tuple(reader.regions), tuple(reader.imports), tuple(reader.module_passes),
+                   tuple(sorted(reader.module_probes)))
 
 
 class _Reader:
@@ -83,6 +87,7 @@ class _Reader:
         self._step = False
         self._vendor = False
         self._probe_names: frozenset[str] = frozenset()
+        self.module_probes: frozenset[str] = frozenset()
         self.imports: list[tuple[str, bool]] = []
         self._passes: list[tuple[str, int, tuple[str, ...], tuple[str, ...]]] = []
         self._bindings = Bindings(self.resolve)
@@ -126,8 +131,10 @@ class _Reader:
                 return VENDOR_GUARD
             return f"?{target}" if target is not None and not target.startswith(("torch.", "os.", "isinstance")) \
                 else None
-        if isinstance(test, ast.Name) and test.id in self._probe_names:  # `cuda = torch.cuda.is_available()`
-            return CUDA_GUARD
+        if isinstance(test, ast.Name) and test.id in self._probe_names | self.module_probes:
+            return CUDA_GUARD  # `cuda = torch.cuda.is_available()`, in the function or at module level
+        if isinstance(test, ast.Name) and test.id in self.aliases and (target := self.resolve(test)) is not None:
+            return f"?{target}"  # `from .flags import HAS_CUDA`: a probe if the project binds it to one
         if isinstance(test, ast.Attribute):
             if test.attr == "is_cuda":
                 return CUDA_GUARD
@@ -135,9 +142,10 @@ class _Reader:
                 return VENDOR_GUARD
         return None
 
-    def _probes_bound(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
-        """The local names a function binds once, to a test that holds only with CUDA."""
-        bound = [(t.id, a.value) for a in ast.walk(node) if isinstance(a, ast.Assign) for t in a.targets
+    def probes_bound(self, statements: Sequence[ast.AST]) -> frozenset[str]:
+        """The names these statements (a function's whole walk, or a module's top level) bind once, to a test that
+        holds only with CUDA."""
+        bound = [(t.id, a.value) for a in statements if isinstance(a, ast.Assign) for t in a.targets
                  if isinstance(t, ast.Name)]
         counts = Counter(name for name, _ in bound)
         return frozenset(n for n, v in bound if counts[n] == 1 and self.polarity(v) == CUDA_GUARD)
@@ -257,7 +265,7 @@ class _Reader:
 
     def expression(self, node: ast.AST, guards: tuple[str, ...]) -> None:
         cuda: list[ast.expr] = []  # `f() if torch.cuda.is_available() else None`, `use_cuda and f()`: CUDA's part
-        for child in _calls_and_branches(node):
+        for child in calls_and_branches(node):
             if isinstance(child, ast.IfExp):
                 side = self.polarity(child.test)
                 if side is not None and not side.startswith("!") and side != CUDA_GUARD:
@@ -268,7 +276,7 @@ class _Reader:
                 cuda.extend(child.values[first + 1:] if first is not None else [])
             if not isinstance(child, ast.Call):
                 continue
-            here = (*guards, CUDA_GUARD) if any(_within(child, part) for part in cuda) else guards
+            here = (*guards, CUDA_GUARD) if any(within(child, part) for part in cuda) else guards
             for keyword in child.keywords:
                 if keyword.arg not in _HOST_KEYWORDS:
                     continue
@@ -319,7 +327,7 @@ class _Reader:
             for n in ast.walk(node))
         for decorator in node.decorator_list:
             self.expression(decorator, guards)
-        saved_probes, self._probe_names = self._probe_names, self._probes_bound(node)
+        saved_probes, self._probe_names = self._probe_names, self.probes_bound(list(ast.walk(node)))
         self.block(node.body, (), name)
         self._probe_names = saved_probes
         roles = []
@@ -347,30 +355,6 @@ class _Reader:
         self._host_refs.extend(host_refs)
         if self._calls is not None:
             self._calls.append((f":{name}", guards[-1] if guards else ""))  # a nested function runs with its parent
-
-
-def _within(node: ast.expr, outer: ast.expr) -> bool:
-    return (outer.lineno, outer.col_offset) <= (node.lineno, node.col_offset) and (
-        node.end_lineno or 0, node.end_col_offset or 0) <= (outer.end_lineno or 0, outer.end_col_offset or 0)
-
-
-def _calls_and_branches(node: ast.AST) -> list[ast.Call | ast.IfExp | ast.BoolOp]:
-    """The calls and conditional expressions in `node`, in `ast.walk`'s order; a third of a tree's nodes are
-    `Load` / `Store` markers, which it never looks at."""
-    found: list[ast.Call | ast.IfExp | ast.BoolOp] = []
-    todo = deque([node])
-    pop, push, extend = todo.popleft, todo.append, todo.extend
-    while todo:
-        current = pop()
-        if isinstance(current, (ast.Call, ast.IfExp, ast.BoolOp)):
-            found.append(current)
-        for field in current._fields:
-            value = getattr(current, field, None)
-            if isinstance(value, list):
-                extend(item for item in value if isinstance(item, ast.AST))
-            elif isinstance(value, ast.AST) and not isinstance(value, ast.expr_context):
-                push(value)
-    return found
 
 
 def _positional(node: ast.FunctionDef | ast.AsyncFunctionDef, scope: str, reader: _Reader) -> tuple[str, ...]:
