@@ -9,6 +9,7 @@ import libcst as cst
 
 from portcheck.static.ancestry import ancestors
 from portcheck.static.check import Context
+from portcheck.static.rebindings import paired
 from portcheck.static.syntax import blocks, bound_names
 from portcheck.static.walk import visit
 
@@ -92,21 +93,13 @@ def _plain_value(stmt: cst.BaseStatement, name: str) -> cst.BaseExpression | Non
             found = small.value
         elif isinstance(target, (cst.Tuple, cst.List)) and not any(
                 isinstance(e, cst.StarredElement) for e in target.elements):
-            found = _part(target, small.value, name)
+            found = small.value if not isinstance(small.value, (cst.Tuple, cst.List)) else paired(
+                target, small.value, name)
         else:
             return None
         if found is None:
             return None
     return found
-
-
-def _part(target: cst.Tuple | cst.List, value: cst.BaseExpression, name: str) -> cst.BaseExpression | None:
-    if not isinstance(value, (cst.Tuple, cst.List)):
-        return value
-    if len(value.elements) != len(target.elements) or any(isinstance(e, cst.StarredElement) for e in value.elements):
-        return None
-    return next((v.value for t, v in zip(target.elements, value.elements, strict=True)
-                 if isinstance(t.value, cst.Name) and t.value.value == name), None)
 
 
 def _reads(value: cst.BaseExpression, name: str) -> bool:

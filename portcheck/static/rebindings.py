@@ -50,9 +50,9 @@ def _collect_rebindings(function: cst.FunctionDef) -> tuple[dict[str, tuple[cst.
                 unpacked = single and isinstance(target.target, (cst.Tuple, cst.List)) and not isinstance(
                     node.value, (cst.Tuple, cst.List))
                 for name in bound_names(target.target):
-                    paired = _paired(target.target, node.value, name) if single else None
-                    if paired is not None:
-                        values.setdefault(name, []).append(paired)
+                    part = paired(target.target, node.value, name) if single else None
+                    if part is not None:
+                        values.setdefault(name, []).append(part)
                     elif unpacked:  # `values, counts = np.unique(x)`: a part of what the call returns
                         values.setdefault(name, []).append(node.value)
                     else:
@@ -77,7 +77,7 @@ def _collect_rebindings(function: cst.FunctionDef) -> tuple[dict[str, tuple[cst.
     return {name: tuple(found) for name, found in values.items()}, other
 
 
-def _paired(target: cst.BaseExpression, value: cst.BaseExpression, name: str) -> cst.BaseExpression | None:
+def paired(target: cst.BaseExpression, value: cst.BaseExpression, name: str) -> cst.BaseExpression | None:
     """`b` for `name` in `a, name = x, b` (tuples of the same length, no starred element), else None."""
     if not isinstance(target, (cst.Tuple, cst.List)) or not isinstance(value, (cst.Tuple, cst.List)):
         return None
@@ -90,4 +90,4 @@ def _paired(target: cst.BaseExpression, value: cst.BaseExpression, name: str) ->
     return None
 
 
-__all__ = ["rebindings"]
+__all__ = ["paired", "rebindings"]

@@ -140,3 +140,21 @@ _WALKED_ALL: dict[type, bool] = {}
 def visit(root: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
     """`root.visit(visitor)` for a visitor that only reads: its visit_/leave_ methods in the same order."""
     walk(root, visitor.on_visit, visitor.on_leave)
+
+
+def returns_of(function: cst.FunctionDef) -> list[cst.Return]:
+    """The `return` statements of `function` itself, not of the functions and lambdas it defines."""
+    found: list[cst.Return] = []
+
+    class Returns(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is function
+
+        def visit_Lambda(self, node: cst.Lambda) -> bool:
+            return False
+
+        def visit_Return(self, node: cst.Return) -> None:
+            found.append(node)
+
+    visit(function, Returns())
+    return found

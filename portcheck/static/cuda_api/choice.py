@@ -100,11 +100,24 @@ def _places(ctx: Context, region: list[cst.CSTNode]) -> bool:
     return work.needed
 
 
+def exits(block: cst.BaseSuite) -> bool:
+    """The block's last line returns, raises, continues or breaks."""
+    lines = [block] if isinstance(block, cst.SimpleStatementSuite) else list(block_body(block)[-1:])
+    return any(isinstance(small, _EXITS) for line in lines
+               if isinstance(line, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) for small in line.body)
+
+
 def _leaves(stmt: cst.If) -> bool:
-    body = block_body(stmt.body)
-    last = body[-1] if body else stmt.body
-    return stmt.orelse is None and isinstance(last, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) and any(
-        isinstance(small, _EXITS) for small in last.body)
+    return stmt.orelse is None and exits(stmt.body)
+
+
+def after_exit(ctx: Context, stmt: cst.If) -> list[cst.CSTNode]:
+    """The statements after `stmt`, the statement being visited, in the block holding it: where its body always
+    leaves (`if not probe: return`), what runs only where its test failed."""
+    if len(ctx.statements) < 2:
+        return []
+    block = next((b for b in blocks(ctx.statements[-2]) if any(s is stmt for s in b)), ())
+    return list(block[[id(s) for s in block].index(id(stmt)) + 1:]) if block else []
 
 
 def _rest(path: list[cst.CSTNode], stmt: cst.If) -> list[cst.CSTNode]:
@@ -150,10 +163,7 @@ def picks_nothing(ctx: Context, node: cst.CSTNode, stmt: cst.CSTNode | None) -> 
     bound to it once, places nothing on a device, and nothing else reads it."""
     if stmt is None:
         return None
-    rest: list[cst.CSTNode] = []
-    if isinstance(stmt, cst.If) and _leaves(stmt) and len(ctx.statements) > 1:
-        block = next((b for b in blocks(ctx.statements[-2]) if any(s is stmt for s in b)), ())
-        rest = list(block[[id(s) for s in block].index(id(stmt)) + 1:]) if block else []
+    rest = after_exit(ctx, stmt) if isinstance(stmt, cst.If) and _leaves(stmt) else []
     decided = _decision(ctx, ancestors(ctx, node), node, rest)
     if decided is None and (bound := bound_name(stmt)) is not None and (
             bound[1] is node or (isinstance(bound[1], cst.Call) and bound[1].func is node)):

@@ -17,11 +17,11 @@ from portcheck.static.ancestry import ancestors, holds
 from portcheck.static.check import Context, FixPlan, Replace
 from portcheck.static.cuda_api.apis import api_entry
 from portcheck.static.cuda_api.checkpoints import COPY_OPTIONS, only_maps_a_checkpoint, only_passed_as
-from portcheck.static.cuda_api.choice import housekeeping, picks_nothing
+from portcheck.static.cuda_api.choice import after_exit, exits, housekeeping, picks_nothing
 from portcheck.static.cuda_api.devices import device_text, is_cuda_text, one_line, placements
 from portcheck.static.cuda_api.paths import CUDA, NOT_CUDA, cuda_path, polarity, probe_call, test_gate_argument
 from portcheck.static.cuda_api.shown import only_returned, only_shown
-from portcheck.static.syntax import block_body, blocks, small_statements, string_prefix
+from portcheck.static.syntax import block_body, small_statements, string_prefix
 from portcheck.static.values import and_operands, catching_everything
 from portcheck.static.walk import visit
 
@@ -245,16 +245,9 @@ def probe_steps(ctx: Context, call: cst.Call) -> tuple[list[Replace], tuple[str,
     stmt = ctx.statements[-1] if ctx.statements else None
     if not isinstance(stmt, cst.If) or not holds(ctx, stmt.test, call) or _stray_cuda(ctx, stmt, set()):
         return None
-    if polarity(ctx, stmt.test) == NOT_CUDA and _exits(stmt.body):
+    if polarity(ctx, stmt.test) == NOT_CUDA and exits(stmt.body):
         return None  # `if not torch.cuda.is_available(): return`: what it guards follows, out of view
     return [], ()
-
-
-def _exits(block: cst.BaseSuite) -> bool:
-    lines = [block] if isinstance(block, cst.SimpleStatementSuite) else list(block_body(block)[-1:])
-    return any(isinstance(small, (cst.Return, cst.Raise, cst.Continue, cst.Break))
-               for line in lines if isinstance(line, (cst.SimpleStatementLine, cst.SimpleStatementSuite))
-               for small in line.body)
 
 
 # ---- what a probe decides -----------------------------------------------------------------------------------------
@@ -295,9 +288,8 @@ def probe_note(ctx: Context, node: cst.CSTNode) -> str | None:
     side = polarity(ctx, stmt.test)
     if side == CUDA:
         region: list[cst.CSTNode] = [stmt.body]
-    elif side == NOT_CUDA and stmt.orelse is None and _exits(stmt.body) and len(ctx.statements) > 1:
-        block = next((b for b in blocks(ctx.statements[-2]) if any(s is stmt for s in b)), ())
-        region = list(block[[id(s) for s in block].index(id(stmt)) + 1:]) if block else []
+    elif side == NOT_CUDA and stmt.orelse is None and exits(stmt.body) and len(ctx.statements) > 1:
+        region = after_exit(ctx, stmt)
     else:
         return picks_nothing(ctx, node, stmt)
     if region and housekeeping(ctx, region):

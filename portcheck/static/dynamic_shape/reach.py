@@ -13,7 +13,7 @@ from portcheck.static.check import Context
 from portcheck.static.error_paths import error_path
 from portcheck.static.scope import host_argument, host_code, host_value
 from portcheck.static.values import skipped_when_compiling
-from portcheck.static.walk import visit
+from portcheck.static.walk import returns_of, visit
 
 STATIC = ("the Neuron compiler needs every shape static (NCC_EMOD025) and `torch_neuronx.trace` rejects "
           "data-dependent shapes")
@@ -64,25 +64,13 @@ def _returns_python_scalar(ctx: Context, function: cst.FunctionDef) -> bool:
 
 
 def _scalar_returns(function: cst.FunctionDef) -> bool:
-    values: list[cst.BaseExpression | None] = []
-
-    class Returns(cst.CSTVisitor):
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-            return node is function
-
-        def visit_Lambda(self, node: cst.Lambda) -> bool:
-            return False
-
-        def visit_Return(self, node: cst.Return) -> None:
-            values.append(node.value)
-
     def scalar(value: cst.BaseExpression | None) -> bool:
         if isinstance(value, (cst.Tuple, cst.List)):
             return bool(value.elements) and all(scalar(e.value) for e in value.elements)
         return isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value in (
             "float", "bool")
 
-    visit(function, Returns())
+    values = [r.value for r in returns_of(function)]
     return bool(values) and all(scalar(v) for v in values)
 
 

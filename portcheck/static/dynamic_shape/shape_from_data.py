@@ -10,7 +10,7 @@ from portcheck.static.dynamic_shape.reach import STATIC, report_compiled
 from portcheck.static.scope import host_value
 from portcheck.static.syntax import call_name
 from portcheck.static.values import numpy_rooted, reads_tensor_values
-from portcheck.static.walk import visit
+from portcheck.static.walk import returns_of, visit
 
 
 @rule
@@ -126,21 +126,8 @@ def _helper_read(ctx: Context, call: cst.Call) -> bool:
 def _returned_read(function: cst.FunctionDef, params: list[str]) -> str | None:
     """The parameter whose data every `return` of `function` reads into Python (`.tolist()`, `.item()`, directly
     or wrapped in `int`/`list`), or None."""
-    returns: list[cst.Return] = []
-
-    class Finder(cst.CSTVisitor):
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-            return node is function
-
-        def visit_Lambda(self, node: cst.Lambda) -> bool:
-            return False
-
-        def visit_Return(self, node: cst.Return) -> None:
-            returns.append(node)
-
-    visit(function, Finder())
     found: set[str] = set()
-    for returned in returns:
+    for returned in returns_of(function):
         value = returned.value
         while isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value in (
                 "int", "list", "tuple") and len(value.args) == 1:

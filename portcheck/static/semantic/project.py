@@ -25,6 +25,7 @@ class Node:
 class Project:
     def __init__(self, results: list[FileResult]) -> None:
         self.nodes: dict[str, Node] = {}
+        self._class_of: dict[str, str | None] = {}
         self.by_suffix: dict[str, list[str]] = defaultdict(list)
         self.exports: dict[str, str] = {}
         self.export_suffix: dict[str, list[str]] = defaultdict(list)
@@ -182,12 +183,14 @@ class Project:
         return [f for f in self.nodes if f.startswith(prefix) and "." not in f[len(prefix):]]
 
     def class_of(self, node: Node) -> str | None:
-        parts = node.function.name.split(".")
-        for end in range(len(parts) - 1, 0, -1):
-            cls = ".".join(filter(None, [node.module, *parts[:end]]))
-            if cls in self.classes:
-                return cls
-        return None
+        """The class defining `node` (a method's, or a function nested in one), read once a node: the graph's
+        walks ask it of every node several times."""
+        if node.full not in self._class_of:
+            parts = node.function.name.split(".")
+            self._class_of[node.full] = next((cls for end in range(len(parts) - 1, 0, -1)
+                                              if (cls := ".".join(filter(None, [node.module, *parts[:end]])))
+                                              in self.classes), None)
+        return self._class_of[node.full]
 
 
 # What one call passes: (positional count or -1 where unknown, the keywords, the host values: `#i` / a keyword,

@@ -131,7 +131,7 @@ class _Reader:
                 return VENDOR_GUARD
             return f"?{target}" if target is not None and not target.startswith(("torch.", "os.", "isinstance")) \
                 else None
-        if isinstance(test, ast.Name) and test.id in self._probe_names | self.module_probes:
+        if isinstance(test, ast.Name) and (test.id in self._probe_names or test.id in self.module_probes):
             return CUDA_GUARD  # `cuda = torch.cuda.is_available()`, in the function or at module level
         if isinstance(test, ast.Name) and test.id in self.aliases and (target := self.resolve(test)) is not None:
             return f"?{target}"  # `from .flags import HAS_CUDA`: a probe if the project binds it to one
