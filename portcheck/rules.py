@@ -140,6 +140,11 @@ EVERYWHERE = frozenset({"device", "host", "setup", "unknown"})
 # CPU fallback. (A float64 value made once and kept on the object still flows into the step, so dtype rules keep
 # "setup"; the call graph makes one that set-up narrows or uses there info: Finding.kept.)
 _ONCE_HARMLESS = frozenset({"dynamic-shape", "host-sync", "unsupported-op"})
+# What hurts only inside a compiled graph: a data-dependent shape compiles where a forward or a training step
+# reaches it. In a function the project's call graph places but neither reaches (a utility nothing in the tree
+# calls, post-processing a caller runs after the model) the finding is info; its note says where it would matter.
+# Rules about the loops that drive the device (a tensor grown per step, NMS on predictions) declare their own.
+_STEP_ONLY = frozenset({"dynamic-shape"})
 # What works on tensor values: on a host value a data-dependent shape, a read, a CPU op or float64 costs the device
 # nothing (the call graph settles host values across calls: Finding.host_if).
 VALUE_CATEGORIES = frozenset({"dynamic-shape", "host-sync", "unsupported-op", "dtype"})
@@ -152,6 +157,8 @@ def contexts_of(code: str) -> frozenset[str]:
     if cls is not None and cls.CONTEXTS is not None:
         return cls.CONTEXTS
     category = load().rules[code].category if code in load().rules else ""
+    if category in _STEP_ONLY:
+        return frozenset({"device"})
     if category in _ONCE_HARMLESS:
         return EVERYWHERE - {"host", "setup"}
     return EVERYWHERE - {"host"} if category in _DEVICE_CATEGORIES else EVERYWHERE

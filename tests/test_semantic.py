@@ -936,3 +936,48 @@ def test_a_module_level_name_bound_to_a_cuda_test_guards_where_it_is_imported(tm
     assert found[("pkg/flags.py", 9, "PC105")] == Severity.INFO
     assert found[("pkg/attention.py", 9, "PC105")] == Severity.INFO
     assert found[("pkg/attention.py", 11, "PC105")] == Severity.ERROR
+
+
+def test_a_data_dependent_shape_no_forward_or_step_reaches_is_info(tmp_path):
+    """A data-dependent shape is an error where the compiled step holds it: in a helper a module's forward calls
+    (here an inherited method, reached through `self` and a base class of the same file) or a training step
+    calls. In a function the project places but neither reaches (a utility nothing calls, post-processing) it is
+    info, and says why. Rules about the loops that drive the device (a tensor grown per step) keep theirs."""
+    _tree(tmp_path, {"pkg/__init__.py": "", "pkg/ops.py": """\
+        import torch
+
+        def keep_positive(x):
+            return x[x > 0]
+
+        def select_boxes(scores):
+            return torch.nonzero(scores > 0.5)
+
+        def generate(model, ids, steps):
+            for _ in range(steps):
+                logits = model(ids)
+                ids = torch.cat([ids, logits.argmax(-1)[:, -1:]], dim=1)
+            return ids
+        """, "pkg/model.py": """\
+        import torch
+        from pkg.ops import keep_positive
+
+        class Base(torch.nn.Module):
+            def select(self, x):
+                return torch.unique(x)
+
+            def forward(self, x):
+                return x
+
+        class Net(Base):
+            def forward(self, x):
+                return keep_positive(x), self.select(x)
+        """})
+    found = _scan(tmp_path)
+    assert found[("pkg/ops.py", 4, "PC204")] == Severity.ERROR
+    assert found[("pkg/model.py", 6, "PC205")] == Severity.ERROR
+    assert found[("pkg/ops.py", 7, "PC201")] == Severity.INFO
+    assert found[("pkg/ops.py", 12, "PC213")] == Severity.WARNING
+    settings = _settings(tmp_path)
+    result = scan_module.scan_paths(["."], settings, tmp_path, jobs=1)
+    note = next(f.message for f in result.findings if f.code == "PC201")
+    assert "no module's `forward` and no training step in the scanned files reaches `select_boxes`" in note

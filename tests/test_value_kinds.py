@@ -595,3 +595,79 @@ def test_a_function_whose_every_return_is_a_python_float_is_a_measure():
             return log_probs.masked_select(mask)
         """)
     assert (4, "PC203") not in found and (10, "PC203") in found
+
+
+def test_a_negative_number_leaves_a_comparison_of_host_values_on_the_host():
+    """`(labels.cpu() != -100)` compares a host tensor with a number: `-100` is a literal like `100`, so the loop
+    over the host copies indexes host tensors."""
+    found = severities("""\
+        import torch
+
+        def trim(ids, labels):
+            ids_cpu = ids.detach().cpu()
+            lengths = (labels.detach().cpu() != -100).sum(dim=1)
+            device_lengths = (labels != -100).sum(dim=1)
+            out = []
+            for row, mask, n in zip(ids_cpu, ids_cpu > 0, lengths):
+                out.append(row[mask].tolist())
+            for row, mask, n in zip(ids, ids > 0, device_lengths):
+                out.append(row[mask])
+            return out
+
+        class M(torch.nn.Module):
+            def forward(self, ids, labels):
+                return trim(ids, labels)
+        """)
+    assert (9, "PC204") not in found
+    assert (11, "PC204") in found
+
+
+def test_a_host_mask_or_a_mask_of_named_columns_indexes_on_the_host():
+    """A mask that is a numpy value (`np.asarray(conf) > t`) selects on the host; a mask built from the indexed
+    value's own string-named columns (`df[df["start"] < end]`) belongs to a DataFrame or a record array, which
+    no tensor is. A mask of a device tensor still fires."""
+    found = severities("""\
+        import numpy as np
+        import torch
+
+        class Tracker(torch.nn.Module):
+            def forward(self, results, table, x, end):
+                scores = np.asarray(results.conf)
+                boxes = self.parse(results)
+                low = boxes[(scores > 0.1) & (scores < 0.5)]
+                rows = table[(table["start"] < end) & (table["end"] > 0)]
+                kept = x[(x > 0) & (results.conf > 0)]
+                other = x[table["start"] > 0]
+                return low, rows, kept, other
+        """)
+    assert (8, "PC204") not in found and (9, "PC204") not in found
+    assert (10, "PC204") in found and (11, "PC204") in found
+
+
+def test_a_branch_on_a_host_tensor_is_no_device_read():
+    """A branch reads a tensor on the host: when that tensor is a CPU one (a factory with no device, a `.cpu()`
+    copy) nothing leaves the device, in `forward` or in a helper it calls; a branch on a device value still
+    fires."""
+    found = severities("""\
+        import torch
+
+        def helper(x, rng, points):
+            if torch.rand(1, generator=rng).item() < 0.5:
+                x = x + 1
+            host = points.detach().cpu().double()
+            if torch.isfinite(host).all():
+                x = x * 2
+            if torch.isfinite(x).all():
+                x = x * 3
+            return x
+
+        class M(torch.nn.Module):
+            def forward(self, x, points):
+                if torch.any(points.cpu() > 0):
+                    x = x + 1
+                if torch.any(x > 0):
+                    x = x + 2
+                return helper(x, self.rng, points)
+        """)
+    assert not {(4, "PC208"), (7, "PC208"), (15, "PC208")} & set(found)
+    assert (9, "PC208") in found and (17, "PC208") in found

@@ -218,7 +218,7 @@ def host_value(ctx: Context, node: cst.BaseExpression, depth: int = 0, assumed: 
     if isinstance(node, (cst.BinaryOperation, cst.Comparison)):  # `a * b`, `iou >= threshold`
         operands = ((node.left, node.right) if isinstance(node, cst.BinaryOperation)
                     else (node.left, *(c.comparator for c in node.comparisons)))
-        sides = [s for s in operands if not isinstance(s, (cst.Integer, cst.Float))]
+        sides = [s for s in operands if not _number(s)]
         return bool(sides) and all(host_value(ctx, s, depth + 1, assumed, factories=factories) for s in sides)
     if isinstance(node, cst.Name):
         if node.value in assumed or marked_host(node.value) or python_number(ctx, node.value):
@@ -303,9 +303,16 @@ def _of_host_arguments(ctx: Context, node: cst.Call, depth: int, assumed: frozen
 _BUILTIN_TYPES = frozenset({"int", "float", "bool", "str", "complex"})
 
 
+def _number(node: cst.BaseExpression) -> bool:
+    """A number written in the source: `3`, `0.5`, `-100` (`labels != -100`)."""
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, (cst.Minus, cst.Plus)):
+        node = node.expression
+    return isinstance(node, (cst.Integer, cst.Float))
+
+
 def _literal(node: cst.BaseExpression) -> bool:
     """A number, a string, True / False / None, or a builtin type (`int`): a Python value, never a tensor."""
-    if isinstance(node, (cst.Integer, cst.Float, cst.SimpleString)):
+    if _number(node) or isinstance(node, cst.SimpleString):
         return True
     return isinstance(node, cst.Name) and node.value in ("True", "False", "None", *_BUILTIN_TYPES)
 

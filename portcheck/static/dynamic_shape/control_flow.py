@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from portcheck.findings import Severity
-from portcheck.rules import Pass, Rule, rule
+from portcheck.rules import EVERYWHERE, Pass, Rule, rule
 from portcheck.static.check import Context, check
 from portcheck.static.dynamic_shape.reach import report_compiled
 from portcheck.static.syntax import block_body, small_statements
@@ -46,6 +46,8 @@ class TensorControlFlow(Rule):
     """
 
     code = "PC208"
+    # outside `forward` it already requires the device step; in any `forward` it is the model's
+    CONTEXTS = EVERYWHERE - {"host", "setup"}
     passes = (Pass.STATIC, Pass.TRACE)
     INVALID = (
         "class M:\n    def forward(self, x):\n        if x.sum() > 0:\n            return x\n        return -x",
@@ -150,7 +152,7 @@ def check_control_flow(node: cst.If | cst.While | cst.Assert | cst.IfExp, ctx: C
             ctx.skip.add(id(found))
             message = _control_flow_message(ctx, _KEYWORDS[type(node)], found,
                                             "in code the model's `forward` or a training step calls")
-            report_compiled(ctx, TensorControlFlow, node.test, message, None, found, None, "device")
+            report_compiled(ctx, TensorControlFlow, node.test, message, None, found, _receiver(ctx, found), "device")
         return
     test = node.test
     keyword_ = _KEYWORDS[type(node)]
@@ -177,5 +179,14 @@ def check_control_flow(node: cst.If | cst.While | cst.Assert | cst.IfExp, ctx: C
                    f"{_branch_effect(ctx)}; clamp unconditionally instead")
         report_compiled(ctx, TensorControlFlow, test, message, Severity.INFO, read)
         return
-    value = read.func.value if isinstance(read, cst.Call) and isinstance(read.func, cst.Attribute) else None
+    value = _receiver(ctx, read) if isinstance(read, cst.Call) else None
     report_compiled(ctx, TensorControlFlow, test, _control_flow_message(ctx, keyword_, read), None, read, value)
+
+
+def _receiver(ctx: Context, read: cst.Call) -> cst.BaseExpression | None:
+    """The tensor a read reads: `mask` of `mask.any()`, `x` of `torch.any(x)`."""
+    if not isinstance(read.func, cst.Attribute):
+        return None
+    if (ctx.qualname(read.func) or "").startswith("torch."):
+        return read.args[0].value if read.args and read.args[0].keyword is None else None
+    return read.func.value

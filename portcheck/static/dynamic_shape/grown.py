@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from portcheck.rules import Rule, rule
+from portcheck.rules import EVERYWHERE, Rule, rule
 from portcheck.static.check import Context, check
 from portcheck.static.scope import host_value
 from portcheck.static.syntax import binds
@@ -45,6 +45,8 @@ class TensorGrownPerStep(Rule):
     """
 
     code = "PC213"
+    # the loop that grows it drives the device: a decode loop is no part of the graph
+    CONTEXTS = EVERYWHERE - {"host", "setup"}
     message = ("`{name}` grows by `torch.cat` every iteration of a loop that passes it to `{callee}`: each step is a "
                "new input shape, so Neuron compiles a new graph per step; keep a buffer of the maximum length (a "
                "static KV cache) written by index, and bucket the lengths")

@@ -11,7 +11,8 @@ from portcheck.static.check import Context, check
 from portcheck.static.dynamic_shape.reach import STATIC, report_compiled
 from portcheck.static.dynamic_shape.shape_from_data import ShapeFromData, report_slice_from_data
 from portcheck.static.rebindings import rebindings
-from portcheck.static.syntax import call_name
+from portcheck.static.scope import host_value
+from portcheck.static.syntax import call_name, string_value
 
 
 @rule
@@ -129,6 +130,25 @@ def _named_mask(ctx: Context, name: str, values: list[cst.BaseExpression] | tupl
     return True
 
 
+def _host_mask(ctx: Context, base: cst.BaseExpression, mask: cst.BaseExpression) -> bool:
+    """The mask says the indexing runs on the host: it is a numpy value or a tensor copied to the host
+    (`scores = np.asarray(conf); boxes[scores > t]`), or it reads columns of the very value it indexes
+    (`df[df["start"] < end]`): a tensor has no columns named by strings, a DataFrame or a record array has."""
+    if host_value(ctx, mask, factories=False):
+        return True
+    if not isinstance(base, cst.Name):
+        return False
+    todo = [mask]
+    while todo:
+        part = todo.pop()
+        if (isinstance(part, cst.Subscript) and isinstance(part.value, cst.Name) and part.value.value == base.value
+                and any(isinstance(e.slice, cst.Index) and string_value(e.slice.value) is not None
+                        for e in part.slice)):
+            return True
+        todo.extend(c for c in part.children if isinstance(c, cst.BaseExpression))
+    return False
+
+
 @check(cst.Assign, cst.AnnAssign, cst.Del, rules=(BooleanMaskIndex,), tokens=TOKENS)
 def skip_stores(node: cst.Assign | cst.AnnAssign | cst.Del, ctx: Context) -> None:
     """`x[mask] = 0` writes in place and keeps the shape: only reads through a mask are dynamic. (`x[mask] += y`
@@ -156,6 +176,8 @@ def check_mask_index(node: cst.Subscript, ctx: Context) -> None:
     for element in node.slice:
         index = element.slice
         if isinstance(index, cst.Index) and _is_mask(ctx, index.value):
+            if _host_mask(ctx, node.value, index.value):
+                return
             report_compiled(ctx, BooleanMaskIndex, node, value=node.value, shown=" ".join(ctx.source(node).split()),
                             requires="" if _is_mask(ctx, index.value, named=False) else "device")
             return

@@ -9,7 +9,7 @@ import re
 import libcst as cst
 
 from portcheck.findings import Severity
-from portcheck.rules import Pass, Rule, rule
+from portcheck.rules import EVERYWHERE, Pass, Rule, rule
 from portcheck.static.check import Context, check
 from portcheck.static.dynamic_shape.reach import STATIC, host_function, report_compiled
 
@@ -38,6 +38,8 @@ class UnbackedSize(Rule):
     """
 
     code = "PC210"
+    # NMS on predictions matters where post-processing runs them, after the model
+    CONTEXTS = EVERYWHERE - {"host", "setup"}
     passes = (Pass.STATIC, Pass.TRACE)
     message = ("`{name}` keeps as many boxes as survive suppression, a number known only from the data; " + STATIC
                + "; run it on the CPU after the compiled model, or keep a fixed top-k and mask")

@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 
 from portcheck.findings import FileResult, Finding, Severity
 from portcheck.rules import contexts_of
-from portcheck.static.semantic.classes import known_base, metric_classes
+from portcheck.static.semantic.classes import metric_classes
 from portcheck.static.semantic.modules import module_of
 from portcheck.static.semantic.project import (
     DEPTH,
@@ -177,7 +177,7 @@ def _plain(project: Project, cls: str | None, depth: int = 0) -> bool:
     for base in project.classes[cls]:
         if base in _PLAIN_BASES:
             continue
-        known = known_base(project, cls, base)
+        known = project.base_classes(cls, base)
         if not known or not all(_plain(project, k, depth + 1) for k in known):
             return False
     return True
@@ -191,7 +191,7 @@ def _is_module(project: Project, cls: str | None, depth: int = 0) -> bool:
     for base in project.classes.get(cls, ()):
         if base in _MODULE_BASES:
             return True
-        known = known_base(project, cls, base)
+        known = project.base_classes(cls, base)
         if any(_is_module(project, k, depth + 1) for k in known):
             return True
     return False
@@ -240,8 +240,11 @@ def _where(project: Project, found: Facts, result: FileResult, finding: Finding,
                    else "it builds an object" if node.function.name.endswith(".__init__")
                    else "it is called only where an object is built, a result cached or initialised once")
             return "setup", f"`{node.function.name}` runs once, not every step: {why}"
-    if holders and holders[-1].full in found.host and not any(h.full in found.device for h in holders):
-        return "host", f"`{holders[-1].function.name}` is reached only from the data pipeline"
+    if holders and not any(h.full in found.device for h in holders):
+        if holders[-1].full in found.host:
+            return "host", f"`{holders[-1].function.name}` is reached only from the data pipeline"
+        return "unknown", f"no module's `forward` and no training step in the scanned files reaches " \
+                          f"`{holders[-1].function.name}`"
     return None
 
 
@@ -251,7 +254,9 @@ _NOTES = {
     "host": "host-side code, {why}",
     "setup": "set-up code, {why}",
     "optional": "a guarded integration, {why}: a Neuron host without that library never loads it",
+    "unknown": "outside the device step as far as this scan sees: {why}; it matters where a model calls it",
 }
+_NOT_NEURON = frozenset({"cuda", "vendor", "optional"})
 
 
 def apply(results: list[FileResult]) -> tuple[list[FileResult], str | None]:
@@ -289,7 +294,7 @@ def apply(results: list[FileResult]) -> tuple[list[FileResult], str | None]:
             finding = replace(finding, runs=_runs(found, holders, place))
             if finding.severity > Severity.INFO and place is not None:
                 context, why = place
-                if context not in ("host", "setup") or context not in contexts_of(finding.code) or (
+                if context in _NOT_NEURON or context not in contexts_of(finding.code) or (
                         context == "setup" and finding.category == "dtype" and not finding.kept):
                     note = _NOTES[context].format(why=why)
                     if context == "setup" and finding.category == "dtype":
@@ -349,7 +354,7 @@ def _runs(found: Facts, holders: list[Node], place: tuple[str, str] | None) -> s
         return "model"
     if any(name in found.device for name in names):
         return "step"
-    if place is not None and place[0] == "setup":
+    if place is not None and place[0] in ("setup", "unknown"):
         return "other"
     if place is not None or any(name in found.host for name in names):
         return "host"

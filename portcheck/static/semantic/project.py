@@ -111,9 +111,21 @@ class Project:
             return []
         found: list[str] = []
         for base in self.classes.get(cls, ()):
-            for known in self.known_classes(base):
+            for known in self.base_classes(cls, base):
                 found.extend(self._method(known, name, depth + 1))
         return found
+
+    def base_classes(self, cls: str, base: str) -> list[str]:
+        """The tree's classes a base of `cls` may be: a name defined in the class's own module (`:Base`, recorded
+        unresolved) looked up from the class's scope outwards, else what `known_classes` finds."""
+        if not base.startswith(":"):
+            return self.known_classes(base)
+        scope = cls
+        while "." in scope:
+            scope = scope.rsplit(".", 1)[0]
+            if f"{scope}.{base[1:]}" in self.classes:
+                return [f"{scope}.{base[1:]}"]
+        return []
 
     def known_classes(self, name: str, depth: int = 0) -> list[str]:
         """The tree's classes a resolved base name may be: the class itself, those its dotted suffix names, or what
