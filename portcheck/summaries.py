@@ -34,6 +34,7 @@ class Summary:
     imports: tuple[tuple[str, bool], ...] = ()
     passes: tuple[tuple[str, int, tuple[str, ...], tuple[str, ...]], ...] = ()  # module-level code's (Function.passes)
     probes: tuple[str, ...] = ()  # module-level names bound once to a test that holds only with CUDA (`HAS_CUDA = ...`)
+    required: tuple[str, ...] = ()  # what the module's top level imports with no optional-dependency test around it
 
     def plain(self) -> list[object]:
         """As JSON values, for the cache."""
@@ -42,13 +43,13 @@ class Summary:
                  for f in self.functions],
                 [[n, list(b)] for n, b in self.classes], [list(e) for e in self.exports],
                 [list(r) for r in self.regions], [[m, o] for m, o in self.imports],
-                [[t, n, list(k), list(h)] for t, n, k, h in self.passes], list(self.probes)]
+                [[t, n, list(k), list(h)] for t, n, k, h in self.passes], list(self.probes), list(self.required)]
 
     @classmethod
     def from_plain(cls, plain: Any) -> Summary:
         """The summary a cache entry holds (JSON, so `Any`); anything malformed raises (TypeError, ValueError), a
         cache miss."""
-        functions, classes, exports, regions, imports, passes, probes = plain
+        functions, classes, exports, regions, imports, passes, probes, required = plain
         return cls(
             tuple(Function(str(n), int(a), int(b), tuple(map(str, roles)), tuple((str(t), str(g)) for t, g in calls),
                            tuple(map(str, rets)), tuple(map(str, refs)), tuple(map(str, params)),
@@ -59,7 +60,7 @@ class Summary:
             tuple((int(a), int(b), str(g)) for a, b, g in regions),
             tuple((str(m), bool(o)) for m, o in imports),
             tuple((str(t), int(c), tuple(map(str, k)), tuple(map(str, h))) for t, c, k, h in passes),
-            tuple(map(str, probes)))
+            tuple(map(str, probes)), tuple(map(str, required)))
 
 
 __all__ = ["Function", "Summary"]

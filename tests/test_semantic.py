@@ -981,3 +981,32 @@ def test_a_data_dependent_shape_no_forward_or_step_reaches_is_info(tmp_path):
     result = scan_module.scan_paths(["."], settings, tmp_path, jobs=1)
     note = next(f.message for f in result.findings if f.code == "PC201")
     assert "no module's `forward` and no training step in the scanned files reaches `select_boxes`" in note
+
+
+def test_a_module_that_needs_a_cuda_only_library_and_loads_only_behind_a_test_is_cuda_only(tmp_path):
+    """A module whose top level imports a CUDA-only library (rules/libraries.toml) and that the project imports
+    only behind an availability test integrates that library: none of it loads on a Neuron host. A module that
+    imports it only under a test (a type checker's), or that the project imports unconditionally, is not one."""
+    layer = "import torch\n{header}\n\nclass Linear8bit(torch.nn.Module):\n    def forward(self, x):\n" \
+            "        return x[x > 0]\n"
+    _tree(tmp_path, {
+        "pkg/__init__.py": """\
+            import importlib.util
+            from pkg.loaded import Linear8bit as Loaded
+
+            def is_bnb_available():
+                return importlib.util.find_spec("bitsandbytes") is not None
+
+            if is_bnb_available():
+                from pkg.bnb import Linear8bit
+                from pkg.typed import Linear8bit as Again
+            """,
+        "pkg/bnb.py": layer.format(header="import bitsandbytes as bnb"),
+        "pkg/typed.py": layer.format(
+            header="from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import bitsandbytes"),
+        "pkg/loaded.py": layer.format(header="import bitsandbytes as bnb"),
+    })
+    found = _scan(tmp_path)
+    assert found[("pkg/bnb.py", 6, "PC204")] == Severity.INFO
+    assert found[("pkg/typed.py", 8, "PC204")] == Severity.ERROR
+    assert found[("pkg/loaded.py", 6, "PC204")] == Severity.ERROR

@@ -43,3 +43,14 @@ def libraries() -> dict[str, Library]:
                 raise KnowledgeError(f"{path}: {module} is listed twice")
             table[module] = library
     return table
+
+
+def library_of(qualname: str) -> Library | None:
+    """The library an imported name belongs to, by its longest listed prefix on whole dotted segments."""
+    table = libraries()
+    parts = qualname.split(".")
+    for end in range(len(parts), 0, -1):
+        found = table.get(".".join(parts[:end]))
+        if found is not None:
+            return found
+    return None

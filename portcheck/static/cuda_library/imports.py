@@ -6,7 +6,7 @@ from __future__ import annotations
 import libcst as cst
 
 from portcheck.findings import Severity
-from portcheck.knowledge.libraries import Library, libraries
+from portcheck.knowledge.libraries import Library, libraries, library_of
 from portcheck.rules import Rule, rule
 from portcheck.static.check import Context, check
 from portcheck.static.cuda_library.fallbacks import fallback, fallback_severity
@@ -85,18 +85,6 @@ class CudaOnlyLibrary(Rule):
 
 
 # ---- the libraries --------------------------------------------------------------------------------------------
-
-
-def library_of(qualname: str) -> Library | None:
-    """The library an imported name belongs to, by its longest listed prefix on whole dotted segments."""
-    table = libraries()
-    parts = qualname.split(".")
-    for end in range(len(parts), 0, -1):
-        found = table.get(".".join(parts[:end]))
-        if found is not None:
-            return found
-    return None
-
 
 # How an import of a listed module can be written: `import m`, `from m`, `import os, m`, `import_module("m")`.
 # (A bare module name would be too wide: transformers files say `_supports_flash_attn` everywhere.)

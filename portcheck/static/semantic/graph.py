@@ -222,6 +222,9 @@ def _where(project: Project, found: Facts, result: FileResult, finding: Finding,
     module = project.files[result.path][0]
     if finding.category == "cuda-library" and module in project.optional:
         return "optional", f"`{module.rsplit('.', 1)[-1]}` is imported only where an optional dependency is installed"
+    if module in project.optional and module in project.cuda_libraries:
+        return "cuda", (f"`{module}` needs {project.cuda_libraries[module]} to load and is imported only where an "
+                        "optional dependency is installed")
     for line, end, guard in result.summary.regions:
         if line <= finding.line <= end:
             if guard == VENDOR_GUARD:

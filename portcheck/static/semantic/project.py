@@ -8,6 +8,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from portcheck.findings import FileResult
+from portcheck.knowledge.libraries import library_of
 from portcheck.static.semantic.modules import module_of, suffixes
 from portcheck.summaries import Function
 
@@ -34,6 +35,8 @@ class Project:
         self.files: dict[str, tuple[str, bool, list[Node]]] = {}
         self.probe_constants: set[str] = set()  # module-level names bound once to a CUDA test (Summary.probes)
         imported: list[tuple[str, bool]] = []  # (absolute module, optional) of every import in the tree
+        # module -> the CUDA-only library it imports at its top level, whatever is installed (`import bitsandbytes`)
+        self.cuda_libraries: dict[str, str] = {}
         for result in results:
             if result.summary is None:
                 continue
@@ -60,6 +63,10 @@ class Project:
             self.files[result.path] = (module, package, sorted(nodes, key=lambda n: n.function.line))
             imported.extend((self._absolute(target, module, package), optional)
                             for target, optional in result.summary.imports)
+            library = next((found for target in result.summary.required
+                            if not target.startswith(".") and (found := library_of(target))), None)
+            if library is not None:
+                self.cuda_libraries[module] = library.title
         self.optional = self._optional_modules(imported)
 
     def _optional_modules(self, imported: list[tuple[str, bool]]) -> frozenset[str]:

@@ -69,7 +69,7 @@ def summarise(tree: ast.Module) -> Summary:
     reader.block(tree.body, (), "")
     return Summary(tuple(reader.functions), tuple(reader.classes), tuple(sorted(reader.aliases.items())),
                    tuple(reader.regions), tuple(reader.imports), tuple(reader.module_passes),
-                   tuple(sorted(reader.module_probes)))
+                   tuple(sorted(reader.module_probes)), tuple(reader.required))
 
 
 class _Reader:
@@ -89,6 +89,7 @@ class _Reader:
         self._probe_names: frozenset[str] = frozenset()
         self.module_probes: frozenset[str] = frozenset()
         self.imports: list[tuple[str, bool]] = []
+        self.required: list[str] = []  # Summary.required
         self._passes: list[tuple[str, int, tuple[str, ...], tuple[str, ...]]] = []
         self._bindings = Bindings(self.resolve)
         self.module_passes = self._passes  # module-level code's calls; a function's own replace it while it is read
@@ -188,7 +189,10 @@ class _Reader:
 
     def statement(self, stmt: ast.stmt, guards: tuple[str, ...], scope: str) -> None:
         if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            before = len(self.imports)
             self._import(stmt)
+            if not scope and not self._optional and not guards:  # needed to load the module
+                self.required.extend(target for target, _ in self.imports[before:])
             return
         if (isinstance(stmt, ast.If) and optional_test(stmt.test)) or (
                 isinstance(stmt, ast.Try) and any(catches_import_error(h) for h in stmt.handlers)):
