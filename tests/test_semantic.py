@@ -1010,3 +1010,35 @@ def test_a_module_that_needs_a_cuda_only_library_and_loads_only_behind_a_test_is
     assert found[("pkg/bnb.py", 6, "PC204")] == Severity.INFO
     assert found[("pkg/typed.py", 8, "PC204")] == Severity.ERROR
     assert found[("pkg/loaded.py", 6, "PC204")] == Severity.ERROR
+
+
+def test_the_truth_of_a_torch_predicate_is_a_read_in_the_step(tmp_path):
+    """`if torch.isnan(loss):` takes the truth of a one-element boolean tensor: its value is read on the host,
+    in a training step as in `forward`; `math.isnan` of a Python number and a predicate of a host tensor read
+    nothing from the device."""
+    _tree(tmp_path, {"pkg/__init__.py": "", "pkg/task.py": """\
+        import math
+        import torch
+
+        class Task:
+            def training_step(self, batch, batch_idx):
+                loss = self.model(batch).mean()
+                if torch.isnan(loss):
+                    return None
+                if math.isnan(batch_idx):
+                    return None
+                if not torch.isfinite(loss) or batch_idx > 3:
+                    loss = loss * 0
+                loss.backward()
+                return loss
+
+        class M(torch.nn.Module):
+            def forward(self, x, scale: float):
+                if torch.isnan(torch.tensor(scale)):
+                    x = x * 2
+                return x
+        """})
+    found = _scan(tmp_path)
+    assert found[("pkg/task.py", 7, "PC208")] == Severity.WARNING
+    assert found[("pkg/task.py", 11, "PC208")] == Severity.WARNING
+    assert ("pkg/task.py", 9, "PC208") not in found and ("pkg/task.py", 18, "PC208") not in found

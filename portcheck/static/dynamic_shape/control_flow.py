@@ -98,6 +98,26 @@ def _control_flow_message(ctx: Context, keyword_: str, read: cst.CSTNode, where:
             "configuration in `__init__`, or compute both sides and select with `torch.where(cond, a, b)`")
 
 
+# torch functions that answer elementwise with a boolean tensor: as a test (`if torch.isnan(loss):`) its single
+# element is read on the host, as `.item()` would.
+_PREDICATES = frozenset(f"torch.{n}" for n in ("isnan", "isinf", "isfinite", "isneginf", "isposinf", "isreal",
+                                               "logical_and", "logical_or", "logical_not", "logical_xor"))
+
+
+def _predicate_truth(ctx: Context, test: cst.BaseExpression) -> cst.Call | None:
+    """The torch predicate a test takes the truth of: the test itself, `not` it, or an operand of `and` / `or`."""
+    todo = [test]
+    while todo:
+        part = todo.pop()
+        if isinstance(part, cst.UnaryOperation) and isinstance(part.operator, cst.Not):
+            todo.append(part.expression)
+        elif isinstance(part, cst.BooleanOperation):
+            todo.extend((part.left, part.right))
+        elif isinstance(part, cst.Call) and ctx.qualname(part.func) in _PREDICATES:
+            return part
+    return None
+
+
 def _tensor_element_comparison(node: cst.BaseExpression) -> cst.CSTNode | None:
     """`t[0, 0] == 1`: a comparison against a tensor element (tuple indexing: lists cannot do it)."""
     if not isinstance(node, cst.Comparison):
@@ -147,7 +167,7 @@ def check_control_flow(node: cst.If | cst.While | cst.Assert | cst.IfExp, ctx: C
 
         if isinstance(node, cst.Assert) or _only_raises(node):
             return
-        found = reads_tensor_values(ctx, node.test)  # cheaper than placing the function: asked first
+        found = reads_tensor_values(ctx, node.test) or _predicate_truth(ctx, node.test)  # before placing it
         if found is not None and read_place(ctx) == "helper":
             ctx.skip.add(id(found))
             message = _control_flow_message(ctx, _KEYWORDS[type(node)], found,
@@ -156,7 +176,7 @@ def check_control_flow(node: cst.If | cst.While | cst.Assert | cst.IfExp, ctx: C
         return
     test = node.test
     keyword_ = _KEYWORDS[type(node)]
-    read: cst.CSTNode | None = reads_tensor_values(ctx, test)
+    read: cst.CSTNode | None = reads_tensor_values(ctx, test) or _predicate_truth(ctx, test)
     if read is not None:
         ctx.skip.add(id(read))
     else:
