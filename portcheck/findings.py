@@ -137,7 +137,8 @@ class Finding:
     host_if: tuple[str, ...] = ()
     # The parameter the finding's code runs only with: it sits in `if <param> is not None:` (or `if <param>:`) and
     # the parameter defaults to None or False. Where no call in the project passes it, that branch never runs.
-    # Never in the output formats.
+    # Marked "!": the parameter whose absence it runs with (`if size is None:`); where every call passes it, that
+    # branch never runs. Never in the output formats.
     unless_passed: str = ""
 
     @classmethod

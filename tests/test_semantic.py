@@ -1042,3 +1042,36 @@ def test_the_truth_of_a_torch_predicate_is_a_read_in_the_step(tmp_path):
     assert found[("pkg/task.py", 7, "PC208")] == Severity.WARNING
     assert found[("pkg/task.py", 11, "PC208")] == Severity.WARNING
     assert ("pkg/task.py", 9, "PC208") not in found and ("pkg/task.py", 18, "PC208") not in found
+
+
+def test_a_fallback_for_a_parameter_every_call_passes_never_runs(tmp_path):
+    """`if size is None: size = int(index.max()) + 1` runs only when the caller leaves `size` out: where every
+    call in the project passes it, the read never happens (info); where one call leaves it out, or the function
+    rebinds it elsewhere, it still counts."""
+    _tree(tmp_path, {"pkg/__init__.py": "", "pkg/ops.py": """\
+        import torch
+
+        def scatter(src, index, dim_size=None):
+            if dim_size is None:
+                dim_size = int(index.max()) + 1
+            return src
+
+        def coo(edge_index, size=None):
+            if size is None:
+                size = int(edge_index.max()) + 1
+            return size
+
+        def both(x, size=None):
+            size = size or 3
+            if size is None:
+                size = int(x.max())
+            return size
+
+        class M(torch.nn.Module):
+            def forward(self, src, index):
+                return scatter(src, index, dim_size=4), coo(index), coo(index, 5), both(src, 3)
+        """})
+    found = _scan(tmp_path, "inf2", "xla")
+    assert found[("pkg/ops.py", 5, "PC701")] == Severity.INFO
+    assert found[("pkg/ops.py", 10, "PC701")] == Severity.WARNING
+    assert found[("pkg/ops.py", 16, "PC701")] == Severity.WARNING

@@ -671,3 +671,20 @@ def test_a_branch_on_a_host_tensor_is_no_device_read():
         """)
     assert not {(4, "PC208"), (7, "PC208"), (15, "PC208")} & set(found)
     assert (9, "PC208") in found and (17, "PC208") in found
+
+
+def test_a_cast_of_a_host_tensor_reads_nothing_from_the_device():
+    """`int(mask.sum())` of a mask made without a device (a CPU tensor) reads the host; of a device tensor it
+    waits for the device."""
+    found = severities("""\
+        import torch
+
+        class M(torch.nn.Module):
+            def forward(self, x, n: int):
+                mask = torch.ones(n, dtype=torch.bool)
+                kept = int(mask.sum())
+                total = int(x.sum())
+                return kept, total
+        """, "inf2", "xla")
+    assert (6, "PC701") not in found
+    assert found[(7, "PC701")] == Severity.WARNING

@@ -125,7 +125,9 @@ def param_roots(function: cst.FunctionDef, node: cst.CSTNode, constant: Constant
 def branch_parameter(function: cst.FunctionDef, chain: list[cst.CSTNode], node: cst.CSTNode,
                      assigned: Callable[[], frozenset[str]]) -> str:
     """The parameter (default None or False, never rebound in the function) that an enclosing `if` of `node`
-    tests for being given (`if mask is not None:`, `if mask:`), the branch holding `node`; "" where none."""
+    tests for being given (`if mask is not None:`, `if mask:`), the branch holding `node`; or, marked "!", the
+    parameter (default None) whose absence it tests (`if size is None: size = int(index.max()) + 1`), rebound
+    only in that branch; "" where none."""
     optional = {p.name.value for p in _parameters(function)
                 if isinstance(p.default, cst.Name) and p.default.value in ("None", "False")}
     if not optional:
@@ -138,6 +140,9 @@ def branch_parameter(function: cst.FunctionDef, chain: list[cst.CSTNode], node: 
         if not any(part is inner for part in body):
             continue
         test = statement.test
+        absent = _absence_tested(test)
+        if absent in optional and _rebound_only_in(function, absent, statement):
+            return f"!{absent}"
         if (isinstance(test, cst.Comparison) and len(test.comparisons) == 1
                 and isinstance(test.comparisons[0].operator, cst.IsNot)
                 and isinstance(test.comparisons[0].comparator, cst.Name)
@@ -146,6 +151,35 @@ def branch_parameter(function: cst.FunctionDef, chain: list[cst.CSTNode], node: 
         if isinstance(test, cst.Name) and test.value in optional and test.value not in assigned():
             return test.value
     return ""
+
+
+def _absence_tested(test: cst.BaseExpression) -> str:
+    """`p` of `if p is None:`, else ""."""
+    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(test.left, cst.Name)):
+        return ""
+    part = test.comparisons[0]
+    none = isinstance(part.comparator, cst.Name) and part.comparator.value == "None"
+    return test.left.value if isinstance(part.operator, cst.Is) and none else ""
+
+
+def _rebound_only_in(function: cst.FunctionDef, name: str, branch: cst.If) -> bool:
+    """No statement of `function` outside `branch` binds `name` (nested functions and classes have their own)."""
+    found = False
+
+    class Finder(cst.CSTVisitor):
+        def on_visit(self, node: cst.CSTNode) -> bool:
+            nonlocal found
+            if found or node is branch or (node is not function and isinstance(node, (cst.FunctionDef, cst.ClassDef,
+                                                                                       cst.Lambda))):
+                return False
+            kind = type(node)
+            if kind in _BINDERS:
+                target = getattr(node, _BINDERS[kind])
+                found = target is not None and name in bound_names(target)
+            return not found
+
+    function.visit(Finder())
+    return not found
 
 
 __all__ = ["assigned", "branch_parameter", "default_read", "param_roots"]

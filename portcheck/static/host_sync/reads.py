@@ -339,6 +339,8 @@ def _check_cast(ctx: Context, node: cst.Call) -> None:
     place = read_place(ctx)
     if place is None or not is_tensor(ctx, arg, known_tensors(ctx, place)) or bound_to_a_size(ctx):
         return
+    if host_value(ctx, _below_reads(arg)):  # `int(mask.sum())` of a CPU `mask`: nothing leaves the device
+        return
     _report_read(ctx, HostValueRead, node, place)
 
 

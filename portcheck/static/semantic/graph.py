@@ -336,6 +336,9 @@ def _by_callers(finding: Finding, passed: dict[str, list[Passed]], holder: Node,
     name = holder.function.name
     if finding.default_of and always_passed(passed, holder, finding.default_of):
         note = f"every call of `{name}` in the project passes `{finding.default_of}`: its default never applies"
+    elif finding.unless_passed.startswith("!") and always_passed(passed, holder, finding.unless_passed[1:]):
+        note = (f"every call of `{name}` in the project passes `{finding.unless_passed[1:]}`: the branch for its "
+                "absence never runs here")
     elif finding.unless_passed and never_passed(passed, holder, finding.unless_passed):
         note = (f"no call of `{name}` in the project passes `{finding.unless_passed}`: the branch that needs it "
                 "never runs here")
