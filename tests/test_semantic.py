@@ -1014,15 +1014,16 @@ def test_a_module_that_needs_a_cuda_only_library_and_loads_only_behind_a_test_is
 
 def test_the_truth_of_a_torch_predicate_is_a_read_in_the_step(tmp_path):
     """`if torch.isnan(loss):` takes the truth of a one-element boolean tensor: its value is read on the host,
-    in a training step as in `forward`; `math.isnan` of a Python number and a predicate of a host tensor read
-    nothing from the device."""
+    in a training step (in a file with no other tensor read to look for) as in `forward`; `math.isnan` of a Python
+    number and a predicate of a host tensor read nothing from the device."""
     _tree(tmp_path, {"pkg/__init__.py": "", "pkg/task.py": """\
         import math
         import torch
+        import torch.nn.functional as F
 
         class Task:
             def training_step(self, batch, batch_idx):
-                loss = self.model(batch).mean()
+                loss = F.mse_loss(self.model(batch), batch)
                 if torch.isnan(loss):
                     return None
                 if math.isnan(batch_idx):
@@ -1031,6 +1032,8 @@ def test_the_truth_of_a_torch_predicate_is_a_read_in_the_step(tmp_path):
                     loss = loss * 0
                 loss.backward()
                 return loss
+        """, "pkg/model.py": """\
+        import torch
 
         class M(torch.nn.Module):
             def forward(self, x, scale: float):
@@ -1039,9 +1042,9 @@ def test_the_truth_of_a_torch_predicate_is_a_read_in_the_step(tmp_path):
                 return x
         """})
     found = _scan(tmp_path)
-    assert found[("pkg/task.py", 7, "PC208")] == Severity.WARNING
-    assert found[("pkg/task.py", 11, "PC208")] == Severity.WARNING
-    assert ("pkg/task.py", 9, "PC208") not in found and ("pkg/task.py", 18, "PC208") not in found
+    assert found[("pkg/task.py", 8, "PC208")] == Severity.WARNING
+    assert found[("pkg/task.py", 12, "PC208")] == Severity.WARNING
+    assert ("pkg/task.py", 10, "PC208") not in found and ("pkg/model.py", 5, "PC208") not in found
 
 
 def test_a_fallback_for_a_parameter_every_call_passes_never_runs(tmp_path):

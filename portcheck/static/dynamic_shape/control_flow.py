@@ -78,7 +78,12 @@ class TensorControlFlow(Rule):
 
 
 # `forward`, or a reduction a helper of the device step may branch on (`if loss.isnan().any():`)
-TOKENS = ("forward", *(f"{name}(" for name in sorted(REDUCTIONS)))
+# torch functions that answer elementwise with a boolean tensor: as a test (`if torch.isnan(loss):`) its single
+# element is read on the host, as `.item()` would.
+_PREDICATES = frozenset(f"torch.{n}" for n in ("isnan", "isinf", "isfinite", "isneginf", "isposinf", "isreal",
+                                               "logical_and", "logical_or", "logical_not", "logical_xor"))
+TOKENS = ("forward", *(f"{name}(" for name in sorted(REDUCTIONS)),
+          *(f"{name.rsplit('.', 1)[1]}(" for name in sorted(_PREDICATES)))
 
 _KEYWORDS = {cst.If: "if", cst.While: "while", cst.Assert: "assert", cst.IfExp: "if"}
 _FLOAT16 = frozenset({"torch.float16", "torch.half"})
@@ -98,12 +103,6 @@ def _control_flow_message(ctx: Context, keyword_: str, read: cst.CSTNode, where:
             "configuration in `__init__`, or compute both sides and select with `torch.where(cond, a, b)`")
 
 
-# torch functions that answer elementwise with a boolean tensor: as a test (`if torch.isnan(loss):`) its single
-# element is read on the host, as `.item()` would.
-_PREDICATES = frozenset(f"torch.{n}" for n in ("isnan", "isinf", "isfinite", "isneginf", "isposinf", "isreal",
-                                               "logical_and", "logical_or", "logical_not", "logical_xor"))
-
-
 def _predicate_truth(ctx: Context, test: cst.BaseExpression) -> cst.Call | None:
     """The torch predicate a test takes the truth of: the test itself, `not` it, or an operand of `and` / `or`."""
     todo = [test]
@@ -112,7 +111,7 @@ def _predicate_truth(ctx: Context, test: cst.BaseExpression) -> cst.Call | None:
         if isinstance(part, cst.UnaryOperation) and isinstance(part.operator, cst.Not):
             todo.append(part.expression)
         elif isinstance(part, cst.BooleanOperation):
-            todo.extend((part.left, part.right))
+            todo.extend((part.right, part.left))  # the left operand first, as Python evaluates it
         elif isinstance(part, cst.Call) and ctx.qualname(part.func) in _PREDICATES:
             return part
     return None
