@@ -56,6 +56,9 @@ GUARDED = [
     # a loop that never runs without CUDA (PyG llm.py)
     ("import torch\ndef f():\n    for i in range(torch.cuda.device_count()):\n        torch.cuda.mem_get_info(i)\n",
      4, "PC105"),
+    # monai config/deviceconfig.py: the count held in a name first
+    ("import torch\ndef f():\n    n = torch.cuda.device_count()\n    for i in range(n):\n"
+     "        torch.cuda.get_device_properties(i)\n", 5, "PC105"),
     # a NVTX range: an opt-in profiling aid
     ("import torch\ndef step():\n    torch.cuda.nvtx.range_push('step')\n", 3, "PC111"),
     # reading a cuDNN flag (Lightning's launcher snapshot)

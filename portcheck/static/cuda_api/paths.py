@@ -284,7 +284,8 @@ def cuda_path(ctx: Context, node: cst.CSTNode, *, expressions: bool = True) -> s
         elif isinstance(stmt, cst.For) and holds(ctx, stmt.body, inner):
             iterated = stmt.iter
             if isinstance(iterated, cst.Call) and call_name(iterated) == "range" and any(
-                    probe_call(ctx, a.value) for a in iterated.args):
+                    probe_call(ctx, a.value) or (isinstance(a.value, cst.Name) and (bound := ctx.constant(a.value))
+                                                 is not None and probe_call(ctx, bound[1])) for a in iterated.args):
                 return f"in `for {_text(ctx, stmt.target)} in {_text(ctx, iterated)}` (no iteration without CUDA)"
         elif isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
             if (isinstance(stmt, cst.FunctionDef) and stmt.name.value == "cuda" and index > 0
