@@ -63,4 +63,9 @@ class Summary:
             tuple(map(str, probes)), tuple(map(str, required)))
 
 
-__all__ = ["Function", "Summary"]
+# Finding.requires of a size a function of another file (or a method) returns (`torch.split(x, sizes(t))`): kept
+# where the call graph finds that every function the name may be reads its parameter's data into Python
+# (portcheck.static.semantic.summary.READS).
+READS_OF = "reads:"
+
+__all__ = ["READS_OF", "Function", "Summary"]

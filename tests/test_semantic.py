@@ -1078,3 +1078,37 @@ def test_a_fallback_for_a_parameter_every_call_passes_never_runs(tmp_path):
     assert found[("pkg/ops.py", 5, "PC701")] == Severity.INFO
     assert found[("pkg/ops.py", 10, "PC701")] == Severity.WARNING
     assert found[("pkg/ops.py", 16, "PC701")] == Severity.WARNING
+
+
+def test_a_size_a_helper_of_another_file_or_a_method_reads_from_tensor_data(tmp_path):
+    """A size returned by a function of another module or by a method, every `return` of which reads a
+    parameter's data into Python (`return t.tolist()`), is a size taken from tensor data; a helper returning a
+    shape, or one given a host value, is not."""
+    _tree(tmp_path, {"pkg/__init__.py": "", "pkg/util.py": """\
+        def sizes(t):
+            return t.tolist()
+
+        def count(t):
+            return t.shape[0]
+        """, "pkg/model.py": """\
+        import torch
+        from pkg import util
+        from pkg.util import count, sizes
+
+        class Net(torch.nn.Module):
+            def lengths(self, mask):
+                return int(mask.sum().item())
+
+            def forward(self, x, lengths, mask):
+                a = torch.split(x, sizes(lengths))
+                b = torch.zeros(count(lengths))
+                c = torch.split(x, util.sizes(lengths))
+                d = torch.zeros(self.lengths(mask))
+                e = torch.split(x, sizes(lengths.cpu()))
+                n = sizes(lengths)
+                return a, b, c, d, e, x.view(n)
+        """})
+    found = _scan(tmp_path)
+    for line in (10, 12, 13, 16):
+        assert found[("pkg/model.py", line, "PC209")] == Severity.ERROR
+    assert ("pkg/model.py", 11, "PC209") not in found and ("pkg/model.py", 14, "PC209") not in found

@@ -8,9 +8,10 @@ from portcheck.rules import Rule, rule
 from portcheck.static.check import Context
 from portcheck.static.dynamic_shape.reach import STATIC, report_compiled
 from portcheck.static.scope import host_value
-from portcheck.static.syntax import call_name
+from portcheck.static.syntax import call_name, dotted_name
 from portcheck.static.values import numpy_rooted, reads_tensor_values
 from portcheck.static.walk import returns_of, visit
+from portcheck.summaries import READS_OF
 
 
 @rule
@@ -123,6 +124,33 @@ def _helper_read(ctx: Context, call: cst.Call) -> bool:
     return arg is not None and not host_value(ctx, arg.value)
 
 
+_NOT_HELPERS = ("torch.", "numpy.", "math.", "builtins.")
+
+
+def _project_helper(ctx: Context, node: cst.BaseExpression, depth: int = 0) -> str | None:
+    """The dotted name (`sizes`, `utils.sizes`, `self.lengths`) of a function this file does not define that
+    computes `node`, directly or through a local name bound once, given a value not known to be on the host:
+    what the call graph may find to be a helper that reads tensor data."""
+    if isinstance(node, cst.Name) and depth < 2:
+        bound = ctx.constant(node)
+        return _project_helper(ctx, bound[1], depth + 1) if bound is not None else None
+    if not isinstance(node, cst.Call) or not node.args or _helper_read(ctx, node):
+        return None
+    name = dotted_name(node.func)
+    qualname = ctx.qualname(node.func)
+    if name is None or (qualname or "").startswith(_NOT_HELPERS) or (
+            isinstance(node.func, cst.Name) and (qualname is None or qualname == name)):
+        return None  # a builtin or a function of this file (`_helper_read` reads those itself)
+    if all(host_value(ctx, a.value) or _literal_arg(a.value) for a in node.args):
+        return None
+    return name
+
+
+def _literal_arg(node: cst.BaseExpression) -> bool:
+    return isinstance(node, (cst.Integer, cst.Float, cst.SimpleString)) or (
+        isinstance(node, cst.Name) and node.value in ("True", "False", "None"))
+
+
 def _returned_read(function: cst.FunctionDef, params: list[str]) -> str | None:
     """The parameter whose data every `return` of `function` reads into Python (`.tolist()`, `.item()`, directly
     or wrapped in `int`/`list`), or None."""
@@ -170,6 +198,11 @@ def report_shape_from_data(ctx: Context, node: cst.Call) -> None:
             ctx.skip.add(id(read))  # one finding: the host read is part of this problem (PC701 stays quiet)
             shown = ctx.source(arg.value) if isinstance(arg.value, cst.Name) else ctx.source(read)
             report_compiled(ctx, ShapeFromData, node, shown=" ".join(shown.split()))
+            return
+        helper = _project_helper(ctx, arg.value)
+        if helper is not None:
+            shown = " ".join(ctx.source(arg.value).split())
+            report_compiled(ctx, ShapeFromData, node, requires=f"{READS_OF}{helper}", shown=shown)
             return
 
 

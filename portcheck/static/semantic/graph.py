@@ -53,6 +53,7 @@ from portcheck.static.semantic.summary import (
     VENDOR,
     VENDOR_GUARD,
 )
+from portcheck.summaries import READS_OF
 
 MAX_FUNCTIONS = 200_000
 
@@ -285,7 +286,11 @@ def apply(results: list[FileResult]) -> tuple[list[FileResult], str | None]:
         nodes = project.files[result.path][2]
         for finding in result.findings:
             holders = _enclosing(nodes, finding.line)
-            if finding.requires:
+            if finding.requires.startswith(READS_OF):
+                if not holders or not project.reads_data(finding.requires[len(READS_OF):], holders[-1]):
+                    continue
+                finding = replace(finding, requires="")
+            elif finding.requires:
                 if not _reached(found, finding, holders):
                     continue
                 finding = replace(finding, requires="")

@@ -1,5 +1,5 @@
-"""Walks of Python's `ast` the summary reads a file with: the calls and branches of an expression, and whether one
-node lies within another."""
+"""Walks of Python's `ast` the summary reads a file with: the calls and branches of an expression, whether one
+node lies within another, and whether a function's every `return` reads tensor data into Python."""
 
 from __future__ import annotations
 
@@ -31,4 +31,41 @@ def calls_and_branches(node: ast.AST) -> list[ast.Call | ast.IfExp | ast.BoolOp]
     return found
 
 
-__all__ = ["calls_and_branches", "within"]
+_BLOCKS = ("body", "orelse", "finalbody", "handlers", "cases")
+_WRAPPERS = frozenset({"int", "list", "tuple", "float"})
+
+
+def returns_read(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Every `return` of `function` (one at least; nested functions have their own) reads the data of one of its
+    parameters into Python: `return t.tolist()`, `return int(t.max().item())`, `return self.counts.tolist()`."""
+    arguments = function.args
+    params = {a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)}
+    found = False
+    todo: list[ast.AST] = list(function.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        if isinstance(node, ast.Return):
+            value = node.value
+            while (isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in _WRAPPERS
+                   and len(value.args) == 1):
+                value = value.args[0]
+            if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)
+                    and value.func.attr in ("item", "tolist") and not value.args):
+                return False
+            root: ast.expr = value.func.value
+            while isinstance(root, (ast.Attribute, ast.Subscript, ast.Call)):
+                root = root.func if isinstance(root, ast.Call) else root.value
+            if not (isinstance(root, ast.Name) and root.id in params):
+                return False
+            found = True
+            continue
+        for field in _BLOCKS:
+            block = getattr(node, field, None)
+            if isinstance(block, list):
+                todo.extend(block)
+    return found
+
+
+__all__ = ["calls_and_branches", "returns_read", "within"]

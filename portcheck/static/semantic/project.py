@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from portcheck.findings import FileResult
 from portcheck.knowledge.libraries import library_of
 from portcheck.static.semantic.modules import module_of, suffixes
+from portcheck.static.semantic.summary import READS
 from portcheck.summaries import Function
 
 DEPTH = 8  # re-exports and base classes followed at most this deep
@@ -164,6 +165,19 @@ class Project:
             full = f"{module}.{name}" if module else name
             return self._find(self.exports[full]) if full in self.exports else []
         return self._find(self._absolute(target, module, package))
+
+    def reads_data(self, name: str, caller: Node) -> bool:
+        """`name` as `caller`'s file writes it (`sizes`, `utils.sizes`, `self.lengths`) is a function of the tree
+        every `return` of which reads tensor data into Python (summary.READS), whichever it turns out to be."""
+        if name.startswith("self."):
+            target = name
+        else:
+            module = self.files[caller.path][0]
+            head, _, rest = name.partition(".")
+            imported = self.exports.get(f"{module}.{head}" if module else head)
+            target = (f"{imported}.{rest}" if rest else imported) if imported else f":{name}"
+        found = self.resolve(target, caller)
+        return bool(found) and all(READS in self.nodes[f].function.roles for f in found)
 
     def probe_constant(self, target: str, caller: Node) -> bool:
         """`target`, a name `caller`'s file imports, is a module-level name the project binds to a CUDA test, found

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from portcheck.static.cuda_api.paths import named_for_cuda
 from portcheck.static.semantic.hosts import Bindings, host_arguments
 from portcheck.static.semantic.imports import catches_import_error, import_aliases, optional_test
-from portcheck.static.semantic.nodes import calls_and_branches, within
+from portcheck.static.semantic.nodes import calls_and_branches, returns_read, within
 from portcheck.static.semantic.once import dotted, initialises
 from portcheck.summaries import Function, Summary
 
@@ -33,6 +33,7 @@ PROBE = "probe"  # returns whether CUDA is there (`return torch.cuda.is_availabl
 VENDOR = "vendor"  # drives another vendor's runtime (TensorRT, OpenVINO, CoreML, ONNX Runtime)
 CUDA_CLASS = "cuda-class"  # a method of a class that exists for CUDA (`CUDAAccelerator`, `Bnb8bitLinear`)
 ONCE = "once"  # runs once per key or object: a cached function (`@functools.cache`, `@cached_property`)
+READS = "reads"  # every `return` reads a parameter's tensor data into Python (`return t.tolist()`)
 
 # Guards, as written at a call site or over a region: "cuda" (runs only with CUDA), "vendor" (only another
 # vendor's export or runtime takes it), or "?target" / "!target": under `if target():` / `if not target():`,
@@ -350,6 +351,8 @@ class _Reader:
         if any((dotted(d.func if isinstance(d, ast.Call) else d) or "").rsplit(".", 1)[-1] in _CACHING
                for d in node.decorator_list):
             roles.append(ONCE)
+        if returns_read(node):
+            roles.append(READS)
         self.functions.append(Function(name, node.lineno, _end(node), tuple(roles), tuple(self._calls),
                                        tuple(self._returns), tuple(self._host_refs), _positional(node, scope, self),
                                        tuple(self._passes)))
@@ -379,5 +382,5 @@ def _end(node: ast.AST) -> int:
     return end if isinstance(end, int) else 0
 
 
-__all__ = ["CUDA_CLASS", "CUDA_GUARD", "FORWARD", "HOST", "ONCE", "ONCE_GUARD", "PROBE", "STEP", "VENDOR",
+__all__ = ["CUDA_CLASS", "CUDA_GUARD", "FORWARD", "HOST", "ONCE", "ONCE_GUARD", "PROBE", "READS", "STEP", "VENDOR",
            "VENDOR_GUARD", "Function", "Summary", "summarise"]
