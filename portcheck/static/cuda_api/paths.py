@@ -14,6 +14,7 @@ skipped without CUDA (`@pytest.mark.skipif(not torch.cuda.is_available())`, `@re
 
 from __future__ import annotations
 
+import functools
 import re
 
 import libcst as cst
@@ -261,6 +262,7 @@ def _cuda_words() -> list[list[str]]:
     return [words(n) for n in names]
 
 
+@functools.lru_cache(maxsize=8192)  # the summary asks it of every class name a function sits in
 def named_for_cuda(name: str) -> bool:
     """A class named for CUDA or a CUDA-only library (`CUDAAccelerator`, `Bnb8bitLinear`): code that exists for it.
     A file's name decides nothing (`train_cuda.py` is a training script like any other)."""

@@ -35,6 +35,21 @@ _BLOCKS = ("body", "orelse", "finalbody", "handlers", "cases")
 _WRAPPERS = frozenset({"int", "list", "tuple", "float"})
 
 
+def statements_in(node: ast.AST) -> list[ast.stmt]:
+    """Every statement under `node`, nested functions' and classes' too: what `ast.walk` finds of them without
+    visiting the expressions, most of a tree."""
+    found: list[ast.stmt] = []
+    todo: list[ast.AST] = [node]
+    while todo:
+        current = todo.pop()
+        for field in _BLOCKS:
+            block = getattr(current, field, None)
+            if isinstance(block, list):
+                found.extend(item for item in block if isinstance(item, ast.stmt))
+                todo.extend(block)
+    return found
+
+
 def returns_read(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     """Every `return` of `function` (one at least; nested functions have their own) reads the data of one of its
     parameters into Python: `return t.tolist()`, `return int(t.max().item())`, `return self.counts.tolist()`."""
@@ -68,4 +83,4 @@ def returns_read(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     return found
 
 
-__all__ = ["calls_and_branches", "returns_read", "within"]
+__all__ = ["calls_and_branches", "returns_read", "statements_in", "within"]

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from portcheck.static.cuda_api.paths import named_for_cuda
 from portcheck.static.semantic.hosts import Bindings, host_arguments
 from portcheck.static.semantic.imports import catches_import_error, import_aliases, optional_test
-from portcheck.static.semantic.nodes import calls_and_branches, returns_read, within
+from portcheck.static.semantic.nodes import calls_and_branches, returns_read, statements_in, within
 from portcheck.static.semantic.once import dotted, initialises
 from portcheck.summaries import Function, Summary
 
@@ -332,7 +332,7 @@ class _Reader:
             for n in ast.walk(node))
         for decorator in node.decorator_list:
             self.expression(decorator, guards)
-        saved_probes, self._probe_names = self._probe_names, self.probes_bound(list(ast.walk(node)))
+        saved_probes, self._probe_names = self._probe_names, self.probes_bound(statements_in(node))
         self.block(node.body, (), name)
         self._probe_names = saved_probes
         roles = []
