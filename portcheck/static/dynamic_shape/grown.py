@@ -21,6 +21,12 @@ class TensorGrownPerStep(Rule):
     collected (predictions gathered batch after batch and never fed back), is a host value (numpy, a CPU tensor),
     or is concatenated outside a loop.
 
+    The same growth inside the model: a cache a caller passes back (a parameter defaulting to None, `layer_past`,
+    `past_key_value`) with this call's keys appended (`key = torch.cat((past_key, key), dim=-2)`), where the keys
+    then enter attention (a matrix product, `scaled_dot_product_attention`) or the values grow from the same cache
+    too; and a module attribute grown on every call of `forward` (`self.cache = torch.cat([self.cache, x])`).
+    One finding a cache. A skip connection concatenated once (`x = torch.cat([x, skip], dim=1)`) is no cache.
+
     ## Example
     ```python
     for _ in range(max_new_tokens):
@@ -53,6 +59,9 @@ class TensorGrownPerStep(Rule):
     INVALID = (
         "import torch\nfor _ in range(8):\n    out = model(ids)\n    ids = torch.cat([ids, out[:, -1:]], dim=1)",
         "import torch as th\nwhile True:\n    y = self.net(x[:, -16:])\n    x = th.cat((x, y.argmax(-1)), -1)",
+        "import torch\nclass A:\n    def forward(self, h, past=None):\n        k, v = self.k(h), self.v(h)\n"
+        "        if past is not None:\n            k = torch.cat([past[0], k], dim=-2)\n"
+        "            v = torch.cat([past[1], v], dim=-2)\n        return (self.q(h) @ k.transpose(-1, -2)) @ v, (k, v)",
     )
     VALID = (
         "import torch\nfor batch in loader:\n    preds = torch.cat([preds, model(batch)])",
@@ -60,6 +69,8 @@ class TensorGrownPerStep(Rule):
         "import torch\nfor t in steps:\n    x = torch.cat([x, cond], 1)\n    x = unet(x, t)",
         "import torch\nids = torch.cat([ids, extra])\nout = model(ids)",
         "import torch\nfor _ in range(8):\n    out = model(ids)\n    ids = torch.cat([ids.cpu(), out.cpu()])",
+        "import torch\nclass Up:\n    def forward(self, x, skip=None):\n        if skip is not None:\n"
+        "            x = torch.cat([x, skip], dim=1)\n        return self.conv(x)",
     )
 
 
@@ -151,9 +162,170 @@ _BUILTINS = frozenset({"len", "print", "range", "enumerate", "zip", "list", "tup
                        "setattr", "type"})
 
 
+# What attention does with keys and values: a cache concatenated and then given to one of these is attention's.
+_ATTENTION_OPS = frozenset({"torch.matmul", "torch.bmm", "torch.baddbmm", "torch.einsum",
+                            "torch.nn.functional.scaled_dot_product_attention"})
+_KEPT = ("`{name}` grows by `torch.cat` on every call of `forward`: each call sees one more position than the "
+         "last, so Neuron compiles a new graph per call; keep a buffer of the maximum length written at the step's "
+         "position (`index_copy_`, scatter), as a static KV cache does")
+_STATE = ("`{name}` is the state a caller passes back (`{param}`) with this call's own appended by `torch.cat`: fed "
+          "back every decoding step, it is one position longer each token, so Neuron compiles a new graph per "
+          "token; keep a static KV cache of the maximum length written at the step's position (`index_copy_`, "
+          "scatter), and bucket the prompt lengths, as NxD Inference and vLLM Neuron do")
+
+
+def _concatenation(statement: cst.SimpleStatementLine, ctx: Context) -> tuple[cst.BaseExpression, cst.Call,
+                                                                               list[cst.BaseExpression]] | None:
+    """(target, call, parts) of `target = torch.cat([...], ...)`."""
+    if len(statement.body) != 1 or not isinstance(statement.body[0], cst.Assign):
+        return None
+    assign = statement.body[0]
+    value = assign.value
+    if len(assign.targets) != 1 or not isinstance(value, cst.Call) or not value.args:
+        return None
+    parts = value.args[0].value
+    if ctx.qualname(value.func) not in _CONCAT or not isinstance(parts, (cst.List, cst.Tuple)):
+        return None
+    return assign.targets[0].target, value, [e.value for e in parts.elements]
+
+
+def _optional_parameters(function: cst.FunctionDef) -> frozenset[str]:
+    params = function.params
+    return frozenset(p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)
+                     if isinstance(p.default, cst.Name) and p.default.value == "None")
+
+
+def _root(node: cst.BaseExpression) -> str | None:
+    """`past` of `past[0]`, `past.key`, `past.cached_kv[0]`."""
+    while isinstance(node, (cst.Subscript, cst.Attribute)):
+        node = node.value
+    return node.value if isinstance(node, cst.Name) else None
+
+
+def _state_parameter(ctx: Context, function: cst.FunctionDef, part: cst.BaseExpression) -> str | None:
+    """The parameter defaulting to None a part of a concatenation comes from: itself, an item or attribute of it,
+    or a local name bound from one (`past_key, past_value = layer_past`, `ck = cache.k`)."""
+    optional = ctx.memo("optional-parameters", function, lambda: _optional_parameters(function))
+    root = _root(part)
+    if root is None:
+        return None
+    if root in optional:  # rebinding it later (`past_key_value = (key, value)`) hands the grown state on
+        return root
+    for value in ctx.memo("unpacked", function, lambda: _unpacked(function)).get(root, ()):
+        source = _root(value)
+        if source in optional:
+            return source
+    return None
+
+
+def _unpacked(function: cst.FunctionDef) -> dict[str, list[cst.BaseExpression]]:
+    """Each local name and the values it is bound from, a tuple target's names included (`k, v = past`)."""
+    found: dict[str, list[cst.BaseExpression]] = {}
+
+    class Finder(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is function
+
+        def visit_Assign(self, node: cst.Assign) -> None:
+            for target in node.targets:
+                for name in _target_names(target.target):
+                    found.setdefault(name.value, []).append(node.value)
+
+    visit(function, Finder())
+    return found
+
+
+def _attends(ctx: Context, function: cst.FunctionDef, name: str) -> bool:
+    """`name` enters a matrix product or attention in `function`: `q @ k.transpose(-1, -2)`, `torch.matmul(p, v)`,
+    `F.scaled_dot_product_attention(q, k, v)`."""
+    found = False
+
+    class Finder(cst.CSTVisitor):
+        def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+            nonlocal found
+            if isinstance(node.operator, cst.MatrixMultiply):
+                found = found or name in (_operand_root(node.left), _operand_root(node.right))
+
+        def visit_Call(self, node: cst.Call) -> None:
+            nonlocal found
+            if ctx.qualname(node.func) in _ATTENTION_OPS:
+                found = found or any(_operand_root(a.value) == name for a in node.args)
+
+    visit(function, Finder())
+    return found
+
+
+def _operand_root(node: cst.BaseExpression) -> str | None:
+    """`k` of `k.transpose(-1, -2)`, `k[:, :n]`, `k.float()`."""
+    while isinstance(node, (cst.Call, cst.Attribute, cst.Subscript)):
+        node = node.func if isinstance(node, cst.Call) else node.value
+    return node.value if isinstance(node, cst.Name) else None
+
+
+def _grown_state(ctx: Context, statement: cst.SimpleStatementLine) -> tuple[str, str, cst.Call] | None:
+    """(name, the state it comes from, the call) for a cache that grows every call of its function: `key =
+    torch.cat([past_key, key], dim=-2)` with `past_key` from a parameter defaulting to None, where the keys then
+    enter attention or the values grow from the same state too; or `self.cache = torch.cat([self.cache, x])` in
+    `forward`."""
+    found = _concatenation(statement, ctx)
+    if found is None or not ctx.functions:
+        return None
+    function = ctx.functions[-1]
+    target, call, parts = found
+    if isinstance(target, cst.Attribute) and ctx.in_forward:
+        text = ctx.source(target)
+        if text.startswith("self.") and any(ctx.source(p) == text for p in parts):
+            return text, text, call
+        return None
+    if not isinstance(target, cst.Name) or not any(isinstance(p, cst.Name) and p.value == target.value
+                                                    for p in parts):
+        return None
+    state = next((s for p in parts if (s := _state_parameter(ctx, function, p)) is not None), None)
+    if state is None:
+        return None
+    if _attends(ctx, function, target.value) or sum(
+            1 for other in ctx.memo("concatenated-states", function, lambda: _states(ctx, function))
+            if other == state) > 1:
+        return target.value, state, call
+    return None
+
+
+def _states(ctx: Context, function: cst.FunctionDef) -> list[str]:
+    """The parameter each self-growing concatenation of `function` draws on (keys and values both do)."""
+    found: list[str] = []
+
+    class Finder(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is function
+
+        def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+            concatenated = _concatenation(node, ctx)
+            if concatenated is None or not isinstance(concatenated[0], cst.Name):
+                return
+            name = concatenated[0].value
+            if any(isinstance(p, cst.Name) and p.value == name for p in concatenated[2]):
+                state = next((s for p in concatenated[2] if (s := _state_parameter(ctx, function, p))), None)
+                if state is not None:
+                    found.append(state)
+
+    visit(function, Finder())
+    return found
+
+
 @check(cst.SimpleStatementLine, rules=(TensorGrownPerStep,), tokens=("cat", "stack"))
 def check_grown(node: cst.SimpleStatementLine, ctx: Context) -> None:
     if not ctx.loops:
+        state = _grown_state(ctx, node)
+        if state is None:
+            return
+        name, source, call = state
+        reported = ctx.memo("grown-states", ctx.functions[-1], set)
+        if source in reported:
+            return  # one finding a cache: its values grow with its keys
+        reported.add(source)
+        message = (_STATE.format(name=name, param=source) if name != source else
+                   _KEPT.format(name=name))
+        ctx.report(TensorGrownPerStep, call, message)
         return
     grown = _grown_name(ctx, node)
     if grown is None:
