@@ -688,3 +688,46 @@ def test_a_cast_of_a_host_tensor_reads_nothing_from_the_device():
         """, "inf2", "xla")
     assert (6, "PC701") not in found
     assert found[(7, "PC701")] == Severity.WARNING
+
+
+def test_a_cache_a_caller_passes_back_and_grows_is_a_tensor_grown_per_step():
+    """Keys appended to a cache the caller passes back (a parameter defaulting to None) grow one position a
+    decoding step: reported once a cache, where the keys enter attention or the values grow from the same cache;
+    a skip connection concatenated once, or a lone optional input, is no cache."""
+    found = severities("""\
+        import torch
+
+        class SelfAttention(torch.nn.Module):
+            def forward(self, hidden, past_key_value=None):
+                key_layer, value_layer = self.key(hidden), self.value(hidden)
+                if past_key_value is not None:
+                    key_layer = torch.cat([past_key_value[0], key_layer], dim=2)
+                    value_layer = torch.cat([past_key_value[1], value_layer], dim=2)
+                scores = torch.matmul(self.query(hidden), key_layer.transpose(-1, -2))
+                return scores, (key_layer, value_layer)
+
+        class Block(torch.nn.Module):
+            def forward(self, hidden, layer_past=None):
+                query, key, value = self.c_attn(hidden).split(64, dim=2)
+                if layer_past is not None:
+                    past_key, past_value = layer_past
+                    key = torch.cat((past_key, key), dim=-2)
+                    value = torch.cat((past_value, value), dim=-2)
+                return self.attend(query, key, value), (key, value)
+
+        class Up(torch.nn.Module):
+            def forward(self, x, skip=None, extra=None):
+                if skip is not None:
+                    x = torch.cat([x, skip], dim=1)
+                return self.conv(x)
+
+        class Stream(torch.nn.Module):
+            def forward(self, x):
+                self.cache = torch.cat([self.cache, x], dim=1)
+                return self.net(self.cache)
+
+            def reset(self, x):
+                self.cache = torch.cat([self.cache, x], dim=1)
+        """)
+    grown = sorted(line for line, code in found if code == "PC213")
+    assert grown == [7, 17, 29]
