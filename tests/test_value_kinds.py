@@ -731,3 +731,29 @@ def test_a_cache_a_caller_passes_back_and_grows_is_a_tensor_grown_per_step():
         """)
     grown = sorted(line for line, code in found if code == "PC213")
     assert grown == [7, 17, 29]
+
+
+def test_a_slice_the_loop_counter_cuts_is_a_new_shape_per_step():
+    """A decode loop that hands the model `tokens[:, :step]` (the `for` target, or a counter the loop increments)
+    gives it a new length every step; a window both ends of which move, an index, a fixed tail, or a torch
+    function's argument is no such input."""
+    found = severities("""\
+        import torch
+
+        def generate(model, tokens, steps):
+            for step in range(1, steps):
+                logits = model(tokens[:, :step])
+                tokens[:, step] = logits[:, -1].argmax(-1)
+            cur_len = 1
+            while cur_len < steps:
+                out = model(tokens[:, :cur_len])
+                cur_len += 1
+            for i in range(0, steps, 4):
+                model(tokens[i:i + 4])
+            for t in range(steps):
+                model(tokens[:, t])
+                torch.sum(tokens[:, :t])
+                model(tokens[:, -16:])
+            return tokens
+        """)
+    assert sorted(line for line, code in found if code == "PC213") == [5, 9]

@@ -26,6 +26,8 @@ class TensorGrownPerStep(Rule):
     then enter attention (a matrix product, `scaled_dot_product_attention`) or the values grow from the same cache
     too; and a module attribute grown on every call of `forward` (`self.cache = torch.cat([self.cache, x])`).
     One finding a cache. A skip connection concatenated once (`x = torch.cat([x, skip], dim=1)`) is no cache.
+    And a loop that hands the model a slice its own counter cuts (`model(tokens[:, :step])`, `model(ids[:,
+    :cur_len])` with `cur_len += 1`); a window both ends of which move (`x[i:i + k]`) keeps its length.
 
     ## Example
     ```python
@@ -62,6 +64,8 @@ class TensorGrownPerStep(Rule):
         "import torch\nclass A:\n    def forward(self, h, past=None):\n        k, v = self.k(h), self.v(h)\n"
         "        if past is not None:\n            k = torch.cat([past[0], k], dim=-2)\n"
         "            v = torch.cat([past[1], v], dim=-2)\n        return (self.q(h) @ k.transpose(-1, -2)) @ v, (k, v)",
+        "for step in range(1, 64):\n    logits = model(tokens[:, :step])\n"
+        "    tokens[:, step] = logits[:, -1].argmax(-1)",
     )
     VALID = (
         "import torch\nfor batch in loader:\n    preds = torch.cat([preds, model(batch)])",
@@ -71,6 +75,7 @@ class TensorGrownPerStep(Rule):
         "import torch\nfor _ in range(8):\n    out = model(ids)\n    ids = torch.cat([ids.cpu(), out.cpu()])",
         "import torch\nclass Up:\n    def forward(self, x, skip=None):\n        if skip is not None:\n"
         "            x = torch.cat([x, skip], dim=1)\n        return self.conv(x)",
+        "for i in range(0, n, bs):\n    outs.append(model(x[i:i + bs]))",
     )
 
 
@@ -124,7 +129,7 @@ def _feeds(ctx: Context, loop: cst.For | cst.While, name: str) -> str | None:
     """The callee (not a torch function, not a builtin, not the loop's own variable: `for layer in layers:
     x = torch.cat([x, layer(x)])` is a dense block of fixed shapes) the loop passes `name` to, or a slice of it."""
     found: str | None = None
-    varying = {n.value for n in _target_names(loop.target)} if isinstance(loop, cst.For) else set()
+    varying = {n.value for n in target_names(loop.target)} if isinstance(loop, cst.For) else set()
 
     class Finder(cst.CSTVisitor):
         def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
@@ -132,10 +137,8 @@ def _feeds(ctx: Context, loop: cst.For | cst.While, name: str) -> str | None:
 
         def visit_Call(self, call: cst.Call) -> bool:
             nonlocal found
-            if found is not None or ctx.qualname(call.func) is not None:
+            if found is not None or callee_of_interest(ctx, call, varying) is None:
                 return found is None
-            if isinstance(call.func, cst.Name) and (call.func.value in _BUILTINS or call.func.value in varying):
-                return True
             for arg in call.args:
                 value = arg.value
                 while isinstance(value, (cst.Subscript, cst.Attribute)) and not (
@@ -149,12 +152,21 @@ def _feeds(ctx: Context, loop: cst.For | cst.While, name: str) -> str | None:
     return found
 
 
-def _target_names(target: cst.BaseExpression) -> list[cst.Name]:
+def target_names(target: cst.BaseExpression) -> list[cst.Name]:
     if isinstance(target, cst.Name):
         return [target]
     if isinstance(target, (cst.Tuple, cst.List)):
-        return [n for e in target.elements for n in _target_names(e.value)]
+        return [n for e in target.elements for n in target_names(e.value)]
     return []
+
+
+def callee_of_interest(ctx: Context, call: cst.Call, varying: set[str] | frozenset[str]) -> str | None:
+    """What a loop may feed its growing input to, as written: a model or a function of the project, not a torch
+    function, a builtin, or the loop's own variable (`for layer in layers: layer(x)`, a stack of fixed shapes)."""
+    if ctx.qualname(call.func) is not None or (isinstance(call.func, cst.Name) and (
+            call.func.value in _BUILTINS or call.func.value in varying)):
+        return None
+    return " ".join(ctx.source(call.func).split())
 
 
 _BUILTINS = frozenset({"len", "print", "range", "enumerate", "zip", "list", "tuple", "int", "float", "str",
@@ -228,7 +240,7 @@ def _unpacked(function: cst.FunctionDef) -> dict[str, list[cst.BaseExpression]]:
 
         def visit_Assign(self, node: cst.Assign) -> None:
             for target in node.targets:
-                for name in _target_names(target.target):
+                for name in target_names(target.target):
                     found.setdefault(name.value, []).append(node.value)
 
     visit(function, Finder())
