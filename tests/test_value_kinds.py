@@ -757,3 +757,20 @@ def test_a_slice_the_loop_counter_cuts_is_a_new_shape_per_step():
             return tokens
         """)
     assert sorted(line for line, code in found if code == "PC213") == [5, 9]
+
+
+def test_a_settings_class_that_defaults_the_device_to_cuda_places_everything_there():
+    """`device: str = "cuda"` in a class body (a dataclass of settings) is the device everything built from the
+    settings goes to; a field that names no device, or defaults to the CPU, is quiet."""
+    found = severities("""\
+        from dataclasses import dataclass
+
+        @dataclass
+        class TrainConfig:
+            device: str = "cuda"
+            eval_device = "cuda:0"
+            backend_name: str = "cuda"
+            data_device: str = "cpu"
+        """)
+    assert found[(5, "PC103")] == Severity.ERROR and found[(6, "PC103")] == Severity.ERROR
+    assert (7, "PC103") not in found and (8, "PC103") not in found

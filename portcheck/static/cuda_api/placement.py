@@ -294,3 +294,22 @@ def _cuda_method_fix(ctx: Context, node: cst.Call) -> FixPlan | None:
         return None
     safe = index is None or first_device(ctx, index.value)
     return FixPlan(f"Use `.to({device})`", safe, (Replace(node, code),), imports)
+
+
+@check(cst.AnnAssign, cst.Assign, rules=(CudaDeviceArgument,), tokens=TOKENS)
+def check_device_setting(node: cst.AnnAssign | cst.Assign, ctx: Context) -> None:
+    """`device: str = "cuda"` in a class body (a dataclass of settings): the device everything built from the
+    settings is placed on. No fix: what reads the field is not in view."""
+    if node.value is None or len(ctx.statements) < 2 or not isinstance(ctx.statements[-2], cst.ClassDef):
+        return
+    where = cuda_device(ctx, node.value)
+    if not where or isinstance(node.value, cst.Name):
+        return
+    targets = [node.target] if isinstance(node, cst.AnnAssign) else [t.target for t in node.targets]
+    text = stack_device(ctx) if ctx.stack == "native" else '"xla"'
+    for target in targets:
+        if isinstance(target, cst.Name) and target.value.lower().endswith("device"):
+            report_guarded(ctx, CudaDeviceArgument, node.value, f"`{target.value}` defaults to {where}, a CUDA "
+                           "device a Neuron instance does not have, for everything placed by these settings; "
+                           f"default to {text}{stack_hint(ctx)}")
+            return
