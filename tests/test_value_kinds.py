@@ -693,7 +693,8 @@ def test_a_cast_of_a_host_tensor_reads_nothing_from_the_device():
 def test_a_cache_a_caller_passes_back_and_grows_is_a_tensor_grown_per_step():
     """Keys appended to a cache the caller passes back (a parameter defaulting to None) grow one position a
     decoding step: reported once a cache, where the keys enter attention or the values grow from the same cache;
-    a skip connection concatenated once, or a lone optional input, is no cache."""
+    a skip connection concatenated once, or an optional input extended once (`embeds = torch.cat((prompts,
+    embeds))`), is no cache."""
     found = severities("""\
         import torch
 
@@ -716,10 +717,11 @@ def test_a_cache_a_caller_passes_back_and_grows_is_a_tensor_grown_per_step():
                 return self.attend(query, key, value), (key, value)
 
         class Up(torch.nn.Module):
-            def forward(self, x, skip=None, extra=None):
+            def forward(self, x, skip=None, embeds=None):
                 if skip is not None:
                     x = torch.cat([x, skip], dim=1)
-                return self.conv(x)
+                embeds = torch.cat((self.prompts, embeds), dim=1)
+                return self.conv(x) @ embeds
 
         class Stream(torch.nn.Module):
             def forward(self, x):
@@ -730,13 +732,14 @@ def test_a_cache_a_caller_passes_back_and_grows_is_a_tensor_grown_per_step():
                 self.cache = torch.cat([self.cache, x], dim=1)
         """)
     grown = sorted(line for line, code in found if code == "PC213")
-    assert grown == [7, 17, 29]
+    assert grown == [7, 17, 30]
 
 
 def test_a_slice_the_loop_counter_cuts_is_a_new_shape_per_step():
     """A decode loop that hands the model `tokens[:, :step]` (the `for` target, or a counter the loop increments)
-    gives it a new length every step; a window both ends of which move, an index, a fixed tail, or a torch
-    function's argument is no such input."""
+    gives it a new length every step; a window both ends of which move (`i:i + 4`, `start:end` with `end` bound in
+    the loop), an index, a fixed tail, a sample's own length looked up by the counter, a torch function's argument,
+    or a string's or list's method is no such input."""
     found = severities("""\
         import torch
 
@@ -754,6 +757,12 @@ def test_a_slice_the_loop_counter_cuts_is_a_new_shape_per_step():
                 model(tokens[:, t])
                 torch.sum(tokens[:, :t])
                 model(tokens[:, -16:])
+                model(tokens[t, :lengths[t]])
+                ".".join(parts[:t])
+                word.extend(parts[t:])
+            for start in range(0, steps, 4):
+                end = min(start + 4, steps)
+                model(tokens[start:end])
             return tokens
         """)
     assert sorted(line for line, code in found if code == "PC213") == [5, 9]

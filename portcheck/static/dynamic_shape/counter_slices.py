@@ -36,26 +36,66 @@ def _counters(ctx: Context, loop: cst.For | cst.While) -> frozenset[str]:
     return ctx.memo("loop-counters", loop, compute)
 
 
-def _mentions(node: cst.BaseExpression | None, names: frozenset[str]) -> str | None:
-    """The first of `names` that `node` reads."""
-    if node is None:
-        return None
-    todo: list[cst.CSTNode] = [node]
-    while todo:
-        current = todo.pop()
-        if isinstance(current, cst.Name) and current.value in names:
-            return current.value
-        todo.extend(current.children)
+def _counted(node: cst.BaseExpression | None, counters: frozenset[str]) -> str | None:
+    """The counter a slice bound is arithmetic of (`step`, `step + 1`, `cur_len - offset`); not a value looked up
+    by it (`lengths[i]`: each sample's own length, not one that grows)."""
+    if isinstance(node, cst.Name):
+        return node.value if node.value in counters else None
+    if isinstance(node, cst.BinaryOperation):
+        left, right = _counted(node.left, counters), _counted(node.right, counters)
+        sides = (node.left, node.right)
+        if all(isinstance(s, (cst.Name, cst.Integer, cst.BinaryOperation)) for s in sides):
+            return left or right
     return None
 
 
-def _cut(index: cst.Slice, counters: frozenset[str]) -> str | None:
+def _moves(node: cst.BaseExpression | None, loop: cst.For | cst.While, ctx: Context) -> bool:
+    """A slice bound the loop changes: a name its body binds (`end = min(start + chunk, n)`), or any read of one."""
+    if node is None or isinstance(node, (cst.Integer, cst.UnaryOperation)):
+        return False
+    bound = ctx.memo("loop-bound-names", loop, lambda: _bound_in(loop))
+    todo: list[cst.CSTNode] = [node]
+    while todo:
+        current = todo.pop()
+        if isinstance(current, cst.Name) and current.value in bound:
+            return True
+        todo.extend(current.children)
+    return False
+
+
+def _bound_in(loop: cst.For | cst.While) -> frozenset[str]:
+    found = {n.value for n in target_names(loop.target)} if isinstance(loop, cst.For) else set()
+
+    class Finder(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return False
+
+        def visit_Assign(self, node: cst.Assign) -> None:
+            for target in node.targets:
+                found.update(n.value for n in target_names(target.target))
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            if isinstance(node.target, cst.Name):
+                found.add(node.target.value)
+
+    visit(loop.body, Finder())
+    return frozenset(found)
+
+
+def _cut(ctx: Context, loop: cst.For | cst.While, index: cst.Slice, counters: frozenset[str]) -> str | None:
     """The counter that moves one end of the slice while the other stays (`:step`, `:cur_len + 1`, `step:`);
-    a window both ends of which move (`i:i + k`) keeps its length."""
-    lower, upper = _mentions(index.lower, counters), _mentions(index.upper, counters)
-    if (lower is None) == (upper is None):
-        return None
-    return lower or upper
+    a window both ends of which move (`i:i + k`, `start:end` with `end` rebound each step) keeps its length."""
+    lower, upper = _counted(index.lower, counters), _counted(index.upper, counters)
+    if lower is not None and upper is None and not _moves(index.upper, loop, ctx):
+        return lower
+    if upper is not None and lower is None and not _moves(index.lower, loop, ctx):
+        return upper
+    return None
+
+
+# What Python's own containers and strings do with a slice: no model there.
+_CONTAINER_METHODS = frozenset({"append", "extend", "insert", "join", "add", "update", "write", "format", "index",
+                                "count", "startswith", "endswith", "split", "replace", "encode", "decode"})
 
 
 @check(cst.Call, rules=(TensorGrownPerStep,), tokens=(":",))
@@ -67,14 +107,16 @@ def check_counter_slice(node: cst.Call, ctx: Context) -> None:
     if not counters:
         return
     callee = callee_of_interest(ctx, node, counters)
-    if callee is None:
+    if callee is None or (isinstance(node.func, cst.Attribute) and (
+            node.func.attr.value in _CONTAINER_METHODS or isinstance(node.func.value, cst.SimpleString))):
         return
     for arg in node.args:
         value = arg.value
         if not isinstance(value, cst.Subscript) or host_value(ctx, value.value):
             continue
         for element in value.slice:
-            if isinstance(element.slice, cst.Slice) and (counter := _cut(element.slice, counters)) is not None:
+            if isinstance(element.slice, cst.Slice) and (
+                    counter := _cut(ctx, loop, element.slice, counters)) is not None:
                 shown = " ".join(ctx.source(value).split())
                 ctx.report(TensorGrownPerStep, value, MESSAGE.format(shown=shown, counter=counter, callee=callee))
                 return

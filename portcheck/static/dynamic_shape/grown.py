@@ -293,8 +293,8 @@ def _grown_state(ctx: Context, statement: cst.SimpleStatementLine) -> tuple[str,
                                                     for p in parts):
         return None
     state = next((s for p in parts if (s := _state_parameter(ctx, function, p)) is not None), None)
-    if state is None:
-        return None
+    if state is None or state == target.value:
+        return None  # `embeds = torch.cat((prompts, embeds))`: the input itself extended once, not a state
     if _attends(ctx, function, target.value) or sum(
             1 for other in ctx.memo("concatenated-states", function, lambda: _states(ctx, function))
             if other == state) > 1:
