@@ -10,7 +10,7 @@ from portcheck.static.dynamic_shape.reach import STATIC, report_compiled
 from portcheck.static.scope import host_value
 from portcheck.static.syntax import call_name, dotted_name
 from portcheck.static.values import numpy_rooted, reads_tensor_values
-from portcheck.static.walk import returns_of, visit
+from portcheck.static.walk import visit
 from portcheck.summaries import READS_OF
 
 
@@ -78,8 +78,6 @@ def _data_read(ctx: Context, node: cst.BaseExpression, depth: int = 0) -> cst.Ca
         return _data_read(ctx, bound[1], depth + 1) if bound and depth < 2 else None
     if isinstance(node, (cst.Tuple, cst.List)):  # `size=(n, maxcnt)`: each element is a size
         return next((r for r in (_data_read(ctx, e.value, depth) for e in node.elements) if r is not None), None)
-    if isinstance(node, cst.Call) and _helper_read(ctx, node):
-        return node
     found: cst.Call | None = None
 
     class Finder(cst.CSTVisitor):
@@ -103,73 +101,35 @@ def _data_read(ctx: Context, node: cst.BaseExpression, depth: int = 0) -> cst.Ca
     return None
 
 
-def _helper_read(ctx: Context, call: cst.Call) -> bool:
-    """`sizes(lengths)`: a function of this file every `return` of which reads the data of one parameter
-    (`return t.tolist()`, `return int(t.max().item())`), given a value not known to be on the host."""
-    if not isinstance(call.func, cst.Name):
-        return False
-    functions = ctx.memo("module-functions", ctx.module, lambda: {
-        f.name.value: f for f in ctx.module.body if isinstance(f, cst.FunctionDef)})
-    function = functions.get(call.func.value)
-    if function is None:
-        return False
-    params = [p.name.value for p in function.params.params]
-    read = ctx.memo("returns-read", function, lambda: _returned_read(function, params))
-    if read is None:
-        return False
-    index = params.index(read)
-    arg = next((a for a in call.args if a.keyword is not None and a.keyword.value == read), None)
-    if arg is None and index < len(call.args) and call.args[index].keyword is None:
-        arg = call.args[index]
-    return arg is not None and not host_value(ctx, arg.value)
-
-
 _NOT_HELPERS = ("torch.", "numpy.", "math.", "builtins.")
 
 
 def _project_helper(ctx: Context, node: cst.BaseExpression, depth: int = 0) -> str | None:
-    """The dotted name (`sizes`, `utils.sizes`, `self.lengths`) of a function this file does not define that
-    computes `node`, directly or through a local name bound once, given a value not known to be on the host:
-    what the call graph may find to be a helper that reads tensor data."""
+    """The dotted name (`sizes`, `utils.sizes`, `self.lengths`) of a project function that computes `node`,
+    directly or through a local name bound once, given a value not known to be on the host: what the call graph
+    may find to be a helper that reads tensor data (every `return` of it does: summary.READS)."""
     if isinstance(node, cst.Name) and depth < 2:
         bound = ctx.constant(node)
         return _project_helper(ctx, bound[1], depth + 1) if bound is not None else None
-    if not isinstance(node, cst.Call) or not node.args or _helper_read(ctx, node):
+    if not isinstance(node, cst.Call) or not node.args:
         return None
     name = dotted_name(node.func)
     qualname = ctx.qualname(node.func)
-    if name is None or (qualname or "").startswith(_NOT_HELPERS) or (
-            isinstance(node.func, cst.Name) and (qualname is None or qualname == name)):
-        return None  # a builtin or a function of this file (`_helper_read` reads those itself)
+    if name is None or (qualname or "").startswith(_NOT_HELPERS) or name in _BUILTINS:
+        return None
+    if isinstance(node.func, cst.Attribute) and qualname is None and not name.startswith("self."):
+        return None  # a method of a local value (`x.size(0)`): no project function the graph could name
     if all(host_value(ctx, a.value) or _literal_arg(a.value) for a in node.args):
         return None
     return name
 
 
+_BUILTINS = frozenset({"int", "float", "len", "min", "max", "sum", "round", "abs", "list", "tuple", "range"})
+
+
 def _literal_arg(node: cst.BaseExpression) -> bool:
     return isinstance(node, (cst.Integer, cst.Float, cst.SimpleString)) or (
         isinstance(node, cst.Name) and node.value in ("True", "False", "None"))
-
-
-def _returned_read(function: cst.FunctionDef, params: list[str]) -> str | None:
-    """The parameter whose data every `return` of `function` reads into Python (`.tolist()`, `.item()`, directly
-    or wrapped in `int`/`list`), or None."""
-    found: set[str] = set()
-    for returned in returns_of(function):
-        value = returned.value
-        while isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value in (
-                "int", "list", "tuple") and len(value.args) == 1:
-            value = value.args[0].value
-        if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
-                and value.func.attr.value in ("item", "tolist") and not value.args):
-            return None
-        root: cst.BaseExpression = value.func.value
-        while isinstance(root, (cst.Attribute, cst.Subscript, cst.Call)):
-            root = root.func if isinstance(root, cst.Call) else root.value
-        if not (isinstance(root, cst.Name) and root.value in params):
-            return None
-        found.add(root.value)
-    return found.pop() if len(found) == 1 else None
 
 
 def report_shape_from_data(ctx: Context, node: cst.Call) -> None:
@@ -221,6 +181,11 @@ def report_slice_from_data(ctx: Context, node: cst.Subscript) -> None:
                 ctx.skip.add(id(read))
                 shown = ctx.source(bound) if isinstance(bound, cst.Name) else ctx.source(read)
                 report_compiled(ctx, ShapeFromData, node, value=node.value, shown=" ".join(shown.split()))
+                return
+            helper = _project_helper(ctx, bound)
+            if helper is not None:
+                report_compiled(ctx, ShapeFromData, node, value=node.value, requires=f"{READS_OF}{helper}",
+                                shown=" ".join(ctx.source(bound).split()))
                 return
 
 

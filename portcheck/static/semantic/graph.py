@@ -287,7 +287,8 @@ def apply(results: list[FileResult]) -> tuple[list[FileResult], str | None]:
         for finding in result.findings:
             holders = _enclosing(nodes, finding.line)
             if finding.requires.startswith(READS_OF):
-                if not holders or not project.reads_data(finding.requires[len(READS_OF):], holders[-1]):
+                if not project.reads_data(finding.requires[len(READS_OF):], result.path,
+                                          holders[-1] if holders else None):
                     continue
                 finding = replace(finding, requires="")
             elif finding.requires:

@@ -166,13 +166,16 @@ class Project:
             return self._find(self.exports[full]) if full in self.exports else []
         return self._find(self._absolute(target, module, package))
 
-    def reads_data(self, name: str, caller: Node) -> bool:
-        """`name` as `caller`'s file writes it (`sizes`, `utils.sizes`, `self.lengths`) is a function of the tree
-        every `return` of which reads tensor data into Python (summary.READS), whichever it turns out to be."""
+    def reads_data(self, name: str, path: str, caller: Node | None) -> bool:
+        """`name` as the file at `path` writes it (`sizes`, `utils.sizes`, `self.lengths`) in `caller` (None: at
+        module level) is a function of the tree every `return` of which reads tensor data into Python
+        (summary.READS), whichever it turns out to be."""
+        module = self.files[path][0]
+        if caller is None:  # module-level code: names resolve in the module's own scope
+            caller = Node(module, path, module, Function("", 0, 0, (), (), ()))
         if name.startswith("self."):
             target = name
         else:
-            module = self.files[caller.path][0]
             head, _, rest = name.partition(".")
             imported = self.exports.get(f"{module}.{head}" if module else head)
             target = (f"{imported}.{rest}" if rest else imported) if imported else f":{name}"
