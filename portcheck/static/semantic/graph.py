@@ -13,8 +13,10 @@ about each finding: where its code runs and whether a CUDA-only or other-vendor 
   data transform built on `ABC`) or a training step (a function that calls `backward()` or `optimizer.step()`,
   Lightning's `*_step`) reaches through the calls the graph resolves (imports inside the tree, methods through
   `self` and the class's bases, re-exports followed). Host code is what only a data-pipeline entry
-  reaches (`__getitem__`, a Dataset's or Sampler's methods, a function given as `collate_fn=`). A rule declares
-  the contexts it reports in (`Rule.CONTEXTS`); outside them its finding is info.
+  reaches (`__getitem__`, a Dataset's or Sampler's methods, a function given as `collate_fn=`). What the graph
+  places but neither reaches is "unknown" (a utility nothing calls, post-processing). A rule declares the
+  contexts it reports in (`Rule.CONTEXTS`: a data-dependent shape only the device step's); outside them its
+  finding is info.
 
 Bounded: past `MAX_FUNCTIONS` functions the graph is not built and the scan keeps per-file results (the
 caller says so in one line). Every walk is iterative, so cycles and deep call chains cost nothing extra.
@@ -210,8 +212,9 @@ def _enclosing(nodes: list[Node], line: int) -> list[Node]:
 def _where(project: Project, found: Facts, result: FileResult, finding: Finding,
            holders: list[Node]) -> tuple[str, str] | None:
     """(context, why) for a finding whose place the graph knows (`holders`: the functions holding it, outermost
-    first): "cuda" or "vendor" for a path that never runs on Neuron, "host" for host-side code; None where the
-    per-file analysis stands."""
+    first): "cuda" or "vendor" for a path that never runs on Neuron, "host" for host-side code, "setup" for what
+    runs once, "unknown" for a function no forward or training step reaches; None where the per-file analysis
+    stands (module-level code, or code the device step reaches)."""
     for node in holders:
         if node.full in found.cuda_only:
             why = ("it belongs to a class that exists for CUDA" if CUDA_CLASS in node.function.roles
