@@ -153,7 +153,8 @@ class Folder:
 
     def settle(self) -> dict[str, FileResult]:
         """The call graph applied over every file known: each open file's result as scan would report it."""
-        outcomes, notice = apply(list(self.raw.values()))
+        whole = bool(self.discovered) and self.discovered <= set(self.raw)  # every file of the folder is in view
+        outcomes, notice = apply(list(self.raw.values()), whole)
         self.notice = notice or self.notice
         self.final = {result.path: result for result in outcomes if result.path in self.open}
         return self.final

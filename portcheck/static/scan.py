@@ -37,8 +37,9 @@ def scan_paths(paths: list[str], settings: Settings, cwd: Path, fixing: Fixing |
     candidates = discover(paths, settings, cwd, warnings, left_out)
     left_out += oversized(candidates, settings)
     file_jobs = [settings.job(c.display, c.location, unreadable=c.unreadable) for c in candidates]
+    whole = not any((cwd / path).is_file() for path in paths)  # folders only: the call graph sees the project
     result = _fix(file_jobs, settings, fixing, jobs) if fixing is not None else run_jobs(file_jobs, settings, jobs,
-                                                                                          cache, progress)
+                                                                                          cache, progress, whole)
     result.warnings.extend(warnings)
     result.left_out = sorted(left_out, key=lambda item: item.path)
     return result
@@ -103,13 +104,13 @@ def _die_with_parent(parent: int) -> None:
 
 
 def run_jobs(jobs: list[FileJob], settings: Settings, workers: int | None = 1, cache: Cache | None = None,
-             progress: Progress | None = None) -> ScanResult:
+             progress: Progress | None = None, whole: bool = False) -> ScanResult:
     result = ScanResult(target=Target(settings.chip, settings.stack, settings.sdk), files=len(jobs))
     outcomes = analysed_files(jobs, workers, cache, progress)
     if outcomes:  # what one file's findings mean can depend on the others: the project's call graph
         from portcheck.static.semantic.graph import apply
 
-        outcomes, notice = apply(outcomes)
+        outcomes, notice = apply(outcomes, whole)
         if notice:
             result.warnings.append(notice)
     return _gathered(result, outcomes)

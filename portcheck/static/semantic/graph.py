@@ -266,10 +266,11 @@ _NOTES = {
 _NOT_NEURON = frozenset({"cuda", "vendor", "optional"})
 
 
-def apply(results: list[FileResult]) -> tuple[list[FileResult], str | None]:
+def apply(results: list[FileResult], whole: bool = False) -> tuple[list[FileResult], str | None]:
     """The results with what the call graph knows applied; and a line to tell the user when it was not built.
     Findings that require the device step are kept where the graph puts their code there, and dropped elsewhere
-    (or everywhere, when there is no graph)."""
+    (or everywhere, when there is no graph). Only for a `whole` folder (not files named one by one, as pre-commit's
+    or a review's) is a function no forward reaches outside the device step: a caller may be in a file not named."""
     if not any(r.summary is not None and r.findings for r in results):
         return [settled(r) for r in results], None
     count = sum(len(r.summary.functions) for r in results if r.summary is not None)
@@ -303,6 +304,7 @@ def apply(results: list[FileResult]) -> tuple[list[FileResult], str | None]:
                     passed = arguments(project, results, _asking(project, results))
                 finding = _by_callers(finding, passed, holders[-1], project)
             place = _where(project, found, result, finding, holders)
+            place = None if place is not None and place[0] == "unknown" and not whole else place
             finding = replace(finding, runs=_runs(found, holders, place))
             if finding.severity > Severity.INFO and place is not None:
                 context, why = place
