@@ -213,7 +213,7 @@ def host_value(ctx: Context, node: cst.BaseExpression, depth: int = 0, assumed: 
         return host_value(ctx, node.expression, depth + 1, assumed, factories=factories)
     if isinstance(node, (cst.Tuple, cst.List)):  # `a, b = x.shape[:2], x.shape[2:]`: each part of the whole
         return bool(node.elements) and all(
-            _literal(e.value) or host_value(ctx, e.value, depth + 1, assumed, factories=factories)
+            literal(e.value) or host_value(ctx, e.value, depth + 1, assumed, factories=factories)
             for e in node.elements)
     if isinstance(node, (cst.BinaryOperation, cst.Comparison)):  # `a * b`, `iou >= threshold`
         operands = ((node.left, node.right) if isinstance(node, cst.BinaryOperation)
@@ -295,9 +295,9 @@ def _of_host_arguments(ctx: Context, node: cst.Call, depth: int, assumed: frozen
     args = [a.value for a in node.args if a.keyword is None and not a.star]
     if not args or len(args) + sum(1 for a in node.args if a.keyword is not None) != len(node.args):
         return False
-    if any(a.keyword is not None and (a.keyword.value == "device" or not _literal(a.value)) for a in node.args):
+    if any(a.keyword is not None and (a.keyword.value == "device" or not literal(a.value)) for a in node.args):
         return False
-    return all(_literal(a) or host_value(ctx, a, depth + 1, assumed, factories=factories) for a in args)
+    return all(literal(a) or host_value(ctx, a, depth + 1, assumed, factories=factories) for a in args)
 
 
 _BUILTIN_TYPES = frozenset({"int", "float", "bool", "str", "complex"})
@@ -310,7 +310,7 @@ def _number(node: cst.BaseExpression) -> bool:
     return isinstance(node, (cst.Integer, cst.Float))
 
 
-def _literal(node: cst.BaseExpression) -> bool:
+def literal(node: cst.BaseExpression) -> bool:
     """A number, a string, True / False / None, or a builtin type (`int`): a Python value, never a tensor."""
     if _number(node) or isinstance(node, cst.SimpleString):
         return True
@@ -390,5 +390,5 @@ def _calls(test: cst.BaseExpression, predicate: str) -> bool:
 
 __all__ = [
     "HOST_FOLDERS", "HOST_RESULTS", "copies_to_host", "cpu_device", "host_code", "host_path",
-    "host_value", "under_test",
+    "host_value", "literal", "under_test",
 ]

@@ -82,24 +82,32 @@ class TensorGrownPerStep(Rule):
 _CONCAT = frozenset({"torch.cat", "torch.concat", "torch.concatenate", "torch.hstack", "torch.column_stack"})
 
 
-def _grown_name(ctx: Context, statement: cst.CSTNode) -> tuple[str, cst.Call] | None:
-    """`x` and the call for `x = torch.cat([x, y], ...)`."""
-    if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+def _grown_name(ctx: Context, statement: cst.SimpleStatementLine) -> tuple[str, cst.Call,
+                                                                         list[cst.BaseExpression]] | None:
+    """`x`, the call and its parts for `x = torch.cat([x, y], ...)`."""
+    found = _concatenation(statement, ctx)
+    if found is None:
+        return None
+    target, call, parts = found
+    if not isinstance(target, cst.Name) or len(parts) < 2 or not any(
+            isinstance(p, cst.Name) and p.value == target.value for p in parts):
+        return None
+    return target.value, call, parts
+
+
+def _concatenation(statement: cst.SimpleStatementLine, ctx: Context) -> tuple[cst.BaseExpression, cst.Call,
+                                                                               list[cst.BaseExpression]] | None:
+    """(target, call, parts) of `target = torch.cat([...], ...)`."""
+    if len(statement.body) != 1 or not isinstance(statement.body[0], cst.Assign):
         return None
     assign = statement.body[0]
-    if not isinstance(assign, cst.Assign) or len(assign.targets) != 1:
-        return None
-    target, value = assign.targets[0].target, assign.value
-    if not isinstance(target, cst.Name) or not isinstance(value, cst.Call) or not value.args:
-        return None
-    if ctx.qualname(value.func) not in _CONCAT:
+    value = assign.value
+    if len(assign.targets) != 1 or not isinstance(value, cst.Call) or not value.args:
         return None
     parts = value.args[0].value
-    if not isinstance(parts, (cst.List, cst.Tuple)) or len(parts.elements) < 2:
+    if ctx.qualname(value.func) not in _CONCAT or not isinstance(parts, (cst.List, cst.Tuple)):
         return None
-    if not any(isinstance(e.value, cst.Name) and e.value.value == target.value for e in parts.elements):
-        return None
-    return target.value, value
+    return assign.targets[0].target, value, [e.value for e in parts.elements]
 
 
 def _rebound(loop: cst.For | cst.While, name: str, grown: cst.CSTNode) -> bool:
@@ -186,21 +194,6 @@ _STATE = ("`{name}` is the state a caller passes back (`{param}`) with this call
           "scatter), and bucket the prompt lengths, as NxD Inference and vLLM Neuron do")
 
 
-def _concatenation(statement: cst.SimpleStatementLine, ctx: Context) -> tuple[cst.BaseExpression, cst.Call,
-                                                                               list[cst.BaseExpression]] | None:
-    """(target, call, parts) of `target = torch.cat([...], ...)`."""
-    if len(statement.body) != 1 or not isinstance(statement.body[0], cst.Assign):
-        return None
-    assign = statement.body[0]
-    value = assign.value
-    if len(assign.targets) != 1 or not isinstance(value, cst.Call) or not value.args:
-        return None
-    parts = value.args[0].value
-    if ctx.qualname(value.func) not in _CONCAT or not isinstance(parts, (cst.List, cst.Tuple)):
-        return None
-    return assign.targets[0].target, value, [e.value for e in parts.elements]
-
-
 def _optional_parameters(function: cst.FunctionDef) -> frozenset[str]:
     params = function.params
     return frozenset(p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)
@@ -279,27 +272,38 @@ def _grown_state(ctx: Context, statement: cst.SimpleStatementLine) -> tuple[str,
     torch.cat([past_key, key], dim=-2)` with `past_key` from a parameter defaulting to None, where the keys then
     enter attention or the values grow from the same state too; or `self.cache = torch.cat([self.cache, x])` in
     `forward`."""
-    found = _concatenation(statement, ctx)
-    if found is None or not ctx.functions:
+    if not ctx.functions:
         return None
     function = ctx.functions[-1]
-    target, call, parts = found
-    if isinstance(target, cst.Attribute) and ctx.in_forward:
-        text = ctx.source(target)
-        if text.startswith("self.") and any(ctx.source(p) == text for p in parts):
-            return text, text, call
+    found = _concatenation(statement, ctx)
+    if found is not None and isinstance(found[0], cst.Attribute) and ctx.in_forward:
+        text = ctx.source(found[0])
+        if text.startswith("self.") and any(ctx.source(p) == text for p in found[2]):
+            return text, text, found[1]
         return None
-    if not isinstance(target, cst.Name) or not any(isinstance(p, cst.Name) and p.value == target.value
-                                                    for p in parts):
+    grown = _growth(ctx, function, statement)
+    if grown is None:
         return None
-    state = next((s for p in parts if (s := _state_parameter(ctx, function, p)) is not None), None)
-    if state is None or state == target.value:
+    name, state, call = grown
+    if state == name:
         return None  # `embeds = torch.cat((prompts, embeds))`: the input itself extended once, not a state
-    if _attends(ctx, function, target.value) or sum(
+    if _attends(ctx, function, name) or sum(
             1 for other in ctx.memo("concatenated-states", function, lambda: _states(ctx, function))
             if other == state) > 1:
-        return target.value, state, call
+        return name, state, call
     return None
+
+
+def _growth(ctx: Context, function: cst.FunctionDef, statement: cst.SimpleStatementLine) -> tuple[
+        str, str, cst.Call] | None:
+    """(name, state, call) for `name = torch.cat([..., name, ...])` one part of which comes from a parameter of
+    `function` defaulting to None (`_state_parameter`)."""
+    grown = _grown_name(ctx, statement)
+    if grown is None:
+        return None
+    name, call, parts = grown
+    state = next((s for p in parts if (s := _state_parameter(ctx, function, p)) is not None), None)
+    return None if state is None else (name, state, call)
 
 
 def _states(ctx: Context, function: cst.FunctionDef) -> list[str]:
@@ -311,14 +315,9 @@ def _states(ctx: Context, function: cst.FunctionDef) -> list[str]:
             return node is function
 
         def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
-            concatenated = _concatenation(node, ctx)
-            if concatenated is None or not isinstance(concatenated[0], cst.Name):
-                return
-            name = concatenated[0].value
-            if any(isinstance(p, cst.Name) and p.value == name for p in concatenated[2]):
-                state = next((s for p in concatenated[2] if (s := _state_parameter(ctx, function, p))), None)
-                if state is not None:
-                    found.append(state)
+            grown = _growth(ctx, function, node)
+            if grown is not None:
+                found.append(grown[1])
 
     visit(function, Finder())
     return found
@@ -342,7 +341,7 @@ def check_grown(node: cst.SimpleStatementLine, ctx: Context) -> None:
     grown = _grown_name(ctx, node)
     if grown is None:
         return
-    name, call = grown
+    name, call, _ = grown
     loop = ctx.loops[-1]
     if host_value(ctx, call) or _rebound(loop, name, node.body[0]):
         return

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import builtins
+
 import libcst as cst
 
 from portcheck.rules import Rule, rule
 from portcheck.static.check import Context
 from portcheck.static.dynamic_shape.reach import STATIC, report_compiled
-from portcheck.static.scope import host_value
+from portcheck.static.scope import host_value, literal
 from portcheck.static.syntax import call_name, dotted_name
 from portcheck.static.values import numpy_rooted, reads_tensor_values
 from portcheck.static.walk import visit
@@ -119,17 +121,12 @@ def _project_helper(ctx: Context, node: cst.BaseExpression, depth: int = 0) -> s
         return None
     if isinstance(node.func, cst.Attribute) and qualname is None and not name.startswith("self."):
         return None  # a method of a local value (`x.size(0)`): no project function the graph could name
-    if all(host_value(ctx, a.value) or _literal_arg(a.value) for a in node.args):
+    if all(host_value(ctx, a.value) or literal(a.value) for a in node.args):
         return None
     return name
 
 
-_BUILTINS = frozenset({"int", "float", "len", "min", "max", "sum", "round", "abs", "list", "tuple", "range"})
-
-
-def _literal_arg(node: cst.BaseExpression) -> bool:
-    return isinstance(node, (cst.Integer, cst.Float, cst.SimpleString)) or (
-        isinstance(node, cst.Name) and node.value in ("True", "False", "None"))
+_BUILTINS = frozenset(dir(builtins))  # `len(x)`, `round(n)`: Python's own, no project function
 
 
 def report_shape_from_data(ctx: Context, node: cst.Call) -> None:

@@ -210,11 +210,11 @@ def _enclosing(nodes: list[Node], line: int) -> list[Node]:
 
 
 def _where(project: Project, found: Facts, result: FileResult, finding: Finding,
-           holders: list[Node]) -> tuple[str, str] | None:
+           holders: list[Node], whole: bool) -> tuple[str, str] | None:
     """(context, why) for a finding whose place the graph knows (`holders`: the functions holding it, outermost
     first): "cuda" or "vendor" for a path that never runs on Neuron, "host" for host-side code, "setup" for what
-    runs once, "unknown" for a function no forward or training step reaches; None where the per-file analysis
-    stands (module-level code, or code the device step reaches)."""
+    runs once, "unknown" for a function no forward or training step reaches (in a `whole` folder only); None where
+    the per-file analysis stands (module-level code, or code the device step reaches)."""
     for node in holders:
         if node.full in found.cuda_only:
             why = ("it belongs to a class that exists for CUDA" if CUDA_CLASS in node.function.roles
@@ -250,8 +250,9 @@ def _where(project: Project, found: Facts, result: FileResult, finding: Finding,
     if holders and not any(h.full in found.device for h in holders):
         if holders[-1].full in found.host:
             return "host", f"`{holders[-1].function.name}` is reached only from the data pipeline"
-        return "unknown", f"no module's `forward` and no training step in the scanned files reaches " \
-                          f"`{holders[-1].function.name}`"
+        if whole:
+            return "unknown", f"no module's `forward` and no training step in the scanned files reaches " \
+                              f"`{holders[-1].function.name}`"
     return None
 
 
@@ -303,8 +304,7 @@ def apply(results: list[FileResult], whole: bool = False) -> tuple[list[FileResu
                 if passed is None:
                     passed = arguments(project, results, _asking(project, results))
                 finding = _by_callers(finding, passed, holders[-1], project)
-            place = _where(project, found, result, finding, holders)
-            place = None if place is not None and place[0] == "unknown" and not whole else place
+            place = _where(project, found, result, finding, holders, whole)
             finding = replace(finding, runs=_runs(found, holders, place))
             if finding.severity > Severity.INFO and place is not None:
                 context, why = place
