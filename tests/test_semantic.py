@@ -460,7 +460,7 @@ def test_float64_made_once_counts_only_where_the_step_gets_it(tmp_path):
                 self.z = nn.Parameter(t * 2)
 
             def forward(self, x):
-                y = torch.linspace(0, 1, 4, dtype=torch.float64)
+                y = torch.linspace(0, 1, 4, dtype=torch.float64, device=x.device)
                 return x + y.float()
         """})
     found = _scan(tmp_path)

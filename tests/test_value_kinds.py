@@ -783,3 +783,102 @@ def test_a_settings_class_that_defaults_the_device_to_cuda_places_everything_the
         """)
     assert found[(5, "PC103")] == Severity.ERROR and found[(6, "PC103")] == Severity.ERROR
     assert (7, "PC103") not in found and (8, "PC103") not in found
+
+
+def test_float64_made_without_a_device_and_never_moved_stays_on_the_host():
+    """A float64 tensor made without `device=` (outside a model's construction) is a CPU tensor: where its function
+    neither moves it to a device, stores it nor returns it, float64 costs the NeuronCore nothing (info, no fix).
+    Moved (`.to(device)`), returned, registered, or made with a device, it stays a warning."""
+    found = severities("""\
+        import torch
+
+        def draw(n, g):
+            w = torch.rand(n, generator=g, dtype=torch.float64)
+            return (w * n).long()
+
+        def moved(n, device):
+            w = torch.zeros(n, dtype=torch.float64)
+            return w.to(device)
+
+        def returned(n):
+            return torch.zeros(n, dtype=torch.float64)
+
+        def counted(n):
+            w = torch.arange(n).double()
+            return int(w.sum())
+
+        class M(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.register_buffer("k", torch.zeros(3, dtype=torch.float64))
+
+            def forward(self, x):
+                k = torch.tensor([1.0, 2.0], dtype=torch.float64)
+                y = torch.ones(2, dtype=torch.float64, device=x.device)
+                return x + k.to(x.device) + y
+        """)
+    assert found[(4, "PC303")] == Severity.INFO
+    assert found[(15, "PC303")] == Severity.INFO
+    assert found[(8, "PC303")] == Severity.WARNING
+    assert found[(12, "PC303")] == Severity.WARNING
+    assert found[(21, "PC303")] == Severity.WARNING
+    assert found[(24, "PC303")] == Severity.WARNING
+    assert found[(25, "PC303")] == Severity.WARNING
+
+
+def test_a_cast_of_a_buffer_bound_as_an_offset_stays_a_host_read():
+    """`ptr = int(self.ptr)` of a registered buffer, used only as the start of a fixed-length slice, makes no shape
+    (PC209 has nothing to say) but still reads the device every call: PC701 keeps it. A read PC209 takes as a size
+    (`n = t.sum().item()` then `x[:n]`) is PC209's alone."""
+    found = severities("""\
+        import torch
+
+        class Bank(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.register_buffer("ptr", torch.zeros(1, dtype=torch.long))
+
+            def forward(self, x, t):
+                ptr = int(self.ptr)
+                self.bank[ptr : ptr + 4] = x
+                n = t.sum().item()
+                return x[:n]
+        """, "inf2", "xla")
+    assert found[(9, "PC701")] == Severity.WARNING
+    assert (11, "PC701") not in found
+    assert found[(12, "PC209")] == Severity.ERROR
+
+
+def test_any_and_all_along_a_dimension_make_a_boolean_mask():
+    """`x[m.any(dim=1)]` selects the rows where the mask holds: as many as the data says (PC204); indexing by
+    `m.argmax(dim=1)` is an index, not a mask."""
+    found = severities("""\
+        import torch
+
+        class M(torch.nn.Module):
+            def forward(self, x, m):
+                rows = x.argmax(dim=1)[m.any(dim=1)]
+                some = x[torch.all(m, dim=0)]
+                picked = x[m.argmax(dim=1)]
+                return rows, some, picked
+        """)
+    assert found[(5, "PC204")] == Severity.ERROR
+    assert found[(6, "PC204")] == Severity.ERROR
+    assert (7, "PC204") not in found
+
+
+def test_a_probe_after_a_cuda_probe_in_an_and_chain_is_asked_only_with_cuda():
+    """`torch.cuda.is_available() and torch.cuda.is_bf16_supported()`: Python asks the second only where the first
+    holds, so on Neuron it is never asked (info), wherever the chain stands; the first keeps its warning."""
+    found = severities("""\
+        import torch
+
+        def bf16():
+            support = (
+                torch.cuda.is_available()
+                and torch.cuda.is_bf16_supported()
+            )
+            return support or False
+        """)
+    assert found[(5, "PC104")] == Severity.WARNING
+    assert found[(6, "PC104")] == Severity.INFO

@@ -279,10 +279,12 @@ def probe_note(ctx: Context, node: cst.CSTNode) -> str | None:
     if only_returned(ctx, node, stmt):
         return ("here it is all a function returns: the function answers whether CUDA is there, rightly False on "
                 "Neuron; a device is chosen where it is called")
+    chain = next((a for a in ancestors(ctx, node) if isinstance(a, cst.BooleanOperation)
+                  and isinstance(a.operator, cst.And)), None)  # the outermost `and` (ancestors: outermost first)
+    if chain is not None and (before := _cuda_operand_before(ctx, chain, node)) is not None:
+        return f"here asked only where `{one_line(ctx.source(before))}` holds, which only a CUDA process has"
     if not isinstance(stmt, cst.If) or not holds(ctx, stmt.test, node):
         return picks_nothing(ctx, node, stmt)
-    if (before := _cuda_operand_before(ctx, stmt.test, node)) is not None:
-        return f"here asked only where `{one_line(ctx.source(before))}` holds, which only a CUDA process has"
     if "PYTEST_CURRENT_TEST" in ctx.source(stmt.test):
         return "here it decides a workaround for the project's own test runs"
     side = polarity(ctx, stmt.test)

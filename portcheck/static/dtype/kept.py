@@ -44,14 +44,29 @@ def _narrowing(ctx: Context, call: cst.Call) -> bool:
     return (isinstance(value, cst.Attribute) and value.attr.value == "dtype") or keyword(call, "dtype") is not None
 
 
-def _keeps(ctx: Context, node: cst.CSTNode, path: list[cst.CSTNode]) -> bool | None:
-    """Read up from `node` through `path` (its holders, statement first): True where the value is kept as it is,
-    False where it is narrowed first, None where the expression ends without either."""
+def _moving(ctx: Context, call: cst.Call) -> bool:
+    """`x.cuda()`, `x.to(device)`, `x.to(other)`: the value goes to a device (not `.to(torch.float64)`, a dtype)."""
+    name = call_name(call)
+    if name == "cuda":
+        return True
+    arg = keyword(call, "device") or positional(call, 0)
+    if name != "to" or arg is None:
+        return False
+    dtype = dtype_of(ctx, arg.value)
+    return dtype is None or "device" in dtype
+
+
+def _keeps(ctx: Context, node: cst.CSTNode, path: list[cst.CSTNode], moves: bool = False) -> bool | None:
+    """Read up from `node` through `path` (its holders, statement first): True where the value is kept as it is
+    (with `moves`, or moved to a device), False where it is narrowed first, None where the expression ends
+    without either."""
     for holder, child in zip(reversed(path), reversed([*path[1:], node]), strict=True):
         if isinstance(holder, cst.Attribute) and holder.value is child:
             parent = path[path.index(holder) - 1] if path.index(holder) > 0 else None
             if isinstance(parent, cst.Call) and parent.func is holder and _narrowing(ctx, parent):
                 return False
+            if moves and isinstance(parent, cst.Call) and parent.func is holder and _moving(ctx, parent):
+                return True
         if isinstance(holder, cst.Call) and holder.func is not child:
             if call_name(holder) in _KEEPING:
                 return True
@@ -83,17 +98,18 @@ def _bound_name(statement: cst.CSTNode) -> str | None:
     return None
 
 
-def outlives(ctx: Context, node: cst.CSTNode) -> bool:
+def outlives(ctx: Context, node: cst.CSTNode, moves: bool = False) -> bool:
     """The value made at `node` leaves its function as it is: stored on the object, registered as a buffer or a
-    parameter, or returned, directly or through local names; not where it is narrowed (`.float()`, `.to(dtype)`,
-    `.item()`) or only used where it is made. Unsure cases count as kept."""
+    parameter, or returned, directly or through local names (with `moves`, or moved to a device: `.cuda()`,
+    `.to(device)`); not where it is narrowed (`.float()`, `.to(dtype)`, `.item()`) or only used where it is made.
+    Unsure cases count as kept."""
     if not ctx.statements:
         return True
     statement = ctx.statements[-1]
     path = ancestors(ctx, node)
     if not path:
         return True
-    kept = _keeps(ctx, node, path)
+    kept = _keeps(ctx, node, path, moves)
     if kept is not None:
         return kept
     if _stored(statement):
@@ -102,11 +118,12 @@ def outlives(ctx: Context, node: cst.CSTNode) -> bool:
     if name is None:
         return False  # an expression statement, a test, a loop's iterable: used where it is made
     scope = ctx.functions[-1] if ctx.functions else None
-    return scope is None or _name_kept(ctx, scope, name)
+    return scope is None or _name_kept(ctx, scope, name, moves)
 
 
-def _name_kept(ctx: Context, scope: cst.CSTNode, first: str) -> bool:
-    """A local name (and the names bound from it) reaches a store, a return or a keeping call unnarrowed."""
+def _name_kept(ctx: Context, scope: cst.CSTNode, first: str, moves: bool) -> bool:
+    """A local name (and the names bound from it) reaches a store, a return or a keeping call (with `moves`, or a
+    move to a device) unnarrowed."""
     uses: dict[str, list[tuple[cst.Name, cst.CSTNode]]] = ctx.memo("dtype-name-uses", scope, lambda: _uses(scope))
     pending, seen = [first], {first}
     while pending and len(seen) <= _MAX_NAMES:
@@ -114,7 +131,7 @@ def _name_kept(ctx: Context, scope: cst.CSTNode, first: str) -> bool:
             path = holders(ctx, statement, use)
             if not path:
                 return True  # not read up: count it kept
-            kept = _keeps(ctx, use, path)
+            kept = _keeps(ctx, use, path, moves)
             if kept:
                 return True
             if kept is False:

@@ -209,9 +209,13 @@ def check_dtype_call(node: cst.Call, ctx: Context) -> None:
         return  # `x.cpu().double()`, a numpy array's `.astype`: host data, never on the device
     if host_code(ctx) is not None:
         return  # the data pipeline (datasets, transforms, metrics...) runs on the host
+    host = _stays_on_host(ctx, node, method)
     if method is not None and name == "double" and not node.args:
-        ctx.report(Float64, node, fix=_float32_fix(Replace(method.attr, "float")), shown=".double()",
-                   kept=outlives(ctx, node))
+        if host:
+            ctx.report(Float64, node, Float64.format(shown=".double()") + _ON_HOST, Severity.INFO)
+        else:
+            ctx.report(Float64, node, fix=_float32_fix(Replace(method.attr, "float")), shown=".double()",
+                       kept=outlives(ctx, node))
         return
     if method is not None and name == "long" and not node.args:
         ctx.report(Int64Tensor, node, _int64_message(ctx, ".long()"), severity=Severity.INFO)
@@ -237,7 +241,25 @@ def check_dtype_call(node: cst.Call, ctx: Context) -> None:
             return  # made on the CPU on purpose: `device="cpu"`, or in a function that works on the host
         if qualname is not None and _schedule_cast_to_float32(ctx, node):
             return
-        _judge_dtype(ctx, arg.value, node)
+        _judge_dtype(ctx, arg.value, node, host)
+
+
+# A float64 or complex tensor made without a device, or from one, and never moved to a device in its function.
+_ON_HOST = (" (made on the host: a tensor made without `device=` and never moved to a device, stored or returned here "
+            "stays on the CPU, where this dtype costs the NeuronCore nothing)")
+
+
+def _stays_on_host(ctx: Context, node: cst.Call, method: cst.Attribute | None) -> bool:
+    """`w = torch.zeros(n, dtype=torch.float64)` or `torch.rand(n, generator=g).double()` outside a model's
+    construction, whose value this function neither moves to a device (`.to(device)`, `.cuda()`) nor keeps (a
+    buffer, an attribute, a return): a CPU tensor that stays on the CPU. CUDA code must move such a tensor before
+    it meets device data, so a factory without `device=` that is never moved is host-side work."""
+    made = method.value if method is not None else node
+    if not isinstance(made, cst.Call) and not isinstance(made, cst.Name):
+        return False
+    if not host_value(ctx, made) or (method is None and keyword(node, "device") is not None):
+        return False  # `host_value` (with factories) covers no `device=`, outside `__init__` and its helpers
+    return not outlives(ctx, node, moves=True)
 
 
 # What makes data of a dtype without `dtype=`: these methods, and these functions.
@@ -299,7 +321,7 @@ def _wide_host_scalar(ctx: Context, where: cst.CSTNode) -> bool:
     return False
 
 
-def _judge_dtype(ctx: Context, value: cst.BaseExpression, where: cst.CSTNode) -> None:
+def _judge_dtype(ctx: Context, value: cst.BaseExpression, where: cst.CSTNode, host: bool = False) -> None:
     dtype = dtype_of(ctx, value)
     entry = load_dtypes().get(dtype) if dtype is not None else None
     if dtype is None or entry is None or not entry.on(ctx.chip):
@@ -307,7 +329,9 @@ def _judge_dtype(ctx: Context, value: cst.BaseExpression, where: cst.CSTNode) ->
     shown = " ".join(ctx.source(where).split())
     if len(shown) > 60:
         shown = dtype
-    if entry.rule == Float64.code:
+    if host and entry.rule == Float64.code:
+        ctx.report(Float64, where, Float64.format(shown=shown) + _ON_HOST, Severity.INFO)
+    elif entry.rule == Float64.code:
         fix = None
         if isinstance(value, cst.Attribute) and not _wide_host_scalar(ctx, where):
             fix = _float32_fix(Replace(value.attr, "float32"))  # `torch.float64`, `th.double`: the module's float32

@@ -65,12 +65,13 @@ class BooleanMaskIndex(Rule):
 
 TOKENS = ("[",)
 
+# `any` / `all` reduce booleans to booleans: `x[is_eos.any(dim=1)]` selects the rows holding one.
 _MASK_METHODS = frozenset({"bool", "eq", "ne", "gt", "lt", "ge", "le", "isnan", "isinf", "isfinite",
-                           "logical_and", "logical_or", "logical_not", "logical_xor", "isin"})
+                           "logical_and", "logical_or", "logical_not", "logical_xor", "isin", "any", "all"})
 _RESHAPES = frozenset({"view", "reshape", "flatten", "squeeze", "unsqueeze", "expand", "expand_as", "contiguous"})
 _MASK_FUNCTIONS = frozenset(f"torch.{n}" for n in ("isnan", "isinf", "isfinite", "isin", "logical_and",
                                                    "logical_or", "logical_not", "logical_xor", "eq", "ne", "gt",
-                                                   "lt", "ge", "le", "isneginf", "isposinf"))
+                                                   "lt", "ge", "le", "isneginf", "isposinf", "any", "all"))
 
 
 def _is_mask(ctx: Context, node: cst.BaseExpression, depth: int = 0, named: bool = True) -> bool:

@@ -72,14 +72,14 @@ SIZE_METHODS = frozenset({
 _FILLS = frozenset({"torch.full", "new_full"})
 
 
-def _data_read(ctx: Context, node: cst.BaseExpression, depth: int = 0) -> cst.Call | None:
+def data_read(ctx: Context, node: cst.BaseExpression, depth: int = 0) -> cst.Call | None:
     """The call that turns tensor data into a Python size in `node`: `t.item()`, `t.tolist()`, `int(t.max())`,
     `lengths.max()`; through a local name bound once (`n = t.max().item()`)."""
     if isinstance(node, cst.Name):
         bound = ctx.constant(node)
-        return _data_read(ctx, bound[1], depth + 1) if bound and depth < 2 else None
+        return data_read(ctx, bound[1], depth + 1) if bound and depth < 2 else None
     if isinstance(node, (cst.Tuple, cst.List)):  # `size=(n, maxcnt)`: each element is a size
-        return next((r for r in (_data_read(ctx, e.value, depth) for e in node.elements) if r is not None), None)
+        return next((r for r in (data_read(ctx, e.value, depth) for e in node.elements) if r is not None), None)
     found: cst.Call | None = None
 
     class Finder(cst.CSTVisitor):
@@ -150,7 +150,7 @@ def report_shape_from_data(ctx: Context, node: cst.Call) -> None:
     if qualname in _FILLS or (qualname is None and name in _FILLS):
         args = [a for a in args if a.keyword is None or a.keyword.value == "size"][:1]
     for arg in args:
-        read = _data_read(ctx, arg.value)
+        read = data_read(ctx, arg.value)
         if read is not None:
             ctx.skip.add(id(read))  # one finding: the host read is part of this problem (PC701 stays quiet)
             shown = ctx.source(arg.value) if isinstance(arg.value, cst.Name) else ctx.source(read)
@@ -168,12 +168,12 @@ def report_slice_from_data(ctx: Context, node: cst.Subscript) -> None:
     `n = t.sum().item()`. Run by mask_index's subscript check."""
     for element in node.slice:
         index = element.slice
-        if not isinstance(index, cst.Slice) or _fixed_length(ctx, index):
+        if not isinstance(index, cst.Slice) or fixed_length(ctx, index):
             continue
         for bound in (index.lower, index.upper):
             if bound is None or isinstance(bound, (cst.Integer, cst.UnaryOperation)):
                 continue
-            read = _data_read(ctx, bound)
+            read = data_read(ctx, bound)
             if read is not None:
                 ctx.skip.add(id(read))
                 shown = ctx.source(bound) if isinstance(bound, cst.Name) else ctx.source(read)
@@ -186,7 +186,7 @@ def report_slice_from_data(ctx: Context, node: cst.Subscript) -> None:
                 return
 
 
-def _fixed_length(ctx: Context, index: cst.Slice) -> bool:
+def fixed_length(ctx: Context, index: cst.Slice) -> bool:
     """`x[i : i + n]`: only the start comes from the data, the length is `n` (a host read, not a shape)."""
     upper = index.upper
     return (index.lower is not None and isinstance(upper, cst.BinaryOperation) and isinstance(upper.operator, cst.Add)

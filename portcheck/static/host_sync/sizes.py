@@ -7,7 +7,7 @@ import libcst as cst
 
 from portcheck.static.check import Context
 from portcheck.static.dynamic_shape import SIZE_FACTORIES, SIZE_METHODS
-from portcheck.static.dynamic_shape.shape_from_data import ShapeFromData
+from portcheck.static.dynamic_shape.shape_from_data import ShapeFromData, data_read, fixed_length
 from portcheck.static.syntax import call_name
 from portcheck.static.walk import visit
 
@@ -37,15 +37,17 @@ def _size_names(ctx: Context, scope: cst.CSTNode) -> frozenset[str]:
                 elements = value.elements if isinstance(value, (cst.Tuple, cst.List)) else ()
                 found.update(v.value for v in (value, *(e.value for e in elements)) if isinstance(v, cst.Name))
 
-        def visit_Slice(self, node: cst.Slice) -> None:  # `x[:, :n]`
-            found.update(b.value for b in (node.lower, node.upper) if isinstance(b, cst.Name))
+        def visit_Slice(self, node: cst.Slice) -> None:  # `x[:, :n]`, not `x[n : n + k]` (k long: no shape)
+            if not fixed_length(ctx, node):
+                found.update(b.value for b in (node.lower, node.upper) if isinstance(b, cst.Name))
 
     visit(scope, Finder())
     return frozenset(found)
 
 
 def bound_to_a_size(ctx: Context) -> bool:
-    """`n = t.sum().item()` later used as `torch.arange(n)`: PC209's finding, not ours."""
+    """`n = t.sum().item()` later used as `torch.arange(n)`: PC209's finding, not ours. Only a read PC209 takes for
+    one (`int(self.ptr)` of a buffer is not, so it stays a host read here)."""
     if ShapeFromData.code not in ctx.enabled or not ctx.statements:
         return False
     statement = ctx.statements[-1]
@@ -62,4 +64,4 @@ def bound_to_a_size(ctx: Context) -> bool:
         return False
     scope = ctx.functions[-1] if ctx.functions else ctx.module
     sizes = ctx.memo("host-sync-sizes", scope, lambda: _size_names(ctx, scope))
-    return target.value in sizes
+    return target.value in sizes and data_read(ctx, assign.value) is not None
