@@ -1,0 +1,226 @@
+"""A loop that hands the model its data in fixed-size batches, `for i in range(0, n, bs): model(x[i:i + bs])`, whose
+last batch holds only what is left over (PC214): one input shape more than the others."""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from portcheck.rules import EVERYWHERE, Rule, rule
+from portcheck.static.check import Context, check
+from portcheck.static.dynamic_shape.grown import callee_of_interest
+from portcheck.static.rebindings import rebindings
+from portcheck.static.scope import host_value
+from portcheck.static.syntax import call_name
+from portcheck.static.walk import visit
+
+
+@rule
+class PartialLastBatch(Rule):
+    """## What it does
+    Finds a loop that steps through data a batch at a time (`for i in range(0, n, bs):`, also `np.arange`) and
+    passes the window it cuts (`x[i:i + bs]`, `x[i:min(i + bs, n)]`), directly or through a name, to a model or
+    another function of the project. Unless `n` is a multiple of `bs`, the last window is shorter, so the callee
+    meets one more input shape. Quiet where the window is padded in the loop (`F.pad`, `np.pad`), where the data
+    is a host value (numpy, a CPU tensor) or a Python list or string (a parameter annotated so, a name bound only
+    to lists: what is batched there is records or text, not a tensor), where the step is 1, and where the window
+    only goes into Python's own containers (`out.append(...)`).
+
+    ## Example
+    ```python
+    for start in range(0, len(chunks), batch_size):
+        outputs.append(model(chunks[start:start + batch_size]))
+    ```
+
+    ## Use instead
+    ```python
+    for start in range(0, len(chunks), batch_size):
+        batch = chunks[start:start + batch_size]
+        missing = batch_size - len(batch)
+        if missing:  # pad the last batch to the compiled size, and drop what the padding produced
+            batch = torch.cat([batch, batch.new_zeros((missing, *batch.shape[1:]))])
+        outputs.append(model(batch)[: batch_size - missing])
+    ```
+
+    ## Fix safety
+    No automatic fix: the padding and what the model returns for it are the caller's to handle.
+    """
+
+    code = "PC214"
+    # the loop drives the device: what a data pipeline batches on the host costs nothing
+    CONTEXTS = EVERYWHERE - {"host", "setup"}
+    message = ("`{shown}` cuts `{step}` items a step, so the loop's last batch holds only what is left over and "
+               "`{callee}` meets a smaller input shape: a model traced with `torch_neuronx.trace` takes only the "
+               "shape it was traced with, and a compiled one compiles another graph for it; pad the last batch to "
+               "`{step}` items and drop what the padding produced")
+    INVALID = (
+        "for i in range(0, n, bs):\n    out.append(model(x[i:i + bs]))",
+        "import numpy as np\nfor c in np.arange(0, num, self.batch_size):\n"
+        "    batch = chunks[c : c + self.batch_size]\n    y = self.infer(batch)",
+        "for i in range(0, len(x), bs):\n    y = self.model(x[i:min(i + bs, len(x))].to(device))",
+    )
+    VALID = (
+        "for i in range(0, n, bs):\n    out.append(x[i:i + bs])",
+        "import torch.nn.functional as F\nfor i in range(0, n, bs):\n"
+        "    batch = F.pad(x[i:i + bs], (0, 0, 0, bs))\n    y = model(batch)",
+        "import numpy as np\nx = np.zeros(10)\nfor i in range(0, 10, 2):\n    y = model(x[i:i + 2])",
+        "for i in range(0, n):\n    y = model(x[i:i + 1])",
+        "for i in range(0, n, bs):\n    y = model(x[i:i + window])",
+        "for i in range(0, n, bs):\n    y = model(x[:i + bs])",
+        "def f(texts: list[str], bs):\n    for i in range(0, len(texts), bs):\n        y = self.encode(texts[i:i + bs])",
+        "def f(params, bs):\n    rows = [str(p) for p in params]\n    for i in range(0, len(rows), bs):\n"
+        "        self.log_batch(rows[i:i + bs])",
+    )
+
+
+_RANGES = frozenset({"numpy.arange", "torch.arange"})
+
+
+def _step(ctx: Context, loop: cst.For) -> tuple[str, cst.BaseExpression] | None:
+    """(the loop's counter, its step) for `for i in range(a, n, step)` with a step other than 1."""
+    if not isinstance(loop.target, cst.Name) or not isinstance(loop.iter, cst.Call):
+        return None
+    func = loop.iter.func
+    if not ((isinstance(func, cst.Name) and func.value == "range" and "range" not in ctx.names.aliases)
+            or ctx.qualname(func) in _RANGES):
+        return None
+    args = loop.iter.args
+    if len(args) != 3 or any(a.keyword is not None or a.star for a in args):
+        return None
+    step = args[2].value
+    if isinstance(step, cst.Integer) and step.value == "1":
+        return None
+    return loop.target.value, step
+
+
+def _same(ctx: Context, a: cst.CSTNode, b: cst.CSTNode) -> bool:
+    return "".join(ctx.source(a).split()) == "".join(ctx.source(b).split())
+
+
+def _window(ctx: Context, index: cst.Slice, counter: str, step: cst.BaseExpression) -> bool:
+    """`counter:counter + step` (either order), or its end clipped: `counter:min(counter + step, n)`."""
+    if not (isinstance(index.lower, cst.Name) and index.lower.value == counter) or index.step is not None:
+        return False
+    upper = index.upper
+    if isinstance(upper, cst.Call) and isinstance(upper.func, cst.Name) and upper.func.value == "min" and upper.args:
+        upper = upper.args[0].value
+    if not isinstance(upper, cst.BinaryOperation) or not isinstance(upper.operator, cst.Add):
+        return False
+    for mine, other in ((upper.left, upper.right), (upper.right, upper.left)):
+        if isinstance(mine, cst.Name) and mine.value == counter and _same(ctx, other, step):
+            return True
+    return False
+
+
+def _windowed(ctx: Context, node: cst.BaseExpression, counter: str, step: cst.BaseExpression) -> cst.Subscript | None:
+    """The window `node` is, or the receiver of a method chain on it (`x[i:i + bs].to(device)`)."""
+    while isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+        node = node.func.value
+    if isinstance(node, cst.Subscript) and any(
+            isinstance(e.slice, cst.Slice) and _window(ctx, e.slice, counter, step) for e in node.slice):
+        return node
+    return None
+
+
+# Annotations of Python sequences and strings (`list[str]`, `List[Param]`, `Sequence[str]`, `str`).
+_SEQUENCE_ANNOTATION = re.compile(r"^(typing\.)?(list|List|Sequence|MutableSequence|str|tuple|Tuple)\b")
+# Calls that make Python lists and strings.
+_SEQUENCE_CALLS = frozenset({"list", "sorted", "tuple", "str", "split", "splitlines", "join", "format", "keys",
+                             "values", "items"})
+
+
+def _python_sequence(ctx: Context, node: cst.BaseExpression) -> bool:
+    """`node` is a Python list, tuple or string: a parameter annotated so, or a name every binding of which in the
+    function is a list, a comprehension, a string or a call that makes one (`list(...)`, `s.split()`)."""
+    if not isinstance(node, cst.Name) or not ctx.functions:
+        return False
+    params = ctx.functions[-1].params
+    for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+        if param.name.value == node.value:
+            annotation = param.annotation
+            return annotation is not None and bool(_SEQUENCE_ANNOTATION.match(ctx.source(annotation.annotation)))
+    bound = ctx.constant(node)
+    values = (bound[1],) if bound is not None else rebindings(ctx, node.value)
+    return bool(values) and all(
+        isinstance(v, (cst.List, cst.ListComp, cst.Tuple, cst.SimpleString, cst.FormattedString,
+                       cst.ConcatenatedString))
+        or (isinstance(v, cst.Call) and call_name(v) in _SEQUENCE_CALLS) for v in values)
+
+
+# What Python's own containers and strings do with a value: no model there.
+_CONTAINER_METHODS = frozenset({"append", "extend", "insert", "add", "update", "write", "join", "put"})
+
+
+def _padded(loop: cst.For) -> frozenset[str]:
+    """Names the loop pads (`batch = F.pad(batch, ...)`, `np.pad(x[i:i + bs], ...)`): a last batch made full."""
+    found: set[str] = set()
+
+    class Finder(cst.CSTVisitor):
+        def visit_Call(self, call: cst.Call) -> None:
+            if "pad" in (call_name(call) or "").lower():
+                for arg in call.args:
+                    todo: list[cst.CSTNode] = [arg.value]
+                    while todo:
+                        part = todo.pop()
+                        if isinstance(part, cst.Name):
+                            found.add(part.value)
+                        todo.extend(part.children)
+
+    visit(loop.body, Finder())
+    return frozenset(found)
+
+
+def _bound_windows(ctx: Context, loop: cst.For, counter: str, step: cst.BaseExpression) -> dict[str, cst.Subscript]:
+    """Names the loop body binds to a window: `batch = chunks[c : c + bs]`."""
+    found: dict[str, cst.Subscript] = {}
+
+    class Finder(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return False
+
+        def visit_Assign(self, node: cst.Assign) -> None:
+            window = _windowed(ctx, node.value, counter, step)
+            if window is not None and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
+                found[node.targets[0].target.value] = window
+
+        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+            window = _windowed(ctx, node.value, counter, step) if node.value is not None else None
+            if window is not None and isinstance(node.target, cst.Name):
+                found[node.target.value] = window
+
+    visit(loop.body, Finder())
+    return found
+
+
+@check(cst.Call, rules=(PartialLastBatch,), tokens=("range",))
+def check_partial_last_batch(node: cst.Call, ctx: Context) -> None:
+    loop = next((s for s in reversed(ctx.loops) if isinstance(s, cst.For)), None)
+    facts = _step(ctx, loop) if loop is not None else None
+    if loop is None or facts is None:
+        return
+    counter, step = facts
+    callee = callee_of_interest(ctx, node, {counter})
+    if callee is None or (isinstance(node.func, cst.Attribute) and node.func.attr.value in _CONTAINER_METHODS):
+        return
+    reported: list[bool] = ctx.memo("partial-batch-reported", loop, list)
+    if reported:
+        return  # one finding a loop: its last batch is one problem, however many windows it cuts
+    named = ctx.memo("partial-batch-names", loop, lambda: _bound_windows(ctx, loop, counter, step))
+    padded = ctx.memo("partial-batch-padded", loop, lambda: _padded(loop))
+    for arg in node.args:
+        value = arg.value
+        while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
+            value = value.func.value  # `batch.to(device)`
+        if isinstance(value, cst.Name) and value.value in named and value.value not in padded:
+            window: cst.Subscript | None = named[value.value]
+        else:
+            window = _windowed(ctx, arg.value, counter, step)
+        if window is None or host_value(ctx, window.value) or _python_sequence(ctx, window.value):
+            continue
+        if isinstance(window.value, cst.Name) and window.value.value in padded:
+            continue
+        ctx.report(PartialLastBatch, window, shown=" ".join(ctx.source(window).split()),
+                   step=" ".join(ctx.source(step).split()), callee=callee)
+        reported.append(True)
+        return
