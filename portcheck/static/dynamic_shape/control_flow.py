@@ -1,4 +1,4 @@
-"""Control flow on tensor values inside `forward` (PC208): `if mask.any():`, `while t.item() < n`."""
+"""Control flow on tensor values inside `forward` (PC208): `if mask.any():`, `while (t < n).all()`."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from portcheck.findings import Severity
 from portcheck.rules import EVERYWHERE, Pass, Rule, rule
 from portcheck.static.check import Context, check
 from portcheck.static.dynamic_shape.reach import report_compiled
-from portcheck.static.syntax import block_body, small_statements
+from portcheck.static.syntax import block_body, call_name, small_statements
 from portcheck.static.values import REDUCTIONS, and_operands, reads_tensor_values
 
 if TYPE_CHECKING:
@@ -21,7 +21,9 @@ if TYPE_CHECKING:
 class TensorControlFlow(Rule):
     """## What it does
     Finds `if`, `while`, `assert` and conditional expressions inside `forward` whose test reads tensor data:
-    `if x.sum() > 0`, `if mask.any()`, `while t.item() < n`, `if ids[0, 0] == bos`. Tests on shapes, dtypes,
+    `if x.sum() > 0`, `if mask.any()`, `while (t < n).all()`, `if ids[0, 0] == bos`. A test that reads the value
+    into Python itself (`if t.item() == 0:`) is PC701's: the read is the cost, the branch is then on a Python
+    number. Tests on shapes, dtypes,
     `None`, flags and configuration (`if x.dim() == 3`, `if self.training`) stay quiet. Reported as info: an
     `assert` or an `if` whose body only raises (a check: it syncs, it does not choose a graph), and a test that
     reads the tensor only for float16 (`if h.dtype == torch.float16 and torch.isinf(h).any():`, the fp16
@@ -67,6 +69,7 @@ class TensorControlFlow(Rule):
         "            return x",
         "def helper(x):\n    if x.sum() > 0:\n        return x",
         "class M:\n    def forward(self, xs):\n        if max(len(a) for a in xs) > 2:\n            return xs",
+        "class M:\n    def forward(self, x, t):\n        if t.item() == 0:\n            return x",
     )
 
     @classmethod
@@ -167,7 +170,7 @@ def check_control_flow(node: cst.If | cst.While | cst.Assert | cst.IfExp, ctx: C
         if isinstance(node, cst.Assert) or _only_raises(node):
             return
         found = reads_tensor_values(ctx, node.test) or _predicate_truth(ctx, node.test)  # before placing it
-        if found is not None and read_place(ctx) == "helper":
+        if found is not None and not _explicit(found) and read_place(ctx) == "helper":
             ctx.skip.add(id(found))
             message = _control_flow_message(ctx, _KEYWORDS[type(node)], found,
                                             "in code the model's `forward` or a training step calls")
@@ -176,6 +179,8 @@ def check_control_flow(node: cst.If | cst.While | cst.Assert | cst.IfExp, ctx: C
     test = node.test
     keyword_ = _KEYWORDS[type(node)]
     read: cst.CSTNode | None = reads_tensor_values(ctx, test) or _predicate_truth(ctx, test)
+    if read is not None and _explicit(read):
+        return  # `if t.item() == 0:`: PC701 reports the read
     if read is not None:
         ctx.skip.add(id(read))
     else:
@@ -200,6 +205,11 @@ def check_control_flow(node: cst.If | cst.While | cst.Assert | cst.IfExp, ctx: C
         return
     value = _receiver(ctx, read) if isinstance(read, cst.Call) else None
     report_compiled(ctx, TensorControlFlow, test, _control_flow_message(ctx, keyword_, read), None, read, value)
+
+
+def _explicit(read: cst.CSTNode) -> bool:
+    """`t.item()`, `t.tolist()`: the test reads the value into Python itself (a host read, PC701's)."""
+    return isinstance(read, cst.Call) and call_name(read) in ("item", "tolist")
 
 
 def _receiver(ctx: Context, read: cst.Call) -> cst.BaseExpression | None:

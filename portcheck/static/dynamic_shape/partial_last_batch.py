@@ -25,7 +25,9 @@ class PartialLastBatch(Rule):
     meets one more input shape. Quiet where the window is padded in the loop (`F.pad`, `np.pad`), where the data
     is a host value (numpy, a CPU tensor) or a Python list or string (a parameter annotated so, a name bound only
     to lists: what is batched there is records or text, not a tensor), where the step is 1, and where the window
-    only goes into Python's own containers (`out.append(...)`).
+    only goes into Python's own containers (`out.append(...)`). Advice (info): what it costs depends on how the
+    model runs (a traced model refuses the shorter batch, a compiled one compiles one more graph per remainder)
+    and on whether `n` can leave a remainder at all, which the code rarely shows.
 
     ## Example
     ```python
@@ -50,10 +52,11 @@ class PartialLastBatch(Rule):
     code = "PC214"
     # the loop drives the device: what a data pipeline batches on the host costs nothing
     CONTEXTS = EVERYWHERE - {"host", "setup"}
-    message = ("`{shown}` cuts `{step}` items a step, so the loop's last batch holds only what is left over and "
-               "`{callee}` meets a smaller input shape: a model traced with `torch_neuronx.trace` takes only the "
-               "shape it was traced with, and a compiled one compiles another graph for it; pad the last batch to "
-               "`{step}` items and drop what the padding produced")
+    message = ("`{shown}` cuts `{step}` items a step, so where the data's length does not divide by it the "
+               "loop's last batch holds only what is left over and `{callee}` meets a smaller input shape: a model "
+               "traced with `torch_neuronx.trace` takes only the shape it was traced with, and a compiled one "
+               "compiles another graph for each remainder; pad the last batch to `{step}` items and drop what the "
+               "padding produced")
     INVALID = (
         "for i in range(0, n, bs):\n    out.append(model(x[i:i + bs]))",
         "import numpy as np\nfor c in np.arange(0, num, self.batch_size):\n"
@@ -68,7 +71,8 @@ class PartialLastBatch(Rule):
         "for i in range(0, n):\n    y = model(x[i:i + 1])",
         "for i in range(0, n, bs):\n    y = model(x[i:i + window])",
         "for i in range(0, n, bs):\n    y = model(x[:i + bs])",
-        "def f(texts: list[str], bs):\n    for i in range(0, len(texts), bs):\n        y = self.encode(texts[i:i + bs])",
+        "def f(texts: list[str], bs):\n    for i in range(0, len(texts), bs):\n"
+        "        y = self.encode(texts[i:i + bs])",
         "def f(params, bs):\n    rows = [str(p) for p in params]\n    for i in range(0, len(rows), bs):\n"
         "        self.log_batch(rows[i:i + bs])",
     )
