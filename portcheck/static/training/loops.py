@@ -19,8 +19,10 @@ from portcheck.static.walk import visit
 class TrainingOnInf2(Rule):
     """## What it does
     When the target is Inf2, finds the first place a file trains: `.backward()` (or
-    `torch.autograd.backward`) called inside a loop, an optimizer-style `.step()` after a `.backward()` in the
-    same function, or `.train()` on a Hugging Face / TRL `Trainer`. One finding per file. Building an
+    `torch.autograd.backward`, or Lightning's `self.manual_backward(loss)`) called inside a loop, an
+    optimizer-style `.step()` after a backward in the same function, `.train()` on a Hugging Face / TRL
+    `Trainer`, or the `training_step` of a Lightning module or of a Hugging Face / TRL `Trainer` subclass (the
+    framework runs backward and the optimizer around it). One finding per file. Building an
     optimizer is not enough (model files often define `configure_optimizers`), and neither is the
     `backward` method of an autograd Function.
 
@@ -52,6 +54,10 @@ class TrainingOnInf2(Rule):
         "from transformers import Trainer\ndef main():\n    trainer = Trainer(model=model, args=args)\n"
         "    trainer.train()",
         "import torch\nfor x in xs:\n    torch.autograd.backward(model(x))",
+        "import lightning as L\nclass Task(L.LightningModule):\n    def training_step(self, batch, i):\n"
+        "        return self.loss(batch)",
+        "from transformers import Trainer\nclass MyTrainer(Trainer):\n    def training_step(self, model, inputs):\n"
+        "        return super().training_step(model, inputs)",
     )
     VALID = (
         "import torch\nwith torch.no_grad():\n    y = model(x)",
@@ -60,6 +66,7 @@ class TrainingOnInf2(Rule):
         "            x.backward(g)",
         "loss.backward()  # a single backward outside a loop: a test or a demo",
         "def warmup(model):\n    model.train()\n    scheduler.step()",
+        "class Runner:\n    def training_step(self, batch):\n        return batch",
     )
 
 
@@ -118,7 +125,7 @@ class MissingStepBoundary(Rule):
     )
 
 
-TRAINING_TOKENS = ("backward", "Trainer")
+TRAINING_TOKENS = ("backward", "Trainer", "training_step")
 STEP_TOKENS = ("backward",)
 
 _TRAINERS = ("transformers.", "trl.")
@@ -143,7 +150,7 @@ def _inside_backward_definition(ctx: Context) -> bool:
 def _is_backward(ctx: Context, node: cst.Call, qualname: str | None) -> bool:
     if qualname is not None:
         return qualname == "torch.autograd.backward"
-    return isinstance(node.func, cst.Attribute) and call_name(node) == "backward"
+    return isinstance(node.func, cst.Attribute) and call_name(node) in ("backward", "manual_backward")
 
 
 def _is_step(node: cst.Call, qualname: str | None) -> bool:
@@ -184,11 +191,35 @@ def _training_signal(ctx: Context, node: cst.Call) -> bool:
 
 @check(cst.Call, rules=(TrainingOnInf2,), tokens=TRAINING_TOKENS)
 def check_inf2_training(node: cst.Call, ctx: Context) -> None:
-    reported: list[cst.Call] = ctx.memo("inf2-training", ctx.module, list)
+    reported: list[cst.CSTNode] = ctx.memo("inf2-training", ctx.module, list)
     if reported or not _training_signal(ctx, node):  # one finding per file: the first place it trains
         return
     reported.append(node)
     ctx.report(TrainingOnInf2, node, shown=one_line(ctx.source(node), 50), chip=ctx.chip)
+
+
+# Classes whose `training_step` the framework wraps in backward and an optimizer step.
+_STEPPED_BASES = ("lightning.LightningModule", "lightning.pytorch.LightningModule", "pytorch_lightning.LightningModule",
+                  "lightning.pytorch.core.LightningModule", "pytorch_lightning.core.LightningModule",
+                  "pytorch_lightning.core.module.LightningModule", "lightning.pytorch.core.module.LightningModule")
+
+
+@check(cst.FunctionDef, rules=(TrainingOnInf2,), tokens=("training_step",))
+def check_training_step(node: cst.FunctionDef, ctx: Context) -> None:
+    """`def training_step(...)` of a Lightning module or a Hugging Face / TRL Trainer subclass trains."""
+    if node.name.value != "training_step" or len(ctx.functions) > 1:
+        return
+    cls = next((s for s in reversed(ctx.statements) if isinstance(s, cst.ClassDef)), None)
+    if cls is None:
+        return
+    bases = [ctx.qualname(b.value) or "" for b in cls.bases]
+    if not any(b in _STEPPED_BASES or (b.startswith(_TRAINERS) and b.endswith("Trainer")) for b in bases):
+        return
+    reported: list[cst.CSTNode] = ctx.memo("inf2-training", ctx.module, list)
+    if reported:
+        return
+    reported.append(node)
+    ctx.report(TrainingOnInf2, node.name, shown=f"def training_step, in `{cls.name.value}`", chip=ctx.chip)
 
 
 # ---- PC608 PyTorch/XLA training loop without a step boundary ------------------------------------------------------
