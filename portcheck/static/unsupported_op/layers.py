@@ -63,8 +63,8 @@ class BilinearAlignCorners(Rule):
     """## What it does
     Finds bilinear resizing with `align_corners=True`: `nn.Upsample(mode="bilinear", align_corners=True)`,
     `F.interpolate(..., mode="bilinear", align_corners=True)`, `nn.UpsamplingBilinear2d` and
-    `F.upsample_bilinear` (both always align corners). An error on the xla stack, where it was reported; a
-    warning on native.
+    `F.upsample_bilinear` (both always align corners). An error on the xla stack, where it was reported; advice
+    (info) on native, which does not lower through that custom call.
 
     ## Example
     ```python
@@ -93,6 +93,10 @@ class BilinearAlignCorners(Rule):
         "import torch.nn.functional as F\ny = F.interpolate(x, scale_factor=2, mode='bilinear')",
         "import torch.nn as nn\nup = nn.Upsample(scale_factor=2, mode='nearest')",
     )
+
+
+_NATIVE_NOTE = (" (that custom call is PyTorch/XLA's lowering, reported with torch-neuronx; the native stack is not "
+                "PyTorch/XLA and does not go through it, so here it is advice)")
 
 
 @rule
@@ -232,7 +236,10 @@ def check_layers(node: cst.Call, ctx: Context) -> None:
             mode_at, aligned_at = _RESIZE[qualname]
             mode, aligned = _argument(node, "mode", mode_at), _argument(node, "align_corners", aligned_at)
         if mode == "bilinear" and aligned is True:
-            ctx.report(BilinearAlignCorners, node, severity=Severity.WARNING if ctx.stack == "native" else None)
+            if ctx.stack == "native":  # the custom call is the XLA lowering's: TorchNeuron does not emit it
+                ctx.report(BilinearAlignCorners, node, BilinearAlignCorners.format() + _NATIVE_NOTE, Severity.INFO)
+            else:
+                ctx.report(BilinearAlignCorners, node)
     elif qualname in _MAX_POOL:
         if _above_one(_argument(node, "dilation", _MAX_POOL[qualname])):
             ctx.report(DilatedPooling, node, error=load_op("aten::max_pool2d").error_code)
