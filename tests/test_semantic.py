@@ -1083,6 +1083,34 @@ def test_a_fallback_for_a_parameter_every_call_passes_never_runs(tmp_path):
     assert found[("pkg/ops.py", 16, "PC701")] == Severity.WARNING
 
 
+def test_a_fallback_expression_for_a_parameter_every_call_passes_never_runs(tmp_path):
+    """`device if device is not None else <probe>`, `<probe> if device is None else device` and `device or <probe>`
+    evaluate the probe only where the caller leaves `device` out: info where every call passes it, a warning where
+    one call leaves it out."""
+    _tree(tmp_path, {"pkg/__init__.py": "", "pkg/place.py": """\
+        import torch
+
+        def first(x, device=None):
+            device = device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu")
+            return x.to(device)
+
+        def second(x, device=None):
+            device = ("cuda" if torch.cuda.is_available() else "cpu") if device is None else device
+            return x.to(device)
+
+        def third(x, device=None):
+            device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+            return x.to(device)
+
+        def run(x, d):
+            return first(x, device=d), second(x, d), third(x, device=d), third(x)
+        """})
+    found = _scan(tmp_path)
+    assert found[("pkg/place.py", 4, "PC104")] == Severity.INFO
+    assert found[("pkg/place.py", 8, "PC104")] == Severity.INFO
+    assert found[("pkg/place.py", 12, "PC104")] == Severity.WARNING  # `third(x)` leaves it out
+
+
 def test_a_size_a_helper_of_another_file_or_a_method_reads_from_tensor_data(tmp_path):
     """A size returned by a function of another module or by a method, every `return` of which reads a
     parameter's data into Python (`return t.tolist()`), is a size taken from tensor data; a helper returning a

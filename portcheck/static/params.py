@@ -5,6 +5,7 @@ its name lookups in.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 
 import libcst as cst
@@ -132,6 +133,9 @@ def branch_parameter(function: cst.FunctionDef, chain: list[cst.CSTNode], node: 
                 if isinstance(p.default, cst.Name) and p.default.value in ("None", "False")}
     if not optional:
         return ""
+    if chain and (absent := _fallback_expression(chain[-1], node)) in optional and _rebound_only_in(
+            function, absent, chain[-1]):
+        return f"!{absent}"
     for index, statement in enumerate(chain):
         if not isinstance(statement, cst.If):
             continue
@@ -153,6 +157,46 @@ def branch_parameter(function: cst.FunctionDef, chain: list[cst.CSTNode], node: 
     return ""
 
 
+def _fallback_expression(statement: cst.CSTNode, node: cst.CSTNode) -> str:
+    """`p` where `node` is the fallback of an expression for a parameter not given: the other side of `p if p is
+    not None else <node>`, of `<node> if p is None else p`, or the right of `p or <node>`; else ""."""
+    if not isinstance(statement, cst.SimpleStatementLine):
+        return ""
+    parents: dict[int, cst.CSTNode] = {}
+    todo: list[cst.CSTNode] = [statement]
+    while todo and id(node) not in parents:  # iteratively: an `a or b or ...` chain may be thousands deep
+        current = todo.pop()
+        for child in current.children:
+            parents[id(child)] = current
+            todo.append(child)
+    if id(node) not in parents:
+        return ""
+    path = [node]
+    while id(path[-1]) in parents:
+        path.append(parents[id(path[-1])])
+    path.reverse()
+    for holder, inner in itertools.pairwise(path):
+        if isinstance(holder, cst.IfExp):
+            present = _presence_tested(holder.test)
+            if present and inner is holder.orelse:
+                return present
+            if _absence_tested(holder.test) and inner is holder.body:
+                return _absence_tested(holder.test)
+        elif (isinstance(holder, cst.BooleanOperation) and isinstance(holder.operator, cst.Or)
+              and inner is holder.right and isinstance(holder.left, cst.Name)):
+            return holder.left.value
+    return ""
+
+
+def _presence_tested(test: cst.BaseExpression) -> str:
+    """`p` of `p is not None`, else ""."""
+    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(test.left, cst.Name)):
+        return ""
+    part = test.comparisons[0]
+    none = isinstance(part.comparator, cst.Name) and part.comparator.value == "None"
+    return test.left.value if isinstance(part.operator, cst.IsNot) and none else ""
+
+
 def _absence_tested(test: cst.BaseExpression) -> str:
     """`p` of `if p is None:`, else ""."""
     if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(test.left, cst.Name)):
@@ -162,7 +206,7 @@ def _absence_tested(test: cst.BaseExpression) -> str:
     return test.left.value if isinstance(part.operator, cst.Is) and none else ""
 
 
-def _rebound_only_in(function: cst.FunctionDef, name: str, branch: cst.If) -> bool:
+def _rebound_only_in(function: cst.FunctionDef, name: str, branch: cst.CSTNode) -> bool:
     """No statement of `function` outside `branch` binds `name` (nested functions and classes have their own)."""
     found = False
 
