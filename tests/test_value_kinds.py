@@ -882,3 +882,32 @@ def test_a_probe_after_a_cuda_probe_in_an_and_chain_is_asked_only_with_cuda():
         """)
     assert found[(5, "PC104")] == Severity.WARNING
     assert found[(6, "PC104")] == Severity.INFO
+
+
+def test_an_attribute_made_on_the_host_and_never_registered_stays_there():
+    """`self.offset = torch.tensor(0)`: `module.to(device)` moves buffers and parameters only, so a tensor attribute
+    every assignment of which makes a CPU tensor stays on the host, and reading it reads no device. A buffer, an
+    attribute made with a device, or one the class also assigns a moved value, is read from the device."""
+    found = severities("""\
+        import torch
+
+        class Streaming(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.offset = torch.tensor(0)
+                self.weights = torch.ones(4).float()
+                self.register_buffer("steps", torch.zeros(1))
+                self.moved = torch.zeros(3)
+
+            def forward(self, x):
+                a = self.offset.item()
+                b = self.weights.sum().item()
+                c = self.steps.item()
+                self.moved = self.moved.to(x.device)
+                d = self.moved.sum().item()
+                return x * a * b * c * d
+        """, "inf2", "xla")
+    assert (12, "PC701") not in found
+    assert (13, "PC701") not in found
+    assert found[(14, "PC701")] == Severity.WARNING
+    assert found[(16, "PC701")] == Severity.WARNING

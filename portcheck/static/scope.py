@@ -19,6 +19,7 @@ from collections.abc import Callable
 import libcst as cst
 
 from portcheck.static.check import Context
+from portcheck.static.host_attributes import host_attribute
 from portcheck.static.host_names import marked_host, python_number
 from portcheck.static.reaching import reaching
 from portcheck.static.rebindings import rebindings
@@ -207,6 +208,8 @@ def host_value(ctx: Context, node: cst.BaseExpression, depth: int = 0, assumed: 
         return host_value(ctx, node.func.value, depth + 1, assumed, factories=factories)
     if isinstance(node, cst.Attribute) and node.attr.value in ("shape", "ndim"):
         return True  # shape metadata is held on the host
+    if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
+        return host_attribute(ctx, node.attr.value)  # `self.offset = torch.tensor(0)`: no buffer, never moved
     if isinstance(node, (cst.Subscript, cst.Attribute)):
         return host_value(ctx, node.value, depth + 1, assumed, factories=factories)
     if isinstance(node, cst.UnaryOperation):
