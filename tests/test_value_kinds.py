@@ -911,3 +911,27 @@ def test_an_attribute_made_on_the_host_and_never_registered_stays_there():
     assert (13, "PC701") not in found
     assert found[(14, "PC701")] == Severity.WARNING
     assert found[(16, "PC701")] == Severity.WARNING
+
+
+def test_a_block_that_ends_by_raising_only_words_the_error():
+    """A read in an `if` block that ends in `raise`, nested tests of the error's kind included, only words the
+    error (quiet); a block that can also return does work (the read counts)."""
+    found = severities("""\
+        import torch
+
+        class M(torch.nn.Module):
+            def forward(self, x, idx):
+                if idx.numel() > 4:
+                    bad = int(idx[0].item())
+                    if bad < -5:
+                        raise RuntimeError(f"very bad {bad}")
+                    raise RuntimeError(f"bad {bad}")
+                if x.numel() > 3:
+                    n = x.sum().item()
+                    if n > 2:
+                        return x
+                    raise ValueError("no")
+                return x
+        """, "inf2", "xla")
+    assert (6, "PC701") not in found
+    assert found[(11, "PC701")] == Severity.WARNING

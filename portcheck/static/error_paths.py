@@ -3,6 +3,8 @@ only words the error, so dynamic-shape and host-sync rules stay quiet there."""
 
 from __future__ import annotations
 
+import functools
+
 import libcst as cst
 
 from portcheck.static.check import Context
@@ -16,13 +18,28 @@ def error_path(ctx: Context) -> bool:
         if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
             return False
         if isinstance(statement, cst.If) and isinstance(statement.body, cst.IndentedBlock):
-            # only simple statements ending in the failure: a block that does work and returns is no error path
-            lines = [line for line in statement.body.body if isinstance(line, cst.SimpleStatementLine)]
-            if (lines and len(lines) == len(statement.body.body) and _fails(ctx, lines[-1])
-                    and _contains_current(statement.body, ctx)
-                    and not any(isinstance(small, cst.Return) for line in lines for small in line.body)):
+            # a block ending in the failure that nothing in it leaves early (`return`, `break`, `continue`): what
+            # it holds, nested tests of the error's kind included, only prepares the error
+            block = statement.body
+            if (block.body and _fails(ctx, block.body[-1]) and _contains_current(block, ctx)
+                    and not ctx.memo("leaves-early", block, functools.partial(_leaves, block))):
                 return True
     return False
+
+
+def _leaves(block: cst.IndentedBlock) -> bool:
+    """Something in the block ends it another way than failing: `return`, `break`, `continue`, `yield`."""
+    found = False
+
+    class Finder(cst.CSTVisitor):
+        def on_visit(self, node: cst.CSTNode) -> bool:
+            nonlocal found
+            if isinstance(node, (cst.Return, cst.Break, cst.Continue, cst.Yield)):
+                found = True
+            return not found and not isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda))
+
+    block.visit(Finder())
+    return found
 
 
 def _contains_current(block: cst.IndentedBlock, ctx: Context) -> bool:
