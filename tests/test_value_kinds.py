@@ -935,3 +935,29 @@ def test_a_block_that_ends_by_raising_only_words_the_error():
         """, "inf2", "xla")
     assert (6, "PC701") not in found
     assert found[(11, "PC701")] == Severity.WARNING
+
+
+def test_a_spectrogram_transform_computes_its_fft_where_it_is_called():
+    """`self.mfcc = MFCC(...)` built in `__init__` computes its STFT where `forward` calls `self.mfcc(x)`: the
+    finding is there (an error), not at the construction; one the class never calls stays at its construction
+    (set-up: info). A spectrogram function passed to run elsewhere (`torch.vmap(kaldi.fbank)`) computes there."""
+    found = severities("""\
+        import torch
+        from torchaudio.transforms import MFCC
+        from torchaudio.compliance import kaldi
+
+        class XVector(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.mfcc = MFCC(16000)
+                self.unused = MFCC(8000)
+
+            def forward(self, waveform):
+                feats = self.mfcc(waveform)
+                fb = torch.vmap(kaldi.fbank)(waveform)
+                return feats, fb
+        """)
+    assert (8, "PC301") not in found
+    assert found[(9, "PC301")] == Severity.INFO
+    assert found[(12, "PC301")] == Severity.ERROR
+    assert found[(13, "PC301")] == Severity.ERROR

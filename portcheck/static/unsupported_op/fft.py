@@ -1,4 +1,5 @@
-"""FFT: `torch.fft.*`, `stft` / `istft` and torchaudio's spectrograms, which neuronx-cc cannot compile (PC301)."""
+"""FFT: `torch.fft.*`, `stft` / `istft` and torchaudio's spectrograms, which neuronx-cc cannot compile (PC301), found
+where they compute: a transform built in `__init__` where the class calls it."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from portcheck.rules import Pass, Rule, rule
 from portcheck.static.check import Context, check
 from portcheck.static.scope import host_code
 from portcheck.static.syntax import call_name
+from portcheck.static.walk import visit
 
 FFT_TOKENS = ("fft", "stft", "Spectrogram", "spectrogram", "MFCC", "LFCC", "fbank", "mfcc")
 
@@ -59,20 +61,76 @@ class Fft(Rule):
     VALID = ("import numpy as np\ny = np.fft.rfft(a)", "fft_size = 400  # torch.fft.rfft is avoided")
 
 
+def _computes_fft(qualname: str) -> bool:
+    return qualname.startswith("torch.fft.") or qualname in ("torch.stft", "torch.istft") or qualname in _SPECTROGRAMS
+
+
+def _self_attribute(node: cst.BaseExpression) -> str | None:
+    if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
+        return node.attr.value
+    return None
+
+
+def _transforms(ctx: Context) -> tuple[dict[str, str], frozenset[str]]:
+    """In the class being read: the attributes bound to a spectrogram transform (`self.mfcc = MFCC(...)`), and the
+    attributes the class calls (`self.mfcc(waveform)`): the transform computes its FFT where it is called."""
+    cls = next((s for s in reversed(ctx.statements) if isinstance(s, cst.ClassDef)), None)
+    if cls is None:
+        return {}, frozenset()
+
+    def compute() -> tuple[dict[str, str], frozenset[str]]:
+        bound: dict[str, str] = {}
+        called: set[str] = set()
+
+        class Finder(cst.CSTVisitor):
+            def visit_Assign(self, node: cst.Assign) -> None:
+                if isinstance(node.value, cst.Call) and (qualname := ctx.qualname(node.value.func)) in _SPECTROGRAMS:
+                    for target in node.targets:
+                        if (name := _self_attribute(target.target)) is not None:
+                            bound[name] = qualname
+
+            def visit_Call(self, node: cst.Call) -> None:
+                if (name := _self_attribute(node.func)) is not None:
+                    called.add(name)
+
+        visit(cls, Finder())
+        return bound, frozenset(called)
+
+    return ctx.memo("fft-transforms", cls, compute)
+
+
+def _bound_and_called(ctx: Context, node: cst.Call) -> bool:
+    """`self.mfcc = MFCC(...)` of an attribute the class calls: the call is the finding's place."""
+    statement = ctx.statements[-1] if ctx.statements else None
+    if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+        return False
+    assign = statement.body[0]
+    if not isinstance(assign, cst.Assign) or assign.value is not node:
+        return False
+    called = _transforms(ctx)[1]
+    return any(_self_attribute(t.target) in called for t in assign.targets)
+
+
 @check(cst.Call, rules=(Fft,), tokens=FFT_TOKENS)
 def check_fft(node: cst.Call, ctx: Context) -> None:
     qualname = ctx.qualname(node.func)
-    if qualname is not None:
-        if qualname.startswith("torch.fft.") or qualname in ("torch.stft", "torch.istft") or qualname in _SPECTROGRAMS:
-            shown = qualname
-        else:
+    where: cst.CSTNode = node
+    note = ""
+    if qualname is not None and _computes_fft(qualname) and not _bound_and_called(ctx, node):
+        shown = qualname
+    elif qualname is not None:  # `torch.vmap(kaldi.fbank)`: the function computes where it is passed to run
+        passed = next((a.value for a in node.args if _computes_fft(ctx.qualname(a.value) or "")), None)
+        if passed is None:
             return
+        where, shown = passed, ctx.qualname(passed) or ""
     elif isinstance(node.func, cst.Attribute) and call_name(node) in ("stft", "istft"):
         shown = f".{call_name(node)}()"
+    elif (name := _self_attribute(node.func)) is not None and name in (bound := _transforms(ctx)[0]):
+        shown, note = f"self.{name}(...)", f" (`self.{name}` is a `{bound[name]}`)"
     else:
         return
-    message = Fft.format(shown=shown, error=load_op("aten::fft_fft").error_code)
-    if (where := host_code(ctx)) is not None:  # a metric's or the data pipeline's spectrogram: run on the CPU
-        ctx.report(Fft, node, f"{message} (here in host-side code, {where}: keep it on the CPU)", Severity.INFO)
+    message = Fft.format(shown=shown, error=load_op("aten::fft_fft").error_code) + note
+    if (place := host_code(ctx)) is not None:  # a metric's or the data pipeline's spectrogram: run on the CPU
+        ctx.report(Fft, where, f"{message} (here in host-side code, {place}: keep it on the CPU)", Severity.INFO)
         return
-    ctx.report(Fft, node, message)
+    ctx.report(Fft, where, message)
