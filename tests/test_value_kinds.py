@@ -961,3 +961,23 @@ def test_a_spectrogram_transform_computes_its_fft_where_it_is_called():
     assert found[(9, "PC301")] == Severity.INFO
     assert found[(12, "PC301")] == Severity.ERROR
     assert found[(13, "PC301")] == Severity.ERROR
+
+
+def test_a_size_computed_from_a_reduced_tensor_through_local_names_is_taken_from_data():
+    """`padding = width - counts[i]` with `counts = (t.sum(dim=1) != 0).sum(dim=1)`: arithmetic on an element of a
+    reduction is a size read from the data (PC209); arithmetic on shapes alone is not."""
+    found = severities("""\
+        import torch
+
+        class M(torch.nn.Module):
+            def forward(self, target, x):
+                counts = (target.sum(dim=1) != 0).sum(dim=1)
+                outs = []
+                for i in range(x.shape[0]):
+                    padding = target.shape[2] - counts[i]
+                    outs.append(torch.zeros((x.shape[1], padding)))
+                n = x.shape[0] - 1
+                return outs, torch.zeros(n)
+        """)
+    assert found[(9, "PC209")] == Severity.ERROR
+    assert (11, "PC209") not in found

@@ -77,7 +77,7 @@ def data_read(ctx: Context, node: cst.BaseExpression, depth: int = 0) -> cst.Cal
     `lengths.max()`; through a local name bound once (`n = t.max().item()`)."""
     if isinstance(node, cst.Name):
         bound = ctx.constant(node)
-        return data_read(ctx, bound[1], depth + 1) if bound and depth < 2 else None
+        return data_read(ctx, bound[1], depth + 1) if bound and depth < 3 else None
     if isinstance(node, (cst.Tuple, cst.List)):  # `size=(n, maxcnt)`: each element is a size
         return next((r for r in (data_read(ctx, e.value, depth) for e in node.elements) if r is not None), None)
     found: cst.Call | None = None
@@ -100,6 +100,23 @@ def data_read(ctx: Context, node: cst.BaseExpression, depth: int = 0) -> cst.Cal
         if ctx.qualname(reduction.func) is not None:  # `torch.prod(x)`: what it reads is its argument
             receiver = reduction.args[0].value if reduction.args else None
         return None if receiver is not None and host_value(ctx, receiver) else reduction
+    return _operand_read(ctx, node, depth) if depth < 2 else None
+
+
+def _operand_read(ctx: Context, node: cst.BaseExpression, depth: int) -> cst.Call | None:
+    """A read through a local name the arithmetic uses (`width - counts[i]` with `counts = (m != 0).sum(dim=1)`):
+    the name's own binding reads the data."""
+    todo = [node]
+    while todo:
+        part = todo.pop()
+        if isinstance(part, cst.BinaryOperation):
+            todo.extend((part.right, part.left))
+        elif isinstance(part, cst.Subscript):
+            todo.append(part.value)
+        elif isinstance(part, cst.UnaryOperation):
+            todo.append(part.expression)
+        elif isinstance(part, cst.Name) and part is not node and (read := data_read(ctx, part, depth + 1)):
+            return read
     return None
 
 
