@@ -981,3 +981,23 @@ def test_a_size_computed_from_a_reduced_tensor_through_local_names_is_taken_from
         """)
     assert found[(9, "PC209")] == Severity.ERROR
     assert (11, "PC209") not in found
+
+
+@pytest.mark.parametrize(("source", "fires"), [
+    ("from transformers import AutoModelForCausalLM\nm = AutoModelForCausalLM.from_pretrained('p')\n"
+     "out = m.generate(ids, max_new_tokens=8)\n", True),
+    ("from transformers import AutoModelForCausalLM\nm = AutoModelForCausalLM.from_pretrained('p')\n"
+     "out = m.generate(ids, max_new_tokens=8, cache_implementation='static')\n", False),
+    ("from transformers import GenerationConfig\nconfig = GenerationConfig(cache_implementation=\"static\")\n"
+     "out = model.generate(ids, generation_config=config)\n", False),
+    ("from optimum.neuron import NeuronModelForCausalLM\nimport transformers\n"
+     "out = model.generate(ids, max_new_tokens=8)\n", False),
+    ("import litgpt\nout = llm.generate(prompt, max_new_tokens=8)\n", False),
+    ("import transformers\nout = self.generate(ids, max_new_tokens=8)\n", False),
+])
+def test_transformers_generate_grows_its_default_cache_per_token(source, fires):
+    """`model.generate(..., max_new_tokens=...)` of transformers decodes with a dynamic KV cache one position longer
+    per token (PC213); a fixed-size cache chosen in the file, Neuron's serving libraries, another library's
+    `generate` and the class's own `generate` (its loop is read where it is) stay quiet."""
+    found = severities(source)
+    assert ((3, "PC213") in found) is fires

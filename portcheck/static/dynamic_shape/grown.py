@@ -28,6 +28,9 @@ class TensorGrownPerStep(Rule):
     One finding a cache. A skip connection concatenated once (`x = torch.cat([x, skip], dim=1)`) is no cache.
     And a loop that hands the model a slice its own counter cuts (`model(tokens[:, :step])`, `model(ids[:,
     :cur_len])` with `cur_len += 1`); a window both ends of which move (`x[i:i + k]`) keeps its length.
+    And transformers' own decode loop: `model.generate(..., max_new_tokens=...)` in a file that uses transformers
+    (or trl, peft) grows its default dynamic KV cache per token; quiet where the file chooses a fixed-size cache
+    (`cache_implementation="static"`, `StaticCache`) or serves through optimum-neuron, NxD Inference or vLLM.
 
     ## Example
     ```python
