@@ -79,6 +79,9 @@ GUARDED = [
     # the probe is asked only after the NCCL test holds
     ("import torch\ndef f(backend):\n    if backend == 'nccl' and torch.cuda.is_available():\n        return 1\n"
      "    return None\n", 3, "PC104"),
+    # mmengine: CUDA or another accelerator (Apple MPS, Moore Threads MUSA): never a Neuron host
+    ("import torch\ndef f():\n    if torch.cuda.is_available() or torch.backends.mps.is_available():\n"
+     "        torch.cuda.synchronize()\n", 4, "PC105"),
 ]
 
 

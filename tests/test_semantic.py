@@ -1143,3 +1143,36 @@ def test_a_size_a_helper_of_another_file_or_a_method_reads_from_tensor_data(tmp_
     for line in (10, 12, 13, 16):
         assert found[("pkg/model.py", line, "PC209")] == Severity.ERROR
     assert ("pkg/model.py", 11, "PC209") not in found and ("pkg/model.py", 14, "PC209") not in found
+
+
+def test_a_function_called_only_under_cuda_or_another_accelerator_is_cuda_only(tmp_path):
+    """`if is_cuda_available() or is_musa_available(): get_max_cuda_memory()`: the project's own probe or another
+    accelerator's test holds only off Neuron, so what only that branch calls is a CUDA-only path (info); an `or`
+    with a test that holds on Neuron is no such guard."""
+    _tree(tmp_path, {"pkg/__init__.py": "", "pkg/device.py": """\
+        import torch
+
+        def is_cuda_available():
+            return torch.cuda.is_available()
+
+        def is_musa_available():
+            return hasattr(torch, "musa") and torch.musa.is_available()
+
+        def peak():
+            return torch.cuda.reset_peak_memory_stats()
+
+        def sync():
+            return torch.cuda.synchronize()
+        """, "pkg/log.py": """\
+        from pkg.device import is_cuda_available, is_musa_available, peak, sync
+
+        def report(log, verbose):
+            if is_cuda_available() or is_musa_available():
+                log["memory"] = peak()
+            if is_cuda_available() or verbose:
+                sync()
+            return log
+        """})
+    found = _scan(tmp_path)
+    assert found[("pkg/device.py", 10, "PC105")] == Severity.INFO
+    assert found[("pkg/device.py", 13, "PC105")] == Severity.ERROR

@@ -103,14 +103,24 @@ def _device_type_literal(ctx: Context, node: cst.BaseExpression) -> bool:
     return False
 
 
+# Another accelerator's availability test (Apple MPS, Intel XPU, Ascend NPU, Cambricon MLU, Moore Threads MUSA,
+# Gaudi HPU, ROCm): False on a Neuron host, like CUDA's. Not XLA's or TPU's: a Neuron host runs PyTorch/XLA.
+OTHER_ACCELERATOR = re.compile(r"(^|[.:])is_(torch_)?(mps|xpu|npu|mlu|musa|hpu|dipu|rocm)_available$"
+                               r"|^torch\.(backends\.)?(mps|xpu|npu|mlu|musa|hpu)\.is_available$")
+
+
 def polarity(ctx: Context, test: cst.BaseExpression, depth: int = 0) -> str | None:
-    """CUDA when `test` holds only with CUDA present or in use, NOT_CUDA when it fails only then, else None."""
+    """CUDA when `test` holds only with CUDA present or in use, NOT_CUDA when it fails only then, else None. An
+    `or` with another accelerator's test (`is_cuda_available() or is_musa_available()`) still holds only off Neuron."""
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
         return _flip(polarity(ctx, test.expression, depth))
     if isinstance(test, cst.BooleanOperation):
         sides = (polarity(ctx, test.left, depth), polarity(ctx, test.right, depth))
         if isinstance(test.operator, cst.And):
             return CUDA if CUDA in sides else None
+        if CUDA in sides and all(s == CUDA or _other_accelerator(ctx, t) for s, t in zip(
+                sides, (test.left, test.right), strict=True)):
+            return CUDA
         return NOT_CUDA if NOT_CUDA in sides else None
     if isinstance(test, cst.Comparison):
         return _comparison(ctx, test, depth)
@@ -130,6 +140,11 @@ def polarity(ctx: Context, test: cst.BaseExpression, depth: int = 0) -> str | No
         bound = ctx.constant(test)
         return polarity(ctx, bound[1], depth + 1) if bound is not None else None
     return None
+
+
+def _other_accelerator(ctx: Context, test: cst.BaseExpression) -> bool:
+    return isinstance(test, cst.Call) and bool(OTHER_ACCELERATOR.search(
+        ctx.qualname(test.func) or dotted_name(test.func) or ""))
 
 
 def _flag(name: str) -> bool:

@@ -18,7 +18,7 @@ import ast
 from collections import Counter
 from collections.abc import Sequence
 
-from portcheck.static.cuda_api.paths import named_for_cuda
+from portcheck.static.cuda_api.paths import OTHER_ACCELERATOR, named_for_cuda
 from portcheck.static.semantic.hosts import Bindings, host_arguments
 from portcheck.static.semantic.imports import catches_import_error, import_aliases, optional_test
 from portcheck.static.semantic.nodes import calls_and_branches, returns_read, statements_in, within
@@ -119,8 +119,15 @@ class _Reader:
                 return None
             return inner[1:] if inner[0] == "!" else "!" + (inner[1:] if inner[0] == "?" else inner)
         if isinstance(test, ast.BoolOp):
-            # `a and b` holds only where a positive side holds; `a or b` fails only where a negative side fails
-            sides = [s for s in map(self.polarity, test.values) if s is not None]
+            # `a and b` holds only where a positive side holds; `a or b` fails only where a negative side fails, and
+            # holds only off Neuron where its other sides test other accelerators (`cuda() or musa()`)
+            values = test.values
+            if isinstance(test.op, ast.Or):
+                values = [v for v in values if not (isinstance(v, ast.Call) and OTHER_ACCELERATOR.search(
+                    self.resolve(v.func) or ""))] or values
+                if len(values) == 1:
+                    return self.polarity(values[0])
+            sides = [s for s in map(self.polarity, values) if s is not None]
             negative = isinstance(test.op, ast.Or)
             return next((s for s in sides if s.startswith("!") == negative), None)
         if isinstance(test, ast.Compare) and len(test.ops) == 1:
