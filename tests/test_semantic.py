@@ -1073,14 +1073,22 @@ def test_a_fallback_for_a_parameter_every_call_passes_never_runs(tmp_path):
                 size = int(x.max())
             return size
 
+        def after(x, size=None):
+            if size is None:
+                size = int(x.max())
+            size = (size, size)
+            return size
+
         class M(torch.nn.Module):
             def forward(self, src, index):
-                return scatter(src, index, dim_size=4), coo(index), coo(index, 5), both(src, 3)
+                return (scatter(src, index, dim_size=4), coo(index), coo(index, 5), both(src, 3),
+                        after(src, size=2))
         """})
     found = _scan(tmp_path, "inf2", "xla")
     assert found[("pkg/ops.py", 5, "PC701")] == Severity.INFO
     assert found[("pkg/ops.py", 10, "PC701")] == Severity.WARNING
     assert found[("pkg/ops.py", 16, "PC701")] == Severity.WARNING
+    assert found[("pkg/ops.py", 21, "PC701")] == Severity.INFO  # rebound after the branch only
 
 
 def test_a_fallback_expression_for_a_parameter_every_call_passes_never_runs(tmp_path):

@@ -207,14 +207,17 @@ def _absence_tested(test: cst.BaseExpression) -> str:
 
 
 def _rebound_only_in(function: cst.FunctionDef, name: str, branch: cst.CSTNode) -> bool:
-    """No statement of `function` outside `branch` binds `name` (nested functions and classes have their own)."""
-    found = False
+    """No statement of `function` before `branch` binds `name` (nested functions and classes have their own): the
+    branch tests the parameter as the caller gave it. What the function binds after it (`size = (size, size)`)
+    does not decide whether it runs."""
+    found = reached = False
 
     class Finder(cst.CSTVisitor):
         def on_visit(self, node: cst.CSTNode) -> bool:
-            nonlocal found
-            if found or node is branch or (node is not function and isinstance(node, (cst.FunctionDef, cst.ClassDef,
-                                                                                       cst.Lambda))):
+            nonlocal found, reached
+            reached = reached or node is branch
+            if found or reached or (node is not function and isinstance(node, (cst.FunctionDef, cst.ClassDef,
+                                                                                cst.Lambda))):
                 return False
             kind = type(node)
             if kind in _BINDERS:
