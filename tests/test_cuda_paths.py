@@ -227,3 +227,19 @@ def test_hiding_every_gpu_is_info_and_messages_name_real_replacements() -> None:
     result = analyse_text(text, "model.py", "trn2", "native", _CODES)
     messages = {f.line: f.message for f in result.findings}
     assert "has no `.total_memory`" in messages[2] and "use `True` (every NeuronCore" in messages[3]
+
+
+def test_the_index_of_a_reported_cuda_device_is_part_of_that_finding() -> None:
+    """`torch.device("cuda", torch.cuda.current_device())` and `model.cuda(torch.cuda.current_device())` are one
+    problem each, reported (and fixed, index included) as the CUDA device; the call on its own is PC105's."""
+    found = _severities("""\
+        import torch
+
+        def f(model):
+            device = torch.device("cuda", torch.cuda.current_device())
+            model.cuda(torch.cuda.current_device())
+            return device, torch.cuda.current_device()
+        """)
+    assert found[(4, "PC102")] == "error" and (4, "PC105") not in found
+    assert found[(5, "PC101")] == "error" and (5, "PC105") not in found
+    assert found[(6, "PC105")] == "error"

@@ -236,6 +236,8 @@ def _judge_reference(ctx: Context, node: cst.Attribute | cst.Name, qualname: str
         if found is CudaApiOther and (tool := tool_message(ctx, node, qualname)):
             report_guarded(ctx, found, node, tool, raises=False, severity=Severity.INFO)
             return
+        if found is CudaDeviceCall and _names_a_placed_index(ctx, node):
+            return  # `torch.device("cuda", torch.cuda.current_device())`: one problem, the CUDA device's finding
         severity = None
         if found is CudaSilentCall and (note := silent_note(ctx, qualname)):
             message, severity = f"{message} ({note})", Severity.INFO
@@ -248,6 +250,21 @@ def _judge_reference(ctx: Context, node: cst.Attribute | cst.Name, qualname: str
             message = (f"`{qualname}` reads a cuDNN/CUDA-backend flag, which only NVIDIA kernels use; on Neuron it "
                        "means nothing (harmless)")
         ctx.report(CudnnSetting, node, message)
+
+
+def _names_a_placed_index(ctx: Context, node: cst.Attribute | cst.Name) -> bool:
+    """`torch.cuda.current_device()` given as the index of a CUDA device that is reported itself:
+    `torch.device("cuda", <it>)` (PC102) or `.cuda(<it>)` (PC101)."""
+    call = find_call(ctx, node, lambda c: c.func is node)
+    if call is None:
+        return False
+    outer = find_call(ctx, call, lambda c: any(a.value is call for a in c.args))
+    if outer is None:
+        return False
+    if isinstance(outer.func, cst.Attribute) and outer.func.attr.value == "cuda" and ctx.qualname(outer.func) is None:
+        return True
+    first = outer.args[0].value if outer.args and outer.args[0].keyword is None else None
+    return ctx.qualname(outer.func) == "torch.device" and first is not None and cuda_device(ctx, first) is not None
 
 
 def _skip_chain(ctx: Context, node: cst.BaseExpression) -> None:
