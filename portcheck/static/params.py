@@ -190,20 +190,20 @@ def _fallback_expression(statement: cst.CSTNode, node: cst.CSTNode) -> str:
 
 def _presence_tested(test: cst.BaseExpression) -> str:
     """`p` of `p is not None`, else ""."""
-    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(test.left, cst.Name)):
-        return ""
-    part = test.comparisons[0]
-    none = isinstance(part.comparator, cst.Name) and part.comparator.value == "None"
-    return test.left.value if isinstance(part.operator, cst.IsNot) and none else ""
+    return _none_tested(test, cst.IsNot)
 
 
 def _absence_tested(test: cst.BaseExpression) -> str:
     """`p` of `if p is None:`, else ""."""
+    return _none_tested(test, cst.Is)
+
+
+def _none_tested(test: cst.BaseExpression, operator: type[cst.Is] | type[cst.IsNot]) -> str:
     if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(test.left, cst.Name)):
         return ""
     part = test.comparisons[0]
     none = isinstance(part.comparator, cst.Name) and part.comparator.value == "None"
-    return test.left.value if isinstance(part.operator, cst.Is) and none else ""
+    return test.left.value if isinstance(part.operator, operator) and none else ""
 
 
 def _rebound_only_in(function: cst.FunctionDef, name: str, branch: cst.CSTNode) -> bool:
