@@ -1001,3 +1001,19 @@ def test_transformers_generate_grows_its_default_cache_per_token(source, fires):
     `generate` and the class's own `generate` (its loop is read where it is) stay quiet."""
     found = severities(source)
     assert ((3, "PC213") in found) is fires
+
+
+def test_data_made_with_a_cpu_device_named_is_host_data():
+    """A call given `device="cpu"` (a project's own factory as much as torch's) makes its result on the CPU: float64
+    there costs the device nothing; the same call given the input's device makes float64 on the device."""
+    found = severities("""\
+        import torch
+
+        class M(torch.nn.Module):
+            def forward(self, x):
+                k = make_kernel(5, 1.0, device=torch.device("cpu"), dtype=torch.float64)
+                j = make_kernel(5, 1.0, device=x.device, dtype=torch.float64)
+                return k, j
+        """)
+    assert (5, "PC303") not in found
+    assert found[(6, "PC303")] == Severity.WARNING

@@ -12,7 +12,7 @@ from portcheck.knowledge import load_compiler, load_dtypes
 from portcheck.rules import Pass, Rule, rule
 from portcheck.static.check import Context, FixPlan, Replace, check
 from portcheck.static.dtype.kept import outlives
-from portcheck.static.scope import host_code, host_value, under_test
+from portcheck.static.scope import cpu_device, host_code, host_value, under_test
 from portcheck.static.syntax import call_name, keyword, positional
 from portcheck.static.values import dtype_of
 
@@ -209,6 +209,8 @@ def check_dtype_call(node: cst.Call, ctx: Context) -> None:
         return  # `x.cpu().double()`, a numpy array's `.astype`: host data, never on the device
     if host_code(ctx) is not None:
         return  # the data pipeline (datasets, transforms, metrics...) runs on the host
+    if (device := keyword(node, "device")) is not None and cpu_device(ctx, device.value):
+        return  # `make_kernel(..., device=torch.device("cpu"), dtype=torch.float64)`: made on the CPU on purpose
     host = _stays_on_host(ctx, node, method)
     if method is not None and name == "double" and not node.args:
         if host:
