@@ -1017,3 +1017,24 @@ def test_data_made_with_a_cpu_device_named_is_host_data():
         """)
     assert (5, "PC303") not in found
     assert found[(6, "PC303")] == Severity.WARNING
+
+
+def test_a_tensor_made_by_the_legacy_constructor_is_a_host_value():
+    """`torch.Tensor([t.shape for t in tensors])` makes a CPU tensor, as `torch.tensor(...)` does without a device:
+    a branch on what is computed from it reads the host."""
+    found = severities("""\
+        import torch
+
+        class M(torch.nn.Module):
+            def forward(self, tensors):
+                sizes = torch.Tensor([t.shape for t in tensors])
+                padded = sizes.max(dim=0)[0] - sizes
+                if padded.sum() == 0:
+                    return torch.stack(tensors)
+                stacked = torch.stack(tensors)
+                if stacked.sum() == 0:
+                    return stacked
+                return stacked
+        """)
+    assert (7, "PC208") not in found
+    assert found[(10, "PC208")] == Severity.WARNING

@@ -44,7 +44,7 @@ _HOST_LIBRARIES = ("numpy.", "pandas.", "scipy.", "onnxruntime.", "networkx.", "
 # torch functions that make a tensor from sizes or host data: without `device=` the tensor is on the CPU.
 _FACTORIES = frozenset(f"torch.{n}" for n in (
     "tensor", "as_tensor", "zeros", "ones", "empty", "full", "arange", "linspace", "logspace", "eye", "rand",
-    "randn", "randint", "randperm", "from_numpy", "multinomial",
+    "randn", "randint", "randperm", "from_numpy", "multinomial", "Tensor", "FloatTensor", "LongTensor",
 ))
 # Methods whose result is on the host whatever the receiver: copies and Python values.
 HOST_RESULTS = frozenset({"cpu", "numpy", "tolist", "item"})
