@@ -1038,3 +1038,35 @@ def test_a_tensor_made_by_the_legacy_constructor_is_a_host_value():
         """)
     assert (7, "PC208") not in found
     assert found[(10, "PC208")] == Severity.WARNING
+
+
+NO_TORCH = """\
+    def pump(raw, buf):
+        written = 0
+        while written < len(buf):
+            written += raw.send(buf[written:])
+
+    def encode(s, out):
+        for i in range(0, len(s), 5):
+            out.append(codec(s[i : i + 5]))
+
+    def draw(turtle, scale):
+        for _ in range(4):
+            turtle.backward(64.65 * scale)
+
+    def kind(line, pos):
+        return ("NL", "COMMENT")[line[pos] == "#"]
+    """
+
+
+@pytest.mark.parametrize("header", ["", "import torch\n"])
+def test_a_file_that_never_names_torch_slices_and_steps_no_tensors(header):
+    """A socket pump, a codec and a turtle slice, batch and call `backward()` in loops: without torch (or a library
+    built on it) named anywhere in the file, the decode-loop, last-batch and training rules stay quiet. A Python
+    tuple indexed by a truth value is no boolean mask, torch or not."""
+    source = header + textwrap.dedent(NO_TORCH)
+    found = severities(source, "inf2", "xla")
+    shift = header.count("\n")
+    fired = {(line - shift, code) for (line, code) in found if code in ("PC213", "PC214", "PC607")}
+    assert fired == ({(4, "PC213"), (8, "PC214"), (12, "PC607")} if header else set())
+    assert (15 + shift, "PC204") not in found

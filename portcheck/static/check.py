@@ -9,6 +9,7 @@ registers a function of a `cst.Call`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar, overload
@@ -207,6 +208,16 @@ class Context:
 
     def source(self, node: cst.CSTNode) -> str:
         return self.module.code_for_node(node)
+
+    @property
+    def uses_torch(self) -> bool:
+        """The file names torch or a library built on it: code that never does (a tokenizer, a socket buffer, a
+        turtle's `backward(distance)`) slices, loops and steps no tensors."""
+        return self.memo("uses-torch", self.module, lambda: bool(_TORCH_WORLD.search(self.text)))
+
+
+# What a file working with tensors names somewhere: torch itself, or a library that hands tensors around.
+_TORCH_WORLD = re.compile(r"\b(torch\w*|lightning|pytorch_lightning|transformers|accelerate|deepspeed|Tensor)\b")
 
 
 __all__ = ["CHECKS", "Check", "Context", "FixPlan", "Hit", "Replace", "check"]

@@ -100,7 +100,7 @@ _CONTAINER_METHODS = frozenset({"append", "extend", "insert", "join", "add", "up
 
 @check(cst.Call, rules=(TensorGrownPerStep,), tokens=(":",))
 def check_counter_slice(node: cst.Call, ctx: Context) -> None:
-    if not ctx.loops:
+    if not ctx.loops or not ctx.uses_torch:
         return
     loop = ctx.loops[-1]
     counters = _counters(ctx, loop)

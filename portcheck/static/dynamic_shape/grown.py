@@ -27,7 +27,8 @@ class TensorGrownPerStep(Rule):
     too; and a module attribute grown on every call of `forward` (`self.cache = torch.cat([self.cache, x])`).
     One finding a cache. A skip connection concatenated once (`x = torch.cat([x, skip], dim=1)`) is no cache.
     And a loop that hands the model a slice its own counter cuts (`model(tokens[:, :step])`, `model(ids[:,
-    :cur_len])` with `cur_len += 1`); a window both ends of which move (`x[i:i + k]`) keeps its length.
+    :cur_len])` with `cur_len += 1`), in a file that names torch or a library built on it (a socket buffer
+    `buf[written:]` is no tensor); a window both ends of which move (`x[i:i + k]`) keeps its length.
     And transformers' own decode loop: `model.generate(..., max_new_tokens=...)` in a file that uses transformers
     (or trl, peft) grows its default dynamic KV cache per token; quiet where the file chooses a fixed-size cache
     (`cache_implementation="static"`, `StaticCache`) or serves through optimum-neuron, NxD Inference or vLLM.
@@ -67,7 +68,7 @@ class TensorGrownPerStep(Rule):
         "import torch\nclass A:\n    def forward(self, h, past=None):\n        k, v = self.k(h), self.v(h)\n"
         "        if past is not None:\n            k = torch.cat([past[0], k], dim=-2)\n"
         "            v = torch.cat([past[1], v], dim=-2)\n        return (self.q(h) @ k.transpose(-1, -2)) @ v, (k, v)",
-        "for step in range(1, 64):\n    logits = model(tokens[:, :step])\n"
+        "import torch\nfor step in range(1, 64):\n    logits = model(tokens[:, :step])\n"
         "    tokens[:, step] = logits[:, -1].argmax(-1)",
     )
     VALID = (

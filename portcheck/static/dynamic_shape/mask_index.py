@@ -135,8 +135,8 @@ def _host_mask(ctx: Context, base: cst.BaseExpression, mask: cst.BaseExpression)
     """The mask says the indexing runs on the host: it is a numpy value or a tensor copied to the host
     (`scores = np.asarray(conf); boxes[scores > t]`), or it reads columns of the very value it indexes
     (`df[df["start"] < end]`): a tensor has no columns named by strings, a DataFrame or a record array has."""
-    if host_value(ctx, mask, factories=False):
-        return True
+    if host_value(ctx, mask, factories=False) or isinstance(base, (cst.Tuple, cst.List, cst.Dict, cst.SimpleString)):
+        return True  # `(a, b)[flag]`: a Python container picks by a Python truth value
     if not isinstance(base, cst.Name):
         return False
     todo = [mask]

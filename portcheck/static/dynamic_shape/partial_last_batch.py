@@ -25,7 +25,8 @@ class PartialLastBatch(Rule):
     meets one more input shape. Quiet where the window is padded in the loop (`F.pad`, `np.pad`), where the data
     is a host value (numpy, a CPU tensor) or a Python list or string (a parameter annotated so, a name bound only
     to lists: what is batched there is records or text, not a tensor), where the step is 1, and where the window
-    only goes into Python's own containers (`out.append(...)`). Advice (info): what it costs depends on how the
+    only goes into Python's own containers (`out.append(...)`), and in a file that names neither torch nor a
+    library built on it. Advice (info): what it costs depends on how the
     model runs (a traced model refuses the shorter batch, a compiled one compiles one more graph per remainder)
     and on whether `n` can leave a remainder at all, which the code rarely shows.
 
@@ -58,10 +59,10 @@ class PartialLastBatch(Rule):
                "compiles another graph for each remainder; pad the last batch to `{step}` items and drop what the "
                "padding produced")
     INVALID = (
-        "for i in range(0, n, bs):\n    out.append(model(x[i:i + bs]))",
-        "import numpy as np\nfor c in np.arange(0, num, self.batch_size):\n"
+        "import torch\nfor i in range(0, n, bs):\n    out.append(model(x[i:i + bs]))",
+        "import numpy as np\nimport torch\nfor c in np.arange(0, num, self.batch_size):\n"
         "    batch = chunks[c : c + self.batch_size]\n    y = self.infer(batch)",
-        "for i in range(0, len(x), bs):\n    y = self.model(x[i:min(i + bs, len(x))].to(device))",
+        "import torch\nfor i in range(0, len(x), bs):\n    y = self.model(x[i:min(i + bs, len(x))].to(device))",
     )
     VALID = (
         "for i in range(0, n, bs):\n    out.append(x[i:i + bs])",
@@ -199,6 +200,8 @@ def _bound_windows(ctx: Context, loop: cst.For, counter: str, step: cst.BaseExpr
 
 @check(cst.Call, rules=(PartialLastBatch,), tokens=("range",))
 def check_partial_last_batch(node: cst.Call, ctx: Context) -> None:
+    if not ctx.uses_torch:
+        return
     loop = next((s for s in reversed(ctx.loops) if isinstance(s, cst.For)), None)
     facts = _step(ctx, loop) if loop is not None else None
     if loop is None or facts is None:

@@ -22,7 +22,8 @@ class TrainingOnInf2(Rule):
     `torch.autograd.backward`, or Lightning's `self.manual_backward(loss)`) called inside a loop, an
     optimizer-style `.step()` after a backward in the same function, `.train()` on a Hugging Face / TRL
     `Trainer`, or the `training_step` of a Lightning module or of a Hugging Face / TRL `Trainer` subclass (the
-    framework runs backward and the optimizer around it). One finding per file. Building an
+    framework runs backward and the optimizer around it). One finding per file; none in a file that names neither
+    torch nor a library built on it (a turtle's `backward(distance)`). Building an
     optimizer is not enough (model files often define `configure_optimizers`), and neither is the
     `backward` method of an autograd Function.
 
@@ -49,8 +50,8 @@ class TrainingOnInf2(Rule):
                "train on trn2 and deploy the trained model to inf2")
     TARGET = ("inf2", "xla")
     INVALID = (
-        "for batch in loader:\n    loss = model(batch)\n    loss.backward()",
-        "def train_step(model, batch, optimizer):\n    model(batch).backward()\n    optimizer.step()",
+        "import torch\nfor batch in loader:\n    loss = model(batch)\n    loss.backward()",
+        "import torch\ndef train_step(model, batch, optimizer):\n    model(batch).backward()\n    optimizer.step()",
         "from transformers import Trainer\ndef main():\n    trainer = Trainer(model=model, args=args)\n"
         "    trainer.train()",
         "import torch\nfor x in xs:\n    torch.autograd.backward(model(x))",
@@ -192,7 +193,7 @@ def _training_signal(ctx: Context, node: cst.Call) -> bool:
 @check(cst.Call, rules=(TrainingOnInf2,), tokens=TRAINING_TOKENS)
 def check_inf2_training(node: cst.Call, ctx: Context) -> None:
     reported: list[cst.CSTNode] = ctx.memo("inf2-training", ctx.module, list)
-    if reported or not _training_signal(ctx, node):  # one finding per file: the first place it trains
+    if reported or not ctx.uses_torch or not _training_signal(ctx, node):  # one finding a file: where it trains
         return
     reported.append(node)
     ctx.report(TrainingOnInf2, node, shown=one_line(ctx.source(node), 50), chip=ctx.chip)
