@@ -9,35 +9,7 @@ import libcst as cst
 from portcheck.static.check import Context
 from portcheck.static.syntax import blocks
 from portcheck.static.values import contains
-from portcheck.static.walk import STATEMENTS, walk
-
-_CHAINS = (cst.BooleanOperation, cst.BinaryOperation)
-
-
-def _parents(statement: cst.CSTNode) -> dict[int, cst.CSTNode]:
-    """id(node) -> the node holding it, on the statement's own lines (not in the blocks it holds). The links of an
-    `and`/`or` or arithmetic chain lead straight to the chain's outermost link: `a and b and ...` is nested one
-    link a term, and reading 5,000 links up for each of its 5,000 findings was quadratic."""
-    parents: dict[int, cst.CSTNode] = {}
-    stack: list[cst.CSTNode] = []
-
-    def enter(node: cst.CSTNode) -> bool:
-        if isinstance(node, cst.IndentedBlock):
-            return False
-        if stack:
-            holder = stack[-1]
-            if type(node) is type(holder) and isinstance(node, _CHAINS):
-                holder = parents.get(id(holder), holder) if type(parents.get(id(holder))) is type(node) else holder
-            parents[id(node)] = holder
-        stack.append(node)
-        return True
-
-    def leave(node: cst.CSTNode) -> None:
-        if stack and stack[-1] is node:
-            stack.pop()
-
-    walk(statement, enter, leave)
-    return parents
+from portcheck.static.walk import STATEMENTS, parents_of
 
 
 def ancestors(ctx: Context, node: cst.CSTNode) -> list[cst.CSTNode]:
@@ -50,7 +22,7 @@ def ancestors(ctx: Context, node: cst.CSTNode) -> list[cst.CSTNode]:
 def holders(ctx: Context, statement: cst.CSTNode, node: cst.CSTNode) -> list[cst.CSTNode]:
     """The nodes holding `node` on the lines of `statement` (any statement of the file, not only the one being
     visited), outermost (the statement) first, as `ancestors` reads them; [] when `node` is not on them."""
-    parents = ctx.memo("parents", statement, lambda: _parents(statement))
+    parents = ctx.memo("parents", statement, lambda: parents_of(statement))
     found: list[cst.CSTNode] = []
     current = parents.get(id(node))
     while current is not None:

@@ -21,6 +21,7 @@ from portcheck.knowledge import load
 from portcheck.rules import VALUE_CATEGORIES, Rule
 from portcheck.static.names import Names, Scope
 from portcheck.static.params import assigned, branch_parameter, default_read, param_roots
+from portcheck.static.walk import parents_of
 
 
 @dataclass(frozen=True)
@@ -165,7 +166,9 @@ class Context:
             roots = param_roots(function, node, self.constant, self.qualname, names)
         index = next((i for i, s in enumerate(self.statements) if s is function), -1)
         chain = self.statements[index + 1:]  # the statements holding `node` inside its function, outermost first
-        return default_read(function, node, self.constant), roots, branch_parameter(function, chain, node, names)
+        return default_read(function, node, self.constant), roots, branch_parameter(
+            function, chain, node, names, lambda statement: self.memo("parents", statement,
+                                                                      lambda: parents_of(statement)))
 
     def memo(self, kind: str, node: cst.CSTNode, compute: Callable[[], T]) -> T:
         """A per-file cache for facts about a node (is this loop a training loop?) that several checks ask."""

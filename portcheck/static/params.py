@@ -124,16 +124,19 @@ def param_roots(function: cst.FunctionDef, node: cst.CSTNode, constant: Constant
 
 
 def branch_parameter(function: cst.FunctionDef, chain: list[cst.CSTNode], node: cst.CSTNode,
-                     assigned: Callable[[], frozenset[str]]) -> str:
+                     assigned: Callable[[], frozenset[str]],
+                     parents: Callable[[cst.CSTNode], dict[int, cst.CSTNode]]) -> str:
     """The parameter (default None or False, never rebound in the function) that an enclosing `if` of `node`
     tests for being given (`if mask is not None:`, `if mask:`), the branch holding `node`; or, marked "!", the
-    parameter (default None) whose absence it tests (`if size is None: size = int(index.max()) + 1`), rebound
-    only in that branch; "" where none."""
+    parameter (default None) whose absence it tests (`if size is None: size = int(index.max()) + 1`, or the
+    fallback of an expression), bound only from that branch on; "" where none. `parents` gives a statement's map
+    of parents (walk.parents_of, built once a statement by the caller)."""
     optional = {p.name.value for p in _parameters(function)
                 if isinstance(p.default, cst.Name) and p.default.value in ("None", "False")}
     if not optional:
         return ""
-    if chain and (absent := _fallback_expression(chain[-1], node)) in optional and _rebound_only_in(
+    if chain and isinstance(chain[-1], cst.SimpleStatementLine) and (
+            absent := _fallback_expression(chain[-1], node, parents(chain[-1]))) in optional and _rebound_only_in(
             function, absent, chain[-1]):
         return f"!{absent}"
     for index, statement in enumerate(chain):
@@ -157,23 +160,15 @@ def branch_parameter(function: cst.FunctionDef, chain: list[cst.CSTNode], node: 
     return ""
 
 
-def _fallback_expression(statement: cst.CSTNode, node: cst.CSTNode) -> str:
+def _fallback_expression(statement: cst.CSTNode, node: cst.CSTNode, parents: dict[int, cst.CSTNode]) -> str:
     """`p` where `node` is the fallback of an expression for a parameter not given: the other side of `p if p is
-    not None else <node>`, of `<node> if p is None else p`, or the right of `p or <node>`; else ""."""
-    if not isinstance(statement, cst.SimpleStatementLine):
-        return ""
-    parents: dict[int, cst.CSTNode] = {}
-    todo: list[cst.CSTNode] = [statement]
-    while todo and id(node) not in parents:  # iteratively: an `a or b or ...` chain may be thousands deep
-        current = todo.pop()
-        for child in current.children:
-            parents[id(child)] = current
-            todo.append(child)
-    if id(node) not in parents:
-        return ""
+    not None else <node>`, of `<node> if p is None else p`, or the right of `p or <node>`; else "". Read up the
+    statement's map of parents, which leads a chain's links straight to its outermost (`a or b or ...`)."""
     path = [node]
     while id(path[-1]) in parents:
         path.append(parents[id(path[-1])])
+    if path[-1] is not statement:
+        return ""
     path.reverse()
     for holder, inner in itertools.pairwise(path):
         if isinstance(holder, cst.IfExp):
