@@ -9,7 +9,9 @@ arguments of one call took 53 s (3 s on separate lines), 16,000 top-level findin
 requirements file 89 s; `--format full` and rdjson read the file again for every finding. Matching 16,000
 identical findings against their baseline compared each recorded line with every free twin (150 s more); a
 5,000-term `if` test of `.cuda()` calls took over 300 s (its polarity read again for each finding) and an `or`
-chain of probes and `.cuda()` calls 159 s (each finding's ancestors read up the whole chain).
+chain of probes and `.cuda()` calls 159 s (each finding's ancestors read up the whole chain). Issue 30's reading of
+fallbacks for a parameter defaulting to None listed the statement's nodes again for each finding: 1,500 `.cuda()`
+arguments in such a function took 58 s.
 
     python benchmarks/quadratic.py            # the issue's sizes, about 3 minutes on 2 cores
     python benchmarks/quadratic.py --scale 0.25
@@ -30,6 +32,10 @@ Files = dict[str, str]
 
 def _one_call(n: int) -> Files:
     return {"args.py": "import torch\n\nf(" + ", ".join(["x.cuda()"] * n) + ")\n"}
+
+
+def _optional_parameter(n: int) -> Files:
+    return {"optional.py": "import torch\n\n\ndef g(x, d=None):\n    return f(" + ", ".join(["x.cuda()"] * n) + ")\n"}
 
 
 def _separate_lines(n: int) -> Files:
@@ -71,6 +77,8 @@ def _many_requirements(n: int, per: int = 1000) -> Files:
 # name, findings, crowded, spread, extra arguments
 CASES: list[tuple[str, int, Callable[[int], Files], Callable[[int], Files], tuple[str, ...]]] = [
     ("`.cuda()` as arguments of one call", 3000, _one_call, _separate_lines, ()),
+    # each finding asks whether it is the fallback of an expression for `d` (`d or ...`)
+    ("the same, in a function with a parameter defaulting to None", 3000, _optional_parameter, _separate_lines, ()),
     ("top-level findings", 16000, _top_level, _in_functions, ()),
     ("`.cuda()` terms of one `if` test", 5000, _if_test, _separate_lines, ()),
     ("probes and `.cuda()` in one `or` chain", 5000, _probe_chain, _probe_lines, ()),
