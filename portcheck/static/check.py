@@ -213,6 +213,11 @@ class Context:
         return self.module.code_for_node(node)
 
     @property
+    def enclosing_class(self) -> cst.ClassDef | None:
+        """The innermost class holding the code being read."""
+        return next((s for s in reversed(self.statements) if isinstance(s, cst.ClassDef)), None)
+
+    @property
     def uses_torch(self) -> bool:
         """The file names torch or a library built on it: code that never does (a tokenizer, a socket buffer, a
         turtle's `backward(distance)`) slices, loops and steps no tensors."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 import libcst as cst
 
 from portcheck.static.check import Context
-from portcheck.static.syntax import call_name, keyword, string_value
+from portcheck.static.syntax import call_name, keyword, self_attribute, string_value
 from portcheck.static.walk import visit
 
 # torch factories whose result is on the CPU without `device=`, whatever their arguments (sizes, fill values).
@@ -54,8 +54,7 @@ def _assignments(ctx: Context, cls: cst.ClassDef) -> dict[str, bool]:
     found: dict[str, bool] = {}
 
     def note(target: cst.BaseExpression, value: cst.BaseExpression | None) -> None:
-        if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
-            name = target.attr.value
+        if (name := self_attribute(target)) is not None:
             found[name] = found.get(name, True) and value is not None and _made_on_host(ctx, value)
         elif isinstance(target, (cst.Tuple, cst.List)):
             for element in target.elements:
@@ -86,7 +85,7 @@ def _assignments(ctx: Context, cls: cst.ClassDef) -> dict[str, bool]:
 def host_attribute(ctx: Context, name: str) -> bool:
     """`self.<name>` in the class being read holds a host value: every assignment of it in the class makes a CPU
     tensor or a numpy value, and it is no buffer or parameter."""
-    cls = next((s for s in reversed(ctx.statements) if isinstance(s, cst.ClassDef)), None)
+    cls = ctx.enclosing_class
     if cls is None:
         return False
     found = ctx.memo("host-attributes", cls, lambda: _assignments(ctx, cls))

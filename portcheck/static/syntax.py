@@ -20,6 +20,13 @@ def dotted_name(node: cst.BaseExpression) -> str | None:
     return ".".join(reversed(parts))
 
 
+def self_attribute(node: cst.BaseExpression) -> str | None:
+    """`name` of `self.name`, else None."""
+    if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
+        return node.attr.value
+    return None
+
+
 def string_value(node: cst.BaseExpression) -> str | None:
     """The text of a string literal (plain or implicitly concatenated), or None."""
     if isinstance(node, (cst.SimpleString, cst.ConcatenatedString)):

@@ -8,7 +8,7 @@ import libcst as cst
 
 from portcheck.static.check import Context
 from portcheck.static.host_sync.place import enclosing_loops
-from portcheck.static.syntax import call_name, keyword, positional, string_value
+from portcheck.static.syntax import call_name, keyword, positional, self_attribute, string_value
 from portcheck.static.walk import visit
 
 VALUE_READS = ("item", "tolist")  # the value as a Python number or list
@@ -114,8 +114,8 @@ def is_tensor(ctx: Context, node: cst.BaseExpression, tensors: set[str] | frozen
             return True
         bound = ctx.constant(node)
         return bound is not None and is_tensor(ctx, bound[1], tensors, depth + 1)
-    if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
-        return node.attr.value in module_tensors(ctx)
+    if (name := self_attribute(node)) is not None:
+        return name in module_tensors(ctx)
     if isinstance(node, cst.Call):
         qualname = ctx.qualname(node.func)
         if qualname is not None:
@@ -135,7 +135,7 @@ def is_tensor(ctx: Context, node: cst.BaseExpression, tensors: set[str] | frozen
 def module_tensors(ctx: Context) -> frozenset[str]:
     """The buffers and parameters of the class the code is in: `self.register_buffer("ptr", ...)`,
     `self.register_parameter("w", ...)`, `self.w = nn.Parameter(...)`, anywhere in the class."""
-    cls = next((s for s in reversed(ctx.statements) if isinstance(s, cst.ClassDef)), None)
+    cls = ctx.enclosing_class
     if cls is None:
         return frozenset()
 
@@ -144,9 +144,7 @@ def module_tensors(ctx: Context) -> frozenset[str]:
 
         class Finder(cst.CSTVisitor):
             def visit_Call(self, call: cst.Call) -> None:
-                if (isinstance(call.func, cst.Attribute) and isinstance(call.func.value, cst.Name)
-                        and call.func.value.value == "self"
-                        and call.func.attr.value in ("register_buffer", "register_parameter") and call.args):
+                if self_attribute(call.func) in ("register_buffer", "register_parameter") and call.args:
                     name = string_value(call.args[0].value)
                     if name is not None:
                         names.add(name)
@@ -154,11 +152,7 @@ def module_tensors(ctx: Context) -> frozenset[str]:
             def visit_Assign(self, node: cst.Assign) -> None:
                 if (isinstance(node.value, cst.Call)
                         and ctx.qualname(node.value.func) in ("torch.nn.Parameter", "torch.nn.parameter.Parameter")):
-                    for target in node.targets:
-                        attribute = target.target
-                        if (isinstance(attribute, cst.Attribute) and isinstance(attribute.value, cst.Name)
-                                and attribute.value.value == "self"):
-                            names.add(attribute.attr.value)
+                    names.update(n for t in node.targets if (n := self_attribute(t.target)) is not None)
 
         visit(cls, Finder())
         return frozenset(names)

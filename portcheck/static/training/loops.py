@@ -210,7 +210,7 @@ def check_training_step(node: cst.FunctionDef, ctx: Context) -> None:
     """`def training_step(...)` of a Lightning module or a Hugging Face / TRL Trainer subclass trains."""
     if node.name.value != "training_step" or len(ctx.functions) > 1:
         return
-    cls = next((s for s in reversed(ctx.statements) if isinstance(s, cst.ClassDef)), None)
+    cls = ctx.enclosing_class
     if cls is None:
         return
     bases = [ctx.qualname(b.value) or "" for b in cls.bases]

@@ -10,7 +10,7 @@ from portcheck.knowledge import load_op
 from portcheck.rules import Pass, Rule, rule
 from portcheck.static.check import Context, check
 from portcheck.static.scope import host_code
-from portcheck.static.syntax import call_name
+from portcheck.static.syntax import call_name, self_attribute
 from portcheck.static.walk import visit
 
 FFT_TOKENS = ("fft", "stft", "Spectrogram", "spectrogram", "MFCC", "LFCC", "fbank", "mfcc")
@@ -65,16 +65,10 @@ def _computes_fft(qualname: str) -> bool:
     return qualname.startswith("torch.fft.") or qualname in ("torch.stft", "torch.istft") or qualname in _SPECTROGRAMS
 
 
-def _self_attribute(node: cst.BaseExpression) -> str | None:
-    if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
-        return node.attr.value
-    return None
-
-
 def _transforms(ctx: Context) -> tuple[dict[str, str], frozenset[str]]:
     """In the class being read: the attributes bound to a spectrogram transform (`self.mfcc = MFCC(...)`), and the
     attributes the class calls (`self.mfcc(waveform)`): the transform computes its FFT where it is called."""
-    cls = next((s for s in reversed(ctx.statements) if isinstance(s, cst.ClassDef)), None)
+    cls = ctx.enclosing_class
     if cls is None:
         return {}, frozenset()
 
@@ -86,11 +80,11 @@ def _transforms(ctx: Context) -> tuple[dict[str, str], frozenset[str]]:
             def visit_Assign(self, node: cst.Assign) -> None:
                 if isinstance(node.value, cst.Call) and (qualname := ctx.qualname(node.value.func)) in _SPECTROGRAMS:
                     for target in node.targets:
-                        if (name := _self_attribute(target.target)) is not None:
+                        if (name := self_attribute(target.target)) is not None:
                             bound[name] = qualname
 
             def visit_Call(self, node: cst.Call) -> None:
-                if (name := _self_attribute(node.func)) is not None:
+                if (name := self_attribute(node.func)) is not None:
                     called.add(name)
 
         visit(cls, Finder())
@@ -108,7 +102,7 @@ def _bound_and_called(ctx: Context, node: cst.Call) -> bool:
     if not isinstance(assign, cst.Assign) or assign.value is not node:
         return False
     called = _transforms(ctx)[1]
-    return any(_self_attribute(t.target) in called for t in assign.targets)
+    return any(self_attribute(t.target) in called for t in assign.targets)
 
 
 @check(cst.Call, rules=(Fft,), tokens=FFT_TOKENS)
@@ -125,7 +119,7 @@ def check_fft(node: cst.Call, ctx: Context) -> None:
         where, shown = passed, ctx.qualname(passed) or ""
     elif isinstance(node.func, cst.Attribute) and call_name(node) in ("stft", "istft"):
         shown = f".{call_name(node)}()"
-    elif (name := _self_attribute(node.func)) is not None and name in (bound := _transforms(ctx)[0]):
+    elif (name := self_attribute(node.func)) is not None and name in (bound := _transforms(ctx)[0]):
         shown, note = f"self.{name}(...)", f" (`self.{name}` is a `{bound[name]}`)"
     else:
         return
