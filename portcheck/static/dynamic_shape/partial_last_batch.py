@@ -118,10 +118,16 @@ def _window(ctx: Context, index: cst.Slice, counter: str, step: cst.BaseExpressi
     return False
 
 
-def _windowed(ctx: Context, node: cst.BaseExpression, counter: str, step: cst.BaseExpression) -> cst.Subscript | None:
-    """The window `node` is, or the receiver of a method chain on it (`x[i:i + bs].to(device)`)."""
+def _receiver(node: cst.BaseExpression) -> cst.BaseExpression:
+    """What a method chain starts from: `x[i:i + bs]` of `x[i:i + bs].float().to(device)`."""
     while isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
         node = node.func.value
+    return node
+
+
+def _windowed(ctx: Context, node: cst.BaseExpression, counter: str, step: cst.BaseExpression) -> cst.Subscript | None:
+    """The window `node` is, or the receiver of a method chain on it (`x[i:i + bs].to(device)`)."""
+    node = _receiver(node)
     if isinstance(node, cst.Subscript) and any(
             isinstance(e.slice, cst.Slice) and _window(ctx, e.slice, counter, step) for e in node.slice):
         return node
@@ -203,7 +209,7 @@ def check_partial_last_batch(node: cst.Call, ctx: Context) -> None:
     if not ctx.uses_torch:
         return
     loop = next((s for s in reversed(ctx.loops) if isinstance(s, cst.For)), None)
-    facts = _step(ctx, loop) if loop is not None else None
+    facts = ctx.memo("partial-batch-step", loop, lambda: _step(ctx, loop)) if loop is not None else None
     if loop is None or facts is None:
         return
     counter, step = facts
@@ -216,13 +222,11 @@ def check_partial_last_batch(node: cst.Call, ctx: Context) -> None:
     named = ctx.memo("partial-batch-names", loop, lambda: _bound_windows(ctx, loop, counter, step))
     padded = ctx.memo("partial-batch-padded", loop, lambda: _padded(loop))
     for arg in node.args:
-        value = arg.value
-        while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
-            value = value.func.value  # `batch.to(device)`
+        value = _receiver(arg.value)  # `batch.to(device)`
         if isinstance(value, cst.Name) and value.value in named and value.value not in padded:
             window: cst.Subscript | None = named[value.value]
         else:
-            window = _windowed(ctx, arg.value, counter, step)
+            window = _windowed(ctx, value, counter, step)
         if window is None or host_value(ctx, window.value) or _python_sequence(ctx, window.value):
             continue
         if isinstance(window.value, cst.Name) and window.value.value in padded:

@@ -192,11 +192,16 @@ def _training_signal(ctx: Context, node: cst.Call) -> bool:
 
 @check(cst.Call, rules=(TrainingOnInf2,), tokens=TRAINING_TOKENS)
 def check_inf2_training(node: cst.Call, ctx: Context) -> None:
+    if ctx.uses_torch and _training_signal(ctx, node):
+        _report_once(ctx, node, one_line(ctx.source(node), 50))
+
+
+def _report_once(ctx: Context, node: cst.CSTNode, shown: str) -> None:
+    """One finding a file: the first place it trains."""
     reported: list[cst.CSTNode] = ctx.memo("inf2-training", ctx.module, list)
-    if reported or not ctx.uses_torch or not _training_signal(ctx, node):  # one finding a file: where it trains
-        return
-    reported.append(node)
-    ctx.report(TrainingOnInf2, node, shown=one_line(ctx.source(node), 50), chip=ctx.chip)
+    if not reported:
+        reported.append(node)
+        ctx.report(TrainingOnInf2, node, shown=shown, chip=ctx.chip)
 
 
 # Classes whose `training_step` the framework wraps in backward and an optimizer step.
@@ -216,11 +221,7 @@ def check_training_step(node: cst.FunctionDef, ctx: Context) -> None:
     bases = [ctx.qualname(b.value) or "" for b in cls.bases]
     if not any(b in _STEPPED_BASES or (b.startswith(_TRAINERS) and b.endswith("Trainer")) for b in bases):
         return
-    reported: list[cst.CSTNode] = ctx.memo("inf2-training", ctx.module, list)
-    if reported:
-        return
-    reported.append(node)
-    ctx.report(TrainingOnInf2, node.name, shown=f"def training_step, in `{cls.name.value}`", chip=ctx.chip)
+    _report_once(ctx, node.name, f"def training_step, in `{cls.name.value}`")
 
 
 # ---- PC608 PyTorch/XLA training loop without a step boundary ------------------------------------------------------
