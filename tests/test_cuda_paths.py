@@ -243,3 +243,56 @@ def test_the_index_of_a_reported_cuda_device_is_part_of_that_finding() -> None:
     assert found[(4, "PC102")] == "error" and (4, "PC105") not in found
     assert found[(5, "PC101")] == "error" and (5, "PC105") not in found
     assert found[(6, "PC105")] == "error"
+
+
+def test_what_iterates_over_cuda_devices_runs_only_with_cuda() -> None:
+    """monai engines/utils.py: a comprehension over `range(torch.cuda.device_count())` makes nothing without CUDA,
+    as a `for` loop over it runs nothing; the count itself, which makes the list empty on Neuron, is the finding."""
+    found = _severities("""\
+        import torch
+
+        def devices_of(devices=None):
+            if devices is None:
+                devices = [torch.device(f"cuda:{d:d}") for d in range(torch.cuda.device_count())]
+            n = torch.cuda.device_count()
+            every = {i: torch.device("cuda", i) for i in range(n) if i % 2}
+            return devices, every, [torch.device("cuda", i) for i in range(4)]
+        """)
+    assert found[(5, "PC102")] == "info" and found[(5, "PC104")] == "warning"
+    assert found[(7, "PC102")] == "info"
+    assert found[(8, "PC102")] == "error"  # four CUDA devices whatever the host has
+
+
+def test_a_probe_bound_with_other_names_or_switched_off_later_is_followed() -> None:
+    """monai inferers/utils.py: `non_blocking, start = torch.cuda.is_available(), -1`, later set to False, and only
+    ever passed as `non_blocking=`: it picks no device. Bound with another name, a probe that picks one still
+    does."""
+    found = _severities("""\
+        import torch
+
+        def copy(slices):
+            non_blocking, start = torch.cuda.is_available(), -1
+            for x in slices:
+                if x[1] < start:
+                    non_blocking = False
+                y = x.to("cpu", non_blocking=non_blocking)
+
+        def pick():
+            use_gpu, n = torch.cuda.is_available(), 2
+            return torch.device("cuda" if use_gpu else "cpu"), n
+        """)
+    assert found[(4, "PC104")] == "info" and found[(11, "PC104")] == "warning"
+
+
+def test_a_private_cuda_debugging_hook_is_housekeeping() -> None:
+    """torchtune _profiler.py: a probe that only decides whether the memory snapshot (`torch.cuda.memory.
+    _dump_snapshot`, a private hook) is written picks no device."""
+    found = _severities("""\
+        import torch
+
+        def dump(prof):
+            if prof.profile_memory and torch.cuda.is_available():
+                prof.export_memory_timeline("timeline.html")
+                torch.cuda.memory._dump_snapshot("snapshot.pickle")
+        """)
+    assert found[(4, "PC104")] == "info"

@@ -1070,3 +1070,54 @@ def test_a_file_that_never_names_torch_slices_and_steps_no_tensors(header):
     fired = {(line - shift, code) for (line, code) in found if code in ("PC213", "PC214", "PC607")}
     assert fired == ({(4, "PC213"), (8, "PC214"), (12, "PC607")} if header else set())
     assert (15 + shift, "PC204") not in found
+
+
+def test_float64_moved_to_the_host_straight_after_is_the_hosts():
+    """`W.detach().to(torch.float64).cpu()` (peft FRoD), `x.double().numpy()`, and a name every later read of which
+    moves it to the host (demucs' `references = references.double()` then `references.cpu()`): the float64 work is
+    the host's, info. A float64 value that stays on the device, or is also passed on, keeps the warning."""
+    found = severities("""\
+        import torch
+
+        class M(torch.nn.Module):
+            def forward(self, W, x, refs, est):
+                w = W.detach().to(torch.float64).cpu()
+                v = x.double().numpy()
+                y = x.to(torch.float64)
+                refs = refs.transpose(1, 2).double()
+                est = est.transpose(1, 2).double()
+                scores = score(refs.cpu()[None], est.cpu()[None])
+                refs = refs.numpy()
+                return w, v, y, scores, est
+        """)
+    assert found[(5, "PC303")] == Severity.INFO and found[(6, "PC303")] == Severity.INFO
+    assert found[(7, "PC303")] == Severity.WARNING
+    assert found[(8, "PC303")] == Severity.INFO and found[(9, "PC303")] == Severity.WARNING
+
+
+def test_a_host_value_stays_one_through_branches_that_rebind_it():
+    """kornia image_module.py: `x = x.detach().cpu()`, then `if x.dim() == 3: x = x.permute(...)`: after the `if`,
+    either value is a host tensor, so its `.numpy()` copies nothing. Where a branch moves a device value in (`y =
+    y.cpu()` only in one branch) or makes one (`z = proj(z.cuda())`), the copy stays reported."""
+    found = severities("""\
+        import torch
+
+        class O(torch.nn.Module):
+            def forward(self, x, y, z):
+                x = x.detach().cpu()
+                if x.dim() == 3:
+                    x = x.permute(1, 2, 0)
+                elif x.dim() == 4:
+                    x = x.permute(0, 2, 3, 1)
+                a = x.numpy()
+                if y.dim() == 3:
+                    y = y.cpu()
+                b = y.numpy()
+                z = z.cpu()
+                if z.dim() == 3:
+                    z = self.proj(z.to("neuron"))
+                c = z.numpy()
+                return a, b, c
+        """, chip="inf2", stack="xla")
+    assert (10, "PC702") not in found
+    assert found[(13, "PC702")] == Severity.WARNING and found[(17, "PC702")] == Severity.WARNING

@@ -10,7 +10,7 @@ import libcst as cst
 from portcheck.static.ancestry import ancestors
 from portcheck.static.check import Context
 from portcheck.static.rebindings import paired
-from portcheck.static.syntax import blocks, bound_names
+from portcheck.static.syntax import block_body, blocks, bound_names
 from portcheck.static.walk import visit
 
 
@@ -42,7 +42,7 @@ def reaching(ctx: Context, node: cst.Name) -> tuple[tuple[cst.BaseExpression, ..
         for earlier in reversed(block[:index]):
             if name not in _bound_in(ctx, earlier):
                 continue
-            value = _plain_value(earlier, name)
+            value = _plain_value(earlier, name) if not isinstance(earlier, cst.If) else _branches(ctx, earlier, name)
             if value is None:
                 return _found(values, complete=False)
             values.append(value)
@@ -51,6 +51,30 @@ def reaching(ctx: Context, node: cst.Name) -> tuple[tuple[cst.BaseExpression, ..
         if isinstance(holder, (cst.For, cst.With)) and name in _bound_in_header(holder):
             return _found(values, complete=False)
     return _found(values, complete=False)
+
+
+def _branches(ctx: Context, stmt: cst.If, name: str) -> cst.BaseExpression | None:
+    """What `name` holds after `if a: x = x.float()` / `elif b: x = g(x)`, where each branch binds it at most once, in
+    a plain statement of its own block: any one branch's value, or (where a branch binds nothing, or reads the name)
+    the value before. Given as a tuple of those alternatives (`(x.float(), g(x), x)`), which holds for a property
+    that every alternative has (a host value). None where a branch binds it otherwise (in a loop, twice)."""
+    values: list[cst.BaseExpression] = []
+    branch: cst.If | cst.Else | None = stmt
+    while branch is not None:
+        if not isinstance(branch.body, cst.IndentedBlock):  # `if a: x = f(x)` on one line
+            return None
+        block = block_body(branch.body)
+        binding = [s for s in block if name in _bound_in(ctx, s)]
+        if len(binding) > 1:
+            return None
+        if binding:
+            value = _plain_value(binding[0], name)
+            if value is None:
+                return None
+            values.append(value)
+        branch = branch.orelse if isinstance(branch, cst.If) else None
+    values.append(cst.Name(name))  # the value before, which a branch without a binding (or `else`) passes on
+    return cst.Tuple([cst.Element(v) for v in values])
 
 
 def _bound_around(ctx: Context, node: cst.Name) -> bool:

@@ -27,11 +27,14 @@ def only_passed_as(ctx: Context, node: cst.CSTNode, stmt: cst.CSTNode | None, *k
     path = ancestors(ctx, node)  # the nodes holding the probe on its statement's lines, read up, not searched
     if any(isinstance(n, cst.Arg) and n.keyword is not None and n.keyword.value in keywords for n in path):
         return True
-    bound = bound_name(stmt)
-    if bound is None or not any(n is bound[1] for n in path):
+    bound = bound_name(stmt, {id(n) for n in path} | {id(node)})
+    if bound is None or not any(n is bound[1] for n in [*path, node]):
         return False
-    reads = reads_in_scope(ctx, bound[0])  # bound once, and every read is a `keyword=name` argument
-    return reads.bindings == 1 and bool(reads.paths) and all(_passed_as(read, keywords) for read in reads.paths)
+    # Bound to the probe once (other bindings only switch it off: `non_blocking = False`), and every read is a
+    # `keyword=name` argument.
+    reads = reads_in_scope(ctx, bound[0])
+    return (reads.bindings - reads.constants == 1 and bool(reads.paths)
+            and all(_passed_as(read, keywords) for read in reads.paths))
 
 
 def _passed_as(path: list[cst.CSTNode], keywords: tuple[str, ...]) -> bool:

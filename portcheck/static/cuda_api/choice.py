@@ -56,7 +56,8 @@ class DeviceWork(cst.CSTVisitor):
                 rest = qualname[len("torch.cuda."):]
                 api = api_entry(rest)
                 self.cuda_specific = True
-                self.needed = not (rest.rsplit(".", 1)[-1] in _QUERIES or rest.startswith(("_", "nvtx"))
+                last = rest.rsplit(".", 1)[-1]  # `torch.cuda.memory._dump_snapshot`: a private debugging hook
+                self.needed = not (last in _QUERIES or last.startswith("_") or rest.startswith(("_", "nvtx"))
                                    or (api is not None and api.behaviour != "raises"))
                 self.needed |= self.choosing and (rest == "synchronize" or "rng" in rest or "seed" in rest)
                 return False
@@ -164,8 +165,9 @@ def picks_nothing(ctx: Context, node: cst.CSTNode, stmt: cst.CSTNode | None) -> 
     if stmt is None:
         return None
     rest = after_exit(ctx, stmt) if isinstance(stmt, cst.If) and _leaves(stmt) else []
-    decided = _decision(ctx, ancestors(ctx, node), node, rest)
-    if decided is None and (bound := bound_name(stmt)) is not None and (
+    path = ancestors(ctx, node)
+    decided = _decision(ctx, path, node, rest)
+    if decided is None and (bound := bound_name(stmt, {id(n) for n in path} | {id(node)})) is not None and (
             bound[1] is node or (isinstance(bound[1], cst.Call) and bound[1].func is node)):
         reads = reads_in_scope(ctx, bound[0])
         if reads.bindings == 1 and reads.paths:

@@ -248,7 +248,14 @@ def _guarded_expressions(ctx: Context, statement: cst.CSTNode) -> dict[int, cst.
         if active:
             guarded[id(node)] = roots[id(active[0])]
             return True  # an inner guard says nothing more: the outermost is the reason
-        if isinstance(node, cst.IfExp):
+        if isinstance(node, _COMPREHENSIONS):  # `[torch.device(f"cuda:{i}") for i in range(device_count())]`
+            loop: cst.CompFor | None = node.for_in
+            while loop is not None and not _over_cuda_devices(ctx, loop.iter):
+                loop = loop.inner_for_in
+            if loop is not None:
+                parts = [*loop.ifs, loop.inner_for_in, *(getattr(node, f, None) for f in ("elt", "key", "value"))]
+                roots.update((id(part), loop) for part in parts if part is not None)
+        elif isinstance(node, cst.IfExp):
             test = polarity(ctx, node.test)
             if test in (CUDA, NOT_CUDA):
                 roots[id(node.body if test == CUDA else node.orelse)] = node
@@ -265,7 +272,12 @@ def _guarded_expressions(ctx: Context, statement: cst.CSTNode) -> dict[int, cst.
     return guarded
 
 
+_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
+
+
 def _guard_reason(ctx: Context, guard: cst.CSTNode) -> str:
+    if isinstance(guard, cst.CompFor):
+        return f"in `for {_text(ctx, guard.target)} in {_text(ctx, guard.iter)}` (no iteration without CUDA)"
     if isinstance(guard, cst.IfExp):
         return f"under `… if {_text(ctx, guard.test)} else …`"
     assert isinstance(guard, cst.BooleanOperation)
@@ -298,12 +310,8 @@ def cuda_path(ctx: Context, node: cst.CSTNode, *, expressions: bool = True) -> s
             if (side == CUDA and holds(ctx, stmt.body, inner)) or (
                     side == NOT_CUDA and stmt.orelse is not None and holds(ctx, stmt.orelse, inner)):
                 return f"under `if {_text(ctx, stmt.test)}`"
-        elif isinstance(stmt, cst.For) and holds(ctx, stmt.body, inner):
-            iterated = stmt.iter
-            if isinstance(iterated, cst.Call) and call_name(iterated) == "range" and any(
-                    probe_call(ctx, a.value) or (isinstance(a.value, cst.Name) and (bound := ctx.constant(a.value))
-                                                 is not None and probe_call(ctx, bound[1])) for a in iterated.args):
-                return f"in `for {_text(ctx, stmt.target)} in {_text(ctx, iterated)}` (no iteration without CUDA)"
+        elif isinstance(stmt, cst.For) and holds(ctx, stmt.body, inner) and _over_cuda_devices(ctx, stmt.iter):
+            return f"in `for {_text(ctx, stmt.target)} in {_text(ctx, stmt.iter)}` (no iteration without CUDA)"
         elif isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
             if (isinstance(stmt, cst.FunctionDef) and stmt.name.value == "cuda" and index > 0
                     and isinstance(chain[index - 1], cst.ClassDef)):
@@ -318,6 +326,13 @@ def cuda_path(ctx: Context, node: cst.CSTNode, *, expressions: bool = True) -> s
         guard = ctx.memo("cuda-expressions", chain[-1], lambda: _guarded_expressions(ctx, chain[-1])).get(id(node))
         return _guard_reason(ctx, guard) if guard is not None else None
     return None
+
+
+def _over_cuda_devices(ctx: Context, iterated: cst.BaseExpression) -> bool:
+    """`range(torch.cuda.device_count())`, also through a name bound to the count once: empty without CUDA."""
+    return isinstance(iterated, cst.Call) and call_name(iterated) == "range" and any(
+        probe_call(ctx, a.value) or (isinstance(a.value, cst.Name) and (bound := ctx.constant(a.value)) is not None
+                                     and probe_call(ctx, bound[1])) for a in iterated.args)
 
 
 def test_gate_argument(ctx: Context, node: cst.CSTNode) -> bool:

@@ -4,13 +4,16 @@ Neuron cannot take, int64 (PC302, PC303, PC312, PC315)."""
 from __future__ import annotations
 
 import re
+from typing import cast
 
 import libcst as cst
 
 from portcheck.findings import Severity
 from portcheck.knowledge import load_compiler, load_dtypes
 from portcheck.rules import Pass, Rule, rule
+from portcheck.static.ancestry import ancestors
 from portcheck.static.check import Context, FixPlan, Replace, check
+from portcheck.static.cuda_api.name_reads import bound_name, reads_in_scope
 from portcheck.static.dtype.kept import outlives
 from portcheck.static.scope import cpu_device, host_code, host_value, under_test
 from portcheck.static.syntax import call_name, keyword, positional
@@ -211,10 +214,10 @@ def check_dtype_call(node: cst.Call, ctx: Context) -> None:
         return  # the data pipeline (datasets, transforms, metrics...) runs on the host
     if (device := keyword(node, "device")) is not None and cpu_device(ctx, device.value):
         return  # `make_kernel(..., device=torch.device("cpu"), dtype=torch.float64)`: made on the CPU on purpose
-    host = _stays_on_host(ctx, node, method)
+    host = _ON_HOST if _stays_on_host(ctx, node, method) else _moved_to_host(ctx, node)
     if method is not None and name == "double" and not node.args:
         if host:
-            ctx.report(Float64, node, Float64.format(shown=".double()") + _ON_HOST, Severity.INFO)
+            ctx.report(Float64, node, Float64.format(shown=".double()") + host, Severity.INFO)
         else:
             ctx.report(Float64, node, fix=_float32_fix(Replace(method.attr, "float")), shown=".double()",
                        kept=outlives(ctx, node))
@@ -249,6 +252,41 @@ def check_dtype_call(node: cst.Call, ctx: Context) -> None:
 # A float64 or complex tensor made without a device, or from one, and never moved to a device in its function.
 _ON_HOST = (" (made on the host: a tensor made without `device=` and never moved to a device, stored or returned here "
             "stays on the CPU, where this dtype costs the NeuronCore nothing)")
+
+
+# A value cast to float64 and moved to the host in the same expression: the float64 work is the host's.
+_MOVED = (" (moved to the host straight after: the float64 work is the host's; casting after the move keeps the "
+          "cast off the NeuronCore too)")
+_TO_HOST = frozenset({"cpu", "numpy", "tolist", "item"})
+
+
+def _moved_to_host(ctx: Context, node: cst.Call) -> str:
+    """`w.detach().to(torch.float64).cpu()`, `x.double().numpy()`: the cast's result goes to the host at once, or
+    is bound to a name (`ref = ref.double()`) that every later read moves to the host (`ref.cpu()`, `ref.numpy()`)."""
+    if _moves(ctx, ancestors(ctx, node), node):
+        return _MOVED
+    stmt = ctx.statements[-1] if ctx.statements else None
+    bound = bound_name(stmt)
+    if stmt is None or bound is None or bound[1] is not node:
+        return ""
+    found = reads_in_scope(ctx, bound[0])
+    target = cast(cst.Assign, cast(cst.SimpleStatementLine, stmt).body[0]).targets[0].target
+    later = found.paths[found.reads_before.get(id(target), len(found.paths)):]  # reads of this value, not earlier
+    reads = [path for path in later if not any(n is stmt for n in path)]
+    return _MOVED if reads and all(_moves(ctx, path[:-1], path[-1]) for path in reads) else ""
+
+
+def _moves(ctx: Context, holders: list[cst.CSTNode], node: cst.CSTNode) -> bool:
+    """`node` (held by `holders`, outermost first) is moved to the host: `node.cpu()`, `.numpy()`, `.to("cpu")`."""
+    if len(holders) < 2 or not isinstance(method := holders[-1], cst.Attribute) or method.value is not node:
+        return False
+    call = holders[-2]
+    if not isinstance(call, cst.Call) or call.func is not method:
+        return False
+    if method.attr.value in _TO_HOST:
+        return True
+    arg = keyword(call, "device") or positional(call, 0)
+    return method.attr.value == "to" and arg is not None and cpu_device(ctx, arg.value)
 
 
 def _stays_on_host(ctx: Context, node: cst.Call, method: cst.Attribute | None) -> bool:
@@ -323,7 +361,8 @@ def _wide_host_scalar(ctx: Context, where: cst.CSTNode) -> bool:
     return False
 
 
-def _judge_dtype(ctx: Context, value: cst.BaseExpression, where: cst.CSTNode, host: bool = False) -> None:
+def _judge_dtype(ctx: Context, value: cst.BaseExpression, where: cst.CSTNode, host: str = "") -> None:
+    """Report the dtype `value` names at `where`; `host`: why that data is the host's (info), or ""."""
     dtype = dtype_of(ctx, value)
     entry = load_dtypes().get(dtype) if dtype is not None else None
     if dtype is None or entry is None or not entry.on(ctx.chip):
@@ -332,7 +371,7 @@ def _judge_dtype(ctx: Context, value: cst.BaseExpression, where: cst.CSTNode, ho
     if len(shown) > 60:
         shown = dtype
     if host and entry.rule == Float64.code:
-        ctx.report(Float64, where, Float64.format(shown=shown) + _ON_HOST, Severity.INFO)
+        ctx.report(Float64, where, Float64.format(shown=shown) + host, Severity.INFO)
     elif entry.rule == Float64.code:
         fix = None
         if isinstance(value, cst.Attribute) and not _wide_host_scalar(ctx, where):
