@@ -1184,3 +1184,43 @@ def test_a_function_called_only_under_cuda_or_another_accelerator_is_cuda_only(t
     found = _scan(tmp_path)
     assert found[("pkg/device.py", 10, "PC105")] == Severity.INFO
     assert found[("pkg/device.py", 13, "PC105")] == Severity.ERROR
+
+
+def test_a_generic_function_runs_the_implementations_registered_for_it(tmp_path):
+    """pyannote utils/permutation.py: `permutate` is a `functools.singledispatch` function whose tensor
+    implementation a `forward` reaches through `permutate(y1, y2)`; its host copy is the model's (warning on the
+    xla stack). The numpy implementation, which calls the generic one on host tensors made from its arrays (and
+    Python-typed options), copies nothing from the device."""
+    _tree(tmp_path, {"pkg/__init__.py": "", "pkg/permutation.py": """\
+        from functools import singledispatch
+        from typing import Callable, Literal
+
+        import numpy as np
+        import torch
+        from scipy.optimize import linear_sum_assignment
+
+        @singledispatch
+        def permutate(y1, y2, cost_func: Callable | Literal["mse"] = "mse"):
+            raise TypeError(type(y1))
+
+        @permutate.register
+        def permutate_torch(y1: torch.Tensor, y2: torch.Tensor, cost_func: Callable | Literal["mse"] = "mse"):
+            cost = torch.cdist(y1, y2)
+            rows, cols = linear_sum_assignment(cost.cpu())
+            return y2[:, cols]
+
+        @permutate.register
+        def permutate_numpy(y1: np.ndarray, y2: np.ndarray, cost_func: Callable | Literal["mse"] = "mse"):
+            output = permutate(torch.from_numpy(y1), torch.from_numpy(y2), cost_func=cost_func)
+            return output.numpy()
+        """, "pkg/task.py": """\
+        import torch
+        from pkg.permutation import permutate
+
+        class Aligned(torch.nn.Module):
+            def forward(self, x, reference):
+                return permutate(self.model(x), reference)
+        """})
+    found = _scan(tmp_path, "inf2", "xla")
+    assert found[("pkg/permutation.py", 15, "PC702")] == Severity.WARNING
+    assert ("pkg/permutation.py", 21, "PC702") not in found

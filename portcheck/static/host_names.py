@@ -21,6 +21,10 @@ from portcheck.static.walk import visit
 _NUMBER = r"(int|float|bool)"
 _NUMBER_ANNOTATION = re.compile(rf"{_NUMBER}")
 _NUMBER_TUPLE = re.compile(rf"(typing\.)?[Tt]uple\[{_NUMBER}(, *({_NUMBER}|\.\.\.))*\]")
+# An annotation naming no tensor: a number, text, a choice of literals, a function, or a union of them
+# (`cost_func: Callable | Literal["mse", "mae"]`, `mode: Optional[str]`).
+_PLAIN = r"(int|float|bool|str|None|(typing\.)?(Literal|Callable)(\[.*\])?)"
+_PYTHON_VALUE = re.compile(rf"{_PLAIN}( *\| *{_PLAIN})*|(typing\.)?Optional\[{_PLAIN}\]")
 _HOST_NAME = re.compile(r"(^|_)(host|cpu|np|numpy)$|^(host|cpu)_")
 
 
@@ -73,3 +77,13 @@ def _numbers(ctx: Context, function: cst.FunctionDef) -> frozenset[str]:
 
     visit(function, Unpacking())
     return frozenset(numbers)
+
+
+def python_value(ctx: Context, name: str) -> bool:
+    """`name` is a parameter of the current function annotated as a Python value that holds no tensor."""
+    if not ctx.functions:
+        return False
+    function = ctx.functions[-1]
+    return name in ctx.memo("annotated-python-values", function, lambda: frozenset(
+        p.name.value for p in (*function.params.posonly_params, *function.params.params,
+                               *function.params.kwonly_params) if _PYTHON_VALUE.fullmatch(_annotation(ctx, p))))

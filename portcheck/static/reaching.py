@@ -55,11 +55,13 @@ def reaching(ctx: Context, node: cst.Name) -> tuple[tuple[cst.BaseExpression, ..
 
 def _branches(ctx: Context, stmt: cst.If, name: str) -> cst.BaseExpression | None:
     """What `name` holds after `if a: x = x.float()` / `elif b: x = g(x)`, where each branch binds it at most once, in
-    a plain statement of its own block: any one branch's value, or (where a branch binds nothing, or reads the name)
-    the value before. Given as a tuple of those alternatives (`(x.float(), g(x), x)`), which holds for a property
-    that every alternative has (a host value). None where a branch binds it otherwise (in a loop, twice)."""
+    a plain statement of its own block: any one branch's value, or the value before (where a branch binds nothing or
+    there is no `else`; a value reading the name reads it too). Given as a tuple of those alternatives (`(x.float(),
+    g(x), x)`), which holds for a property every alternative has (a host value). None where a branch binds it
+    otherwise (in a loop, twice)."""
     values: list[cst.BaseExpression] = []
     branch: cst.If | cst.Else | None = stmt
+    passes_on = False  # some path through the `if` keeps the value before
     while branch is not None:
         if not isinstance(branch.body, cst.IndentedBlock):  # `if a: x = f(x)` on one line
             return None
@@ -72,8 +74,10 @@ def _branches(ctx: Context, stmt: cst.If, name: str) -> cst.BaseExpression | Non
             if value is None:
                 return None
             values.append(value)
+        passes_on = passes_on or not binding or (isinstance(branch, cst.If) and branch.orelse is None)
         branch = branch.orelse if isinstance(branch, cst.If) else None
-    values.append(cst.Name(name))  # the value before, which a branch without a binding (or `else`) passes on
+    if passes_on:
+        values.append(cst.Name(name))  # the value before, which a branch without a binding (or no `else`) keeps
     return cst.Tuple([cst.Element(v) for v in values])
 
 

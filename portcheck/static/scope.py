@@ -20,7 +20,7 @@ import libcst as cst
 
 from portcheck.static.check import Context
 from portcheck.static.host_attributes import host_attribute
-from portcheck.static.host_names import marked_host, python_number
+from portcheck.static.host_names import marked_host, python_number, python_value
 from portcheck.static.reaching import reaching
 from portcheck.static.rebindings import rebindings
 from portcheck.static.syntax import bound_names, call_name, dotted_name, keyword, positional, string_value
@@ -293,12 +293,14 @@ def _host_arguments(ctx: Context, statement: cst.CSTNode) -> frozenset[int]:
 
 
 def _of_host_arguments(ctx: Context, node: cst.Call, depth: int, assumed: frozenset[str], factories: bool) -> bool:
-    """A function of host values only (`cumsum(counts)`, `min(len(a), len(b))`, `to_tensor(x.shape, int,
-    wrap=True)`): it computes on the host. Keywords may be literals and builtin types; no keyword names a device."""
+    """A function of host values only (`cumsum(counts)`, `to_tensor(x.shape, int, wrap=True)`): it computes on the
+    host. Keywords are literals, host values or Python-typed parameters (`mode: str`); none names a device."""
     args = [a.value for a in node.args if a.keyword is None and not a.star]
     if not args or len(args) + sum(1 for a in node.args if a.keyword is not None) != len(node.args):
         return False
-    if any(a.keyword is not None and (a.keyword.value == "device" or not literal(a.value)) for a in node.args):
+    if any(a.keyword is not None and (a.keyword.value == "device" or not (
+            literal(a.value) or (isinstance(a.value, cst.Name) and python_value(ctx, a.value.value))
+            or host_value(ctx, a.value, depth + 1, assumed, factories=factories))) for a in node.args):
         return False
     return all(literal(a) or host_value(ctx, a, depth + 1, assumed, factories=factories) for a in args)
 

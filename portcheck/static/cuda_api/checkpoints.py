@@ -8,7 +8,7 @@ import libcst as cst
 
 from portcheck.static.ancestry import ancestors
 from portcheck.static.check import Context
-from portcheck.static.cuda_api.name_reads import bound_name, reads_in_scope
+from portcheck.static.name_reads import bound_name, reads_in_scope
 
 
 def only_maps_a_checkpoint(ctx: Context, node: cst.CSTNode, stmt: cst.CSTNode | None) -> bool:

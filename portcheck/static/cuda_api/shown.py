@@ -9,7 +9,7 @@ import libcst as cst
 
 from portcheck.static.ancestry import ancestors
 from portcheck.static.check import Context
-from portcheck.static.cuda_api.name_reads import bound_name, reads_in_scope
+from portcheck.static.name_reads import bound_name, reads_in_scope
 from portcheck.static.syntax import call_name
 
 # Calls that show what they are given: print, logging, text conversion and formatting, a stream's write.

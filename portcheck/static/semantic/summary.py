@@ -19,6 +19,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from portcheck.static.cuda_api.paths import OTHER_ACCELERATOR, named_for_cuda
+from portcheck.static.semantic.dispatch import Generics
 from portcheck.static.semantic.hosts import Bindings, host_arguments
 from portcheck.static.semantic.imports import catches_import_error, import_aliases, optional_test
 from portcheck.static.semantic.nodes import calls_and_branches, returns_read, statements_in, within
@@ -68,9 +69,9 @@ def summarise(tree: ast.Module) -> Summary:
     reader = _Reader(import_aliases(tree))
     reader.module_probes = reader.probes_bound(tree.body)
     reader.block(tree.body, (), "")
-    return Summary(tuple(reader.functions), tuple(reader.classes), tuple(sorted(reader.aliases.items())),
-                   tuple(reader.regions), tuple(reader.imports), tuple(reader.module_passes),
-                   tuple(sorted(reader.module_probes)), tuple(reader.required))
+    return Summary(tuple(reader.generics.dispatched(reader.functions)), tuple(reader.classes),
+                   tuple(sorted(reader.aliases.items())), tuple(reader.regions), tuple(reader.imports),
+                   tuple(reader.module_passes), tuple(sorted(reader.module_probes)), tuple(reader.required))
 
 
 class _Reader:
@@ -95,6 +96,7 @@ class _Reader:
         self._bindings = Bindings(self.resolve)
         self.module_passes = self._passes  # module-level code's calls; a function's own replace it while it is read
         self._optional = 0  # how many optional-dependency tests or `except ImportError`s hold the walk
+        self.generics = Generics()  # `@singledispatch` functions and what `@f.register` adds to them
 
     def resolve(self, node: ast.expr) -> str | None:
         name = dotted(node)
@@ -327,6 +329,7 @@ class _Reader:
 
     def function(self, node: ast.FunctionDef | ast.AsyncFunctionDef, guards: tuple[str, ...], scope: str) -> None:
         name = f"{scope}.{node.name}" if scope else node.name
+        self.generics.note(node, name, scope)
         saved = (self._calls, self._returns, self._host_refs, self._probe, self._step, self._vendor)
         saved_passes, self._passes = self._passes, []
         arguments = node.args

@@ -1,6 +1,6 @@
-"""Where a probe's value goes when a local name holds it (`has_gpu = torch.cuda.is_available()`): the name a
+"""Where a value goes when a local name holds it (`has_gpu = torch.cuda.is_available()`): the name a
 statement binds, and every read of each name in a scope with the nodes that hold it, read once per scope for all
-the probes in it (checkpoints.py and shown.py judge the reads)."""
+the probes or values in it (cuda_api checkpoints.py and shown.py, dtype references.py judge the reads)."""
 
 from __future__ import annotations
 
