@@ -12,9 +12,9 @@ import libcst as cst
 from portcheck.static.ancestry import ancestors
 from portcheck.static.check import Context
 from portcheck.static.cuda_api.apis import api_entry
-from portcheck.static.name_reads import bound_name, reads_in_scope
 from portcheck.static.cuda_api.shown import shown_on
 from portcheck.static.cuda_library.integrations import words
+from portcheck.static.name_reads import bound_name, reads_in_scope
 from portcheck.static.syntax import block_body, blocks, call_name
 from portcheck.static.walk import visit
 

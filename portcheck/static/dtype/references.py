@@ -13,8 +13,8 @@ from portcheck.knowledge import load_compiler, load_dtypes
 from portcheck.rules import Pass, Rule, rule
 from portcheck.static.ancestry import ancestors
 from portcheck.static.check import Context, FixPlan, Replace, check
-from portcheck.static.name_reads import bound_name, reads_in_scope
 from portcheck.static.dtype.kept import outlives
+from portcheck.static.name_reads import bound_name, reads_in_scope
 from portcheck.static.scope import cpu_device, host_code, host_value, under_test
 from portcheck.static.syntax import call_name, keyword, positional
 from portcheck.static.values import dtype_of
