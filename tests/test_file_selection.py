@@ -37,3 +37,20 @@ def test_build_and_dist_are_left_out_only_as_build_output(tmp_path):
         "pkg/dist.py": "import torch\n",
     })
     assert found == {"dist/__init__.py", "dist/sampler.py", "pkg/dist.py"}
+
+
+def test_a_packages_test_support_that_imports_a_test_framework_is_a_test(tmp_path):
+    """`torch_geometric/testing/decorators.py`, `accelerate/test_utils/testing.py`, `diffusers/utils/testing_utils.py`
+    skip tests without CUDA and hold test cases: test code. In the same places, a file that imports no test framework
+    (a script a test launches, a helper models use) is scanned."""
+    found = _found(tmp_path, {
+        "pkg/testing/decorators.py": "import torch\n\ndef onlyCUDA(func):\n    import pytest\n    return func\n",
+        "pkg/test_utils/testing.py": "import unittest\nimport torch\n",
+        "pkg/utils/testing_utils.py": "import unittest\nimport torch\n",
+        "pkg/test_utils/scripts/test_zero3.py": "import torch\n",
+        "pkg/utils/testing_utils_extra.py": "import unittest\n",  # not a test-support name
+        "pkg/testing/compare.py": "import torch\n",
+        "pkg/utils/checks.py": "from unittest.mock import Mock\n",  # a library module that mocks
+    })
+    assert found == {"pkg/test_utils/scripts/test_zero3.py", "pkg/utils/testing_utils_extra.py",
+                     "pkg/testing/compare.py", "pkg/utils/checks.py"}

@@ -735,6 +735,46 @@ def test_a_cache_a_caller_passes_back_and_grows_is_a_tensor_grown_per_step():
     assert grown == [7, 17, 30]
 
 
+def test_an_optional_input_extended_once_is_no_cache_but_keys_reused_in_a_branch_still_are():
+    """diffusers: classifier-free guidance's `prompt_embeds = torch.cat([negative_prompt_embeds, prompt_embeds])`
+    (both optional inputs) and ControlNet-XS' `h = hidden_states_ctrl` then `h = torch.cat([h, skip])` extend an
+    input once a call. BART's attention, whose keys are the cache itself in one branch (cross-attention reuse) and
+    this call's projection appended to it in another, is a cache."""
+    found = severities("""\
+        import torch
+
+        class Pipeline:
+            def __call__(self, prompt, prompt_embeds=None, negative_prompt_embeds=None, guidance=True):
+                prompt_embeds, negative_prompt_embeds = self.encode(prompt, prompt_embeds, negative_prompt_embeds)
+                if guidance:
+                    prompt_embeds = torch.cat([negative_prompt_embeds, prompt_embeds])
+                return self.unet(prompt_embeds) @ prompt_embeds
+
+        class ControlBlock(torch.nn.Module):
+            def forward(self, hidden_states_base, hidden_states_ctrl=None):
+                h_ctrl = hidden_states_ctrl
+                h_ctrl = torch.cat([h_ctrl, self.b2c(hidden_states_base)], dim=1)
+                h_ctrl = self.block(h_ctrl)
+                return hidden_states_base @ h_ctrl, h_ctrl
+
+        class BartAttention(torch.nn.Module):
+            def forward(self, hidden, key_value_states=None, past_key_value=None):
+                if key_value_states is not None and past_key_value is not None:
+                    key_states = past_key_value[0]
+                    value_states = past_key_value[1]
+                elif past_key_value is not None:
+                    key_states = self.k_proj(hidden)
+                    value_states = self.v_proj(hidden)
+                    key_states = torch.cat([past_key_value[0], key_states], dim=2)
+                    value_states = torch.cat([past_key_value[1], value_states], dim=2)
+                else:
+                    key_states, value_states = self.k_proj(hidden), self.v_proj(hidden)
+                scores = torch.matmul(self.q_proj(hidden), key_states.transpose(1, 2))
+                return scores, (key_states, value_states)
+        """)
+    assert sorted(line for line, code in found if code == "PC213") == [25]
+
+
 def test_a_slice_the_loop_counter_cuts_is_a_new_shape_per_step():
     """A decode loop that hands the model `tokens[:, :step]` (the `for` target, or a counter the loop increments)
     gives it a new length every step; a window both ends of which move (`i:i + 4`, `start:end` with `end` bound in

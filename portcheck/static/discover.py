@@ -52,16 +52,22 @@ def exclusion(path: Path, settings: Settings, relative: str | None = None, paren
 def is_test_file(relative: str, location: Path | None = None, parents_checked: bool = False) -> bool:
     """A test file or folder by pytest's conventions (`test_*.py`, `*_test.py`, `conftest.py`, `tests/`). A file
     that is one by its name alone (`test_time_augmentation.py` in a model package) is a test only where its code
-    says so too: it imports pytest or unittest (read from `location`, when given)."""
-    if not any(path_matches(relative, pattern, parents_checked) for pattern in TEST_PATTERNS):
-        return False
+    says so too: it imports pytest or unittest (read from `location`, when given). So is a package's test support
+    (`testing/`, `test_utils/`, `testing_utils.py`: decorators that skip tests, assertions, test cases) that
+    imports pytest or unittest."""
     parts = relative.replace("\\", "/").split("/")
+    if not any(path_matches(relative, pattern, parents_checked) for pattern in TEST_PATTERNS):
+        return location is not None and parts[-1].endswith(".py") and bool(
+            any(part in _SUPPORT_FOLDERS for part in parts[:-1]) or _SUPPORT_FILE.fullmatch(parts[-1])) and (
+            _imports_a_test_framework(location))
     if location is None or not parts[-1].endswith(".py") or parts[-1] == "conftest.py" or any(
             path_matches(folder, pattern) for folder in parts[:-1] for pattern in TEST_PATTERNS):
         return True
     return _imports_a_test_framework(location)
 
 
+_SUPPORT_FOLDERS = frozenset({"testing", "test_utils", "testing_utils"})
+_SUPPORT_FILE = re.compile(r"(\w+_)?(testing|testing_utils|test_utils)\.py")
 _TEST_FRAMEWORK = re.compile(rb"^[ \t]*(?:import|from)[ \t]+(?:pytest|unittest)\b", re.MULTILINE)
 
 

@@ -289,13 +289,44 @@ def _grown_state(ctx: Context, statement: cst.SimpleStatementLine) -> tuple[str,
     if grown is None:
         return None
     name, state, call = grown
-    if state == name:
+    if state == name or _an_input(ctx, function, name):
         return None  # `embeds = torch.cat((prompts, embeds))`: the input itself extended once, not a state
     if _attends(ctx, function, name) or sum(
             1 for other in ctx.memo("concatenated-states", function, lambda: _states(ctx, function))
             if other == state) > 1:
         return name, state, call
     return None
+
+
+def _an_input(ctx: Context, function: cst.FunctionDef, name: str) -> bool:
+    """`name` is an optional input itself, or only ever bound from one and from its own earlier value (`h =
+    hidden_states_ctrl`, then `h = torch.cat([h, skip])`, `h = block(h)`): what grows is that input, extended once
+    a call (`prompt_embeds = torch.cat([negative_prompt_embeds, prompt_embeds])`), not keys added to a cache."""
+    optional = ctx.memo("optional-parameters", function, lambda: _optional_parameters(function))
+    if name in optional:
+        return True
+    values = ctx.memo("unpacked", function, lambda: _unpacked(function)).get(name, ())
+    return bool(values) and all(_root(v) in optional or _reads(v, name) for v in values)
+
+
+def _reads(value: cst.BaseExpression, name: str) -> bool:
+    found = False
+
+    class Finder(cst.CSTVisitor):
+        def visit_Attribute(self, node: cst.Attribute) -> bool:
+            visit(node.value, self)  # `self.k` reads `self`, not a name `k`
+            return False
+
+        def visit_Arg(self, node: cst.Arg) -> bool:
+            visit(node.value, self)  # nor does the keyword of `f(k=x)`
+            return False
+
+        def visit_Name(self, node: cst.Name) -> None:
+            nonlocal found
+            found = found or node.value == name
+
+    visit(value, Finder())
+    return found
 
 
 def _growth(ctx: Context, function: cst.FunctionDef, statement: cst.SimpleStatementLine) -> tuple[
