@@ -1003,6 +1003,31 @@ def test_a_spectrogram_transform_computes_its_fft_where_it_is_called():
     assert found[(13, "PC301")] == Severity.ERROR
 
 
+def test_a_spectrogram_function_bound_to_its_arguments_computes_where_it_is_passed_to_run():
+    """pyannote WeSpeaker: `self._fbank = partial(kaldi.fbank, num_mel_bins=80)` in `__init__`, run by `forward` as
+    `torch.vmap(self._fbank)(waveforms)`: the FFT is computed there (an error), not at the construction. One the
+    class never runs stays at its construction (set-up: info); a partial of a function that computes no FFT is
+    nothing."""
+    found = severities("""\
+        from functools import partial
+
+        import torch
+        from torchaudio.compliance import kaldi
+
+        class Embedding(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self._fbank = partial(kaldi.fbank, num_mel_bins=80)
+                self._spare = partial(torch.stft, n_fft=400)
+                self._act = partial(torch.relu)
+
+            def forward(self, waveforms):
+                return self._act(torch.vmap(self._fbank)(waveforms))
+        """)
+    assert (9, "PC301") not in found and found[(14, "PC301")] == Severity.ERROR
+    assert found[(10, "PC301")] == Severity.INFO and (11, "PC301") not in found
+
+
 def test_a_size_computed_from_a_reduced_tensor_through_local_names_is_taken_from_data():
     """`padding = width - counts[i]` with `counts = (t.sum(dim=1) != 0).sum(dim=1)`: arithmetic on an element of a
     reduction is a size read from the data (PC209); arithmetic on shapes alone is not."""

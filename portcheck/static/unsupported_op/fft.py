@@ -78,19 +78,36 @@ def _transforms(ctx: Context) -> tuple[dict[str, str], frozenset[str]]:
 
         class Finder(cst.CSTVisitor):
             def visit_Assign(self, node: cst.Assign) -> None:
-                if isinstance(node.value, cst.Call) and (qualname := ctx.qualname(node.value.func)) in _SPECTROGRAMS:
+                qualname = _made_transform(ctx, node.value)
+                if qualname is not None:
                     for target in node.targets:
                         if (name := self_attribute(target.target)) is not None:
                             bound[name] = qualname
 
             def visit_Call(self, node: cst.Call) -> None:
-                if (name := self_attribute(node.func)) is not None:
-                    called.add(name)
+                # called (`self.mfcc(x)`), or passed to run (`torch.vmap(self.fbank)(x)`)
+                for part in (node.func, *(a.value for a in node.args)):
+                    if (name := self_attribute(part)) is not None:
+                        called.add(name)
 
         visit(cls, Finder())
         return bound, frozenset(called)
 
     return ctx.memo("fft-transforms", cls, compute)
+
+
+def _made_transform(ctx: Context, value: cst.BaseExpression) -> str | None:
+    """What a transform made here computes: `MFCC(...)`, or a function bound to its arguments (`partial(kaldi.fbank,
+    num_mel_bins=80)`, `partial(torch.stft, n_fft=400)`)."""
+    if not isinstance(value, cst.Call):
+        return None
+    qualname = ctx.qualname(value.func) or ""
+    if qualname in _SPECTROGRAMS:
+        return qualname
+    if qualname == "functools.partial" and value.args and _computes_fft(inner := ctx.qualname(value.args[0].value)
+                                                                        or ""):
+        return inner
+    return None
 
 
 def _bound_and_called(ctx: Context, node: cst.Call) -> bool:
@@ -99,7 +116,7 @@ def _bound_and_called(ctx: Context, node: cst.Call) -> bool:
     if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
         return False
     assign = statement.body[0]
-    if not isinstance(assign, cst.Assign) or assign.value is not node:
+    if not isinstance(assign, cst.Assign) or assign.value is not node or _made_transform(ctx, node) is None:
         return False
     called = _transforms(ctx)[1]
     return any(self_attribute(t.target) in called for t in assign.targets)
@@ -110,13 +127,19 @@ def check_fft(node: cst.Call, ctx: Context) -> None:
     qualname = ctx.qualname(node.func)
     where: cst.CSTNode = node
     note = ""
-    if qualname is not None and _computes_fft(qualname) and not _bound_and_called(ctx, node):
+    if _bound_and_called(ctx, node):
+        return  # reported where the class calls it
+    if qualname is not None and _computes_fft(qualname):
         shown = qualname
     elif qualname is not None:  # `torch.vmap(kaldi.fbank)`: the function computes where it is passed to run
-        passed = next((a.value for a in node.args if _computes_fft(ctx.qualname(a.value) or "")), None)
+        bound = _transforms(ctx)[0]
+        passed = next((a.value for a in node.args if _computes_fft(ctx.qualname(a.value) or "")
+                       or self_attribute(a.value) in bound), None)
         if passed is None:
             return
-        where, shown = passed, ctx.qualname(passed) or ""
+        name = self_attribute(passed)
+        where, shown = passed, ctx.qualname(passed) or f"self.{name}"
+        note = f" (`self.{name}` is a `{bound[name]}`)" if name in bound else ""
     elif isinstance(node.func, cst.Attribute) and call_name(node) in ("stft", "istft"):
         shown = f".{call_name(node)}()"
     elif (name := self_attribute(node.func)) is not None and name in (bound := _transforms(ctx)[0]):
