@@ -296,3 +296,14 @@ def test_a_private_cuda_debugging_hook_is_housekeeping() -> None:
                 torch.cuda.memory._dump_snapshot("snapshot.pickle")
         """)
     assert found[(4, "PC104")] == "info"
+
+
+@pytest.mark.parametrize(("name", "cuda"), [
+    ("BnB4BitDiffusersQuantizer", True), ("DeepSpeedStrategy", True), ("BitsAndBytesConfig", True),
+    ("XFormersAttnProcessor", True), ("Bnb8bitLinear", True), ("CUDAAccelerator", True),
+    # a project's own layer named like a CUDA-only package that implements it is plain PyTorch as often as not
+    ("CausalConv1d", False), ("GroupedGemm", False), ("DeepSupervision", False), ("SelfAttention", False),
+])
+def test_a_class_named_for_a_cuda_library_in_its_own_capitals_is_a_cuda_integration(name: str, cuda: bool) -> None:
+    text = f"import torch\nclass {name}:\n    def place(self, x):\n        return x.cuda()\n"
+    assert _severities(text).get((4, "PC101")) == ("info" if cuda else "error")

@@ -284,9 +284,14 @@ def _guard_reason(ctx: Context, guard: cst.CSTNode) -> str:
     return f"after `{_text(ctx, guard.left)}`"
 
 
+# CUDA-only packages named for the layer they implement: a project's own `CausalConv1d`, `GroupedGemm` or
+# `DropoutLayerNorm` module is plain PyTorch as often as not, so such a class name says nothing about CUDA.
+_LAYER_NAMED = frozenset({"causal_conv1d", "dropout_layer_norm", "grouped_gemm"})
+
+
 def _cuda_words() -> list[list[str]]:
     names = {"cuda"} | {m.split(".")[0] for m in libraries()} | {n for lib in libraries().values() for n in lib.names}
-    return [words(n) for n in names]
+    return [words(n) for n in names - _LAYER_NAMED]
 
 
 @functools.lru_cache(maxsize=8192)  # the summary asks it of every class name a function sits in
@@ -294,7 +299,16 @@ def named_for_cuda(name: str) -> bool:
     """A class named for CUDA or a CUDA-only library (`CUDAAccelerator`, `Bnb8bitLinear`): code that exists for it.
     A file's name decides nothing (`train_cuda.py` is a training script like any other)."""
     found = words(name)
-    return any(found[i:i + len(w)] == w for w in _CUDA_WORDS for i in range(len(found) - len(w) + 1))
+    if any(found[i:i + len(w)] == w for w in _CUDA_WORDS for i in range(len(found) - len(w) + 1)):
+        return True
+    # a library's name written in capitals of its own: `DeepSpeedStrategy`, `BitsAndBytesConfig`, `BnB4BitQuantizer`
+    joined = _joined_cuda_words()
+    return any("".join(found[i:j]) in joined for i in range(len(found)) for j in range(i + 2, len(found) + 1))
+
+
+@functools.cache
+def _joined_cuda_words() -> frozenset[str]:
+    return frozenset("".join(w) for w in _CUDA_WORDS)
 
 
 def cuda_path(ctx: Context, node: cst.CSTNode, *, expressions: bool = True) -> str | None:
