@@ -507,8 +507,8 @@ def test_a_module_only_imported_behind_an_availability_check_is_a_guarded_integr
 
 def test_a_default_every_call_overrides_never_applies(tmp_path):
     """`device="cuda"` followed into `.to(device)` is info where every call of the function in the project passes
-    `device` (by keyword or by position, from a function or from module-level code); one call that leaves it out,
-    or hides its arguments in `**kwargs`, keeps the error."""
+    `device` (by keyword or by position, from a function or from module-level code, by name beside `**kwargs`);
+    one call that leaves it out, or hides its arguments in `**kwargs`, keeps the error."""
     _tree(tmp_path, {
         "evaluate.py": """\
             import torch
@@ -525,14 +525,37 @@ def test_a_default_every_call_overrides_never_applies(tmp_path):
 
             def hidden(x, device="cuda"):
                 return x.to(device)
+
+            def named(x, device="cuda"):
+                return x.to(device)
+
+            def forwarded(x, device="cuda"):
+                return x.to(device)
+
+            def settled(x, device="cuda"):
+                return x.to(device)
+            """,
+        "wrap.py": """\
+            from evaluate import forwarded, settled
+
+            def outer(x, device="cuda"):
+                return forwarded(x, device=device)
+
+            def outer_settled(x, device="cuda"):
+                return settled(x, device=device)
+
+            def run(x):
+                outer(x)
+                outer_settled(x, device="cpu")
             """,
         "train.py": """\
-            from evaluate import Evaluator, helper, once, hidden
+            from evaluate import Evaluator, helper, once, hidden, named
 
             def main(model, x, options):
                 Evaluator(model, device=x.device)
                 once(x)
                 hidden(x, **options)
+                named(x, **options, device=x.device)
 
             helper(1, "cpu")
             """,
@@ -542,6 +565,12 @@ def test_a_default_every_call_overrides_never_applies(tmp_path):
     assert found[("evaluate.py", 8, "PC101")] == Severity.INFO
     assert found[("evaluate.py", 11, "PC101")] == Severity.ERROR
     assert found[("evaluate.py", 14, "PC101")] == Severity.ERROR
+    # audiocraft: `NoiseSchedule(**cfg.schedule, device=self.device)` names the device whatever the dict holds
+    assert found[("evaluate.py", 17, "PC101")] == Severity.INFO
+    # smp losses/lovasz.py: a call that passes on its caller's own `classes` passes that caller's default wherever
+    # the caller is called without it
+    assert found[("evaluate.py", 20, "PC101")] == Severity.ERROR
+    assert found[("evaluate.py", 23, "PC101")] == Severity.INFO
 
 
 def test_a_parameter_every_call_passes_a_host_value_for_is_a_host_value(tmp_path):

@@ -345,9 +345,9 @@ def _by_callers(finding: Finding, passed: dict[str, list[Passed]], holder: Node,
     default it reads, where no call passes the parameter its branch needs, or where every call passes host values
     for every parameter its value is made of."""
     name = holder.function.name
-    if finding.default_of and always_passed(passed, holder, finding.default_of):
+    if finding.default_of and always_passed(passed, holder, finding.default_of, project):
         note = f"every call of `{name}` in the project passes `{finding.default_of}`: its default never applies"
-    elif finding.unless_passed.startswith("!") and always_passed(passed, holder, finding.unless_passed[1:]):
+    elif finding.unless_passed.startswith("!") and always_passed(passed, holder, finding.unless_passed[1:], project):
         note = (f"every call of `{name}` in the project passes `{finding.unless_passed[1:]}`: the branch for its "
                 "absence never runs here")
     elif finding.unless_passed and never_passed(passed, holder, finding.unless_passed):

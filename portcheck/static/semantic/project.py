@@ -281,16 +281,32 @@ def _places(holder: Node, param: str) -> tuple[str, ...]:
 
 
 def _filled(holder: Node, param: str, call: Passed) -> bool:
-    """`call` passes `param`, by keyword or by position."""
+    """`call` passes `param`, by keyword (named, whatever `**kwargs` it also unpacks: `f(**cfg, device=d)`) or by
+    position."""
     count, keywords = call[0], call[1]
     index = _position(holder, param)
-    return count >= 0 and (param in keywords or (index is not None and count > index))
+    return param in keywords or (count >= 0 and index is not None and count > index)
 
 
-def always_passed(passed: dict[str, list[Passed]], holder: Node, param: str) -> bool:
-    """Every call of `holder` in the tree passes `param`; there is at least one."""
+def always_passed(passed: dict[str, list[Passed]], holder: Node, param: str, project: Project | None = None,
+                  seen: frozenset[str] = frozenset()) -> bool:
+    """Every call of `holder` in the tree passes `param`; there is at least one. A call that passes on its caller's
+    own parameter as it came (`f(x, classes=classes)`) passes it where every call of the caller in the tree does
+    too, or no call in the tree reaches the caller (up a chain at most DEPTH long and without a cycle)."""
     calls = passed.get(holder.full, [])
-    return bool(calls) and all(_filled(holder, param, call) for call in calls)
+    if not calls or len(seen) >= DEPTH or holder.full in seen:
+        return False
+    for call in calls:
+        if not _filled(holder, param, call):
+            return False
+        places = _places(holder, param)
+        forwarded = [h.split("@", 1)[1] for h in call[2] if "@" in h and h.split("@", 1)[0] in places]
+        caller = project.nodes.get(call[3]) if forwarded and project is not None else None
+        # a caller no call in the tree reaches is called from outside it: what it is passed is not known here
+        if caller is not None and passed.get(caller.full) and not always_passed(
+                passed, caller, forwarded[0], project, seen | {holder.full}):
+            return False
+    return True
 
 
 def always_host(passed: dict[str, list[Passed]], holder: Node, params: tuple[str, ...], project: Project,
