@@ -1190,3 +1190,18 @@ def test_a_host_value_stays_one_through_branches_that_rebind_it():
         """, chip="inf2", stack="xla")
     assert (10, "PC702") not in found and (22, "PC702") not in found  # either branch's value: a host one
     assert found[(13, "PC702")] == Severity.WARNING and found[(17, "PC702")] == Severity.WARNING
+
+
+def test_a_read_in_an_assert_message_only_words_the_error():
+    """`assert n > 0, f"... {q.amin().item()}"`: the message is evaluated only when the assertion fails, so its read
+    costs nothing on the way that runs; a read in the assertion's test runs every time."""
+    found = severities("""\
+        import torch
+
+        class M(torch.nn.Module):
+            def forward(self, x, q):
+                assert x.shape[0] > 0, f"bad quality {q.amin().item()}"
+                assert q.amin().item() >= 0, "negative quality"
+                return x
+        """, chip="inf2", stack="xla")
+    assert (5, "PC701") not in found and found[(6, "PC701")] == Severity.WARNING

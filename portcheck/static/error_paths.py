@@ -7,13 +7,17 @@ import functools
 
 import libcst as cst
 
+from portcheck.static.ancestry import holds
 from portcheck.static.check import Context
 from portcheck.static.syntax import dotted_name, positional
 
 
-def error_path(ctx: Context) -> bool:
+def error_path(ctx: Context, node: cst.CSTNode | None = None) -> bool:
     """The current statement sits in an `if` block that ends by failing: `raise`, `assert False`,
-    `torch._assert(False, ...)`: it only words the error."""
+    `torch._assert(False, ...)`; or `node` is in the message of an `assert` (`assert n > 0, f"{t.item()}"`), which
+    is evaluated only when the assertion fails: it only words the error."""
+    if node is not None and _in_assert_message(ctx, node):
+        return True
     for statement in reversed(ctx.statements[:-1]):
         if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
             return False
@@ -25,6 +29,14 @@ def error_path(ctx: Context) -> bool:
                     and not ctx.memo("leaves-early", block, functools.partial(_leaves, block))):
                 return True
     return False
+
+
+def _in_assert_message(ctx: Context, node: cst.CSTNode) -> bool:
+    statement = ctx.statements[-1] if ctx.statements else None
+    if not isinstance(statement, cst.SimpleStatementLine):
+        return False
+    messages = [small.msg for small in statement.body if isinstance(small, cst.Assert) and small.msg is not None]
+    return bool(messages) and any(holds(ctx, message, node) for message in messages)
 
 
 def _leaves(block: cst.IndentedBlock) -> bool:

@@ -82,7 +82,7 @@ def report_compiled(ctx: Context, rule: type[Rule], node: cst.CSTNode, message: 
     value (numpy, pandas, a CPU tensor), or (native stack) it sits under a test that `torch.compile` answers by
     skipping it (`if not is_torchdynamo_compiling():`). Worded by `message`, or else by the rule's template and
     `fields`."""
-    if host_function(ctx) is not None or host_code(ctx) is not None or error_path(ctx):
+    if host_function(ctx) is not None or host_code(ctx) is not None or error_path(ctx, node):
         return
     if (value is not None and host_value(ctx, value)) or host_argument(ctx, node):
         return

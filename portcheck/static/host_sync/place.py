@@ -206,11 +206,11 @@ def _steps_inside(ctx: Context, statement: cst.If) -> bool:
     return found
 
 
-def read_place(ctx: Context) -> str | None:
+def read_place(ctx: Context, node: cst.CSTNode | None = None) -> str | None:
     """"forward", "step" (a loop body that steps an optimizer), "helper" (another function: a read there counts
     only where the project's call graph puts it in the device step), or None where a host read is harmless:
     host-side code (scope.host_code), an error path, a logging interval, module level, a model's construction."""
-    if host_code(ctx) is not None or error_path(ctx) or _interval(ctx):
+    if host_code(ctx) is not None or error_path(ctx, node) or _interval(ctx):
         return None
     if ctx.in_forward:
         return "forward"

@@ -303,7 +303,7 @@ def check_call(node: cst.Call, ctx: Context) -> None:
         _skip_inner_reads(ctx, node)
         if id(node) in ctx.skip or id(node) in quiet_calls(ctx):
             return
-        place = read_place(ctx)
+        place = read_place(ctx, node)
         if place is not None and not bound_to_a_size(ctx):
             _report_read(ctx, read, node, place)
     elif name in _CASTS and isinstance(node.func, cst.Name) and name not in ctx.names.aliases:
@@ -323,7 +323,7 @@ def _check_compare(ctx: Context, node: cst.Call) -> None:
     args = [a.value for a in node.args if a.keyword is None][:2]
     if len(args) < 2 or id(node) in quiet_calls(ctx) or id(node) in ctx.skip:
         return
-    place = read_place(ctx)
+    place = read_place(ctx, node)
     if place is None or bound_to_a_size(ctx) or any(host_value(ctx, a) for a in args):
         return
     _report_read(ctx, HostValueRead, node, place)  # its arguments are tensors: torch takes nothing else
@@ -336,7 +336,7 @@ def _check_cast(ctx: Context, node: cst.Call) -> None:
     arg = node.args[0].value
     if id(arg) in ctx.skip or id(node) in ctx.skip:
         return
-    place = read_place(ctx)
+    place = read_place(ctx, node)
     if place is None or not is_tensor(ctx, arg, known_tensors(ctx, place)) or bound_to_a_size(ctx):
         return
     if host_value(ctx, _below_reads(arg)):  # `int(mask.sum())` of a CPU `mask`: nothing leaves the device
@@ -345,7 +345,7 @@ def _check_cast(ctx: Context, node: cst.Call) -> None:
 
 
 def _check_print(ctx: Context, node: cst.Call) -> None:
-    place = read_place(ctx)
+    place = read_place(ctx, node)
     if place is None:
         return
     tensors = known_tensors(ctx, place)
