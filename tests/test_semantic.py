@@ -933,12 +933,14 @@ def test_a_class_that_updates_a_state_and_computes_a_result_is_a_metric(tmp_path
     assert found[("metrics.py", 24, "PC204")] == Severity.ERROR
 
 
-def test_a_module_level_name_bound_to_a_cuda_test_guards_where_it_is_imported(tmp_path):
+@pytest.mark.parametrize("root", ["", "src/"])
+def test_a_module_level_name_bound_to_a_cuda_test_guards_where_it_is_imported(tmp_path, root):
     """`SUPPORTS_FLEX = torch.cuda.is_available() and ...` at module level is a CUDA test in its own module and in
-    every module that imports it (through a package's re-export too); a flag bound to anything else is not."""
-    _tree(tmp_path, {"pkg/__init__.py": """\
+    every module that imports it (through a package's re-export too); a flag bound to anything else is not. So
+    also where the scan starts above the packages' root (`src/pkg/flags.py`, imported as `pkg.flags`)."""
+    _tree(tmp_path, {f"{root}pkg/__init__.py": """\
         from pkg.flags import SUPPORTS_FLEX
-        """, "pkg/flags.py": """\
+        """, f"{root}pkg/flags.py": """\
         import torch
 
         SUPPORTS_FLEX = torch.cuda.is_available() and torch.__version__ >= "2.5"
@@ -948,7 +950,7 @@ def test_a_module_level_name_bound_to_a_cuda_test_guards_where_it_is_imported(tm
         def local(x):
             if SUPPORTS_FLEX:
                 torch.cuda.synchronize()
-        """, "pkg/attention.py": """\
+        """, f"{root}pkg/attention.py": """\
         import torch
 
         from pkg import SUPPORTS_FLEX
@@ -963,9 +965,9 @@ def test_a_module_level_name_bound_to_a_cuda_test_guards_where_it_is_imported(tm
             return x
         """})
     found = _scan(tmp_path)
-    assert found[("pkg/flags.py", 9, "PC105")] == Severity.INFO
-    assert found[("pkg/attention.py", 9, "PC105")] == Severity.INFO
-    assert found[("pkg/attention.py", 11, "PC105")] == Severity.ERROR
+    assert found[(f"{root}pkg/flags.py", 9, "PC105")] == Severity.INFO
+    assert found[(f"{root}pkg/attention.py", 9, "PC105")] == Severity.INFO
+    assert found[(f"{root}pkg/attention.py", 11, "PC105")] == Severity.ERROR
 
 
 def test_a_data_dependent_shape_no_forward_or_step_reaches_is_info(tmp_path):

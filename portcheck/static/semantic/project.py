@@ -35,6 +35,7 @@ class Project:
         self.class_suffix: dict[str, list[str]] = defaultdict(list)
         self.files: dict[str, tuple[str, bool, list[Node]]] = {}
         self.probe_constants: set[str] = set()  # module-level names bound once to a CUDA test (Summary.probes)
+        self.probe_suffix: dict[str, bool] = {}  # ... by each dotted suffix an absolute import may name them by
         imported: list[tuple[str, bool]] = []  # (absolute module, optional) of every import in the tree
         # module -> the CUDA-only library it imports at its top level, whatever is installed (`import bitsandbytes`)
         self.cuda_libraries: dict[str, str] = {}
@@ -60,7 +61,11 @@ class Project:
                 self.exports[full] = self._absolute(target, module, package)
                 for key in suffixes(full, module):
                     self.export_suffix[key].append(full)
-            self.probe_constants.update(f"{module}.{name}" if module else name for name in result.summary.probes)
+            for name in result.summary.probes:
+                full = f"{module}.{name}" if module else name
+                self.probe_constants.add(full)
+                for key in suffixes(full, module):
+                    self.probe_suffix[key] = True
             self.files[result.path] = (module, package, sorted(nodes, key=lambda n: n.function.line))
             imported.extend((self._absolute(target, module, package), optional)
                             for target, optional in result.summary.imports)
@@ -186,14 +191,17 @@ class Project:
         """`target`, a name `caller`'s file imports, is a module-level name the project binds to a CUDA test, found
         through re-exports (`from .flags import HAS_CUDA`)."""
         module, package = self.files[caller.path][:2]
-        full = self._absolute(target, module, package)
-        for _ in range(DEPTH):
-            if full in self.probe_constants:
-                return True
-            if full not in self.exports:
-                return False
-            full = self.exports[full]
-        return False
+        return self._probe_named(self._absolute(target, module, package), 0)
+
+    def _probe_named(self, name: str, depth: int) -> bool:
+        """`name`, or a module-level name it is a dotted suffix of (a tree scanned from above its packages' root,
+        `src/pkg/flags.py` imported as `pkg.flags`), is bound to a CUDA test, itself or through re-exports."""
+        if name in self.probe_constants or self.probe_suffix.get(name):
+            return True
+        if depth >= DEPTH:
+            return False
+        exported = [name] if name in self.exports else self.export_suffix.get(name, [])
+        return any(self._probe_named(self.exports[e], depth + 1) for e in exported)
 
     def classes_named(self, target: str, caller: Node) -> list[str]:
         """The tree's classes `target` may name where `caller` uses it (`:Name` through the file's scopes and
