@@ -1255,3 +1255,28 @@ def test_a_generic_function_runs_the_implementations_registered_for_it(tmp_path)
     found = _scan(tmp_path, "inf2", "xla")
     assert found[("pkg/permutation.py", 15, "PC702")] == Severity.WARNING
     assert ("pkg/permutation.py", 21, "PC702") not in found
+
+
+def test_a_message_a_check_builds_only_on_failure_only_words_the_error(tmp_path):
+    """kornia enhance/jpeg.py, `torch._check`: `check(ok, lambda: f"got {q.amin().item()}")` builds its message
+    only when the check fails, so the read there runs only to word the error. The check's own test reads every
+    call (a warning on the xla stack, where a `forward` reaches it), and so does a lambda that computes."""
+    _tree(tmp_path, {"pkg/__init__.py": "", "pkg/jpeg.py": """\
+        import torch
+
+        def jpeg(image, q, check):
+            check(q.amin().item() >= 0,
+                  lambda: f"got {q.amin().item()}")
+            check(q.amax().item() <= 100,
+                  lambda: ("out of range: " f"{q.amax().item()}"))
+            order = sorted(range(len(q)), key=lambda i: q[i].item())
+            return image[order]
+
+        class Jpeg(torch.nn.Module):
+            def forward(self, image, q):
+                return jpeg(image, q, torch._check)
+        """})
+    found = {key: severity for key, severity in _scan(tmp_path, "inf2", "xla").items() if key[2] == "PC701"}
+    lines = sorted(line for _, line, _ in found)
+    assert lines == [4, 6, 8]  # the checks' tests and the sort key; not the messages (lines 5 and 7)
+    assert all(severity == Severity.WARNING for severity in found.values())

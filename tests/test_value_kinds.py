@@ -1199,7 +1199,7 @@ def test_a_read_in_an_assert_message_only_words_the_error():
         import torch
 
         class M(torch.nn.Module):
-            def forward(self, x, q):
+            def forward(self, x, q, check):
                 assert x.shape[0] > 0, f"bad quality {q.amin().item()}"
                 assert q.amin().item() >= 0, "negative quality"
                 return x

@@ -7,7 +7,7 @@ import functools
 
 import libcst as cst
 
-from portcheck.static.ancestry import holds
+from portcheck.static.ancestry import ancestors, holds
 from portcheck.static.check import Context
 from portcheck.static.syntax import dotted_name, positional
 
@@ -15,8 +15,9 @@ from portcheck.static.syntax import dotted_name, positional
 def error_path(ctx: Context, node: cst.CSTNode | None = None) -> bool:
     """The current statement sits in an `if` block that ends by failing: `raise`, `assert False`,
     `torch._assert(False, ...)`; or `node` is in the message of an `assert` (`assert n > 0, f"{t.item()}"`), which
-    is evaluated only when the assertion fails: it only words the error."""
-    if node is not None and _in_assert_message(ctx, node):
+    is evaluated only when the assertion fails, or in a message a check builds only on failure (`lambda: f"..."`):
+    it only words the error."""
+    if node is not None and (_in_assert_message(ctx, node) or _in_lazy_message(ctx, node)):
         return True
     for statement in reversed(ctx.statements[:-1]):
         if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
@@ -37,6 +38,21 @@ def _in_assert_message(ctx: Context, node: cst.CSTNode) -> bool:
         return False
     messages = [small.msg for small in statement.body if isinstance(small, cst.Assert) and small.msg is not None]
     return bool(messages) and any(holds(ctx, message, node) for message in messages)
+
+
+_TEXT = (cst.FormattedString, cst.SimpleString, cst.ConcatenatedString)
+
+
+def _in_lazy_message(ctx: Context, node: cst.CSTNode) -> bool:
+    """`node` is in a message built only when asked for: a lambda of no parameters that makes a string
+    (`torch._check(ok, lambda: f"got {t.item()}")`), which a check calls only to word its failure."""
+    return any(isinstance(holder, cst.Lambda) and _no_parameters(holder.params) and isinstance(holder.body, _TEXT)
+               for holder in ancestors(ctx, node))
+
+
+def _no_parameters(params: cst.Parameters) -> bool:
+    return not (params.params or params.posonly_params or params.kwonly_params or params.star_kwarg
+                or isinstance(params.star_arg, cst.Param))
 
 
 def _leaves(block: cst.IndentedBlock) -> bool:
