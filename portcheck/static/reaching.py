@@ -1,7 +1,9 @@
 """The bindings of a local name that reach a use of it, read backwards through the blocks around the use: in
 `iou = iou * keep` then `iou = iou.cpu().numpy()`, a later `iou[...]` reads the numpy array, whatever the
-parameter `iou` was. Only straight-line bindings count: one in a branch, a loop whose body binds the name again
-after the use, or an unpacking into a starred name leaves the question to the name's other bindings."""
+parameter `iou` was. Straight-line bindings count, and an `if` chain each branch of which binds the name at most
+once, in a plain statement (its value after the `if` is one of the branches' or the one before); a binding nested
+deeper, a loop whose body binds the name again after the use, or an unpacking into a starred name leaves the
+question to the name's other bindings."""
 
 from __future__ import annotations
 
