@@ -16,6 +16,7 @@ import re
 import libcst as cst
 
 from portcheck.static.check import Context
+from portcheck.static.syntax import parameters
 from portcheck.static.walk import visit
 
 _NUMBER = r"(int|float|bool)"
@@ -57,8 +58,7 @@ def _host_typed(ctx: Context, param: cst.Param) -> bool:
 
 
 def _numbers(ctx: Context, function: cst.FunctionDef) -> frozenset[str]:
-    params = function.params
-    every = [*params.posonly_params, *params.params, *params.kwonly_params]
+    every = parameters(function)
     numbers = {p.name.value for p in every if _NUMBER_ANNOTATION.fullmatch(_annotation(ctx, p)) or _host_typed(ctx, p)}
     tuples = {p.name.value for p in every if _NUMBER_TUPLE.fullmatch(_annotation(ctx, p))}
     if not tuples:
@@ -85,5 +85,4 @@ def python_value(ctx: Context, name: str) -> bool:
         return False
     function = ctx.functions[-1]
     return name in ctx.memo("annotated-python-values", function, lambda: frozenset(
-        p.name.value for p in (*function.params.posonly_params, *function.params.params,
-                               *function.params.kwonly_params) if _PYTHON_VALUE.fullmatch(_annotation(ctx, p))))
+        p.name.value for p in parameters(function) if _PYTHON_VALUE.fullmatch(_annotation(ctx, p))))

@@ -4,6 +4,7 @@ the probes or values in it (cuda_api checkpoints.py and shown.py, dtype referenc
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -21,22 +22,22 @@ class Reads:
     paths: list[list[cst.CSTNode]] = field(default_factory=list)  # per read: its holders, outermost first, then it
 
 
-def bound_name(stmt: cst.CSTNode | None, holders: set[int] | None = None) -> tuple[str, cst.BaseExpression] | None:
-    """(name, value) of a statement that is one plain `name = value`; with `holders` (the ids of a node and the nodes
-    holding it), also the element of `a, b = x, y` whose value is one of them. None for anything else."""
+def bound_name(stmt: cst.CSTNode | None, holders: Sequence[cst.CSTNode] = ()) -> tuple[str, cst.BaseExpression] | None:
+    """(name, value) of a statement that is one plain `name = value`; with `holders` (a node and the nodes holding
+    it), also the element of `a, b = x, y` whose value is one of them. None for anything else."""
     if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Assign)
             and len(stmt.body[0].targets) == 1):
         return None
     target, value = stmt.body[0].targets[0].target, stmt.body[0].value
     if isinstance(target, cst.Name):
         return target.value, value
-    if holders is None or not isinstance(target, (cst.Tuple, cst.List)) or not isinstance(value, (cst.Tuple, cst.List)):
+    if not holders or not isinstance(target, (cst.Tuple, cst.List)) or not isinstance(value, (cst.Tuple, cst.List)):
         return None
     if len(target.elements) != len(value.elements) or any(
-            isinstance(e, (cst.StarredElement,)) for e in (*target.elements, *value.elements)):
+            isinstance(e, cst.StarredElement) for e in (*target.elements, *value.elements)):
         return None
     return next(((t.value.value, v.value) for t, v in zip(target.elements, value.elements, strict=True)
-                 if isinstance(t.value, cst.Name) and id(v.value) in holders), None)
+                 if isinstance(t.value, cst.Name) and any(v.value is h for h in holders)), None)
 
 
 def reads_in_scope(ctx: Context, name: str) -> Reads:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import libcst as cst
 
-from portcheck.static.syntax import bound_names
+from portcheck.static.syntax import bound_names, parameters
 
 Constant = Callable[[cst.BaseExpression], "tuple[str, cst.BaseExpression] | None"]
 Qualname = Callable[[cst.BaseExpression], "str | None"]
@@ -23,14 +23,9 @@ _MOVES = frozenset({"to", "cuda", "xpu", "type", "pin_memory", "new_tensor", "ne
 _BUDGET = 64  # nodes read per finding
 
 
-def _parameters(function: cst.FunctionDef) -> list[cst.Param]:
-    params = function.params
-    return [*params.posonly_params, *params.params, *params.kwonly_params]
-
-
 def default_read(function: cst.FunctionDef, node: cst.CSTNode, constant: Constant) -> str:
     """The parameter of `function` whose string default a name in `node` stands for, or ""."""
-    defaults = {p.name.value: p.default for p in _parameters(function) if isinstance(p.default, cst.SimpleString)}
+    defaults = {p.name.value: p.default for p in parameters(function) if isinstance(p.default, cst.SimpleString)}
     if not defaults:
         return ""
     names: list[cst.Name] = []
@@ -77,7 +72,7 @@ def param_roots(function: cst.FunctionDef, node: cst.CSTNode, constant: Constant
     at `node` is made of, through local names bound once, indexing, arithmetic, tensor methods and torch or builtin
     functions; () when any part of it comes from elsewhere (the object's state, a global, another function's
     result, a move to a device)."""
-    params = {p.name.value for p in _parameters(function)} - {"self", "cls"}
+    params = {p.name.value for p in parameters(function)} - {"self", "cls"}
     if not params:
         return ()
     roots: set[str] = set()
@@ -131,7 +126,7 @@ def branch_parameter(function: cst.FunctionDef, chain: list[cst.CSTNode], node: 
     parameter (default None) whose absence it tests (`if size is None: size = int(index.max()) + 1`, or the
     fallback of an expression), bound only from that branch on; "" where none. `parents` gives a statement's map
     of parents (walk.parents_of, built once a statement by the caller)."""
-    optional = {p.name.value for p in _parameters(function)
+    optional = {p.name.value for p in parameters(function)
                 if isinstance(p.default, cst.Name) and p.default.value in ("None", "False")}
     if not optional:
         return ""

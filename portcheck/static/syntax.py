@@ -27,6 +27,12 @@ def self_attribute(node: cst.BaseExpression) -> str | None:
     return None
 
 
+def parameters(function: cst.FunctionDef) -> list[cst.Param]:
+    """The parameters a call can name: positional-only, ordinary and keyword-only (not `*args` / `**kwargs`)."""
+    params = function.params
+    return [*params.posonly_params, *params.params, *params.kwonly_params]
+
+
 def string_value(node: cst.BaseExpression) -> str | None:
     """The text of a string literal (plain or implicitly concatenated), or None."""
     if isinstance(node, (cst.SimpleString, cst.ConcatenatedString)):

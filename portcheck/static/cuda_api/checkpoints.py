@@ -27,8 +27,9 @@ def only_passed_as(ctx: Context, node: cst.CSTNode, stmt: cst.CSTNode | None, *k
     path = ancestors(ctx, node)  # the nodes holding the probe on its statement's lines, read up, not searched
     if any(isinstance(n, cst.Arg) and n.keyword is not None and n.keyword.value in keywords for n in path):
         return True
-    bound = bound_name(stmt, {id(n) for n in path} | {id(node)})
-    if bound is None or not any(n is bound[1] for n in [*path, node]):
+    holders = [*path, node]
+    bound = bound_name(stmt, holders)
+    if bound is None or not any(n is bound[1] for n in holders):
         return False
     # Bound to the probe once (other bindings only switch it off: `non_blocking = False`), and every read is a
     # `keyword=name` argument.

@@ -167,7 +167,7 @@ def picks_nothing(ctx: Context, node: cst.CSTNode, stmt: cst.CSTNode | None) -> 
     rest = after_exit(ctx, stmt) if isinstance(stmt, cst.If) and _leaves(stmt) else []
     path = ancestors(ctx, node)
     decided = _decision(ctx, path, node, rest)
-    if decided is None and (bound := bound_name(stmt, {id(n) for n in path} | {id(node)})) is not None and (
+    if decided is None and (bound := bound_name(stmt, [*path, node])) is not None and (
             bound[1] is node or (isinstance(bound[1], cst.Call) and bound[1].func is node)):
         reads = reads_in_scope(ctx, bound[0])
         if reads.bindings == 1 and reads.paths:

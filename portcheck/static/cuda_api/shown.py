@@ -51,7 +51,7 @@ def only_shown(ctx: Context, node: cst.CSTNode, stmt: cst.CSTNode | None) -> boo
     path = ancestors(ctx, node)
     if shown_on(path, node):
         return True
-    bound = bound_name(stmt, {id(n) for n in path} | {id(node)})
+    bound = bound_name(stmt, [*path, node])
     if bound is None:
         return False
     name, value = bound

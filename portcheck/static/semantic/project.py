@@ -34,8 +34,9 @@ class Project:
         self.classes: dict[str, tuple[str, ...]] = {}
         self.class_suffix: dict[str, list[str]] = defaultdict(list)
         self.files: dict[str, tuple[str, bool, list[Node]]] = {}
-        self.probe_constants: set[str] = set()  # module-level names bound once to a CUDA test (Summary.probes)
-        self.probe_suffix: dict[str, bool] = {}  # ... by each dotted suffix an absolute import may name them by
+        # module-level names bound once to a CUDA test (Summary.probes), by their full name and by each dotted suffix
+        # an absolute import may name them by (a tree scanned from above its packages' root)
+        self.probe_constants: set[str] = set()
         imported: list[tuple[str, bool]] = []  # (absolute module, optional) of every import in the tree
         # module -> the CUDA-only library it imports at its top level, whatever is installed (`import bitsandbytes`)
         self.cuda_libraries: dict[str, str] = {}
@@ -63,9 +64,7 @@ class Project:
                     self.export_suffix[key].append(full)
             for name in result.summary.probes:
                 full = f"{module}.{name}" if module else name
-                self.probe_constants.add(full)
-                for key in suffixes(full, module):
-                    self.probe_suffix[key] = True
+                self.probe_constants.update((full, *suffixes(full, module)))
             self.files[result.path] = (module, package, sorted(nodes, key=lambda n: n.function.line))
             imported.extend((self._absolute(target, module, package), optional)
                             for target, optional in result.summary.imports)
@@ -196,7 +195,7 @@ class Project:
     def _probe_named(self, name: str, depth: int) -> bool:
         """`name`, or a module-level name it is a dotted suffix of (a tree scanned from above its packages' root,
         `src/pkg/flags.py` imported as `pkg.flags`), is bound to a CUDA test, itself or through re-exports."""
-        if name in self.probe_constants or self.probe_suffix.get(name):
+        if name in self.probe_constants:
             return True
         if depth >= DEPTH:
             return False
@@ -296,7 +295,13 @@ def _filled(holder: Node, param: str, call: Passed) -> bool:
     return param in keywords or (count >= 0 and index is not None and count > index)
 
 
-def always_passed(passed: dict[str, list[Passed]], holder: Node, param: str, project: Project | None = None,
+def _forwarded(holder: Node, param: str, call: Passed) -> str:
+    """The caller's own parameter `call` passes on as it came for `param` (Passed's `#i@p` / `keyword@p`), or ""."""
+    places = _places(holder, param)
+    return next((h.split("@", 1)[1] for h in call[2] if "@" in h and h.split("@", 1)[0] in places), "")
+
+
+def always_passed(passed: dict[str, list[Passed]], holder: Node, param: str, project: Project,
                   seen: frozenset[str] = frozenset()) -> bool:
     """Every call of `holder` in the tree passes `param`; there is at least one. A call that passes on its caller's
     own parameter as it came (`f(x, classes=classes)`) passes it where every call of the caller in the tree does
@@ -307,12 +312,11 @@ def always_passed(passed: dict[str, list[Passed]], holder: Node, param: str, pro
     for call in calls:
         if not _filled(holder, param, call):
             return False
-        places = _places(holder, param)
-        forwarded = [h.split("@", 1)[1] for h in call[2] if "@" in h and h.split("@", 1)[0] in places]
-        caller = project.nodes.get(call[3]) if forwarded and project is not None else None
+        forwarded = _forwarded(holder, param, call)
+        caller = project.nodes.get(call[3]) if forwarded else None
         # a caller no call in the tree reaches is called from outside it: what it is passed is not known here
         if caller is not None and passed.get(caller.full) and not always_passed(
-                passed, caller, forwarded[0], project, seen | {holder.full}):
+                passed, caller, forwarded, project, seen | {holder.full}):
             return False
     return True
 
@@ -329,12 +333,11 @@ def always_host(passed: dict[str, list[Passed]], holder: Node, params: tuple[str
         if call[0] < 0:
             return False
         for param in params:
-            places = _places(holder, param)
-            if any(h in places for h in call[2]):
+            if any(h in _places(holder, param) for h in call[2]):
                 continue
-            forwarded = [h.split("@", 1)[1] for h in call[2] if h.split("@", 1)[0] in places and "@" in h]
+            forwarded = _forwarded(holder, param, call)
             caller = project.nodes.get(call[3]) if forwarded else None
-            if caller is None or not always_host(passed, caller, (forwarded[0],), project, seen | {holder.full}):
+            if caller is None or not always_host(passed, caller, (forwarded,), project, seen | {holder.full}):
                 return False
     return True
 
