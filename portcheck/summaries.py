@@ -67,5 +67,9 @@ class Summary:
 # where the call graph finds that every function the name may be reads its parameter's data into Python
 # (portcheck.static.semantic.summary.READS).
 READS_OF = "reads:"
+# Finding.requires of a candidate kept, as info, only where no forward and no training step reaches its function
+# and the call graph does not place it host-side, in set-up or on a path Neuron never runs: the other candidates of
+# the same construct ("forward", "device", "step") speak where the device step does reach it.
+ELSEWHERE = "elsewhere"
 
-__all__ = ["READS_OF", "Function", "Summary"]
+__all__ = ["ELSEWHERE", "READS_OF", "Function", "Summary"]

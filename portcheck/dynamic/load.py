@@ -217,7 +217,7 @@ def _facts(name: str, positional: bool, value: Any, key: tuple[str | int, ...]) 
     if isinstance(value, torch.Tensor):
         low = high = None
         if value.device.type != "meta" and value.numel() and not value.dtype.is_complex:
-            low, high = value.min().item(), value.max().item()
+            low, high = value.min().item(), value.max().item()  # portcheck: ignore[PC701] an example input, read once
         return [InputFact(name, positional, "tensor", str(value.dtype).removeprefix("torch."), tuple(value.shape),
                           low, high, key=key)]
     if value is None or isinstance(value, (bool, int, float, str)):

@@ -78,15 +78,21 @@ def _numpy_float64(ctx: Context, node: cst.BaseExpression, depth: int = 0) -> st
     return None
 
 
+# What makes a tensor of a numpy array (ctx.skip holds one cast right away: only such a call, which other rules'
+# checks also see, is skipped)
+_MAKERS = frozenset({"torch.from_numpy", "torch.tensor", "torch.as_tensor", "torch.asarray"})
+
+
 @check(cst.Call, rules=(NumpyFloat64Input,), tokens=NUMPY_TOKENS)
 def check_numpy_input(node: cst.Call, ctx: Context) -> None:
     if isinstance(node.func, cst.Attribute) and call_name(node) in _CASTS and isinstance(node.func.value, cst.Call):
-        ctx.skip.add(id(node.func.value))  # `torch.from_numpy(a).float()`: cast right away
+        if ctx.qualname(node.func.value.func) in _MAKERS:
+            ctx.skip.add(id(node.func.value))  # `torch.from_numpy(a).float()`: cast right away
         return
     if id(node) in ctx.skip:
         return
     qualname = ctx.qualname(node.func)
-    if qualname not in ("torch.from_numpy", "torch.tensor", "torch.as_tensor", "torch.asarray"):
+    if qualname not in _MAKERS:
         return
     if keyword(node, "dtype") is not None or not node.args:
         return

@@ -13,6 +13,7 @@ from portcheck.static.dynamic_shape.shape_from_data import ShapeFromData, report
 from portcheck.static.rebindings import rebindings
 from portcheck.static.scope import host_value
 from portcheck.static.syntax import call_name, string_value
+from portcheck.summaries import ELSEWHERE
 
 
 @rule
@@ -179,6 +180,8 @@ def check_mask_index(node: cst.Subscript, ctx: Context) -> None:
         if isinstance(index, cst.Index) and _is_mask(ctx, index.value):
             if _host_mask(ctx, node.value, index.value):
                 return
-            report_compiled(ctx, BooleanMaskIndex, node, value=node.value, shown=" ".join(ctx.source(node).split()),
-                            requires="" if _is_mask(ctx, index.value, named=False) else "device")
+            shown = " ".join(ctx.source(node).split())
+            # a mask known by its name alone counts where the device step reaches it, and is info elsewhere
+            for requires in ("",) if _is_mask(ctx, index.value, named=False) else ("device", ELSEWHERE):
+                report_compiled(ctx, BooleanMaskIndex, node, value=node.value, shown=shown, requires=requires)
             return

@@ -23,6 +23,7 @@ from portcheck.static.host_sync.tensors import (
 from portcheck.static.scope import host_value
 from portcheck.static.syntax import call_name, keyword, positional
 from portcheck.static.walk import visit
+from portcheck.summaries import ELSEWHERE
 
 
 @rule
@@ -79,6 +80,7 @@ class HostValueRead(Rule):
     VALID = (
         "import torch\nclass M:\n    def forward(self, a, b):\n        return torch.allclose(a.cpu(), b.cpu())",
         "import torch\nclass M:\n    def forward(self, a, b):\n        assert torch.allclose(a, b)\n        return a",
+        "import torch\nclass M(torch.nn.Module):\n    def __init__(self, x):\n        self.n = helper(x)\n"
         "def helper(x):\n    return x.max().item()",
         "for b in loader:\n    n += b['ids'].sum().item()",
         "for epoch in range(3):\n    for b in loader:\n        loss = model(b)\n        loss.backward()\n"
@@ -251,7 +253,8 @@ def _message(ctx: Context, what: str, place: str, fix_xla: str, fix_native: str,
              graph_break: bool = False) -> tuple[str, Severity | None]:
     """`graph_break`: the read is a data access that `torch.compile` graph-breaks on (`.item()`, `.tolist()`)."""
     where = {"forward": "inside `forward`", "helper": "in code the model's `forward` calls",
-             "step-helper": "in code a training step calls"}.get(place, "every training step")
+             "step-helper": "in code a training step calls",
+             "elsewhere": "in code a model or a step may call"}.get(place, "every training step")
     helper = place == "step-helper"
     place = {"helper": "forward", "step-helper": "step"}.get(place, place)
     if helper and load().rules["PC607"].applies_to(ctx.chip, ctx.stack):
@@ -267,9 +270,13 @@ def _message(ctx: Context, what: str, place: str, fix_xla: str, fix_native: str,
 
 def _report_read(ctx: Context, read: type[Rule], node: cst.Call, place: str) -> None:
     """A read in a helper is two candidates, worded for each caller: the call graph keeps the one whose caller
-    reaches it (a module's forward, else a training step) and drops the other."""
+    reaches it (a module's forward, else a training step) and drops the other. A value read has a third, kept as
+    info where neither reaches the helper and the graph cannot place it."""
     for where, requires in _CANDIDATES.get(place, ((place, ""),)):
         _report_one_read(ctx, read, node, where, requires)
+    if place == "helper" and read is HostValueRead:
+        # and a value read (not a copy, which post-processing makes everywhere) where neither reaches it, as info
+        _report_one_read(ctx, read, node, "elsewhere", ELSEWHERE)
 
 
 # place -> (wording, what the call graph must settle) for each candidate finding
@@ -278,7 +285,7 @@ _CANDIDATES = {"helper": (("helper", "forward"), ("step-helper", "step"))}
 
 def _report_one_read(ctx: Context, read: type[Rule], node: cst.Call, place: str, requires: str) -> None:
     shown = _one_line(ctx, node)
-    if place in ("forward", "helper"):
+    if place in ("forward", "helper", "elsewhere"):
         fix_xla = fix_native = ("keep the value on the device (tensor ops, `torch.where`) or compute it outside the "
                                 "model")
     elif read is HostValueRead:

@@ -24,25 +24,16 @@ caller says so in one line). Every walk is iterative, so cycles and deep call ch
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from collections import defaultdict, deque
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from portcheck.findings import FileResult, Finding, Severity
 from portcheck.rules import contexts_of
+from portcheck.static.semantic.callers import asking, by_callers, enclosing, settled_by_calls
 from portcheck.static.semantic.classes import metric_classes
 from portcheck.static.semantic.modules import module_of
-from portcheck.static.semantic.project import (
-    DEPTH,
-    Node,
-    Passed,
-    Project,
-    always_host,
-    always_passed,
-    arguments,
-    never_passed,
-)
+from portcheck.static.semantic.project import DEPTH, Node, Passed, Project, arguments
 from portcheck.static.semantic.summary import (
     CUDA_CLASS,
     CUDA_GUARD,
@@ -55,7 +46,7 @@ from portcheck.static.semantic.summary import (
     VENDOR,
     VENDOR_GUARD,
 )
-from portcheck.summaries import READS_OF
+from portcheck.summaries import ELSEWHERE, READS_OF
 
 MAX_FUNCTIONS = 200_000
 
@@ -203,12 +194,6 @@ def _is_module(project: Project, cls: str | None, depth: int = 0) -> bool:
 # ---- findings ----------------------------------------------------------------------------------------------------
 
 
-def _enclosing(nodes: list[Node], line: int) -> list[Node]:
-    """The functions holding `line`, outermost first (`nodes` sorted by first line)."""
-    end = bisect_right(nodes, line, key=lambda n: n.function.line)
-    return [n for n in nodes[:end] if n.function.end_line >= line]
-
-
 def _where(project: Project, found: Facts, result: FileResult, finding: Finding,
            holders: list[Node], whole: bool) -> tuple[str, str] | None:
     """(context, why) for a finding whose place the graph knows (`holders`: the functions holding it, outermost
@@ -290,20 +275,25 @@ def apply(results: list[FileResult], whole: bool = False) -> tuple[list[FileResu
         changed = []
         nodes = project.files[result.path][2]
         for finding in result.findings:
-            holders = _enclosing(nodes, finding.line)
+            holders = enclosing(nodes, finding.line)
             if finding.requires.startswith(READS_OF):
                 if not project.reads_data(finding.requires[len(READS_OF):], result.path,
                                           holders[-1] if holders else None):
                     continue
                 finding = replace(finding, requires="")
+            elif finding.requires == ELSEWHERE:
+                kept = _elsewhere(project, found, result, finding, holders, whole)
+                if kept is None:
+                    continue
+                finding = kept
             elif finding.requires:
                 if not _reached(found, finding, holders):
                     continue
                 finding = replace(finding, requires="")
-            if _settled_by_calls(finding) and holders:
+            if settled_by_calls(finding) and holders:
                 if passed is None:
-                    passed = arguments(project, results, _asking(project, results))
-                finding = _by_callers(finding, passed, holders[-1], project)
+                    passed = arguments(project, results, asking(project, results))
+                finding = by_callers(finding, passed, holders[-1], project)
             place = _where(project, found, result, finding, holders, whole)
             finding = replace(finding, runs=_runs(found, holders, place))
             if finding.severity > Severity.INFO and place is not None:
@@ -320,46 +310,20 @@ def apply(results: list[FileResult], whole: bool = False) -> tuple[list[FileResu
     return out, None
 
 
-def _asking(project: Project, results: list[FileResult]) -> set[str]:
-    """The functions holding a finding that what their calls pass could settle (Finding.default_of / host_if /
-    unless_passed)."""
-    needed: set[str] = set()
-    for result in results:
-        if result.summary is None or result.path not in project.files:
-            continue
-        nodes = project.files[result.path][2]
-        for finding in result.findings:
-            if _settled_by_calls(finding):
-                holders = _enclosing(nodes, finding.line)
-                if holders:
-                    needed.add(holders[-1].full)
-    return needed
-
-
-def _settled_by_calls(finding: Finding) -> bool:
-    return bool(finding.default_of or finding.host_if or finding.unless_passed) and finding.severity > Severity.INFO
-
-
-def _by_callers(finding: Finding, passed: dict[str, list[Passed]], holder: Node, project: Project) -> Finding:
-    """The finding as the calls of its function settle it: info where every call passes the parameter whose
-    default it reads, where no call passes the parameter its branch needs, or where every call passes host values
-    for every parameter its value is made of."""
-    name = holder.function.name
-    if finding.default_of and always_passed(passed, holder, finding.default_of, project):
-        note = f"every call of `{name}` in the project passes `{finding.default_of}`: its default never applies"
-    elif finding.unless_passed.startswith("!") and always_passed(passed, holder, finding.unless_passed[1:], project):
-        note = (f"every call of `{name}` in the project passes `{finding.unless_passed[1:]}`: the branch for its "
-                "absence never runs here")
-    elif finding.unless_passed and never_passed(passed, holder, finding.unless_passed):
-        note = (f"no call of `{name}` in the project passes `{finding.unless_passed}`: the branch that needs it "
-                "never runs here")
-    elif finding.host_if and always_host(passed, holder, finding.host_if, project):
-        shown = ", ".join(f"`{p}`" for p in finding.host_if)
-        note = (f"every call of `{name}` in the project passes a host value for {shown} (a `.cpu()` copy, a numpy "
-                "value, or a parameter its own callers fill so): this code works on the host")
-    else:
-        return finding
-    return replace(finding, severity=Severity.INFO, fix=None, message=f"{finding.message} ({note})")
+def _elsewhere(project: Project, found: Facts, result: FileResult, finding: Finding, holders: list[Node],
+               whole: bool) -> Finding | None:
+    """A finding for code that no forward and no training step of the scan reaches (Finding.requires ELSEWHERE),
+    as info: its function may yet be what a model calls (a callback, a distribution's `log_prob`, a user's loop).
+    None where a forward or a step does reach it (another candidate speaks there) or the graph places the code
+    where it cannot hurt: host-side, set-up, a CUDA-only or another vendor's path."""
+    if not holders or any(h.full in found.device for h in holders):
+        return None
+    place = _where(project, found, result, finding, holders, whole)
+    if place is not None and place[0] != "unknown":
+        return None
+    note = _NOTES["unknown"].format(why=place[1] if place is not None else (
+        f"no module's `forward` and no training step among the files scanned reaches `{holders[-1].function.name}`"))
+    return replace(finding, requires="", severity=Severity.INFO, fix=None, message=f"{finding.message} ({note})")
 
 
 def _runs(found: Facts, holders: list[Node], place: tuple[str, str] | None) -> str:

@@ -10,6 +10,7 @@ from portcheck.knowledge import load_op_releases, load_ops
 from portcheck.rules import Rule, rule
 from portcheck.static.check import Context, check
 from portcheck.static.scope import host_code, host_value
+from portcheck.summaries import ELSEWHERE
 
 # The ATen op each torch function dispatches to (observed with torch 2.13: tests/test_value_kinds.py traces each
 # one and checks the op). Only functions whose op rules/ops.toml has a status for are listed.
@@ -82,7 +83,8 @@ class CpuFallbackCall(Rule):
         "import torch\nclass M:\n    def forward(self, x):\n        return torch.linalg.svd(x.cpu())",
         "import torch\nclass M:\n    def forward(self, x):\n        return torch.linalg.norm(x)",
         "import torch\nclass M:\n    def __init__(self, w):\n        self.u = torch.linalg.svd(w)",
-        "import torch\ndef merge(w):\n    return torch.inverse(w)",
+        "import torch\nclass M(torch.nn.Module):\n    def __init__(self, w):\n        self.w = merge(w)\n"
+        "def merge(w):\n    return torch.inverse(w)",
         "import torch\nclass M:\n    def forward(self, op):\n        return op.inverse()",
         "import torch\nclass Reduce(BaseTransform):\n    def forward(self, data):\n"
         "        return torch.linalg.svd(data.x)",
@@ -104,7 +106,8 @@ def check_fallback_call(node: cst.Call, ctx: Context) -> None:
     if entry is None or entry.on(ctx.stack) != "cpu-fallback" or not ctx.functions:
         return
     # In `forward` it runs every step; elsewhere only where the project's call graph puts the function in what a
-    # forward reaches: a decomposition in set-up, initialisation or checkpoint conversion runs once, on purpose.
-    requires = "" if ctx.in_forward else "forward"
-    ctx.report(CpuFallbackCall, node, shown=" ".join(ctx.source(node.func).split()), op=op, stack=ctx.stack,
-               requires=requires)
+    # forward or a training step reaches (a decomposition in set-up, initialisation or checkpoint conversion runs
+    # once, on purpose), and as info where the graph reaches it from neither and cannot place it.
+    shown = " ".join(ctx.source(node.func).split())
+    for requires in ("",) if ctx.in_forward else ("device", ELSEWHERE):
+        ctx.report(CpuFallbackCall, node, shown=shown, op=op, stack=ctx.stack, requires=requires)
