@@ -301,7 +301,7 @@ def test_control_flow_on_a_tensor_counts_in_a_training_step_and_what_it_calls(tm
     found = _scan(tmp_path)
     assert found[("trainer.py", 6, "PC208")] == Severity.WARNING  # transformers' per-step hook
     assert found[("trainer.py", 11, "PC208")] == Severity.WARNING  # called from it
-    assert ("trainer.py", 16, "PC208") not in found  # nothing on the device step calls it
+    assert found[("trainer.py", 16, "PC208")] == Severity.INFO  # nothing on the device step calls it
 
 
 def test_code_that_runs_once_is_set_up(tmp_path):
@@ -1331,3 +1331,32 @@ def test_a_host_fallback_op_nothing_places_is_info_and_set_up_or_host_code_keeps
     assert ("ops.py", 14, "PC321") not in found  # set-up: once, on purpose
     assert ("ops.py", 17, "PC321") not in found  # the data pipeline
     assert ("ops.py", 11, "PC321") not in _scan(tmp_path, "inf2", "xla")  # PyTorch/XLA lowers it
+
+
+def test_a_loop_that_steps_each_of_its_optimizers_is_the_training_loop(tmp_path):
+    """`for opt in optimizers: opt.step()` (here `scaler.step(optimizer)` over `enumerate(zip(optimizers,
+    schedulers))`) inside the loop over batches steps that loop: a test that takes a
+    tensor's truth there (`if not torch.isfinite(grad_norm):`) reads it every step. A loop over epochs around a loop
+    over batches is not the step itself, and a check that only raises stays quiet."""
+    _tree(tmp_path, {"train.py": """\
+        import torch
+
+        def train(model, loader, optimizers, epochs):
+            for epoch in range(epochs):
+                if torch.isnan(model.scale):
+                    print("nan")
+                for batch in loader:
+                    loss = model(batch)
+                    if torch.isnan(loss):
+                        raise FloatingPointError(batch)
+                    loss.backward()
+                    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                    if not torch.isfinite(grad_norm):
+                        continue
+                    for i, (optimizer, scheduler) in enumerate(zip(optimizers, schedulers)):
+                        scaler.step(optimizer)
+        """})
+    found = _scan(tmp_path, "trn1", "xla")
+    assert found[("train.py", 13, "PC701")] == Severity.WARNING
+    assert ("train.py", 5, "PC701") not in found and ("train.py", 9, "PC701") not in found
+    assert _scan(tmp_path)[("train.py", 13, "PC701")] == Severity.INFO  # native: a sync, advice

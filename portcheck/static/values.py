@@ -342,9 +342,30 @@ def _probe_in_decorators(function: cst.FunctionDef) -> str | None:
     return None
 
 
+# Torch functions that answer elementwise with a boolean tensor: as a test (`if torch.isnan(loss):`) its single
+# element is read on the host, as `.item()` would.
+PREDICATES = frozenset(f"torch.{n}" for n in ("isnan", "isinf", "isfinite", "isneginf", "isposinf", "isreal",
+                                               "logical_and", "logical_or", "logical_not", "logical_xor"))
+
+
+def predicate_truth(ctx: Context, test: cst.BaseExpression) -> cst.Call | None:
+    """The torch predicate a test takes the truth of: the test itself, `not` it, or an operand of `and` / `or`."""
+    todo = [test]
+    while todo:
+        part = todo.pop()
+        if isinstance(part, cst.UnaryOperation) and isinstance(part.operator, cst.Not):
+            todo.append(part.expression)
+        elif isinstance(part, cst.BooleanOperation):
+            todo.extend((part.right, part.left))  # the left operand first, as Python evaluates it
+        elif isinstance(part, cst.Call) and ctx.qualname(part.func) in PREDICATES:
+            return part
+    return None
+
+
 __all__ = [
     "AVAILABILITY",
     "INTEGER_DTYPES",
+    "PREDICATES",
     "REDUCTIONS",
     "and_operands",
     "availability_probe",
@@ -356,6 +377,7 @@ __all__ = [
     "method_call",
     "numpy_rooted",
     "or_operands",
+    "predicate_truth",
     "reads_tensor_values",
     "skipped_when_compiling",
     "under_type_checking",

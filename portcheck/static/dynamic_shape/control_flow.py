@@ -11,7 +11,8 @@ from portcheck.rules import EVERYWHERE, Pass, Rule, rule
 from portcheck.static.check import Context, check
 from portcheck.static.dynamic_shape.reach import report_compiled
 from portcheck.static.syntax import block_body, call_name, small_statements
-from portcheck.static.values import REDUCTIONS, and_operands, reads_tensor_values
+from portcheck.static.values import PREDICATES, REDUCTIONS, and_operands, predicate_truth, reads_tensor_values
+from portcheck.summaries import ELSEWHERE
 
 if TYPE_CHECKING:
     from portcheck.rules import TracedFinding
@@ -67,6 +68,7 @@ class TensorControlFlow(Rule):
         "        if not torch.compiler.is_compiling() and m.any():\n            print('masked')",
         "class M:\n    def forward(self, x, m=None):\n        if m is not None and self.training:\n"
         "            return x",
+        "class M:\n    def __init__(self, x):\n        self.x = helper(x)\n"
         "def helper(x):\n    if x.sum() > 0:\n        return x",
         "class M:\n    def forward(self, xs):\n        if max(len(a) for a in xs) > 2:\n            return xs",
         "class M:\n    def forward(self, x, t):\n        if t.item() == 0:\n            return x",
@@ -80,13 +82,8 @@ class TensorControlFlow(Rule):
                 "`torch.where`, or move the decision out of forward")
 
 
-# `forward`, or a reduction a helper of the device step may branch on (`if loss.isnan().any():`)
-# torch functions that answer elementwise with a boolean tensor: as a test (`if torch.isnan(loss):`) its single
-# element is read on the host, as `.item()` would.
-_PREDICATES = frozenset(f"torch.{n}" for n in ("isnan", "isinf", "isfinite", "isneginf", "isposinf", "isreal",
-                                               "logical_and", "logical_or", "logical_not", "logical_xor"))
 TOKENS = ("forward", *(f"{name}(" for name in sorted(REDUCTIONS)),
-          *(f"{name.rsplit('.', 1)[1]}(" for name in sorted(_PREDICATES)))
+          *(f"{name.rsplit('.', 1)[1]}(" for name in sorted(PREDICATES)))
 
 _KEYWORDS = {cst.If: "if", cst.While: "while", cst.Assert: "assert", cst.IfExp: "if"}
 _FLOAT16 = frozenset({"torch.float16", "torch.half"})
@@ -104,20 +101,6 @@ def _control_flow_message(ctx: Context, keyword_: str, read: cst.CSTNode, where:
     shown = " ".join(ctx.source(read).split())
     return (f"`{keyword_}` on a tensor value (`{shown}`) {where}: {_branch_effect(ctx)}; decide it from "
             "configuration in `__init__`, or compute both sides and select with `torch.where(cond, a, b)`")
-
-
-def _predicate_truth(ctx: Context, test: cst.BaseExpression) -> cst.Call | None:
-    """The torch predicate a test takes the truth of: the test itself, `not` it, or an operand of `and` / `or`."""
-    todo = [test]
-    while todo:
-        part = todo.pop()
-        if isinstance(part, cst.UnaryOperation) and isinstance(part.operator, cst.Not):
-            todo.append(part.expression)
-        elif isinstance(part, cst.BooleanOperation):
-            todo.extend((part.right, part.left))  # the left operand first, as Python evaluates it
-        elif isinstance(part, cst.Call) and ctx.qualname(part.func) in _PREDICATES:
-            return part
-    return None
 
 
 def _tensor_element_comparison(node: cst.BaseExpression) -> cst.CSTNode | None:
@@ -169,16 +152,18 @@ def check_control_flow(node: cst.If | cst.While | cst.Assert | cst.IfExp, ctx: C
 
         if isinstance(node, cst.Assert) or _only_raises(node):
             return
-        found = reads_tensor_values(ctx, node.test) or _predicate_truth(ctx, node.test)  # before placing it
+        found = reads_tensor_values(ctx, node.test) or predicate_truth(ctx, node.test)  # before placing it
         if found is not None and not _explicit(found) and read_place(ctx) == "helper":
             ctx.skip.add(id(found))
             message = _control_flow_message(ctx, _KEYWORDS[type(node)], found,
                                             "in code the model's `forward` or a training step calls")
-            report_compiled(ctx, TensorControlFlow, node.test, message, None, found, _receiver(ctx, found), "device")
+            for requires in ("device", ELSEWHERE):  # info where neither a forward nor a step reaches it
+                report_compiled(ctx, TensorControlFlow, node.test, message, None, found, _receiver(ctx, found),
+                                requires)
         return
     test = node.test
     keyword_ = _KEYWORDS[type(node)]
-    read: cst.CSTNode | None = reads_tensor_values(ctx, test) or _predicate_truth(ctx, test)
+    read: cst.CSTNode | None = reads_tensor_values(ctx, test) or predicate_truth(ctx, test)
     if read is not None and _explicit(read):
         return  # `if t.item() == 0:`: PC701 reports the read
     if read is not None:

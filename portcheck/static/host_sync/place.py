@@ -65,7 +65,7 @@ def _scan_loop(ctx: Context, loop: cst.For | cst.While) -> LoopFacts:
 
     class Scan(cst.CSTVisitor):
         def __init__(self) -> None:
-            self.inner_loops = 0
+            self.inner: list[cst.For | cst.While] = []
             self.definitions = 0
             self.synced = False
 
@@ -93,16 +93,16 @@ def _scan_loop(ctx: Context, loop: cst.For | cst.While) -> LoopFacts:
             self.definitions -= 1
 
         def visit_For(self, node: cst.For) -> None:
-            self.inner_loops += 1
+            self.inner.append(node)
 
         def leave_For(self, node: cst.For) -> None:
-            self.inner_loops -= 1
+            self.inner.pop()
 
         def visit_While(self, node: cst.While) -> None:
-            self.inner_loops += 1
+            self.inner.append(node)
 
         def leave_While(self, node: cst.While) -> None:
-            self.inner_loops -= 1
+            self.inner.pop()
 
         def visit_Call(self, call: cst.Call) -> None:
             if self.definitions:
@@ -110,14 +110,13 @@ def _scan_loop(ctx: Context, loop: cst.For | cst.While) -> LoopFacts:
             name = _backward_name(call)
             if name is not None:
                 facts.tensors.add(name)
-            if self.inner_loops:
-                return
-            if _is_step(ctx, call):
+            if _is_step(ctx, call) and all(_over_what_it_steps(loop, call) for loop in self.inner):
+                # `for opt in optimizers: opt.step()` inside it steps this loop; a loop over batches is its own
                 facts.steps = True
                 barrier = keyword(call, "barrier")
                 if barrier is not None and dotted_name(barrier.value) == "True":
                     self.synced = True  # `xm.optimizer_step(opt, barrier=True)` marks the step
-            elif ctx.qualname(call.func) in _SYNCS:
+            elif not self.inner and ctx.qualname(call.func) in _SYNCS:
                 self.synced = True
 
     body = loop.body.body if isinstance(loop.body, cst.IndentedBlock) else ()
@@ -260,12 +259,22 @@ def _drives_steps(ctx: Context, function: cst.FunctionDef) -> bool:
 
 
 def _over_what_it_steps(loop: cst.For | cst.While, call: cst.Call) -> bool:
-    """`for optimizer in optimizers: optimizer.step()`: the loop goes over the optimizers, not over the data."""
+    """`for optimizer in optimizers: optimizer.step()` (or `scaler.step(optimizer)`, or over
+    `enumerate(zip(optimizers, schedulers))`): the loop goes over the optimizers, not over the data."""
     if not isinstance(loop, cst.For) or not isinstance(call.func, cst.Attribute):
         return False
-    receiver = dotted_name(call.func.value) or ""
-    targets = [loop.target] if not isinstance(loop.target, cst.Tuple) else [e.value for e in loop.target.elements]
-    return any(isinstance(t, cst.Name) and receiver.split(".")[0] == t.value for t in targets)
+    stepped = {(dotted_name(call.func.value) or "").split(".")[0]}
+    if call.args:
+        stepped.add((dotted_name(call.args[0].value) or "").split(".")[0])
+    names: set[str] = set()
+    todo: list[cst.BaseExpression] = [loop.target]
+    while todo:
+        target = todo.pop()
+        if isinstance(target, (cst.Tuple, cst.List)):
+            todo.extend(e.value for e in target.elements)
+        elif isinstance(target, cst.Name):
+            names.add(target.value)
+    return bool(names & stepped)
 
 
 # Functions that run once, to build or load a model: a host read there is no per-step cost.

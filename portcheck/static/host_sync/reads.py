@@ -31,7 +31,9 @@ class HostValueRead(Rule):
     """## What it does
     Finds tensor values read into Python inside `forward` or inside a loop that steps an optimizer:
     `t.item()`, `t.tolist()`, `float(t)` / `int(t)` / `bool(t)` on something that is certainly a tensor, and
-    `torch.equal(a, b)` / `torch.allclose(a, b)` (a Python bool made of two tensors' values).
+    `torch.equal(a, b)` / `torch.allclose(a, b)` (a Python bool made of two tensors' values), and in the loop an
+    `if` or `while` that takes a tensor's truth (`if not torch.isfinite(grad_norm):`, `while loss.sum() > 0:`).
+    A read in a helper that neither a forward nor a training step of the scan is seen to reach is info.
     A read that feeds a shape (`torch.arange(n.item())`) or an `if` in `forward` is reported once, as PC209 or
     PC208. Reads after `xm.mark_step()` in the same iteration, in lambdas (`xm.add_step_closure(lambda: ...)`),
     in functions defined inside the loop, in loops that step no optimizer (evaluation, data preparation), under
@@ -76,6 +78,9 @@ class HostValueRead(Rule):
         "    acc = (out.logits.argmax(-1) == b.labels).float().mean().cpu().item()",
         "import torch\nclass M:\n    def forward(self, a, b):\n        same = torch.equal(a, b)\n"
         "        return a if same else b",
+        "import torch\nfor b in loader:\n    loss = model(b)\n    loss.backward()\n"
+        "    norm = torch.nn.utils.clip_grad_norm_(params, 1.0)\n    if not torch.isfinite(norm):\n"
+        "        optimizer.zero_grad()\n        continue\n    optimizer.step()",
     )
     VALID = (
         "import torch\nclass M:\n    def forward(self, a, b):\n        return torch.allclose(a.cpu(), b.cpu())",
@@ -83,6 +88,8 @@ class HostValueRead(Rule):
         "import torch\nclass M(torch.nn.Module):\n    def __init__(self, x):\n        self.n = helper(x)\n"
         "def helper(x):\n    return x.max().item()",
         "for b in loader:\n    n += b['ids'].sum().item()",
+        "import torch\nfor b in loader:\n    loss = model(b)\n    if torch.isnan(loss):\n"
+        "        raise FloatingPointError(b)\n    loss.backward()\n    optimizer.step()",
         "for epoch in range(3):\n    for b in loader:\n        loss = model(b)\n        loss.backward()\n"
         "        optimizer.step()\n    print(loss.item())",
         "import torch_xla.core.xla_model as xm\nfor b in loader:\n    loss = model(b)\n    loss.backward()\n"
@@ -249,7 +256,7 @@ def _one_line(ctx: Context, node: cst.CSTNode) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _message(ctx: Context, what: str, place: str, fix_xla: str, fix_native: str,
+def read_message(ctx: Context, what: str, place: str, fix_xla: str, fix_native: str,
              graph_break: bool = False) -> tuple[str, Severity | None]:
     """`graph_break`: the read is a data access that `torch.compile` graph-breaks on (`.item()`, `.tolist()`)."""
     where = {"forward": "inside `forward`", "helper": "in code the model's `forward` calls",
@@ -296,7 +303,7 @@ def _report_one_read(ctx: Context, read: type[Rule], node: cst.Call, place: str,
         fix_xla = "copy to the host in `xm.add_step_closure(...)` or after `xm.mark_step()`"
         fix_native = "copy to the host once per logging interval, not every step"
     verb = "copies a tensor to the host" if read is HostCopy else "reads a tensor value on the host"
-    message, severity = _message(ctx, f"`{shown}` {verb}", place, fix_xla, fix_native, read is HostValueRead)
+    message, severity = read_message(ctx, f"`{shown}` {verb}", place, fix_xla, fix_native, read is HostValueRead)
     ctx.report(read, node, message, severity, requires=requires)
 
 
@@ -362,7 +369,7 @@ def _check_print(ctx: Context, node: cst.Call) -> None:
         shown = formats_tensor(ctx, arg.value, tensors)
         if shown is not None:
             for where, requires in _CANDIDATES.get(place, ((place, ""),)):
-                message, severity = _message(
+                message, severity = read_message(
                     ctx, f"`print` formats a tensor (`{_one_line(ctx, shown)}`), which copies it to the host,", where,
                     "print in `xm.add_step_closure(...)` or after `xm.mark_step()`",
                     "print once per logging interval, or print shapes and dtypes instead of values")
