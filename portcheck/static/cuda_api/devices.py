@@ -16,6 +16,7 @@ import libcst as cst
 from portcheck.knowledge import load
 from portcheck.static.check import Context, FixPlan, Replace
 from portcheck.static.codegen import literal_like, spelling
+from portcheck.static.cuda_api.paths import polarity
 from portcheck.static.syntax import call_name, keyword, positional, string_prefix, string_value
 from portcheck.static.walk import visit
 
@@ -55,6 +56,22 @@ def cuda_device(ctx: Context, node: cst.BaseExpression) -> str | None:
         if prefix is not None and is_cuda_text(prefix):
             return f"{name} (= {ctx.source(value)})"
     return None
+
+
+def chosen_device(ctx: Context, node: cst.BaseExpression) -> str | None:
+    """How to describe `node` if it picks between a CUDA device and the CPU by configuration, with no Neuron
+    choice: `"cuda" if args.ngpu > 0 else "cpu"`, or a name bound once to that. On a Neuron host one side fails
+    and the other runs on the CPU. Not where the test is a CUDA probe or a CUDA flag (`if use_cuda`): PC104 and
+    the guarded path speak there."""
+    bound = ctx.constant(node) if isinstance(node, cst.Name) else None
+    value = bound[1] if bound is not None else node
+    if not isinstance(value, cst.IfExp) or polarity(ctx, value.test) is not None:
+        return None
+    sides = {string_prefix(value.body), string_prefix(value.orelse)}
+    if "cpu" not in sides or not any(is_cuda_text(side or "") for side in sides):
+        return None  # `"xpu" if is_xpu_available() else "cuda"`: another vendor's choice, not a CPU fallback
+    shown = " ".join(ctx.source(value).split())
+    return f"{bound[0]} (= {shown})" if bound is not None else shown
 
 
 def placements(ctx: Context, node: cst.Call) -> list[tuple[str, cst.Arg]]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from portcheck.findings import Severity
 from portcheck.rules import Rule, rule
 from portcheck.static.ancestry import ancestors
 from portcheck.static.check import Context, FixPlan, Replace, check
@@ -15,6 +16,7 @@ from portcheck.static.codegen import literal_like, rewritten
 from portcheck.static.cuda_api.devices import (
     TOKENS,
     binding_fix,
+    chosen_device,
     cuda_device,
     current_device,
     device_code,
@@ -34,7 +36,10 @@ from portcheck.static.syntax import call_name, keyword, string_value
 class CudaTensorPlacement(Rule):
     """## What it does
     Finds `.cuda()`, `.cuda(n)`, `.to("cuda")`, `.to("cuda:0")`, `.to(device="cuda")` and `.to(DEVICE)` where
-    `DEVICE` is bound to a CUDA device string in the same file.
+    `DEVICE` is bound to a CUDA device string in the same file. A choice made by configuration between a CUDA
+    device and another (`.to("cuda" if args.ngpu > 0 else "cpu")`) is a warning, without a fix: on Neuron it
+    fails or runs on the CPU. One made by a CUDA probe is PC104's; one made by a CUDA flag (`use_cuda`) is on a
+    CUDA-only path.
 
     ## Example
     ```python
@@ -69,10 +74,13 @@ class CudaTensorPlacement(Rule):
         "def f(m):\n    device = 'cuda'\n    return m.to(device)",
         "x = x.to(f'cuda:{rank}')",
         "def f(m, device='cuda'):\n    return m.to(device)",  # what every caller that passes no device gets
+        "def f(m, args):\n    return m.to('cuda' if args.ngpu > 0 else 'cpu')",  # no Neuron choice
     )
     VALID = (
         "x = x.to('cpu')",
         "if args.cuda:\n    pass",
+        "import torch\ndef f(m):\n    return m.to('cuda' if torch.cuda.is_available() else 'cpu')",  # PC104's
+        "def f(m, use_cuda):\n    return m.to('cuda' if use_cuda else 'cpu')",  # a CUDA-only setting
         "x = x.to(device)",
         "def f(m, device='cuda'):\n    device = device or pick()\n    return m.to(device)",
         "print('move to cuda')",
@@ -170,6 +178,9 @@ def check_placement(node: cst.Call, ctx: Context) -> None:
         return
     for kind, arg in placements(ctx, node):
         where = cuda_device(ctx, arg.value)
+        if not where and kind in ("to", "device"):
+            _report_choice(ctx, node, kind, arg, device)
+            continue
         if not where:
             continue
         if kind == "to":
@@ -195,6 +206,19 @@ def check_placement(node: cst.Call, ctx: Context) -> None:
             fix = None if kind == "device_map" else _argument_fix(ctx, arg.value)
             report_guarded(ctx, CudaDeviceArgument, arg, f"`{kind}={where}` places on a CUDA device, which a Neuron "
                            f"instance does not have; pass `{kind}={device}`{stack_hint(ctx)}", fix)
+
+
+def _report_choice(ctx: Context, node: cst.Call, kind: str, arg: cst.Arg, device: str) -> None:
+    """`.to("cuda" if args.ngpu > 0 else "cpu")`, `device=DEVICE` bound to such a choice: configuration picks CUDA
+    or the CPU, and neither is Neuron. No fix: which setting means the accelerator is the user's to say."""
+    where = chosen_device(ctx, arg.value)
+    if not where:
+        return
+    shown, rule, at = (f"`.to({where})`", CudaTensorPlacement, node) if kind == "to" else (
+        f"`{kind}={where}`", CudaDeviceArgument, arg)
+    report_guarded(ctx, rule, at, f"{shown} chooses between a CUDA device and the CPU, and neither is Neuron: on a "
+                   f"Neuron instance it fails on CUDA or silently runs on the CPU; choose {device} for the "
+                   f"accelerator{stack_hint(ctx)}", severity=Severity.WARNING)
 
 
 def _only_type_read(ctx: Context, node: cst.Call) -> bool:
