@@ -6,7 +6,8 @@ from __future__ import annotations
 import libcst as cst
 
 from portcheck.static.check import Context, check
-from portcheck.static.dynamic_shape.grown import TensorGrownPerStep, callee_of_interest, target_names
+from portcheck.static.dynamic_shape.grown import TensorGrownPerStep, callee_of_interest
+from portcheck.static.dynamic_shape.states import target_names
 from portcheck.static.scope import host_value
 from portcheck.static.walk import visit
 

@@ -7,6 +7,13 @@ import libcst as cst
 
 from portcheck.rules import EVERYWHERE, Rule, rule
 from portcheck.static.check import Context, check
+from portcheck.static.dynamic_shape.states import (
+    optional_parameters,
+    root,
+    state_parameter,
+    target_names,
+    unpacked,
+)
 from portcheck.static.scope import host_value
 from portcheck.static.syntax import binds
 from portcheck.static.walk import visit
@@ -79,6 +86,10 @@ class TensorGrownPerStep(Rule):
         "import torch\nfor _ in range(8):\n    out = model(ids)\n    ids = torch.cat([ids.cpu(), out.cpu()])",
         "import torch\nclass Up:\n    def forward(self, x, skip=None):\n        if skip is not None:\n"
         "            x = torch.cat([x, skip], dim=1)\n        return self.conv(x)",
+        "import torch\nclass Up:\n    def forward(self, x, skip=None):\n        if skip is not None:\n"
+        "            x = torch.cat([skip, x], dim=1)\n        x = self.conv(x)\n        return x",
+        "import torch\nclass Up:\n    def forward(self, x, skip=None):\n        if skip is not None:\n"
+        "            x = torch.cat([x, skip], dim=1)\n        return x",
         "for i in range(0, n, bs):\n    outs.append(model(x[i:i + bs]))",
     )
 
@@ -164,14 +175,6 @@ def _feeds(ctx: Context, loop: cst.For | cst.While, name: str) -> str | None:
     return found
 
 
-def target_names(target: cst.BaseExpression) -> list[cst.Name]:
-    if isinstance(target, cst.Name):
-        return [target]
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return [n for e in target.elements for n in target_names(e.value)]
-    return []
-
-
 def callee_of_interest(ctx: Context, call: cst.Call, varying: set[str] | frozenset[str]) -> str | None:
     """What a loop may feed its growing input to, as written: a model or a function of the project, not a torch
     function, a builtin, or the loop's own variable (`for layer in layers: layer(x)`, a stack of fixed shapes)."""
@@ -196,52 +199,6 @@ _STATE = ("`{name}` is the state a caller passes back (`{param}`) with this call
           "back every decoding step, it is one position longer each token, so Neuron compiles a new graph per "
           "token; keep a static KV cache of the maximum length written at the step's position (`index_copy_`, "
           "scatter), and bucket the prompt lengths, as NxD Inference and vLLM Neuron do")
-
-
-def _optional_parameters(function: cst.FunctionDef) -> frozenset[str]:
-    params = function.params
-    return frozenset(p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)
-                     if isinstance(p.default, cst.Name) and p.default.value == "None")
-
-
-def _root(node: cst.BaseExpression) -> str | None:
-    """`past` of `past[0]`, `past.key`, `past.cached_kv[0]`."""
-    while isinstance(node, (cst.Subscript, cst.Attribute)):
-        node = node.value
-    return node.value if isinstance(node, cst.Name) else None
-
-
-def _state_parameter(ctx: Context, function: cst.FunctionDef, part: cst.BaseExpression) -> str | None:
-    """The parameter defaulting to None a part of a concatenation comes from: itself, an item or attribute of it,
-    or a local name bound from one (`past_key, past_value = layer_past`, `ck = cache.k`)."""
-    optional = ctx.memo("optional-parameters", function, lambda: _optional_parameters(function))
-    root = _root(part)
-    if root is None:
-        return None
-    if root in optional:  # rebinding it later (`past_key_value = (key, value)`) hands the grown state on
-        return root
-    for value in ctx.memo("unpacked", function, lambda: _unpacked(function)).get(root, ()):
-        source = _root(value)
-        if source in optional:
-            return source
-    return None
-
-
-def _unpacked(function: cst.FunctionDef) -> dict[str, list[cst.BaseExpression]]:
-    """Each local name and the values it is bound from, a tuple target's names included (`k, v = past`)."""
-    found: dict[str, list[cst.BaseExpression]] = {}
-
-    class Finder(cst.CSTVisitor):
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-            return node is function
-
-        def visit_Assign(self, node: cst.Assign) -> None:
-            for target in node.targets:
-                for name in target_names(target.target):
-                    found.setdefault(name.value, []).append(node.value)
-
-    visit(function, Finder())
-    return found
 
 
 def _attends(ctx: Context, function: cst.FunctionDef, name: str) -> bool:
@@ -302,11 +259,11 @@ def _an_input(ctx: Context, function: cst.FunctionDef, name: str) -> bool:
     """`name` is an optional input itself, or only ever bound from one and from its own earlier value (`h =
     hidden_states_ctrl`, then `h = torch.cat([h, skip])`, `h = block(h)`): what grows is that input, extended once
     a call (`prompt_embeds = torch.cat([negative_prompt_embeds, prompt_embeds])`), not keys added to a cache."""
-    optional = ctx.memo("optional-parameters", function, lambda: _optional_parameters(function))
+    optional = ctx.memo("optional-parameters", function, lambda: optional_parameters(function))
     if name in optional:
         return True
-    values = ctx.memo("unpacked", function, lambda: _unpacked(function)).get(name, ())
-    return bool(values) and all(_root(v) in optional or _reads(v, name) for v in values)
+    values = ctx.memo("unpacked", function, lambda: unpacked(function)).get(name, ())
+    return bool(values) and all(root(v) in optional or _reads(v, name) for v in values)
 
 
 def _reads(value: cst.BaseExpression, name: str) -> bool:
@@ -337,7 +294,7 @@ def _growth(ctx: Context, function: cst.FunctionDef, statement: cst.SimpleStatem
     if grown is None:
         return None
     name, call, parts = grown
-    state = next((s for p in parts if (s := _state_parameter(ctx, function, p)) is not None), None)
+    state = next((s for p in parts if (s := state_parameter(ctx, function, p)) is not None), None)
     return None if state is None else (name, state, call)
 
 

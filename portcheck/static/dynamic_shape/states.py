@@ -1,0 +1,66 @@
+"""Where the state a function grows comes from (PC213): a parameter defaulting to None that a caller passes back
+(`past_key_value`, `cache`), and the local names bound from it."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from portcheck.static.check import Context
+from portcheck.static.walk import visit
+
+
+def target_names(target: cst.BaseExpression) -> list[cst.Name]:
+    if isinstance(target, cst.Name):
+        return [target]
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [n for e in target.elements for n in target_names(e.value)]
+    return []
+
+
+def optional_parameters(function: cst.FunctionDef) -> frozenset[str]:
+    params = function.params
+    return frozenset(p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)
+                     if isinstance(p.default, cst.Name) and p.default.value == "None")
+
+
+def root(node: cst.BaseExpression) -> str | None:
+    """`past` of `past[0]`, `past.key`, `past.cached_kv[0]`."""
+    while isinstance(node, (cst.Subscript, cst.Attribute)):
+        node = node.value
+    return node.value if isinstance(node, cst.Name) else None
+
+
+def state_parameter(ctx: Context, function: cst.FunctionDef, part: cst.BaseExpression) -> str | None:
+    """The parameter defaulting to None a part of a concatenation comes from: itself, an item or attribute of it,
+    or a local name bound from one (`past_key, past_value = layer_past`, `ck = cache.k`)."""
+    optional = ctx.memo("optional-parameters", function, lambda: optional_parameters(function))
+    base = root(part)
+    if base is None:
+        return None
+    if base in optional:  # rebinding it later (`past_key_value = (key, value)`) hands the grown state on
+        return base
+    for value in ctx.memo("unpacked", function, lambda: unpacked(function)).get(base, ()):
+        source = root(value)
+        if source in optional:
+            return source
+    return None
+
+
+def unpacked(function: cst.FunctionDef) -> dict[str, list[cst.BaseExpression]]:
+    """Each local name and the values it is bound from, a tuple target's names included (`k, v = past`)."""
+    found: dict[str, list[cst.BaseExpression]] = {}
+
+    class Finder(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is function
+
+        def visit_Assign(self, node: cst.Assign) -> None:
+            for target in node.targets:
+                for name in target_names(target.target):
+                    found.setdefault(name.value, []).append(node.value)
+
+    visit(function, Finder())
+    return found
+
+
+__all__ = ["optional_parameters", "root", "state_parameter", "target_names", "unpacked"]
