@@ -1205,3 +1205,31 @@ def test_a_read_in_an_assert_message_only_words_the_error():
                 return x
         """, chip="inf2", stack="xla")
     assert (5, "PC701") not in found and found[(6, "PC701")] == Severity.WARNING
+
+
+def test_a_comparison_with_a_tensor_is_a_branch_on_its_value():
+    """`if score > 0.5:` with `score` bound to a tensor method's result, `if rand < accept_prob:`: Python asks the
+    tensor for a bool. A Python number, a shape and a host value compared stay quiet."""
+    found = severities("""\
+        import numpy as np
+        import torch
+
+        class M(torch.nn.Module):
+            def forward(self, x: torch.Tensor, n: int):
+                score = x.softmax(-1).max()
+                if score > 0.5:
+                    x = x * 2
+                if n > 3 or x.shape[0] > 2:
+                    x = x + 1
+                top = np.asarray(self.table).max()
+                if top > 1:
+                    x = x - 1
+                return x
+
+        def accept(energy, rand):
+            accept_prob = (-energy).exp().clamp(max=1.0)
+            return 1 if rand < accept_prob else 0
+        """)
+    assert found[(7, "PC208")] == Severity.WARNING
+    assert (9, "PC208") not in found and (12, "PC208") not in found
+    assert found[(18, "PC208")] == Severity.INFO  # a helper nothing in the scan calls

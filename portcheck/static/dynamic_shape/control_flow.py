@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 class TensorControlFlow(Rule):
     """## What it does
     Finds `if`, `while`, `assert` and conditional expressions inside `forward` whose test reads tensor data:
-    `if x.sum() > 0`, `if mask.any()`, `while (t < n).all()`, `if ids[0, 0] == bos`. A test that reads the value
+    `if x.sum() > 0`, `if mask.any()`, `while (t < n).all()`, `if ids[0, 0] == bos`, and a comparison with a name
+    bound to a tensor (`score = x.softmax(-1).max()`, then `if score > 0.5`). A test that reads the value
     into Python itself (`if t.item() == 0:`) is PC701's: the read is the cost, the branch is then on a Python
     number. Tests on shapes, dtypes,
     `None`, flags and configuration (`if x.dim() == 3`, `if self.training`) stay quiet. Reported as info: an
@@ -152,14 +153,15 @@ def check_control_flow(node: cst.If | cst.While | cst.Assert | cst.IfExp, ctx: C
 
         if isinstance(node, cst.Assert) or _only_raises(node):
             return
-        found = reads_tensor_values(ctx, node.test) or predicate_truth(ctx, node.test)  # before placing it
+        found = reads_tensor_values(ctx, node.test) or predicate_truth(ctx, node.test) or \
+            _compared(ctx, node.test, "helper")  # before placing it
         if found is not None and not _explicit(found) and read_place(ctx) == "helper":
             ctx.skip.add(id(found))
             message = _control_flow_message(ctx, _KEYWORDS[type(node)], found,
                                             "in code the model's `forward` or a training step calls")
+            value = _receiver(ctx, found) if isinstance(found, cst.Call) else found
             for requires in ("device", ELSEWHERE):  # info where neither a forward nor a step reaches it
-                report_compiled(ctx, TensorControlFlow, node.test, message, None, found, _receiver(ctx, found),
-                                requires)
+                report_compiled(ctx, TensorControlFlow, node.test, message, None, found, value, requires)
         return
     test = node.test
     keyword_ = _KEYWORDS[type(node)]
@@ -169,7 +171,7 @@ def check_control_flow(node: cst.If | cst.While | cst.Assert | cst.IfExp, ctx: C
     if read is not None:
         ctx.skip.add(id(read))
     else:
-        read = _tensor_element_comparison(test)
+        read = _tensor_element_comparison(test) or _compared(ctx, test, "forward")
         if read is None:
             return
     shown = " ".join(ctx.source(read).split())
@@ -188,8 +190,15 @@ def check_control_flow(node: cst.If | cst.While | cst.Assert | cst.IfExp, ctx: C
                    f"{_branch_effect(ctx)}; clamp unconditionally instead")
         report_compiled(ctx, TensorControlFlow, test, message, Severity.INFO, read)
         return
-    value = _receiver(ctx, read) if isinstance(read, cst.Call) else None
+    value = _receiver(ctx, read) if isinstance(read, cst.Call) else read if isinstance(read, cst.Name) else None
     report_compiled(ctx, TensorControlFlow, test, _control_flow_message(ctx, keyword_, read), None, read, value)
+
+
+def _compared(ctx: Context, test: cst.BaseExpression, place: str) -> cst.BaseExpression | None:
+    """A tensor the test compares (`if rand < accept_prob:`, `accept_prob` bound to a tensor method's result)."""
+    from portcheck.static.host_sync.tensors import compared_tensor, known_tensors  # host_sync reads sizes here
+
+    return compared_tensor(ctx, test, known_tensors(ctx, place))
 
 
 def _explicit(read: cst.CSTNode) -> bool:

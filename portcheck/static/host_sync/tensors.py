@@ -160,6 +160,26 @@ def module_tensors(ctx: Context) -> frozenset[str]:
     return ctx.memo("module-tensors", cls, compute)
 
 
+def compared_tensor(ctx: Context, test: cst.BaseExpression,
+                    tensors: set[str] | frozenset[str]) -> cst.BaseExpression | None:
+    """The tensor a test compares, which Python then asks for a bool: `if rand < accept_prob:` with `accept_prob`
+    bound to `(-d).exp().clamp(max=1.0)`, an operand of `and` / `or` / `not` so made. Certainly a tensor
+    (`is_tensor`); identity and membership tests (`is None`, `in`) read no value."""
+    todo = [test]
+    while todo:
+        part = todo.pop()
+        if isinstance(part, cst.UnaryOperation) and isinstance(part.operator, cst.Not):
+            todo.append(part.expression)
+        elif isinstance(part, cst.BooleanOperation):
+            todo.extend((part.right, part.left))
+        elif isinstance(part, cst.Comparison) and not any(
+                isinstance(c.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for c in part.comparisons):
+            for side in (part.left, *(c.comparator for c in part.comparisons)):
+                if is_tensor(ctx, side, tensors):
+                    return side
+    return None
+
+
 def formats_tensor(ctx: Context, node: cst.BaseExpression,
                    tensors: set[str] | frozenset[str]) -> cst.BaseExpression | None:
     """The tensor a `print` argument formats: itself, an f-string field, a `%` or `.format()` argument."""

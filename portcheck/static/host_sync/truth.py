@@ -9,11 +9,13 @@ import libcst as cst
 from portcheck.static.check import Context, check
 from portcheck.static.host_sync.place import read_place
 from portcheck.static.host_sync.reads import HostValueRead, read_message
+from portcheck.static.host_sync.tensors import compared_tensor, known_tensors
+from portcheck.static.scope import host_value
 from portcheck.static.syntax import block_body, call_name, small_statements
 from portcheck.static.values import PREDICATES, REDUCTIONS, predicate_truth, reads_tensor_values
 
 TOKENS = (*(f"{name}(" for name in sorted(REDUCTIONS - {"item"})),
-          *(f"{name.rsplit('.', 1)[1]}(" for name in sorted(PREDICATES)))
+          *(f"{name.rsplit('.', 1)[1]}(" for name in sorted(PREDICATES)), "backward")
 _KEYWORDS = {cst.If: "if", cst.While: "while"}
 
 
@@ -31,10 +33,11 @@ def _only_raises(node: cst.If | cst.While) -> bool:
 def check_step_test(node: cst.If | cst.While, ctx: Context) -> None:
     if ctx.in_forward or _only_raises(node):
         return
-    read = reads_tensor_values(ctx, node.test) or predicate_truth(ctx, node.test)
-    if read is None or call_name(read) in ("item", "tolist") or id(read) in ctx.skip:
+    read = reads_tensor_values(ctx, node.test) or predicate_truth(ctx, node.test) or compared_tensor(
+        ctx, node.test, known_tensors(ctx, "step"))
+    if read is None or (isinstance(read, cst.Call) and call_name(read) in ("item", "tolist")) or id(read) in ctx.skip:
         return  # `if t.item() > 0:` is the read's own finding
-    if read_place(ctx, node.test) != "step":
+    if read_place(ctx, node.test) != "step" or (not isinstance(read, cst.Call) and host_value(ctx, read)):
         return
     shown = " ".join(ctx.source(read).split())
     message, severity = read_message(
