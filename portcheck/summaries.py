@@ -65,7 +65,8 @@ class Summary:
 
 # Finding.requires of a size a function of another file (or a method) returns (`torch.split(x, sizes(t))`): kept
 # where the call graph finds that every function the name may be reads its parameter's data into Python
-# (portcheck.static.semantic.summary.READS).
+# (portcheck.static.semantic.summary.READS). A second line, where present, is what the finding then requires as well
+# ("forward", "step", ELSEWHERE).
 READS_OF = "reads:"
 # Finding.requires of a candidate kept, as info, only where no forward and no training step reaches its function
 # and the call graph does not place it host-side, in set-up or on a path Neuron never runs: the other candidates of

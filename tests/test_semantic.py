@@ -187,10 +187,10 @@ def test_a_host_read_in_a_helper_counts_where_forward_calls_it(tmp_path):
         import torch
 
         def count(mask: torch.Tensor):
-            return mask.sum().item()
+            return mask.sum().item() + 0
 
         def unused(mask: torch.Tensor):
-            return mask.sum().item()
+            return mask.sum().item() + 0
         """, "model.py": """\
         import torch
         from helpers import count
@@ -359,10 +359,10 @@ def test_a_host_read_in_a_helper_a_training_step_calls_is_worded_for_the_step(tm
         import torch
 
         def entropy(logits: torch.Tensor):
-            return (logits.softmax(-1) * logits).sum().item()
+            return (logits.softmax(-1) * logits).sum().item() + 0
 
         def idle(logits: torch.Tensor):
-            return logits.sum().item()
+            return logits.sum().item() + 0
 
         class Trainer:
             def training_step(self, model, batch):
@@ -397,7 +397,7 @@ def test_the_call_method_of_a_torch_module_runs_the_model(tmp_path):
 
         class Transform:
             def __call__(self, x: torch.Tensor):
-                return x.sum().item()
+                return x.sum().item() + 0
         """})
     found = _scan(tmp_path, "inf2", "xla")
     assert found[("pkg/strategy.py", 6, "PC701")] == Severity.WARNING  # reads a tensor's value every call
@@ -749,10 +749,10 @@ def test_a_forward_of_a_class_that_is_no_module_starts_no_device_step(tmp_path):
             """,
         "pkg/helpers.py": """\
             def count(mask):
-                return mask.sum().item()
+                return mask.sum().item() + 0
 
             def total(mask):
-                return mask.sum().item()
+                return mask.sum().item() + 0
             """,
         "pkg/use.py": """\
             import pkg
@@ -1360,3 +1360,31 @@ def test_a_loop_that_steps_each_of_its_optimizers_is_the_training_loop(tmp_path)
     assert found[("train.py", 13, "PC701")] == Severity.WARNING
     assert ("train.py", 5, "PC701") not in found and ("train.py", 9, "PC701") not in found
     assert _scan(tmp_path)[("train.py", 13, "PC701")] == Severity.INFO  # native: a sync, advice
+
+
+def test_a_helper_that_returns_its_arguments_value_is_read_where_it_is_called(tmp_path):
+    """`torch_item(loss)` with `def torch_item(x): return x if isinstance(x, Number) else x.item()`: the read is
+    reported at each call that hands it a tensor (worded for the training loop, or info where nothing places the
+    caller), and not inside the helper; a call with a host value reads nothing."""
+    _tree(tmp_path, {"util.py": """\
+        import numbers
+
+        def torch_item(x):
+            return x if isinstance(x, numbers.Number) else x.item()
+        """, "train.py": """\
+        from util import torch_item
+
+        def train(model, loader, optimizer):
+            for batch in loader:
+                loss = model(batch)
+                loss.backward()
+                optimizer.step()
+                print(torch_item(loss), torch_item(3.0))
+
+        def elbo(sites):
+            return sum(torch_item(site["log_prob"]) for site in sites)
+        """})
+    found = _scan(tmp_path, "trn1", "xla")
+    assert found[("train.py", 8, "PC701")] == Severity.WARNING
+    assert found[("train.py", 11, "PC701")] == Severity.INFO
+    assert not any(path == "util.py" for path, _, _ in found)

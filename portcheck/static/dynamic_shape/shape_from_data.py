@@ -123,13 +123,13 @@ def _operand_read(ctx: Context, node: cst.BaseExpression, depth: int) -> cst.Cal
 _NOT_HELPERS = ("torch.", "numpy.", "math.", "builtins.")
 
 
-def _project_helper(ctx: Context, node: cst.BaseExpression, depth: int = 0) -> str | None:
+def project_helper(ctx: Context, node: cst.BaseExpression, depth: int = 0) -> str | None:
     """The dotted name (`sizes`, `utils.sizes`, `self.lengths`) of a project function that computes `node`,
     directly or through a local name bound once, given a value not known to be on the host: what the call graph
     may find to be a helper that reads tensor data (every `return` of it does: summary.READS)."""
     if isinstance(node, cst.Name) and depth < 2:
         bound = ctx.constant(node)
-        return _project_helper(ctx, bound[1], depth + 1) if bound is not None else None
+        return project_helper(ctx, bound[1], depth + 1) if bound is not None else None
     if not isinstance(node, cst.Call) or not node.args:
         return None
     name = dotted_name(node.func)
@@ -173,7 +173,7 @@ def report_shape_from_data(ctx: Context, node: cst.Call) -> None:
             shown = ctx.source(arg.value) if isinstance(arg.value, cst.Name) else ctx.source(read)
             report_compiled(ctx, ShapeFromData, node, shown=" ".join(shown.split()))
             return
-        helper = _project_helper(ctx, arg.value)
+        helper = project_helper(ctx, arg.value)
         if helper is not None:
             shown = " ".join(ctx.source(arg.value).split())
             report_compiled(ctx, ShapeFromData, node, requires=f"{READS_OF}{helper}", shown=shown)
@@ -196,7 +196,7 @@ def report_slice_from_data(ctx: Context, node: cst.Subscript) -> None:
                 shown = ctx.source(bound) if isinstance(bound, cst.Name) else ctx.source(read)
                 report_compiled(ctx, ShapeFromData, node, value=node.value, shown=" ".join(shown.split()))
                 return
-            helper = _project_helper(ctx, bound)
+            helper = project_helper(ctx, bound)
             if helper is not None:
                 report_compiled(ctx, ShapeFromData, node, value=node.value, requires=f"{READS_OF}{helper}",
                                 shown=" ".join(ctx.source(bound).split()))

@@ -42,6 +42,7 @@ from portcheck.static.semantic.summary import (
     ONCE,
     ONCE_GUARD,
     PROBE,
+    READS,
     STEP,
     VENDOR,
     VENDOR_GUARD,
@@ -276,12 +277,16 @@ def apply(results: list[FileResult], whole: bool = False) -> tuple[list[FileResu
         nodes = project.files[result.path][2]
         for finding in result.findings:
             holders = enclosing(nodes, finding.line)
+            if finding.code == "PC701" and len(holders) == 1 and READS in holders[0].function.roles \
+                    and not finding.requires.startswith(READS_OF):
+                continue  # `return t.item()` of a helper: each call that hands it a tensor is reported instead
             if finding.requires.startswith(READS_OF):
-                if not project.reads_data(finding.requires[len(READS_OF):], result.path,
-                                          holders[-1] if holders else None):
+                # `reads:NAME`, or `reads:NAME` and a line with what the code's place must also be
+                name, _, then = finding.requires[len(READS_OF):].partition("\n")
+                if not project.reads_data(name, result.path, holders[-1] if holders else None):
                     continue
-                finding = replace(finding, requires="")
-            elif finding.requires == ELSEWHERE:
+                finding = replace(finding, requires=then)
+            if finding.requires == ELSEWHERE:
                 kept = _elsewhere(project, found, result, finding, holders, whole)
                 if kept is None:
                     continue

@@ -50,9 +50,27 @@ def statements_in(node: ast.AST) -> list[ast.stmt]:
     return found
 
 
+def _read_of(value: ast.expr | None, params: set[str]) -> str | None:
+    """"read" for a value that reads a parameter's data into Python (`t.tolist()`, `int(t.max().item())`), "same"
+    for a parameter itself, else None."""
+    if isinstance(value, ast.Name) and value.id in params:
+        return "same"
+    while (isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in _WRAPPERS
+           and len(value.args) == 1):
+        value = value.args[0]
+    if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)
+            and value.func.attr in ("item", "tolist") and not value.args):
+        return None
+    root: ast.expr = value.func.value
+    while isinstance(root, (ast.Attribute, ast.Subscript, ast.Call)):
+        root = root.func if isinstance(root, ast.Call) else root.value
+    return "read" if isinstance(root, ast.Name) and root.id in params else None
+
+
 def returns_read(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     """Every `return` of `function` (one at least; nested functions have their own) reads the data of one of its
-    parameters into Python: `return t.tolist()`, `return int(t.max().item())`, `return self.counts.tolist()`."""
+    parameters into Python: `return t.tolist()`, `return int(t.max().item())`, `return self.counts.tolist()`, or
+    passes a parameter through on one side of a conditional (`return x if isinstance(x, float) else x.item()`)."""
     arguments = function.args
     params = {a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)}
     found = False
@@ -63,16 +81,10 @@ def returns_read(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
             continue
         if isinstance(node, ast.Return):
             value = node.value
-            while (isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in _WRAPPERS
-                   and len(value.args) == 1):
-                value = value.args[0]
-            if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)
-                    and value.func.attr in ("item", "tolist") and not value.args):
-                return False
-            root: ast.expr = value.func.value
-            while isinstance(root, (ast.Attribute, ast.Subscript, ast.Call)):
-                root = root.func if isinstance(root, ast.Call) else root.value
-            if not (isinstance(root, ast.Name) and root.id in params):
+            # `return x if isinstance(x, Number) else x.item()`: a value already in Python passes through
+            sides = [value.body, value.orelse] if isinstance(value, ast.IfExp) else [value]
+            kinds = [_read_of(side, params) for side in sides]
+            if None in kinds or "read" not in kinds:
                 return False
             found = True
             continue

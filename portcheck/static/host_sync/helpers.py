@@ -1,0 +1,57 @@
+"""A call of a project function that returns its argument's value in Python (PC701): `torch_item(loss)` with
+`def torch_item(x): return x if isinstance(x, Number) else x.item()`, `to_list(ids)`. The read happens inside the
+helper, but the call is where a tensor is handed to it, and where the fix goes: reported at the call, kept where
+the project's call graph finds that every function the name may be reads its parameter's data
+(summary.READS); the call graph drops the read inside such a helper (a function of its own, not one nested in
+another), which its calls now speak for."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from portcheck.static.check import Context, check
+from portcheck.static.dynamic_shape.shape_from_data import project_helper
+from portcheck.static.host_sync.place import quiet_calls, read_place
+from portcheck.static.host_sync.reads import HostValueRead, read_message
+from portcheck.static.host_sync.sizes import bound_to_a_size
+from portcheck.summaries import ELSEWHERE, READS_OF
+
+# place -> (wording, what the call graph must settle besides the helper's read) for each candidate
+_CANDIDATES = {"helper": (("helper", "forward"), ("step-helper", "step"), ("elsewhere", ELSEWHERE))}
+_FIXES = {
+    "step": ("accumulate on the device (`total += loss.detach()`) and read it in `xm.add_step_closure(...)` or after "
+             "`xm.mark_step()`", "accumulate on the device (`total += loss.detach()`) and read it once per logging "
+                                 "interval"),
+}
+_MODEL_FIX = "keep the value on the device (tensor ops, `torch.where`) or compute it outside the model"
+
+
+# Every call may be one: the token every call holds
+@check(cst.Call, rules=(HostValueRead,), tokens=("(",))
+def check_reading_helper(node: cst.Call, ctx: Context) -> None:
+    if not node.args or not ctx.functions or id(node) in ctx.skip:
+        return
+    helper = project_helper(ctx, node)
+    if helper is None or id(node) in quiet_calls(ctx) or _local(ctx, helper):
+        return
+    place = read_place(ctx, node)
+    if place is None or bound_to_a_size(ctx):
+        return
+    shown = " ".join(ctx.source(node).split())
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    for where, then in _CANDIDATES.get(place, ((place, ""),)):
+        fix_xla, fix_native = _FIXES.get(where, (_MODEL_FIX, _MODEL_FIX))
+        message, severity = read_message(
+            ctx, f"`{shown}` reads a tensor value on the host (`{helper}` returns its argument's value in Python)",
+            where, fix_xla, fix_native, True)
+        ctx.report(HostValueRead, node, message, severity, requires=f"{READS_OF}{helper}\n{then}")
+
+
+def _local(ctx: Context, name: str) -> bool:
+    """`name` is a function defined in one of the functions around the call: its own read is reported where it is
+    (inside `forward` when `forward` defines it), not again at each call."""
+    return any(isinstance(statement, cst.FunctionDef) and statement.name.value == name
+               for function in ctx.functions for statement in function.body.body)
+
+
+__all__ = ["check_reading_helper"]
