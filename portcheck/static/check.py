@@ -22,6 +22,7 @@ from portcheck.rules import VALUE_CATEGORIES, Rule
 from portcheck.static.names import Names, Scope
 from portcheck.static.params import assigned, branch_parameter, default_read, param_roots
 from portcheck.static.walk import parents_of
+from portcheck.summaries import Summary
 
 
 @dataclass(frozen=True)
@@ -124,6 +125,8 @@ class Context:
         self.sdk = sdk or load().newest_sdk  # the Neuron SDK release whose facts apply
         self.enabled = enabled
         self.names = Names(module)
+        # what the file's summary says of its own functions (portcheck.static.semantic.summary), where one was made
+        self.summary: Summary | None = None
         self.hits: list[Hit] = []
         self.statements: list[cst.CSTNode] = []
         self.scopes: list[Scope] = []

@@ -52,6 +52,7 @@ from portcheck.static.semantic.summary import summarise
 from portcheck.static.source import SourceError, decode
 from portcheck.static.suppression import apply_suppressions, file_result, might_hold_suppression, parse_comment
 from portcheck.static.walk import STATEMENTS, walk
+from portcheck.summaries import Summary
 
 registry()  # importing the rule modules registers their checks
 
@@ -263,9 +264,9 @@ def _analyse_python(text: str, path: str, chip: str, stack: str, enabled: frozen
     # the walks recurse once a link: on the parse's stack
     if links > DEEP_CHAIN or link_count(text) > DEEP_CHAIN or operator_count(text) > DEEP_OPERATORS:
         analysed = on_parse_stack(lambda: _analyse_tree(module, tree, text, path, chip, stack, enabled, sdk, table,
-                                                        may_suppress), recursion=DEEP_RECURSION)
+                                                        may_suppress, summary), recursion=DEEP_RECURSION)
     else:
-        analysed = _analyse_tree(module, tree, text, path, chip, stack, enabled, sdk, table, may_suppress)
+        analysed = _analyse_tree(module, tree, text, path, chip, stack, enabled, sdk, table, may_suppress, summary)
     return replace(analysed, summary=summary)
 
 
@@ -278,8 +279,10 @@ DEEP_RECURSION = 4 * MAX_FLAT_LINKS  # Python frames: a walk of a chain at the l
 
 
 def _analyse_tree(module: cst.Module, tree: ast.Module, text: str, path: str, chip: str, stack: str,
-                  enabled: frozenset[str], sdk: str, table: _Table, may_suppress: bool) -> FileResult:
+                  enabled: frozenset[str], sdk: str, table: _Table, may_suppress: bool,
+                  summary: Summary | None = None) -> FileResult:
     ctx = Context(module, chip, stack, enabled, text, path, sdk)
+    ctx.summary = summary
     comments: _Comments | None = [] if may_suppress else None
     _traverse(module, ctx, table, comments)
     if ctx.hits:

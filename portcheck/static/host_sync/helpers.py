@@ -7,6 +7,8 @@ another), which its calls now speak for."""
 
 from __future__ import annotations
 
+import builtins
+
 import libcst as cst
 
 from portcheck.static.check import Context, check
@@ -14,7 +16,8 @@ from portcheck.static.dynamic_shape.shape_from_data import project_helper
 from portcheck.static.host_sync.place import quiet_calls, read_place
 from portcheck.static.host_sync.reads import HostValueRead, read_message
 from portcheck.static.host_sync.sizes import bound_to_a_size
-from portcheck.summaries import ELSEWHERE, READS_OF
+from portcheck.static.semantic.summary import READS
+from portcheck.summaries import ELSEWHERE, READS_OF, Summary
 
 # place -> (wording, what the call graph must settle besides the helper's read) for each candidate
 _CANDIDATES = {"helper": (("helper", "forward"), ("step-helper", "step"), ("elsewhere", ELSEWHERE))}
@@ -23,13 +26,17 @@ _FIXES = {
              "`xm.mark_step()`", "accumulate on the device (`total += loss.detach()`) and read it once per logging "
                                  "interval"),
 }
+_BUILTINS = frozenset(dir(builtins))
 _MODEL_FIX = "keep the value on the device (tensor ops, `torch.where`) or compute it outside the model"
 
 
 # Every call may be one: the token every call holds
 @check(cst.Call, rules=(HostValueRead,), tokens=("(",))
 def check_reading_helper(node: cst.Call, ctx: Context) -> None:
-    if not node.args or not ctx.functions or id(node) in ctx.skip:
+    func = node.func
+    if not node.args or not isinstance(func, cst.Name) or not func.value[:1].islower() or not ctx.functions:
+        return  # a function by its own name (not a method, not a class): what a helper of the project is called by
+    if func.value in _BUILTINS or id(node) in ctx.skip or not _may_read(ctx, func):
         return
     helper = project_helper(ctx, node)
     if helper is None or id(node) in quiet_calls(ctx) or _local(ctx, helper):
@@ -45,6 +52,22 @@ def check_reading_helper(node: cst.Call, ctx: Context) -> None:
             ctx, f"`{shown}` reads a tensor value on the host (`{helper}` returns its argument's value in Python)",
             where, fix_xla, fix_native, True)
         ctx.report(HostValueRead, node, message, severity, requires=f"{READS_OF}{helper}\n{then}")
+
+
+def _may_read(ctx: Context, func: cst.Name) -> bool:
+    """`func` may name a helper that reads its argument: a function of this file that does (its summary says so),
+    or a name the file imports, which the call graph settles. A function of this file that does not, and a name
+    bound otherwise (a local callable), cannot."""
+    summary = ctx.summary
+    if summary is None:
+        return False  # a file analysed in parts: no summary, no call graph
+    reading = ctx.memo("reading-functions", ctx.module, lambda: _own_functions(summary))
+    own = reading.get(func.value)
+    return own if own is not None else func.value in ctx.names.aliases
+
+
+def _own_functions(summary: Summary) -> dict[str, bool]:
+    return {f.name: READS in f.roles for f in summary.functions if "." not in f.name}
 
 
 def _local(ctx: Context, name: str) -> bool:
