@@ -1388,3 +1388,24 @@ def test_a_helper_that_returns_its_arguments_value_is_read_where_it_is_called(tm
     assert found[("train.py", 8, "PC701")] == Severity.WARNING
     assert found[("train.py", 11, "PC701")] == Severity.INFO
     assert not any(path == "util.py" for path, _, _ in found)
+
+
+def test_a_check_on_a_tensor_in_a_helper_of_forward_is_info(tmp_path):
+    """`assert x.size(1) <= lengths.max()` or `if torch.isnan(x).any(): raise` in a helper `forward` calls reads
+    the tensor on the host, as in `forward` itself: info, since it only guards an error."""
+    _tree(tmp_path, {"model.py": """\
+        import torch
+
+        def encode(x, lengths):
+            assert x.size(1) <= lengths.max()
+            if torch.isnan(x).any():
+                raise ValueError("nan")
+            return x
+
+        class Net(torch.nn.Module):
+            def forward(self, x, lengths):
+                return encode(x, lengths)
+        """})
+    found = _scan(tmp_path, "inf2", "xla")
+    assert found[("model.py", 4, "PC208")] == Severity.INFO
+    assert found[("model.py", 5, "PC208")] == Severity.INFO

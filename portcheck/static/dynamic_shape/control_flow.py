@@ -148,20 +148,21 @@ def _float16_only(ctx: Context, test: cst.BaseExpression, read: cst.CSTNode) -> 
 def check_control_flow(node: cst.If | cst.While | cst.Assert | cst.IfExp, ctx: Context) -> None:
     if not ctx.in_forward:
         # elsewhere only in a function the project's call graph puts in the device step (a helper of forward, a
-        # loss, a training step), and only for a branch that does work (not a check that raises)
+        # loss, a training step); a check that raises is info there, as in `forward`
         from portcheck.static.host_sync.place import read_place  # host_sync reads dynamic_shape's sizes
 
-        if isinstance(node, cst.Assert) or _only_raises(node):
-            return
         found = reads_tensor_values(ctx, node.test) or predicate_truth(ctx, node.test) or \
             _compared(ctx, node.test, "helper")  # before placing it
         if found is not None and not _explicit(found) and read_place(ctx) == "helper":
             ctx.skip.add(id(found))
-            message = _control_flow_message(ctx, _KEYWORDS[type(node)], found,
-                                            "in code the model's `forward` or a training step calls")
+            where = "in code the model's `forward` or a training step calls"
+            checks = isinstance(node, cst.Assert) or _only_raises(node)  # a check: info, as in `forward`
+            message = _check_message(ctx, _KEYWORDS[type(node)], found, where) if checks else \
+                _control_flow_message(ctx, _KEYWORDS[type(node)], found, where)
             value = _receiver(ctx, found) if isinstance(found, cst.Call) else found
             for requires in ("device", ELSEWHERE):  # info where neither a forward nor a step reaches it
-                report_compiled(ctx, TensorControlFlow, node.test, message, None, found, value, requires)
+                report_compiled(ctx, TensorControlFlow, node.test, message, Severity.INFO if checks else None, found,
+                                value, requires)
         return
     test = node.test
     keyword_ = _KEYWORDS[type(node)]
@@ -176,12 +177,7 @@ def check_control_flow(node: cst.If | cst.While | cst.Assert | cst.IfExp, ctx: C
             return
     shown = " ".join(ctx.source(read).split())
     if isinstance(node, cst.Assert) or _only_raises(node):
-        where = ("`torch.compile` breaks the graph there" if ctx.stack == "native"
-                 else "`torch_neuronx.trace` checks only the example")
-        message = (f"`{keyword_}` on a tensor value (`{shown}`) inside `forward` only guards an error: it reads "
-                   f"the tensor on the host and {where}; validate inputs before calling the model, or drop the "
-                   "check")
-        report_compiled(ctx, TensorControlFlow, test, message, Severity.INFO, read)
+        report_compiled(ctx, TensorControlFlow, test, _check_message(ctx, keyword_, read), Severity.INFO, read)
         return
     fp16 = _float16_only(ctx, test, read)
     if fp16 is not None:
@@ -199,6 +195,14 @@ def _compared(ctx: Context, test: cst.BaseExpression, place: str) -> cst.BaseExp
     from portcheck.static.host_sync.tensors import compared_tensor, known_tensors  # host_sync reads sizes here
 
     return compared_tensor(ctx, test, known_tensors(ctx, place))
+
+
+def _check_message(ctx: Context, keyword_: str, read: cst.CSTNode, where: str = "inside `forward`") -> str:
+    shown = " ".join(ctx.source(read).split())
+    effect = ("`torch.compile` breaks the graph there" if ctx.stack == "native"
+              else "`torch_neuronx.trace` checks only the example")
+    return (f"`{keyword_}` on a tensor value (`{shown}`) {where} only guards an error: it reads the tensor on the "
+            f"host and {effect}; validate inputs before calling the model, or drop the check")
 
 
 def _explicit(read: cst.CSTNode) -> bool:
