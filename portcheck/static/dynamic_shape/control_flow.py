@@ -154,9 +154,10 @@ def check_control_flow(node: cst.If | cst.While | cst.Assert | cst.IfExp, ctx: C
         found = reads_tensor_values(ctx, node.test) or predicate_truth(ctx, node.test) or \
             _compared(ctx, node.test, "helper")  # before placing it
         if found is not None and not _explicit(found) and read_place(ctx) == "helper":
-            ctx.skip.add(id(found))
-            where = "in code the model's `forward` or a training step calls"
             checks = isinstance(node, cst.Assert) or _only_raises(node)  # a check: info, as in `forward`
+            if not checks:
+                ctx.skip.add(id(found))  # the branch is the problem; a check's read stays the host read's (PC701)
+            where = "in code the model's `forward` or a training step calls"
             message = _check_message(ctx, _KEYWORDS[type(node)], found, where) if checks else \
                 _control_flow_message(ctx, _KEYWORDS[type(node)], found, where)
             value = _receiver(ctx, found) if isinstance(found, cst.Call) else found
