@@ -7,7 +7,7 @@ Every answer errs towards "don't know": a check that cannot tell stays quiet.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import libcst as cst
 
@@ -348,8 +348,9 @@ PREDICATES = frozenset(f"torch.{n}" for n in ("isnan", "isinf", "isfinite", "isn
                                                "logical_and", "logical_or", "logical_not", "logical_xor"))
 
 
-def predicate_truth(ctx: Context, test: cst.BaseExpression) -> cst.Call | None:
-    """The torch predicate a test takes the truth of: the test itself, `not` it, or an operand of `and` / `or`."""
+def truth_operands(test: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
+    """What a test takes the truth of, in the order Python evaluates it: the test itself, what `not` negates, the
+    operands of `and` / `or`."""
     todo = [test]
     while todo:
         part = todo.pop()
@@ -357,9 +358,14 @@ def predicate_truth(ctx: Context, test: cst.BaseExpression) -> cst.Call | None:
             todo.append(part.expression)
         elif isinstance(part, cst.BooleanOperation):
             todo.extend((part.right, part.left))  # the left operand first, as Python evaluates it
-        elif isinstance(part, cst.Call) and ctx.qualname(part.func) in PREDICATES:
-            return part
-    return None
+        else:
+            yield part
+
+
+def predicate_truth(ctx: Context, test: cst.BaseExpression) -> cst.Call | None:
+    """The torch predicate a test takes the truth of: the test itself, `not` it, or an operand of `and` / `or`."""
+    return next((part for part in truth_operands(test)
+                 if isinstance(part, cst.Call) and ctx.qualname(part.func) in PREDICATES), None)
 
 
 __all__ = [
@@ -380,5 +386,6 @@ __all__ = [
     "predicate_truth",
     "reads_tensor_values",
     "skipped_when_compiling",
+    "truth_operands",
     "under_type_checking",
 ]

@@ -9,6 +9,7 @@ import libcst as cst
 from portcheck.static.check import Context
 from portcheck.static.host_sync.place import enclosing_loops
 from portcheck.static.syntax import call_name, keyword, positional, self_attribute, string_value
+from portcheck.static.values import truth_operands
 from portcheck.static.walk import visit
 
 VALUE_READS = ("item", "tolist")  # the value as a Python number or list
@@ -165,14 +166,8 @@ def compared_tensor(ctx: Context, test: cst.BaseExpression,
     """The tensor a test compares, which Python then asks for a bool: `if rand < accept_prob:` with `accept_prob`
     bound to `(-d).exp().clamp(max=1.0)`, an operand of `and` / `or` / `not` so made. Certainly a tensor
     (`is_tensor`); identity and membership tests (`is None`, `in`) read no value."""
-    todo = [test]
-    while todo:
-        part = todo.pop()
-        if isinstance(part, cst.UnaryOperation) and isinstance(part.operator, cst.Not):
-            todo.append(part.expression)
-        elif isinstance(part, cst.BooleanOperation):
-            todo.extend((part.right, part.left))
-        elif isinstance(part, cst.Comparison) and not any(
+    for part in truth_operands(test):
+        if isinstance(part, cst.Comparison) and not any(
                 isinstance(c.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for c in part.comparisons):
             for side in (part.left, *(c.comparator for c in part.comparisons)):
                 if is_tensor(ctx, side, tensors):
