@@ -175,3 +175,17 @@ def binds(target: cst.CSTNode, name: str) -> bool:
     if isinstance(target, cst.StarredElement):
         return binds(target.value, name)
     return False
+
+
+def only_raises(node: cst.CSTNode) -> bool:
+    """`if <test>: raise ...` with no `else`: a check in disguise, like `assert`."""
+    if not isinstance(node, cst.If) or node.orelse is not None:
+        return False
+    if isinstance(node.body, cst.SimpleStatementSuite):
+        smalls = list(node.body.body)
+    else:
+        lines = block_body(node.body)  # an IndentedBlock's statements
+        if not all(isinstance(line, cst.SimpleStatementLine) for line in lines):
+            return False
+        smalls = list(small_statements(lines))
+    return bool(smalls) and all(isinstance(small, cst.Raise) for small in smalls)

@@ -10,7 +10,7 @@ from portcheck.findings import Severity
 from portcheck.rules import EVERYWHERE, Pass, Rule, rule
 from portcheck.static.check import Context, check
 from portcheck.static.dynamic_shape.reach import report_compiled
-from portcheck.static.syntax import block_body, call_name, small_statements
+from portcheck.static.syntax import call_name, only_raises
 from portcheck.static.values import PREDICATES, REDUCTIONS, and_operands, predicate_truth, reads_tensor_values
 from portcheck.summaries import ELSEWHERE
 
@@ -115,20 +115,6 @@ def _tensor_element_comparison(node: cst.BaseExpression) -> cst.CSTNode | None:
     return None
 
 
-def _only_raises(node: cst.CSTNode) -> bool:
-    """`if <test>: raise ...`: a check in disguise, like `assert`."""
-    if not isinstance(node, cst.If) or node.orelse is not None:
-        return False
-    if isinstance(node.body, cst.SimpleStatementSuite):
-        smalls = list(node.body.body)
-    else:
-        lines = block_body(node.body)  # an IndentedBlock's statements
-        if not all(isinstance(line, cst.SimpleStatementLine) for line in lines):
-            return False
-        smalls = list(small_statements(lines))
-    return bool(smalls) and all(isinstance(small, cst.Raise) for small in smalls)
-
-
 def _float16_only(ctx: Context, test: cst.BaseExpression, read: cst.CSTNode) -> str | None:
     """`x.dtype == torch.float16 and torch.isinf(x).any()`: the read happens only for float16 tensors (the
     fp16 overflow clamp); in bfloat16 or float32 the test stops at the dtype check. The dtype test, or None."""
@@ -154,7 +140,7 @@ def check_control_flow(node: cst.If | cst.While | cst.Assert | cst.IfExp, ctx: C
         found = reads_tensor_values(ctx, node.test) or predicate_truth(ctx, node.test) or \
             _compared(ctx, node.test, "helper")  # before placing it
         if found is not None and not _explicit(found) and read_place(ctx) == "helper":
-            checks = isinstance(node, cst.Assert) or _only_raises(node)  # a check: info, as in `forward`
+            checks = isinstance(node, cst.Assert) or only_raises(node)  # a check: info, as in `forward`
             if not checks:
                 ctx.skip.add(id(found))  # the branch is the problem; a check's read stays the host read's (PC701)
             where = "in code the model's `forward` or a training step calls"
@@ -177,7 +163,7 @@ def check_control_flow(node: cst.If | cst.While | cst.Assert | cst.IfExp, ctx: C
         if read is None:
             return
     shown = " ".join(ctx.source(read).split())
-    if isinstance(node, cst.Assert) or _only_raises(node):
+    if isinstance(node, cst.Assert) or only_raises(node):
         report_compiled(ctx, TensorControlFlow, test, _check_message(ctx, keyword_, read), Severity.INFO, read)
         return
     fp16 = _float16_only(ctx, test, read)

@@ -14,20 +14,12 @@ import libcst as cst
 from portcheck.static.check import Context, check
 from portcheck.static.dynamic_shape.shape_from_data import project_helper
 from portcheck.static.host_sync.place import quiet_calls, read_place
-from portcheck.static.host_sync.reads import HostValueRead, read_message
+from portcheck.static.host_sync.reads import HostValueRead, report_read
 from portcheck.static.host_sync.sizes import bound_to_a_size
 from portcheck.static.semantic.summary import READS
-from portcheck.summaries import ELSEWHERE, READS_OF, Summary
+from portcheck.summaries import Summary
 
-# place -> (wording, what the call graph must settle besides the helper's read) for each candidate
-_CANDIDATES = {"helper": (("helper", "forward"), ("step-helper", "step"), ("elsewhere", ELSEWHERE))}
-_FIXES = {
-    "step": ("accumulate on the device (`total += loss.detach()`) and read it in `xm.add_step_closure(...)` or after "
-             "`xm.mark_step()`", "accumulate on the device (`total += loss.detach()`) and read it once per logging "
-                                 "interval"),
-}
 _BUILTINS = frozenset(dir(builtins))
-_MODEL_FIX = "keep the value on the device (tensor ops, `torch.where`) or compute it outside the model"
 
 
 # Every call may be one: the token every call holds
@@ -44,14 +36,7 @@ def check_reading_helper(node: cst.Call, ctx: Context) -> None:
     place = read_place(ctx, node)
     if place is None or bound_to_a_size(ctx):
         return
-    shown = " ".join(ctx.source(node).split())
-    shown = shown if len(shown) <= 60 else shown[:57] + "..."
-    for where, then in _CANDIDATES.get(place, ((place, ""),)):
-        fix_xla, fix_native = _FIXES.get(where, (_MODEL_FIX, _MODEL_FIX))
-        message, severity = read_message(
-            ctx, f"`{shown}` reads a tensor value on the host (`{helper}` returns its argument's value in Python)",
-            where, fix_xla, fix_native, True)
-        ctx.report(HostValueRead, node, message, severity, requires=f"{READS_OF}{helper}\n{then}")
+    report_read(ctx, HostValueRead, node, place, through=helper)
 
 
 def _may_read(ctx: Context, func: cst.Name) -> bool:

@@ -23,7 +23,7 @@ from portcheck.static.host_sync.tensors import (
 from portcheck.static.scope import host_value
 from portcheck.static.syntax import call_name, keyword, positional
 from portcheck.static.walk import visit
-from portcheck.summaries import ELSEWHERE
+from portcheck.summaries import ELSEWHERE, READS_OF
 
 
 @rule
@@ -275,22 +275,23 @@ def read_message(ctx: Context, what: str, place: str, fix_xla: str, fix_native: 
     return f"{what} {where}: {native}; {fix_native}", Severity.INFO
 
 
-def _report_read(ctx: Context, read: type[Rule], node: cst.Call, place: str) -> None:
+def report_read(ctx: Context, read: type[Rule], node: cst.Call, place: str, through: str = "") -> None:
     """A read in a helper is two candidates, worded for each caller: the call graph keeps the one whose caller
-    reaches it (a module's forward, else a training step) and drops the other. A value read has a third, kept as
-    info where neither reaches the helper and the graph cannot place it."""
+    reaches it (a forward, else a training step), drops the other, and keeps a value read's third as info where
+    neither does and it cannot place the code. `through`: a call of that helper, kept where it reads (helpers.py)."""
     for where, requires in _CANDIDATES.get(place, ((place, ""),)):
-        _report_one_read(ctx, read, node, where, requires)
+        _report_one_read(ctx, read, node, where, requires, through)
     if place == "helper" and read is HostValueRead:
         # and a value read (not a copy, which post-processing makes everywhere) where neither reaches it, as info
-        _report_one_read(ctx, read, node, "elsewhere", ELSEWHERE)
+        _report_one_read(ctx, read, node, "elsewhere", ELSEWHERE, through)
 
 
 # place -> (wording, what the call graph must settle) for each candidate finding
 _CANDIDATES = {"helper": (("helper", "forward"), ("step-helper", "step"))}
 
 
-def _report_one_read(ctx: Context, read: type[Rule], node: cst.Call, place: str, requires: str) -> None:
+def _report_one_read(ctx: Context, read: type[Rule], node: cst.Call, place: str, requires: str,
+                     through: str = "") -> None:
     shown = _one_line(ctx, node)
     if place in ("forward", "helper", "elsewhere"):
         fix_xla = fix_native = ("keep the value on the device (tensor ops, `torch.where`) or compute it outside the "
@@ -303,6 +304,9 @@ def _report_one_read(ctx: Context, read: type[Rule], node: cst.Call, place: str,
         fix_xla = "copy to the host in `xm.add_step_closure(...)` or after `xm.mark_step()`"
         fix_native = "copy to the host once per logging interval, not every step"
     verb = "copies a tensor to the host" if read is HostCopy else "reads a tensor value on the host"
+    if through:
+        verb += f" (`{through}` returns its argument's value in Python)"
+        requires = f"{READS_OF}{through}\n{requires}"
     message, severity = read_message(ctx, f"`{shown}` {verb}", place, fix_xla, fix_native, read is HostValueRead)
     ctx.report(read, node, message, severity, requires=requires)
 
@@ -319,7 +323,7 @@ def check_call(node: cst.Call, ctx: Context) -> None:
             return
         place = read_place(ctx, node)
         if place is not None and not bound_to_a_size(ctx):
-            _report_read(ctx, read, node, place)
+            report_read(ctx, read, node, place)
     elif name in _CASTS and isinstance(node.func, cst.Name) and name not in ctx.names.aliases:
         _check_cast(ctx, node)
     elif name == "print" and isinstance(node.func, cst.Name) and id(node) not in quiet_calls(ctx):
@@ -340,7 +344,7 @@ def _check_compare(ctx: Context, node: cst.Call) -> None:
     place = read_place(ctx, node)
     if place is None or bound_to_a_size(ctx) or any(host_value(ctx, a) for a in args):
         return
-    _report_read(ctx, HostValueRead, node, place)  # its arguments are tensors: torch takes nothing else
+    report_read(ctx, HostValueRead, node, place)  # its arguments are tensors: torch takes nothing else
 
 
 def _check_cast(ctx: Context, node: cst.Call) -> None:
@@ -355,7 +359,7 @@ def _check_cast(ctx: Context, node: cst.Call) -> None:
         return
     if host_value(ctx, _below_reads(arg)):  # `int(mask.sum())` of a CPU `mask`: nothing leaves the device
         return
-    _report_read(ctx, HostValueRead, node, place)
+    report_read(ctx, HostValueRead, node, place)
 
 
 def _check_print(ctx: Context, node: cst.Call) -> None:

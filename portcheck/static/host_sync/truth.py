@@ -11,7 +11,7 @@ from portcheck.static.host_sync.place import read_place
 from portcheck.static.host_sync.reads import HostValueRead, read_message
 from portcheck.static.host_sync.tensors import compared_tensor, known_tensors
 from portcheck.static.scope import host_value
-from portcheck.static.syntax import block_body, call_name, small_statements
+from portcheck.static.syntax import call_name, only_raises
 from portcheck.static.values import PREDICATES, REDUCTIONS, predicate_truth, reads_tensor_values
 
 TOKENS = (*(f"{name}(" for name in sorted(REDUCTIONS - {"item"})),
@@ -19,19 +19,9 @@ TOKENS = (*(f"{name}(" for name in sorted(REDUCTIONS - {"item"})),
 _KEYWORDS = {cst.If: "if", cst.While: "while"}
 
 
-def _only_raises(node: cst.If | cst.While) -> bool:
-    """`if <test>: raise ...`: a check that stops the run, not a branch the step takes."""
-    if not isinstance(node, cst.If) or node.orelse is not None:
-        return False
-    lines = block_body(node.body) if isinstance(node.body, cst.IndentedBlock) else []
-    smalls = list(node.body.body) if isinstance(node.body, cst.SimpleStatementSuite) else (
-        list(small_statements(lines)) if all(isinstance(line, cst.SimpleStatementLine) for line in lines) else [])
-    return bool(smalls) and all(isinstance(small, cst.Raise) for small in smalls)
-
-
 @check(cst.If, cst.While, rules=(HostValueRead,), tokens=TOKENS)
 def check_step_test(node: cst.If | cst.While, ctx: Context) -> None:
-    if ctx.in_forward or _only_raises(node):
+    if ctx.in_forward or only_raises(node):
         return
     read = reads_tensor_values(ctx, node.test) or predicate_truth(ctx, node.test) or compared_tensor(
         ctx, node.test, known_tensors(ctx, "step"))
