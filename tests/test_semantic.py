@@ -1409,3 +1409,35 @@ def test_a_check_on_a_tensor_in_a_helper_of_forward_is_info(tmp_path):
     found = _scan(tmp_path, "inf2", "xla")
     assert found[("model.py", 4, "PC208")] == Severity.INFO
     assert found[("model.py", 5, "PC208")] == Severity.INFO
+
+
+def test_a_reading_helper_called_through_its_module_or_as_a_method_keeps_its_read(tmp_path):
+    """`util.torch_item(loss)` is read at the call, as `torch_item(loss)` is; a method that returns its argument's
+    value (`self.count(x > 0)`), whose calls are not read one by one, keeps the read inside it."""
+    _tree(tmp_path, {"pkg/__init__.py": "", "pkg/util.py": """\
+        import numbers
+
+        def torch_item(x):
+            return x if isinstance(x, numbers.Number) else x.item()
+        """, "pkg/train.py": """\
+        import torch
+        from pkg import util
+
+        def train(model, loader, optimizer):
+            for batch in loader:
+                loss = model(batch)
+                loss.backward()
+                optimizer.step()
+                print(util.torch_item(loss))
+
+        class Net(torch.nn.Module):
+            def count(self, mask):
+                return mask.sum().item()
+
+            def forward(self, x):
+                return x * self.count(x > 0)
+        """})
+    found = _scan(tmp_path, "trn1", "xla")
+    assert found[("pkg/train.py", 9, "PC701")] == Severity.WARNING
+    assert found[("pkg/train.py", 13, "PC701")] == Severity.WARNING
+    assert not any(path == "pkg/util.py" for path, _, _ in found)

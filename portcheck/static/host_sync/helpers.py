@@ -2,8 +2,8 @@
 `def torch_item(x): return x if isinstance(x, Number) else x.item()`, `to_list(ids)`. The read happens inside the
 helper, but the call is where a tensor is handed to it, and where the fix goes: reported at the call, kept where
 the project's call graph finds that every function the name may be reads its parameter's data
-(summary.READS); the call graph drops the read inside such a helper (a function of its own, not one nested in
-another), which its calls now speak for."""
+(summary.READS); the call graph drops the read inside such a helper when it is a module's function (not a method
+or a function nested in another, whose calls are not read here), which its calls now speak for."""
 
 from __future__ import annotations
 
@@ -20,15 +20,17 @@ from portcheck.static.semantic.summary import READS
 from portcheck.summaries import Summary
 
 _BUILTINS = frozenset(dir(builtins))
+_NOT_PROJECT = ("torch", "numpy", "math")  # modules whose functions are no project helper
 
 
 # Every call may be one: the token every call holds
 @check(cst.Call, rules=(HostValueRead,), tokens=("(",))
 def check_reading_helper(node: cst.Call, ctx: Context) -> None:
     func = node.func
-    if not node.args or not isinstance(func, cst.Name) or not func.value[:1].islower() or not ctx.functions:
-        return  # a function by its own name (not a method, not a class): what a helper of the project is called by
-    if func.value in _BUILTINS or id(node) in ctx.skip or not _may_read(ctx, func):
+    name = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else ""
+    if not node.args or not name[:1].islower() or not ctx.functions:
+        return  # a function (not a class), by its name or its module's (`util.torch_item`): not a method
+    if (isinstance(func, cst.Name) and name in _BUILTINS) or id(node) in ctx.skip or not _may_read(ctx, func):
         return
     helper = project_helper(ctx, node)
     if helper is None or id(node) in quiet_calls(ctx) or _local(ctx, helper):
@@ -39,16 +41,22 @@ def check_reading_helper(node: cst.Call, ctx: Context) -> None:
     report_read(ctx, HostValueRead, node, place, through=helper)
 
 
-def _may_read(ctx: Context, func: cst.Name) -> bool:
+def _may_read(ctx: Context, func: cst.BaseExpression) -> bool:
     """`func` may name a helper that reads its argument: a function of this file that does (its summary says so),
-    or a name the file imports, which the call graph settles. A function of this file that does not, and a name
-    bound otherwise (a local callable), cannot."""
+    or a name the file imports or a function of a module it imports (not torch's, numpy's or math's), which the
+    call graph settles. A function of this file that does not, and a name bound otherwise, cannot."""
     summary = ctx.summary
     if summary is None:
         return False  # a file analysed in parts: no summary, no call graph
+    if isinstance(func, cst.Attribute):
+        root = func.value
+        while isinstance(root, cst.Attribute):
+            root = root.value
+        imported = ctx.names.aliases.get(root.value) if isinstance(root, cst.Name) else None
+        return imported is not None and not imported.startswith(_NOT_PROJECT)
     reading = ctx.memo("reading-functions", ctx.module, lambda: _own_functions(summary))
-    own = reading.get(func.value)
-    return own if own is not None else func.value in ctx.names.aliases
+    own = reading.get(func.value) if isinstance(func, cst.Name) else None
+    return own if own is not None else isinstance(func, cst.Name) and func.value in ctx.names.aliases
 
 
 def _own_functions(summary: Summary) -> dict[str, bool]:

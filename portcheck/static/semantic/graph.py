@@ -277,9 +277,9 @@ def apply(results: list[FileResult], whole: bool = False) -> tuple[list[FileResu
         nodes = project.files[result.path][2]
         for finding in result.findings:
             holders = enclosing(nodes, finding.line)
-            if finding.code == "PC701" and len(holders) == 1 and READS in holders[0].function.roles \
-                    and not finding.requires.startswith(READS_OF):
-                continue  # `return t.item()` of a helper: each call that hands it a tensor is reported instead
+            if finding.code == "PC701" and len(holders) == 1 and "." not in holders[0].function.name \
+                    and READS in holders[0].function.roles and not finding.requires.startswith(READS_OF):
+                continue  # `return t.item()` of a module's function: each call handing it a tensor is reported
             if finding.requires.startswith(READS_OF):
                 # `reads:NAME`, or `reads:NAME` and a line with what the code's place must also be
                 name, _, then = finding.requires[len(READS_OF):].partition("\n")
