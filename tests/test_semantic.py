@@ -1362,16 +1362,20 @@ def test_a_loop_that_steps_each_of_its_optimizers_is_the_training_loop(tmp_path)
     assert _scan(tmp_path)[("train.py", 13, "PC701")] == Severity.INFO  # native: a sync, advice
 
 
+# A helper that returns its argument's value in Python, passing a Python number through (pyro's `torch_item`).
+TORCH_ITEM = """\
+    import numbers
+
+    def torch_item(x):
+        return x if isinstance(x, numbers.Number) else x.item()
+    """
+
+
 def test_a_helper_that_returns_its_arguments_value_is_read_where_it_is_called(tmp_path):
     """`torch_item(loss)` with `def torch_item(x): return x if isinstance(x, Number) else x.item()`: the read is
     reported at each call that hands it a tensor (worded for the training loop, or info where nothing places the
     caller), and not inside the helper; a call with a host value reads nothing."""
-    _tree(tmp_path, {"util.py": """\
-        import numbers
-
-        def torch_item(x):
-            return x if isinstance(x, numbers.Number) else x.item()
-        """, "train.py": """\
+    _tree(tmp_path, {"util.py": TORCH_ITEM, "train.py": """\
         from util import torch_item
 
         def train(model, loader, optimizer):
@@ -1414,12 +1418,7 @@ def test_a_check_on_a_tensor_in_a_helper_of_forward_is_info(tmp_path):
 def test_a_reading_helper_called_through_its_module_or_as_a_method_keeps_its_read(tmp_path):
     """`util.torch_item(loss)` is read at the call, as `torch_item(loss)` is; a method that returns its argument's
     value (`self.count(x > 0)`), whose calls are not read one by one, keeps the read inside it."""
-    _tree(tmp_path, {"pkg/__init__.py": "", "pkg/util.py": """\
-        import numbers
-
-        def torch_item(x):
-            return x if isinstance(x, numbers.Number) else x.item()
-        """, "pkg/train.py": """\
+    _tree(tmp_path, {"pkg/__init__.py": "", "pkg/util.py": TORCH_ITEM, "pkg/train.py": """\
         import torch
         from pkg import util
 
