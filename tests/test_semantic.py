@@ -1440,3 +1440,42 @@ def test_a_reading_helper_called_through_its_module_or_as_a_method_keeps_its_rea
     assert found[("pkg/train.py", 9, "PC701")] == Severity.WARNING
     assert found[("pkg/train.py", 13, "PC701")] == Severity.WARNING
     assert not any(path == "pkg/util.py" for path, _, _ in found)
+
+
+def test_a_concatenation_where_the_state_is_none_grows_no_cache(tmp_path):
+    """`assert static_k is None` (or `if past is None:`) before `k = torch.cat([k, bias_k...])`: the keys there are
+    not the state a caller passed back, so nothing grows per step (fairseq's learned key/value bias, appended once).
+    The same concatenation where the state may be given still reports."""
+    _tree(tmp_path, {"pkg/__init__.py": "", "pkg/attn.py": """\
+        import torch
+
+        def attention(x, w, bias_k=None, static_k=None, past=None):
+            q, k = (x @ w).chunk(2, dim=-1)
+            if static_k is not None:
+                k = static_k
+            if bias_k is not None:
+                assert static_k is None, "bias cannot be added to static key"
+                k = torch.cat([k, bias_k])
+            return q @ k.transpose(-1, -2)
+
+        def cached(x, w, past=None):
+            q, k = (x @ w).chunk(2, dim=-1)
+            if past is not None:
+                k = torch.cat([past, k], dim=-2)
+            return q @ k.transpose(-1, -2), k
+
+        def fresh(x, w, past=None):
+            q, k = (x @ w).chunk(2, dim=-1)
+            if past is None:
+                k = torch.cat([k, w], dim=-2)
+            else:
+                k = past
+            return q @ k.transpose(-1, -2), k
+
+        class Attn(torch.nn.Module):
+            def forward(self, x, past=None, static_k=None):
+                return attention(x, self.w, self.b, static_k), cached(x, self.w, past), fresh(x, self.w, past)
+        """})
+    found = _scan(tmp_path)
+    grown = {line for (path, line, code) in found if code == "PC213"}
+    assert grown == {15}

@@ -1233,3 +1233,43 @@ def test_a_comparison_with_a_tensor_is_a_branch_on_its_value():
     assert found[(7, "PC208")] == Severity.WARNING
     assert (9, "PC208") not in found and (12, "PC208") not in found
     assert found[(18, "PC208")] == Severity.INFO  # a helper nothing in the scan calls
+
+
+def test_a_float64_constant_made_at_import_is_info():
+    """A module-level float64 table (an ODE solver's coefficients) is made on the CPU at import: it reaches a
+    NeuronCore only where code moves it, and that move decides the dtype. In a function it stays a warning."""
+    found = severities("""\
+        import torch
+
+        A = torch.tensor([[0.5, 0.25]], dtype=torch.float64)
+        B = [torch.tensor(b, dtype=torch.float64) for b in ([1.0], [2.0])]
+
+        def step(x):
+            c = torch.tensor([0.5, 0.25], dtype=torch.float64, device=x.device)
+            return x * c
+        """)
+    assert found[(3, "PC303")] == Severity.INFO
+    assert found[(4, "PC303")] == Severity.INFO
+    assert found[(7, "PC303")] == Severity.WARNING
+
+
+def test_a_torch_cuda_class_only_compared_or_a_cuda_type_name_test_is_no_cuda_use():
+    """`x.dtype != torch.cuda.HalfTensor` and `isinstance(t, torch.cuda.FloatTensor)` name a class and run nothing;
+    under `if t.type() == "torch.cuda.HalfTensor":` only a CUDA tensor gets in. Making such a tensor elsewhere is
+    still a warning."""
+    found = severities("""\
+        import torch
+
+        def f(x, spect):
+            if x.dtype != torch.cuda.HalfTensor:
+                x = x.half()
+            if spect.type() == "torch.cuda.HalfTensor":
+                z = torch.cuda.HalfTensor(spect.size(0), 8)
+            else:
+                z = torch.cuda.FloatTensor(spect.size(0), 8)
+            return x, z, isinstance(z, torch.cuda.FloatTensor)
+        """)
+    assert found[(4, "PC111")] == Severity.INFO
+    assert found[(7, "PC111")] == Severity.INFO
+    assert found[(9, "PC111")] == Severity.WARNING
+    assert found[(10, "PC111")] == Severity.INFO

@@ -65,8 +65,11 @@ def _comparison(ctx: Context, test: cst.Comparison, depth: int) -> str | None:
         # `"cuda" in str(device)`, `"cuda" in self.device`, `"cuda" in devices`: a CUDA device named or listed
         return CUDA if isinstance(operator, cst.In) else NOT_CUDA
     for other in (right, left):
-        # `backend == "nccl"`: NVIDIA's collectives, which only a CUDA process group uses
-        if string_value(other) in ("cuda", "nccl") or _device_type_literal(ctx, other) or _gpu_member(other):
+        # `backend == "nccl"`: NVIDIA's collectives, which only a CUDA process group uses; `x.type() ==
+        # "torch.cuda.HalfTensor"`: the legacy type name only a tensor on a CUDA device has
+        text = string_value(other)
+        if text in ("cuda", "nccl") or (text or "").startswith("torch.cuda.") or _device_type_literal(ctx, other) \
+                or _gpu_member(other):
             return CUDA if same else NOT_CUDA if differs else None
     if isinstance(left, cst.Call) and call_name(left) == "len" and left.args:
         left = left.args[0].value

@@ -30,7 +30,7 @@ from portcheck.static.cuda_api.probes import (
     report_guarded,
 )
 from portcheck.static.cuda_api.statements import find_call
-from portcheck.static.cuda_api.uses import attribute_read, mocked, silent_note, tool_message
+from portcheck.static.cuda_api.uses import attribute_read, mocked, only_compared, silent_note, tool_message
 from portcheck.static.syntax import dotted_name
 
 
@@ -235,6 +235,10 @@ def _judge_reference(ctx: Context, node: cst.Attribute | cst.Name, qualname: str
             return
         if found is CudaApiOther and (tool := tool_message(ctx, node, qualname)):
             report_guarded(ctx, found, node, tool, raises=False, severity=Severity.INFO)
+            return
+        if found is CudaApiOther and only_compared(ctx, node):
+            ctx.report(found, node, f"{message} (here only compared with, or tested by `isinstance`: naming it runs "
+                       "nothing on a GPU, and the test is simply false on Neuron)", Severity.INFO)
             return
         if found is CudaDeviceCall and _names_a_placed_index(ctx, node):
             return  # `torch.device("cuda", torch.cuda.current_device())`: one problem, the CUDA device's finding

@@ -57,4 +57,20 @@ def mocked(ctx: Context, node: cst.BaseExpression) -> bool:
         call_name(c) in _MOCKS or (dotted_name(c.func) or "").endswith("patch.object"))) is not None
 
 
-__all__ = ["attribute_read", "mocked", "silent_note", "tool_message"]
+def only_compared(ctx: Context, node: cst.Attribute | cst.Name) -> bool:
+    """`x.dtype != torch.cuda.HalfTensor`, `isinstance(t, torch.cuda.FloatTensor)`: a torch.cuda class only named
+    as one side of a comparison or as `isinstance`'s type, not called."""
+    chain = ancestors(ctx, node)
+    parent = chain[-1] if chain else None
+    if isinstance(parent, cst.Comparison) and parent.left is node:
+        return True
+    if isinstance(parent, cst.ComparisonTarget) and parent.comparator is node:
+        return True
+    call = chain[-2] if len(chain) > 1 else None
+    if isinstance(parent, cst.Arg) and parent.value is node and isinstance(call, cst.Call):
+        return isinstance(call.func, cst.Name) and call.func.value in ("isinstance", "issubclass") and \
+            len(call.args) == 2 and call.args[1] is parent
+    return False
+
+
+__all__ = ["attribute_read", "mocked", "only_compared", "silent_note", "tool_message"]

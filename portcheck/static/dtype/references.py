@@ -4,17 +4,15 @@ Neuron cannot take, int64 (PC302, PC303, PC312, PC315)."""
 from __future__ import annotations
 
 import re
-from typing import cast
 
 import libcst as cst
 
 from portcheck.findings import Severity
 from portcheck.knowledge import load_compiler, load_dtypes
 from portcheck.rules import Pass, Rule, rule
-from portcheck.static.ancestry import ancestors
 from portcheck.static.check import Context, FixPlan, Replace, check
+from portcheck.static.dtype.hosted import AT_IMPORT, ON_HOST, import_constant, moved_to_host, stays_on_host
 from portcheck.static.dtype.kept import outlives
-from portcheck.static.name_reads import bound_name, reads_in_scope
 from portcheck.static.scope import cpu_device, host_code, host_value, under_test
 from portcheck.static.syntax import call_name, keyword, positional
 from portcheck.static.values import dtype_of
@@ -214,7 +212,8 @@ def check_dtype_call(node: cst.Call, ctx: Context) -> None:
         return  # the data pipeline (datasets, transforms, metrics...) runs on the host
     if (device := keyword(node, "device")) is not None and cpu_device(ctx, device.value):
         return  # `make_kernel(..., device=torch.device("cpu"), dtype=torch.float64)`: made on the CPU on purpose
-    host = _ON_HOST if _stays_on_host(ctx, node, method) else _moved_to_host(ctx, node)
+    host = ON_HOST if stays_on_host(ctx, node, method) else AT_IMPORT if import_constant(ctx, node) else (
+        moved_to_host(ctx, node))
     if method is not None and name == "double" and not node.args:
         if host:
             ctx.report(Float64, node, Float64.format(shown=".double()") + host, Severity.INFO)
@@ -247,59 +246,6 @@ def check_dtype_call(node: cst.Call, ctx: Context) -> None:
         if qualname is not None and _schedule_cast_to_float32(ctx, node):
             return
         _judge_dtype(ctx, arg.value, node, host)
-
-
-# A float64 or complex tensor made without a device, or from one, and never moved to a device in its function.
-_ON_HOST = (" (made on the host: a tensor made without `device=` and never moved to a device, stored or returned here "
-            "stays on the CPU, where this dtype costs the NeuronCore nothing)")
-
-
-# A value cast to float64 and moved to the host in the same expression: the float64 work is the host's.
-_MOVED = (" (moved to the host straight after: the float64 work is the host's; casting after the move keeps the "
-          "cast off the NeuronCore too)")
-_TO_HOST = frozenset({"cpu", "numpy", "tolist", "item"})
-
-
-def _moved_to_host(ctx: Context, node: cst.Call) -> str:
-    """`w.detach().to(torch.float64).cpu()`, `x.double().numpy()`: the cast's result goes to the host at once, or
-    is bound to a name (`ref = ref.double()`) that every later read moves to the host (`ref.cpu()`, `ref.numpy()`)."""
-    if _moves(ctx, ancestors(ctx, node), node):
-        return _MOVED
-    stmt = ctx.statements[-1] if ctx.statements else None
-    bound = bound_name(stmt)
-    if stmt is None or bound is None or bound[1] is not node:
-        return ""
-    found = reads_in_scope(ctx, bound[0])
-    target = cast(cst.Assign, cast(cst.SimpleStatementLine, stmt).body[0]).targets[0].target
-    later = found.paths[found.reads_before.get(id(target), len(found.paths)):]  # reads of this value, not earlier
-    reads = [path for path in later if not any(n is stmt for n in path)]
-    return _MOVED if reads and all(_moves(ctx, path[:-1], path[-1]) for path in reads) else ""
-
-
-def _moves(ctx: Context, holders: list[cst.CSTNode], node: cst.CSTNode) -> bool:
-    """`node` (held by `holders`, outermost first) is moved to the host: `node.cpu()`, `.numpy()`, `.to("cpu")`."""
-    if len(holders) < 2 or not isinstance(method := holders[-1], cst.Attribute) or method.value is not node:
-        return False
-    call = holders[-2]
-    if not isinstance(call, cst.Call) or call.func is not method:
-        return False
-    if method.attr.value in _TO_HOST:
-        return True
-    arg = keyword(call, "device") or positional(call, 0)
-    return method.attr.value == "to" and arg is not None and cpu_device(ctx, arg.value)
-
-
-def _stays_on_host(ctx: Context, node: cst.Call, method: cst.Attribute | None) -> bool:
-    """`w = torch.zeros(n, dtype=torch.float64)` or `torch.rand(n, generator=g).double()` outside a model's
-    construction, whose value this function neither moves to a device (`.to(device)`, `.cuda()`) nor keeps (a
-    buffer, an attribute, a return): a CPU tensor that stays on the CPU. CUDA code must move such a tensor before
-    it meets device data, so a factory without `device=` that is never moved is host-side work."""
-    made = method.value if method is not None else node
-    if not isinstance(made, cst.Call) and not isinstance(made, cst.Name):
-        return False
-    if not host_value(ctx, made) or (method is None and keyword(node, "device") is not None):
-        return False  # `host_value` (with factories) covers no `device=`, outside `__init__` and its helpers
-    return not outlives(ctx, node, moves=True)
 
 
 # What makes data of a dtype without `dtype=`: these methods, and these functions.

@@ -8,6 +8,7 @@ import libcst as cst
 from portcheck.rules import EVERYWHERE, Rule, rule
 from portcheck.static.check import Context, check
 from portcheck.static.dynamic_shape.states import (
+    absent,
     optional_parameters,
     root,
     state_parameter,
@@ -248,6 +249,8 @@ def _grown_state(ctx: Context, statement: cst.SimpleStatementLine) -> tuple[str,
     name, state, call = grown
     if state == name or _an_input(ctx, function, name):
         return None  # `embeds = torch.cat((prompts, embeds))`: the input itself extended once, not a state
+    if absent(ctx, state):
+        return None  # under `assert past is None`: what is concatenated here is no state passed back
     if _attends(ctx, function, name) or sum(
             1 for other in ctx.memo("concatenated-states", function, lambda: _states(ctx, function))
             if other == state) > 1:

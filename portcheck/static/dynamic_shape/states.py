@@ -6,6 +6,7 @@ from __future__ import annotations
 import libcst as cst
 
 from portcheck.static.check import Context
+from portcheck.static.syntax import blocks, small_statements
 from portcheck.static.walk import visit
 
 
@@ -63,4 +64,31 @@ def unpacked(function: cst.FunctionDef) -> dict[str, list[cst.BaseExpression]]:
     return found
 
 
-__all__ = ["optional_parameters", "root", "state_parameter", "target_names", "unpacked"]
+def absent(ctx: Context, state: str) -> bool:
+    """The current statement runs only where the parameter `state` is None: in the body of `if state is None:` (or
+    of an `and` holding that test), or after `assert state is None` in its own block or an enclosing one. What is
+    concatenated there is not the state a caller passed back (fairseq's `assert static_k is None` before
+    `k = torch.cat([k, bias_k.repeat(1, bsz, 1)])`, a learned bias appended once)."""
+    for index, holder in enumerate(ctx.statements[:-1]):
+        inner = ctx.statements[index + 1]
+        if isinstance(holder, cst.If) and inner in holder.body.body and _tests_none(holder.test, state):
+            return True
+        for block in blocks(holder):
+            if inner in block:
+                before = block[:block.index(inner)]
+                if any(isinstance(small, cst.Assert) and _tests_none(small.test, state)
+                       for small in small_statements(before)):
+                    return True
+    return False
+
+
+def _tests_none(test: cst.BaseExpression, state: str) -> bool:
+    """`state is None`, alone or as an operand of `and`."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return _tests_none(test.left, state) or _tests_none(test.right, state)
+    return (isinstance(test, cst.Comparison) and isinstance(test.left, cst.Name) and test.left.value == state
+            and len(test.comparisons) == 1 and isinstance(test.comparisons[0].operator, cst.Is)
+            and isinstance(test.comparisons[0].comparator, cst.Name) and test.comparisons[0].comparator.value == "None")
+
+
+__all__ = ["absent", "optional_parameters", "root", "state_parameter", "target_names", "unpacked"]
