@@ -8,7 +8,9 @@ import pytest
 from portcheck.static.engine import analyse_text
 
 SPECTROGRAM = "import torchaudio\nmel = torchaudio.transforms.MelSpectrogram(16000)\n"
-FLOAT64_TABLE = "import torch\nCOLOURS = torch.tensor([[0.0, 0.5]], dtype=torch.float64)\n"
+# Made on the data's device in a function: a module-level table is a CPU constant, info wherever it lives.
+FLOAT64_TABLE = ("import torch\ndef colours(x):\n"
+                 "    return torch.tensor([[0.0, 0.5]], dtype=torch.float64, device=x.device)\n")
 
 
 def _severity(text: str, path: str, code: str) -> str | None:

@@ -1273,3 +1273,106 @@ def test_a_torch_cuda_class_only_compared_or_a_cuda_type_name_test_is_no_cuda_us
     assert found[(7, "PC111")] == Severity.INFO
     assert found[(9, "PC111")] == Severity.WARNING
     assert found[(10, "PC111")] == Severity.INFO
+
+
+def test_randint_bounds_are_values_not_sizes():
+    """`torch.randint(0, D - mask_length.max(), (B, n))`: the bounds are values; only the size makes a shape."""
+    found = severities("""\
+        import torch
+        from torch import nn
+
+        class M(nn.Module):
+            def forward(self, spec, lengths):
+                width = torch.randint(0, 10, (2, 3), device=spec.device)
+                pos = torch.randint(0, spec.shape[1] - width.max(), (2, 3), device=spec.device)
+                noise = torch.randint(0, 5, (lengths.max().item(),), device=spec.device)
+                return pos, noise
+        """)
+    assert (7, "PC209") not in found
+    assert found[(8, "PC209")] == Severity.ERROR
+
+
+def test_a_cast_to_float64_of_float64_data_is_quiet():
+    """Under `if x.dtype is torch.float64:` the data is float64 already: `.double()` there changes nothing."""
+    found = severities("""\
+        import torch
+
+        def mean_terms(terms):
+            if terms.dtype is torch.float32:
+                terms = terms.float()
+            elif terms.dtype is torch.float64:
+                terms = terms.double()
+            return terms
+
+        def widen(terms):
+            if terms.dtype == torch.float32:
+                terms = terms.double()
+            return terms
+        """)
+    assert (7, "PC303") not in found
+    assert found[(12, "PC303")] == Severity.WARNING
+
+
+def test_a_type_test_makes_a_host_value():
+    """In the body of `if sparse.issparse(X):` or `if isinstance(X, np.ndarray):` X is a host value; past those
+    tests it may be a tensor."""
+    found = severities("""\
+        import numpy as np
+        import torch
+        from scipy import sparse
+        from torch import nn
+
+        def to_tensor(X, device):
+            if sparse.issparse(X):
+                return torch.sparse_coo_tensor(X.nonzero(), X.data, size=X.shape).to(device)
+            if isinstance(X, (np.ndarray, np.generic)):
+                return torch.as_tensor(X[X > 0], device=device)
+            return X[X > 0]
+
+        class M(nn.Module):
+            def forward(self, X):
+                return to_tensor(X, "cpu")
+        """)
+    assert (8, "PC201") not in found and (10, "PC204") not in found
+    assert found[(11, "PC204")] == Severity.ERROR
+
+
+def test_a_loop_counter_is_what_range_or_enumerate_steps_not_an_item():
+    """`for b, (f, n) in enumerate(zip(feats, lens)): vocoder(f[:n])` cuts each sample by its own length, not by a
+    counter that grows; `range` (also inside `tqdm` or `reversed`) and `enumerate`'s index are counters."""
+    found = severities("""\
+        import torch
+        from torch import nn
+        from tqdm import tqdm
+
+        class Gen(nn.Module):
+            def forward(self, feats, lens, tokens, steps):
+                out = []
+                for b, (f, n) in enumerate(zip(feats, lens)):
+                    out.append(self.vocoder(f[:n]))
+                for step in tqdm(range(1, steps)):
+                    out.append(self.model(tokens[:, :step]))
+                for i, t in enumerate(tokens):
+                    out.append(self.model(tokens[:, :i]))
+                return out
+        """)
+    assert (9, "PC213") not in found
+    assert found[(11, "PC213")] == Severity.WARNING
+    assert found[(13, "PC213")] == Severity.WARNING
+
+
+def test_a_container_type_test_says_nothing_of_what_it_holds():
+    """`elif isinstance(edge_index, tuple): edge_index[0][mask]`: a tuple may hold device tensors."""
+    found = severities("""\
+        import torch
+        from torch import nn
+
+        class M(nn.Module):
+            def forward(self, edge_index, mask):
+                if isinstance(edge_index, tuple):
+                    return edge_index[0][mask > 0]
+                if isinstance(edge_index, (int, float)):
+                    return edge_index
+                return edge_index
+        """)
+    assert found[(7, "PC204")] == Severity.ERROR

@@ -42,6 +42,38 @@ def python_number(ctx: Context, name: str) -> bool:
     return name in ctx.memo("annotated-numbers", function, lambda: _numbers(ctx, function))
 
 
+def typed_host(ctx: Context, name: str) -> bool:
+    """`name` is a Python number by its annotation, or a host value by a type test the code runs before using it:
+    in the body of `if isinstance(x, np.ndarray):` (numpy, pandas or scipy types, Python numbers), `if
+    sparse.issparse(x):` or `if np.isscalar(x):`."""
+    return python_number(ctx, name) or any(
+        isinstance(s, cst.If) and ctx.statements[i + 1] in s.body.body and _host_test(ctx, s.test, name)
+        for i, s in enumerate(ctx.statements[:-1]))
+
+
+_HOST_TYPES = ("numpy.", "pandas.", "scipy.")
+_PYTHON_TYPES = frozenset({"int", "float", "bool", "str", "complex"})  # not containers, which may hold tensors
+_HOST_PREDICATES = frozenset({"scipy.sparse.issparse", "numpy.isscalar"})
+
+
+def _host_test(ctx: Context, test: cst.BaseExpression, name: str) -> bool:
+    """`isinstance(name, np.ndarray)`, `isinstance(name, (int, float))`, `sparse.issparse(name)`, alone or as an
+    operand of `and`."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return _host_test(ctx, test.left, name) or _host_test(ctx, test.right, name)
+    if not isinstance(test, cst.Call) or not test.args or not isinstance(first := test.args[0].value, cst.Name) \
+            or first.value != name:
+        return False
+    if ctx.qualname(test.func) in _HOST_PREDICATES:
+        return True
+    if not (isinstance(test.func, cst.Name) and test.func.value == "isinstance" and len(test.args) == 2):
+        return False
+    kinds = test.args[1].value
+    parts = [e.value for e in kinds.elements] if isinstance(kinds, cst.Tuple) else [kinds]
+    return all((ctx.qualname(p) or "").startswith(_HOST_TYPES) or (isinstance(p, cst.Name) and p.value in
+               _PYTHON_TYPES and p.value not in ctx.names.aliases) for p in parts)
+
+
 def _annotation(ctx: Context, param: cst.Param) -> str:
     return " ".join(ctx.source(param.annotation.annotation).split()) if param.annotation is not None else ""
 

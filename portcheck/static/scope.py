@@ -20,7 +20,7 @@ import libcst as cst
 
 from portcheck.static.check import Context
 from portcheck.static.host_attributes import host_attribute
-from portcheck.static.host_names import marked_host, python_number, python_value
+from portcheck.static.host_names import marked_host, python_value, typed_host
 from portcheck.static.reaching import reaching
 from portcheck.static.rebindings import rebindings
 from portcheck.static.syntax import bound_names, call_name, dotted_name, keyword, positional, string_value
@@ -224,7 +224,7 @@ def host_value(ctx: Context, node: cst.BaseExpression, depth: int = 0, assumed: 
         sides = [s for s in operands if not _number(s)]
         return bool(sides) and all(host_value(ctx, s, depth + 1, assumed, factories=factories) for s in sides)
     if isinstance(node, cst.Name):
-        if node.value in assumed or marked_host(node.value) or python_number(ctx, node.value):
+        if node.value in assumed or marked_host(node.value) or typed_host(ctx, node.value):
             return True  # `losses = losses[ok]`: host if every other binding is; `x_cpu`; `w` of `h, w: int`
         if f"!{node.value}" in assumed:
             return False

@@ -88,4 +88,23 @@ _CONSTANT_FACTORIES = frozenset(f"torch.{n}" for n in (
     "tensor", "as_tensor", "zeros", "ones", "empty", "full", "arange", "linspace", "logspace", "eye"))
 
 
-__all__ = ["AT_IMPORT", "ON_HOST", "import_constant", "moved_to_host", "stays_on_host"]
+_FLOAT64 = frozenset({"torch.float64", "torch.double"})
+
+
+def wide_already(ctx: Context) -> bool:
+    """In the body of `if x.dtype == torch.float64:` (or `is`, an `elif` too): the data is float64 already, so a
+    `.double()` there changes nothing (pyro's `elif terms.dtype is torch.float64: ... .double()`)."""
+    for index, statement in enumerate(ctx.statements[:-1]):
+        if not isinstance(statement, cst.If) or ctx.statements[index + 1] not in statement.body.body:
+            continue
+        test = statement.test
+        if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(
+                test.comparisons[0].operator, (cst.Equal, cst.Is)):
+            sides = (test.left, test.comparisons[0].comparator)
+            if any(isinstance(s, cst.Attribute) and s.attr.value == "dtype" for s in sides) and any(
+                    ctx.qualname(s) in _FLOAT64 for s in sides):
+                return True
+    return False
+
+
+__all__ = ["AT_IMPORT", "ON_HOST", "import_constant", "moved_to_host", "stays_on_host", "wide_already"]

@@ -11,7 +11,14 @@ from portcheck.findings import Severity
 from portcheck.knowledge import load_compiler, load_dtypes
 from portcheck.rules import Pass, Rule, rule
 from portcheck.static.check import Context, FixPlan, Replace, check
-from portcheck.static.dtype.hosted import AT_IMPORT, ON_HOST, import_constant, moved_to_host, stays_on_host
+from portcheck.static.dtype.hosted import (
+    AT_IMPORT,
+    ON_HOST,
+    import_constant,
+    moved_to_host,
+    stays_on_host,
+    wide_already,
+)
 from portcheck.static.dtype.kept import outlives
 from portcheck.static.scope import cpu_device, host_code, host_value, under_test
 from portcheck.static.syntax import call_name, keyword, positional
@@ -215,6 +222,8 @@ def check_dtype_call(node: cst.Call, ctx: Context) -> None:
     host = ON_HOST if stays_on_host(ctx, node, method) else AT_IMPORT if import_constant(ctx, node) else (
         moved_to_host(ctx, node))
     if method is not None and name == "double" and not node.args:
+        if wide_already(ctx):
+            return  # under `if x.dtype == torch.float64:`: the data is float64 already, the cast changes nothing
         if host:
             ctx.report(Float64, node, Float64.format(shown=".double()") + host, Severity.INFO)
         else:

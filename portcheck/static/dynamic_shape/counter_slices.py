@@ -9,6 +9,7 @@ from portcheck.static.check import Context, check
 from portcheck.static.dynamic_shape.grown import TensorGrownPerStep, callee_of_interest
 from portcheck.static.dynamic_shape.states import target_names
 from portcheck.static.scope import host_value
+from portcheck.static.syntax import call_name
 from portcheck.static.walk import visit
 
 MESSAGE = ("`{shown}` is cut by the loop's counter `{counter}` and passed to `{callee}`: each step's input has a new "
@@ -17,10 +18,12 @@ MESSAGE = ("`{shown}` is cut by the loop's counter `{counter}` and passed to `{c
 
 
 def _counters(ctx: Context, loop: cst.For | cst.While) -> frozenset[str]:
-    """The names a loop steps: its `for` target, and what its body increments (`cur_len += 1`)."""
+    """The names a loop steps: the target of `for` over `range(...)`, the index `enumerate` gives, and what its body
+    increments (`cur_len += 1`). Not the items of what it iterates (`for f, n in zip(feats, lengths)`: each sample's
+    own length, not one that grows)."""
 
     def compute() -> frozenset[str]:
-        found = {n.value for n in target_names(loop.target)} if isinstance(loop, cst.For) else set()
+        found = _stepped(ctx, loop) if isinstance(loop, cst.For) else set()
 
         class Finder(cst.CSTVisitor):
             def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
@@ -35,6 +38,25 @@ def _counters(ctx: Context, loop: cst.For | cst.While) -> frozenset[str]:
         return frozenset(found)
 
     return ctx.memo("loop-counters", loop, compute)
+
+
+def _stepped(ctx: Context, loop: cst.For) -> set[str]:
+    source = loop.iter
+    while isinstance(source, cst.Call) and source.args and isinstance(first := source.args[0].value, cst.Call) \
+            and _builtin(ctx, first) in ("range", "enumerate"):
+        source = first  # `tqdm(range(n))`, `reversed(range(t))`, `tqdm(enumerate(batches))`: the same steps
+    name = _builtin(ctx, source) if isinstance(source, cst.Call) else None
+    if name == "range" or (isinstance(source, cst.Call) and call_name(source) == "trange"):
+        return {n.value for n in target_names(loop.target)}
+    if name == "enumerate" and isinstance(loop.target, cst.Tuple) and loop.target.elements:
+        return {n.value for n in target_names(loop.target.elements[0].value)}
+    return set()
+
+
+def _builtin(ctx: Context, call: cst.Call) -> str | None:
+    """`range` / `enumerate` of `range(n)`, not a function imported under that name."""
+    func = call.func
+    return func.value if isinstance(func, cst.Name) and func.value not in ctx.names.aliases else None
 
 
 def _counted(node: cst.BaseExpression | None, counters: frozenset[str]) -> str | None:

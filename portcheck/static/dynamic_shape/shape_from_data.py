@@ -156,6 +156,9 @@ def report_shape_from_data(ctx: Context, node: cst.Call) -> None:
                                                                                  "split_size_or_sections")]
         if qualname == "torch.split":
             args = args[1:2]
+        elif qualname == "torch.randint":  # `randint(low, high, size)`: the bounds are values, the size is last
+            positional_args = [a for a in args if a.keyword is None]
+            args = [a for a in args if a.keyword is not None] + positional_args[-1:]
     elif qualname == "torch.nn.functional.interpolate":  # `F.interpolate(x, size=(h, w))`
         args = [a for a in node.args[1:2] if a.keyword is None] + [a for a in node.args if a.keyword is not None
                                                                    and a.keyword.value == "size"]
