@@ -1376,3 +1376,21 @@ def test_a_container_type_test_says_nothing_of_what_it_holds():
                 return edge_index
         """)
     assert found[(7, "PC204")] == Severity.ERROR
+
+
+def test_a_mask_reading_a_column_attribute_of_what_it_indexes_is_a_dataframes():
+    """`df[df.ds >= start]` reads a column as an attribute, which no tensor has: a DataFrame filter on the host.
+    A tensor's own attributes and methods (`x[x.data > 0]`, `x[x.abs() > 0]`) keep the finding."""
+    found = severities("""\
+        import torch
+        from torch import nn
+
+        class M(nn.Module):
+            def forward(self, df, x, start):
+                a = df[df.ds >= start]
+                b = x[x.data > 0]
+                c = x[x.abs() > 0]
+                return a, b, c
+        """)
+    assert (6, "PC204") not in found
+    assert found[(7, "PC204")] == Severity.ERROR and found[(8, "PC204")] == Severity.ERROR

@@ -132,10 +132,16 @@ def _named_mask(ctx: Context, name: str, values: list[cst.BaseExpression] | tupl
     return True
 
 
+# What a tensor's attributes are (not its methods): `x[x.data > 0]` still indexes a tensor by its own values.
+_TENSOR_ATTRIBUTES = frozenset({"data", "grad", "real", "imag", "T", "mT", "H", "mH", "shape", "dtype", "device",
+                                "ndim", "is_cuda", "requires_grad", "layout", "names", "is_leaf", "itemsize"})
+
+
 def _host_mask(ctx: Context, base: cst.BaseExpression, mask: cst.BaseExpression) -> bool:
     """The mask says the indexing runs on the host: it is a numpy value or a tensor copied to the host
     (`scores = np.asarray(conf); boxes[scores > t]`), or it reads columns of the very value it indexes
-    (`df[df["start"] < end]`): a tensor has no columns named by strings, a DataFrame or a record array has."""
+    (`df[df["start"] < end]`, `df[df.ds >= start]`): a tensor has no columns named by strings or attributes, a
+    DataFrame or a record array has."""
     if host_value(ctx, mask, factories=False) or isinstance(base, (cst.Tuple, cst.List, cst.Dict, cst.SimpleString)):
         return True  # `(a, b)[flag]`: a Python container picks by a Python truth value
     if not isinstance(base, cst.Name):
@@ -147,6 +153,12 @@ def _host_mask(ctx: Context, base: cst.BaseExpression, mask: cst.BaseExpression)
                 and any(isinstance(e.slice, cst.Index) and string_value(e.slice.value) is not None
                         for e in part.slice)):
             return True
+        if (isinstance(part, cst.Attribute) and isinstance(part.value, cst.Name) and part.value.value == base.value
+                and part.attr.value not in _TENSOR_ATTRIBUTES):
+            return True  # `df[df.ds >= start]`: a column read as an attribute, which no tensor has
+        if isinstance(part, cst.Call) and isinstance(part.func, cst.Attribute):  # `x.abs()`: a method, no column
+            todo.extend([part.func.value, *(a.value for a in part.args)])
+            continue
         todo.extend(c for c in part.children if isinstance(c, cst.BaseExpression))
     return False
 
