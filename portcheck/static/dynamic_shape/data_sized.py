@@ -18,9 +18,10 @@ class Nonzero(Rule):
     """## What it does
     Finds `torch.nonzero`, `x.nonzero()`, `torch.argwhere` and `x.argwhere()`, with or without `as_tuple`.
     Like every dynamic-shape rule it skips code that never reaches a compiled graph: host-side functions
-    (`__init__`, `__getitem__`, `collate*`, `process`, `generate`, `*_for_generation`, `post_process*`), the data
-    pipeline (`datasets/`, `transforms/`, `metrics/`, `loader/`, `sampler/` ... folders, `Dataset` and
-    `BaseTransform` subclasses), host values (numpy, pandas, `.cpu()` copies, CPU tensors), error paths before a
+    (`__init__`, `__getitem__`, `collate*`, `process`, `post_process*`; in a generation loop, `generate` and
+    `*_for_generation`, the op is info, since it runs between the compiled model's steps), the data pipeline
+    (`datasets/`, `transforms/`, `metrics/`, `loader/`, `sampler/` ... folders, `Dataset` and `BaseTransform`
+    subclasses), host values (numpy, pandas, `.cpu()` copies, CPU tensors), error paths before a
     `raise`, and on the native stack the body of `if not is_torchdynamo_compiling():`.
 
     ## Example
@@ -54,7 +55,7 @@ class Nonzero(Rule):
         "# torch.nonzero(mask) is avoided here\nx = 'nonzero'",
         "import torch\nidx = torch.nonzero_static(mask, size=8)",
         "import torch\nclass Data:\n    def __init__(self, labels):\n        self.pos = torch.nonzero(labels)",
-        "import torch\nclass M:\n    def generate(self, ids):\n        return torch.nonzero(ids)",
+        "import torch\nclass M:\n    def post_process(self, ids):\n        return torch.nonzero(ids)",
         "import torch\nfrom transformers.utils import is_torchdynamo_compiling\nclass M:\n"
         "    def forward(self, m):\n        if not is_torchdynamo_compiling():\n            self.seen = m.nonzero()",
     )

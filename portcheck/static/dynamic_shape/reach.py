@@ -22,6 +22,8 @@ STATIC = ("the Neuron compiler needs every shape static (NCC_EMOD025) and `torch
 # transformers' generation loop and its input helpers, post-processing of outputs.
 _HOST_FUNCTIONS = re.compile(
     r"(__init__|__getitem__|generate|_generate|\w+_for_generation|_?post_?process\w*|collate\w*)")
+# Of those, the generation loop: its data-dependent ops run on device tensors between the model's steps.
+_GENERATION = re.compile(r"generate|_generate|\w+_for_generation")
 _PICKLING = frozenset({"pickle.loads", "pickle.dumps", "pickle.load", "pickle.dump"})
 
 
@@ -82,11 +84,19 @@ def report_compiled(ctx: Context, rule: type[Rule], node: cst.CSTNode, message: 
     value (numpy, pandas, a CPU tensor), or (native stack) it sits under a test that `torch.compile` answers by
     skipping it (`if not is_torchdynamo_compiling():`). Worded by `message`, or else by the rule's template and
     `fields`."""
-    if host_function(ctx) is not None or host_code(ctx) is not None or error_path(ctx, node):
+    where = host_function(ctx)
+    generation = where is not None and _GENERATION.fullmatch(where) is not None
+    if (where is not None and not generation) or host_code(ctx) is not None or error_path(ctx, node):
         return
     if (value is not None and host_value(ctx, value)) or host_argument(ctx, node):
         return
     if ctx.stack == "native" and skipped_when_compiling(ctx, read or node) is not None:
         return
+    if generation:  # the loop around the model: its ops run between compiled steps, so info, saying where
+        message = (message if message is not None else rule.format(**fields)) + (
+            f" (here in `{where}`, the decoding loop the host drives around the compiled model: the op runs between "
+            "its steps, not inside its graph; it matters where the loop itself is compiled or its result feeds the "
+            "next step's input)")
+        severity = Severity.INFO
     # no fix: `fields` are the template's alone
     ctx.report(rule, node, message, severity, None, requires, False, **fields)
