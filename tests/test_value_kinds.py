@@ -1394,3 +1394,27 @@ def test_a_mask_reading_a_column_attribute_of_what_it_indexes_is_a_dataframes():
         """)
     assert (6, "PC204") not in found
     assert found[(7, "PC204")] == Severity.ERROR and found[(8, "PC204")] == Severity.ERROR
+
+
+def test_a_read_only_when_the_model_is_not_training_is_an_evaluation_metric():
+    """`if not self.training and self.error_calculator is not None: cer = calc(pred.cpu(), ys.cpu())`, or the `else`
+    of `if self.training or calc is None:`: validation metrics, read after the step. A read outside them stays."""
+    found = severities("""\
+        import torch
+        from torch import nn
+
+        class ASR(nn.Module):
+            def forward(self, x, ys):
+                pred = self.decoder(x)
+                loss = (pred - ys).pow(2).mean()
+                if not self.training and self.error_calculator is not None:
+                    cer = self.error_calculator(pred.argmax(-1).cpu(), ys.cpu())
+                if self.training or self.error_calculator is None:
+                    wer = None
+                else:
+                    wer = self.error_calculator(pred.argmax(-1).cpu(), ys.cpu())
+                n = pred.sum().item()
+                return loss, cer, wer, n
+        """, "inf2", "xla")
+    assert not any(line in (9, 13) for line, _ in found)
+    assert found[(14, "PC701")] == Severity.WARNING

@@ -209,7 +209,7 @@ def read_place(ctx: Context, node: cst.CSTNode | None = None) -> str | None:
     """"forward", "step" (a loop body that steps an optimizer), "helper" (another function: a read there counts
     only where the project's call graph puts it in the device step), or None where a host read is harmless:
     host-side code (scope.host_code), an error path, a logging interval, module level, a model's construction."""
-    if host_code(ctx) is not None or error_path(ctx, node) or _interval(ctx):
+    if host_code(ctx) is not None or error_path(ctx, node) or _interval(ctx) or _evaluating(ctx):
         return None
     if ctx.in_forward:
         return "forward"
@@ -219,6 +219,30 @@ def read_place(ctx: Context, node: cst.CSTNode | None = None) -> str | None:
     if ctx.functions and not any(f.name.value in _SET_UP or _drives_steps(ctx, f) for f in ctx.functions):
         return "helper"
     return None
+
+
+def _evaluating(ctx: Context) -> bool:
+    """Under `if not self.training:` (an operand of `and` too) or in the `else` of `if model.training:` (an operand
+    of `or` too): what the
+    model computes only when evaluated, its validation metrics (`cer = self.error_calculator(ys_hat.cpu(), ...)`),
+    read on the host after the step as a metric callback's would be."""
+    for index, statement in enumerate(ctx.statements[:-1]):
+        if not isinstance(statement, cst.If):
+            continue
+        inner = ctx.statements[index + 1]
+        if inner in statement.body.body and any(_training_flag(o.expression) for o in and_operands(statement.test)
+                                                if isinstance(o, cst.UnaryOperation)
+                                                and isinstance(o.operator, cst.Not)):
+            return True
+        if isinstance(statement.orelse, cst.Else) and inner in statement.orelse.body.body and any(
+                _training_flag(o) for o in or_operands(statement.test)):
+            return True  # `if self.training or calc is None: ... else:` runs only when not training
+    return False
+
+
+def _training_flag(node: cst.BaseExpression) -> bool:
+    """`self.training`, `model.training`: a module's own train/eval flag."""
+    return isinstance(node, cst.Attribute) and node.attr.value == "training" and isinstance(node.value, cst.Name)
 
 
 def _drives_steps(ctx: Context, function: cst.FunctionDef) -> bool:
