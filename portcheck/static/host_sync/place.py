@@ -209,7 +209,7 @@ def read_place(ctx: Context, node: cst.CSTNode | None = None) -> str | None:
     """"forward", "step" (a loop body that steps an optimizer), "helper" (another function: a read there counts
     only where the project's call graph puts it in the device step), or None where a host read is harmless:
     host-side code (scope.host_code), an error path, a logging interval, module level, a model's construction."""
-    if host_code(ctx) is not None or error_path(ctx, node) or _interval(ctx) or _evaluating(ctx):
+    if host_code(ctx) is not None or error_path(ctx, node) or _interval(ctx):
         return None
     if ctx.in_forward:
         return "forward"
@@ -221,7 +221,7 @@ def read_place(ctx: Context, node: cst.CSTNode | None = None) -> str | None:
     return None
 
 
-def _evaluating(ctx: Context) -> bool:
+def evaluating(ctx: Context) -> bool:
     """Under `if not self.training:` (an operand of `and` too) or in the `else` of `if model.training:` (an operand
     of `or` too): what the
     model computes only when evaluated, its validation metrics (`cer = self.error_calculator(ys_hat.cpu(), ...)`),

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import libcst as cst
 
-from portcheck.findings import Severity
-from portcheck.knowledge import load
 from portcheck.rules import Pass, Rule, rule
 from portcheck.static.check import Context, check
 from portcheck.static.host_sync.place import quiet_calls, read_place
@@ -20,6 +18,7 @@ from portcheck.static.host_sync.tensors import (
     known_tensors,
     names_cpu,
 )
+from portcheck.static.host_sync.wording import read_message
 from portcheck.static.scope import host_value
 from portcheck.static.syntax import call_name, keyword, positional
 from portcheck.static.walk import visit
@@ -202,14 +201,6 @@ _RULES = (HostValueRead, HostCopy, PrintTensor)
 _HOST_METHODS: dict[str, type[Rule]] = {**dict.fromkeys(VALUE_READS, HostValueRead), **dict.fromkeys(COPIES, HostCopy)}
 _CASTS = ("float", "int", "bool")  # `float(loss)` is `loss.item()`
 
-_GRAPH_CUT = ("on PyTorch/XLA it is an implicit graph cut (the pending graph is compiled and run to produce the "
-              "value)")
-_TRACE = "and `torch_neuronx.trace` bakes the example's value into the graph"
-_NATIVE = ("it waits for the device and ends TorchNeuron's eager op fusion there, and under "
-           "`torch.compile(backend=\"neuron\")` it is a graph break (an error with `fullgraph=True`)")
-_NATIVE_STEP = "it waits for the device and ends TorchNeuron's eager op fusion there"
-
-
 def _host_method(ctx: Context, node: cst.Call) -> type[Rule] | None:
     """HostValueRead for `.item()` / `.tolist()`, HostCopy for `.cpu()` / `.numpy()` / `.to("cpu")` on something
     that may be a tensor; None otherwise."""
@@ -254,25 +245,6 @@ def _skip_inner_reads(ctx: Context, node: cst.Call) -> None:
 def _one_line(ctx: Context, node: cst.CSTNode) -> str:
     text = " ".join(ctx.source(node).split())
     return text if len(text) <= 60 else text[:57] + "..."
-
-
-def read_message(ctx: Context, what: str, place: str, fix_xla: str, fix_native: str,
-             graph_break: bool = False) -> tuple[str, Severity | None]:
-    """`graph_break`: the read is a data access that `torch.compile` graph-breaks on (`.item()`, `.tolist()`)."""
-    where = {"forward": "inside `forward`", "helper": "in code the model's `forward` calls",
-             "step-helper": "in code a training step calls",
-             "elsewhere": "in code a model or a step may call"}.get(place, "every training step")
-    helper = place == "step-helper"
-    place = {"helper": "forward", "step-helper": "step"}.get(place, place)
-    if helper and load().rules["PC607"].applies_to(ctx.chip, ctx.stack):
-        # a chip that does not train: PC607 reports the training; its step's reads are not the port's problem
-        return f"{what} {where}: training does not run on {ctx.chip} (PC607), so this read is not reached there", \
-            Severity.INFO
-    if ctx.stack == "xla":
-        cut = f"{_GRAPH_CUT} {_TRACE}" if place == "forward" else _GRAPH_CUT
-        return f"{what} {where}: {cut}; {fix_xla}", None
-    native = _NATIVE if place == "forward" and graph_break else _NATIVE_STEP
-    return f"{what} {where}: {native}; {fix_native}", Severity.INFO
 
 
 def report_read(ctx: Context, read: type[Rule], node: cst.Call, place: str, through: str = "") -> None:

@@ -8,8 +8,9 @@ import libcst as cst
 
 from portcheck.static.check import Context, check
 from portcheck.static.host_sync.place import read_place
-from portcheck.static.host_sync.reads import HostValueRead, read_message
+from portcheck.static.host_sync.reads import HostValueRead
 from portcheck.static.host_sync.tensors import compared_tensor, known_tensors
+from portcheck.static.host_sync.wording import read_message
 from portcheck.static.scope import host_value
 from portcheck.static.syntax import call_name, only_raises
 from portcheck.static.values import PREDICATES, REDUCTIONS, predicate_truth, reads_tensor_values
