@@ -1419,3 +1419,30 @@ def test_a_read_only_when_the_model_is_not_training_is_an_evaluation_metric():
         """, "inf2", "xla")
     assert found[(9, "PC702")] == Severity.INFO and found[(13, "PC702")] == Severity.INFO
     assert found[(14, "PC701")] == Severity.WARNING
+
+
+def test_the_fallback_for_torch_1_is_never_run_on_neuron():
+    """The `else` of `if x.is_cuda or is_torch_1_10_plus:` runs only on torch 1.x, which no Neuron stack runs: info.
+    The fallback for an older torch 2 (`else` of `if TORCH_GE_2_4:`) may still run there and keeps its finding."""
+    found = severities("""\
+        import torch
+        from packaging.version import Version
+        from torch import nn
+
+        is_torch_1_10_plus = Version(torch.__version__) >= Version("1.10.0")
+        TORCH_GE_2_4 = Version(torch.__version__) >= Version("2.4")
+
+        class Stft(nn.Module):
+            def forward(self, x):
+                if x.is_cuda or is_torch_1_10_plus:
+                    out = x * 2
+                else:
+                    out = x.cuda()
+                if TORCH_GE_2_4:
+                    y = x * 2
+                else:
+                    y = x.cuda()
+                return out, y
+        """)
+    assert found[(13, "PC101")] == Severity.INFO
+    assert found[(17, "PC101")] == Severity.ERROR

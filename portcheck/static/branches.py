@@ -10,16 +10,18 @@ every answer errs towards "don't know" (None), and a check that gets None report
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import libcst as cst
 
-from portcheck.static.check import Context
+from portcheck.findings import Severity
+from portcheck.static.check import Context, Hit
 from portcheck.static.syntax import block_body, dotted_name, import_statements, keyword, suites
 from portcheck.static.values import contains
 
 # A name that is true on newer releases (`_XLA_GREATER_EQUAL_2_1`, `_TORCH_GE_2_4`, `is_torch_version_at_least`)
 # or on older ones (`_TORCH_LESS_2_0`, `TORCH_BELOW_2`).
-_NEWER = re.compile(r"(GREATER|(^|_)GE?Q?_\d|AT_LEAST|NEWER|_GTE?_\d|MIN_VERSION)", re.IGNORECASE)
+_NEWER = re.compile(r"(GREATER|(^|_)GE?Q?_\d|AT_LEAST|NEWER|_GTE?_\d|MIN_VERSION|\d_?PLUS$)", re.IGNORECASE)
 _OLDER = re.compile(r"(LESS|LOWER|OLDER|BELOW|(^|_)LT_\d|(^|_)LE_\d)", re.IGNORECASE)
 _VERSIONISH = re.compile(r"(version|__version__|VERSION)")
 _EXITS = (cst.Return, cst.Raise, cst.Continue, cst.Break)
@@ -58,6 +60,10 @@ def version_polarity(test: cst.BaseExpression) -> str | None:
 def _old_side(test: cst.BaseExpression, body: cst.CSTNode, orelse: cst.CSTNode | None,
               inner: cst.CSTNode) -> bool:
     polarity = version_polarity(test)
+    if isinstance(test, cst.BooleanOperation):  # `a or TORCH_GE_1_10`: its `else` runs only on older releases
+        sides = (version_polarity(test.left), version_polarity(test.right))
+        polarity = ("newer" if isinstance(test.operator, cst.Or) and "newer" in sides else
+                    "older" if isinstance(test.operator, cst.And) and "older" in sides else None)
     if polarity == "newer":
         return contains(orelse, inner)
     if polarity == "older":
@@ -75,9 +81,13 @@ def _exits(block: cst.BaseSuite) -> bool:
 
 def siblings_before(holder: cst.CSTNode | None, ctx: Context, stmt: cst.CSTNode) -> list[cst.CSTNode]:
     """The statements before `stmt` in the block of `holder` (None: the module) that holds it."""
+    return _siblings(holder, ctx.module, stmt)
+
+
+def _siblings(holder: cst.CSTNode | None, module: cst.Module, stmt: cst.CSTNode) -> list[cst.CSTNode]:
     bodies: list[tuple[cst.CSTNode, ...]] = []
     if holder is None:
-        bodies.append(tuple(ctx.module.body))
+        bodies.append(tuple(module.body))
     else:
         bodies.extend(tuple(suite.body) for suite in suites(holder) if isinstance(suite, cst.IndentedBlock))
     for body in bodies:
@@ -91,13 +101,16 @@ def version_fallback(ctx: Context, node: cst.CSTNode) -> str | None:
     """The version test that makes `node` a fallback for older releases, or None: `node` is in the `else` of
     `if NEWER:` (or the body of `if OLDER:`), after `if NEWER: ... return` in the same block, or on the old side
     of `new if NEWER else old`."""
-    chain = ctx.statements
+    return _fallback(ctx.statements, ctx.module, node)
+
+
+def _fallback(chain: tuple[cst.CSTNode, ...] | list[cst.CSTNode], module: cst.Module, node: cst.CSTNode) -> str | None:
     for index, stmt in enumerate(chain):
         inner = chain[index + 1] if index + 1 < len(chain) else node
         if isinstance(stmt, cst.If) and _old_side(stmt.test, stmt.body, stmt.orelse, inner):
             return _shown(stmt.test)
         holder = chain[index - 1] if index else None
-        for sibling in siblings_before(holder, ctx, stmt):
+        for sibling in _siblings(holder, module, stmt):
             if (isinstance(sibling, cst.If) and sibling.orelse is None and _exits(sibling.body)
                     and version_polarity(sibling.test) == "newer"):
                 return _shown(sibling.test)
@@ -113,6 +126,24 @@ def version_fallback(ctx: Context, node: cst.CSTNode) -> str | None:
     if statement is not None:
         statement.visit(Finder())
     return found[0] if found else None
+
+
+# The first version number a test names: `"1.10"`, `1_13` of `is_torch_greater_or_equal_than_1_13`.
+_RELEASE = re.compile(r"(?<![\d.])(\d+)[._](\d+)")
+
+
+def for_old_torch(hit: Hit, module: cst.Module) -> Hit:
+    """The hit, as info, where its code is the fallback for torch 1.x: a version test that names torch and a release
+    below 2 (`else` of `if TORCH_GE_1_10:`, the body of `if torch.__version__ < "1.10":`). Every Neuron stack runs
+    torch 2 (torch-neuronx 2.x, TorchNeuron native), so that branch never runs on Neuron."""
+    if hit.severity is Severity.INFO or not hit.chain:
+        return hit
+    test = _fallback(hit.chain, module, hit.node)
+    found = _RELEASE.search(test) if test is not None and "torch" in test.lower() else None
+    if test is None or found is None or int(found.group(1)) >= 2:
+        return hit
+    return replace(hit, severity=Severity.INFO, fix=None,
+                   message=f"{hit.message} (only for torch 1.x, under `{test}`: Neuron runs torch 2)")
 
 
 def tpu_only(ctx: Context, node: cst.CSTNode) -> str | None:
