@@ -1446,3 +1446,23 @@ def test_the_fallback_for_torch_1_is_never_run_on_neuron():
         """)
     assert found[(13, "PC101")] == Severity.INFO
     assert found[(17, "PC101")] == Severity.ERROR
+
+
+def test_a_type_test_says_nothing_after_the_name_is_bound_again():
+    """`if isinstance(x, np.ndarray): x = torch.from_numpy(x).to(device)`: after that line `x` is a tensor on the
+    device, whatever the test said; before it (and on its own right-hand side) it is still the array."""
+    found = severities("""\
+        import numpy as np
+        import torch
+        from torch import nn
+
+        class M(nn.Module):
+            def forward(self, x, device):
+                if isinstance(x, np.ndarray):
+                    kept = x[x > 0]
+                    x = torch.from_numpy(x[x > 1]).to(device)
+                    return x[x > 0], kept
+                return x
+        """)
+    assert (8, "PC204") not in found and (9, "PC204") not in found
+    assert found[(10, "PC204")] == Severity.ERROR

@@ -12,6 +12,7 @@ Both feed `scope.host_value`; like it, they err towards "don't know".
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 import libcst as cst
 
@@ -48,7 +49,50 @@ def typed_host(ctx: Context, name: str) -> bool:
     sparse.issparse(x):` or `if np.isscalar(x):`."""
     return python_number(ctx, name) or any(
         isinstance(s, cst.If) and ctx.statements[i + 1] in s.body.body and _host_test(ctx, s.test, name)
+        and not _rebinds(s.body.body[:s.body.body.index(ctx.statements[i + 1])], name)
         for i, s in enumerate(ctx.statements[:-1]))
+
+
+def _rebinds(statements: Sequence[cst.CSTNode], name: str) -> bool:
+    """One of `statements` binds `name` again (`x = torch.from_numpy(x).to(device)`): after it, the type test no
+    longer says what `name` holds."""
+    found = False
+
+    class Finder(cst.CSTVisitor):
+        def visit_Name(self, node: cst.Name) -> None:
+            nonlocal found
+            found = found or node.value == name
+
+    targets = [t for statement in statements for node in _binding_nodes(statement) for t in node]
+    for target in targets:
+        visit(target, Finder())
+    return found
+
+
+def _binding_nodes(statement: cst.CSTNode) -> list[list[cst.CSTNode]]:
+    found: list[list[cst.CSTNode]] = []
+
+    class Finder(cst.CSTVisitor):
+        def visit_Assign(self, node: cst.Assign) -> None:
+            found.append([t.target for t in node.targets])
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            found.append([node.target])
+
+        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+            found.append([node.target])
+
+        def visit_For(self, node: cst.For) -> None:
+            found.append([node.target])
+
+        def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+            found.append([node.target])
+
+        def visit_AsName(self, node: cst.AsName) -> None:
+            found.append([node.name])
+
+    visit(statement, Finder())
+    return found
 
 
 _HOST_TYPES = ("numpy.", "pandas.", "scipy.")
