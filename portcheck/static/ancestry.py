@@ -62,4 +62,12 @@ def holds(ctx: Context, tree: cst.CSTNode | None, inner: cst.CSTNode) -> bool:
     return contains(tree, inner)
 
 
-__all__ = ["ancestors", "holders", "holds"]
+def taken_ifs(ctx: Context) -> list[tuple[cst.If, cst.CSTNode]]:
+    """Each `if` (or `elif`) whose body, not its `else`, holds the statement being visited, outermost first, with its
+    statement on the way there: the tests that hold wherever this code runs."""
+    chain = ctx.statements
+    return [(s, chain[i + 1]) for i, s in enumerate(chain[:-1])
+            if isinstance(s, cst.If) and chain[i + 1] in s.body.body]
+
+
+__all__ = ["ancestors", "holders", "holds", "taken_ifs"]

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 
+from portcheck.static.ancestry import taken_ifs
 from portcheck.static.check import Context
 from portcheck.static.syntax import parameters
 from portcheck.static.walk import visit
@@ -48,9 +49,8 @@ def typed_host(ctx: Context, name: str) -> bool:
     in the body of `if isinstance(x, np.ndarray):` (numpy, pandas or scipy types, Python numbers), `if
     sparse.issparse(x):` or `if np.isscalar(x):`."""
     return python_number(ctx, name) or any(
-        isinstance(s, cst.If) and ctx.statements[i + 1] in s.body.body and _host_test(ctx, s.test, name)
-        and not _rebinds(s.body.body[:s.body.body.index(ctx.statements[i + 1])], name)
-        for i, s in enumerate(ctx.statements[:-1]))
+        _host_test(ctx, s.test, name) and not _rebinds(s.body.body[:s.body.body.index(inner)], name)
+        for s, inner in taken_ifs(ctx))
 
 
 def _rebinds(statements: Sequence[cst.CSTNode], name: str) -> bool:

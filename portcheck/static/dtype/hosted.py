@@ -8,7 +8,7 @@ from typing import cast
 
 import libcst as cst
 
-from portcheck.static.ancestry import ancestors
+from portcheck.static.ancestry import ancestors, taken_ifs
 from portcheck.static.check import Context
 from portcheck.static.dtype.kept import outlives
 from portcheck.static.name_reads import bound_name, reads_in_scope
@@ -94,9 +94,7 @@ _FLOAT64 = frozenset({"torch.float64", "torch.double"})
 def wide_already(ctx: Context) -> bool:
     """In the body of `if x.dtype == torch.float64:` (or `is`, an `elif` too): the data is float64 already, so a
     `.double()` there changes nothing (pyro's `elif terms.dtype is torch.float64: ... .double()`)."""
-    for index, statement in enumerate(ctx.statements[:-1]):
-        if not isinstance(statement, cst.If) or ctx.statements[index + 1] not in statement.body.body:
-            continue
+    for statement, _ in taken_ifs(ctx):
         test = statement.test
         if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(
                 test.comparisons[0].operator, (cst.Equal, cst.Is)):

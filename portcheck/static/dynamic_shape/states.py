@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from portcheck.static.ancestry import taken_ifs
 from portcheck.static.check import Context
 from portcheck.static.syntax import blocks, small_statements
 from portcheck.static.walk import visit
@@ -69,10 +70,10 @@ def absent(ctx: Context, state: str) -> bool:
     of an `and` holding that test), or after `assert state is None` in its own block or an enclosing one. What is
     concatenated there is not the state a caller passed back (fairseq's `assert static_k is None` before
     `k = torch.cat([k, bias_k.repeat(1, bsz, 1)])`, a learned bias appended once)."""
+    if any(_tests_none(holder.test, state) for holder, _ in taken_ifs(ctx)):
+        return True
     for index, holder in enumerate(ctx.statements[:-1]):
         inner = ctx.statements[index + 1]
-        if isinstance(holder, cst.If) and inner in holder.body.body and _tests_none(holder.test, state):
-            return True
         for block in blocks(holder):
             if inner in block:
                 before = block[:block.index(inner)]

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from portcheck.static.ancestry import taken_ifs
 from portcheck.static.branches import siblings_before
 from portcheck.static.check import Context
 from portcheck.static.error_paths import error_path
@@ -226,18 +227,13 @@ def evaluating(ctx: Context) -> bool:
     of `or` too): what the
     model computes only when evaluated, its validation metrics (`cer = self.error_calculator(ys_hat.cpu(), ...)`),
     read on the host after the step as a metric callback's would be."""
-    for index, statement in enumerate(ctx.statements[:-1]):
-        if not isinstance(statement, cst.If):
-            continue
-        inner = ctx.statements[index + 1]
-        if inner in statement.body.body and any(_training_flag(o.expression) for o in and_operands(statement.test)
-                                                if isinstance(o, cst.UnaryOperation)
-                                                and isinstance(o.operator, cst.Not)):
-            return True
-        if isinstance(statement.orelse, cst.Else) and inner in statement.orelse.body.body and any(
-                _training_flag(o) for o in or_operands(statement.test)):
-            return True  # `if self.training or calc is None: ... else:` runs only when not training
-    return False
+    if any(_training_flag(o.expression) for statement, _ in taken_ifs(ctx) for o in and_operands(statement.test)
+           if isinstance(o, cst.UnaryOperation) and isinstance(o.operator, cst.Not)):
+        return True
+    chain = ctx.statements
+    return any(isinstance(s, cst.If) and isinstance(s.orelse, cst.Else) and chain[i + 1] in s.orelse.body.body
+               and any(_training_flag(o) for o in or_operands(s.test))  # `if self.training or ...: ... else:`
+               for i, s in enumerate(chain[:-1]))
 
 
 def _training_flag(node: cst.BaseExpression) -> bool:
