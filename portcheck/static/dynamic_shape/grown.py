@@ -12,6 +12,7 @@ from portcheck.static.dynamic_shape.states import (
     optional_parameters,
     root,
     state_parameter,
+    stored_state,
     target_names,
     unpacked,
 )
@@ -32,8 +33,10 @@ class TensorGrownPerStep(Rule):
     The same growth inside the model: a cache a caller passes back (a parameter defaulting to None, `layer_past`,
     `past_key_value`) with this call's keys appended (`key = torch.cat((past_key, key), dim=-2)`), where the keys
     then enter attention (a matrix product, `scaled_dot_product_attention`) or the values grow from the same cache
-    too; and a module attribute grown on every call of `forward` (`self.cache = torch.cat([self.cache, x])`).
-    One finding a cache. A skip connection concatenated once (`x = torch.cat([x, skip], dim=1)`) is no cache.
+    too, or a cache kept in a dict the caller hands in (`prev = saved["prev_key"]`, `k = torch.cat([prev, k])`,
+    `saved["prev_key"] = k`); and a module attribute grown on every call of `forward` (`self.cache =
+    torch.cat([self.cache, x])`). One finding a cache. A skip connection concatenated once (`x = torch.cat([x,
+    skip], dim=1)`) is no cache.
     And a loop that hands the model a slice its own counter cuts (`model(tokens[:, :step])`, `model(ids[:,
     :cur_len])` with `cur_len += 1`), in a file that names torch or a library built on it (a socket buffer
     `buf[written:]` is no tensor); a window both ends of which move (`x[i:i + k]`) keeps its length.
@@ -292,12 +295,14 @@ def _reads(value: cst.BaseExpression, name: str) -> bool:
 def _growth(ctx: Context, function: cst.FunctionDef, statement: cst.SimpleStatementLine) -> tuple[
         str, str, cst.Call] | None:
     """(name, state, call) for `name = torch.cat([..., name, ...])` one part of which comes from a parameter of
-    `function` defaulting to None (`_state_parameter`)."""
+    `function` defaulting to None (`state_parameter`) or from a dict key the function writes back
+    (`stored_state`)."""
     grown = _grown_name(ctx, statement)
     if grown is None:
         return None
     name, call, parts = grown
-    state = next((s for p in parts if (s := state_parameter(ctx, function, p)) is not None), None)
+    state = next((s for p in parts if (s := state_parameter(ctx, function, p) or stored_state(ctx, function, p))
+                  is not None), None)
     return None if state is None else (name, state, call)
 
 

@@ -21,9 +21,9 @@ class BooleanMaskIndex(Rule):
     """## What it does
     Finds reads through a boolean mask: `x[mask]` where the mask is a comparison (`x[x > 0]`), an inverted
     index (`x[~pad]`), a `.bool()` / `torch.isin` / `torch.isnan` result, or a local name bound to one.
-    Writes (`x[mask] = 0`, also inside a tuple target `a[m], b[m] = f(x)`) keep the shape and stay quiet; so do
-    integer and slice indexing. An augmented assignment (`x[mask] += y`) reads `x[mask]` first and is reported.
-    A mask reshaped (`mask.view(-1)`) is still a mask.
+    Writes (`x[mask] = 0`, also inside a tuple target `a[m], b[m] = f(x)`) keep the shape and are PC216's;
+    integer and slice indexing stay quiet. An augmented assignment (`x[mask] += y`) reads `x[mask]` first and is
+    reported. A mask reshaped (`mask.view(-1)`) is still a mask.
 
     ## Example
     ```python
@@ -75,7 +75,7 @@ _MASK_FUNCTIONS = frozenset(f"torch.{n}" for n in ("isnan", "isinf", "isfinite",
                                                    "lt", "ge", "le", "isneginf", "isposinf", "any", "all"))
 
 
-def _is_mask(ctx: Context, node: cst.BaseExpression, depth: int = 0, named: bool = True) -> bool:
+def is_mask(ctx: Context, node: cst.BaseExpression, depth: int = 0, named: bool = True) -> bool:
     """`node` is a boolean mask by what makes it (a comparison, `~m`, `.bool()`, `torch.isin`) or, with `named`,
     by its name (`_named_mask`)."""
     if depth > 3:
@@ -88,17 +88,17 @@ def _is_mask(ctx: Context, node: cst.BaseExpression, depth: int = 0, named: bool
     if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.BitInvert):
         return True  # `x[~m]`: inverting an index only makes sense for a boolean mask
     if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.BitAnd, cst.BitOr, cst.BitXor)):
-        return _is_mask(ctx, node.left, depth + 1, named) or _is_mask(ctx, node.right, depth + 1, named)
+        return is_mask(ctx, node.left, depth + 1, named) or is_mask(ctx, node.right, depth + 1, named)
     if isinstance(node, cst.Call):
         qualname = ctx.qualname(node.func)
         if qualname is not None:
             return qualname in _MASK_FUNCTIONS
         if isinstance(node.func, cst.Attribute) and call_name(node) in _RESHAPES:  # `mask.view(-1)`
-            return _is_mask(ctx, node.func.value, depth + 1, named)
+            return is_mask(ctx, node.func.value, depth + 1, named)
         return isinstance(node.func, cst.Attribute) and call_name(node) in _MASK_METHODS
     if isinstance(node, cst.Name):
         bound = ctx.constant(node)
-        if bound is not None and _is_mask(ctx, bound[1], depth + 1, named):
+        if bound is not None and is_mask(ctx, bound[1], depth + 1, named):
             return True
         return named and _named_mask(ctx, node.value, [bound[1]] if bound is not None else rebindings(ctx, node.value))
     if isinstance(node, cst.Attribute):  # `data.train_mask`, `self.keep_mask`
@@ -137,7 +137,7 @@ _TENSOR_ATTRIBUTES = frozenset({"data", "grad", "real", "imag", "T", "mT", "H", 
                                 "ndim", "is_cuda", "requires_grad", "layout", "names", "is_leaf", "itemsize"})
 
 
-def _host_mask(ctx: Context, base: cst.BaseExpression, mask: cst.BaseExpression) -> bool:
+def host_mask(ctx: Context, base: cst.BaseExpression, mask: cst.BaseExpression) -> bool:
     """The mask says the indexing runs on the host: it is a numpy value or a tensor copied to the host
     (`scores = np.asarray(conf); boxes[scores > t]`), or it reads columns of the very value it indexes
     (`df[df["start"] < end]`, `df[df.ds >= start]`): a tensor has no columns named by strings or attributes, a
@@ -189,11 +189,14 @@ def check_mask_index(node: cst.Subscript, ctx: Context) -> None:
         return
     for element in node.slice:
         index = element.slice
-        if isinstance(index, cst.Index) and _is_mask(ctx, index.value):
-            if _host_mask(ctx, node.value, index.value):
+        if isinstance(index, cst.Index) and is_mask(ctx, index.value):
+            if host_mask(ctx, node.value, index.value):
                 return
             shown = " ".join(ctx.source(node).split())
             # a mask known by its name alone counts where the device step reaches it, and is info elsewhere
-            for requires in ("",) if _is_mask(ctx, index.value, named=False) else ("device", ELSEWHERE):
+            for requires in ("",) if is_mask(ctx, index.value, named=False) else ("device", ELSEWHERE):
                 report_compiled(ctx, BooleanMaskIndex, node, value=node.value, shown=shown, requires=requires)
             return
+
+
+__all__ = ["BooleanMaskIndex", "host_mask", "is_mask"]

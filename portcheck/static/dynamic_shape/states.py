@@ -7,7 +7,7 @@ import libcst as cst
 
 from portcheck.static.ancestry import taken_ifs
 from portcheck.static.check import Context
-from portcheck.static.syntax import blocks, small_statements
+from portcheck.static.syntax import blocks, small_statements, string_value
 from portcheck.static.walk import visit
 
 
@@ -46,6 +46,56 @@ def state_parameter(ctx: Context, function: cst.FunctionDef, part: cst.BaseExpre
         if source in optional:
             return source
     return None
+
+
+# Methods that give the same values in another shape or dtype: `prev = saved["prev_key"].view(b * h, -1, d)`.
+_SAME_VALUES = frozenset({"view", "reshape", "float", "half", "bfloat16", "to", "type_as", "contiguous", "transpose",
+                          "permute", "unsqueeze", "squeeze", "flatten", "clone", "detach"})
+
+
+def stored_state(ctx: Context, function: cst.FunctionDef, part: cst.BaseExpression) -> str | None:
+    """The container a part of a concatenation is read from, `saved` of `saved["prev_key"]` (directly, in another
+    shape, or through local names), where `function` also writes that key back (`saved["prev_key"] = k`): a cache
+    the function keeps between its calls in a dict the caller hands it (fairseq's `incremental_state`)."""
+    writes = ctx.memo("stored-keys", function, lambda: _stored_keys(function))
+    if not writes:
+        return None
+    bindings = ctx.memo("unpacked", function, lambda: unpacked(function))
+    todo, seen = [part], 0
+    while todo and seen < 12:  # names bound from one another, a cycle too, end here
+        node, seen = todo.pop(), seen + 1
+        while (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
+               and node.func.attr.value in _SAME_VALUES):
+            node = node.func.value
+        if isinstance(node, cst.Name):
+            todo.extend(bindings.get(node.value, ()))
+        elif (key := _string_key(node)) is not None and key in writes:
+            return key[0]
+    return None
+
+
+def _string_key(node: cst.BaseExpression) -> tuple[str, str] | None:
+    """(`saved`, `"prev_key"`) of `saved["prev_key"]`."""
+    if not (isinstance(node, cst.Subscript) and isinstance(node.value, cst.Name) and len(node.slice) == 1
+            and isinstance(node.slice[0].slice, cst.Index)):
+        return None
+    key = string_value(node.slice[0].slice.value)
+    return None if key is None else (node.value.value, key)
+
+
+def _stored_keys(function: cst.FunctionDef) -> frozenset[tuple[str, str]]:
+    """The (dict, key) pairs `function` assigns: `saved["prev_key"] = ...`."""
+    found: set[tuple[str, str]] = set()
+
+    class Finder(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is function
+
+        def visit_Assign(self, node: cst.Assign) -> None:
+            found.update(key for t in node.targets if (key := _string_key(t.target)) is not None)
+
+    visit(function, Finder())
+    return frozenset(found)
 
 
 def unpacked(function: cst.FunctionDef) -> dict[str, list[cst.BaseExpression]]:
@@ -92,4 +142,4 @@ def _tests_none(test: cst.BaseExpression, state: str) -> bool:
             and isinstance(test.comparisons[0].comparator, cst.Name) and test.comparisons[0].comparator.value == "None")
 
 
-__all__ = ["absent", "optional_parameters", "root", "state_parameter", "target_names", "unpacked"]
+__all__ = ["absent", "optional_parameters", "root", "state_parameter", "stored_state", "target_names", "unpacked"]
