@@ -20,8 +20,8 @@ class NcclBackend(Rule):
     in the file (`BACKEND = "nccl"`), in `new_group` / `new_subgroups`, command-line `--dist-backend`
     options whose default is `"nccl"`, a name whose branches bind only vendor backends and fall back to
     `"nccl"` (`if xpu: backend = "xccl" else: backend = "nccl"`, which a Neuron host reaches), a settings field
-    or attribute named `backend` set to `"nccl"` (`backend: str = "nccl"` in a dataclass,
-    `args.dist_backend = "nccl"`). A backend chosen at run time with a CPU fallback (`"nccl" if cuda else
+    or attribute named `backend` set to `"nccl"` (`backend: str = "nccl"` or `= field(default="nccl")` in a
+    dataclass, `args.dist_backend = "nccl"`). A backend chosen at run time with a CPU fallback (`"nccl" if cuda else
     "gloo"`, or branches binding `"gloo"`) or read from elsewhere (`args.backend`) stays quiet.
 
     ## Example
@@ -59,6 +59,8 @@ class NcclBackend(Rule):
         "dist.init_process_group(backend=backend)",
         "from dataclasses import dataclass\n@dataclass\nclass GroupKwargs:\n    backend: str = 'nccl'",
         "args.dist_backend = 'nccl'",
+        "from dataclasses import dataclass, field\n@dataclass\nclass Config:\n"
+        "    distributed_backend: str = field(default='nccl', metadata={'help': 'backend'})",
     )
     VALID = (
         "import torch.distributed as dist\ndist.init_process_group('gloo')",
@@ -70,6 +72,7 @@ class NcclBackend(Rule):
         "import torch.distributed as dist\nif cuda:\n    backend = 'nccl'\nelse:\n    backend = 'gloo'\n"
         "dist.init_process_group(backend=backend)",
         "class Kwargs:\n    tokenizer: str = 'nccl'",
+        "from dataclasses import field\nclass Config:\n    backend: str = field(default='gloo')",
     )
 
 
@@ -232,8 +235,10 @@ def _backend_fix(ctx: Context, node: cst.BaseExpression, near: cst.Call, safe: b
 @check(cst.AnnAssign, cst.Assign, rules=(NcclBackend,), tokens=NCCL_TOKENS)
 def check_backend_setting(node: cst.AnnAssign | cst.Assign, ctx: Context) -> None:
     """`backend: str = "nccl"` in a class body (a dataclass of process-group settings) and
-    `args.dist_backend = "nccl"`: the backend a process group is later built with."""
-    if node.value is None or (string_value(node.value) or "").strip().lower() != "nccl":
+    `args.dist_backend = "nccl"`: the backend a process group is later built with. A field's declared default
+    counts as its value (`backend: str = field(default="nccl")`, pydantic's `Field("nccl")`)."""
+    value = _declared_default(ctx, node.value) if node.value is not None else None
+    if value is None or (string_value(value) or "").strip().lower() != "nccl":
         return
     targets = [node.target] if isinstance(node, cst.AnnAssign) else [t.target for t in node.targets]
     in_class = len(ctx.statements) > 1 and isinstance(ctx.statements[-2], cst.ClassDef)
@@ -241,10 +246,26 @@ def check_backend_setting(node: cst.AnnAssign | cst.Assign, ctx: Context) -> Non
         field = (target.value if isinstance(target, cst.Name) and in_class
                  else target.attr.value if isinstance(target, cst.Attribute) else "")
         if field.lower().endswith("backend"):
-            ctx.report(NcclBackend, node.value, f"`{field}` is set to {ctx.source(node.value)}, NVIDIA's NCCL, for "
+            ctx.report(NcclBackend, value, f"`{field}` is set to {ctx.source(value)}, NVIDIA's NCCL, for "
                        "the process group built from it, which a Neuron host's torch lacks; "
                        f"{_backend_advice(ctx)}")
             return
+
+
+# What declares a settings field with its default: dataclasses', attrs' and pydantic's field functions.
+_FIELDS = frozenset({"dataclasses.field", "attr.ib", "attr.attrib", "attr.field", "attrs.field", "pydantic.Field",
+                     "pydantic.fields.Field"})
+
+
+def _declared_default(ctx: Context, value: cst.BaseExpression) -> cst.BaseExpression | None:
+    """The value itself, or the default a field function declares (`field(default="nccl", metadata=...)`,
+    `Field("nccl")`); None for a field without one."""
+    if not isinstance(value, cst.Call) or ctx.qualname(value.func) not in _FIELDS:
+        return value
+    default = keyword(value, "default")
+    if default is None and ctx.qualname(value.func) in ("pydantic.Field", "pydantic.fields.Field"):
+        default = positional(value, 0)
+    return None if default is None else default.value
 
 
 @check(cst.Call, rules=(NcclBackend,), tokens=NCCL_TOKENS)

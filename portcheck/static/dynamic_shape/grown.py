@@ -301,7 +301,7 @@ def _growth(ctx: Context, function: cst.FunctionDef, statement: cst.SimpleStatem
     if grown is None:
         return None
     name, call, parts = grown
-    state = next((s for p in parts if (s := state_parameter(ctx, function, p) or stored_state(ctx, function, p))
+    state = next((s for p in parts if (s := state_parameter(ctx, function, p) or stored_state(ctx, function, p, name))
                   is not None), None)
     return None if state is None else (name, state, call)
 

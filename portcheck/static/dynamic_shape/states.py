@@ -53,10 +53,13 @@ _SAME_VALUES = frozenset({"view", "reshape", "float", "half", "bfloat16", "to", 
                           "permute", "unsqueeze", "squeeze", "flatten", "clone", "detach"})
 
 
-def stored_state(ctx: Context, function: cst.FunctionDef, part: cst.BaseExpression) -> str | None:
-    """The container a part of a concatenation is read from, `saved` of `saved["prev_key"]` (directly, in another
-    shape, or through local names), where `function` also writes that key back (`saved["prev_key"] = k`): a cache
-    the function keeps between its calls in a dict the caller hands it (fairseq's `incremental_state`)."""
+def stored_state(ctx: Context, function: cst.FunctionDef, part: cst.BaseExpression, grown: str) -> str | None:
+    """The container a part of the concatenation that rebinds `grown` is read from, `saved` of `saved["prev_key"]`
+    (directly, in another shape, or through other local names), where `function` also writes that key back
+    (`saved["prev_key"] = k`) and the container comes from the caller (a parameter, or what a call makes of one:
+    `saved = self._get_input_buffer(incremental_state)`): a cache kept between calls (fairseq's
+    `incremental_state`). `grown` itself is not followed: its bindings elsewhere in the function say nothing of
+    what it holds where it is concatenated (`k = torch.cat([k, bias_k])` before the cache is read)."""
     writes = ctx.memo("stored-keys", function, lambda: _stored_keys(function))
     if not writes:
         return None
@@ -68,10 +71,23 @@ def stored_state(ctx: Context, function: cst.FunctionDef, part: cst.BaseExpressi
                and node.func.attr.value in _SAME_VALUES):
             node = node.func.value
         if isinstance(node, cst.Name):
-            todo.extend(bindings.get(node.value, ()))
-        elif (key := _string_key(node)) is not None and key in writes:
+            if node.value != grown:
+                todo.extend(bindings.get(node.value, ()))
+        elif (key := _string_key(node)) is not None and key in writes and _handed_in(function, key[0], bindings):
             return key[0]
     return None
+
+
+def _handed_in(function: cst.FunctionDef, name: str, bindings: dict[str, list[cst.BaseExpression]]) -> bool:
+    """`name` is a parameter of `function`, or every binding of it (None aside) is a call given one: a dict the
+    caller keeps between calls, not one the function builds (`kwargs = {k: v for ...}`)."""
+    params = function.params
+    names = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)} - {"self"}
+    if name in names:
+        return True
+    values = [v for v in bindings.get(name, ()) if not (isinstance(v, cst.Name) and v.value == "None")]
+    return bool(values) and all(isinstance(v, cst.Call) and any(root(a.value) in names for a in v.args)
+                                for v in values)
 
 
 def _string_key(node: cst.BaseExpression) -> tuple[str, str] | None:
