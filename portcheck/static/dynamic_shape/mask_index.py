@@ -20,7 +20,8 @@ from portcheck.summaries import ELSEWHERE
 class BooleanMaskIndex(Rule):
     """## What it does
     Finds reads through a boolean mask: `x[mask]` where the mask is a comparison (`x[x > 0]`), an inverted
-    index (`x[~pad]`), a `.bool()` / `torch.isin` / `torch.isnan` result, or a local name bound to one.
+    index (`x[~pad]`), a `.bool()` / `torch.isin` / `torch.isnan` result, or a local name bound to one (every
+    binding of it, where it is bound more than once).
     Writes (`x[mask] = 0`, also inside a tuple target `a[m], b[m] = f(x)`) keep the shape and are PC216's;
     integer and slice indexing stay quiet. An augmented assignment (`x[mask] += y`) reads `x[mask]` first and is
     reported. A mask reshaped (`mask.view(-1)`) is still a mask.
@@ -52,6 +53,7 @@ class BooleanMaskIndex(Rule):
         "y = x[~padding]",
         "import torch\ny = x[torch.isin(ids, special)]",
         "flat = (pos >= start).view(-1)\nout[flat] += delta",
+        "def f(x, a, b, strict):\n    ok = a > 0\n    if strict:\n        ok = (b > 0) & (a > 0)\n    return x[ok]",
     )
     VALID = (
         "x[x > 0] = 0",
@@ -61,6 +63,7 @@ class BooleanMaskIndex(Rule):
         "y = x[1:-1]",
         "y = cache[key is None]",
         "x[idx] += 1",
+        "def f(x, a, strict):\n    ok = a > 0\n    if strict:\n        ok = a.nonzero()\n    return x[ok]",
     )
 
 
@@ -100,6 +103,9 @@ def is_mask(ctx: Context, node: cst.BaseExpression, depth: int = 0, named: bool 
         bound = ctx.constant(node)
         if bound is not None and is_mask(ctx, bound[1], depth + 1, named):
             return True
+        values = rebindings(ctx, node.value) if bound is None else ()
+        if len(values) > 1 and all(is_mask(ctx, v, depth + 1, named=False) for v in values):
+            return True  # `keep = a > 0`, then `keep = (b > 0) & (a > 0)`: a mask by every binding
         return named and _named_mask(ctx, node.value, [bound[1]] if bound is not None else rebindings(ctx, node.value))
     if isinstance(node, cst.Attribute):  # `data.train_mask`, `self.keep_mask`
         return named and _named_mask(ctx, node.attr.value, [])
