@@ -1399,6 +1399,42 @@ def test_a_helper_that_returns_its_arguments_value_is_read_where_it_is_called(tm
     assert not any(path == "util.py" for path, _, _ in found)
 
 
+def test_a_helper_that_reads_on_one_path_and_passes_the_value_through_on_the_others_reads(tmp_path):
+    """fairseq's `item(tensor)` returns `tensor.detach()` for an XLA tensor, `tensor.item()` for any other, and
+    `tensor[0]` or the value itself for what is no tensor: a call handing it a device tensor reads it. A helper one
+    of whose returns computes something else (`tensor * 2`) is no reader."""
+    _tree(tmp_path, {"util.py": """\
+        import torch
+
+        def item(tensor):
+            if torch.is_tensor(tensor) and tensor.device.type == "xla":
+                return tensor.detach()
+            if hasattr(tensor, "item"):
+                return tensor.item()
+            if hasattr(tensor, "__getitem__"):
+                return tensor[0]
+            return tensor
+
+        def scaled(tensor):
+            if hasattr(tensor, "item"):
+                return tensor.item()
+            return tensor * 2
+        """, "train.py": """\
+        from util import item, scaled
+
+        def train(model, loader, optimizer):
+            for batch in loader:
+                loss = model(batch)
+                loss.backward()
+                optimizer.step()
+                print(item(loss), scaled(loss))
+        """})
+    found = _scan(tmp_path, "trn1", "xla")
+    assert found[("train.py", 8, "PC701")] == Severity.WARNING
+    assert [key for key in found if key[0] == "train.py" and key[2] == "PC701"] == [("train.py", 8, "PC701")]
+    assert ("util.py", 14, "PC701") in found and ("util.py", 6, "PC701") not in found  # `scaled` reads inside
+
+
 def test_a_check_on_a_tensor_in_a_helper_of_forward_is_info(tmp_path):
     """`assert x.size(1) <= lengths.max()` or `if torch.isnan(x).any(): raise` in a helper `forward` calls reads
     the tensor on the host, as in `forward` itself: info, since it only guards an error."""

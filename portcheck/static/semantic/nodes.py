@@ -50,9 +50,16 @@ def statements_in(node: ast.AST) -> list[ast.stmt]:
     return found
 
 
+# Methods whose result is the same data as the tensor they are called on, still a tensor.
+_VIEWS = frozenset({"detach", "view", "reshape", "flatten", "squeeze", "unsqueeze", "contiguous", "clone"})
+
+
 def _read_of(value: ast.expr | None, params: set[str]) -> str | None:
     """"read" for a value that reads a parameter's data into Python (`t.tolist()`, `int(t.max().item())`), "same"
-    for a parameter itself, else None."""
+    for a parameter itself or a view of it (`t.detach()`, `t[0]`), else None."""
+    while (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in _VIEWS) or (
+            isinstance(value, ast.Subscript)):
+        value = value.func.value if isinstance(value, ast.Call) else value.value
     if isinstance(value, ast.Name) and value.id in params:
         return "same"
     while (isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in _WRAPPERS
@@ -68,9 +75,11 @@ def _read_of(value: ast.expr | None, params: set[str]) -> str | None:
 
 
 def returns_read(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-    """Every `return` of `function` (one at least; nested functions have their own) reads the data of one of its
-    parameters into Python: `return t.tolist()`, `return int(t.max().item())`, `return self.counts.tolist()`, or
-    passes a parameter through on one side of a conditional (`return x if isinstance(x, float) else x.item()`)."""
+    """The `return`s of `function` (nested functions have their own) read the data of one of its parameters into
+    Python (`return t.tolist()`, `return int(t.max().item())`, `return self.counts.tolist()`), one of them at least,
+    and the others pass a parameter through, itself or a view of it: `return x if isinstance(x, float) else
+    x.item()`, or fairseq's `item(tensor)`, which returns `tensor.detach()` for an XLA tensor, `tensor.item()`
+    for any other, and the value itself for what is no tensor. A device tensor handed to it is read."""
     arguments = function.args
     params = {a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)}
     found = False
@@ -84,9 +93,9 @@ def returns_read(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
             # `return x if isinstance(x, Number) else x.item()`: a value already in Python passes through
             sides = [value.body, value.orelse] if isinstance(value, ast.IfExp) else [value]
             kinds = [_read_of(side, params) for side in sides]
-            if None in kinds or "read" not in kinds:
+            if None in kinds:
                 return False
-            found = True
+            found = found or "read" in kinds
             continue
         for field in _BLOCKS:
             block = getattr(node, field, None)
