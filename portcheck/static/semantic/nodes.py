@@ -57,9 +57,13 @@ _VIEWS = frozenset({"detach", "view", "reshape", "flatten", "squeeze", "unsqueez
 def _read_of(value: ast.expr | None, params: set[str]) -> str | None:
     """"read" for a value that reads a parameter's data into Python (`t.tolist()`, `int(t.max().item())`), "same"
     for a parameter itself or a view of it (`t.detach()`, `t[0]`), else None."""
-    while (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in _VIEWS) or (
-            isinstance(value, ast.Subscript)):
-        value = value.func.value if isinstance(value, ast.Call) else value.value
+    while True:
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in _VIEWS:
+            value = value.func.value
+        elif isinstance(value, ast.Subscript):
+            value = value.value
+        else:
+            break
     if isinstance(value, ast.Name) and value.id in params:
         return "same"
     while (isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in _WRAPPERS
