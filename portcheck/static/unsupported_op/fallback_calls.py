@@ -1,6 +1,6 @@
 """Calls whose ATen op runs on the host CPU on the target's stack (PC321): linear algebra that TorchNeuron has no
-device kernel for (`torch.linalg.svd`, `eigh`, `inv`, `slogdet`, `cholesky`, `qr`, `solve_triangular`...), read from
-rules/ops.toml."""
+device kernel for (`torch.linalg.svd`, `eigh`, `inv`, `slogdet`, `cholesky`, `qr`, `solve_triangular`...) and
+sorting (`torch.sort`, `argsort`), read from rules/ops.toml."""
 
 from __future__ import annotations
 
@@ -37,6 +37,9 @@ CALLS = {
     "torch.linalg.ldl_factor": "aten::linalg_ldl_factor_ex",
     "torch.linalg.ldl_factor_ex": "aten::linalg_ldl_factor_ex",
     "torch.linalg.solve_triangular": "aten::linalg_solve_triangular",
+    "torch.sort": "aten::sort",
+    "torch.argsort": "aten::sort",
+    "torch.msort": "aten::sort",
 }
 
 
@@ -46,11 +49,12 @@ class CpuFallbackCall(Rule):
     Finds calls of torch functions whose ATen op the target's stack runs on the host CPU: on TorchNeuron
     (native) the decompositions `torch.linalg.svd`, `svdvals`, `eigh`, `eigvalsh`, `slogdet`, `det`, `inv`, `qr`,
     `cholesky`, `lu_factor`, `ldl_factor`, `solve_triangular`, `torch.cholesky` and `torch.cholesky_inverse` have
-    no device kernel and take the CPU fallback. The status comes from rules/ops.toml, so a
+    no device kernel and take the CPU fallback, and so do `torch.sort`, `torch.argsort` and `torch.msort`. The status comes from rules/ops.toml, so a
     stack that lowers the op (PyTorch/XLA on inf2) stays quiet, and so does a call on a host value (numpy, a CPU
     tensor). Outside `forward` it is reported only where the project's call graph puts the function in what a
     module's forward reaches (set-up, initialisation and checkpoint conversion run once, on purpose). Method forms
-    (`a.inverse()`) are not read: other objects (linear operators, group elements) have methods of those names.
+    (`a.inverse()`, `x.sort()`) are not read: other objects (linear operators, group elements, lists) have
+    methods of those names.
 
     ## Example
     ```python
@@ -86,12 +90,14 @@ class CpuFallbackCall(Rule):
         "import torch\nclass M(torch.nn.Module):\n    def __init__(self, w):\n        self.w = merge(w)\n"
         "def merge(w):\n    return torch.inverse(w)",
         "import torch\nclass M:\n    def forward(self, op):\n        return op.inverse()",
+        "import torch\nclass M:\n    def forward(self, x, names):\n        names.sort()\n        return x",
         "import torch\nclass Reduce(BaseTransform):\n    def forward(self, data):\n"
         "        return torch.linalg.svd(data.x)",
     )
 
 
-@check(cst.Call, rules=(CpuFallbackCall,), tokens=("svd", "eigh", "eigvalsh", "slogdet", "inv", "cholesky"))
+@check(cst.Call, rules=(CpuFallbackCall,), tokens=("svd", "eigh", "eigvalsh", "slogdet", "inv", "cholesky", "sort",
+                                                    "_factor", "det", "qr", "solve_triangular"))
 def check_fallback_call(node: cst.Call, ctx: Context) -> None:
     qualname = ctx.qualname(node.func)
     op = CALLS.get(qualname or "")
