@@ -52,9 +52,9 @@ class CpuFallbackCall(Rule):
     no device kernel and take the CPU fallback, and so do `torch.sort`, `torch.argsort` and `torch.msort`. The
     status comes from rules/ops.toml, so a stack that lowers the op (PyTorch/XLA on inf2) stays quiet, and so
     does a call on a host value (numpy, a CPU tensor). Outside `forward` it is reported only where the project's
-    call graph puts the function in what a module's forward reaches (set-up, initialisation and checkpoint conversion run once, on purpose). Method forms
-    (`a.inverse()`, `x.sort()`) are not read: other objects (linear operators, group elements, lists) have
-    methods of those names.
+    call graph puts the function in what a module's forward reaches (set-up, initialisation and checkpoint
+    conversion run once, on purpose). Method forms (`a.inverse()`, `x.sort()`) are not read: other objects
+    (linear operators, group elements, lists) have methods of those names.
 
     ## Example
     ```python
