@@ -13,7 +13,7 @@ from portcheck.static.scope import host_value, literal
 from portcheck.static.syntax import call_name, dotted_name
 from portcheck.static.values import numpy_rooted, reads_tensor_values
 from portcheck.static.walk import visit
-from portcheck.summaries import READS_OF
+from portcheck.summaries import reads_of
 
 
 @rule
@@ -179,7 +179,7 @@ def report_shape_from_data(ctx: Context, node: cst.Call) -> None:
         helper = project_helper(ctx, arg.value)
         if helper is not None:
             shown = " ".join(ctx.source(arg.value).split())
-            report_compiled(ctx, ShapeFromData, node, requires=f"{READS_OF}{helper}", shown=shown)
+            report_compiled(ctx, ShapeFromData, node, requires=f"{reads_of(ctx.stack)}{helper}", shown=shown)
             return
 
 
@@ -201,7 +201,7 @@ def report_slice_from_data(ctx: Context, node: cst.Subscript) -> None:
                 return
             helper = project_helper(ctx, bound)
             if helper is not None:
-                report_compiled(ctx, ShapeFromData, node, value=node.value, requires=f"{READS_OF}{helper}",
+                report_compiled(ctx, ShapeFromData, node, value=node.value, requires=f"{reads_of(ctx.stack)}{helper}",
                                 shown=" ".join(ctx.source(bound).split()))
                 return
 

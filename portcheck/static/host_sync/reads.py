@@ -22,7 +22,7 @@ from portcheck.static.host_sync.wording import read_message
 from portcheck.static.scope import host_value
 from portcheck.static.syntax import call_name, keyword, positional
 from portcheck.static.walk import visit
-from portcheck.summaries import ELSEWHERE, READS_OF
+from portcheck.summaries import ELSEWHERE, reads_of
 
 
 @rule
@@ -278,7 +278,7 @@ def _report_one_read(ctx: Context, read: type[Rule], node: cst.Call, place: str,
     verb = "copies a tensor to the host" if read is HostCopy else "reads a tensor value on the host"
     if through:
         verb += f" (`{through}` returns its argument's value in Python)"
-        requires = f"{READS_OF}{through}\n{requires}"
+        requires = f"{reads_of(ctx.stack)}{through}\n{requires}"
     message, severity = read_message(ctx, f"`{shown}` {verb}", place, fix_xla, fix_native, read is HostValueRead)
     ctx.report(read, node, message, severity, requires=requires)
 

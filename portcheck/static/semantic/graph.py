@@ -47,7 +47,7 @@ from portcheck.static.semantic.summary import (
     VENDOR,
     VENDOR_GUARD,
 )
-from portcheck.summaries import ELSEWHERE, READS_OF
+from portcheck.summaries import ELSEWHERE, READS_OF, READS_OFF_XLA_OF
 
 MAX_FUNCTIONS = 200_000
 
@@ -278,12 +278,15 @@ def apply(results: list[FileResult], whole: bool = False) -> tuple[list[FileResu
         for finding in result.findings:
             holders = enclosing(nodes, finding.line)
             if finding.code == "PC701" and len(holders) == 1 and "." not in holders[0].function.name \
-                    and READS in holders[0].function.roles and not finding.requires.startswith(READS_OF):
+                    and READS in holders[0].function.roles \
+                    and not finding.requires.startswith((READS_OF, READS_OFF_XLA_OF)):
                 continue  # `return t.item()` of a module's function: each call handing it a tensor is reported
-            if finding.requires.startswith(READS_OF):
+            prefix = next((p for p in (READS_OF, READS_OFF_XLA_OF) if finding.requires.startswith(p)), None)
+            if prefix is not None:
                 # `reads:NAME`, or `reads:NAME` and a line with what the code's place must also be
-                name, _, then = finding.requires[len(READS_OF):].partition("\n")
-                if not project.reads_data(name, result.path, holders[-1] if holders else None):
+                name, _, then = finding.requires[len(prefix):].partition("\n")
+                if not project.reads_data(name, result.path, holders[-1] if holders else None,
+                                          off_xla=prefix == READS_OFF_XLA_OF):
                     continue
                 finding = replace(finding, requires=then)
             if finding.requires == ELSEWHERE:

@@ -78,18 +78,21 @@ def _read_of(value: ast.expr | None, params: set[str]) -> str | None:
     return "read" if isinstance(root, ast.Name) and root.id in params else None
 
 
-def returns_read(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-    """The `return`s of `function` (nested functions have their own) read the data of one of its parameters into
-    Python (`return t.tolist()`, `return int(t.max().item())`, `return self.counts.tolist()`), one of them at least,
-    and the others pass a parameter through, itself or a view of it: `return x if isinstance(x, float) else
-    x.item()`, or fairseq's `item(tensor)`, which returns `tensor.detach()` for an XLA tensor, `tensor.item()`
-    for any other, and the value itself for what is no tensor. A device tensor handed to it is read."""
+def returns_read(function: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
+    """"all" where the `return`s of `function` (nested functions have their own) read the data of one of its
+    parameters into Python (`return t.tolist()`, `return int(t.max().item())`, `return self.counts.tolist()`), one of
+    them at least, and the others pass a parameter through, itself or a view of it (`return x if isinstance(x,
+    float) else x.item()`); "off-xla" where that holds only of the returns outside a test for an XLA tensor, and
+    those under one pass the value through (fairseq's `item(tensor)`: `tensor.detach()` where `tensor.device.type
+    == "xla"`, `tensor.item()` otherwise): it reads what the native stack hands it, not what PyTorch/XLA does;
+    else ""."""
     arguments = function.args
     params = {a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)}
-    found = False
-    todo: list[ast.AST] = list(function.body)
+    found = {False: False, True: False}  # under an XLA test: a return there reads
+    seen_xla = False
+    todo: list[tuple[ast.AST, bool]] = [(statement, False) for statement in function.body]
     while todo:
-        node = todo.pop()
+        node, xla = todo.pop()
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             continue
         if isinstance(node, ast.Return):
@@ -98,14 +101,33 @@ def returns_read(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
             sides = [value.body, value.orelse] if isinstance(value, ast.IfExp) else [value]
             kinds = [_read_of(side, params) for side in sides]
             if None in kinds:
-                return False
-            found = found or "read" in kinds
+                return ""
+            found[xla] = found[xla] or "read" in kinds
+            seen_xla = seen_xla or xla
             continue
+        inner = xla or (isinstance(node, ast.If) and _tests_xla(node.test))
         for field in _BLOCKS:
             block = getattr(node, field, None)
             if isinstance(block, list):
-                todo.extend(block)
-    return found
+                # an `else` of an XLA test is what every other tensor takes
+                todo.extend((item, xla if field == "orelse" else inner) for item in block)
+    if not found[False]:
+        return ""
+    return "off-xla" if seen_xla and not found[True] else "all"
+
+
+def _tests_xla(test: ast.expr) -> bool:
+    """`t.device.type == "xla"`, `is_xla_tensor(t)`, `xm.is_xla_tensor(t)`: a test for a PyTorch/XLA tensor (an
+    `and` holding one too)."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return any(_tests_xla(v) for v in test.values)
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq):
+        return any(isinstance(side, ast.Constant) and side.value == "xla" for side in (test.left, *test.comparators))
+    if isinstance(test, ast.Call):
+        func = test.func
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        return name == "is_xla_tensor"
+    return False
 
 
 __all__ = ["calls_and_branches", "returns_read", "statements_in", "within"]

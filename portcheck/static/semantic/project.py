@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from portcheck.findings import FileResult
 from portcheck.knowledge.libraries import library_of
 from portcheck.static.semantic.modules import module_of, suffixes
-from portcheck.static.semantic.summary import READS
+from portcheck.static.semantic.summary import READS, READS_OFF_XLA
 from portcheck.summaries import Function
 
 DEPTH = 8  # re-exports and base classes followed at most this deep
@@ -170,10 +170,10 @@ class Project:
             return self._find(self.exports[full]) if full in self.exports else []
         return self._find(self._absolute(target, module, package))
 
-    def reads_data(self, name: str, path: str, caller: Node | None) -> bool:
+    def reads_data(self, name: str, path: str, caller: Node | None, off_xla: bool = False) -> bool:
         """`name` as the file at `path` writes it (`sizes`, `utils.sizes`, `self.lengths`) in `caller` (None: at
-        module level) is a function of the tree every `return` of which reads tensor data into Python
-        (summary.READS), whichever it turns out to be."""
+        module level) is a function of the tree whose `return`s read tensor data into Python (summary.READS;
+        with `off_xla`, on a stack without PyTorch/XLA, summary.READS_OFF_XLA too), whichever it turns out to be."""
         module = self.files[path][0]
         if caller is None:  # module-level code: names resolve in the module's own scope
             caller = Node(module, path, module, Function("", 0, 0, (), (), ()))
@@ -184,7 +184,8 @@ class Project:
             imported = self.exports.get(f"{module}.{head}" if module else head)
             target = (f"{imported}.{rest}" if rest else imported) if imported else f":{name}"
         found = self.resolve(target, caller)
-        return bool(found) and all(READS in self.nodes[f].function.roles for f in found)
+        roles = (READS, READS_OFF_XLA) if off_xla else (READS,)
+        return bool(found) and all(any(r in self.nodes[f].function.roles for r in roles) for f in found)
 
     def probe_constant(self, target: str, caller: Node) -> bool:
         """`target`, a name `caller`'s file imports, is a module-level name the project binds to a CUDA test, found

@@ -34,7 +34,8 @@ PROBE = "probe"  # returns whether CUDA is there (`return torch.cuda.is_availabl
 VENDOR = "vendor"  # drives another vendor's runtime (TensorRT, OpenVINO, CoreML, ONNX Runtime)
 CUDA_CLASS = "cuda-class"  # a method of a class that exists for CUDA (`CUDAAccelerator`, `Bnb8bitLinear`)
 ONCE = "once"  # runs once per key or object: a cached function (`@functools.cache`, `@cached_property`)
-READS = "reads"  # every `return` reads a parameter's tensor data into Python (`return t.tolist()`)
+READS = "reads"  # its `return`s read a parameter's tensor data into Python (`return t.tolist()`), on every stack
+READS_OFF_XLA = "reads-off-xla"  # the same, except for an XLA tensor, which it passes through (nodes.returns_read)
 
 # Guards, as written at a call site or over a region: "cuda" (runs only with CUDA), "vendor" (only another
 # vendor's export or runtime takes it), or "?target" / "!target": under `if target():` / `if not target():`,
@@ -361,8 +362,9 @@ class _Reader:
         if any((dotted(d.func if isinstance(d, ast.Call) else d) or "").rsplit(".", 1)[-1] in _CACHING
                for d in node.decorator_list):
             roles.append(ONCE)
-        if returns_read(node):
-            roles.append(READS)
+        reads = returns_read(node)
+        if reads:
+            roles.append(READS if reads == "all" else READS_OFF_XLA)
         self.functions.append(Function(name, node.lineno, _end(node), tuple(roles), tuple(self._calls),
                                        tuple(self._returns), tuple(self._host_refs), _positional(node, scope, self),
                                        tuple(self._passes)))
@@ -392,5 +394,5 @@ def _end(node: ast.AST) -> int:
     return end if isinstance(end, int) else 0
 
 
-__all__ = ["CUDA_CLASS", "CUDA_GUARD", "FORWARD", "HOST", "ONCE", "ONCE_GUARD", "PROBE", "READS", "STEP", "VENDOR",
-           "VENDOR_GUARD", "Function", "Summary", "summarise"]
+__all__ = ["CUDA_CLASS", "CUDA_GUARD", "FORWARD", "HOST", "ONCE", "ONCE_GUARD", "PROBE", "READS", "READS_OFF_XLA",
+           "STEP", "VENDOR", "VENDOR_GUARD", "Function", "Summary", "summarise"]
