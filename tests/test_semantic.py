@@ -1438,6 +1438,42 @@ def test_a_helper_that_reads_on_one_path_and_passes_the_value_through_on_the_oth
     assert ("util.py", 14, "PC701") in xla  # `scaled` reads inside itself: reported there
 
 
+def test_a_data_pipeline_path_is_a_prior_the_call_graph_overrules(tmp_path):
+    """A file below `data/` or `transforms/` counts as host-side code, except for what a model's `forward` (or a
+    training step) outside such paths reaches: fairseq's `data/data_utils.lengths_to_padding_mask`, called in an
+    encoder's forward, sizes a tensor by its lengths' data. A transform's own `forward` is no model's, and a
+    data helper nothing on the device step calls stays quiet."""
+    _tree(tmp_path, {"pkg/__init__.py": "", "pkg/data/__init__.py": "", "pkg/transforms/__init__.py": "",
+                     "pkg/data/data_utils.py": """\
+        import torch
+
+        def lengths_to_padding_mask(lens):
+            max_lens = torch.max(lens).item()
+            return torch.arange(max_lens).to(lens.device)[None, :] >= lens[:, None]
+
+        def pad_batch(items):
+            lens = torch.tensor([len(i) for i in items])
+            return lens[lens > 0], lens.max().item()
+        """, "pkg/transforms/crop.py": """\
+        import torch
+
+        class RandomCrop(torch.nn.Module):
+            def forward(self, img):
+                return img[img > 0]
+        """, "pkg/model.py": """\
+        import torch
+        from pkg.data.data_utils import lengths_to_padding_mask
+
+        class Encoder(torch.nn.Module):
+            def forward(self, x, lengths):
+                return x.masked_fill(lengths_to_padding_mask(lengths)[..., None], 0.0)
+        """})
+    found = _scan(tmp_path, "inf2", "xla")
+    assert found[("pkg/data/data_utils.py", 5, "PC209")] == Severity.ERROR  # its size comes from the data
+    assert not any(path in ("pkg/transforms/crop.py",) for path, _, _ in found)
+    assert not any(path == "pkg/data/data_utils.py" and line > 6 for path, line, _ in found)
+
+
 def test_a_check_on_a_tensor_in_a_helper_of_forward_is_info(tmp_path):
     """`assert x.size(1) <= lengths.max()` or `if torch.isnan(x).any(): raise` in a helper `forward` calls reads
     the tensor on the host, as in `forward` itself: info, since it only guards an error."""

@@ -22,7 +22,7 @@ from portcheck.rules import VALUE_CATEGORIES, Rule
 from portcheck.static.names import Names, Scope
 from portcheck.static.params import assigned, branch_parameter, default_read, param_roots
 from portcheck.static.walk import parents_of
-from portcheck.summaries import Summary
+from portcheck.summaries import ELSEWHERE, READS_OF, READS_OFF_XLA_OF, Summary
 
 
 @dataclass(frozen=True)
@@ -138,6 +138,9 @@ class Context:
         # Nodes that are not expressions in load position (attribute names, keywords, parameters) or
         # that an outer node already judged: name resolution skips them.
         self.skip: set[int] = set()
+        # statements of a file its path puts in the data pipeline, whose findings the call graph must place in the
+        # device step to keep (scope.host_code)
+        self.deferred_host: set[int] = set()
 
     def report(self, rule: type[Rule] | str, node: cst.CSTNode, message: str | None = None,
                severity: Severity | None = None, fix: FixPlan | None = None, requires: str = "",
@@ -150,6 +153,11 @@ class Context:
                 assert not isinstance(rule, str)
                 message = rule.format(**fields)
             statement = self.statements[-1] if self.statements else None
+            if statement is not None and id(statement) in self.deferred_host:
+                placed = _in_device_step(requires)
+                if placed is None:
+                    return  # the info kept where nothing places the code: a data-pipeline path places it
+                requires = placed
             default_of, host_if, unless_passed = self._reads(code, node)
             self.hits.append(Hit(code, node, message, statement, severity, fix, tuple(self.statements), requires,
                                  kept, default_of, host_if, unless_passed))
@@ -230,5 +238,20 @@ class Context:
 # What a file working with tensors names somewhere: torch itself, or a library that hands tensors around.
 _TORCH_WORLD = re.compile(r"\b(torch\w*|lightning|pytorch_lightning|transformers|accelerate|deepspeed|Tensor)\b")
 
+
+
+def _in_device_step(requires: str) -> str | None:
+    """What a finding in a file its path puts in the data pipeline requires: the device step ("device") where it
+    required nothing more; what it required where that already is a caller's reach; None for an info kept only
+    where nothing reaches the code (ELSEWHERE), which the path answers."""
+    head, newline, then = requires.partition("\n")
+    if newline:  # `reads:NAME` and what the code's place must also be
+        then = _in_device_step(then) or ""
+        return f"{head}\n{then}" if then else None
+    if requires.startswith((READS_OF, READS_OFF_XLA_OF)):
+        return f"{requires}\ndevice"
+    if requires == ELSEWHERE:
+        return None
+    return requires or "device"
 
 __all__ = ["CHECKS", "Check", "Context", "FixPlan", "Hit", "Replace", "check"]

@@ -136,8 +136,12 @@ def _collect_constants(body: Iterable[cst.BaseStatement], scope: Scope) -> None:
 
 def _bind(scope: Scope, target: cst.BaseExpression, value: cst.BaseExpression | None) -> None:
     if isinstance(target, (cst.Tuple, cst.List)):
-        for element in target.elements:
-            _bind(scope, element.value, None)
+        # `bsz, max_len = x.size(0), lens.max().item()`: each name is bound to its own part of a tuple as long
+        values = value.elements if isinstance(value, (cst.Tuple, cst.List)) else ()
+        paired = len(values) == len(target.elements) and not any(
+            isinstance(e, cst.StarredElement) for e in (*values, *target.elements))
+        for index, element in enumerate(target.elements):
+            _bind(scope, element.value, values[index].value if paired else None)
         return
     if not isinstance(target, cst.Name):
         return

@@ -1,10 +1,10 @@
 """Host-side code and host values: what never reaches the Neuron device, so dynamic-shape, dtype and host-sync
 rules stay quiet there.
 
-Host-side code is the data pipeline and the tooling around the model: data-pipeline folders and files (HOST_FOLDERS,
-_HOST_FILES), dataset, sampler, loader, transform and metric classes, data-building functions (`__getitem__`,
-`collate*`, `process`). kornia's `augmentation/` and `geometry/transform/` are not among them: they run on batched
-device tensors.
+Host-side code is the data pipeline and the tooling around the model: data-pipeline folders and files (host_paths:
+a prior the call graph may overrule), dataset, sampler, loader, transform and metric classes, data-building
+functions (`__getitem__`, `collate*`, `process`). kornia's `augmentation/` and `geometry/transform/` are not
+among them: they run on batched device tensors.
 
 Host values are numpy arrays and pandas objects, tensors copied to the host (`.cpu()`, `.to("cpu")`), CPU
 tensors a torch factory makes without `device=` from host data, and what is derived from them. Every answer errs
@@ -21,19 +21,13 @@ import libcst as cst
 from portcheck.static.check import Context
 from portcheck.static.host_attributes import host_attribute
 from portcheck.static.host_names import marked_host, python_value, typed_host
+from portcheck.static.host_paths import HOST_FOLDERS, host_path_of
 from portcheck.static.reaching import reaching
 from portcheck.static.rebindings import rebindings
 from portcheck.static.syntax import bound_names, call_name, dotted_name, keyword, positional, string_value
 from portcheck.static.values import contains
 from portcheck.static.walk import visit
 
-# Folders of the data pipeline and tooling: a file below one runs on the host.
-HOST_FOLDERS = frozenset({"datasets", "dataset", "io", "transforms", "metrics", "loader", "loaders", "sampler",
-                          "samplers", "data", "visualization"})
-# Files of the data pipeline and of plotting wherever they are: samplers, loaders, datasets, feature and graph
-# stores, drawing, visualisation and printing (`image_print.py`).
-_HOST_FILES = re.compile(
-    r"(^|_)(sampler|loader|dataloader|dataset|feature_store|graph_store)s?\.py$|^(draw|drawing|plot\w*|visuali[sz]\w*|(\w+_)?print(ing)?)\.py$")
 # Base classes of host-side objects (the last part of the name).
 _HOST_BASES = re.compile(r"(\w*Dataset|\w*Sampler|\w*DataLoader|BaseTransform|Metric)$")
 # Classes that are host-side objects by their own name (`LastNeighborLoader`, `NeighborSampler`).
@@ -55,12 +49,8 @@ _MOVES = frozenset({"cuda", "to", "type_as", "new_tensor", "pin_memory"})
 
 def host_path(ctx: Context) -> str | None:
     """The folder or file name that puts this file in the data pipeline (`datasets/`, `neighbor_sampler.py`),
-    or None."""
-    parts = ctx.path.replace("\\", "/").split("/")
-    folder = next((p + "/" for p in parts[:-1] if p in HOST_FOLDERS), None)
-    if folder is None and _HOST_FILES.search(parts[-1]):
-        return parts[-1]
-    return folder
+    or None (host_paths.host_path_of)."""
+    return ctx.memo("host-path", ctx.module, lambda: host_path_of(ctx.path))
 
 
 def host_code(ctx: Context) -> str | None:
@@ -72,9 +62,12 @@ def host_code(ctx: Context) -> str | None:
 
 
 def _host_code(ctx: Context) -> str | None:
-    folder = host_path(ctx)
-    if folder is not None:
-        return f"in `{folder}`"
+    if host_path(ctx) is not None and ctx.functions:
+        # a prior the call graph settles: what is reported here is kept only where a forward or a training step
+        # outside such paths reaches it (Context.report)
+        ctx.deferred_host.add(id(ctx.statements[-1]))
+    elif host_path(ctx) is not None:
+        return f"in `{host_path(ctx)}`"  # module-level code: no function for the call graph to place
     for statement in ctx.statements:
         if isinstance(statement, cst.ClassDef):
             if _HOST_CLASSES.search(statement.name.value) and not _module_class(ctx, statement):

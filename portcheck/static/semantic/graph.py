@@ -30,6 +30,7 @@ from dataclasses import dataclass, replace
 
 from portcheck.findings import FileResult, Finding, Severity
 from portcheck.rules import contexts_of
+from portcheck.static.host_paths import host_path_of
 from portcheck.static.semantic.callers import asking, by_callers, enclosing, settled_by_calls
 from portcheck.static.semantic.classes import metric_classes
 from portcheck.static.semantic.modules import module_of
@@ -125,10 +126,15 @@ def facts(project: Project) -> Facts:
         return seen
 
     metrics = metric_classes(project)
-    forward = reach((f for f, n in project.nodes.items() if project.class_of(n) not in metrics and ((
-        FORWARD in n.function.roles and not _plain(project, project.class_of(n))) or (
-        n.function.name.endswith(".__call__") and _is_module(project, project.class_of(n))))), skipped)
-    device = forward | reach((f for f, n in project.nodes.items() if STEP in n.function.roles), skipped)
+    # a forward or a step in a file its path puts in the data pipeline (a transform's `forward`) is no root: such a
+    # file's code counts as the device step's only where a model or a step elsewhere reaches it (host_paths)
+    piped = {path for path in project.files if host_path_of(path) is not None}
+    forward = reach((f for f, n in project.nodes.items() if project.class_of(n) not in metrics and n.path not in piped
+                     and ((FORWARD in n.function.roles and not _plain(project, project.class_of(n))) or (
+                         n.function.name.endswith(".__call__") and _is_module(project, project.class_of(n))))),
+                    skipped)
+    device = forward | reach((f for f, n in project.nodes.items() if STEP in n.function.roles and n.path not in piped),
+                             skipped)
     host_roots = {f for f, n in project.nodes.items() if HOST in n.function.roles or project.class_of(n) in metrics}
     for node in project.nodes.values():
         for ref in node.function.host_refs:
