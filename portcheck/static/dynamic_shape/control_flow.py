@@ -143,13 +143,11 @@ def check_control_flow(node: cst.If | cst.While | cst.Assert | cst.IfExp, ctx: C
             checks = isinstance(node, cst.Assert) or only_raises(node)  # a check: info, as in `forward`
             if not checks:
                 ctx.skip.add(id(found))  # the branch is the problem; a check's read stays the host read's (PC701)
-            where = "in code the model's `forward` calls"
+            where = "in code the model's `forward` or a training step calls"
             message = _check_message(ctx, _KEYWORDS[type(node)], found, where) if checks else \
                 _control_flow_message(ctx, _KEYWORDS[type(node)], found, where)
             value = _receiver(ctx, found) if isinstance(found, cst.Call) else found
-            # where a forward reaches it; in a training step's own code the test is a host read (host_sync.truth),
-            # and info where neither reaches it
-            for requires in ("forward", ELSEWHERE):
+            for requires in ("device", ELSEWHERE):  # info where neither a forward nor a step reaches it
                 report_compiled(ctx, TensorControlFlow, node.test, message, Severity.INFO if checks else None, found,
                                 value, requires)
         return
