@@ -196,13 +196,18 @@ def check_mask_index(node: cst.Subscript, ctx: Context) -> None:
     for element in node.slice:
         index = element.slice
         if isinstance(index, cst.Index) and is_mask(ctx, index.value):
-            if host_mask(ctx, node.value, index.value):
-                return
-            shown = " ".join(ctx.source(node).split())
-            # a mask known by its name alone counts where the device step reaches it, and is info elsewhere
-            for requires in ("",) if is_mask(ctx, index.value, named=False) else ("device", ELSEWHERE):
-                report_compiled(ctx, BooleanMaskIndex, node, value=node.value, shown=shown, requires=requires)
+            report_masked(ctx, BooleanMaskIndex, node, index.value)
             return
 
 
-__all__ = ["BooleanMaskIndex", "host_mask", "is_mask"]
+def report_masked(ctx: Context, rule: type[Rule], node: cst.Subscript, mask: cst.BaseExpression) -> None:
+    """Report `node`, indexed by `mask`, unless the mask says it runs on the host; a mask known by its name alone
+    counts where the device step reaches it, and is info elsewhere."""
+    if host_mask(ctx, node.value, mask):
+        return
+    shown = " ".join(ctx.source(node).split())
+    for requires in ("",) if is_mask(ctx, mask, named=False) else ("device", ELSEWHERE):
+        report_compiled(ctx, rule, node, value=node.value, shown=shown, requires=requires)
+
+
+__all__ = ["BooleanMaskIndex", "host_mask", "is_mask", "report_masked"]

@@ -6,9 +6,7 @@ import libcst as cst
 
 from portcheck.rules import Rule, rule
 from portcheck.static.check import Context, check
-from portcheck.static.dynamic_shape.mask_index import host_mask, is_mask
-from portcheck.static.dynamic_shape.reach import report_compiled
-from portcheck.summaries import ELSEWHERE
+from portcheck.static.dynamic_shape.mask_index import is_mask, report_masked
 
 
 @rule
@@ -79,15 +77,9 @@ def check_mask_write(node: cst.Assign | cst.AnnAssign, ctx: Context) -> None:
         if not isinstance(target, cst.Subscript) or len(target.slice) != 1:
             continue
         index = target.slice[0].slice
-        if not isinstance(index, cst.Index) or not is_mask(ctx, index.value):
-            continue
-        if host_mask(ctx, target.value, index.value):
+        if isinstance(index, cst.Index) and is_mask(ctx, index.value):
+            report_masked(ctx, BooleanMaskWrite, target, index.value)
             return
-        shown = " ".join(ctx.source(target).split())
-        # a mask known by its name alone counts where the device step reaches it, and is info elsewhere
-        for requires in ("",) if is_mask(ctx, index.value, named=False) else ("device", ELSEWHERE):
-            report_compiled(ctx, BooleanMaskWrite, target, value=target.value, shown=shown, requires=requires)
-        return
 
 
 __all__ = ["BooleanMaskWrite"]
