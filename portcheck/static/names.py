@@ -38,10 +38,17 @@ class Scope:
 
     constants: dict[str, cst.BaseExpression | _Ambiguous] = field(default_factory=dict)
     bound: set[str] = field(default_factory=set)
+    # how many plain `name = value` bindings each name has; -1 once something else binds it (a parameter, a loop
+    # target, an unpacking, `+=`)
+    plain: dict[str, int] = field(default_factory=dict)
 
     def constant(self, name: str) -> cst.BaseExpression | None:
         value = self.constants.get(name)
         return None if value is _AMBIGUOUS else value
+
+    def rebound(self, name: str) -> bool:
+        """Bound more than once, each time by a plain `name = value` (rebindings.rebindings reads the values)."""
+        return self.plain.get(name, 0) > 1
 
 
 class Names:
@@ -146,6 +153,10 @@ def _bind(scope: Scope, target: cst.BaseExpression, value: cst.BaseExpression | 
     if not isinstance(target, cst.Name):
         return
     name = target.value
+    if value is None or scope.plain.get(name, 0) < 0 or (name in scope.bound and name not in scope.plain):
+        scope.plain[name] = -1
+    else:
+        scope.plain[name] = scope.plain.get(name, 0) + 1
     if name in scope.constants or name in scope.bound or value is None:
         scope.constants[name] = _AMBIGUOUS
     else:

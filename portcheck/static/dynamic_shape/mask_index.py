@@ -103,7 +103,8 @@ def is_mask(ctx: Context, node: cst.BaseExpression, depth: int = 0, named: bool 
         bound = ctx.constant(node)
         if bound is not None and is_mask(ctx, bound[1], depth + 1, named):
             return True
-        values = rebindings(ctx, node.value) if bound is None else ()
+        values = rebindings(ctx, node.value) if bound is None and ctx.scopes and ctx.scopes[-1].rebound(
+            node.value) else ()
         if len(values) > 1 and all(is_mask(ctx, v, depth + 1, named=False) for v in values):
             return True  # `keep = a > 0`, then `keep = (b > 0) & (a > 0)`: a mask by every binding
         return named and _named_mask(ctx, node.value, [bound[1]] if bound is not None else rebindings(ctx, node.value))
