@@ -19,6 +19,7 @@ import libcst as cst
 from portcheck.findings import Severity
 from portcheck.knowledge import load
 from portcheck.rules import VALUE_CATEGORIES, Rule
+from portcheck.static.host_paths import host_path_of
 from portcheck.static.names import Names, Scope
 from portcheck.static.params import assigned, branch_parameter, default_read, param_roots
 from portcheck.static.walk import parents_of
@@ -138,9 +139,9 @@ class Context:
         # Nodes that are not expressions in load position (attribute names, keywords, parameters) or
         # that an outer node already judged: name resolution skips them.
         self.skip: set[int] = set()
-        # statements of a file its path puts in the data pipeline, whose findings the call graph must place in the
-        # device step to keep (scope.host_code)
-        self.deferred_host: set[int] = set()
+        # the folder or file name that puts this file in the data pipeline (host_paths), or None: a value rule's
+        # finding in a function of such a file is kept where the call graph places it in the device step
+        self.host_path = host_path_of(path)
 
     def report(self, rule: type[Rule] | str, node: cst.CSTNode, message: str | None = None,
                severity: Severity | None = None, fix: FixPlan | None = None, requires: str = "",
@@ -153,7 +154,7 @@ class Context:
                 assert not isinstance(rule, str)
                 message = rule.format(**fields)
             statement = self.statements[-1] if self.statements else None
-            if statement is not None and id(statement) in self.deferred_host:
+            if self.functions and self.host_path is not None and load().rules[code].category in VALUE_CATEGORIES:
                 placed = _in_device_step(requires)
                 if placed is None:
                     return  # the info kept where nothing places the code: a data-pipeline path places it

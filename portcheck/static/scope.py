@@ -21,7 +21,7 @@ import libcst as cst
 from portcheck.static.check import Context
 from portcheck.static.host_attributes import host_attribute
 from portcheck.static.host_names import marked_host, python_value, typed_host
-from portcheck.static.host_paths import HOST_FOLDERS, host_path_of
+from portcheck.static.host_paths import HOST_FOLDERS
 from portcheck.static.reaching import reaching
 from portcheck.static.rebindings import rebindings
 from portcheck.static.syntax import bound_names, call_name, dotted_name, keyword, positional, string_value
@@ -50,7 +50,7 @@ _MOVES = frozenset({"cuda", "to", "type_as", "new_tensor", "pin_memory"})
 def host_path(ctx: Context) -> str | None:
     """The folder or file name that puts this file in the data pipeline (`datasets/`, `neighbor_sampler.py`),
     or None (host_paths.host_path_of)."""
-    return ctx.memo("host-path", ctx.module, lambda: host_path_of(ctx.path))
+    return ctx.host_path
 
 
 def host_code(ctx: Context) -> str | None:
@@ -62,12 +62,11 @@ def host_code(ctx: Context) -> str | None:
 
 
 def _host_code(ctx: Context) -> str | None:
-    if host_path(ctx) is not None and ctx.functions:
-        # a prior the call graph settles: what is reported here is kept only where a forward or a training step
-        # outside such paths reaches it (Context.report)
-        ctx.deferred_host.add(id(ctx.statements[-1]))
-    elif host_path(ctx) is not None:
-        return f"in `{host_path(ctx)}`"  # module-level code: no function for the call graph to place
+    if host_path(ctx) is not None and not ctx.functions:
+        # module-level code: no function for the call graph to place. In a function the path is a prior the call
+        # graph settles: a value rule's finding there is kept where a forward or a training step reaches it
+        # (Context.report)
+        return f"in `{host_path(ctx)}`"
     for statement in ctx.statements:
         if isinstance(statement, cst.ClassDef):
             if _HOST_CLASSES.search(statement.name.value) and not _module_class(ctx, statement):
