@@ -71,14 +71,17 @@ READS_OF = "reads:"
 # The same on a stack without PyTorch/XLA: a helper that passes an XLA tensor through and reads any other
 # (summary.READS_OFF_XLA) reads what it is handed there.
 READS_OFF_XLA_OF = "reads-off-xla:"
+READS_PREFIXES = (READS_OF, READS_OFF_XLA_OF)
 
 
 def reads_of(stack: str) -> str:
     """The Finding.requires prefix of a read through a helper on `stack`."""
     return READS_OF if stack == "xla" else READS_OFF_XLA_OF
+
+
 # Finding.requires of a candidate kept, as info, only where no forward and no training step reaches its function
 # and the call graph does not place it host-side, in set-up or on a path Neuron never runs: the other candidates of
 # the same construct ("forward", "device", "step") speak where the device step does reach it.
 ELSEWHERE = "elsewhere"
 
-__all__ = ["ELSEWHERE", "READS_OF", "READS_OFF_XLA_OF", "Function", "Summary", "reads_of"]
+__all__ = ["ELSEWHERE", "READS_OF", "READS_OFF_XLA_OF", "READS_PREFIXES", "Function", "Summary", "reads_of"]

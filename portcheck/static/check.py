@@ -23,7 +23,7 @@ from portcheck.static.host_paths import host_path_of
 from portcheck.static.names import Names, Scope
 from portcheck.static.params import assigned, branch_parameter, default_read, param_roots
 from portcheck.static.walk import parents_of
-from portcheck.summaries import ELSEWHERE, READS_OF, READS_OFF_XLA_OF, Summary
+from portcheck.summaries import ELSEWHERE, READS_PREFIXES, Summary
 
 
 @dataclass(frozen=True)
@@ -240,7 +240,6 @@ class Context:
 _TORCH_WORLD = re.compile(r"\b(torch\w*|lightning|pytorch_lightning|transformers|accelerate|deepspeed|Tensor)\b")
 
 
-
 def _in_device_step(requires: str) -> str | None:
     """What a finding in a file its path puts in the data pipeline requires: the device step ("device") where it
     required nothing more; what it required where that already is a caller's reach; None for an info kept only
@@ -249,10 +248,11 @@ def _in_device_step(requires: str) -> str | None:
     if newline:  # `reads:NAME` and what the code's place must also be
         then = _in_device_step(then) or ""
         return f"{head}\n{then}" if then else None
-    if requires.startswith((READS_OF, READS_OFF_XLA_OF)):
+    if requires.startswith(READS_PREFIXES):
         return f"{requires}\ndevice"
     if requires == ELSEWHERE:
         return None
     return requires or "device"
+
 
 __all__ = ["CHECKS", "Check", "Context", "FixPlan", "Hit", "Replace", "check"]

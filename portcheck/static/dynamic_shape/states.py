@@ -7,7 +7,7 @@ import libcst as cst
 
 from portcheck.static.ancestry import taken_ifs
 from portcheck.static.check import Context
-from portcheck.static.syntax import blocks, small_statements, string_value
+from portcheck.static.syntax import blocks, parameters, small_statements, string_value
 from portcheck.static.walk import visit
 
 
@@ -81,8 +81,7 @@ def stored_state(ctx: Context, function: cst.FunctionDef, part: cst.BaseExpressi
 def _handed_in(function: cst.FunctionDef, name: str, bindings: dict[str, list[cst.BaseExpression]]) -> bool:
     """`name` is a parameter of `function`, or every binding of it (None aside) is a call given one: a dict the
     caller keeps between calls, not one the function builds (`kwargs = {k: v for ...}`)."""
-    params = function.params
-    names = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)} - {"self"}
+    names = {p.name.value for p in parameters(function)} - {"self"}
     if name in names:
         return True
     values = [v for v in bindings.get(name, ()) if not (isinstance(v, cst.Name) and v.value == "None")]

@@ -48,7 +48,7 @@ from portcheck.static.semantic.summary import (
     VENDOR,
     VENDOR_GUARD,
 )
-from portcheck.summaries import ELSEWHERE, READS_OF, READS_OFF_XLA_OF
+from portcheck.summaries import ELSEWHERE, READS_OFF_XLA_OF, READS_PREFIXES
 
 MAX_FUNCTIONS = 200_000
 
@@ -285,9 +285,9 @@ def apply(results: list[FileResult], whole: bool = False) -> tuple[list[FileResu
             holders = enclosing(nodes, finding.line)
             if finding.code == "PC701" and len(holders) == 1 and "." not in holders[0].function.name \
                     and READS in holders[0].function.roles \
-                    and not finding.requires.startswith((READS_OF, READS_OFF_XLA_OF)):
+                    and not finding.requires.startswith(READS_PREFIXES):
                 continue  # `return t.item()` of a module's function: each call handing it a tensor is reported
-            prefix = next((p for p in (READS_OF, READS_OFF_XLA_OF) if finding.requires.startswith(p)), None)
+            prefix = next((p for p in READS_PREFIXES if finding.requires.startswith(p)), None)
             if prefix is not None:
                 # `reads:NAME`, or `reads:NAME` and a line with what the code's place must also be
                 name, _, then = finding.requires[len(prefix):].partition("\n")
