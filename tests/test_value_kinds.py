@@ -1466,3 +1466,37 @@ def test_a_type_test_says_nothing_after_the_name_is_bound_again():
         """)
     assert (8, "PC204") not in found and (9, "PC204") not in found
     assert found[(10, "PC204")] == Severity.ERROR
+
+
+def test_the_validating_distributions_are_torchs_and_read_their_parameters():
+    """PC704's table is every torch.distributions class whose constructor checks parameters, and building one from
+    tensors with the default validation asks a tensor for its truth (`Tensor.__bool__`), a host read; with
+    `validate_args=False` it does not."""
+    torch = pytest.importorskip("torch")
+    from torch.overrides import TorchFunctionMode
+
+    from portcheck.static.host_sync.distributions import VALIDATING
+
+    checking = set()
+    for name in torch.distributions.__all__:
+        cls = getattr(torch.distributions, name)
+        if isinstance(cls, type) and issubclass(cls, torch.distributions.Distribution) \
+                and name not in ("Distribution", "ExponentialFamily") and cls.arg_constraints:
+            checking.add(name)
+    assert checking == VALIDATING
+
+    class Truths(TorchFunctionMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.count = 0
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            self.count += func is torch.Tensor.__bool__
+            return func(*args, **(kwargs or {}))
+
+    assert torch.distributions.Distribution._validate_args  # the default, `__debug__`
+    with Truths() as checked:
+        torch.distributions.Normal(torch.zeros(3), torch.ones(3)).log_prob(torch.zeros(3))
+    with Truths() as unchecked:
+        torch.distributions.Normal(torch.zeros(3), torch.ones(3), validate_args=False).log_prob(torch.zeros(3))
+    assert checked.count >= 2 and unchecked.count == 0
