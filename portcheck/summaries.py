@@ -35,6 +35,9 @@ class Summary:
     passes: tuple[tuple[str, int, tuple[str, ...], tuple[str, ...]], ...] = ()  # module-level code's (Function.passes)
     probes: tuple[str, ...] = ()  # module-level names bound once to a test that holds only with CUDA (`HAS_CUDA = ...`)
     required: tuple[str, ...] = ()  # what the module's top level imports with no optional-dependency test around it
+    # the attributes the file reads off the names it imports (`loss_func = rnnt.multiblank_loss` names
+    # `multiblank_loss`), and "*module" for a module it looks names up in (`getattr(losses, name)`)
+    mentions: tuple[str, ...] = ()
 
     def plain(self) -> list[object]:
         """As JSON values, for the cache."""
@@ -43,13 +46,14 @@ class Summary:
                  for f in self.functions],
                 [[n, list(b)] for n, b in self.classes], [list(e) for e in self.exports],
                 [list(r) for r in self.regions], [[m, o] for m, o in self.imports],
-                [[t, n, list(k), list(h)] for t, n, k, h in self.passes], list(self.probes), list(self.required)]
+                [[t, n, list(k), list(h)] for t, n, k, h in self.passes], list(self.probes), list(self.required),
+                list(self.mentions)]
 
     @classmethod
     def from_plain(cls, plain: Any) -> Summary:
         """The summary a cache entry holds (JSON, so `Any`); anything malformed raises (TypeError, ValueError), a
         cache miss."""
-        functions, classes, exports, regions, imports, passes, probes, required = plain
+        functions, classes, exports, regions, imports, passes, probes, required, mentions = plain
         return cls(
             tuple(Function(str(n), int(a), int(b), tuple(map(str, roles)), tuple((str(t), str(g)) for t, g in calls),
                            tuple(map(str, rets)), tuple(map(str, refs)), tuple(map(str, params)),
@@ -60,7 +64,7 @@ class Summary:
             tuple((int(a), int(b), str(g)) for a, b, g in regions),
             tuple((str(m), bool(o)) for m, o in imports),
             tuple((str(t), int(c), tuple(map(str, k)), tuple(map(str, h))) for t, c, k, h in passes),
-            tuple(map(str, probes)), tuple(map(str, required)))
+            tuple(map(str, probes)), tuple(map(str, required)), tuple(map(str, mentions)))
 
 
 # Finding.requires of a size a function of another file (or a method) returns (`torch.split(x, sizes(t))`): kept

@@ -76,6 +76,8 @@ def test_a_function_that_is_not_a_probe_guards_nothing(tmp_path):
         def run():
             if ready():
                 torch.cuda.synchronize()
+
+        run()
         """})
     assert _scan(tmp_path)[("pkg/model.py", 6, "PC105")] == Severity.ERROR
 
@@ -941,6 +943,7 @@ def test_a_module_level_name_bound_to_a_cuda_test_guards_where_it_is_imported(tm
     also where the scan starts above the packages' root (`src/pkg/flags.py`, imported as `pkg.flags`)."""
     _tree(tmp_path, {f"{root}pkg/__init__.py": """\
         from pkg.flags import SUPPORTS_FLEX
+        from pkg.attention import attend
         """, f"{root}pkg/flags.py": """\
         import torch
 
@@ -992,7 +995,7 @@ def test_a_data_dependent_shape_no_forward_or_step_reaches_is_info(tmp_path):
             return ids
         """, "pkg/model.py": """\
         import torch
-        from pkg.ops import keep_positive
+        from pkg.ops import generate, keep_positive, select_boxes
 
         class Base(torch.nn.Module):
             def select(self, x):
@@ -1554,3 +1557,68 @@ def test_a_concatenation_where_the_state_is_none_grows_no_cache(tmp_path):
     found = _scan(tmp_path)
     grown = {line for (path, line, code) in found if code == "PC213"}
     assert grown == {15}
+
+
+def test_a_function_nothing_calls_or_names_is_dead_code(tmp_path):
+    """A module-level function that no file calls, passes, imports or reads off its module (and that its own file
+    names only inside itself) is dead code: its findings are info. A function named anywhere stays a warning: read
+    off its module (`loss = ops.spectrum`), imported, or in a module the code looks names up in (`getattr(ops,
+    name)`, `globals()`)."""
+    _tree(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/ops.py": """\
+            import torch
+
+
+            def unused(x):
+                \"\"\"`unused` names itself in its docstring only.\"\"\"
+                return torch.fft.rfft(x)
+
+
+            def spectrum(x):
+                return torch.fft.rfft(x)
+
+
+            def imported(x):
+                return torch.fft.rfft(x)
+            """,
+        "pkg/model.py": """\
+            from pkg import ops
+            from pkg.ops import imported
+
+            LOSS = ops.spectrum
+            """,
+        "pkg/registry.py": """\
+            import torch
+
+
+            def picked(x):
+                return torch.fft.rfft(x)
+
+
+            def by_name(name, x):
+                return globals()[name](x)
+            """,
+        "pkg/lookup.py": """\
+            import torch
+
+
+            def looked_up(x):
+                return torch.fft.rfft(x)
+            """,
+        "pkg/use.py": """\
+            from pkg import lookup
+
+
+            def run(name, x):
+                return getattr(lookup, name)(x)
+            """,
+    })
+    found = _scan(tmp_path)
+    assert found[("pkg/ops.py", 6, "PC301")] == Severity.INFO
+    assert found[("pkg/ops.py", 10, "PC301")] == Severity.ERROR
+    assert found[("pkg/ops.py", 14, "PC301")] == Severity.ERROR
+    assert found[("pkg/registry.py", 5, "PC301")] == Severity.ERROR
+    assert found[("pkg/lookup.py", 5, "PC301")] == Severity.ERROR
+    # a file named on its own (pre-commit's) may have callers the scan does not see
+    assert _scan(tmp_path, paths=["pkg/ops.py"])[("pkg/ops.py", 6, "PC301")] == Severity.ERROR

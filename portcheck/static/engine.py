@@ -239,7 +239,7 @@ def _analyse_python(text: str, path: str, chip: str, stack: str, enabled: frozen
                                                         "memory)"),))
     except ValueError as exc:
         return FileResult(path, errors=(FileError(path, f"cannot parse: {str(exc) or type(exc).__name__}"),))
-    summary = summarise(tree)
+    summary = summarise(tree, text)
     links, line = flat_chain_depth(tree, text)
     if links > MAX_FLAT_LINKS:
         return FileResult(path, errors=(FileError(

@@ -10,6 +10,7 @@ from portcheck.findings import Severity
 from portcheck.rules import EVERYWHERE, Pass, Rule, rule
 from portcheck.static.check import Context, check
 from portcheck.static.dynamic_shape.reach import report_compiled
+from portcheck.static.named_truth import named_truth
 from portcheck.static.syntax import call_name, only_raises
 from portcheck.static.values import PREDICATES, REDUCTIONS, and_operands, predicate_truth, reads_tensor_values
 from portcheck.summaries import ELSEWHERE
@@ -138,7 +139,7 @@ def check_control_flow(node: cst.If | cst.While | cst.Assert | cst.IfExp, ctx: C
         from portcheck.static.host_sync.place import read_place  # host_sync reads dynamic_shape's sizes
 
         found = reads_tensor_values(ctx, node.test) or predicate_truth(ctx, node.test) or \
-            _compared(ctx, node.test, "helper")  # before placing it
+            named_truth(ctx, node.test) or _compared(ctx, node.test, "helper")  # before placing it
         if found is not None and not _explicit(found) and read_place(ctx) == "helper":
             checks = isinstance(node, cst.Assert) or only_raises(node)  # a check: info, as in `forward`
             if not checks:
@@ -153,7 +154,7 @@ def check_control_flow(node: cst.If | cst.While | cst.Assert | cst.IfExp, ctx: C
         return
     test = node.test
     keyword_ = _KEYWORDS[type(node)]
-    read: cst.CSTNode | None = reads_tensor_values(ctx, test) or predicate_truth(ctx, test)
+    read: cst.CSTNode | None = reads_tensor_values(ctx, test) or predicate_truth(ctx, test) or named_truth(ctx, test)
     if read is not None and _explicit(read):
         return  # `if t.item() == 0:`: PC701 reports the read
     if read is not None:

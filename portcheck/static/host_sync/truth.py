@@ -11,6 +11,7 @@ from portcheck.static.host_sync.place import read_place
 from portcheck.static.host_sync.reads import HostValueRead
 from portcheck.static.host_sync.tensors import compared_tensor, known_tensors
 from portcheck.static.host_sync.wording import read_message
+from portcheck.static.named_truth import named_truth
 from portcheck.static.scope import host_value
 from portcheck.static.syntax import call_name, only_raises
 from portcheck.static.values import PREDICATES, REDUCTIONS, predicate_truth, reads_tensor_values
@@ -24,8 +25,8 @@ _KEYWORDS = {cst.If: "if", cst.While: "while"}
 def check_step_test(node: cst.If | cst.While, ctx: Context) -> None:
     if ctx.in_forward or only_raises(node):
         return
-    read = reads_tensor_values(ctx, node.test) or predicate_truth(ctx, node.test) or compared_tensor(
-        ctx, node.test, known_tensors(ctx, "step"))
+    read = reads_tensor_values(ctx, node.test) or predicate_truth(ctx, node.test) or named_truth(ctx, node.test) \
+        or compared_tensor(ctx, node.test, known_tensors(ctx, "step"))
     if read is None or (isinstance(read, cst.Call) and call_name(read) in ("item", "tolist")) or id(read) in ctx.skip:
         return  # `if t.item() > 0:` is the read's own finding
     if read_place(ctx, node.test) != "step" or (not isinstance(read, cst.Call) and host_value(ctx, read)):

@@ -45,6 +45,7 @@ from portcheck.static.semantic.summary import (
     PROBE,
     READS,
     STEP,
+    UNNAMED,
     VENDOR,
     VENDOR_GUARD,
 )
@@ -62,6 +63,7 @@ class Facts:
     host: frozenset[str]
     forward: frozenset[str] = frozenset()  # what a forward reaches: the model itself
     once: frozenset[str] = frozenset()  # set-up: constructors, cached functions and what only they call
+    dead: frozenset[str] = frozenset()  # module-level functions nothing in the tree calls or names (UNNAMED)
 
 
 def facts(project: Project) -> Facts:
@@ -148,8 +150,11 @@ def facts(project: Project) -> Facts:
     set_up = {f for f, n in project.nodes.items() if ONCE in n.function.roles
               or (n.function.name.endswith(".__init__") and f not in device)}
     once = only(ONCE_GUARD, set_up) - skipped
+    dead = {f for f, n in project.nodes.items() if UNNAMED in n.function.roles and f not in sites
+            and n.function.name not in project.named
+            and not any(n.module == m or n.module.endswith(f".{m}") for m in project.looked_up)}
     return Facts(frozenset(probes), frozenset(cuda_only), frozenset(vendor_only), frozenset(device),
-                 frozenset(host), frozenset(forward), frozenset(once))
+                 frozenset(host), frozenset(forward), frozenset(once), frozenset(dead))
 
 
 _MODULE_BASES = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module"})
@@ -242,6 +247,8 @@ def _where(project: Project, found: Facts, result: FileResult, finding: Finding,
     if holders and not any(h.full in found.device for h in holders):
         if holders[-1].full in found.host:
             return "host", f"`{holders[-1].function.name}` is reached only from the data pipeline"
+        if whole and holders[0].full in found.dead:
+            return "dead", f"nothing in the scanned files calls `{holders[0].function.name}` or names it"
         if whole:
             return "unknown", f"no module's `forward` and no training step in the scanned files reaches " \
                               f"`{holders[-1].function.name}`"
@@ -255,6 +262,7 @@ _NOTES = {
     "setup": "set-up code, {why}",
     "optional": "a guarded integration, {why}: a Neuron host without that library never loads it",
     "unknown": "outside the device step as far as this scan sees: {why}; it matters where a model calls it",
+    "dead": "dead code as far as this scan sees: {why}",
 }
 _NOT_NEURON = frozenset({"cuda", "vendor", "optional"})
 
@@ -333,9 +341,9 @@ def _elsewhere(project: Project, found: Facts, result: FileResult, finding: Find
     if not holders or any(h.full in found.device for h in holders):
         return None
     place = _where(project, found, result, finding, holders, whole)
-    if place is not None and place[0] != "unknown":
+    if place is not None and place[0] not in ("unknown", "dead"):
         return None
-    note = _NOTES["unknown"].format(why=place[1] if place is not None else (
+    note = _NOTES[place[0] if place is not None else "unknown"].format(why=place[1] if place is not None else (
         f"no module's `forward` and no training step among the files scanned reaches `{holders[-1].function.name}`"))
     return replace(finding, requires="", severity=Severity.INFO, fix=None, message=f"{finding.message} ({note})")
 
@@ -349,7 +357,7 @@ def _runs(found: Facts, holders: list[Node], place: tuple[str, str] | None) -> s
         return "model"
     if any(name in found.device for name in names):
         return "step"
-    if place is not None and place[0] in ("setup", "unknown"):
+    if place is not None and place[0] in ("setup", "unknown", "dead"):
         return "other"
     if place is not None or any(name in found.host for name in names):
         return "host"

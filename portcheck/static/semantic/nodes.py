@@ -4,6 +4,7 @@ node lies within another, and whether a function's every `return` reads tensor d
 from __future__ import annotations
 
 import ast
+import re
 from collections import deque
 
 
@@ -130,4 +131,63 @@ def _tests_xla(test: ast.expr) -> bool:
     return False
 
 
-__all__ = ["calls_and_branches", "returns_read", "statements_in", "within"]
+def positional(node: ast.FunctionDef | ast.AsyncFunctionDef, method: bool) -> tuple[str, ...]:
+    """The parameters positional arguments fill, in order: a method's first (`self`, `cls`) left out."""
+    names = [a.arg for a in (*node.args.posonlyargs, *node.args.args)]
+    static = any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in node.decorator_list)
+    return tuple(names[1:] if names and method and not static else names)
+
+
+def exits(body: list[ast.stmt]) -> bool:
+    """The block ends by leaving: `return`, `raise`, `continue`, `break`."""
+    return bool(body) and isinstance(body[-1], (ast.Return, ast.Raise, ast.Continue, ast.Break))
+
+
+def end_line(node: ast.AST) -> int:
+    end = getattr(node, "end_lineno", None) or getattr(node, "lineno", None)
+    return end if isinstance(end, int) else 0
+
+
+def mentions(text: str, aliases: dict[str, str]) -> tuple[str, ...]:
+    """Summary.mentions: every attribute the file reads off a name it imports (`rnnt.multiblank_loss`, `pkg.mod.f`),
+    and "*" + the module for `getattr(alias, name)` with a name the code computes."""
+    if not aliases:
+        return ()
+    roots = "|".join(re.escape(a) for a in sorted(aliases, key=len, reverse=True))
+    found = {part for chain in re.findall(rf"(?<![\w.])(?:{roots})((?:\.\w+)+)", text) for part in chain[1:].split(".")}
+    found.update("*" + aliases[a] for a in re.findall(rf"\bgetattr\(\s*({roots})\s*,\s*(?![\"'\s])", text))
+    return tuple(sorted(found))
+
+
+# What looks a function up by a name the code builds: a file doing it may call any of its functions.
+_LOOKUPS = ("globals()", "locals()", "vars()", "sys.modules", "__getattr__", "getattr(")
+
+
+class OwnNames:
+    """Which functions a file's text names only inside themselves (their `def`, docstring, recursive calls). A
+    file that looks names up at run time (`globals()[f"emulate_{method}"]`) names none that way: it may call any."""
+
+    def __init__(self, text: str) -> None:
+        self.text = "" if any(lookup in text for lookup in _LOOKUPS) else text
+        self._lines: list[str] | None = None
+
+    def only_within(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+        if not self.text:
+            return False
+        if self._lines is None:
+            self._lines = self.text.splitlines()
+        own = "\n".join(self._lines[node.lineno - 1:node.end_lineno or node.lineno])
+        return self.text.count(node.name) == own.count(node.name)
+
+
+__all__ = [
+    "OwnNames",
+    "calls_and_branches",
+    "end_line",
+    "exits",
+    "mentions",
+    "positional",
+    "returns_read",
+    "statements_in",
+    "within",
+]

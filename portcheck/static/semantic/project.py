@@ -40,12 +40,24 @@ class Project:
         imported: list[tuple[str, bool]] = []  # (absolute module, optional) of every import in the tree
         # module -> the CUDA-only library it imports at its top level, whatever is installed (`import bitsandbytes`)
         self.cuda_libraries: dict[str, str] = {}
+        # the last part of every name a call, a passed value, a data-pipeline hand-off or an import mentions: a
+        # function whose name is none of these (and that its own file names only once) is dead code
+        self.named: set[str] = set()
+        self.looked_up: set[str] = set()  # modules the code looks names up in (`getattr(losses, name)`)
         for result in results:
             if result.summary is None:
                 continue
             module, package = module_of(result.path)
             nodes = []
+            self.named.update(_last(t) for t, *_ in result.summary.passes)
+            self.named.update(m for m in result.summary.mentions if not m.startswith("*"))
+            self.looked_up.update(self._absolute(m[1:], module, package) for m in result.summary.mentions
+                                  if m.startswith("*"))
+            self.named.update(_last(t) for pair in result.summary.exports for t in pair)
             for function in result.summary.functions:
+                self.named.update(_last(t) for t, _ in function.calls)
+                self.named.update(_last(t) for t, *_ in function.passes)
+                self.named.update(_last(t) for t in function.host_refs)
                 full = f"{module}.{function.name}" if module else function.name
                 node = Node(full, result.path, module, function)
                 self.nodes[full] = node
@@ -240,6 +252,11 @@ class Project:
 # What one call passes: (positional count or -1 where unknown, the keywords, the host values: `#i` / a keyword,
 # or `#i@p` / `keyword@p` for one of the caller's parameters passed on as it came; the caller, "" for module code).
 Passed = tuple[int, tuple[str, ...], tuple[str, ...], str]
+
+
+def _last(name: str) -> str:
+    """`helper` of `pkg.mod.helper`, `:ops.helper`, `self.helper`, `Collator()`."""
+    return name.rstrip("()").rsplit(".", 1)[-1].lstrip(":")
 
 
 def arguments(project: Project, results: list[FileResult], needed: set[str]) -> dict[str, list[Passed]]:

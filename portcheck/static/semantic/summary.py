@@ -22,7 +22,17 @@ from portcheck.static.cuda_api.paths import OTHER_ACCELERATOR, named_for_cuda
 from portcheck.static.semantic.dispatch import Generics
 from portcheck.static.semantic.hosts import Bindings, host_arguments
 from portcheck.static.semantic.imports import catches_import_error, import_aliases, optional_test
-from portcheck.static.semantic.nodes import calls_and_branches, returns_read, statements_in, within
+from portcheck.static.semantic.nodes import (
+    OwnNames,
+    calls_and_branches,
+    end_line,
+    exits,
+    mentions,
+    positional,
+    returns_read,
+    statements_in,
+    within,
+)
 from portcheck.static.semantic.once import dotted, initialises
 from portcheck.summaries import Function, Summary
 
@@ -36,6 +46,7 @@ CUDA_CLASS = "cuda-class"  # a method of a class that exists for CUDA (`CUDAAcce
 ONCE = "once"  # runs once per key or object: a cached function (`@functools.cache`, `@cached_property`)
 READS = "reads"  # its `return`s read a parameter's tensor data into Python (`return t.tolist()`), on every stack
 READS_OFF_XLA = "reads-off-xla"  # the same, except for an XLA tensor, which it passes through (nodes.returns_read)
+UNNAMED = "unnamed"  # module-level, undecorated, named by its file only inside itself: dead where no file names it
 
 # Guards, as written at a call site or over a region: "cuda" (runs only with CUDA), "vendor" (only another
 # vendor's export or runtime takes it), or "?target" / "!target": under `if target():` / `if not target():`,
@@ -66,13 +77,16 @@ _VENDOR_TESTS = frozenset({"torch.onnx.is_in_onnx_export", "torch.jit.is_tracing
                            "torch.onnx.is_onnx_exporting"})
 
 
-def summarise(tree: ast.Module) -> Summary:
+def summarise(tree: ast.Module, text: str = "") -> Summary:
+    """`text`, the file's source, tells which module-level functions the file never names again (UNNAMED)."""
     reader = _Reader(import_aliases(tree))
+    reader.own_names = OwnNames(text)
     reader.module_probes = reader.probes_bound(tree.body)
     reader.block(tree.body, (), "")
     return Summary(tuple(reader.generics.dispatched(reader.functions)), tuple(reader.classes),
                    tuple(sorted(reader.aliases.items())), tuple(reader.regions), tuple(reader.imports),
-                   tuple(reader.module_passes), tuple(sorted(reader.module_probes)), tuple(reader.required))
+                   tuple(reader.module_passes), tuple(sorted(reader.module_probes)), tuple(reader.required),
+                   mentions(text, reader.aliases))
 
 
 class _Reader:
@@ -98,6 +112,7 @@ class _Reader:
         self.module_passes = self._passes  # module-level code's calls; a function's own replace it while it is read
         self._optional = 0  # how many optional-dependency tests or `except ImportError`s hold the walk
         self.generics = Generics()  # `@singledispatch` functions and what `@f.register` adds to them
+        self.own_names = OwnNames("")
 
     def resolve(self, node: ast.expr) -> str | None:
         name = dotted(node)
@@ -183,13 +198,13 @@ class _Reader:
         for index, stmt in enumerate(body):
             self.statement(stmt, guards, scope)
             # `if not torch.cuda.is_available(): return` guards the rest of the block
-            if isinstance(stmt, ast.If) and not stmt.orelse and _exits(stmt.body):
+            if isinstance(stmt, ast.If) and not stmt.orelse and exits(stmt.body):
                 side = self.polarity(stmt.test)
                 if side is not None and side.startswith("!"):
                     rest = body[index + 1:]
                     guard = side[1:] if side == "!cuda" else "?" + side[1:]
                     if rest:
-                        self._region(rest[0].lineno, _end(rest[-1]), guard)
+                        self._region(rest[0].lineno, end_line(rest[-1]), guard)
                     self.block(rest, (*guards, guard), scope)
                     return
 
@@ -254,7 +269,7 @@ class _Reader:
             else_guard = (side[1:] if side == "!cuda" else "?" + side[1:]) if side and side.startswith("!") else None
             for part, guard in ((stmt.body, body_guard), (stmt.orelse, else_guard)):
                 if part and guard is not None:
-                    self._region(part[0].lineno, _end(part[-1]), guard)
+                    self._region(part[0].lineno, end_line(part[-1]), guard)
                 self.block(part, (*guards, guard) if guard else guards, scope)
             return
         for field in ast.iter_fields(stmt):
@@ -284,7 +299,7 @@ class _Reader:
             if isinstance(child, ast.IfExp):
                 side = self.polarity(child.test)
                 if side is not None and not side.startswith("!") and side != CUDA_GUARD:
-                    self._region(child.body.lineno, _end(child.body), side)
+                    self._region(child.body.lineno, end_line(child.body), side)
                 cuda.extend([child.body] if side == CUDA_GUARD else [child.orelse] if side == "!cuda" else [])
             elif isinstance(child, ast.BoolOp) and isinstance(child.op, ast.And):
                 first = next((i for i, v in enumerate(child.values) if self.polarity(v) == CUDA_GUARD), None)
@@ -365,8 +380,11 @@ class _Reader:
         reads = returns_read(node)
         if reads:
             roles.append(READS if reads == "all" else READS_OFF_XLA)
-        self.functions.append(Function(name, node.lineno, _end(node), tuple(roles), tuple(self._calls),
-                                       tuple(self._returns), tuple(self._host_refs), _positional(node, scope, self),
+        if not scope and not node.decorator_list and self.own_names.only_within(node):
+            roles.append(UNNAMED)
+        method = any(scope == c for c, _ in self.classes)
+        self.functions.append(Function(name, node.lineno, end_line(node), tuple(roles), tuple(self._calls),
+                                       tuple(self._returns), tuple(self._host_refs), positional(node, method),
                                        tuple(self._passes)))
         self._passes, self._bindings = saved_passes, saved_bindings
         host_refs = self._host_refs
@@ -376,23 +394,5 @@ class _Reader:
             self._calls.append((f":{name}", guards[-1] if guards else ""))  # a nested function runs with its parent
 
 
-def _positional(node: ast.FunctionDef | ast.AsyncFunctionDef, scope: str, reader: _Reader) -> tuple[str, ...]:
-    """The parameters positional arguments fill, in order: a method's first (`self`, `cls`) left out."""
-    names = [a.arg for a in (*node.args.posonlyargs, *node.args.args)]
-    static = any(dotted(d) == "staticmethod" for d in node.decorator_list)
-    if names and not static and any(scope == c for c, _ in reader.classes):
-        names = names[1:]
-    return tuple(names)
-
-
-def _exits(body: list[ast.stmt]) -> bool:
-    return bool(body) and isinstance(body[-1], (ast.Return, ast.Raise, ast.Continue, ast.Break))
-
-
-def _end(node: ast.AST) -> int:
-    end = getattr(node, "end_lineno", None) or getattr(node, "lineno", None)
-    return end if isinstance(end, int) else 0
-
-
 __all__ = ["CUDA_CLASS", "CUDA_GUARD", "FORWARD", "HOST", "ONCE", "ONCE_GUARD", "PROBE", "READS", "READS_OFF_XLA",
-           "STEP", "VENDOR", "VENDOR_GUARD", "Function", "Summary", "summarise"]
+           "STEP", "UNNAMED", "VENDOR", "VENDOR_GUARD", "Function", "Summary", "summarise"]
