@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 from collections import deque
 
 
@@ -148,14 +149,31 @@ def end_line(node: ast.AST) -> int:
     return end if isinstance(end, int) else 0
 
 
+_LIBRARIES = frozenset(sys.stdlib_module_names) | {"torch", "numpy", "scipy", "pandas", "transformers", "jax",
+                                                   "tensorflow", "sklearn", "einops", "typing_extensions"}
+
+
+_CHAIN = re.compile(r"(?:\.\w+)+")
+
+
 def mentions(text: str, aliases: dict[str, str]) -> tuple[str, ...]:
     """Summary.mentions: every attribute the file reads off a name it imports (`rnnt.multiblank_loss`, `pkg.mod.f`),
     and "*" + the module for `getattr(alias, name)` with a name the code computes."""
-    if not aliases:
-        return ()
-    roots = "|".join(re.escape(a) for a in sorted(aliases, key=len, reverse=True))
-    found = {part for chain in re.findall(rf"(?<![\w.])(?:{roots})((?:\.\w+)+)", text) for part in chain[1:].split(".")}
-    found.update("*" + aliases[a] for a in re.findall(rf"\bgetattr\(\s*({roots})\s*,\s*(?![\"'\s])", text))
+    # what a project's module is read for: not the standard library's or the big numeric libraries' names (most of
+    # the dotted names a model file holds: `torch.cat`, `nn.Linear`, `np.zeros`), and only names it dots at all
+    dotted = [a for a, target in aliases.items() if target.split(".")[0] not in _LIBRARIES and f"{a}." in text]
+    found: set[str] = set()
+    for alias in dotted:
+        start = text.find(f"{alias}.")
+        while start >= 0:
+            if start == 0 or not (text[start - 1].isalnum() or text[start - 1] in "_."):
+                chain = _CHAIN.match(text, start + len(alias))
+                if chain is not None:
+                    found.update(chain.group()[1:].split("."))
+            start = text.find(f"{alias}.", start + 1)
+    if aliases and "getattr(" in text:
+        roots = "|".join(re.escape(a) for a in sorted(aliases, key=len, reverse=True))
+        found.update("*" + aliases[a] for a in re.findall(rf"\bgetattr\(\s*({roots})\s*,\s*(?![\"'\s])", text))
     return tuple(sorted(found))
 
 
