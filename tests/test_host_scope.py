@@ -25,8 +25,10 @@ def test_an_fft_in_a_metric_is_info(path: str, severity: str) -> None:
 
 
 @pytest.mark.parametrize(("path", "severity"), [("image/image_print.py", None), ("image/printing.py", None),
-                                                ("image/blueprint.py", "warning"), ("image/colour.py", "warning")])
-def test_printing_helpers_are_host_side(path: str, severity: str | None) -> None:
+                                                ("audio/metrics.py", None), ("eval/cont_metrics.py", None),
+                                                ("image/blueprint.py", "warning"), ("image/colour.py", "warning"),
+                                                ("audio/metricsearch.py", "warning")])
+def test_printing_helpers_and_metrics_files_are_host_side(path: str, severity: str | None) -> None:
     assert _severity(FLOAT64_TABLE, path, "PC303") == severity
 
 

@@ -11,10 +11,11 @@ import re
 # Folders of the data pipeline and tooling: a file below one runs on the host.
 HOST_FOLDERS = frozenset({"datasets", "dataset", "io", "transforms", "metrics", "loader", "loaders", "sampler",
                           "samplers", "data", "visualization"})
-# Files of the data pipeline and of plotting wherever they are: samplers, loaders, datasets, feature and graph
-# stores, drawing, visualisation and printing (`image_print.py`).
+# Files of the data pipeline, of metrics and of plotting wherever they are: samplers, loaders, datasets, feature and
+# graph stores, metrics (`metrics.py`, `cont_metrics.py`, as a `metrics/` folder), drawing, visualisation and
+# printing (`image_print.py`).
 _HOST_FILES = re.compile(
-    r"(^|_)(sampler|loader|dataloader|dataset|feature_store|graph_store)s?\.py$"
+    r"(^|_)(sampler|loader|dataloader|dataset|feature_store|graph_store|metric)s?\.py$"
     r"|^(draw|drawing|plot\w*|visuali[sz]\w*|(\w+_)?print(ing)?)\.py$")
 
 

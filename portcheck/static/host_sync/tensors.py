@@ -8,6 +8,7 @@ import libcst as cst
 
 from portcheck.static.check import Context
 from portcheck.static.host_sync.place import enclosing_loops
+from portcheck.static.scope import host_value
 from portcheck.static.syntax import call_name, keyword, positional, self_attribute, string_value
 from portcheck.static.values import truth_operands
 from portcheck.static.walk import visit
@@ -165,12 +166,13 @@ def compared_tensor(ctx: Context, test: cst.BaseExpression,
                     tensors: set[str] | frozenset[str]) -> cst.BaseExpression | None:
     """The tensor a test compares, which Python then asks for a bool: `if rand < accept_prob:` with `accept_prob`
     bound to `(-d).exp().clamp(max=1.0)`, an operand of `and` / `or` / `not` so made. Certainly a tensor
-    (`is_tensor`); identity and membership tests (`is None`, `in`) read no value."""
+    (`is_tensor`), and not one on the host (`torch.rand(1) < p`: a draw made without a device is a CPU tensor);
+    identity and membership tests (`is None`, `in`) read no value."""
     for part in truth_operands(test):
         if isinstance(part, cst.Comparison) and not any(
                 isinstance(c.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for c in part.comparisons):
             for side in (part.left, *(c.comparator for c in part.comparisons)):
-                if is_tensor(ctx, side, tensors):
+                if is_tensor(ctx, side, tensors) and not host_value(ctx, side):
                     return side
     return None
 
