@@ -21,7 +21,9 @@ class PartialLastBatch(Rule):
     """## What it does
     Finds a loop that steps through data a batch at a time (`for i in range(0, n, bs):`, also `np.arange`) and
     passes the window it cuts (`x[i:i + bs]`, `x[i:min(i + bs, n)]`), directly or through a name, to a model or
-    another function of the project. Unless `n` is a multiple of `bs`, the last window is shorter, so the callee
+    another function of the project; or a loop over chunk numbers (`for i in range(n_chunks):`) that clips its
+    window's end (`x[i * bs:min((i + 1) * bs, n)]`, `np.arange(i * bs, min((i + 1) * bs, n))`: the indices of
+    one). Unless `n` is a multiple of `bs`, the last window is shorter, so the callee
     meets one more input shape. Quiet where the window is padded in the loop (`F.pad`, `np.pad`), where the data
     is a host value (numpy, a CPU tensor) or a Python list or string (a parameter annotated so, a name bound only
     to lists: what is batched there is records or text, not a tensor), where the step is 1, and where the window
@@ -63,6 +65,7 @@ class PartialLastBatch(Rule):
         "import numpy as np\nimport torch\nfor c in np.arange(0, num, self.batch_size):\n"
         "    batch = chunks[c : c + self.batch_size]\n    y = self.infer(batch)",
         "import torch\nfor i in range(0, len(x), bs):\n    y = self.model(x[i:min(i + bs, len(x))].to(device))",
+        "import torch\nfor i in range(k):\n    y = self.model(x[i * bs:min((i + 1) * bs, n)])",
     )
     VALID = (
         "for i in range(0, n, bs):\n    out.append(x[i:i + bs])",
@@ -70,6 +73,7 @@ class PartialLastBatch(Rule):
         "    batch = F.pad(x[i:i + bs], (0, 0, 0, bs))\n    y = model(batch)",
         "import numpy as np\nx = np.zeros(10)\nfor i in range(0, 10, 2):\n    y = model(x[i:i + 2])",
         "for i in range(0, n):\n    y = model(x[i:i + 1])",
+        "import torch\nfor i in range(n // bs):\n    y = model(x[i * bs:(i + 1) * bs])",
         "for i in range(0, n, bs):\n    y = model(x[i:i + window])",
         "for i in range(0, n, bs):\n    y = model(x[:i + bs])",
         "def f(texts: list[str], bs):\n    for i in range(0, len(texts), bs):\n"
@@ -82,32 +86,46 @@ class PartialLastBatch(Rule):
 _RANGES = frozenset({"numpy.arange", "torch.arange"})
 
 
-def _step(ctx: Context, loop: cst.For) -> tuple[str, cst.BaseExpression] | None:
-    """(the loop's counter, its step) for `for i in range(a, n, step)` with a step other than 1."""
+def _step(ctx: Context, loop: cst.For) -> tuple[str, cst.BaseExpression | None] | None:
+    """(the loop's counter, its step) for `for i in range(a, n, step)` with a step other than 1; (the counter,
+    None) for a loop over chunk numbers, `for i in range(n_batches)`, whose windows its body computes."""
     if not isinstance(loop.target, cst.Name) or not isinstance(loop.iter, cst.Call):
         return None
     func = loop.iter.func
-    if not ((isinstance(func, cst.Name) and func.value == "range" and "range" not in ctx.names.aliases)
-            or ctx.qualname(func) in _RANGES):
+    if not _range(ctx, func):
         return None
     args = loop.iter.args
-    if len(args) != 3 or any(a.keyword is not None or a.star for a in args):
+    if any(a.keyword is not None or a.star for a in args) or not 1 <= len(args) <= 3:
         return None
-    step = args[2].value
-    if isinstance(step, cst.Integer) and step.value == "1":
-        return None
+    step = args[2].value if len(args) == 3 else None
+    if step is None or (isinstance(step, cst.Integer) and step.value == "1"):
+        return loop.target.value, None
     return loop.target.value, step
+
+
+def _range(ctx: Context, func: cst.BaseExpression) -> bool:
+    return (isinstance(func, cst.Name) and func.value == "range" and "range" not in ctx.names.aliases) \
+        or ctx.qualname(func) in _RANGES
 
 
 def _same(ctx: Context, a: cst.CSTNode, b: cst.CSTNode) -> bool:
     return "".join(ctx.source(a).split()) == "".join(ctx.source(b).split())
 
 
-def _window(ctx: Context, index: cst.Slice, counter: str, step: cst.BaseExpression) -> bool:
-    """`counter:counter + step` (either order), or its end clipped: `counter:min(counter + step, n)`."""
-    if not (isinstance(index.lower, cst.Name) and index.lower.value == counter) or index.step is not None:
+def _window(ctx: Context, index: cst.Slice, counter: str, step: cst.BaseExpression | None) -> bool:
+    """`counter:counter + step` (either order), or its end clipped: `counter:min(counter + step, n)`; in a loop
+    over chunk numbers, bounds its counter computes with the end clipped: `i * bs:min((i + 1) * bs, n)`."""
+    return index.step is None and _bounds(ctx, index.lower, index.upper, counter, step)
+
+
+def _bounds(ctx: Context, lower: cst.BaseExpression | None, upper: cst.BaseExpression | None, counter: str,
+            step: cst.BaseExpression | None) -> bool:
+    if step is None:
+        return (lower is not None and _mentions(lower, counter) and isinstance(upper, cst.Call)
+                and isinstance(upper.func, cst.Name) and upper.func.value == "min" and len(upper.args) == 2
+                and any(_mentions(a.value, counter) for a in upper.args))
+    if not (isinstance(lower, cst.Name) and lower.value == counter):
         return False
-    upper = index.upper
     if isinstance(upper, cst.Call) and isinstance(upper.func, cst.Name) and upper.func.value == "min" and upper.args:
         upper = upper.args[0].value
     if not isinstance(upper, cst.BinaryOperation) or not isinstance(upper.operator, cst.Add):
@@ -118,6 +136,18 @@ def _window(ctx: Context, index: cst.Slice, counter: str, step: cst.BaseExpressi
     return False
 
 
+def _mentions(node: cst.BaseExpression, name: str) -> bool:
+    """`node` reads `name` (`i * bs`, `(i + 1) * bs`)."""
+    todo: list[cst.CSTNode] = [node]
+    while todo:
+        part = todo.pop()
+        if isinstance(part, cst.Name) and part.value == name:
+            return True
+        if isinstance(part, (cst.BinaryOperation, cst.UnaryOperation)):
+            todo.extend(part.children)
+    return False
+
+
 def _receiver(node: cst.BaseExpression) -> cst.BaseExpression:
     """What a method chain starts from: `x[i:i + bs]` of `x[i:i + bs].float().to(device)`."""
     while isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
@@ -125,8 +155,13 @@ def _receiver(node: cst.BaseExpression) -> cst.BaseExpression:
     return node
 
 
-def _windowed(ctx: Context, node: cst.BaseExpression, counter: str, step: cst.BaseExpression) -> cst.Subscript | None:
-    """The window `node` is, or the receiver of a method chain on it (`x[i:i + bs].to(device)`)."""
+def _windowed(ctx: Context, node: cst.BaseExpression, counter: str,
+              step: cst.BaseExpression | None) -> cst.Subscript | cst.Call | None:
+    """The window `node` is, or the receiver of a method chain on it (`x[i:i + bs].to(device)`); in a loop over
+    chunk numbers also the indices of one (`np.arange(i * bs, min((i + 1) * bs, n))`)."""
+    if step is None and isinstance(node, cst.Call) and _range(ctx, node.func) and len(node.args) == 2 \
+            and _bounds(ctx, node.args[0].value, node.args[1].value, counter, None):
+        return node
     node = _receiver(node)
     if isinstance(node, cst.Subscript) and any(
             isinstance(e.slice, cst.Slice) and _window(ctx, e.slice, counter, step) for e in node.slice):
@@ -182,9 +217,10 @@ def _padded(loop: cst.For) -> frozenset[str]:
     return frozenset(found)
 
 
-def _bound_windows(ctx: Context, loop: cst.For, counter: str, step: cst.BaseExpression) -> dict[str, cst.Subscript]:
+def _bound_windows(ctx: Context, loop: cst.For, counter: str,
+                   step: cst.BaseExpression | None) -> dict[str, cst.Subscript | cst.Call]:
     """Names the loop body binds to a window: `batch = chunks[c : c + bs]`."""
-    found: dict[str, cst.Subscript] = {}
+    found: dict[str, cst.Subscript | cst.Call] = {}
 
     class Finder(cst.CSTVisitor):
         def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
@@ -202,6 +238,19 @@ def _bound_windows(ctx: Context, loop: cst.For, counter: str, step: cst.BaseExpr
 
     visit(loop.body, Finder())
     return found
+
+
+def _size(window: cst.Subscript | cst.Call, counter: str) -> cst.BaseExpression:
+    """The chunk size a window over chunk numbers cuts: the end it clips (`(i + 1) * bs` of `min((i + 1) * bs,
+    n)`)."""
+    upper: cst.BaseExpression | None = window.args[1].value if isinstance(window, cst.Call) else next(
+        (e.slice.upper for e in window.slice if isinstance(e.slice, cst.Slice)), None)
+    if isinstance(upper, cst.Call) and upper.args:
+        upper = upper.args[0].value  # `min((i + 1) * bs, n)`
+    if isinstance(upper, cst.BinaryOperation) and isinstance(upper.operator, cst.Multiply):
+        return upper.right if isinstance(upper.left, (cst.Name, cst.BinaryOperation)) and _mentions(
+            upper.left, counter) else upper.left  # `(i + 1) * bs`: `bs`
+    return upper if upper is not None else window
 
 
 @check(cst.Call, rules=(PartialLastBatch,), tokens=("range",))
@@ -224,14 +273,17 @@ def check_partial_last_batch(node: cst.Call, ctx: Context) -> None:
     for arg in node.args:
         value = _receiver(arg.value)  # `batch.to(device)`
         if isinstance(value, cst.Name) and value.value in named and value.value not in padded:
-            window: cst.Subscript | None = named[value.value]
+            window: cst.Subscript | cst.Call | None = named[value.value]
         else:
             window = _windowed(ctx, value, counter, step)
-        if window is None or host_value(ctx, window.value) or _python_sequence(ctx, window.value):
+        if window is None:
             continue
-        if isinstance(window.value, cst.Name) and window.value.value in padded:
+        if isinstance(window, cst.Subscript) and (host_value(ctx, window.value) or _python_sequence(ctx, window.value)
+                                                  or (isinstance(window.value, cst.Name)
+                                                      and window.value.value in padded)):
             continue
         ctx.report(PartialLastBatch, window, shown=" ".join(ctx.source(window).split()),
-                   step=" ".join(ctx.source(step).split()), callee=callee)
+                   step=" ".join(ctx.source(step if step is not None else _size(window, counter)).split()),
+                   callee=callee)
         reported.append(True)
         return
