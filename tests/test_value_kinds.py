@@ -132,7 +132,8 @@ def test_each_fallback_call_dispatches_the_op_the_data_names():
 
     matrix = torch.eye(3) * 2.0
     arguments = {"torch.linalg.solve_triangular": ((matrix, matrix), {"upper": False}),
-                 "torch.linalg.ldl_factor": ((matrix,), {}), "torch.linalg.ldl_factor_ex": ((matrix,), {})}
+                 "torch.linalg.ldl_factor": ((matrix,), {}), "torch.linalg.ldl_factor_ex": ((matrix,), {}),
+                 "torch.multinomial": ((matrix, 1), {})}
     for name, op in CALLS.items():
         function = torch
         for part in name.split(".")[1:]:

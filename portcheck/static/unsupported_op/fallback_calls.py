@@ -1,6 +1,6 @@
 """Calls whose ATen op runs on the host CPU on the target's stack (PC321): linear algebra that TorchNeuron has no
 device kernel for (`torch.linalg.svd`, `eigh`, `inv`, `slogdet`, `cholesky`, `qr`, `solve_triangular`...) and
-sorting (`torch.sort`, `argsort`), read from rules/ops.toml."""
+sorting (`torch.sort`, `argsort`) and sampling (`torch.multinomial`), read from rules/ops.toml."""
 
 from __future__ import annotations
 
@@ -40,6 +40,7 @@ CALLS = {
     "torch.sort": "aten::sort",
     "torch.argsort": "aten::sort",
     "torch.msort": "aten::sort",
+    "torch.multinomial": "aten::multinomial",
 }
 
 
@@ -49,7 +50,8 @@ class CpuFallbackCall(Rule):
     Finds calls of torch functions whose ATen op the target's stack runs on the host CPU: on TorchNeuron
     (native) the decompositions `torch.linalg.svd`, `svdvals`, `eigh`, `eigvalsh`, `slogdet`, `det`, `inv`, `qr`,
     `cholesky`, `lu_factor`, `ldl_factor`, `solve_triangular`, `torch.cholesky` and `torch.cholesky_inverse` have
-    no device kernel and take the CPU fallback, and so do `torch.sort`, `torch.argsort` and `torch.msort`. The
+    no device kernel and take the CPU fallback, and so do `torch.sort`, `torch.argsort`, `torch.msort` and
+    `torch.multinomial` (a sampling step of a decode loop: its probabilities go to the host every token). The
     status comes from rules/ops.toml, so a stack that lowers the op (PyTorch/XLA on inf2) stays quiet, and so
     does a call on a host value (numpy, a CPU tensor). Outside `forward` it is reported only where the project's
     call graph puts the function in what a module's forward reaches (set-up, initialisation and checkpoint
@@ -97,7 +99,7 @@ class CpuFallbackCall(Rule):
 
 
 @check(cst.Call, rules=(CpuFallbackCall,), tokens=("svd", "eigh", "eigvalsh", "slogdet", "inv", "cholesky", "sort",
-                                                    "_factor", "det", "qr", "solve_triangular"))
+                                                    "_factor", "det", "qr", "solve_triangular", "multinomial"))
 def check_fallback_call(node: cst.Call, ctx: Context) -> None:
     qualname = ctx.qualname(node.func)
     op = CALLS.get(qualname or "")
