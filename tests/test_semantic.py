@@ -1613,6 +1613,14 @@ def test_a_function_nothing_calls_or_names_is_dead_code(tmp_path):
             def run(name, x):
                 return getattr(lookup, name)(x)
             """,
+        "pkg/public.py": """\
+            import torch
+
+
+            def exported(x):
+                return torch.fft.rfft(x)
+            """,
+        "pkg/api.py": "from .public import *\n",
     })
     found = _scan(tmp_path)
     assert found[("pkg/ops.py", 6, "PC301")] == Severity.INFO
@@ -1620,5 +1628,6 @@ def test_a_function_nothing_calls_or_names_is_dead_code(tmp_path):
     assert found[("pkg/ops.py", 14, "PC301")] == Severity.ERROR
     assert found[("pkg/registry.py", 5, "PC301")] == Severity.ERROR
     assert found[("pkg/lookup.py", 5, "PC301")] == Severity.ERROR
+    assert found[("pkg/public.py", 5, "PC301")] == Severity.ERROR
     # a file named on its own (pre-commit's) may have callers the scan does not see
     assert _scan(tmp_path, paths=["pkg/ops.py"])[("pkg/ops.py", 6, "PC301")] == Severity.ERROR

@@ -154,11 +154,12 @@ _LIBRARIES = frozenset(sys.stdlib_module_names) | {"torch", "numpy", "scipy", "p
 
 
 _CHAIN = re.compile(r"(?:\.\w+)+")
+_STAR = re.compile(r"^\s*from\s+([.\w]+)\s+import\s+\*", re.M)
 
 
 def mentions(text: str, aliases: dict[str, str]) -> tuple[str, ...]:
     """Summary.mentions: every attribute the file reads off a name it imports (`rnnt.multiblank_loss`, `pkg.mod.f`),
-    and "*" + the module for `getattr(alias, name)` with a name the code computes."""
+    and "*" + the module for `getattr(alias, name)` with a name the code computes or for `from module import *`."""
     # what a project's module is read for: not the standard library's or the big numeric libraries' names (most of
     # the dotted names a model file holds: `torch.cat`, `nn.Linear`, `np.zeros`), and only names it dots at all
     dotted = [a for a, target in aliases.items() if target.split(".")[0] not in _LIBRARIES and f"{a}." in text]
@@ -171,6 +172,8 @@ def mentions(text: str, aliases: dict[str, str]) -> tuple[str, ...]:
                 if chain is not None:
                     found.update(chain.group()[1:].split("."))
             start = text.find(f"{alias}.", start + 1)
+    if "import *" in text:  # `from .ops import *`: every public name of that module is the package's too
+        found.update("*" + module for module in _STAR.findall(text))
     if aliases and "getattr(" in text:
         roots = "|".join(re.escape(a) for a in sorted(aliases, key=len, reverse=True))
         found.update("*" + aliases[a] for a in re.findall(rf"\bgetattr\(\s*({roots})\s*,\s*(?![\"'\s])", text))
