@@ -51,12 +51,14 @@ class CpuFallbackCall(Rule):
     (native) the decompositions `torch.linalg.svd`, `svdvals`, `eigh`, `eigvalsh`, `slogdet`, `det`, `inv`, `qr`,
     `cholesky`, `lu_factor`, `ldl_factor`, `solve_triangular`, `torch.cholesky` and `torch.cholesky_inverse` have
     no device kernel and take the CPU fallback, and so do `torch.sort`, `torch.argsort`, `torch.msort` and
-    `torch.multinomial` (a sampling step of a decode loop: its probabilities go to the host every token). The
+    `torch.multinomial` (a sampling step of a decode loop: its probabilities go to the host every token), and a
+    tensor's own `argsort()`, `msort()` and `sort(...)` where its result is used or it takes `dim=` /
+    `descending=` (a list's `sort` works in place and returns None). The
     status comes from rules/ops.toml, so a stack that lowers the op (PyTorch/XLA on inf2) stays quiet, and so
     does a call on a host value (numpy, a CPU tensor). Outside `forward` it is reported only where the project's
     call graph puts the function in what a module's forward reaches (set-up, initialisation and checkpoint
-    conversion run once, on purpose). Method forms (`a.inverse()`, `x.sort()`) are not read: other objects
-    (linear operators, group elements, lists) have methods of those names.
+    conversion run once, on purpose). Other method forms (`a.inverse()`, `a.det()`) are not read: linear
+    operators and group elements have methods of those names.
 
     ## Example
     ```python
@@ -98,14 +100,45 @@ class CpuFallbackCall(Rule):
     )
 
 
+# What only a tensor's `sort` takes: a list's takes `key` and `reverse`, and returns None.
+_TENSOR_SORT_KEYWORDS = frozenset({"dim", "descending", "stable"})
+
+
+def _tensor_sort(ctx: Context, node: cst.Call) -> str | None:
+    """`aten::sort` for a tensor's own sort: `x.argsort()`, `x.msort()` (lists have neither), and `x.sort(...)` whose
+    result is used (`values, order = probs.sort(descending=True)`: a list's sorts in place and returns None) or
+    that takes a tensor's arguments (`dim=`, `descending=`). A numpy array's is a host value, left alone below."""
+    func = node.func
+    if not isinstance(func, cst.Attribute) or func.attr.value not in ("sort", "argsort", "msort"):
+        return None
+    if any(a.keyword is None and not _integer(a.value) for a in node.args):
+        return None  # `xp.argsort(scores)`: a module's function (numpy's, cupy's) takes the array; a tensor's a dim
+    if func.attr.value == "sort" and not any(a.keyword is not None and a.keyword.value in _TENSOR_SORT_KEYWORDS
+                                             for a in node.args):
+        statement = ctx.statements[-1] if ctx.statements else None
+        small = statement.body if isinstance(statement, cst.SimpleStatementLine) else ()
+        if any(isinstance(s, cst.Expr) and s.value is node for s in small) or any(
+                a.keyword is not None and a.keyword.value in ("key", "reverse") for a in node.args):
+            return None  # `items.sort()`, `items.sort(key=len)`: a list sorted in place
+    return "aten::sort"
+
+
+def _integer(node: cst.BaseExpression) -> bool:
+    """`1`, `-1`: a dimension written as a number."""
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+        node = node.expression
+    return isinstance(node, cst.Integer)
+
+
 @check(cst.Call, rules=(CpuFallbackCall,), tokens=("svd", "eigh", "eigvalsh", "slogdet", "inv", "cholesky", "sort",
                                                     "_factor", "det", "qr", "solve_triangular", "multinomial"))
 def check_fallback_call(node: cst.Call, ctx: Context) -> None:
     qualname = ctx.qualname(node.func)
-    op = CALLS.get(qualname or "")
+    op = CALLS.get(qualname or "") if qualname is not None else _tensor_sort(ctx, node)
     if op is None:
-        return  # methods (`a.inverse()`) are left alone: linear operators and group elements have them too
-    subject = node.args[0].value if node.args else None
+        return  # other methods (`a.inverse()`) are left alone: linear operators and group elements have them too
+    subject = node.args[0].value if node.args and qualname is not None else (
+        node.func.value if isinstance(node.func, cst.Attribute) else None)
     if (subject is not None and host_value(ctx, subject)) or host_code(ctx) is not None:
         return  # on the host already: a host value, or the data pipeline's code (`transforms/`, a Dataset)
     if not load_op_releases()[ctx.stack].holds(ctx.sdk):
