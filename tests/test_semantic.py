@@ -891,8 +891,9 @@ def test_calls_under_a_cuda_conditional_expression_or_a_probe_held_in_a_name_are
 def test_a_class_that_updates_a_state_and_computes_a_result_is_a_metric(tmp_path):
     """A class with `update` and `compute` (its own or its project base's) keeps a metric: its methods, and what
     only they call, run on the host side of the step, and its `forward` (a Module's) is no model's. A model's
-    `forward` calling the same helper keeps the finding there."""
-    _tree(tmp_path, {"metrics.py": """\
+    `forward` calling the same helper keeps the finding there. (The file is not named `metrics.py`: that name alone
+    puts a file on the host side.)"""
+    _tree(tmp_path, {"scores.py": """\
         import torch
 
 
@@ -932,8 +933,8 @@ def test_a_class_that_updates_a_state_and_computes_a_result_is_a_metric(tmp_path
                 return self.x
         """})
     found = _scan(tmp_path)
-    assert found[("metrics.py", 20, "PC204")] == Severity.INFO
-    assert found[("metrics.py", 24, "PC204")] == Severity.ERROR
+    assert found[("scores.py", 20, "PC204")] == Severity.INFO
+    assert found[("scores.py", 24, "PC204")] == Severity.ERROR
 
 
 @pytest.mark.parametrize("root", ["", "src/"])
@@ -1621,6 +1622,13 @@ def test_a_function_nothing_calls_or_names_is_dead_code(tmp_path):
                 return torch.fft.rfft(x)
             """,
         "pkg/api.py": "from .public import *\n",
+        "pkg/cli.py": """\
+            import torch
+
+
+            def main(argv=None):
+                torch.cuda.synchronize()
+            """,
     })
     found = _scan(tmp_path)
     assert found[("pkg/ops.py", 6, "PC301")] == Severity.INFO
@@ -1629,5 +1637,7 @@ def test_a_function_nothing_calls_or_names_is_dead_code(tmp_path):
     assert found[("pkg/registry.py", 5, "PC301")] == Severity.ERROR
     assert found[("pkg/lookup.py", 5, "PC301")] == Severity.ERROR
     assert found[("pkg/public.py", 5, "PC301")] == Severity.ERROR
+    # callable with no argument: maybe a console script's entry point, named in packaging metadata
+    assert found[("pkg/cli.py", 5, "PC105")] == Severity.ERROR
     # a file named on its own (pre-commit's) may have callers the scan does not see
     assert _scan(tmp_path, paths=["pkg/ops.py"])[("pkg/ops.py", 6, "PC301")] == Severity.ERROR

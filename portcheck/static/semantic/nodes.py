@@ -193,7 +193,12 @@ class OwnNames:
         self._lines: list[str] | None = None
 
     def only_within(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-        if not self.text:
+        """And the function takes an argument: one callable with none may be an entry point that packaging
+        metadata names (`[project.scripts] tool = "pkg.cli:main"`), which is no Python the scan reads."""
+        arguments = node.args
+        required = len(arguments.posonlyargs) + len(arguments.args) - len(arguments.defaults) + sum(
+            default is None for default in arguments.kw_defaults)
+        if not self.text or required == 0:
             return False
         if self._lines is None:
             self._lines = self.text.splitlines()
