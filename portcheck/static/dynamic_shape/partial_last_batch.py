@@ -120,20 +120,27 @@ def _window(ctx: Context, index: cst.Slice, counter: str, step: cst.BaseExpressi
 
 def _bounds(ctx: Context, lower: cst.BaseExpression | None, upper: cst.BaseExpression | None, counter: str,
             step: cst.BaseExpression | None) -> bool:
+    clipped = _min_of(upper)
     if step is None:
-        return (lower is not None and _mentions(lower, counter) and isinstance(upper, cst.Call)
-                and isinstance(upper.func, cst.Name) and upper.func.value == "min" and len(upper.args) == 2
-                and any(_mentions(a.value, counter) for a in upper.args))
+        return (lower is not None and _mentions(lower, counter) and clipped is not None and len(clipped.args) == 2
+                and any(_mentions(a.value, counter) for a in clipped.args))
     if not (isinstance(lower, cst.Name) and lower.value == counter):
         return False
-    if isinstance(upper, cst.Call) and isinstance(upper.func, cst.Name) and upper.func.value == "min" and upper.args:
-        upper = upper.args[0].value
+    if clipped is not None and clipped.args:
+        upper = clipped.args[0].value
     if not isinstance(upper, cst.BinaryOperation) or not isinstance(upper.operator, cst.Add):
         return False
     for mine, other in ((upper.left, upper.right), (upper.right, upper.left)):
         if isinstance(mine, cst.Name) and mine.value == counter and _same(ctx, other, step):
             return True
     return False
+
+
+def _min_of(node: cst.BaseExpression | None) -> cst.Call | None:
+    """`node` when it is a `min(...)` call: a window end clipped to the data's length."""
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "min":
+        return node
+    return None
 
 
 def _mentions(node: cst.BaseExpression, name: str) -> bool:
@@ -245,8 +252,9 @@ def _size(window: cst.Subscript | cst.Call, counter: str) -> cst.BaseExpression:
     n)`)."""
     upper: cst.BaseExpression | None = window.args[1].value if isinstance(window, cst.Call) else next(
         (e.slice.upper for e in window.slice if isinstance(e.slice, cst.Slice)), None)
-    if isinstance(upper, cst.Call) and upper.args:
-        upper = upper.args[0].value  # `min((i + 1) * bs, n)`
+    clipped = _min_of(upper)
+    if clipped is not None and clipped.args:
+        upper = clipped.args[0].value  # `min((i + 1) * bs, n)`
     if isinstance(upper, cst.BinaryOperation) and isinstance(upper.operator, cst.Multiply):
         return upper.right if isinstance(upper.left, (cst.Name, cst.BinaryOperation)) and _mentions(
             upper.left, counter) else upper.left  # `(i + 1) * bs`: `bs`

@@ -14,6 +14,7 @@ from portcheck.findings import Severity
 from portcheck.rules import Rule, rule
 from portcheck.static.check import Context, check
 from portcheck.static.host_sync.place import evaluating, read_place
+from portcheck.static.host_sync.wording import place_words
 from portcheck.static.scope import host_value, literal
 from portcheck.static.syntax import keyword
 
@@ -115,8 +116,7 @@ def _worded(ctx: Context, what: str, where: str, fix: str) -> tuple[str, Severit
     if evaluating(ctx):
         return f"{what}, only when the model is not training; {fix}", Severity.INFO
     step = where in ("step", "step-helper")
-    place = {"forward": "inside `forward`", "helper": "in code the model's `forward` calls",
-             "step-helper": "in code a training step calls"}.get(where, "every training step")
+    place = place_words(where)
     if ctx.stack != "xla":
         return f"{what} {place}: it waits for the device and ends TorchNeuron's eager op fusion there; {fix}", \
             Severity.INFO
@@ -125,5 +125,6 @@ def _worded(ctx: Context, what: str, where: str, fix: str) -> tuple[str, Severit
                 f"compiled and run to produce it); {fix}"), Severity.WARNING
     return (f"{what} {place}: on PyTorch/XLA each check cuts the lazy graph, while under `torch_neuronx.trace` it "
             f"runs once, at trace time; {fix}"), Severity.INFO
+
 
 __all__ = ["VALIDATING", "DistributionValidation", "check_distribution"]

@@ -15,6 +15,14 @@ _NATIVE = ("it waits for the device and ends TorchNeuron's eager op fusion there
 _NATIVE_STEP = "it waits for the device and ends TorchNeuron's eager op fusion there"
 
 
+def place_words(place: str) -> str:
+    """Where a read is, in a message's words: "forward", "helper" (code a forward calls), "step-helper" (code a
+    training step calls), "elsewhere", else a training loop's own body."""
+    return {"forward": "inside `forward`", "helper": "in code the model's `forward` calls",
+            "step-helper": "in code a training step calls",
+            "elsewhere": "in code a model or a step may call"}.get(place, "every training step")
+
+
 def read_message(ctx: Context, what: str, place: str, fix_xla: str, fix_native: str,
              graph_break: bool = False) -> tuple[str, Severity | None]:
     """`graph_break`: the read is a data access that `torch.compile` graph-breaks on (`.item()`, `.tolist()`). Only
@@ -24,9 +32,7 @@ def read_message(ctx: Context, what: str, place: str, fix_xla: str, fix_native: 
         return (f"{what} only when the model is not training: an evaluation metric, no "
                 "per-step cost in training; where inference runs this branch, keep it after the compiled model"), \
             Severity.INFO
-    where = {"forward": "inside `forward`", "helper": "in code the model's `forward` calls",
-             "step-helper": "in code a training step calls",
-             "elsewhere": "in code a model or a step may call"}.get(place, "every training step")
+    where = place_words(place)
     helper = place == "step-helper"
     place = {"helper": "forward", "step-helper": "step"}.get(place, place)
     if helper and load().rules["PC607"].applies_to(ctx.chip, ctx.stack):
@@ -40,4 +46,4 @@ def read_message(ctx: Context, what: str, place: str, fix_xla: str, fix_native: 
     return f"{what} {where}: {native}; {fix_native}", Severity.INFO
 
 
-__all__ = ["read_message"]
+__all__ = ["place_words", "read_message"]
