@@ -8,6 +8,7 @@ import libcst as cst
 
 from portcheck.rules import Rule, rule
 from portcheck.static.check import Context
+from portcheck.static.dynamic_shape.elements import element_size
 from portcheck.static.dynamic_shape.reach import STATIC, report_compiled
 from portcheck.static.scope import host_value, literal
 from portcheck.static.syntax import call_name, dotted_name
@@ -21,7 +22,9 @@ class ShapeFromData(Rule):
     """## What it does
     Finds sizes read out of tensor data: `torch.zeros(int(t.max()))`, `torch.arange(lengths.max())`,
     `range(t.item())`, `x.view(*t.tolist())`, `torch.split(x, sizes.tolist())`, also through a local name
-    bound once (`n = t.max().item(); torch.zeros(n)`).
+    bound once (`n = t.max().item(); torch.zeros(n)`), and sizes read one item at a time out of an array the
+    function receives (`x[b, :lengths[b]]`, `t[:n] for t, n in zip(x, lengths)`, where `lengths` is used as a
+    tensor: `lengths.max()`, `lengths.to(...)`, a `Tensor` annotation).
 
     ## Example
     ```python
@@ -48,6 +51,7 @@ class ShapeFromData(Rule):
         "import torch\nn = lengths.max().item()\np = torch.arange(n)",
         "import torch\nparts = torch.split(x, sizes.tolist())",
         "import torch\ndef sizes(t):\n    return t.tolist()\nparts = torch.split(x, sizes(lengths))",
+        "def pool(x, lengths):\n    lengths = lengths.to(x.device)\n    return [x[i, :lengths[i]] for i in range(4)]",
     )
     VALID = (
         "import torch\nz = torch.zeros(x.size(0), x.shape[1])",
@@ -57,6 +61,7 @@ class ShapeFromData(Rule):
         "import torch, math\nz = torch.zeros(int(math.sqrt(n)))",
         "for i in range(max(a, b)):\n    pass",
         "import torch\ndef sizes(t):\n    return t.tolist()\nparts = torch.split(x, sizes(lengths.cpu()))",
+        "def pool(x, lengths):\n    return [x[i, :lengths[i]] for i in range(4)]",  # nothing says it is an array
     )
 
 
@@ -143,7 +148,13 @@ def project_helper(ctx: Context, node: cst.BaseExpression, depth: int = 0) -> st
     return name
 
 
-_BUILTINS = frozenset(dir(builtins))  # `len(x)`, `round(n)`: Python's own, no project function
+_BUILTINS = frozenset(dir(builtins))
+
+
+def is_self_method(node: cst.Call) -> bool:
+    """`self.expand(...)`: the object's own method, not a tensor's `expand`."""
+    return isinstance(node.func, cst.Attribute) and isinstance(node.func.value, cst.Name) and (
+        node.func.value.value == "self")  # `len(x)`, `round(n)`: Python's own, no project function
 
 
 def report_shape_from_data(ctx: Context, node: cst.Call) -> None:
@@ -163,7 +174,8 @@ def report_shape_from_data(ctx: Context, node: cst.Call) -> None:
         args = [a for a in node.args[1:2] if a.keyword is None] + [a for a in node.args if a.keyword is not None
                                                                    and a.keyword.value == "size"]
     elif (isinstance(node.func, cst.Name) and name == "range" and "range" not in ctx.names.aliases) or (
-            isinstance(node.func, cst.Attribute) and qualname is None and name in SIZE_METHODS):
+            isinstance(node.func, cst.Attribute) and qualname is None and name in SIZE_METHODS
+            and not is_self_method(node)):
         args = list(node.args)
     else:
         return
@@ -180,6 +192,9 @@ def report_shape_from_data(ctx: Context, node: cst.Call) -> None:
         if helper is not None:
             shown = " ".join(ctx.source(arg.value).split())
             report_compiled(ctx, ShapeFromData, node, requires=f"{reads_of(ctx.stack)}{helper}", shown=shown)
+            return
+        if name != "range" and element_size(ctx, arg.value) is not None:
+            report_compiled(ctx, ShapeFromData, node, shown=" ".join(ctx.source(arg.value).split()))
             return
 
 
@@ -203,6 +218,10 @@ def report_slice_from_data(ctx: Context, node: cst.Subscript) -> None:
             if helper is not None:
                 report_compiled(ctx, ShapeFromData, node, value=node.value, requires=f"{reads_of(ctx.stack)}{helper}",
                                 shown=" ".join(ctx.source(bound).split()))
+                return
+            element = element_size(ctx, bound)
+            if element is not None:
+                report_compiled(ctx, ShapeFromData, node, value=node.value, shown=" ".join(ctx.source(bound).split()))
                 return
 
 
