@@ -81,7 +81,7 @@ def _iterated(ctx: Context, name: cst.Name) -> cst.BaseExpression | None:
 def _sizes_array(ctx: Context, name: str) -> bool:
     """`name` is an array the innermost function receives or makes with torch, and uses as one."""
     function = ctx.functions[-1]
-    if not isinstance(function, cst.FunctionDef) or name == "self":
+    if name == "self":
         return False
     return name in ctx.memo("sizes-arrays", function, lambda: _arrays(ctx, function))
 

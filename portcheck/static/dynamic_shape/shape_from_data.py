@@ -219,8 +219,7 @@ def report_slice_from_data(ctx: Context, node: cst.Subscript) -> None:
                 report_compiled(ctx, ShapeFromData, node, value=node.value, requires=f"{reads_of(ctx.stack)}{helper}",
                                 shown=" ".join(ctx.source(bound).split()))
                 return
-            element = element_size(ctx, bound)
-            if element is not None:
+            if element_size(ctx, bound) is not None:
                 report_compiled(ctx, ShapeFromData, node, value=node.value, shown=" ".join(ctx.source(bound).split()))
                 return
 
