@@ -298,6 +298,32 @@ def test_a_private_cuda_debugging_hook_is_housekeeping() -> None:
     assert found[(4, "PC104")] == "info"
 
 
+def test_a_probe_that_decides_only_memory_counters_or_copies_picks_no_device() -> None:
+    """fairseq's `_log_oom` prints `torch.cuda.memory_summary` per device under a probe; a DataLoader pins memory
+    where CUDA is: neither places anything, so off CUDA only the extra goes. A device chosen by it still counts."""
+    found = _severities("""\
+        import torch
+        from torch.utils.data import DataLoader
+
+        def log_oom(log):
+            if torch.cuda.is_available():
+                for i in range(torch.cuda.device_count()):
+                    log(torch.cuda.memory_summary(device=i))
+
+        def loader(ds):
+            return DataLoader(ds, pin_memory=torch.cuda.is_available())
+
+        def pick():
+            return "cuda" if torch.cuda.is_available() else "cpu"
+
+        def budget():
+            if torch.cuda.is_available():
+                torch.cuda.set_device(0)
+        """)
+    assert found[(5, "PC104")] == "info" and found[(10, "PC104")] == "info"
+    assert found[(13, "PC104")] == "warning" and found[(16, "PC104")] == "warning"
+
+
 @pytest.mark.parametrize(("name", "cuda"), [
     ("BnB4BitDiffusersQuantizer", True), ("DeepSpeedStrategy", True), ("BitsAndBytesConfig", True),
     ("XFormersAttnProcessor", True), ("Bnb8bitLinear", True), ("CUDAAccelerator", True),

@@ -22,12 +22,18 @@ from portcheck.static.walk import visit
 _DEVICE_TEXT = re.compile(r"""[rbfuRBFU]*['"](cuda(:\d*)?|cpu|gpu|mps)['"]""")
 _DEVICE_KEYWORDS = frozenset({"device", "devices", "device_ids", "device_map", "accelerator", "gpus", "output_device"})
 _DEVICE_ENUM = re.compile(r"(?i)(device|accelerator)\w*$")
+# How host memory is copied to a device (`pin_memory=torch.cuda.is_available()`, `non_blocking=...`): off CUDA the
+# copy is plain and still happens.
+_COPY_KEYWORDS = frozenset({"pin_memory", "non_blocking"})
 _EXITS = (cst.Return, cst.Raise, cst.Continue, cst.Break)
 
 # torch.cuda APIs that only query or tune the GPU: skipping them on Neuron loses nothing the port needs.
 # (`synchronize` too: it only waits for the GPU, which a Neuron run has no use for where the probe skips it.)
 _QUERIES = frozenset({"get_device_properties", "get_device_capability", "get_device_name", "get_arch_list",
                       "synchronize"})
+# The allocator's counters and settings (`memory_summary`, `reset_peak_memory_stats`, `mem_get_info`,
+# `set_per_process_memory_fraction`): they describe or tune CUDA's memory, which a Neuron run has none of.
+_MEMORY = re.compile(r"memory|^mem_get_info$")
 _TOOL_NAMES = re.compile(r"nvml|amdsmi|cudagraph|^_cuda|nvtx|cudart", re.IGNORECASE)
 # `"self_cuda_time_total"`: a CUDA profiler column; CUDA's runtime variables, which nothing on Neuron reads.
 _TOOL_TEXT = re.compile(r"nvidia-smi|nvml|amdsmi|_cuda_|CUDA_VISIBLE_DEVICES|CUDA_LAUNCH_BLOCKING|CUDA_DEVICE_ORDER")
@@ -58,6 +64,7 @@ class DeviceWork(cst.CSTVisitor):
                 self.cuda_specific = True
                 last = rest.rsplit(".", 1)[-1]  # `torch.cuda.memory._dump_snapshot`: a private debugging hook
                 self.needed = not (last in _QUERIES or last.startswith("_") or rest.startswith(("_", "nvtx"))
+                                   or _MEMORY.search(last) is not None
                                    or (api is not None and api.behaviour != "raises"))
                 self.needed |= self.choosing and (rest == "synchronize" or "rng" in rest or "seed" in rest)
                 return False
@@ -150,7 +157,8 @@ def _decision(ctx: Context, path: list[cst.CSTNode], node: cst.CSTNode,
         if isinstance(holder, cst.Assert):
             return True
         if isinstance(holder, cst.Arg) and holder.keyword is not None:
-            return holder.keyword.value in _DEVICE_KEYWORDS or None
+            word = holder.keyword.value
+            return True if word in _DEVICE_KEYWORDS else False if word in _COPY_KEYWORDS else None
         if isinstance(holder, (cst.Comparison, cst.ComparisonTarget, cst.BooleanOperation, cst.UnaryOperation,
                                cst.Arg)) or (isinstance(holder, cst.Call) and (
                 holder.func is inner or call_name(holder) in ("bool", "int", "len"))):
