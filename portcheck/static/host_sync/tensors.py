@@ -172,9 +172,28 @@ def compared_tensor(ctx: Context, test: cst.BaseExpression,
         if isinstance(part, cst.Comparison) and not any(
                 isinstance(c.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for c in part.comparisons):
             for side in (part.left, *(c.comparator for c in part.comparisons)):
-                if is_tensor(ctx, side, tensors) and not host_value(ctx, side):
+                if is_tensor(ctx, side, tensors) and not host_value(ctx, side) and not _host_arithmetic(
+                        ctx, side, tensors):
                     return side
     return None
+
+
+def _host_arithmetic(ctx: Context, side: cst.BaseExpression, tensors: set[str] | frozenset[str]) -> bool:
+    """`span_start - s - gap` with `span_start = torch.randint(s, e, size=(1,))`: arithmetic whose only tensors are
+    on the host, the rest Python values (a device tensor there would not mix with a host one of more than one
+    element), computes on the host."""
+    parts: list[cst.BaseExpression] = []
+    todo = [side]
+    while todo:
+        part = todo.pop()
+        if isinstance(part, cst.BinaryOperation):
+            todo += [part.left, part.right]
+        elif isinstance(part, cst.UnaryOperation):
+            todo.append(part.expression)
+        elif is_tensor(ctx, part, tensors):
+            parts.append(part)
+    return isinstance(side, (cst.BinaryOperation, cst.UnaryOperation)) and bool(parts) and all(
+        host_value(ctx, p) for p in parts)
 
 
 def formats_tensor(ctx: Context, node: cst.BaseExpression,
