@@ -75,7 +75,10 @@ READS_OF = "reads:"
 # The same on a stack without PyTorch/XLA: a helper that passes an XLA tensor through and reads any other
 # (summary.READS_OFF_XLA) reads what it is handed there.
 READS_OFF_XLA_OF = "reads-off-xla:"
-READS_PREFIXES = (READS_OF, READS_OFF_XLA_OF)
+# Finding.requires of an index a function of the project returns (`x[pad_mask(lengths)]`): kept where every function
+# the name may be returns a boolean mask (portcheck.static.semantic.masks.MASK).
+MASK_OF = "mask:"
+READS_PREFIXES = (READS_OF, READS_OFF_XLA_OF, MASK_OF)
 
 
 def reads_of(stack: str) -> str:
@@ -88,4 +91,4 @@ def reads_of(stack: str) -> str:
 # the same construct ("forward", "device", "step") speak where the device step does reach it.
 ELSEWHERE = "elsewhere"
 
-__all__ = ["ELSEWHERE", "READS_OF", "READS_OFF_XLA_OF", "READS_PREFIXES", "Function", "Summary", "reads_of"]
+__all__ = ["ELSEWHERE", "MASK_OF", "READS_OF", "READS_OFF_XLA_OF", "READS_PREFIXES", "Function", "Summary", "reads_of"]

@@ -4,6 +4,7 @@ without the piece it tests (the severity or the finding is what only the call gr
 
 from __future__ import annotations
 
+import ast
 import textwrap
 from pathlib import Path
 
@@ -1641,3 +1642,59 @@ def test_a_function_nothing_calls_or_names_is_dead_code(tmp_path):
     assert found[("pkg/cli.py", 5, "PC105")] == Severity.ERROR
     # a file named on its own (pre-commit's) may have callers the scan does not see
     assert _scan(tmp_path, paths=["pkg/ops.py"])[("pkg/ops.py", 6, "PC301")] == Severity.ERROR
+
+
+@pytest.mark.parametrize(("body", "mask"), [
+    ("    mask = np.full(shape, False)\n    mask[0, 1] = True\n    return mask", True),
+    ("    return ~other(shape)", True),
+    ("    m = torch.arange(n).view(1, n)\n    m = m.expand(2, -1) >= shape.view(2, 1)\n    return m", True),
+    ("    m = np.zeros(shape, dtype=bool)\n    m = torch.from_numpy(m).to('cpu')\n    return m", True),
+    ("    return torch.isnan(shape).logical_not()", True),
+    ("    return shape == 'train'", False),  # a Python string compared
+    ("    return bool(shape)", False),  # Python's bool
+    ("    shape = torch.from_numpy(shape)\n    return shape", False),  # a parameter converted: unknown
+    ("    m = shape > 0\n    m = m.long()\n    return m", False),  # the last binding is no mask
+    ("    if n:\n        return shape > 0\n    return None", False),  # one return is no mask
+])
+def test_a_function_returning_a_boolean_mask_is_read_from_its_returns(body: str, mask: bool) -> None:
+    from portcheck.static.semantic.masks import returns_mask
+
+    function = ast.parse(f"def make(shape, n):\n{body}\n").body[0]
+    assert isinstance(function, ast.FunctionDef)
+    assert returns_mask(function) is mask
+
+
+def test_a_mask_made_in_another_file_is_a_mask_where_it_indexes(tmp_path):
+    """fairseq's wav2vec2: `compute_mask_indices` (data_utils.py) builds a numpy boolean mask, the model moves it to
+    the device and writes through it. A helper returning positions is no mask."""
+    _tree(tmp_path, {"pkg/__init__.py": "", "pkg/utils.py": """\
+        import numpy as np
+        import torch
+
+        def compute_mask(shape, p):
+            mask = np.full(shape, False)
+            mask[:, : int(shape[1] * p)] = True
+            return mask
+
+        def positions(n):
+            return torch.arange(n)
+        """, "pkg/model.py": """\
+        import torch
+        from torch import nn
+        from pkg import utils
+        from pkg.utils import compute_mask
+
+        class Encoder(nn.Module):
+            def forward(self, x):
+                m = compute_mask(x.shape[:2], 0.5)
+                m = torch.from_numpy(m).to(x.device)
+                x[m] = 0
+                y = x[utils.compute_mask(x, 0.1)]
+                return y, x[utils.positions(2)]
+        """})
+    found = _scan(tmp_path)
+    assert found[("pkg/model.py", 10, "PC216")] == Severity.INFO
+    assert found[("pkg/model.py", 11, "PC204")] == Severity.ERROR
+    assert not [key for key in found if key[0] == "pkg/model.py" and key[1] == 12]
+    alone = _scan(tmp_path, paths=["pkg/model.py"])  # the helper not scanned: nothing says what it returns
+    assert not [key for key in alone if key[1] in (10, 11)]

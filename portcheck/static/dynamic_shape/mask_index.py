@@ -8,12 +8,13 @@ import libcst as cst
 
 from portcheck.rules import Pass, Rule, rule
 from portcheck.static.check import Context, check
+from portcheck.static.dynamic_shape.helper_masks import helper_mask
 from portcheck.static.dynamic_shape.reach import STATIC, report_compiled
 from portcheck.static.dynamic_shape.shape_from_data import ShapeFromData, report_slice_from_data
 from portcheck.static.rebindings import rebindings
 from portcheck.static.scope import host_value
 from portcheck.static.syntax import call_name, string_value
-from portcheck.summaries import ELSEWHERE
+from portcheck.summaries import ELSEWHERE, MASK_OF
 
 
 @rule
@@ -199,6 +200,8 @@ def check_mask_index(node: cst.Subscript, ctx: Context) -> None:
         if isinstance(index, cst.Index) and is_mask(ctx, index.value):
             report_masked(ctx, BooleanMaskIndex, node, index.value)
             return
+        if isinstance(index, cst.Index) and report_helper_masked(ctx, BooleanMaskIndex, node, index.value):
+            return
 
 
 def report_masked(ctx: Context, rule: type[Rule], node: cst.Subscript, mask: cst.BaseExpression) -> None:
@@ -211,4 +214,16 @@ def report_masked(ctx: Context, rule: type[Rule], node: cst.Subscript, mask: cst
         report_compiled(ctx, rule, node, value=node.value, shown=shown, requires=requires)
 
 
-__all__ = ["BooleanMaskIndex", "host_mask", "is_mask", "report_masked"]
+def report_helper_masked(ctx: Context, rule: type[Rule], node: cst.Subscript, index: cst.BaseExpression) -> bool:
+    """Report `node`, indexed by what a function of the project returns, where the call graph finds that function
+    returns a boolean mask (and the device step reaches the code; info where nothing does): whether it did."""
+    helper = helper_mask(ctx, index)
+    if helper is None or host_mask(ctx, node.value, index):
+        return False
+    shown = " ".join(ctx.source(node).split())
+    for then in ("device", ELSEWHERE):
+        report_compiled(ctx, rule, node, value=node.value, shown=shown, requires=f"{MASK_OF}{helper}\n{then}")
+    return True
+
+
+__all__ = ["BooleanMaskIndex", "host_mask", "is_mask", "report_helper_masked", "report_masked"]

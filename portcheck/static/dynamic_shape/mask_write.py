@@ -6,7 +6,7 @@ import libcst as cst
 
 from portcheck.rules import Rule, rule
 from portcheck.static.check import Context, check
-from portcheck.static.dynamic_shape.mask_index import is_mask, report_masked
+from portcheck.static.dynamic_shape.mask_index import is_mask, report_helper_masked, report_masked
 
 
 @rule
@@ -79,6 +79,8 @@ def check_mask_write(node: cst.Assign | cst.AnnAssign, ctx: Context) -> None:
         index = target.slice[0].slice
         if isinstance(index, cst.Index) and is_mask(ctx, index.value):
             report_masked(ctx, BooleanMaskWrite, target, index.value)
+            return
+        if isinstance(index, cst.Index) and report_helper_masked(ctx, BooleanMaskWrite, target, index.value):
             return
 
 

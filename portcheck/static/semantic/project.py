@@ -182,7 +182,8 @@ class Project:
             return self._find(self.exports[full]) if full in self.exports else []
         return self._find(self._absolute(target, module, package))
 
-    def reads_data(self, name: str, path: str, caller: Node | None, off_xla: bool = False) -> bool:
+    def reads_data(self, name: str, path: str, caller: Node | None, off_xla: bool = False,
+                   roles: tuple[str, ...] = ()) -> bool:
         """`name` as the file at `path` writes it (`sizes`, `utils.sizes`, `self.lengths`) in `caller` (None: at
         module level) is a function of the tree whose `return`s read tensor data into Python (summary.READS;
         with `off_xla`, on a stack without PyTorch/XLA, summary.READS_OFF_XLA too), whichever it turns out to be."""
@@ -196,7 +197,7 @@ class Project:
             imported = self.exports.get(f"{module}.{head}" if module else head)
             target = (f"{imported}.{rest}" if rest else imported) if imported else f":{name}"
         found = self.resolve(target, caller)
-        roles = (READS, READS_OFF_XLA) if off_xla else (READS,)
+        roles = roles or ((READS, READS_OFF_XLA) if off_xla else (READS,))
         return bool(found) and all(any(r in self.nodes[f].function.roles for r in roles) for f in found)
 
     def probe_constant(self, target: str, caller: Node) -> bool:

@@ -22,6 +22,7 @@ from portcheck.static.cuda_api.paths import OTHER_ACCELERATOR, named_for_cuda
 from portcheck.static.semantic.dispatch import Generics
 from portcheck.static.semantic.hosts import Bindings, host_arguments
 from portcheck.static.semantic.imports import catches_import_error, import_aliases, optional_test
+from portcheck.static.semantic.masks import MASK, returns_mask
 from portcheck.static.semantic.nodes import (
     OwnNames,
     calls_and_branches,
@@ -378,8 +379,8 @@ class _Reader:
                for d in node.decorator_list):
             roles.append(ONCE)
         reads = returns_read(node)
-        if reads:
-            roles.append(READS if reads == "all" else READS_OFF_XLA)
+        roles += [READS if reads == "all" else READS_OFF_XLA] if reads else []
+        roles += [MASK] if returns_mask(node) else []
         if not scope and not node.decorator_list and self.own_names.only_within(node):
             roles.append(UNNAMED)
         method = any(scope == c for c, _ in self.classes)

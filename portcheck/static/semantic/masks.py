@@ -1,0 +1,137 @@
+"""Functions that return a boolean mask, read from Python's syntax tree: every `return` gives a comparison, an
+inverted value (`~m`), a logical or `isnan`-like result, a `.bool()`, a factory filled with booleans
+(`np.full(shape, False)`, `torch.zeros(n, dtype=torch.bool)`), a view or a device copy of one, or a local name
+every binding of which is one. A function whose `return` hands on another function's value is one where that
+function is (the call graph follows it: `Facts.masks`), so `x[make_non_pad_mask(lengths)]` indexes by a mask the
+project builds elsewhere, and `tensor[mask] = value` in a helper handed one writes through it."""
+
+from __future__ import annotations
+
+import ast
+
+MASK = "mask"  # every `return` gives a boolean mask, or another function's value (summary role)
+
+_MASK_CALLS = frozenset({
+    "isnan", "isinf", "isfinite", "isin", "isclose", "isneginf", "isposinf", "logical_and", "logical_or",
+    "logical_not", "logical_xor", "bool", "eq", "ne", "gt", "lt", "ge", "le",
+})
+# Views, copies and reshapes keep a mask a mask (`torch.from_numpy(m).to(x.device).unsqueeze(1)`).
+_KEEPS = frozenset({
+    "to", "cuda", "view", "reshape", "unsqueeze", "squeeze", "expand", "expand_as", "transpose", "permute", "t",
+    "contiguous", "flatten", "repeat", "detach", "clone", "flip", "roll", "from_numpy", "as_tensor", "tensor",
+    "asarray", "array",
+})
+_FACTORIES = frozenset({"full", "zeros", "ones", "empty", "zeros_like", "ones_like", "empty_like", "full_like"})
+_COMPARISONS = (ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE)
+_DEPTH = 4
+
+
+def returns_mask(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Every `return` of `function` (nested functions have their own; one at least) gives a boolean mask."""
+    bindings: dict[str, list[tuple[int, ast.expr]]] = {}
+    returns: list[ast.expr | None] = []
+    todo: list[ast.AST] = list(function.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(node, ast.Return):
+            returns.append(node.value)
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            bindings.setdefault(node.targets[0].id, []).append((node.lineno, node.value))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            bindings.setdefault(node.target.id, []).append((node.lineno, node.value))
+        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.For, ast.With, ast.NamedExpr)):
+            for target in _targets(node):  # bound otherwise too: no plain value says what it is
+                bindings.setdefault(target, []).append((node.lineno, ast.Constant(None)))
+        todo.extend(ast.iter_child_nodes(node))
+    for values in bindings.values():
+        values.sort(key=lambda pair: pair[0])
+    return bool(returns) and all(r is not None and _mask(r, bindings, 0, r.lineno) for r in returns)
+
+
+def _targets(node: ast.AST) -> list[str]:
+    if isinstance(node, ast.Assign):
+        targets: list[ast.expr] = list(node.targets)
+    elif isinstance(node, ast.AugAssign):
+        # `mask |= other`, `mask &= ...` keep a mask; any other augmented assignment does not
+        return [] if isinstance(node.op, (ast.BitOr, ast.BitAnd, ast.BitXor)) else [
+            node.target.id] if isinstance(node.target, ast.Name) else []
+    elif isinstance(node, (ast.For, ast.NamedExpr)):
+        targets = [node.target]
+    else:
+        targets = [item.optional_vars for item in node.items if item.optional_vars is not None] \
+            if isinstance(node, ast.With) else []
+    names = []
+    for target in targets:
+        if isinstance(target, ast.Name):
+            names.append(target.id)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            names += [e.id for e in ast.walk(target) if isinstance(e, ast.Name)]
+    return names
+
+
+def _mask(node: ast.expr, bindings: dict[str, list[tuple[int, ast.expr]]], depth: int, before: int) -> bool:
+    """`node`, read on line `before`, is a mask; a name by the last binding before that line (a rebinding that
+    only converts the name's earlier value, `m = torch.from_numpy(m)`, by the one before it)."""
+    if depth > _DEPTH:
+        return False
+    if isinstance(node, ast.Compare):
+        return all(isinstance(op, _COMPARISONS) for op in node.ops) and not any(
+            isinstance(side, ast.Constant) and (side.value is None or isinstance(side.value, (str, bytes)))
+            for side in (node.left, *node.comparators))
+    if isinstance(node, ast.UnaryOp):
+        return isinstance(node.op, ast.Invert)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.BitAnd, ast.BitOr, ast.BitXor)):
+        return _mask(node.left, bindings, depth + 1, before) or _mask(node.right, bindings, depth + 1, before)
+    if isinstance(node, ast.Subscript):  # `mask[:, :n]`, `mask[idx]`: part of a mask
+        return _mask(node.value, bindings, depth + 1, before)
+    if isinstance(node, ast.Call):
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        if name in _MASK_CALLS:
+            return isinstance(func, ast.Attribute)  # `m.bool()`, `torch.isnan(x)`; `bool(x)` is Python's
+        if name in _FACTORIES:
+            return _boolean_fill(node, name)
+        if name in _KEEPS:
+            if isinstance(func, ast.Attribute) and not node.args and name not in ("from_numpy", "as_tensor"):
+                return _mask(func.value, bindings, depth + 1, before)  # `m.contiguous()`
+            inner = node.args[0] if name in ("from_numpy", "as_tensor", "tensor", "asarray", "array") and (
+                node.args) else func.value if isinstance(func, ast.Attribute) else None
+            return inner is not None and _mask(inner, bindings, depth + 1, before)
+        return False
+    if isinstance(node, ast.Name):
+        earlier = [(line, v) for line, v in bindings.get(node.id, []) if line < before]
+        while earlier and _wraps(earlier[-1][1], node.id):
+            earlier.pop()
+        return bool(earlier) and _mask(earlier[-1][1], bindings, depth + 1, earlier[-1][0])
+    return False
+
+
+def _wraps(value: ast.expr, name: str) -> bool:
+    """`mask = torch.from_numpy(mask).to(device)`: a rebinding that only converts the name's earlier value."""
+    while isinstance(value, ast.Call):
+        func = value.func
+        attr = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        if attr not in _KEEPS:
+            return False
+        if attr in ("from_numpy", "as_tensor", "tensor", "asarray", "array") and value.args:
+            value = value.args[0]
+        elif isinstance(func, ast.Attribute):
+            value = func.value
+        else:
+            return False
+    return isinstance(value, ast.Name) and value.id == name
+
+
+def _boolean_fill(node: ast.Call, name: str) -> bool:
+    """`np.full(shape, False)`, `torch.zeros(n, dtype=torch.bool)`, `np.ones(n, dtype=bool)`."""
+    for keyword in node.keywords:
+        if keyword.arg == "dtype":
+            value = keyword.value
+            text = value.attr if isinstance(value, ast.Attribute) else value.id if isinstance(value, ast.Name) else ""
+            return text in ("bool", "bool_", "bool8")
+    if name in ("full", "full_like") and len(node.args) >= 2:
+        fill = node.args[1]
+        return isinstance(fill, ast.Constant) and isinstance(fill.value, bool)
+    return False
