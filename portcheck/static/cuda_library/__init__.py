@@ -8,7 +8,8 @@ flash-attention functions are custom-attention (PC4xx).
 
 An import that has a fallback is milder than one that has none: inside `try/except ImportError`, under an
 availability check (`if is_flash_attn_available():`), in a function that checks availability first, or
-decorated `@requires_backends`, it is reported as info (the fallback is what runs on Neuron). Imports under
+decorated `@requires_backends`, it is reported as info (the fallback is what runs on Neuron). Where the fallback
+leaves the name `None`, each unguarded use of it is reported as well (uses.py). Imports under
 `if TYPE_CHECKING:` never run and stay quiet.
 """
 

@@ -35,6 +35,11 @@ class CudaOnlyLibrary(Rule):
     `if TYPE_CHECKING:`, relative imports, look-alike names (`apex_utils`, `tritonclient`) and plain
     `import deepspeed` stay quiet.
 
+    Where the `except` leaves the name unbound or `None` (`except ImportError: tcnn = None`), a fallback import
+    is no fallback for the code that uses the name: the first use in each function with no test of the name or of
+    a flag the `try` sets (`if tcnn is not None:`, `if HAS_APEX:`), no `try` around it and no CUDA-only branch
+    (`if x.device.type == "cuda":`) is reported too, where a host without the library fails.
+
     ## Example
     ```python
     from apex.optimizers import FusedAdam
