@@ -1,0 +1,151 @@
+"""Branches a random draw decides in the model (PC217): LayerDrop (`if self.training and torch.rand(1) < p:
+continue`), a layer list that yields a random subset, stochastic skips by `random.random()`."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from portcheck.findings import Severity
+from portcheck.knowledge import load
+from portcheck.rules import EVERYWHERE, Rule, rule
+from portcheck.static.check import Context, check
+from portcheck.static.dynamic_shape.reach import report_compiled
+from portcheck.static.reaching import reaching
+from portcheck.static.scope import host_value
+from portcheck.static.syntax import call_name
+from portcheck.static.walk import visit
+
+
+@rule
+class RandomBranch(Rule):
+    """## What it does
+    Finds `if`, `while` and conditional expressions in a model's `forward` (and the code it calls) whose test is
+    decided by a random draw: `torch.rand(...)`, `torch.empty(n).uniform_()`, `np.random.random()`,
+    `random.random()`, `torch.bernoulli(...)`, also through a local name bound to one (`probs =
+    torch.empty(len(layers)).uniform_()`, then `if probs[i] > p:`). That is LayerDrop and its kin: each draw
+    runs a different set of layers. Reported however the draw is made, on the device or on the host: the
+    problem is the graph, not a read. A draw in a test that also asks `self.training` is info on a chip that
+    only serves inference (inf2): the branch is not taken there.
+
+    ## Example
+    ```python
+    for layer in self.layers:
+        if self.training and torch.rand(1) < self.layerdrop:
+            continue
+        x = layer(x)
+    ```
+
+    ## Use instead
+    ```python
+    for layer in self.layers:  # every layer in the graph; a per-sample mask drops its update (stochastic depth)
+        keep = (torch.rand(x.shape[0], 1, 1, device=x.device) >= self.layerdrop).to(x.dtype)
+        x = x + keep * (layer(x) - x)
+    ```
+
+    ## Fix safety
+    No automatic fix: dropping through a mask computes every layer, which changes the cost of a step.
+    """
+
+    code = "PC217"
+    CONTEXTS = EVERYWHERE - {"host", "setup"}
+    message = ("`{keyword}` on a random draw (`{shown}`) {where}: each outcome runs different code, so training "
+               "traces a different graph for every combination drawn; on Neuron each new one compiles anew "
+               "(PyTorch/XLA) or breaks the `torch.compile` graph; keep every layer in the graph and drop through a "
+               "mask (stochastic depth), or set the drop rate to 0 when training on Neuron")
+    INVALID = (
+        "import torch\nclass M:\n    def forward(self, x):\n        for layer in self.layers:\n"
+        "            if self.training and torch.rand(1) < self.p:\n                continue\n            x = layer(x)\n"
+        "        return x",
+        "import numpy as np\nclass M:\n    def forward(self, x):\n        for layer in self.layers:\n"
+        "            if not self.training or np.random.random() > self.p:\n                x = layer(x)\n"
+        "        return x",
+        "import torch\nclass M:\n    def forward(self, x):\n        probs = torch.empty(len(self.layers)).uniform_()\n"
+        "        for i, layer in enumerate(self.layers):\n            if probs[i] > self.p:\n"
+        "                x = layer(x)\n        return x",
+    )
+    VALID = (
+        "import torch\nclass M:\n    def forward(self, x):\n        keep = (torch.rand(x.shape[0], 1) >= self.p)\n"
+        "        return x * keep",
+        "import torch\nclass M:\n    def forward(self, x):\n        if self.training:\n            x = x + 1\n"
+        "        return x",
+        "import random\ndef augment(img):\n    if random.random() < 0.5:\n        img = img[::-1]\n    return img",
+    )
+
+
+_DRAWS = frozenset({
+    "torch.rand", "torch.rand_like", "torch.bernoulli", "numpy.random.random", "numpy.random.rand",
+    "numpy.random.uniform", "numpy.random.random_sample", "numpy.random.binomial", "random.random",
+    "random.uniform",
+})
+_DRAW_METHODS = frozenset({"uniform_", "bernoulli_", "random_"})
+_KEYWORDS = {cst.If: "if", cst.While: "while", cst.IfExp: "if"}
+TOKENS = ("rand", "uniform", "bernoulli")
+
+
+def random_draw(ctx: Context, test: cst.BaseExpression, depth: int = 0) -> cst.BaseExpression | None:
+    """The random draw a test reads, itself or through a local name bound to one (and indexed: `probs[i]`)."""
+    found: list[cst.BaseExpression] = []
+
+    class Finder(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> bool:
+            if not found and (ctx.qualname(node.func) in _DRAWS or (
+                    isinstance(node.func, cst.Attribute) and call_name(node) in _DRAW_METHODS)):
+                found.append(node)
+            return not found
+
+        def visit_Name(self, node: cst.Name) -> None:
+            if found or depth >= 2:
+                return
+            bound = ctx.constant(node)
+            values = [bound[1]] if bound is not None else list((reaching(ctx, node) or ((), False))[0][:1])
+            if values and random_draw(ctx, values[0], depth + 1) is not None:
+                found.append(node)
+
+        def visit_Lambda(self, node: cst.Lambda) -> bool:
+            return False
+
+    visit(test, Finder())
+    return found[0] if found else None
+
+
+def _on_device(ctx: Context, draw: cst.BaseExpression) -> bool:
+    """A torch draw made on a device (`torch.rand(1, device=x.device)`); Python's and numpy's are host values."""
+    if isinstance(draw, cst.Call) and (ctx.qualname(draw.func) or "").startswith(("numpy.", "random.")):
+        return False
+    return not host_value(ctx, draw)
+
+
+def _asks_training(test: cst.BaseExpression) -> bool:
+    found = False
+
+    class Finder(cst.CSTVisitor):
+        def visit_Attribute(self, node: cst.Attribute) -> None:
+            nonlocal found
+            found = found or node.attr.value == "training"
+
+    visit(test, Finder())
+    return found
+
+
+@check(cst.If, cst.While, cst.IfExp, rules=(RandomBranch,), tokens=TOKENS)
+def check_random_branch(node: cst.If | cst.While | cst.IfExp, ctx: Context) -> None:
+    if not ctx.functions:
+        return
+    draw = random_draw(ctx, node.test)
+    if draw is None or _on_device(ctx, draw):
+        return  # a draw on the device is a tensor value the test reads: PC208's
+    shown = " ".join(ctx.source(draw).split())
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    inference_only = load().rules["PC607"].applies_to(ctx.chip, ctx.stack)
+    severity = Severity.INFO if inference_only and _asks_training(node.test) else None
+    keyword = _KEYWORDS[type(node)]
+    if ctx.in_forward:
+        report_compiled(ctx, RandomBranch, node.test, severity=severity, keyword=keyword, shown=shown,
+                        where="inside `forward`")
+        return
+    # a helper: only where a model's forward reaches it (a data augmentation draws at random as well)
+    report_compiled(ctx, RandomBranch, node.test, severity=severity, requires="forward", keyword=keyword,
+                    shown=shown, where="in code a model's `forward` calls")
+
+
+__all__ = ["RandomBranch", "check_random_branch"]
