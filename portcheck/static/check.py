@@ -135,6 +135,7 @@ class Context:
         self.loops: list[cst.For | cst.While] = []
         self.chains: dict[cst.CSTNode, tuple[cst.CSTNode, ...]] = {}  # statement -> the statements holding it
         self._memo: dict[tuple[str, int], object] = {}
+        self._inference_only: bool | None = None
         self._qualnames: dict[int, str | None] = {}
         # Nodes that are not expressions in load position (attribute names, keywords, parameters) or
         # that an outer node already judged: name resolution skips them.
@@ -162,6 +163,13 @@ class Context:
             default_of, host_if, unless_passed = self._reads(code, node)
             self.hits.append(Hit(code, node, message, statement, severity, fix, tuple(self.statements), requires,
                                  kept, default_of, host_if, unless_passed))
+
+    @property
+    def inference_only(self) -> bool:
+        """The chip serves inference only (PC607, training on it, applies): training steps never run on it."""
+        if self._inference_only is None:
+            self._inference_only = load().rules["PC607"].applies_to(self.chip, self.stack)
+        return self._inference_only
 
     def _reads(self, code: str, node: cst.CSTNode) -> tuple[str, tuple[str, ...], str]:
         """(Finding.default_of, Finding.host_if, Finding.unless_passed) for a finding of `code` at `node`; host_if

@@ -6,7 +6,6 @@ from __future__ import annotations
 import libcst as cst
 
 from portcheck.findings import Severity
-from portcheck.knowledge import load
 from portcheck.rules import EVERYWHERE, Rule, rule
 from portcheck.static.check import Context, check
 from portcheck.static.dynamic_shape.reach import report_compiled
@@ -24,8 +23,8 @@ class RandomBranch(Rule):
     `random.random()`, `torch.bernoulli(...)`, also through a local name bound to one (`probs =
     torch.empty(len(layers)).uniform_()`, then `if probs[i] > p:`). That is LayerDrop and its kin: each draw
     runs a different set of layers. Reported however the draw is made, on the device or on the host: the
-    problem is the graph, not a read. A draw in a test that also asks `self.training` is info on a chip that
-    only serves inference (inf2): the branch is not taken there.
+    problem is the graph, not a read. Info on a chip that only serves inference (inf2): what it costs is
+    training's (LayerDrop and scheduled sampling run only when training).
 
     ## Example
     ```python
@@ -115,18 +114,6 @@ def _on_device(ctx: Context, draw: cst.BaseExpression) -> bool:
     return not host_value(ctx, draw)
 
 
-def _asks_training(test: cst.BaseExpression) -> bool:
-    found = False
-
-    class Finder(cst.CSTVisitor):
-        def visit_Attribute(self, node: cst.Attribute) -> None:
-            nonlocal found
-            found = found or node.attr.value == "training"
-
-    visit(test, Finder())
-    return found
-
-
 @check(cst.If, cst.While, cst.IfExp, rules=(RandomBranch,), tokens=TOKENS)
 def check_random_branch(node: cst.If | cst.While | cst.IfExp, ctx: Context) -> None:
     if not ctx.functions:
@@ -136,8 +123,7 @@ def check_random_branch(node: cst.If | cst.While | cst.IfExp, ctx: Context) -> N
         return  # a draw on the device is a tensor value the test reads: PC208's
     shown = " ".join(ctx.source(draw).split())
     shown = shown if len(shown) <= 60 else shown[:57] + "..."
-    inference_only = load().rules["PC607"].applies_to(ctx.chip, ctx.stack)
-    severity = Severity.INFO if inference_only and _asks_training(node.test) else None
+    severity = Severity.INFO if ctx.inference_only else None  # what it costs is training's
     keyword = _KEYWORDS[type(node)]
     if ctx.in_forward:
         report_compiled(ctx, RandomBranch, node.test, severity=severity, keyword=keyword, shown=shown,
