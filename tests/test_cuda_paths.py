@@ -324,6 +324,23 @@ def test_a_probe_that_decides_only_memory_counters_or_copies_picks_no_device() -
     assert found[(13, "PC104")] == "warning" and found[(16, "PC104")] == "warning"
 
 
+def test_a_probe_set_as_a_reports_entry_by_its_text_key_is_only_shown() -> None:
+    """An environment report (`info["CUDA available"] = torch.cuda.is_available()`) shows the answer; a
+    configuration's device entry set from the probe still picks the device."""
+    found = _severities("""\
+        import torch
+
+        def env_info():
+            info = {}
+            info["CUDA available"] = torch.cuda.is_available()
+            return info
+
+        def pick(cfg):
+            cfg["device"] = "cuda" if torch.cuda.is_available() else "cpu"
+        """)
+    assert found[(5, "PC104")] == "info" and found[(9, "PC104")] == "warning"
+
+
 @pytest.mark.parametrize(("name", "cuda"), [
     ("BnB4BitDiffusersQuantizer", True), ("DeepSpeedStrategy", True), ("BitsAndBytesConfig", True),
     ("XFormersAttnProcessor", True), ("Bnb8bitLinear", True), ("CUDAAccelerator", True),

@@ -1,5 +1,6 @@
 """A CUDA probe whose value decides nothing where it stands: only shown (printed, logged, formatted into text or
-made an entry of a report: `{"CUDA available": torch.cuda.is_available()}`, a local name used only that way), so
+made an entry of a report: `{"CUDA available": torch.cuda.is_available()}`, `info["GPUs"] = torch.cuda.device_count()`,
+a local name used only that way), so
 False on Neuron changes the report and nothing else; or only returned by a function that does nothing else (`def
 is_cuda_available(): return torch.cuda.is_available()`), which answers rightly on Neuron."""
 
@@ -26,6 +27,11 @@ def _shows(holder: cst.CSTNode, inner: cst.CSTNode) -> bool:
         return inner is holder.value and isinstance(holder.key, _TEXT)
     if isinstance(holder, cst.Call):
         return inner is not holder.func and call_name(holder) in _SHOWING
+    if isinstance(holder, cst.Assign):  # `info["CUDA available"] = ...`: an entry of a report, set by its text key
+        return inner is holder.value and all(
+            isinstance(t.target, cst.Subscript) and len(t.target.slice) == 1
+            and isinstance(t.target.slice[0].slice, cst.Index)
+            and isinstance(t.target.slice[0].slice.value, _TEXT) for t in holder.targets)
     return False
 
 
