@@ -23,8 +23,10 @@ class RandomBranch(Rule):
     `random.random()`, `torch.bernoulli(...)`, also through a local name bound to one (`probs =
     torch.empty(len(layers)).uniform_()`, then `if probs[i] > p:`). That is LayerDrop and its kin: each draw
     runs a different set of layers. Reported however the draw is made, on the device or on the host: the
-    problem is the graph, not a read. Info on a chip that only serves inference (inf2): what it costs is
-    training's (LayerDrop and scheduled sampling run only when training).
+    problem is the graph, not a read. A warning where a loop repeats the draw (per layer: the subsets multiply);
+    one draw outside a loop is info (at most two graphs, each compiled once, or one graph break). Info on a chip
+    that only serves inference (inf2): what it costs is training's (LayerDrop and scheduled sampling run only when
+    training).
 
     ## Example
     ```python
@@ -114,6 +116,13 @@ def _on_device(ctx: Context, draw: cst.BaseExpression) -> bool:
     return not host_value(ctx, draw)
 
 
+def _in_loop(ctx: Context) -> bool:
+    """The test runs in a loop of its own function (`for layer in self.layers:`), a test of a `while` included."""
+    chain = ctx.statements
+    start = max((i for i, s in enumerate(chain) if isinstance(s, cst.FunctionDef)), default=-1)
+    return any(isinstance(s, (cst.For, cst.While)) for s in chain[start + 1:])
+
+
 @check(cst.If, cst.While, cst.IfExp, rules=(RandomBranch,), tokens=TOKENS)
 def check_random_branch(node: cst.If | cst.While | cst.IfExp, ctx: Context) -> None:
     if not ctx.functions:
@@ -123,15 +132,14 @@ def check_random_branch(node: cst.If | cst.While | cst.IfExp, ctx: Context) -> N
         return  # a draw on the device is a tensor value the test reads: PC208's
     shown = " ".join(ctx.source(draw).split())
     shown = shown if len(shown) <= 60 else shown[:57] + "..."
-    severity = Severity.INFO if ctx.inference_only else None  # what it costs is training's
-    keyword = _KEYWORDS[type(node)]
-    if ctx.in_forward:
-        report_compiled(ctx, RandomBranch, node.test, severity=severity, keyword=keyword, shown=shown,
-                        where="inside `forward`")
-        return
+    # what it costs is training's; and a draw a loop repeats (per layer) multiplies the graphs, where one draw
+    # outside a loop makes at most two, each compiled once
+    looped = _in_loop(ctx)
+    severity = Severity.INFO if ctx.inference_only or not looped else None
+    where = "inside `forward`" if ctx.in_forward else "in code a model's `forward` calls"
+    message = RandomBranch.format(keyword=_KEYWORDS[type(node)], shown=shown, where=where) + (
+        "" if looped else " (one draw outside a loop: at most two graphs, each compiled once, or one graph break)")
     # a helper: only where a model's forward reaches it (a data augmentation draws at random as well)
-    report_compiled(ctx, RandomBranch, node.test, severity=severity, requires="forward", keyword=keyword,
-                    shown=shown, where="in code a model's `forward` calls")
-
+    report_compiled(ctx, RandomBranch, node.test, message, severity, requires="" if ctx.in_forward else "forward")
 
 __all__ = ["RandomBranch", "check_random_branch"]
