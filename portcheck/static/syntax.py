@@ -189,3 +189,11 @@ def only_raises(node: cst.CSTNode) -> bool:
             return False
         smalls = list(small_statements(lines))
     return bool(smalls) and all(isinstance(small, cst.Raise) for small in smalls)
+
+
+def root_name(node: cst.BaseExpression) -> str | None:
+    """The name a chain of calls, attributes and indexing starts from (`mask.long().sum(1)`: `mask`;
+    `tcnn.Network(3, 3)`: `tcnn`; `helper(x)[0]`: `helper`), or None where it starts from something else."""
+    while isinstance(node, (cst.Attribute, cst.Call, cst.Subscript)):
+        node = node.func if isinstance(node, cst.Call) else node.value
+    return node.value if isinstance(node, cst.Name) else None

@@ -20,7 +20,7 @@ from portcheck.static.check import Context, check
 from portcheck.static.cuda_api.paths import cuda_path
 from portcheck.static.cuda_library.imports import IMPORT_TOKENS, CudaOnlyLibrary, one_line
 from portcheck.static.cuda_library.integrations import integration
-from portcheck.static.syntax import block_body, blocks
+from portcheck.static.syntax import block_body, blocks, root_name
 from portcheck.static.values import catches_import_error, guard, under_type_checking
 from portcheck.static.walk import visit
 
@@ -116,12 +116,6 @@ def _flags(line: cst.CSTNode) -> set[str]:
             for t in small.targets if isinstance(t.target, cst.Name)}
 
 
-def _root(node: cst.BaseExpression) -> str | None:
-    while isinstance(node, (cst.Attribute, cst.Call, cst.Subscript)):
-        node = node.func if isinstance(node, cst.Call) else node.value
-    return node.value if isinstance(node, cst.Name) else None
-
-
 def _mentions(test: cst.CSTNode, names: set[str]) -> bool:
     found = False
 
@@ -170,7 +164,7 @@ def check_library_use(node: cst.Call, ctx: Context) -> None:
     if not ctx.functions:
         return  # module level: the import statement's own finding speaks for it
     found = unbound(ctx)
-    name = _root(node.func)
+    name = root_name(node.func)
     if name is None or name not in found.names or under_type_checking(ctx):
         return
     library, path, _ = found.names[name]

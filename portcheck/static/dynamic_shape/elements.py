@@ -13,7 +13,7 @@ import libcst as cst
 
 from portcheck.static.ancestry import ancestors
 from portcheck.static.check import Context
-from portcheck.static.syntax import bound_names, call_name, dotted_name
+from portcheck.static.syntax import bound_names, call_name, dotted_name, root_name
 from portcheck.static.values import numpy_rooted
 from portcheck.static.walk import visit
 
@@ -120,21 +120,10 @@ def _arrays(ctx: Context, function: cst.FunctionDef) -> frozenset[str]:
                 if numpy_rooted(ctx, value):
                     numpy.add(target)
                 elif isinstance(value, cst.Call) and call_name(value) not in _SHAPE_QUERIES and (
-                        _root(value) in received - {"self"} or (
+                        root_name(value) in received - {"self"} or (
                         (ctx.qualname(value.func) or "").startswith("torch.") and any(
-                        _root(a.value) in received for a in value.args))):
+                        root_name(a.value) in received for a in value.args))):
                     made.add(target)  # `valid = mask.sum(1)`, `lengths = torch.sum(mask, 1)`: of what it received
 
     visit(function.body, Finder())
     return frozenset((annotated | (used & received) | made) - numpy - {"self"})
-
-
-def _root(node: cst.BaseExpression) -> str | None:
-    """The name a chain of methods, attributes and indexing starts from (`mask.long().sum(1)`: `mask`)."""
-    while True:
-        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
-            node = node.func.value
-        elif isinstance(node, (cst.Attribute, cst.Subscript)):
-            node = node.value
-        else:
-            return node.value if isinstance(node, cst.Name) else None
