@@ -121,9 +121,15 @@ def _arrays(ctx: Context, function: cst.FunctionDef) -> frozenset[str]:
                     numpy.add(target)
                 elif isinstance(value, cst.Call) and call_name(value) not in _SHAPE_QUERIES and (
                         root_name(value) in received - {"self"} or (
-                        (ctx.qualname(value.func) or "").startswith("torch.") and any(
+                        _torch_function(ctx.qualname(value.func)) and any(
                         root_name(a.value) in received for a in value.args))):
                     made.add(target)  # `valid = mask.sum(1)`, `lengths = torch.sum(mask, 1)`: of what it received
 
     visit(function.body, Finder())
     return frozenset((annotated | (used & received) | made) - numpy - {"self"})
+
+
+def _torch_function(qualname: str | None) -> bool:
+    """A torch function, which makes a tensor (`torch.sum`), not a class (`torch.Size(shape)`, `torch.device`)."""
+    return qualname is not None and qualname.startswith("torch.") and qualname.rsplit(".", 1)[1][:1].islower() and (
+        qualname not in ("torch.device", "torch.dtype"))
