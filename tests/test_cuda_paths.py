@@ -324,6 +324,26 @@ def test_a_probe_that_decides_only_memory_counters_or_copies_picks_no_device() -
     assert found[(13, "PC104")] == "warning" and found[(16, "PC104")] == "warning"
 
 
+def test_a_name_bound_to_a_probe_and_other_tests_decides_what_the_probe_does() -> None:
+    """fairseq's Adam: `use_fused = fused_cls is not None and torch.cuda.is_available()` only picks the fused
+    optimizer class, with a pure-torch fallback; the same name picking `model.cuda()` still places the model."""
+    found = _severities("""\
+        import torch
+
+        def optimizer(cfg, params, fused_cls):
+            use_fused = not cfg.old and fused_cls is not None and torch.cuda.is_available()
+            if use_fused:
+                return fused_cls(params, lr=cfg.lr)
+            return torch.optim.Adam(params, lr=cfg.lr)
+
+        def place(model, wanted):
+            on_gpu = wanted and torch.cuda.is_available()
+            if on_gpu:
+                model.cuda()
+        """)
+    assert found[(4, "PC104")] == "info" and found[(10, "PC104")] == "warning"
+
+
 def test_a_probe_set_as_a_reports_entry_by_its_text_key_is_only_shown() -> None:
     """An environment report (`info["CUDA available"] = torch.cuda.is_available()`) shows the answer; a
     configuration's device entry set from the probe still picks the device."""

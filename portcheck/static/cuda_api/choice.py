@@ -22,9 +22,6 @@ from portcheck.static.walk import visit
 _DEVICE_TEXT = re.compile(r"""[rbfuRBFU]*['"](cuda(:\d*)?|cpu|gpu|mps)['"]""")
 _DEVICE_KEYWORDS = frozenset({"device", "devices", "device_ids", "device_map", "accelerator", "gpus", "output_device"})
 _DEVICE_ENUM = re.compile(r"(?i)(device|accelerator)\w*$")
-# How host memory is copied to a device (`pin_memory=torch.cuda.is_available()`, `non_blocking=...`): off CUDA the
-# copy is plain and still happens.
-_COPY_KEYWORDS = frozenset({"pin_memory", "non_blocking"})
 _EXITS = (cst.Return, cst.Raise, cst.Continue, cst.Break)
 
 # torch.cuda APIs that only query or tune the GPU: skipping them on Neuron loses nothing the port needs.
@@ -157,8 +154,7 @@ def _decision(ctx: Context, path: list[cst.CSTNode], node: cst.CSTNode,
         if isinstance(holder, cst.Assert):
             return True
         if isinstance(holder, cst.Arg) and holder.keyword is not None:
-            word = holder.keyword.value
-            return True if word in _DEVICE_KEYWORDS else False if word in _COPY_KEYWORDS else None
+            return holder.keyword.value in _DEVICE_KEYWORDS or None
         if isinstance(holder, (cst.Comparison, cst.ComparisonTarget, cst.BooleanOperation, cst.UnaryOperation,
                                cst.Arg)) or (isinstance(holder, cst.Call) and (
                 holder.func is inner or call_name(holder) in ("bool", "int", "len"))):
@@ -175,8 +171,7 @@ def picks_nothing(ctx: Context, node: cst.CSTNode, stmt: cst.CSTNode | None) -> 
     rest = after_exit(ctx, stmt) if isinstance(stmt, cst.If) and _leaves(stmt) else []
     path = ancestors(ctx, node)
     decided = _decision(ctx, path, node, rest)
-    if decided is None and (bound := bound_name(stmt, [*path, node])) is not None and (
-            bound[1] is node or (isinstance(bound[1], cst.Call) and bound[1].func is node)):
+    if decided is None and (bound := bound_name(stmt, [*path, node])) is not None and _holds_probe(bound[1], node):
         reads = reads_in_scope(ctx, bound[0])
         if reads.bindings == 1 and reads.paths:
             verdicts = [_decision(ctx, read[:-1], read[-1]) for read in reads.paths]
@@ -185,3 +180,19 @@ def picks_nothing(ctx: Context, node: cst.CSTNode, stmt: cst.CSTNode | None) -> 
         return ("here it picks no device: what it decides places nothing on one, so on Neuron the code takes its "
                 "working path without the CUDA extra")
     return None
+
+
+def _holds_probe(value: cst.BaseExpression, node: cst.CSTNode) -> bool:
+    """`value`, bound to a name, is the probe's answer (`torch.cuda.is_available()`), or an `and` / `or` of it with
+    other tests (`use_fused = fused_cls is not None and torch.cuda.is_available()`): what the name decides, the
+    probe decides with them."""
+    parts = [value]
+    while parts:
+        part = parts.pop()
+        if part is node or (isinstance(part, cst.Call) and part.func is node):
+            return True
+        if isinstance(part, cst.BooleanOperation):
+            parts += [part.left, part.right]
+        elif isinstance(part, cst.UnaryOperation) and isinstance(part.operator, cst.Not):
+            parts.append(part.expression)
+    return False
