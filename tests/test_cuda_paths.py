@@ -344,6 +344,24 @@ def test_a_name_bound_to_a_probe_and_other_tests_decides_what_the_probe_does() -
     assert found[(4, "PC104")] == "info" and found[(10, "PC104")] == "warning"
 
 
+def test_the_body_of_a_cuda_device_context_runs_only_with_cuda() -> None:
+    """fairseq's `multi_tensor_total_norm`: `with torch.cuda.device(device):` raises without CUDA before its body
+    runs, so what the body does is that statement's problem; CuPy's device context is the same. Plain code after
+    the `with` keeps its severity."""
+    found = _severities("""\
+        import cupy as cp
+        import torch
+
+        def norm(grads, device):
+            with torch.cuda.device(device):
+                total = torch.stack(grads).cuda()
+            with cp.cuda.Device(0):
+                other = torch.zeros(2).cuda()
+            return total.cuda(), other
+        """)
+    assert found[(6, "PC101")] == "info" and found[(8, "PC101")] == "info" and found[(9, "PC101")] == "error"
+
+
 def test_a_probe_set_as_a_reports_entry_by_its_text_key_is_only_shown() -> None:
     """An environment report (`info["CUDA available"] = torch.cuda.is_available()`) shows the answer; a
     configuration's device entry set from the probe still picks the device."""

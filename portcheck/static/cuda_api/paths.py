@@ -329,6 +329,9 @@ def cuda_path(ctx: Context, node: cst.CSTNode, *, expressions: bool = True) -> s
                 return f"under `if {_text(ctx, stmt.test)}`"
         elif isinstance(stmt, cst.For) and holds(ctx, stmt.body, inner) and _over_cuda_devices(ctx, stmt.iter):
             return f"in `for {_text(ctx, stmt.target)} in {_text(ctx, stmt.iter)}` (no iteration without CUDA)"
+        elif isinstance(stmt, cst.With) and holds(ctx, stmt.body, inner) and (
+                entered := next((i.item for i in stmt.items if _cuda_context(ctx, i.item)), None)) is not None:
+            return f"in `with {_text(ctx, entered)}:`, which fails without CUDA before its body runs"
         elif isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
             if (isinstance(stmt, cst.FunctionDef) and stmt.name.value == "cuda" and index > 0
                     and isinstance(chain[index - 1], cst.ClassDef)):
@@ -343,6 +346,20 @@ def cuda_path(ctx: Context, node: cst.CSTNode, *, expressions: bool = True) -> s
         guard = ctx.memo("cuda-expressions", chain[-1], lambda: _guarded_expressions(ctx, chain[-1])).get(id(node))
         return _guard_reason(ctx, guard) if guard is not None else None
     return None
+
+
+# Context managers that select or need a CUDA device on entry (`torch.cuda.device(i)`, a stream, a graph capture):
+# without CUDA the `with` raises, and its body never runs.
+_CUDA_CONTEXTS = frozenset({"torch.cuda.device", "torch.cuda.device_of", "torch.cuda.stream", "torch.cuda.graph",
+                            "torch.cuda.StreamContext"})
+
+
+def _cuda_context(ctx: Context, item: cst.BaseExpression) -> bool:
+    """`torch.cuda.device(i)`, `torch.cuda.stream(s)`, or a CUDA-only library's device (`cp.cuda.Device(0)`)."""
+    if not isinstance(item, cst.Call):
+        return False
+    qualname = ctx.qualname(item.func) or ""
+    return qualname in _CUDA_CONTEXTS or (".cuda." in qualname and qualname.split(".")[0] in libraries())
 
 
 def _over_cuda_devices(ctx: Context, iterated: cst.BaseExpression) -> bool:
