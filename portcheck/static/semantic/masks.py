@@ -31,9 +31,9 @@ def returns_mask(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     bindings: dict[str, list[tuple[int, ast.expr]]] = {}
     returns: list[ast.expr | None] = []
     todo: list[ast.AST] = list(function.body)
-    while todo:
+    while todo:  # statements only (a binding inside an expression, `(n := ...)`, is not read): one cheap pass
         node = todo.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             continue
         if isinstance(node, ast.Return):
             returns.append(node.value)
@@ -41,13 +41,18 @@ def returns_mask(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
             bindings.setdefault(node.targets[0].id, []).append((node.lineno, node.value))
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
             bindings.setdefault(node.target.id, []).append((node.lineno, node.value))
-        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.For, ast.With, ast.NamedExpr)):
+        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.For, ast.AsyncFor, ast.With, ast.AsyncWith)):
             for target in _targets(node):  # bound otherwise too: no plain value says what it is
                 bindings.setdefault(target, []).append((node.lineno, ast.Constant(None)))
-        todo.extend(ast.iter_child_nodes(node))
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+            block = getattr(node, field, None)
+            if isinstance(block, list):
+                todo.extend(block)
+    if not returns or any(r is None for r in returns):
+        return False
     for values in bindings.values():
         values.sort(key=lambda pair: pair[0])
-    return bool(returns) and all(r is not None and _mask(r, bindings, 0, r.lineno) for r in returns)
+    return all(r is not None and _mask(r, bindings, 0, r.lineno) for r in returns)
 
 
 def _targets(node: ast.AST) -> list[str]:
@@ -57,11 +62,11 @@ def _targets(node: ast.AST) -> list[str]:
         # `mask |= other`, `mask &= ...` keep a mask; any other augmented assignment does not
         return [] if isinstance(node.op, (ast.BitOr, ast.BitAnd, ast.BitXor)) else [
             node.target.id] if isinstance(node.target, ast.Name) else []
-    elif isinstance(node, (ast.For, ast.NamedExpr)):
+    elif isinstance(node, (ast.For, ast.AsyncFor)):
         targets = [node.target]
     else:
         targets = [item.optional_vars for item in node.items if item.optional_vars is not None] \
-            if isinstance(node, ast.With) else []
+            if isinstance(node, (ast.With, ast.AsyncWith)) else []
     names = []
     for target in targets:
         if isinstance(target, ast.Name):
