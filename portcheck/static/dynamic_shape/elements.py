@@ -1,11 +1,13 @@
 """One element of an array of sizes used as a size (PC209): `x[b, :lengths[b]]`, `out[i, :n]` with `for i, n in
-enumerate(lengths)`, `range(counts[i])`, where `lengths` is an array the function receives or computes with torch.
+enumerate(lengths)`, `torch.zeros(counts[i])`, where `lengths` is an array the function receives or computes with
+torch (a loop count, `range(counts[i])`, is not read: shape_from_data leaves it out).
 
 Such an array holds a size per batch item: the data, not the model, decides each slice's length, so every distinct
 value is another shape (and on a device tensor, reading the element is a host read). What tells an array from a
 Python list or a configuration's table is what the function does with it: a tensor's method (`lengths.max()`,
 `lengths.to(x.device)`), a tensor's attribute (`.device`, `.dtype`), a torch call that made it, or a tensor
-annotation. An attribute of the object (`self.splits[i]`) and an array built by numpy from constants are not read."""
+annotation. An attribute of the object (`self.splits[i]`), an array built by numpy from constants and a torch class's
+object (`torch.Size(shape)`) are not read."""
 
 from __future__ import annotations
 
@@ -52,7 +54,6 @@ def _iterated(ctx: Context, name: cst.Name) -> cst.BaseExpression | None:
     seen through `enumerate(...)` and `zip(...)` to the one part whose items it takes."""
     loops: list[tuple[cst.BaseAssignTargetExpression, cst.BaseExpression]] = [
         (s.target, s.iter) for s in ctx.statements if isinstance(s, cst.For)]
-    loops += [(n.target, n.iter) for n in ancestors(ctx, name) if isinstance(n, cst.CompFor)]
     for c in ancestors(ctx, name):  # a comprehension's `for` is not among the name's holders: it is the sibling
         if isinstance(c, (cst.ListComp, cst.GeneratorExp, cst.SetComp)):
             part: cst.CompFor | None = c.for_in
