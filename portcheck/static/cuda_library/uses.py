@@ -165,8 +165,9 @@ def check_library_use(node: cst.Call, ctx: Context) -> None:
         return  # module level: the import statement's own finding speaks for it
     found = unbound(ctx)
     name = root_name(node.func)
-    if name is None or name not in found.names or under_type_checking(ctx):
-        return
+    if name is None or name not in found.names or under_type_checking(ctx) or (
+            ctx.scopes and name in ctx.scopes[-1].bound):
+        return  # `def f(tcnn): tcnn.Network(...)`: the function's own name, not the import
     library, path, _ = found.names[name]
     siblings = {n for n, (lib, _, _) in found.names.items() if lib is library}
     if _guarded(ctx, node, siblings | set(found.flags)) or guard(ctx) or cuda_path(ctx, node):
