@@ -8,7 +8,6 @@ from typing import TypeGuard
 import libcst as cst
 
 from portcheck.findings import Severity
-from portcheck.knowledge import load
 from portcheck.rules import Rule, rule
 from portcheck.static.check import Context, FixPlan, Replace, check
 from portcheck.static.codegen import keyword_arg, literal_like, new_literal, rewritten, with_arg, without
@@ -301,8 +300,7 @@ def _compile_on_xla_not_taken(ctx: Context) -> str | None:
     if "is_compile_supported(" in ctx.text:
         return "this file compiles only where `is_compile_supported(device)` holds, which is False for XLA devices"
     function = ctx.functions[-1].name.value if ctx.functions else ""
-    if any(word in function.lower() for word in _SHARDED_TRAINING) and load().rules["PC607"].applies_to(
-            ctx.chip, ctx.stack):
+    if any(word in function.lower() for word in _SHARDED_TRAINING) and ctx.inference_only:
         return (f"in `{function}`, a sharded-training preparation; training itself does not run on {ctx.chip}, "
                 "which PC607 reports")
     return None

@@ -8,6 +8,7 @@ import libcst as cst
 from portcheck.findings import Severity
 from portcheck.rules import EVERYWHERE, Rule, rule
 from portcheck.static.check import Context, check
+from portcheck.static.compile.text import one_line
 from portcheck.static.dynamic_shape.reach import report_compiled
 from portcheck.static.reaching import reaching
 from portcheck.static.scope import host_value
@@ -130,8 +131,7 @@ def check_random_branch(node: cst.If | cst.While | cst.IfExp, ctx: Context) -> N
     draw = random_draw(ctx, node.test)
     if draw is None or _on_device(ctx, draw):
         return  # a draw on the device is a tensor value the test reads: PC208's
-    shown = " ".join(ctx.source(draw).split())
-    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    shown = one_line(ctx, draw)
     # what it costs is training's; and a draw a loop repeats (per layer) multiplies the graphs, where one draw
     # outside a loop makes at most two, each compiled once
     looped = _in_loop(ctx)

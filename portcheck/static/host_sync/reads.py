@@ -7,6 +7,7 @@ import libcst as cst
 
 from portcheck.rules import Pass, Rule, rule
 from portcheck.static.check import Context, check
+from portcheck.static.compile.text import one_line
 from portcheck.static.host_sync.place import quiet_calls, read_place
 from portcheck.static.host_sync.sizes import bound_to_a_size
 from portcheck.static.host_sync.tensors import (
@@ -242,11 +243,6 @@ def _skip_inner_reads(ctx: Context, node: cst.Call) -> None:
             inner = inner.value
 
 
-def _one_line(ctx: Context, node: cst.CSTNode) -> str:
-    text = " ".join(ctx.source(node).split())
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
 def report_read(ctx: Context, read: type[Rule], node: cst.Call, place: str, through: str = "") -> None:
     """A read in a helper is two candidates, worded for each caller: the call graph keeps the one whose caller
     reaches it (a forward, else a training step), drops the other, and keeps a value read's third as info where
@@ -264,7 +260,7 @@ _CANDIDATES = {"helper": (("helper", "forward"), ("step-helper", "step"))}
 
 def _report_one_read(ctx: Context, read: type[Rule], node: cst.Call, place: str, requires: str,
                      through: str = "") -> None:
-    shown = _one_line(ctx, node)
+    shown = one_line(ctx, node)
     if place in ("forward", "helper", "elsewhere"):
         fix_xla = fix_native = ("keep the value on the device (tensor ops, `torch.where`) or compute it outside the "
                                 "model")
@@ -346,7 +342,7 @@ def _check_print(ctx: Context, node: cst.Call) -> None:
         if shown is not None:
             for where, requires in _CANDIDATES.get(place, ((place, ""),)):
                 message, severity = read_message(
-                    ctx, f"`print` formats a tensor (`{_one_line(ctx, shown)}`), which copies it to the host,", where,
+                    ctx, f"`print` formats a tensor (`{one_line(ctx, shown)}`), which copies it to the host,", where,
                     "print in `xm.add_step_closure(...)` or after `xm.mark_step()`",
                     "print once per logging interval, or print shapes and dtypes instead of values")
                 ctx.report(PrintTensor, node, message, severity, requires=requires)

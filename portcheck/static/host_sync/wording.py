@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from portcheck.findings import Severity
-from portcheck.knowledge import load
 from portcheck.static.check import Context
 from portcheck.static.host_sync.place import evaluating
 
@@ -35,7 +34,7 @@ def read_message(ctx: Context, what: str, place: str, fix_xla: str, fix_native: 
     where = place_words(place)
     helper = place == "step-helper"
     place = {"helper": "forward", "step-helper": "step"}.get(place, place)
-    if helper and load().rules["PC607"].applies_to(ctx.chip, ctx.stack):
+    if helper and ctx.inference_only:
         # a chip that does not train: PC607 reports the training; its step's reads are not the port's problem
         return f"{what} {where}: training does not run on {ctx.chip} (PC607), so this read is not reached there", \
             Severity.INFO
