@@ -26,13 +26,11 @@ def helper_mask(ctx: Context, node: cst.BaseExpression, depth: int = 0) -> str |
     while depth < 6:
         depth += 1
         if isinstance(node, cst.Call):
+            inner = _converted(ctx, node)
+            if inner is not None:
+                node = inner
+                continue
             qualname = ctx.qualname(node.func)
-            if qualname in _CONVERSIONS and node.args:
-                node = node.args[0].value
-                continue
-            if isinstance(node.func, cst.Attribute) and qualname is None and call_name(node) in _KEEPS:
-                node = node.func.value
-                continue
             name = dotted_name(node.func)
             if name is None or (qualname or "").startswith(_LIBRARIES) or name in _BUILTINS:
                 return None
@@ -56,13 +54,20 @@ def helper_mask(ctx: Context, node: cst.BaseExpression, depth: int = 0) -> str |
     return None
 
 
+def _converted(ctx: Context, call: cst.Call) -> cst.BaseExpression | None:
+    """What a conversion or a view works on (`torch.from_numpy(m)`'s argument, `m.to(device)`'s receiver), or None
+    where `call` is neither."""
+    qualname = ctx.qualname(call.func)
+    if qualname in _CONVERSIONS and call.args:
+        return call.args[0].value
+    if isinstance(call.func, cst.Attribute) and qualname is None and call_name(call) in _KEEPS:
+        return call.func.value
+    return None
+
+
 def _converts(ctx: Context, value: cst.BaseExpression, name: str) -> bool:
     """`m = torch.from_numpy(m).to(device)`: the binding converts the name's earlier value."""
-    while isinstance(value, cst.Call):
-        if ctx.qualname(value.func) in _CONVERSIONS and value.args:
-            value = value.args[0].value
-        elif isinstance(value.func, cst.Attribute) and call_name(value) in _KEEPS:
-            value = value.func.value
-        else:
-            return False
-    return isinstance(value, cst.Name) and value.value == name
+    inner: cst.BaseExpression | None = value
+    while isinstance(inner, cst.Call):
+        inner = _converted(ctx, inner)
+    return isinstance(inner, cst.Name) and inner.value == name

@@ -148,13 +148,13 @@ def project_helper(ctx: Context, node: cst.BaseExpression, depth: int = 0) -> st
     return name
 
 
-_BUILTINS = frozenset(dir(builtins))
+_BUILTINS = frozenset(dir(builtins))  # `len(x)`, `round(n)`: Python's own, no project function
 
 
 def is_self_method(node: cst.Call) -> bool:
     """`self.expand(...)`: the object's own method, not a tensor's `expand`."""
     return isinstance(node.func, cst.Attribute) and isinstance(node.func.value, cst.Name) and (
-        node.func.value.value == "self")  # `len(x)`, `round(n)`: Python's own, no project function
+        node.func.value.value == "self")
 
 
 def report_shape_from_data(ctx: Context, node: cst.Call) -> None:

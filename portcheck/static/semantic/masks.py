@@ -1,15 +1,15 @@
 """Functions that return a boolean mask, read from Python's syntax tree: every `return` gives a comparison, an
 inverted value (`~m`), a logical or `isnan`-like result, a `.bool()`, a factory filled with booleans
 (`np.full(shape, False)`, `torch.zeros(n, dtype=torch.bool)`), a view or a device copy of one, or a local name
-every binding of which is one. A function whose `return` hands on another function's value is one where that
-function is (the call graph follows it: `Facts.masks`), so `x[make_non_pad_mask(lengths)]` indexes by a mask the
-project builds elsewhere, and `tensor[mask] = value` in a helper handed one writes through it."""
+whose last binding before the `return` is one. The call graph reads the role where a file indexes by what such a
+function returns (`x[make_non_pad_mask(lengths)]`: summaries.MASK_OF). A function that only hands on another
+function's value is not followed."""
 
 from __future__ import annotations
 
 import ast
 
-MASK = "mask"  # every `return` gives a boolean mask, or another function's value (summary role)
+MASK = "mask"  # every `return` gives a boolean mask (summary role)
 
 _MASK_CALLS = frozenset({
     "isnan", "isinf", "isfinite", "isin", "isclose", "isneginf", "isposinf", "logical_and", "logical_or",
@@ -21,6 +21,7 @@ _KEEPS = frozenset({
     "contiguous", "flatten", "repeat", "detach", "clone", "flip", "roll", "from_numpy", "as_tensor", "tensor",
     "asarray", "array",
 })
+_CONVERTERS = frozenset({"from_numpy", "as_tensor", "tensor", "asarray", "array"})  # what they convert is an argument
 _FACTORIES = frozenset({"full", "zeros", "ones", "empty", "zeros_like", "ones_like", "empty_like", "full_like"})
 _COMPARISONS = (ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE)
 _DEPTH = 4
@@ -52,7 +53,7 @@ def returns_mask(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
         return False
     for values in bindings.values():
         values.sort(key=lambda pair: pair[0])
-    return all(r is not None and _mask(r, bindings, 0, r.lineno) for r in returns)
+    return all(_mask(r, bindings, 0, r.lineno) for r in returns if r is not None)
 
 
 def _targets(node: ast.AST) -> list[str]:
@@ -93,16 +94,13 @@ def _mask(node: ast.expr, bindings: dict[str, list[tuple[int, ast.expr]]], depth
         return _mask(node.value, bindings, depth + 1, before)
     if isinstance(node, ast.Call):
         func = node.func
-        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        name = _called(node)
         if name in _MASK_CALLS:
             return isinstance(func, ast.Attribute)  # `m.bool()`, `torch.isnan(x)`; `bool(x)` is Python's
         if name in _FACTORIES:
             return _boolean_fill(node, name)
         if name in _KEEPS:
-            if isinstance(func, ast.Attribute) and not node.args and name not in ("from_numpy", "as_tensor"):
-                return _mask(func.value, bindings, depth + 1, before)  # `m.contiguous()`
-            inner = node.args[0] if name in ("from_numpy", "as_tensor", "tensor", "asarray", "array") and (
-                node.args) else func.value if isinstance(func, ast.Attribute) else None
+            inner = _converted(node)
             return inner is not None and _mask(inner, bindings, depth + 1, before)
         return False
     if isinstance(node, ast.Name):
@@ -113,20 +111,29 @@ def _mask(node: ast.expr, bindings: dict[str, list[tuple[int, ast.expr]]], depth
     return False
 
 
+def _called(call: ast.Call) -> str:
+    """The last part of what is called: `isnan` of `torch.isnan(x)`, `bool` of `m.bool()` and of `bool(x)`."""
+    func = call.func
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+
+
+def _converted(call: ast.Call) -> ast.expr | None:
+    """What a conversion or view (a `_KEEPS` call) works on: `torch.from_numpy(m)`'s argument, `m.to(device)`'s
+    receiver; None for a plain function called with none (`view(m)`)."""
+    func = call.func
+    if _called(call) in _CONVERTERS and call.args:
+        return call.args[0]
+    return func.value if isinstance(func, ast.Attribute) else None
+
+
 def _wraps(value: ast.expr, name: str) -> bool:
     """`mask = torch.from_numpy(mask).to(device)`: a rebinding that only converts the name's earlier value."""
-    while isinstance(value, ast.Call):
-        func = value.func
-        attr = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-        if attr not in _KEEPS:
+    inner: ast.expr | None = value
+    while isinstance(inner, ast.Call):
+        if _called(inner) not in _KEEPS:
             return False
-        if attr in ("from_numpy", "as_tensor", "tensor", "asarray", "array") and value.args:
-            value = value.args[0]
-        elif isinstance(func, ast.Attribute):
-            value = func.value
-        else:
-            return False
-    return isinstance(value, ast.Name) and value.id == name
+        inner = _converted(inner)
+    return isinstance(inner, ast.Name) and inner.id == name
 
 
 def _boolean_fill(node: ast.Call, name: str) -> bool:
