@@ -388,3 +388,47 @@ def test_a_probe_set_as_a_reports_entry_by_its_text_key_is_only_shown() -> None:
 def test_a_class_named_for_a_cuda_library_in_its_own_capitals_is_a_cuda_integration(name: str, cuda: bool) -> None:
     text = f"import torch\nclass {name}:\n    def place(self, x):\n        return x.cuda()\n"
     assert _severities(text).get((4, "PC101")) == ("info" if cuda else "error")
+
+
+def test_a_configured_number_of_gpus_or_a_gpus_index_guards_a_cuda_only_path() -> None:
+    """espnet's `if args.ngpu > 0:`, allennlp's `if cuda_device >= 0:`, fairseq's `if cuda_device is not None:`: the
+    body runs only where the user configured an NVIDIA GPU, which nobody does on a Neuron host. The device choice the
+    same setting makes (`"cuda" if ngpu > 0 else "cpu"`, `if gpu_id >= 0: model.cuda(gpu_id)`, `set_device`) is still
+    reported where it is made; a rank, a plain count or `gpu == 0` (the first process's logging) guards nothing."""
+    found = _severities("""\
+        import torch
+
+        def f(args, cuda_device, n_gpu, gpu_id, world_size, model):
+            if args.ngpu > 0:
+                torch.cuda.synchronize()
+            if cuda_device >= 0:
+                torch.cuda.current_device()
+            if cuda_device is not None:
+                torch.cuda.get_device_name(cuda_device)
+            if self.config.n_gpu:
+                torch.cuda.synchronize()
+            if n_gpu == 0:
+                pass
+            else:
+                torch.cuda.synchronize()
+            device = "cuda" if args.ngpu > 0 else "cpu"
+            if world_size > 1:
+                torch.cuda.synchronize()
+            if args.gpu == 0:
+                torch.cuda.synchronize()
+            return model.to(device)
+
+        def g(gpu_id, model):
+            if gpu_id == -1:
+                return model
+            torch.cuda.synchronize()
+            if gpu_id >= 0:
+                model.cuda(gpu_id)
+                torch.cuda.set_device(gpu_id)
+        """)
+    for line in (5, 7, 9, 11, 15, 26):
+        assert found[(line, "PC105")] == "info", line
+    assert found[(18, "PC105")] == "error" and found[(20, "PC105")] == "error"
+    assert found[(21, "PC101")] == "warning"  # `.to(device)`: the configured choice of CUDA or the CPU
+    # where the configuration places the model or picks the process's device, the port has to change it
+    assert found[(28, "PC101")] in ("warning", "error") and found[(29, "PC105")] == "error"

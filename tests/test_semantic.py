@@ -1698,3 +1698,30 @@ def test_a_mask_made_in_another_file_is_a_mask_where_it_indexes(tmp_path):
     assert not [key for key in found if key[0] == "pkg/model.py" and key[1] == 12]
     alone = _scan(tmp_path, paths=["pkg/model.py"])  # the helper not scanned: nothing says what it returns
     assert not [key for key in alone if key[1] in (10, 11)]
+
+
+def test_a_function_called_only_where_a_gpu_is_configured_is_cuda_only(tmp_path):
+    """espnet's trainer: `if args.ngpu > 0:` (or `if gpu_id >= 0:`) around the only call of a helper makes the helper
+    CUDA-only, like `torch.cuda.is_available()` would; a helper also called without that test is not."""
+    _tree(tmp_path, {"util.py": """\
+        import torch
+
+        def pin(rank):
+            torch.cuda.set_device(rank)
+
+        def sync():
+            torch.cuda.synchronize()
+        """, "train.py": """\
+        from util import pin, sync
+
+        def main(args, gpu_id):
+            if args.ngpu > 0:
+                pin(args.rank)
+            if gpu_id >= 0:
+                sync()
+            if args.rank > 0:
+                sync()
+        """})
+    found = _scan(tmp_path)
+    assert found[("util.py", 4, "PC105")] == Severity.INFO
+    assert found[("util.py", 7, "PC105")] == Severity.ERROR  # `args.rank > 0` is no GPU setting

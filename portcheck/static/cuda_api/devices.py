@@ -65,7 +65,7 @@ def chosen_device(ctx: Context, node: cst.BaseExpression) -> str | None:
     the guarded path speak there."""
     bound = ctx.constant(node) if isinstance(node, cst.Name) else None
     value = bound[1] if bound is not None else node
-    if not isinstance(value, cst.IfExp) or polarity(ctx, value.test) is not None:
+    if not isinstance(value, cst.IfExp) or polarity(ctx, value.test, counts=False) is not None:
         return None
     sides = {string_prefix(value.body), string_prefix(value.orelse)}
     if "cpu" not in sides or not any(is_cuda_text(side or "") for side in sides):

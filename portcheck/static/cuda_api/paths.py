@@ -23,6 +23,7 @@ from portcheck.knowledge.libraries import libraries
 from portcheck.static.ancestry import ancestors, holds
 from portcheck.static.check import Context
 from portcheck.static.cuda_api.apis import api_entry
+from portcheck.static.cuda_api.gpu_settings import COUNT, compared, setting
 from portcheck.static.cuda_library.integrations import words
 from portcheck.static.syntax import blocks, call_name, dotted_name, positional, string_value
 from portcheck.static.values import contains
@@ -56,7 +57,26 @@ def _count(node: cst.BaseExpression) -> int | None:
     return int(node.value) if isinstance(node, cst.Integer) else None
 
 
-def _comparison(ctx: Context, test: cst.Comparison, depth: int) -> str | None:
+_NO_NUMBER = object()
+# libcst's comparison operators by `ast`'s names, which gpu_settings.compared reads
+_AST_NAMES = {"GreaterThan": "Gt", "GreaterThanEqual": "GtE", "LessThan": "Lt", "LessThanEqual": "LtE", "Equal": "Eq",
+              "NotEqual": "NotEq", "Is": "Is", "IsNot": "IsNot"}
+
+
+def _signed(node: cst.BaseExpression) -> object:
+    """The int `node` spells (`0`, `-1`), or _NO_NUMBER."""
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus) and isinstance(
+            node.expression, cst.Integer):
+        return -int(node.expression.value)
+    return int(node.value) if isinstance(node, cst.Integer) else _NO_NUMBER
+
+
+def _last_name(node: cst.BaseExpression) -> str | None:
+    """`ngpu` of `ngpu`, `args.ngpu`, `self.config.n_gpu`."""
+    return node.value if isinstance(node, cst.Name) else node.attr.value if isinstance(node, cst.Attribute) else None
+
+
+def _comparison(ctx: Context, test: cst.Comparison, depth: int, counts: bool = True) -> str | None:
     if len(test.comparisons) != 1:
         return None
     operator, right, left = test.comparisons[0].operator, test.comparisons[0].comparator, test.left
@@ -71,6 +91,11 @@ def _comparison(ctx: Context, test: cst.Comparison, depth: int) -> str | None:
         if text in ("cuda", "nccl") or (text or "").startswith("torch.cuda.") or _device_type_literal(ctx, other) \
                 or _gpu_member(other):
             return CUDA if same else NOT_CUDA if differs else None
+    if counts and (kind := setting(_last_name(left) or "")) is not None:  # `args.ngpu > 0`, `gpu_id >= 0`
+        number = None if isinstance(right, cst.Name) and right.value == "None" else _signed(right)
+        found = compared(kind, _AST_NAMES.get(type(operator).__name__, ""), number) if number is not _NO_NUMBER \
+            else None
+        return {"cuda": CUDA, "!cuda": NOT_CUDA}.get(found or "")
     if isinstance(left, cst.Call) and call_name(left) == "len" and left.args:
         left = left.args[0].value
     if isinstance(left, cst.Name) and depth < 2 and (bound := ctx.constant(left)) is not None:
@@ -112,13 +137,14 @@ OTHER_ACCELERATOR = re.compile(r"(^|[.:])is_(torch_)?(mps|xpu|npu|mlu|musa|hpu|d
                                r"|^torch\.(backends\.)?(mps|xpu|npu|mlu|musa|hpu)\.is_available$")
 
 
-def polarity(ctx: Context, test: cst.BaseExpression, depth: int = 0) -> str | None:
+def polarity(ctx: Context, test: cst.BaseExpression, depth: int = 0, counts: bool = True) -> str | None:
     """CUDA when `test` holds only with CUDA present or in use, NOT_CUDA when it fails only then, else None. An
-    `or` with another accelerator's test (`is_cuda_available() or is_musa_available()`) still holds only off Neuron."""
+    `or` with another accelerator's test (`is_cuda_available() or is_musa_available()`) still holds only off Neuron.
+    Without `counts`, a configured number of GPUs or a GPU's index (`args.ngpu > 0`: gpu_settings) is no test."""
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-        return _flip(polarity(ctx, test.expression, depth))
+        return _flip(polarity(ctx, test.expression, depth, counts))
     if isinstance(test, cst.BooleanOperation):
-        sides = (polarity(ctx, test.left, depth), polarity(ctx, test.right, depth))
+        sides = (polarity(ctx, test.left, depth, counts), polarity(ctx, test.right, depth, counts))
         if isinstance(test.operator, cst.And):
             return CUDA if CUDA in sides else None
         if CUDA in sides and all(s == CUDA or _other_accelerator(ctx, t) for s, t in zip(
@@ -126,7 +152,7 @@ def polarity(ctx: Context, test: cst.BaseExpression, depth: int = 0) -> str | No
             return CUDA
         return NOT_CUDA if NOT_CUDA in sides else None
     if isinstance(test, cst.Comparison):
-        return _comparison(ctx, test, depth)
+        return _comparison(ctx, test, depth, counts)
     if isinstance(test, cst.Call):
         if probe_call(ctx, test):
             return CUDA
@@ -137,11 +163,11 @@ def polarity(ctx: Context, test: cst.BaseExpression, depth: int = 0) -> str | No
     if isinstance(test, cst.Attribute) and test.attr.value == "is_cuda":
         return CUDA
     name = test.value if isinstance(test, cst.Name) else test.attr.value if isinstance(test, cst.Attribute) else None
-    if name is not None and _flag(name):
-        return CUDA
+    if name is not None and (_flag(name) or (counts and setting(name) == COUNT)):
+        return CUDA  # `if use_cuda:`, `if args.ngpu:`
     if isinstance(test, cst.Name) and depth < 2:
         bound = ctx.constant(test)
-        return polarity(ctx, bound[1], depth + 1) if bound is not None else None
+        return polarity(ctx, bound[1], depth + 1, counts) if bound is not None else None
     return None
 
 
@@ -170,9 +196,10 @@ def _exits(block: cst.BaseSuite) -> bool:
     return isinstance(last_small, (cst.Return, cst.Raise, cst.Continue, cst.Break))
 
 
-def _early_exit(ctx: Context, holder: cst.CSTNode, inner: cst.CSTNode) -> str | None:
+def _early_exit(ctx: Context, holder: cst.CSTNode, inner: cst.CSTNode, counts: bool = True) -> str | None:
     """`if not <cuda>: return` or `assert <cuda>` before `inner` in the block of `holder` that holds it."""
-    where, guards = ctx.memo("cuda-early-exits", holder, lambda: _early_exits(ctx, holder))
+    where, guards = ctx.memo("cuda-early-exits" if counts else "cuda-early-exits-set", holder,
+                             lambda: _early_exits(ctx, holder, counts))
     found = where.get(id(inner))
     if found is None:
         return None
@@ -180,7 +207,8 @@ def _early_exit(ctx: Context, holder: cst.CSTNode, inner: cst.CSTNode) -> str | 
     return guard[1] if guard is not None and guard[0] < found[1] else None
 
 
-def _early_exits(ctx: Context, holder: cst.CSTNode) -> tuple[dict[int, tuple[int, int]], list[tuple[int, str] | None]]:
+def _early_exits(ctx: Context, holder: cst.CSTNode,
+                 counts: bool) -> tuple[dict[int, tuple[int, int]], list[tuple[int, str] | None]]:
     """For the blocks of `holder`, read once: where each statement is (block, index; the first block holding it),
     and each block's first early exit (index, why)."""
     where: dict[int, tuple[int, int]] = {}
@@ -188,18 +216,18 @@ def _early_exits(ctx: Context, holder: cst.CSTNode) -> tuple[dict[int, tuple[int
     for number, block in enumerate(blocks(holder) if not isinstance(holder, cst.Module) else [tuple(holder.body)]):
         for index, stmt in enumerate(block):
             where.setdefault(id(stmt), (number, index))
-        guards.append(next(((index, why) for index, stmt in enumerate(block) if (why := _exit_reason(ctx, stmt))),
-                           None))
+        guards.append(next(((index, why) for index, stmt in enumerate(block)
+                            if (why := _exit_reason(ctx, stmt, counts))), None))
     return where, guards
 
 
-def _exit_reason(ctx: Context, stmt: cst.CSTNode) -> str | None:
+def _exit_reason(ctx: Context, stmt: cst.CSTNode, counts: bool = True) -> str | None:
     if (isinstance(stmt, cst.If) and stmt.orelse is None and _exits(stmt.body)
-            and polarity(ctx, stmt.test) == NOT_CUDA):
+            and polarity(ctx, stmt.test, counts=counts) == NOT_CUDA):
         return f"after `if {_text(ctx, stmt.test)}:` exits"
     if isinstance(stmt, cst.SimpleStatementLine):
         for small in stmt.body:
-            if isinstance(small, cst.Assert) and polarity(ctx, small.test) == CUDA:
+            if isinstance(small, cst.Assert) and polarity(ctx, small.test, counts=counts) == CUDA:
                 return f"after `assert {_text(ctx, small.test)}`"
     return None
 
@@ -224,7 +252,7 @@ def _gated(ctx: Context, stmt: cst.FunctionDef | cst.ClassDef) -> str | None:
     return None
 
 
-def _guarded_expressions(ctx: Context, statement: cst.CSTNode) -> dict[int, cst.CSTNode]:
+def _guarded_expressions(ctx: Context, statement: cst.CSTNode, counts: bool) -> dict[int, cst.CSTNode]:
     """Every node of one statement's lines (not its indented blocks) that runs only with CUDA by an expression
     (`x if <cuda> else y`, `<cuda> and x`, `not <cuda> or x`): id -> that guard (an IfExp or a BooleanOperation),
     the outermost. One walk per statement, however many findings it holds; a chain's sides are judged once each
@@ -236,7 +264,7 @@ def _guarded_expressions(ctx: Context, statement: cst.CSTNode) -> dict[int, cst.
 
     def side(node: cst.BaseExpression) -> str | None:
         if not isinstance(node, cst.BooleanOperation):
-            return polarity(ctx, node)
+            return polarity(ctx, node, counts=counts)
         if id(node) not in sides:
             both = (side(node.left), side(node.right))
             sides[id(node)] = (CUDA if CUDA in both else None) if isinstance(node.operator, cst.And) else (
@@ -259,7 +287,7 @@ def _guarded_expressions(ctx: Context, statement: cst.CSTNode) -> dict[int, cst.
                 parts = [*loop.ifs, loop.inner_for_in, *(getattr(node, f, None) for f in ("elt", "key", "value"))]
                 roots.update((id(part), loop) for part in parts if part is not None)
         elif isinstance(node, cst.IfExp):
-            test = polarity(ctx, node.test)
+            test = polarity(ctx, node.test, counts=counts)
             if test in (CUDA, NOT_CUDA):
                 roots[id(node.body if test == CUDA else node.orelse)] = node
         elif isinstance(node, cst.BooleanOperation) and side(node.left) == (
@@ -314,16 +342,19 @@ def _joined_cuda_words() -> frozenset[str]:
     return frozenset("".join(w) for w in _CUDA_WORDS)
 
 
-def cuda_path(ctx: Context, node: cst.CSTNode, *, expressions: bool = True) -> str | None:
+def cuda_path(ctx: Context, node: cst.CSTNode, *, expressions: bool = True, counts: bool = True) -> str | None:
     """Where `node` runs only with CUDA, why (a phrase: "under `if device.type == "cuda"`"); else None. Without
-    `expressions`, only statements count (not `x if <cuda> else y` or `<cuda> and x`)."""
+    `expressions`, only statements count (not `x if <cuda> else y` or `<cuda> and x`); without `counts`, a configured
+    number of GPUs is no guard (`if args.ngpu > 0: model.cuda()` is where the configuration picks the device)."""
+    suffix = "" if counts else "-set"
     chain = ctx.statements
     for index, stmt in enumerate(chain):
         inner = chain[index + 1] if index + 1 < len(chain) else node
-        if index == 0 and (exit_ := _early_exit(ctx, ctx.module, stmt)):
+        if index == 0 and (exit_ := _early_exit(ctx, ctx.module, stmt, counts)):
             return exit_
         if isinstance(stmt, cst.If):  # once a statement, not once a finding in it (5,000 in one test: 300 s)
-            side = ctx.memo("cuda-polarity", stmt, lambda: polarity(ctx, stmt.test))  # noqa: B023 -- called here
+            side = ctx.memo("cuda-polarity" + suffix, stmt,
+                            lambda: polarity(ctx, stmt.test, counts=counts))  # noqa: B023 -- called here
             if (side == CUDA and holds(ctx, stmt.body, inner)) or (
                     side == NOT_CUDA and stmt.orelse is not None and holds(ctx, stmt.orelse, inner)):
                 return f"under `if {_text(ctx, stmt.test)}`"
@@ -340,10 +371,11 @@ def cuda_path(ctx: Context, node: cst.CSTNode, *, expressions: bool = True) -> s
                 return gated
             if isinstance(stmt, cst.ClassDef) and named_for_cuda(stmt.name.value):
                 return f"in `{stmt.name.value}`, a CUDA integration class"
-        if inner is not node and (exit_ := _early_exit(ctx, stmt, inner)):
+        if inner is not node and (exit_ := _early_exit(ctx, stmt, inner, counts)):
             return exit_
     if chain and expressions:
-        guard = ctx.memo("cuda-expressions", chain[-1], lambda: _guarded_expressions(ctx, chain[-1])).get(id(node))
+        guard = ctx.memo("cuda-expressions" + suffix, chain[-1],
+                         lambda: _guarded_expressions(ctx, chain[-1], counts)).get(id(node))
         return _guard_reason(ctx, guard) if guard is not None else None
     return None
 

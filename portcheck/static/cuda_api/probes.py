@@ -137,6 +137,12 @@ def _portable(ctx: Context, test: cst.BaseExpression) -> bool:
     return not finder.found
 
 
+# What places tensors or a model on a device (and `torch.cuda.set_device`, which picks the process's device): under a
+# configured number of GPUs (`if args.ngpu > 0: model.cuda()`) it is where the configuration picks CUDA or the CPU,
+# which a Neuron host must change (paths.cuda_path's `counts`).
+_PLACEMENTS = frozenset({"PC101", "PC102", "PC103"})
+
+
 def report_guarded(ctx: Context, reported: type[Rule], node: cst.CSTNode, message: str | None = None,
                    fix: FixPlan | None = None, *, raises: bool = True, severity: Severity | None = None,
                    **fields: object) -> None:
@@ -152,7 +158,9 @@ def report_guarded(ctx: Context, reported: type[Rule], node: cst.CSTNode, messag
                    "takes that path)", Severity.INFO)
         return
     if probe is None:
-        path = cuda_path(ctx, node)
+        named = node.func if isinstance(node, cst.Call) else node
+        path = cuda_path(ctx, node, counts=reported.code not in _PLACEMENTS and not (
+            isinstance(named, cst.BaseExpression) and ctx.qualname(named) == "torch.cuda.set_device"))
         if path is None:
             ctx.report(reported, node, message, severity, fix)
         else:

@@ -18,6 +18,7 @@ import ast
 from collections import Counter
 from collections.abc import Sequence
 
+from portcheck.static.cuda_api.gpu_settings import compared_in_ast, counted_in_ast
 from portcheck.static.cuda_api.paths import OTHER_ACCELERATOR, named_for_cuda
 from portcheck.static.semantic.dispatch import Generics
 from portcheck.static.semantic.hosts import Bindings, host_arguments
@@ -101,9 +102,7 @@ class _Reader:
         self._calls: list[tuple[str, str]] | None = None
         self._returns: list[str] = []
         self._host_refs: list[str] = []
-        self._probe = False
-        self._step = False
-        self._vendor = False
+        self._probe = self._step = self._vendor = False
         self._probe_names: frozenset[str] = frozenset()
         self.module_probes: frozenset[str] = frozenset()
         self.imports: list[tuple[str, bool]] = []
@@ -161,6 +160,8 @@ class _Reader:
                 else None
         if isinstance(test, ast.Name) and (test.id in self._probe_names or test.id in self.module_probes):
             return CUDA_GUARD  # `cuda = torch.cuda.is_available()`, in the function or at module level
+        if counted_in_ast(test):
+            return CUDA_GUARD  # `if args.ngpu:`: a configured number of GPUs
         if isinstance(test, ast.Name) and test.id in self.aliases and (target := self.resolve(test)) is not None:
             return f"?{target}"  # `from .flags import HAS_CUDA`: a probe if the project binds it to one
         if isinstance(test, ast.Attribute):
@@ -186,6 +187,8 @@ class _Reader:
                 return CUDA_GUARD if same else "!cuda" if differs else None
         if isinstance(op, (ast.In, ast.NotIn)) and isinstance(left, ast.Constant) and left.value == "cuda":
             return CUDA_GUARD if isinstance(op, ast.In) else "!cuda"
+        if (found := compared_in_ast(left, op, right)) != "":  # `args.ngpu > 0`, `gpu_id >= 0`
+            return found
         if isinstance(left, ast.Call) and self.resolve(left.func) in _PROBES and isinstance(right, ast.Constant):
             count = right.value
             if isinstance(count, int) and ((isinstance(op, ast.Gt) and count >= 0) or (isinstance(op, ast.GtE)
