@@ -1725,3 +1725,29 @@ def test_a_function_called_only_where_a_gpu_is_configured_is_cuda_only(tmp_path)
     found = _scan(tmp_path)
     assert found[("util.py", 4, "PC105")] == Severity.INFO
     assert found[("util.py", 7, "PC105")] == Severity.ERROR  # `args.rank > 0` is no GPU setting
+
+
+def test_the_main_block_of_a_module_the_project_imports_is_a_demo(tmp_path):
+    """trl's `vllm_client.py` ends in `if __name__ == "__main__":` with a usage example that moves a model to CUDA:
+    the project imports that module, so the block runs only when someone runs the file as a script (a demo or a
+    self-test). A script nothing imports (`train.py`) keeps its severity: its main block is the program."""
+    _tree(tmp_path, {"pkg/__init__.py": "", "pkg/client.py": """\
+        import torch
+
+        def connect(model):
+            return model
+
+        if __name__ == "__main__":
+            model = torch.nn.Linear(2, 2).cuda()
+            connect(model)
+        """, "pkg/trainer.py": """\
+        from pkg.client import connect
+        """, "train.py": """\
+        import torch
+
+        if __name__ == "__main__":
+            model = torch.nn.Linear(2, 2).cuda()
+        """})
+    found = _scan(tmp_path)
+    assert found[("pkg/client.py", 7, "PC101")] == Severity.INFO
+    assert found[("train.py", 4, "PC101")] > Severity.INFO

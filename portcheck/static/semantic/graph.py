@@ -41,6 +41,7 @@ from portcheck.static.semantic.summary import (
     CUDA_GUARD,
     FORWARD,
     HOST,
+    MAIN_GUARD,
     ONCE,
     ONCE_GUARD,
     PROBE,
@@ -233,6 +234,9 @@ def _where(project: Project, found: Facts, result: FileResult, finding: Finding,
                 return "vendor", "under a test for an ONNX export or a trace"
             if guard == ONCE_GUARD:
                 return "setup", "under a lazy initialisation (its test asks for what its body sets)"
+            if guard == MAIN_GUARD and module in project.imported:
+                return "demo", ("under `if __name__ == \"__main__\":` of a module the project imports: a demo or "
+                                "self-test, run only when the file is run as a script")
             if guard.startswith("?") and holders:
                 callees = project.resolve(guard[1:], holders[-1])
                 if callees and all(c in found.probes for c in callees):
@@ -264,6 +268,7 @@ _NOTES = {
     "optional": "a guarded integration, {why}: a Neuron host without that library never loads it",
     "unknown": "outside the device step as far as this scan sees: {why}; it matters where a model calls it",
     "dead": "dead code as far as this scan sees: {why}",
+    "demo": "{why}",
 }
 _NOT_NEURON = frozenset({"cuda", "vendor", "optional"})
 
@@ -359,7 +364,7 @@ def _runs(found: Facts, holders: list[Node], place: tuple[str, str] | None) -> s
         return "model"
     if any(name in found.device for name in names):
         return "step"
-    if place is not None and place[0] in ("setup", "unknown", "dead"):
+    if place is not None and place[0] in ("setup", "unknown", "dead", "demo"):
         return "other"
     if place is not None or any(name in found.host for name in names):
         return "host"

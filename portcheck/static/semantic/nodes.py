@@ -206,6 +206,15 @@ class OwnNames:
         return self.text.count(node.name) == own.count(node.name)
 
 
+def runs_as_script(test: ast.expr) -> bool:
+    """`__name__ == "__main__"`, either way round: what runs only when the file is run as a script."""
+    if not isinstance(test, ast.Compare) or len(test.ops) != 1 or not isinstance(test.ops[0], ast.Eq):
+        return False
+    sides = (test.left, test.comparators[0])
+    return any(isinstance(a, ast.Name) and a.id == "__name__" for a in sides) and any(
+        isinstance(c, ast.Constant) and c.value == "__main__" for c in sides)
+
+
 __all__ = [
     "OwnNames",
     "calls_and_branches",
@@ -214,6 +223,8 @@ __all__ = [
     "mentions",
     "positional",
     "returns_read",
+    "runs_as_script",
     "statements_in",
     "within",
 ]
+

@@ -84,11 +84,12 @@ class Project:
                             if not target.startswith(".") and (found := library_of(target))), None)
             if library is not None:
                 self.cuda_libraries[module] = library.title
-        self.optional = self._optional_modules(imported)
+        self.optional, self.imported = self._optional_modules(imported)
 
-    def _optional_modules(self, imported: list[tuple[str, bool]]) -> frozenset[str]:
+    def _optional_modules(self, imported: list[tuple[str, bool]]) -> tuple[frozenset[str], frozenset[str]]:
         """The tree's modules that something imports and that every import of runs only where an optional
-        dependency is installed (`if is_bnb_available(): from .bnb import ...`)."""
+        dependency is installed (`if is_bnb_available(): from .bnb import ...`); and every module something in the
+        tree imports (a library's module, whose `if __name__ == "__main__":` block is a demo)."""
         by_suffix: dict[str, list[str]] = defaultdict(list)
         for module, _, _ in self.files.values():
             parts = module.split(".")
@@ -99,7 +100,7 @@ class Project:
         for target, optional in imported:
             for module in by_suffix.get(target, ()):
                 flags[module].append(optional)
-        return frozenset(m for m, seen in flags.items() if seen and all(seen))
+        return frozenset(m for m, seen in flags.items() if seen and all(seen)), frozenset(flags)
 
     @staticmethod
     def _absolute(target: str, module: str, package: bool) -> str:

@@ -32,6 +32,7 @@ from portcheck.static.semantic.nodes import (
     mentions,
     positional,
     returns_read,
+    runs_as_script,
     statements_in,
     within,
 )
@@ -56,6 +57,8 @@ UNNAMED = "unnamed"  # module-level, undecorated, named by its file only inside 
 CUDA_GUARD, VENDOR_GUARD = "cuda", "vendor"
 # Under a lazy initialisation: `if self.x is None: self.x = ...`, `if not done: ...; done = True` run once.
 ONCE_GUARD = "once"
+# Under `if __name__ == "__main__":` at a module's top level: what runs only when the file is run as a script.
+MAIN_GUARD = "main"
 
 # Training steps only: what a validation, test or predict step adds around the model's forward (metrics, logging)
 # runs once per evaluation batch, not in the hot loop, and `forward` already reaches the model itself.
@@ -270,6 +273,8 @@ class _Reader:
             body_guard = side if side is not None and not side.startswith("!") else None
             if side is None and not stmt.orelse and initialises(stmt):
                 body_guard = ONCE_GUARD
+            elif side is None and not scope and self._calls is None and runs_as_script(stmt.test):
+                body_guard = MAIN_GUARD
             else_guard = (side[1:] if side == "!cuda" else "?" + side[1:]) if side and side.startswith("!") else None
             for part, guard in ((stmt.body, body_guard), (stmt.orelse, else_guard)):
                 if part and guard is not None:
@@ -365,22 +370,13 @@ class _Reader:
         saved_probes, self._probe_names = self._probe_names, self.probes_bound(statements_in(node))
         self.block(node.body, (), name)
         self._probe_names = saved_probes
-        roles = []
-        if node.name == "forward" and scope:
-            roles.append(FORWARD)
-        if self._step or node.name in _STEP_METHODS:
-            roles.append(STEP)
-        if node.name in ("__getitem__", "__iter__") or scope in self._data_classes:
-            roles.append(HOST)
-        if self._probe:
-            roles.append(PROBE)
-        if self._vendor:
-            roles.append(VENDOR)
-        if scope and any(named_for_cuda(part) for part in scope.split(".")):
-            roles.append(CUDA_CLASS)
-        if any((dotted(d.func if isinstance(d, ast.Call) else d) or "").rsplit(".", 1)[-1] in _CACHING
-               for d in node.decorator_list):
-            roles.append(ONCE)
+        roles = [role for role, holds in (
+            (FORWARD, node.name == "forward" and bool(scope)), (STEP, self._step or node.name in _STEP_METHODS),
+            (HOST, node.name in ("__getitem__", "__iter__") or scope in self._data_classes),
+            (PROBE, self._probe), (VENDOR, self._vendor),
+            (CUDA_CLASS, bool(scope) and any(named_for_cuda(part) for part in scope.split("."))),
+            (ONCE, any((dotted(d.func if isinstance(d, ast.Call) else d) or "").rsplit(".", 1)[-1] in _CACHING
+                       for d in node.decorator_list))) if holds]
         reads = returns_read(node)
         roles += [READS if reads == "all" else READS_OFF_XLA] if reads else []
         roles += [MASK] if returns_mask(node) else []
@@ -398,5 +394,5 @@ class _Reader:
             self._calls.append((f":{name}", guards[-1] if guards else ""))  # a nested function runs with its parent
 
 
-__all__ = ["CUDA_CLASS", "CUDA_GUARD", "FORWARD", "HOST", "ONCE", "ONCE_GUARD", "PROBE", "READS", "READS_OFF_XLA",
-           "STEP", "UNNAMED", "VENDOR", "VENDOR_GUARD", "Function", "Summary", "summarise"]
+__all__ = ["CUDA_CLASS", "CUDA_GUARD", "FORWARD", "HOST", "MAIN_GUARD", "ONCE", "ONCE_GUARD", "PROBE", "READS",
+           "READS_OFF_XLA", "STEP", "UNNAMED", "VENDOR", "VENDOR_GUARD", "Function", "Summary", "summarise"]
