@@ -15,6 +15,8 @@ from __future__ import annotations
 import ast
 import re
 
+import libcst as cst
+
 _WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 _GPU = frozenset({"gpu", "gpus", "cuda"})
 # A count: `n_gpu`, `num_gpus`, `nb_gpu`, `gpu_count`, and the one-word spellings `ngpu`, `ngpus`, `gpus`.
@@ -84,4 +86,26 @@ def counted_in_ast(test: ast.expr) -> bool:
     return setting(_ast_name(test)) == COUNT
 
 
-__all__ = ["COUNT", "INDEX", "compared", "compared_in_ast", "counted_in_ast", "setting"]
+# libcst's comparison operators by `ast`'s names, which `compared` reads
+_AST_NAMES = {"GreaterThan": "Gt", "GreaterThanEqual": "GtE", "LessThan": "Lt", "LessThanEqual": "LtE", "Equal": "Eq",
+              "NotEqual": "NotEq", "Is": "Is", "IsNot": "IsNot"}
+
+
+def compared_in_cst(left: cst.BaseExpression, operator: cst.BaseCompOp, right: cst.BaseExpression) -> str | None:
+    """`compared` of a libcst comparison whose left side is a setting; "" where the left side is none."""
+    name = left.value if isinstance(left, cst.Name) else left.attr.value if isinstance(left, cst.Attribute) else ""
+    kind = setting(name)
+    if kind is None:
+        return ""
+    number: object = ""
+    if isinstance(right, cst.Name) and right.value == "None":
+        number = None
+    elif isinstance(right, cst.Integer):
+        number = right.evaluated_value  # `0`, `0x0`, `1_000`
+    elif isinstance(right, cst.UnaryOperation) and isinstance(right.operator, cst.Minus) and isinstance(
+            right.expression, cst.Integer):
+        number = -right.expression.evaluated_value
+    return compared(kind, _AST_NAMES.get(type(operator).__name__, ""), number)
+
+
+__all__ = ["COUNT", "INDEX", "compared", "compared_in_ast", "compared_in_cst", "counted_in_ast", "setting"]

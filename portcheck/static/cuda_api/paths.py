@@ -23,7 +23,7 @@ from portcheck.knowledge.libraries import libraries
 from portcheck.static.ancestry import ancestors, holds
 from portcheck.static.check import Context
 from portcheck.static.cuda_api.apis import api_entry
-from portcheck.static.cuda_api.gpu_settings import COUNT, compared, setting
+from portcheck.static.cuda_api.gpu_settings import COUNT, compared_in_cst, setting
 from portcheck.static.cuda_library.integrations import words
 from portcheck.static.syntax import blocks, call_name, dotted_name, positional, string_value
 from portcheck.static.values import contains
@@ -57,25 +57,6 @@ def _count(node: cst.BaseExpression) -> int | None:
     return int(node.value) if isinstance(node, cst.Integer) else None
 
 
-_NO_NUMBER = object()
-# libcst's comparison operators by `ast`'s names, which gpu_settings.compared reads
-_AST_NAMES = {"GreaterThan": "Gt", "GreaterThanEqual": "GtE", "LessThan": "Lt", "LessThanEqual": "LtE", "Equal": "Eq",
-              "NotEqual": "NotEq", "Is": "Is", "IsNot": "IsNot"}
-
-
-def _signed(node: cst.BaseExpression) -> object:
-    """The int `node` spells (`0`, `-1`), or _NO_NUMBER."""
-    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus) and isinstance(
-            node.expression, cst.Integer):
-        return -int(node.expression.value)
-    return int(node.value) if isinstance(node, cst.Integer) else _NO_NUMBER
-
-
-def _last_name(node: cst.BaseExpression) -> str | None:
-    """`ngpu` of `ngpu`, `args.ngpu`, `self.config.n_gpu`."""
-    return node.value if isinstance(node, cst.Name) else node.attr.value if isinstance(node, cst.Attribute) else None
-
-
 def _comparison(ctx: Context, test: cst.Comparison, depth: int, counts: bool = True) -> str | None:
     if len(test.comparisons) != 1:
         return None
@@ -91,10 +72,7 @@ def _comparison(ctx: Context, test: cst.Comparison, depth: int, counts: bool = T
         if text in ("cuda", "nccl") or (text or "").startswith("torch.cuda.") or _device_type_literal(ctx, other) \
                 or _gpu_member(other):
             return CUDA if same else NOT_CUDA if differs else None
-    if counts and (kind := setting(_last_name(left) or "")) is not None:  # `args.ngpu > 0`, `gpu_id >= 0`
-        number = None if isinstance(right, cst.Name) and right.value == "None" else _signed(right)
-        found = compared(kind, _AST_NAMES.get(type(operator).__name__, ""), number) if number is not _NO_NUMBER \
-            else None
+    if counts and (found := compared_in_cst(left, operator, right)) != "":  # `args.ngpu > 0`, `gpu_id >= 0`
         return {"cuda": CUDA, "!cuda": NOT_CUDA}.get(found or "")
     if isinstance(left, cst.Call) and call_name(left) == "len" and left.args:
         left = left.args[0].value
