@@ -1501,3 +1501,53 @@ def test_the_validating_distributions_are_torchs_and_read_their_parameters():
     with Truths() as unchecked:
         torch.distributions.Normal(torch.zeros(3), torch.ones(3), validate_args=False).log_prob(torch.zeros(3))
     assert checked.count >= 2 and unchecked.count == 0
+
+
+def test_a_read_under_a_verbosity_switch_is_diagnostic_output():
+    """espnet's RNN decoder prints transcripts under `if self.verbose > 0 and self.char_list is not None:` in its
+    training forward: the user turns that output on, like a logging interval. A read under another flag is still a
+    read in the forward."""
+    found = severities("""\
+        import torch
+
+        class M(torch.nn.Module):
+            def forward(self, x, args):
+                y = x * 2
+                if self.verbose > 0 and self.char_list is not None:
+                    print(y.cpu().numpy())
+                if args.debug:
+                    print(y.sum().item())
+                if self.use_bias:
+                    print(y.sum().item())
+                return y
+        """, "inf2", "xla")
+    assert (7, "PC702") not in found and (9, "PC701") not in found
+    assert (11, "PC701") in found
+
+
+def test_a_name_tested_to_be_a_tensor_is_one_where_the_test_holds():
+    """fairseq's wav2vec criterion: `if not is_xla_tensor(value): value = float(value)` reads the model's output to
+    the host each step off XLA; `torch.is_tensor(v)` and `isinstance(v, torch.Tensor)` say the same. An untested
+    name read by `float` may be a Python number: quiet."""
+    text = """\
+        import torch
+
+        class Loss(torch.nn.Module):
+            def forward(self, out, logs):
+                value = out["ppl"]
+                if not is_xla_tensor(value):
+                    logs["ppl"] = float(value)
+                other = out["other"]
+                if torch.is_tensor(other):
+                    logs["other"] = float(other)
+                third = out["third"]
+                if isinstance(third, torch.Tensor) and third.numel() == 1:
+                    logs["third"] = int(third)
+                logs["plain"] = float(out["plain"])
+                return logs
+        """
+    found = severities(text, "trn2", "native")
+    assert (7, "PC701") in found and (10, "PC701") in found and (13, "PC701") in found
+    assert (14, "PC701") not in found
+    on_xla = severities(text, "inf2", "xla")  # every tensor is an XLA tensor there: the branch never runs
+    assert (7, "PC701") not in on_xla and (10, "PC701") in on_xla

@@ -159,13 +159,14 @@ def _after_sync(ctx: Context, loop: cst.CSTNode, facts: LoopFacts) -> bool:
 
 
 def _interval(ctx: Context) -> bool:
-    """Under `if step % N == 0:` (a logging interval), or after `if epoch % N or batch_idx > 0: return` in the
-    same block: the read happens once every N steps, not every step."""
+    """Under `if step % N == 0:` (a logging interval) or a verbosity switch (`if self.verbose > 0:`), or after `if
+    epoch % N or batch_idx > 0: return` in the same block: the read happens once every N steps, or only when the user
+    asks for diagnostics, not every step."""
     for index, statement in enumerate(ctx.statements):
         if isinstance(statement, cst.If):
             test = statement.test
             for operand in and_operands(test):
-                if _modulo(operand) and not _steps_inside(ctx, statement):
+                if (_modulo(operand) or _verbosity(operand)) and not _steps_inside(ctx, statement):
                     return True
         holder = ctx.statements[index - 1] if index else None
         if any(_skips_off_interval(earlier) for earlier in siblings_before(holder, ctx, statement)):
@@ -177,6 +178,21 @@ def _modulo(operand: cst.BaseExpression) -> bool:
     """`step % N == 0`, `math.log2(epoch) % 1 > 0`: a comparison of a remainder."""
     return (isinstance(operand, cst.Comparison) and isinstance(operand.left, cst.BinaryOperation)
             and isinstance(operand.left.operator, cst.Modulo))
+
+
+# A verbosity switch: `if self.verbose > 0:`, `if args.debug:`, `if verbosity >= 2:`. What it guards is diagnostic
+# output the user turns on, like a logging interval's.
+_VERBOSE = re.compile(r"(?i)^(verbose|verbosity|debug|debugging)$|_(verbose|verbosity|debug)$|^(verbose|debug)_")
+
+
+def _verbosity(operand: cst.BaseExpression) -> bool:
+    """`verbose`, `self.verbose > 0`, `args.verbosity >= 2`, `self.debug`: a test of a verbosity switch."""
+    if isinstance(operand, cst.Comparison) and len(operand.comparisons) == 1 and isinstance(
+            operand.comparisons[0].operator, (cst.GreaterThan, cst.GreaterThanEqual)):
+        operand = operand.left
+    name = operand.value if isinstance(operand, cst.Name) else operand.attr.value if isinstance(
+        operand, cst.Attribute) else ""
+    return bool(_VERBOSE.search(name))
 
 
 def _skips_off_interval(statement: cst.CSTNode) -> bool:

@@ -6,11 +6,12 @@ import re
 
 import libcst as cst
 
+from portcheck.static.ancestry import taken_ifs
 from portcheck.static.check import Context
 from portcheck.static.host_sync.place import enclosing_loops
 from portcheck.static.scope import host_value
 from portcheck.static.syntax import call_name, keyword, positional, self_attribute, string_value
-from portcheck.static.values import truth_operands
+from portcheck.static.values import and_operands, truth_operands
 from portcheck.static.walk import visit
 
 VALUE_READS = ("item", "tolist")  # the value as a Python number or list
@@ -112,7 +113,7 @@ def is_tensor(ctx: Context, node: cst.BaseExpression, tensors: set[str] | frozen
     if depth > 3:
         return False
     if isinstance(node, cst.Name):
-        if node.value in tensors:
+        if node.value in tensors or _tested_tensor(ctx, node.value):
             return True
         bound = ctx.constant(node)
         return bound is not None and is_tensor(ctx, bound[1], tensors, depth + 1)
@@ -131,6 +132,31 @@ def is_tensor(ctx: Context, node: cst.BaseExpression, tensors: set[str] | frozen
         return is_tensor(ctx, node.expression, tensors, depth + 1)
     if isinstance(node, cst.BinaryOperation) and not isinstance(node.operator, (cst.Modulo, cst.MatrixMultiply)):
         return is_tensor(ctx, node.left, tensors, depth + 1) or is_tensor(ctx, node.right, tensors, depth + 1)
+    return False
+
+
+# Tests that a value is a tensor: in their body it is one. `is_xla_tensor` negated too, off the xla stack (fairseq's
+# `if not is_xla_tensor(v): v = float(v)`): the code asks which device the tensor is on, not whether it is one.
+_TENSOR_TESTS = frozenset({"torch.is_tensor", "is_tensor"})
+_DEVICE_TESTS = frozenset({"is_xla_tensor"})
+
+
+def _tested_tensor(ctx: Context, name: str) -> bool:
+    """`name` is tested to be a tensor by an `if` holding the code: `torch.is_tensor(name)`, `isinstance(name,
+    torch.Tensor)`, `not is_xla_tensor(name)`."""
+    for statement, _ in taken_ifs(ctx):
+        for operand in and_operands(statement.test):
+            negated = isinstance(operand, cst.UnaryOperation) and isinstance(operand.operator, cst.Not)
+            call = operand.expression if isinstance(operand, cst.UnaryOperation) and negated else operand
+            if not isinstance(call, cst.Call) or not call.args or not isinstance(call.args[0].value, cst.Name) or (
+                    call.args[0].value.value != name):
+                continue
+            tested = ctx.qualname(call.func) or call_name(call) or ""
+            if not negated and (tested in _TENSOR_TESTS or (tested == "isinstance" and len(call.args) == 2 and (
+                    ctx.qualname(call.args[1].value) or "").endswith("Tensor"))):
+                return True
+            if negated and tested.rsplit(".", 1)[-1] in _DEVICE_TESTS:
+                return ctx.stack != "xla"  # on the xla stack every tensor is an XLA tensor: the body never runs
     return False
 
 
