@@ -1730,7 +1730,8 @@ def test_a_function_called_only_where_a_gpu_is_configured_is_cuda_only(tmp_path)
 def test_the_main_block_of_a_module_the_project_imports_is_a_demo(tmp_path):
     """trl's `vllm_client.py` ends in `if __name__ == "__main__":` with a usage example that moves a model to CUDA:
     the project imports that module, so the block runs only when someone runs the file as a script (a demo or a
-    self-test). A script nothing imports (`train.py`) keeps its severity: its main block is the program."""
+    self-test). A script nothing imports (`train.py`) keeps its severity: its main block is the program. A training
+    loop there is still one."""
     _tree(tmp_path, {"pkg/__init__.py": "", "pkg/client.py": """\
         import torch
 
@@ -1740,6 +1741,10 @@ def test_the_main_block_of_a_module_the_project_imports_is_a_demo(tmp_path):
         if __name__ == "__main__":
             model = torch.nn.Linear(2, 2).cuda()
             connect(model)
+            opt = torch.optim.SGD(model.parameters())
+            for x in range(3):
+                model(torch.ones(2)).sum().backward()
+                opt.step()
         """, "pkg/trainer.py": """\
         from pkg.client import connect
         """, "train.py": """\
@@ -1751,3 +1756,7 @@ def test_the_main_block_of_a_module_the_project_imports_is_a_demo(tmp_path):
     found = _scan(tmp_path)
     assert found[("pkg/client.py", 7, "PC101")] == Severity.INFO
     assert found[("train.py", 4, "PC101")] > Severity.INFO
+    # a training loop is one wherever it is written: on inf2 it keeps its severity
+    on_inf2 = _scan(tmp_path, "inf2", "xla")
+    assert any(path == "pkg/client.py" and code == "PC607" and severity > Severity.INFO
+               for (path, _, code), severity in on_inf2.items())

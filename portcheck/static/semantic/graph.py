@@ -234,7 +234,8 @@ def _where(project: Project, found: Facts, result: FileResult, finding: Finding,
                 return "vendor", "under a test for an ONNX export or a trace"
             if guard == ONCE_GUARD:
                 return "setup", "under a lazy initialisation (its test asks for what its body sets)"
-            if guard == MAIN_GUARD and module in project.imported:
+            if guard == MAIN_GUARD and module in project.imported and finding.category != "training":
+                # a training loop is one wherever it is written (JUDGING: any training loop counts on inf2)
                 return "demo", ("under `if __name__ == \"__main__\":` of a module the project imports: a demo or "
                                 "self-test, run only when the file is run as a script")
             if guard.startswith("?") and holders:
