@@ -138,8 +138,47 @@ _WALKED_ALL: dict[type, bool] = {}
 
 
 def visit(root: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
-    """`root.visit(visitor)` for a visitor that only reads: its visit_/leave_ methods in the same order."""
-    walk(root, visitor.on_visit, visitor.on_leave)
+    """`root.visit(visitor)` for a visitor that only reads: its visit_/leave_ methods in the same order. The walk
+    calls the visitor only for the node types it has methods for (libcst's own dispatch looks a method up by name
+    at every node: most of a check's walk was that lookup); a visitor that overrides `on_visit` / `on_leave` sees
+    every node."""
+    kind = type(visitor)
+    if kind.on_visit is not _BASE_VISIT or kind.on_leave is not _BASE_LEAVE:
+        walk(root, visitor.on_visit, visitor.on_leave)
+        return
+    visits, leaves = _handlers(kind)
+
+    def enter(node: cst.CSTNode) -> bool | None:
+        method = visits.get(node.__class__)
+        return None if method is None else method(visitor, node)
+
+    def leave(node: cst.CSTNode) -> None:
+        method = leaves.get(node.__class__)
+        if method is not None:
+            method(visitor, node)
+
+    walk(root, enter, leave if leaves else None, only=frozenset(visits) | frozenset(leaves))
+
+
+_BASE_VISIT, _BASE_LEAVE = cst.CSTVisitor.on_visit, cst.CSTVisitor.on_leave
+
+
+def _handlers(kind: type) -> tuple[dict[type, Callable[..., bool | None]], dict[type, Callable[..., None]]]:
+    """The node type -> `visit_<Type>` and `leave_<Type>` methods a visitor class defines (its own and its bases'
+    below CSTVisitor): attribute visitors (`visit_Call_func`) name no node type and are not called, as before."""
+    visits: dict[type, Callable[..., bool | None]] = {}
+    leaves: dict[type, Callable[..., None]] = {}
+    for klass in reversed(kind.__mro__):
+        if klass.__module__.startswith("libcst") or klass is object:
+            continue
+        for name, method in vars(klass).items():
+            prefix, _, node_name = name.partition("_")
+            if prefix not in ("visit", "leave") or not callable(method):
+                continue
+            node_type = getattr(cst, node_name, None)
+            if isinstance(node_type, type) and issubclass(node_type, cst.CSTNode):
+                (visits if prefix == "visit" else leaves)[node_type] = method
+    return visits, leaves
 
 
 def returns_of(function: cst.FunctionDef) -> list[cst.Return]:

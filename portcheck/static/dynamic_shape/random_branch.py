@@ -124,10 +124,26 @@ def _in_loop(ctx: Context) -> bool:
     return any(isinstance(s, (cst.For, cst.While)) for s in chain[start + 1:])
 
 
+def _draws_in(ctx: Context, function: cst.FunctionDef) -> bool:
+    """The function (its nested functions included) makes a random draw somewhere: else no test of it reads one."""
+    found = False
+
+    class Finder(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> bool:
+            nonlocal found
+            found = found or ctx.qualname(node.func) in _DRAWS or (
+                isinstance(node.func, cst.Attribute) and call_name(node) in _DRAW_METHODS)
+            return not found
+
+    visit(function, Finder())
+    return found
+
+
 @check(cst.If, cst.While, cst.IfExp, rules=(RandomBranch,), tokens=TOKENS)
 def check_random_branch(node: cst.If | cst.While | cst.IfExp, ctx: Context) -> None:
-    if not ctx.functions:
-        return
+    if not ctx.functions or not ctx.memo("random-draws", ctx.functions[0],
+                                         lambda: _draws_in(ctx, ctx.functions[0])):
+        return  # one walk of the outermost function instead of following every name of every test
     draw = random_draw(ctx, node.test)
     if draw is None or _on_device(ctx, draw):
         return  # a draw on the device is a tensor value the test reads: PC208's
