@@ -1551,3 +1551,27 @@ def test_a_name_tested_to_be_a_tensor_is_one_where_the_test_holds():
     assert (14, "PC701") not in found
     on_xla = severities(text, "inf2", "xla")  # every tensor is an XLA tensor there: the branch never runs
     assert (7, "PC701") not in on_xla and (10, "PC701") in on_xla
+
+
+def test_a_branch_for_a_tensor_whose_device_is_the_cpu_is_not_neuron_code():
+    """fairseq's masked LM loss: `elif masked_tokens.device == torch.device("cpu"): if not masked_tokens.any():` —
+    the device compared whole, not its `.type`: only a CPU tensor takes the branch. A device compared with a CUDA
+    device is another device too; one compared with Neuron's is not."""
+    found = severities("""\
+        import torch
+
+        class Loss(torch.nn.Module):
+            def forward(self, x, m):
+                if m.device == torch.device("cpu"):
+                    if not m.any():
+                        m = None
+                elif x.device == "cuda":
+                    if not m.any():
+                        m = None
+                if m.device == torch.device("neuron"):
+                    if not m.any():
+                        m = None
+                return x
+        """)
+    assert (6, "PC208") not in found and (9, "PC208") not in found
+    assert (12, "PC208") in found
