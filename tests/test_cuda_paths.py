@@ -432,3 +432,10 @@ def test_a_configured_number_of_gpus_or_a_gpus_index_guards_a_cuda_only_path() -
     assert found[(21, "PC101")] == "warning"  # `.to(device)`: the configured choice of CUDA or the CPU
     # where the configuration places the model or picks the process's device, the port has to change it
     assert found[(28, "PC101")] in ("warning", "error") and found[(29, "PC105")] == "error"
+
+
+def test_a_cuda_library_whose_import_works_without_cuda_is_info_at_its_import() -> None:
+    """`from numba import cuda` imports on a host without CUDA (observed: numba 0.68.1), and so does `pynvml`: what
+    fails is launching a kernel or `nvmlInit()`, so the import is info and says so. apex's import fails: error."""
+    found = _severities("from numba import cuda\nimport pynvml\nimport apex\n")
+    assert found[(1, "PC501")] == "info" and found[(2, "PC501")] == "info" and found[(3, "PC501")] == "error"

@@ -21,6 +21,8 @@ class Library:
     xla: str
     source: str
     names: tuple[str, ...] = ()
+    loads: str = ""  # what fails instead, where the import itself works without CUDA (rules/libraries.toml)
+    loads_source: str = ""
 
     def advice(self, stack: str) -> str:
         return self.native if stack == "native" else self.xla
@@ -35,9 +37,12 @@ def libraries() -> dict[str, Library]:
     for entry in data["library"]:
         use = entry.get("use", "")
         library = Library(tuple(entry["modules"]), entry["title"], entry["kind"], entry.get("native", use),
-                          entry.get("xla", use), entry.get("source", ""), tuple(entry.get("names", ())))
+                          entry.get("xla", use), entry.get("source", ""), tuple(entry.get("names", ())),
+                          entry.get("loads", ""), entry.get("loads_source", ""))
         if not (library.native and library.xla and library.source):
             raise KnowledgeError(f"{path}: {library.title} lacks `use` (or `native` and `xla`) or `source`")
+        if bool(library.loads) != bool(library.loads_source):
+            raise KnowledgeError(f"{path}: {library.title} gives `loads` without `loads_source` or the reverse")
         for module in library.modules:
             if module in table:
                 raise KnowledgeError(f"{path}: {module} is listed twice")

@@ -33,7 +33,8 @@ class CudaOnlyLibrary(Rule):
     decorated for it (`@require_bnb`), a branch for it (`if method.startswith("xformers"):`), an opt-in profiler
     (`xformers.profiler`): nothing reaches it unless the user picks the library. Imports under
     `if TYPE_CHECKING:`, relative imports, look-alike names (`apex_utils`, `tritonclient`) and plain
-    `import deepspeed` stay quiet.
+    `import deepspeed` stay quiet. A library whose import works on a host without CUDA (Numba's CUDA target,
+    pynvml: observed) is info at its import, which names what fails instead (a kernel launch, `nvmlInit()`).
 
     Where the `except` leaves the name unbound or `None` (`except ImportError: tcnn = None`), a fallback import
     is no fallback for the code that uses the name: the first use in each function with no test of the name or of
@@ -169,6 +170,11 @@ def _report(ctx: Context, where: cst.CSTNode, shown: str, qualname: str, library
             aliases: tuple[str, ...] = ()) -> None:
     """The finding: info where there is a fallback, or where the import is an integration of the library."""
     place = None if reason else integration(ctx, qualname, library.modules, library.names + aliases)
+    if place is None and not reason and library.loads:
+        ctx.report(CudaOnlyLibrary, where, f"`{shown}` imports {library.title} ({library.kind}); the import itself "
+                   f"works on a host without CUDA, where {library.loads}: what to port is the code that uses it "
+                   f"({library.advice(ctx.stack)})", Severity.INFO)
+        return
     if place is None:
         ctx.report(CudaOnlyLibrary, where, _library_message(ctx, shown, library, reason), fallback_severity(reason))
         return
