@@ -363,8 +363,9 @@ def test_the_body_of_a_cuda_device_context_runs_only_with_cuda() -> None:
 
 
 def test_a_probe_set_as_a_reports_entry_by_its_text_key_is_only_shown() -> None:
-    """An environment report (`info["CUDA available"] = torch.cuda.is_available()`) shows the answer; a
-    configuration's device entry set from the probe still picks the device."""
+    """An environment report (`info["CUDA available"] = torch.cuda.is_available()`, or an entry a helper makes from
+    a label and a lambda) shows the answer; a configuration's device entry set from the probe still picks the
+    device."""
     found = _severities("""\
         import torch
 
@@ -375,8 +376,17 @@ def test_a_probe_set_as_a_reports_entry_by_its_text_key_is_only_shown() -> None:
 
         def pick(cfg):
             cfg["device"] = "cuda" if torch.cuda.is_available() else "cpu"
+
+        def gpu_info(output):
+            count = torch.cuda.device_count()
+            _dict_append(output, "Num GPUs", lambda: count)
+            _dict_append(output, "Has CUDA", lambda: bool(torch.cuda.is_available()))
+            run(lambda: torch.cuda.is_available())
         """)
     assert found[(5, "PC104")] == "info" and found[(9, "PC104")] == "warning"
+    # monai's report helper takes each entry's label and a lambda that makes its value: shown, not decided
+    assert found[(12, "PC104")] == "info" and found[(14, "PC104")] == "info"
+    assert found[(15, "PC104")] == "warning"  # a lambda handed on without a label may decide anything
 
 
 @pytest.mark.parametrize(("name", "cuda"), [

@@ -1,6 +1,6 @@
 """A CUDA probe whose value decides nothing where it stands: only shown (printed, logged, formatted into text or
 made an entry of a report: `{"CUDA available": torch.cuda.is_available()}`, `info["GPUs"] = torch.cuda.device_count()`,
-a local name used only that way), so
+`add(info, "Has CUDA", lambda: torch.cuda.is_available())`, a local name used only that way), so
 False on Neuron changes the report and nothing else; or only returned by a function that does nothing else (`def
 is_cuda_available(): return torch.cuda.is_available()`), which answers rightly on Neuron."""
 
@@ -43,11 +43,22 @@ def _decides(holder: cst.CSTNode, inner: cst.CSTNode) -> bool:
         isinstance(holder, cst.UnaryOperation) and isinstance(holder.operator, cst.Not))
 
 
+def _labelled(path: list[cst.CSTNode], index: int) -> bool:
+    """`path[index]` is a lambda handed to a call beside a text label: a report's entry made lazily
+    (monai's `_dict_append(output, "Has CUDA", lambda: bool(torch.cuda.is_available()))`)."""
+    if index < 2 or not isinstance(path[index], cst.Lambda) or not isinstance(path[index - 1], cst.Arg):
+        return False
+    call = path[index - 2]
+    return isinstance(call, cst.Call) and any(
+        a.keyword is None and isinstance(a.value, _TEXT) for a in call.args if a is not path[index - 1])
+
+
 def shown_on(path: list[cst.CSTNode], node: cst.CSTNode) -> bool:
     """Some call or entry on `path` (outermost first, down to `node`) shows the value, and nothing there decides
     by it (`if str(probe) == "True":` decides)."""
     pairs = list(zip(path, [*path[1:], node], strict=True))
-    return not any(_decides(h, i) for h, i in pairs) and any(_shows(h, i) for h, i in pairs)
+    return not any(_decides(h, i) for h, i in pairs) and (
+        any(_shows(h, i) for h, i in pairs) or any(_labelled(path, i) for i in range(len(path))))
 
 
 def only_shown(ctx: Context, node: cst.CSTNode, stmt: cst.CSTNode | None) -> bool:
