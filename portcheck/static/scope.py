@@ -122,9 +122,10 @@ def _tests_other_device(ctx: Context, test: cst.BaseExpression, depth: int = 0) 
         return bound is not None and _tests_other_device(ctx, bound[1], depth + 1)
     if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
         left, right, operator = test.left, test.comparisons[0].comparator, test.comparisons[0].operator
-        if isinstance(operator, cst.Equal) and (dotted_name(left) or "").endswith(".device") and (
-                _device_named(ctx, right) in _OTHER_DEVICES):
-            return True  # `x.device == torch.device("cpu")` (fairseq's masked LM loss), `x.device == "cpu"`
+        if isinstance(right, cst.Call) and ctx.qualname(right.func) == "torch.device" and len(right.args) == 1:
+            right = right.args[0].value  # `torch.device("cpu")`: the bare type it names
+        if isinstance(operator, cst.Equal) and (dotted_name(left) or "").endswith(".device"):
+            return string_value(right) in _OTHER_DEVICES  # `x.device == torch.device("cpu")`, `x.device == "cpu"`
         if not (isinstance(left, cst.Attribute) and left.attr.value == "type"
                 and (dotted_name(left.value) or "").endswith("device")):
             return False
@@ -134,13 +135,6 @@ def _tests_other_device(ctx: Context, test: cst.BaseExpression, depth: int = 0) 
             names = [string_value(e.value) for e in right.elements]
             return bool(names) and all(name in _OTHER_DEVICES for name in names)
     return False
-
-
-def _device_named(ctx: Context, node: cst.BaseExpression) -> str | None:
-    """The device type `"cpu"` or `torch.device("cpu")` names (a bare type, no index), else None."""
-    if isinstance(node, cst.Call) and ctx.qualname(node.func) == "torch.device" and len(node.args) == 1:
-        node = node.args[0].value
-    return string_value(node)
 
 
 def _onnxruntime_class(ctx: Context) -> bool:
