@@ -2,9 +2,9 @@
 
 `if args.ngpu > 0:`, `if self.n_gpu:`, `if num_gpus > 1:`, `if gpu_id >= 0:`, `if cuda_device != -1:`,
 `if cuda_device is not None:`: a setting that counts or picks NVIDIA GPUs, whose body runs only when the user
-configures one. On a Neuron host nobody configures a GPU, so that body never runs there; what picks the CPU instead
-(`"cuda" if args.ngpu > 0 else "cpu"`) is a device choice the configuration makes, reported where it is made
-(`devices.chosen_device`), not here.
+configures one. On a Neuron host nobody configures a GPU, so that body never runs there. What the same test places
+is the configuration's device choice, which a port changes, and keeps its severity: `"cuda" if args.ngpu > 0 else
+"cpu"` (`devices.chosen_device`), and `model.cuda()` or `torch.cuda.set_device` in the body (`probes._PLACEMENTS`).
 
 Both the per-file checks (libcst, `paths.polarity`) and the project's summaries (Python's `ast`) read a test through
 these functions, from the setting's name and the comparison's operator and number.
