@@ -191,6 +191,12 @@ def only_raises(node: cst.CSTNode) -> bool:
     return bool(smalls) and all(isinstance(small, cst.Raise) for small in smalls)
 
 
+def last_name(node: cst.BaseExpression) -> str:
+    """The name an expression ends in: `ngpu` of `ngpu` and of `args.ngpu`; "" for anything else (a call, a
+    subscript)."""
+    return node.value if isinstance(node, cst.Name) else node.attr.value if isinstance(node, cst.Attribute) else ""
+
+
 def root_name(node: cst.BaseExpression) -> str | None:
     """The name a chain of calls, attributes and indexing starts from (`mask.long().sum(1)`: `mask`;
     `tcnn.Network(3, 3)`: `tcnn`; `helper(x)[0]`: `helper`), or None where it starts from something else."""

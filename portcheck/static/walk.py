@@ -181,6 +181,23 @@ def _handlers(kind: type) -> tuple[dict[type, Callable[..., bool | None]], dict[
     return visits, leaves
 
 
+def any_call(root: cst.CSTNode, match: Callable[[cst.Call], bool]) -> bool:
+    """Some call below `root` (nested functions and lambdas included) is one `match` accepts; the walk stops
+    descending once one is found."""
+    found = False
+
+    def enter(node: cst.CSTNode) -> bool:
+        nonlocal found
+        found = found or (isinstance(node, cst.Call) and match(node))
+        return not found
+
+    walk(root, enter, only=_CALLS)
+    return found
+
+
+_CALLS = frozenset({cst.Call})
+
+
 def returns_of(function: cst.FunctionDef) -> list[cst.Return]:
     """The `return` statements of `function` itself, not of the functions and lambdas it defines."""
     found: list[cst.Return] = []

@@ -17,6 +17,8 @@ import re
 
 import libcst as cst
 
+from portcheck.static.syntax import last_name
+
 _WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 _GPU = frozenset({"gpu", "gpus", "cuda"})
 # A count: `n_gpu`, `num_gpus`, `nb_gpu`, `gpu_count`, and the one-word spellings `ngpu`, `ngpus`, `gpus`.
@@ -93,8 +95,7 @@ _AST_NAMES = {"GreaterThan": "Gt", "GreaterThanEqual": "GtE", "LessThan": "Lt", 
 
 def compared_in_cst(left: cst.BaseExpression, operator: cst.BaseCompOp, right: cst.BaseExpression) -> str | None:
     """`compared` of a libcst comparison whose left side is a setting; "" where the left side is none."""
-    name = left.value if isinstance(left, cst.Name) else left.attr.value if isinstance(left, cst.Attribute) else ""
-    kind = setting(name)
+    kind = setting(last_name(left))
     if kind is None:
         return ""
     number: object = ""

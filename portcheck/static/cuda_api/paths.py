@@ -25,7 +25,7 @@ from portcheck.static.check import Context
 from portcheck.static.cuda_api.apis import api_entry
 from portcheck.static.cuda_api.gpu_settings import COUNT, compared_in_cst, setting
 from portcheck.static.cuda_library.integrations import words
-from portcheck.static.syntax import blocks, call_name, dotted_name, positional, string_value
+from portcheck.static.syntax import blocks, call_name, dotted_name, last_name, positional, string_value
 from portcheck.static.values import contains
 from portcheck.static.walk import walk
 
@@ -140,8 +140,8 @@ def polarity(ctx: Context, test: cst.BaseExpression, depth: int = 0, counts: boo
         return None
     if isinstance(test, cst.Attribute) and test.attr.value == "is_cuda":
         return CUDA
-    name = test.value if isinstance(test, cst.Name) else test.attr.value if isinstance(test, cst.Attribute) else None
-    if name is not None and (_flag(name) or (counts and setting(name) == COUNT)):
+    name = last_name(test)
+    if name and (_flag(name) or (counts and setting(name) == COUNT)):
         return CUDA  # `if use_cuda:`, `if args.ngpu:`
     if isinstance(test, cst.Name) and depth < 2:
         bound = ctx.constant(test)

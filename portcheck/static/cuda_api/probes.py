@@ -23,7 +23,7 @@ from portcheck.static.cuda_api.paths import CUDA, NOT_CUDA, cuda_path, polarity,
 from portcheck.static.cuda_api.shown import only_returned, only_shown
 from portcheck.static.syntax import block_body, small_statements, string_prefix
 from portcheck.static.values import and_operands, catching_everything
-from portcheck.static.walk import visit
+from portcheck.static.walk import any_call, visit
 
 
 @rule
@@ -330,13 +330,4 @@ def data_preparation(ctx: Context) -> bool:
 def seeded_already(ctx: Context) -> bool:
     """`torch.manual_seed(...)` is called in the same function (or module): it seeds every device already."""
     scope: cst.CSTNode = ctx.functions[-1] if ctx.functions else ctx.module
-    found = False
-
-    class Finder(cst.CSTVisitor):
-        def visit_Call(self, call: cst.Call) -> bool:
-            nonlocal found
-            found = found or ctx.qualname(call.func) == "torch.manual_seed"
-            return not found
-
-    visit(scope, Finder())
-    return found
+    return any_call(scope, lambda call: ctx.qualname(call.func) == "torch.manual_seed")

@@ -13,7 +13,7 @@ from portcheck.static.dynamic_shape.reach import report_compiled
 from portcheck.static.reaching import reaching
 from portcheck.static.scope import host_value
 from portcheck.static.syntax import call_name
-from portcheck.static.walk import visit
+from portcheck.static.walk import any_call, visit
 
 
 @rule
@@ -84,14 +84,19 @@ _KEYWORDS = {cst.If: "if", cst.While: "while", cst.IfExp: "if"}
 TOKENS = ("rand", "uniform", "bernoulli")
 
 
+def _is_draw(ctx: Context, call: cst.Call) -> bool:
+    """`torch.rand(1)`, `np.random.random()`, `probs.uniform_()`: a call that draws a random number."""
+    return ctx.qualname(call.func) in _DRAWS or (
+        isinstance(call.func, cst.Attribute) and call_name(call) in _DRAW_METHODS)
+
+
 def random_draw(ctx: Context, test: cst.BaseExpression, depth: int = 0) -> cst.BaseExpression | None:
     """The random draw a test reads, itself or through a local name bound to one (and indexed: `probs[i]`)."""
     found: list[cst.BaseExpression] = []
 
     class Finder(cst.CSTVisitor):
         def visit_Call(self, node: cst.Call) -> bool:
-            if not found and (ctx.qualname(node.func) in _DRAWS or (
-                    isinstance(node.func, cst.Attribute) and call_name(node) in _DRAW_METHODS)):
+            if not found and _is_draw(ctx, node):
                 found.append(node)
             return not found
 
@@ -124,25 +129,10 @@ def _in_loop(ctx: Context) -> bool:
     return any(isinstance(s, (cst.For, cst.While)) for s in chain[start + 1:])
 
 
-def _draws_in(ctx: Context, function: cst.FunctionDef) -> bool:
-    """The function (its nested functions included) makes a random draw somewhere: else no test of it reads one."""
-    found = False
-
-    class Finder(cst.CSTVisitor):
-        def visit_Call(self, node: cst.Call) -> bool:
-            nonlocal found
-            found = found or ctx.qualname(node.func) in _DRAWS or (
-                isinstance(node.func, cst.Attribute) and call_name(node) in _DRAW_METHODS)
-            return not found
-
-    visit(function, Finder())
-    return found
-
-
 @check(cst.If, cst.While, cst.IfExp, rules=(RandomBranch,), tokens=TOKENS)
 def check_random_branch(node: cst.If | cst.While | cst.IfExp, ctx: Context) -> None:
     if not ctx.functions or not ctx.memo("random-draws", ctx.functions[0],
-                                         lambda: _draws_in(ctx, ctx.functions[0])):
+                                         lambda: any_call(ctx.functions[0], lambda c: _is_draw(ctx, c))):
         return  # one walk of the outermost function instead of following every name of every test
     draw = random_draw(ctx, node.test)
     if draw is None or _on_device(ctx, draw):

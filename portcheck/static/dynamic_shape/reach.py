@@ -13,7 +13,7 @@ from portcheck.static.check import Context
 from portcheck.static.error_paths import error_path
 from portcheck.static.scope import host_argument, host_code, host_value
 from portcheck.static.values import skipped_when_compiling
-from portcheck.static.walk import returns_of, visit
+from portcheck.static.walk import any_call, returns_of
 
 STATIC = ("the Neuron compiler needs every shape static (NCC_EMOD025) and `torch_neuronx.trace` rejects "
           "data-dependent shapes")
@@ -41,19 +41,8 @@ def host_function(ctx: Context) -> str | None:
 def _pickles(ctx: Context, function: cst.FunctionDef) -> bool:
     """The function (un)pickles Python objects (`pickle.loads(buffer[:size].cpu().numpy().tobytes())`): it moves
     objects between processes as bytes, on the host side of the step (accelerate's `gather_object`)."""
-    def compute() -> bool:
-        found = False
-
-        class Finder(cst.CSTVisitor):
-            def visit_Call(self, call: cst.Call) -> bool:
-                nonlocal found
-                found = found or (ctx.qualname(call.func) or "") in _PICKLING
-                return not found
-
-        visit(function, Finder())
-        return found
-
-    return ctx.memo("pickles", function, compute)
+    return ctx.memo("pickles", function,
+                    lambda: any_call(function, lambda call: (ctx.qualname(call.func) or "") in _PICKLING))
 
 
 def _returns_python_scalar(ctx: Context, function: cst.FunctionDef) -> bool:

@@ -17,6 +17,7 @@ from portcheck.static.host_sync.place import quiet_calls, read_place
 from portcheck.static.host_sync.reads import HostValueRead, report_read
 from portcheck.static.host_sync.sizes import bound_to_a_size
 from portcheck.static.semantic.summary import READS
+from portcheck.static.syntax import last_name
 from portcheck.summaries import Summary
 
 _BUILTINS = frozenset(dir(builtins))
@@ -27,7 +28,7 @@ _NOT_PROJECT = ("torch", "numpy", "math")  # modules whose functions are no proj
 @check(cst.Call, rules=(HostValueRead,), tokens=("(",))
 def check_reading_helper(node: cst.Call, ctx: Context) -> None:
     func = node.func
-    name = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else ""
+    name = last_name(func)
     if not node.args or not name[:1].islower() or not ctx.functions:
         return  # a function (not a class), by its name or its module's (`util.torch_item`): not a method
     if (isinstance(func, cst.Name) and name in _BUILTINS) or id(node) in ctx.skip or not _may_read(ctx, func):

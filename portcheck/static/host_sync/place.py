@@ -13,9 +13,9 @@ from portcheck.static.branches import siblings_before
 from portcheck.static.check import Context
 from portcheck.static.error_paths import error_path
 from portcheck.static.scope import host_code
-from portcheck.static.syntax import block_body, call_name, dotted_name, keyword, positional
+from portcheck.static.syntax import block_body, call_name, dotted_name, keyword, last_name, positional
 from portcheck.static.values import and_operands, or_operands
-from portcheck.static.walk import visit
+from portcheck.static.walk import any_call, visit
 
 _STEP = "torch_xla.core.xla_model.optimizer_step"
 _SYNCS = frozenset({"torch_xla.core.xla_model.mark_step", "torch_xla.sync"})
@@ -190,9 +190,7 @@ def _verbosity(operand: cst.BaseExpression) -> bool:
     if isinstance(operand, cst.Comparison) and len(operand.comparisons) == 1 and isinstance(
             operand.comparisons[0].operator, (cst.GreaterThan, cst.GreaterThanEqual)):
         operand = operand.left
-    name = operand.value if isinstance(operand, cst.Name) else operand.attr.value if isinstance(
-        operand, cst.Attribute) else ""
-    return bool(_VERBOSE.search(name))
+    return bool(_VERBOSE.search(last_name(operand)))
 
 
 def _skips_off_interval(statement: cst.CSTNode) -> bool:
@@ -210,16 +208,7 @@ def _skips_off_interval(statement: cst.CSTNode) -> bool:
 
 def _steps_inside(ctx: Context, statement: cst.If) -> bool:
     """`if n % policy_delay == 0: ...; actor_optimizer.step()`: the interval holds a training step of its own."""
-    found = False
-
-    class Finder(cst.CSTVisitor):
-        def visit_Call(self, call: cst.Call) -> bool:
-            nonlocal found
-            found = found or _is_step(ctx, call)
-            return not found
-
-    visit(statement.body, Finder())
-    return found
+    return any_call(statement.body, lambda call: _is_step(ctx, call))
 
 
 def read_place(ctx: Context, node: cst.CSTNode | None = None) -> str | None:
