@@ -1474,9 +1474,10 @@ def test_a_data_pipeline_path_is_a_prior_the_call_graph_overrules(tmp_path):
     assert not any(path == "pkg/data/data_utils.py" and line > 6 for path, line, _ in found)
 
 
-def test_a_check_on_a_tensor_in_a_helper_of_forward_is_info(tmp_path):
+def test_a_check_on_a_tensor_in_a_helper_of_forward_is_an_info_host_read(tmp_path):
     """`assert x.size(1) <= lengths.max()` or `if torch.isnan(x).any(): raise` in a helper `forward` calls reads
-    the tensor on the host, as in `forward` itself: info, since it only guards an error."""
+    the tensor on the host, as in `forward` itself: info, since it only guards an error; and a host read (PC701),
+    not a branch (PC208), since it chooses no graph."""
     _tree(tmp_path, {"model.py": """\
         import torch
 
@@ -1491,8 +1492,56 @@ def test_a_check_on_a_tensor_in_a_helper_of_forward_is_info(tmp_path):
                 return encode(x, lengths)
         """})
     found = _scan(tmp_path, "inf2", "xla")
-    assert found[("model.py", 4, "PC208")] == Severity.INFO
-    assert found[("model.py", 5, "PC208")] == Severity.INFO
+    assert found[("model.py", 4, "PC701")] == Severity.INFO
+    assert found[("model.py", 5, "PC701")] == Severity.INFO
+    assert not any(code == "PC208" for _, _, code in found)
+
+
+def test_a_check_that_prints_before_it_raises_is_a_check(tmp_path):
+    """`if torch.isnan(loss): print(...); raise ...` in a training step: the prints are the failure's diagnostics,
+    so the test is a check (a host read, info), not a branch that chooses what the step computes."""
+    _tree(tmp_path, {"model.py": """\
+        import torch
+
+        class Net(torch.nn.Module):
+            def training_step(self, batch):
+                loss = self.loss(self(batch))
+                if torch.isnan(loss):
+                    print("inputs", batch)
+                    raise Exception("loss is NaN")
+                if loss.sum() > 0:
+                    loss = loss * 2
+                return loss
+        """})
+    found = _scan(tmp_path, "trn2", "native")
+    assert found[("model.py", 6, "PC701")] == Severity.INFO
+    assert found[("model.py", 9, "PC208")] == Severity.WARNING  # a branch: it chooses what the step computes
+    assert ("model.py", 6, "PC208") not in found
+
+
+def test_the_iteration_of_a_module_list_subclass_is_the_forward_that_loops_over_it(tmp_path):
+    """A `torch.nn.ModuleList` subclass that overrides `__iter__` (LayerDrop's list, which yields a random subset
+    of its layers) runs in the forward that loops over it: its random branch is the model's. A dataset's
+    `__iter__` stays the data pipeline's."""
+    _tree(tmp_path, {"layers.py": """\
+        import torch
+
+        class LayerDropList(torch.nn.ModuleList):
+            def __iter__(self):
+                probs = torch.empty(len(self)).uniform_()
+                for i, m in enumerate(super().__iter__()):
+                    if not self.training or probs[i] > self.p:
+                        yield m
+
+        class Stream(torch.utils.data.IterableDataset):
+            def __iter__(self):
+                for i in range(3):
+                    if torch.rand(1) < 0.5:
+                        yield i
+        """})
+    found = _scan(tmp_path, "trn2", "native")
+    assert found[("layers.py", 7, "PC217")] == Severity.WARNING
+    assert ("layers.py", 13, "PC217") not in found
 
 
 def test_a_reading_helper_called_through_its_module_or_as_a_method_keeps_its_read(tmp_path):

@@ -45,6 +45,8 @@ HOST_RESULTS = frozenset({"cpu", "numpy", "tolist", "item"})
 # Tensor metadata, held on the host: `x.size()`, a nested tensor's sizes.
 _METADATA = frozenset({"size", "dim", "numel", "stride", "nelement", "_nested_tensor_size"})
 _MOVES = frozenset({"cuda", "to", "type_as", "new_tensor", "pin_memory"})
+_MODULES = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module", *(f"torch.nn.{c}" for c in (
+    "ModuleList", "Sequential", "ModuleDict"))})
 
 
 def host_path(ctx: Context) -> str | None:
@@ -76,6 +78,8 @@ def _host_code(ctx: Context) -> str | None:
                 if _HOST_BASES.search(name.rsplit(".", 1)[-1]):
                     return f"in a subclass of `{name}`"
     function = next((f.name.value for f in ctx.functions if _HOST_FUNCTIONS.fullmatch(f.name.value)), None)
+    if function in ("__iter__", "__getitem__") and _module_class(ctx, ctx.enclosing_class):
+        function = None  # a module list's own iteration: the layer loop of the forward that holds it
     if function is not None:
         return f"in `{function}`"
     if _other_device_branch(ctx):
@@ -83,10 +87,10 @@ def _host_code(ctx: Context) -> str | None:
     return "in a class that runs an onnxruntime session" if _onnxruntime_class(ctx) else None
 
 
-def _module_class(ctx: Context, statement: cst.ClassDef) -> bool:
-    """The class subclasses `torch.nn.Module`: a model part whatever its name (a variational `...Sampler`)."""
-    return any(ctx.qualname(base.value) in ("torch.nn.Module", "torch.nn.modules.module.Module")
-               for base in statement.bases)
+def _module_class(ctx: Context, statement: cst.ClassDef | None) -> bool:
+    """The class subclasses `torch.nn.Module` or one of its containers: a model part whatever its name (a
+    variational `...Sampler`)."""
+    return statement is not None and any(ctx.qualname(base.value) in _MODULES for base in statement.bases)
 
 
 def _other_device_branch(ctx: Context) -> bool:

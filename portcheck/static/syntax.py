@@ -178,7 +178,8 @@ def binds(target: cst.CSTNode, name: str) -> bool:
 
 
 def only_raises(node: cst.CSTNode) -> bool:
-    """`if <test>: raise ...` with no `else`: a check in disguise, like `assert`."""
+    """`if <test>: raise ...` with no `else`: a check in disguise, like `assert`; calls before the `raise` (`print`,
+    `logger.error(...)`: the check's diagnostics) keep it one."""
     if not isinstance(node, cst.If) or node.orelse is not None:
         return False
     if isinstance(node.body, cst.SimpleStatementSuite):
@@ -188,7 +189,8 @@ def only_raises(node: cst.CSTNode) -> bool:
         if not all(isinstance(line, cst.SimpleStatementLine) for line in lines):
             return False
         smalls = list(small_statements(lines))
-    return bool(smalls) and all(isinstance(small, cst.Raise) for small in smalls)
+    return bool(smalls) and isinstance(smalls[-1], cst.Raise) and all(
+        isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) for small in smalls[:-1])
 
 
 def last_name(node: cst.BaseExpression) -> str:

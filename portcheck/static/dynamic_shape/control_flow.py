@@ -10,6 +10,7 @@ from portcheck.findings import Severity
 from portcheck.rules import EVERYWHERE, Pass, Rule, rule
 from portcheck.static.check import Context, check
 from portcheck.static.dynamic_shape.reach import report_compiled
+from portcheck.static.host_sync.reads import HostValueRead  # a check's cost is its read (PC701)
 from portcheck.static.named_truth import named_truth
 from portcheck.static.syntax import call_name, only_raises
 from portcheck.static.values import PREDICATES, REDUCTIONS, and_operands, predicate_truth, reads_tensor_values
@@ -22,14 +23,14 @@ if TYPE_CHECKING:
 @rule
 class TensorControlFlow(Rule):
     """## What it does
-    Finds `if`, `while`, `assert` and conditional expressions inside `forward` whose test reads tensor data:
+    Finds `if`, `while` and conditional expressions inside `forward` whose test reads tensor data:
     `if x.sum() > 0`, `if mask.any()`, `while (t < n).all()`, `if ids[0, 0] == bos`, and a comparison with a name
     bound to a tensor (`score = x.softmax(-1).max()`, then `if score > 0.5`). A test that reads the value
     into Python itself (`if t.item() == 0:`) is PC701's: the read is the cost, the branch is then on a Python
-    number. Tests on shapes, dtypes,
-    `None`, flags and configuration (`if x.dim() == 3`, `if self.training`) stay quiet. Reported as info: an
-    `assert` or an `if` whose body only raises (a check: it syncs, it does not choose a graph), and a test that
-    reads the tensor only for float16 (`if h.dtype == torch.float16 and torch.isinf(h).any():`, the fp16
+    number. So is a check, an `assert` or an `if` whose body only raises (after printing, perhaps): it chooses no
+    graph, its other outcome is an error, and what it costs is the read (PC701, info). Tests on shapes, dtypes,
+    `None`, flags and configuration (`if x.dim() == 3`, `if self.training`) stay quiet. Reported as info: a test
+    that reads the tensor only for float16 (`if h.dtype == torch.float16 and torch.isinf(h).any():`, the fp16
     overflow clamp, which bfloat16 and float32 never reach). On the native stack, a read that
     `if not is_torchdynamo_compiling() and ...` keeps from `torch.compile` stays quiet.
 
@@ -57,8 +58,6 @@ class TensorControlFlow(Rule):
     INVALID = (
         "class M:\n    def forward(self, x):\n        if x.sum() > 0:\n            return x\n        return -x",
         "class M:\n    def forward(self, x, mask):\n        while mask.any():\n            mask = step(mask)",
-        "import torch\nclass M:\n    def forward(self, x):\n        if torch.any(torch.isnan(x)):\n"
-        "            raise ValueError('nan')",
         "class M:\n    def forward(self, ids):\n        if ids[0, 0] == 1:\n            return ids",
         "import torch\nclass M:\n    def forward(self, h):\n"
         "        if h.dtype == torch.float16 and torch.isinf(h).any():\n"
@@ -74,6 +73,9 @@ class TensorControlFlow(Rule):
         "def helper(x):\n    if x.sum() > 0:\n        return x",
         "class M:\n    def forward(self, xs):\n        if max(len(a) for a in xs) > 2:\n            return xs",
         "class M:\n    def forward(self, x, t):\n        if t.item() == 0:\n            return x",
+        "import torch\nclass M:\n    def forward(self, x):\n        if torch.any(torch.isnan(x)):\n"
+        "            print(x)\n            raise ValueError('nan')",
+        "class M:\n    def forward(self, x):\n        assert (x > 0).all()\n        return x",
     )
 
     @classmethod
@@ -131,7 +133,7 @@ def _float16_only(ctx: Context, test: cst.BaseExpression, read: cst.CSTNode) -> 
     return None
 
 
-@check(cst.If, cst.While, cst.Assert, cst.IfExp, rules=(TensorControlFlow,), tokens=TOKENS)
+@check(cst.If, cst.While, cst.Assert, cst.IfExp, rules=(TensorControlFlow, HostValueRead), tokens=TOKENS)
 def check_control_flow(node: cst.If | cst.While | cst.Assert | cst.IfExp, ctx: Context) -> None:
     if not ctx.in_forward:
         # elsewhere only in a function the project's call graph puts in the device step (a helper of forward, a
@@ -149,8 +151,8 @@ def check_control_flow(node: cst.If | cst.While | cst.Assert | cst.IfExp, ctx: C
                 _control_flow_message(ctx, _KEYWORDS[type(node)], found, where)
             value = _receiver(ctx, found) if isinstance(found, cst.Call) else found
             for requires in ("device", ELSEWHERE):  # info where neither a forward nor a step reaches it
-                report_compiled(ctx, TensorControlFlow, node.test, message, Severity.INFO if checks else None, found,
-                                value, requires)
+                report_compiled(ctx, HostValueRead if checks else TensorControlFlow, node.test, message,
+                                Severity.INFO if checks else None, found, value, requires)
         return
     test = node.test
     keyword_ = _KEYWORDS[type(node)]
@@ -165,7 +167,7 @@ def check_control_flow(node: cst.If | cst.While | cst.Assert | cst.IfExp, ctx: C
             return
     shown = " ".join(ctx.source(read).split())
     if isinstance(node, cst.Assert) or only_raises(node):
-        report_compiled(ctx, TensorControlFlow, test, _check_message(ctx, keyword_, read), Severity.INFO, read)
+        report_compiled(ctx, HostValueRead, test, _check_message(ctx, keyword_, read), Severity.INFO, read)
         return
     fp16 = _float16_only(ctx, test, read)
     if fp16 is not None:

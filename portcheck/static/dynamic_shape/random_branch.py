@@ -64,6 +64,9 @@ class RandomBranch(Rule):
         "import torch\nclass M:\n    def forward(self, x):\n        probs = torch.empty(len(self.layers)).uniform_()\n"
         "        for i, layer in enumerate(self.layers):\n            if probs[i] > self.p:\n"
         "                x = layer(x)\n        return x",
+        "import numpy as np\nclass M:\n    def forward(self, x):\n        for layer in self.layers:\n"
+        "            p = np.random.random() if self.layerdrop > 0 else 1\n"
+        "            if not self.training or p > self.layerdrop:\n                x = layer(x)\n        return x",
     )
     VALID = (
         "import torch\nclass M:\n    def forward(self, x):\n        keep = (torch.rand(x.shape[0], 1) >= self.p)\n"
@@ -90,14 +93,17 @@ def _is_draw(ctx: Context, call: cst.Call) -> bool:
         isinstance(call.func, cst.Attribute) and call_name(call) in _DRAW_METHODS)
 
 
-def random_draw(ctx: Context, test: cst.BaseExpression, depth: int = 0) -> cst.BaseExpression | None:
-    """The random draw a test reads, itself or through a local name bound to one (and indexed: `probs[i]`)."""
-    found: list[cst.BaseExpression] = []
+def random_draw(ctx: Context, test: cst.BaseExpression,
+                depth: int = 0) -> tuple[cst.BaseExpression, cst.Call] | None:
+    """The random draw a test reads, itself or through a local name bound to one (and indexed: `probs[i]`; or
+    bound to a conditional expression with a draw on one side, `p = np.random.random() if drop > 0 else 1`): what
+    the test shows (the call or the name) and the draw itself."""
+    found: list[tuple[cst.BaseExpression, cst.Call]] = []
 
     class Finder(cst.CSTVisitor):
         def visit_Call(self, node: cst.Call) -> bool:
             if not found and _is_draw(ctx, node):
-                found.append(node)
+                found.append((node, node))
             return not found
 
         def visit_Name(self, node: cst.Name) -> None:
@@ -105,8 +111,8 @@ def random_draw(ctx: Context, test: cst.BaseExpression, depth: int = 0) -> cst.B
                 return
             bound = ctx.constant(node)
             values = [bound[1]] if bound is not None else list((reaching(ctx, node) or ((), False))[0][:1])
-            if values and random_draw(ctx, values[0], depth + 1) is not None:
-                found.append(node)
+            if values and (inner := random_draw(ctx, values[0], depth + 1)) is not None:
+                found.append((node, inner[1]))
 
         def visit_Lambda(self, node: cst.Lambda) -> bool:
             return False
@@ -115,9 +121,9 @@ def random_draw(ctx: Context, test: cst.BaseExpression, depth: int = 0) -> cst.B
     return found[0] if found else None
 
 
-def _on_device(ctx: Context, draw: cst.BaseExpression) -> bool:
+def _on_device(ctx: Context, draw: cst.Call) -> bool:
     """A torch draw made on a device (`torch.rand(1, device=x.device)`); Python's and numpy's are host values."""
-    if isinstance(draw, cst.Call) and (ctx.qualname(draw.func) or "").startswith(("numpy.", "random.")):
+    if (ctx.qualname(draw.func) or "").startswith(("numpy.", "random.")):
         return False
     return not host_value(ctx, draw)
 
@@ -134,10 +140,10 @@ def check_random_branch(node: cst.If | cst.While | cst.IfExp, ctx: Context) -> N
     if not ctx.functions or not ctx.memo("random-draws", ctx.functions[0],
                                          lambda: any_call(ctx.functions[0], lambda c: _is_draw(ctx, c))):
         return  # one walk of the outermost function instead of following every name of every test
-    draw = random_draw(ctx, node.test)
-    if draw is None or _on_device(ctx, draw):
+    found = random_draw(ctx, node.test)
+    if found is None or _on_device(ctx, found[1]):
         return  # a draw on the device is a tensor value the test reads: PC208's
-    shown = one_line(ctx, draw)
+    shown = one_line(ctx, found[0])
     # what it costs is training's; and a draw a loop repeats (per layer) multiplies the graphs, where one draw
     # outside a loop makes at most two, each compiled once
     looped = _in_loop(ctx)

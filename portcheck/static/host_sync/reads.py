@@ -33,6 +33,8 @@ class HostValueRead(Rule):
     `t.item()`, `t.tolist()`, `float(t)` / `int(t)` / `bool(t)` on something that is certainly a tensor, and
     `torch.equal(a, b)` / `torch.allclose(a, b)` (a Python bool made of two tensors' values), and in the loop an
     `if` or `while` that takes a tensor's truth (`if not torch.isfinite(grad_norm):`, `while loss.sum() > 0:`).
+    A check on a tensor in the model or its step (`assert (x > 0).all()`, `if torch.isnan(loss): raise ...`) is
+    info: it chooses no graph, but reads the tensor on every call.
     A read in a helper that neither a forward nor a training step of the scan is seen to reach is info.
     A read that feeds a shape (`torch.arange(n.item())`) or an `if` in `forward` is reported once, as PC209 or
     PC208. Reads after `xm.mark_step()` in the same iteration, in lambdas (`xm.add_step_closure(lambda: ...)`),
@@ -81,10 +83,12 @@ class HostValueRead(Rule):
         "import torch\nfor b in loader:\n    loss = model(b)\n    loss.backward()\n"
         "    norm = torch.nn.utils.clip_grad_norm_(params, 1.0)\n    if not torch.isfinite(norm):\n"
         "        optimizer.zero_grad()\n        continue\n    optimizer.step()",
+        "import torch\nclass M:\n    def forward(self, a, b):\n        assert torch.allclose(a, b)\n        return a",
+        "import torch\nclass M:\n    def forward(self, x):\n        if torch.any(torch.isnan(x)):\n"
+        "            print(x)\n            raise ValueError('nan')",
     )
     VALID = (
         "import torch\nclass M:\n    def forward(self, a, b):\n        return torch.allclose(a.cpu(), b.cpu())",
-        "import torch\nclass M:\n    def forward(self, a, b):\n        assert torch.allclose(a, b)\n        return a",
         "import torch\nclass M(torch.nn.Module):\n    def __init__(self, x):\n        self.n = helper(x)\n"
         "def helper(x):\n    return x.max().item()",
         "for b in loader:\n    n += b['ids'].sum().item()",

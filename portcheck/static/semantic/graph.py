@@ -135,7 +135,9 @@ def facts(project: Project) -> Facts:
     piped = {path for path in project.files if host_path_of(path) is not None}
     forward = reach((f for f, n in project.nodes.items() if project.class_of(n) not in metrics and n.path not in piped
                      and ((FORWARD in n.function.roles and not _plain(project, project.class_of(n))) or (
-                         n.function.name.endswith(".__call__") and _is_module(project, project.class_of(n))))),
+                         # a module's `__iter__`: the layer loop of the forward that holds it (LayerDrop's list)
+                         n.function.name.endswith((".__call__", ".__iter__"))
+                         and _is_module(project, project.class_of(n))))),
                     skipped)
     device = forward | reach((f for f, n in project.nodes.items() if STEP in n.function.roles and n.path not in piped),
                              skipped)
@@ -159,7 +161,9 @@ def facts(project: Project) -> Facts:
                  frozenset(host), frozenset(forward), frozenset(once), frozenset(dead))
 
 
-_MODULE_BASES = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module"})
+_MODULE_BASES = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module", *(
+    f"torch.nn{module}.{container}" for module in ("", ".modules.container")
+    for container in ("ModuleList", "Sequential", "ModuleDict"))})
 
 
 # Bases that make no torch Module: a class built only on them (and on the project's own such classes) has a
