@@ -38,6 +38,8 @@ class Summary:
     # the attributes the file reads off the names it imports (`loss_func = rnnt.multiblank_loss` names
     # `multiblank_loss`), and "*module" for a module it looks names up in (`getattr(losses, name)`)
     mentions: tuple[str, ...] = ()
+    # (class, attribute, what builds it) for `self.attr = Builder(...)` in a method (semantic.attributes)
+    attributes: tuple[tuple[str, str, str], ...] = ()
 
     def plain(self) -> list[object]:
         """As JSON values, for the cache."""
@@ -47,13 +49,13 @@ class Summary:
                 [[n, list(b)] for n, b in self.classes], [list(e) for e in self.exports],
                 [list(r) for r in self.regions], [[m, o] for m, o in self.imports],
                 [[t, n, list(k), list(h)] for t, n, k, h in self.passes], list(self.probes), list(self.required),
-                list(self.mentions)]
+                list(self.mentions), [list(a) for a in self.attributes]]
 
     @classmethod
     def from_plain(cls, plain: Any) -> Summary:
         """The summary a cache entry holds (JSON, so `Any`); anything malformed raises (TypeError, ValueError), a
         cache miss."""
-        functions, classes, exports, regions, imports, passes, probes, required, mentions = plain
+        functions, classes, exports, regions, imports, passes, probes, required, mentions, attributes = plain
         return cls(
             tuple(Function(str(n), int(a), int(b), tuple(map(str, roles)), tuple((str(t), str(g)) for t, g in calls),
                            tuple(map(str, rets)), tuple(map(str, refs)), tuple(map(str, params)),
@@ -64,7 +66,8 @@ class Summary:
             tuple((int(a), int(b), str(g)) for a, b, g in regions),
             tuple((str(m), bool(o)) for m, o in imports),
             tuple((str(t), int(c), tuple(map(str, k)), tuple(map(str, h))) for t, c, k, h in passes),
-            tuple(map(str, probes)), tuple(map(str, required)), tuple(map(str, mentions)))
+            tuple(map(str, probes)), tuple(map(str, required)), tuple(map(str, mentions)),
+            tuple((str(c), str(a), str(r)) for c, a, r in attributes))
 
 
 # Finding.requires of a size a function of another file (or a method) returns (`torch.split(x, sizes(t))`): kept

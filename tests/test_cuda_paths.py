@@ -449,3 +449,97 @@ def test_a_cuda_library_whose_import_works_without_cuda_is_info_at_its_import() 
     fails is launching a kernel or `nvmlInit()`, so the import is info and says so. apex's import fails: error."""
     found = _severities("from numba import cuda\nimport pynvml\nimport apex\n")
     assert found[(1, "PC501")] == "info" and found[(2, "PC501")] == "info" and found[(3, "PC501")] == "error"
+
+
+
+def test_a_name_bound_to_an_availability_test_is_one() -> None:
+    """`_CAN_USE_FLASH = is_flash_attn_available() and ...` then `if _CAN_USE_FLASH: from flash_attn import ...`
+    (diffusers' attention dispatcher): the import, and calls of what it imports, have a fallback, as under
+    `if is_flash_attn_available():`. A flag bound to something else is no availability test."""
+    text = """\
+        from .utils import is_flash_attn_available
+        _CAN_USE_FLASH = is_flash_attn_available() and VERSION >= 2
+        _WANT_FLASH = read_flag("flash")
+        if _CAN_USE_FLASH:
+            from flash_attn import flash_attn_func
+        if _WANT_FLASH:
+            from flash_attn import flash_attn_varlen_func
+
+        def attend(q, k, v):
+            a = flash_attn_func(q, k, v)
+            return a + flash_attn_varlen_func(q, k, v)
+        """
+    result = analyse_text(textwrap.dedent(text), "model.py", "trn2", "native", frozenset({"PC402", "PC501"}))
+    found = {(f.line, f.code): f.severity.name.lower() for f in result.findings}
+    assert found[(5, "PC501")] == "info"
+    assert found[(7, "PC501")] == "error"
+    assert found[(10, "PC402")] == "info"
+    assert found[(11, "PC402")] == "error"
+
+
+def test_a_probe_that_refuses_a_cuda_only_librarys_path_is_info() -> None:
+    """`assert torch.cuda.is_available(), "CUDA required for APEX optimizers"` where the code picked an apex
+    optimizer, or `elif not torch.cuda.is_available(): raise` after the xformers check: the code refuses a CUDA-only
+    library's path off CUDA, which a port never takes. The same refusal with no library in view stops the port."""
+    text = """\
+        import torch
+
+        def build(opt_class):
+            if opt_class.startswith("apex."):
+                assert torch.cuda.is_available(), "CUDA required for APEX optimizers"
+            return make(opt_class)
+
+        def enable(use_xformers):
+            if use_xformers:
+                if not is_xformers_available():
+                    raise ModuleNotFoundError("pip install it")
+                elif not torch.cuda.is_available():
+                    raise ValueError("memory efficient attention needs a GPU")
+
+        def main(args):
+            assert torch.cuda.is_available(), "a GPU is required"
+        """
+    result = analyse_text(textwrap.dedent(text), "model.py", "trn2", "native", frozenset({"PC104"}))
+    found = {f.line: f.severity.name.lower() for f in result.findings}
+    assert found == {5: "info", 12: "info", 16: "warning"}
+
+
+def test_the_way_an_older_pytorch_takes_is_not_neurons() -> None:
+    """`torch.accelerator.current_accelerator() if hasattr(torch, "accelerator") else torch.cuda.current_device()`:
+    every Neuron release's PyTorch has `torch.accelerator` (rules/cuda_api.toml), so the `else` runs only on an older
+    PyTorch. A test for a part that is no such fact (`hasattr(torch, "xpu")`) decides nothing."""
+    text = """\
+        import torch
+        from torch import cuda
+        def sync():
+            index = torch.accelerator.current_device_index() if hasattr(torch, "accelerator") else cuda.current_device()
+            if not hasattr(torch, "accelerator"):
+                torch.cuda.synchronize()
+            if hasattr(torch, "xpu"):
+                torch.cuda.synchronize()
+            return index
+        """
+    result = analyse_text(textwrap.dedent(text), "model.py", "trn2", "native", frozenset({"PC105"}))
+    found = {f.line: f.severity.name.lower() for f in result.findings}
+    assert found == {4: "info", 6: "info", 8: "error"}
+
+
+def test_a_torch_feature_newer_than_neurons_oldest_pytorch_is_refused(monkeypatch) -> None:
+    from portcheck.knowledge import cuda_api
+
+    original = cuda_api.read
+
+    def newer(name: str):
+        data = original(name)
+        if name == "cuda_api.toml":
+            data = {**data, "torch_features": {**data["torch_features"], "future": {"since_torch": "9.0",
+                                                                                    "source": "x"}}}
+        return data
+
+    monkeypatch.setattr(cuda_api, "read", newer)
+    cuda_api.load_torch_features.cache_clear()
+    try:
+        with pytest.raises(cuda_api.KnowledgeError, match="future"):
+            cuda_api.load_torch_features()
+    finally:
+        cuda_api.load_torch_features.cache_clear()

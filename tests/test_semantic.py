@@ -1809,3 +1809,52 @@ def test_the_main_block_of_a_module_the_project_imports_is_a_demo(tmp_path):
     on_inf2 = _scan(tmp_path, "inf2", "xla")
     assert any(path == "pkg/client.py" and code == "PC607" and severity > Severity.INFO
                for (path, _, code), severity in on_inf2.items())
+
+
+def test_a_method_of_what_an_attribute_is_built_as_runs_where_its_caller_does(tmp_path):
+    """`self.dist = make_distribution(n)` (a function of the project that returns one of its classes) or `self.head =
+    Head()` in `__init__`: `self.dist.proba(x)` and `self.head.score(x)` in `forward` call those classes' methods, so a
+    host read there is the model's. An attribute bound to what the caller passed in names no class: its methods
+    stay unplaced (info)."""
+    _tree(tmp_path, {"pkg/__init__.py": "", "pkg/dists.py": """\
+        import torch
+
+        class Gaussian:
+            def proba(self, x):
+                return x * float(x.sum())
+
+        class Discrete:
+            def proba(self, x):
+                return x + x.max().item()
+
+        class Loose:
+            def proba(self, x):
+                return x - x.min().item()
+
+        def make_distribution(n):
+            if n > 1:
+                return Discrete()
+            return Gaussian()
+        """, "pkg/model.py": """\
+        import torch
+        from pkg.dists import make_distribution
+
+        class Head:
+            def score(self, x):
+                return x.mean().item()
+
+        class Policy(torch.nn.Module):
+            def __init__(self, n, other):
+                super().__init__()
+                self.dist = make_distribution(n)
+                self.head = Head()
+                self.other = other
+
+            def forward(self, x):
+                return self.dist.proba(x) + self.head.score(x) + self.other.proba(x)
+        """})
+    found = _scan(tmp_path, "inf2", "xla")
+    assert found[("pkg/dists.py", 5, "PC701")] == Severity.WARNING
+    assert found[("pkg/dists.py", 9, "PC701")] == Severity.WARNING
+    assert found[("pkg/model.py", 6, "PC701")] == Severity.WARNING
+    assert found[("pkg/dists.py", 13, "PC701")] == Severity.INFO  # `Loose` is built nowhere the graph can see

@@ -100,3 +100,23 @@ def load_cuda_api() -> dict[str, CudaApi]:
         apis[name] = api
 
     return apis
+
+
+@functools.cache
+def load_torch_features() -> frozenset[str]:
+    """rules/cuda_api.toml [torch_features]: the attributes of `torch` every Neuron release's PyTorch has."""
+    table = dict(read("cuda_api.toml").get("torch_features", {}))
+    oldest, source = table.pop("oldest_torch", ""), table.pop("oldest_source", "")
+    if not oldest or not source:
+        raise KnowledgeError("cuda_api.toml: torch_features needs oldest_torch and its oldest_source")
+    for name, entry in table.items():
+        since = entry.get("since_torch", "")
+        if not entry.get("source") or not since or _version(since) > _version(oldest):
+            raise KnowledgeError(f"cuda_api.toml: torch feature {name} needs a source and a since_torch no newer "
+                                 f"than {oldest}")
+    return frozenset(table)
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split("."))
+

@@ -139,7 +139,7 @@ def guard(ctx: Context, node: cst.CSTNode | None = None) -> str | None:
                 _reraises(handler) for handler in stmt.handlers):
             return "inside `try` with an `except ImportError` fallback"
         if isinstance(stmt, cst.If):
-            probe = availability_probe(stmt.test)
+            probe = availability_probe(stmt.test, ctx)
             if probe:
                 return f"under `if {probe}`"
     for function in reversed(ctx.functions):
@@ -314,7 +314,9 @@ def catching_everything(ctx: Context, node: cst.CSTNode) -> str | None:
     return None
 
 
-def availability_probe(test: cst.BaseExpression) -> str | None:
+def availability_probe(test: cst.BaseExpression, ctx: Context | None = None) -> str | None:
+    """The availability test `test` makes (`is_flash_attn_available()`, `HAS_APEX`), or None; with `ctx`, also
+    through a name bound once to one (`_CAN_USE_FLASH = is_flash_attn_available() and ...`, `if _CAN_USE_FLASH:`)."""
     found: list[str] = []
 
     class Finder(cst.CSTVisitor):
@@ -326,7 +328,9 @@ def availability_probe(test: cst.BaseExpression) -> str | None:
             return not found
 
         def visit_Name(self, node: cst.Name) -> None:
-            if AVAILABILITY.search(node.value) or (node.value.isupper() and "AVAILABLE" in node.value):
+            if AVAILABILITY.search(node.value) or (node.value.isupper() and "AVAILABLE" in node.value) or (
+                    ctx is not None and (bound := ctx.constant(node)) is not None
+                    and availability_probe(bound[1]) is not None):
                 found.append(node.value)
 
     visit(test, Finder())

@@ -24,6 +24,7 @@ from portcheck.static.ancestry import ancestors, holds
 from portcheck.static.check import Context
 from portcheck.static.cuda_api.apis import api_entry
 from portcheck.static.cuda_api.gpu_settings import COUNT, compared_in_cst, setting
+from portcheck.static.cuda_api.versions import has_torch_feature
 from portcheck.static.cuda_library.integrations import words
 from portcheck.static.syntax import blocks, call_name, dotted_name, last_name, positional, string_value
 from portcheck.static.values import contains
@@ -134,6 +135,8 @@ def polarity(ctx: Context, test: cst.BaseExpression, depth: int = 0, counts: boo
     if isinstance(test, cst.Call):
         if probe_call(ctx, test):
             return CUDA
+        if has_torch_feature(ctx, test):
+            return NOT_CUDA  # it holds on every Neuron stack: only an older PyTorch takes the other way
         if call_name(test) == "startswith" and isinstance(test.func, cst.Attribute) and test.args:
             prefix = string_value(test.args[0].value)
             return CUDA if prefix is not None and prefix.startswith("cuda") else None

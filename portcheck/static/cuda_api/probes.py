@@ -20,6 +20,7 @@ from portcheck.static.cuda_api.checkpoints import COPY_OPTIONS, only_maps_a_chec
 from portcheck.static.cuda_api.choice import after_exit, exits, housekeeping, picks_nothing
 from portcheck.static.cuda_api.devices import device_text, is_cuda_text, one_line, placements
 from portcheck.static.cuda_api.paths import CUDA, NOT_CUDA, cuda_path, polarity, probe_call, test_gate_argument
+from portcheck.static.cuda_api.refusals import refused_library
 from portcheck.static.cuda_api.shown import only_returned, only_shown
 from portcheck.static.syntax import block_body, small_statements, string_prefix
 from portcheck.static.values import and_operands, catching_everything
@@ -272,6 +273,9 @@ def probe_note(ctx: Context, node: cst.CSTNode) -> str | None:
         return f"here on a CUDA-only path, {path}"
     if (probe := _cuda_only(ctx, node)) is not None:
         return f"here reached only where CUDA is present, under `{one_line(ctx.source(probe))}`"
+    if (library := refused_library(ctx, node)) is not None:
+        return (f"here it only refuses {library}'s path off CUDA, the code's own check for a CUDA-only library: a "
+                f"port to Neuron takes the path without {library}")
     if data_preparation(ctx):
         return ("here in data preparation, which runs on the host: without CUDA it runs on the CPU, as host-side "
                 "preprocessing should")

@@ -29,9 +29,9 @@ def fallback(ctx: Context, node: cst.CSTNode | None = None) -> str | None:
         child = chain[index + 1] if index + 1 < len(chain) else None
         if isinstance(stmt, (cst.Try, cst.TryStar)) and _in_block(stmt.body, child) and _falls_back(stmt):
             return "inside `try`/`except`"
-        if isinstance(stmt, cst.If) and (probe := availability_probe(stmt.test)):
+        if isinstance(stmt, cst.If) and (probe := availability_probe(stmt.test, ctx)):
             return f"under `if {probe}`"
-        if isinstance(stmt, cst.FunctionDef) and (reason := _checked_first(stmt, child) or _required(stmt)):
+        if isinstance(stmt, cst.FunctionDef) and (reason := _checked_first(ctx, stmt, child) or _required(stmt)):
             return reason
     return None
 
@@ -51,12 +51,12 @@ def _in_block(block: cst.BaseSuite, child: cst.CSTNode | None) -> bool:
     return any(s is child for s in block_body(block))
 
 
-def _checked_first(function: cst.FunctionDef, child: cst.CSTNode | None) -> str | None:
+def _checked_first(ctx: Context, function: cst.FunctionDef, child: cst.CSTNode | None) -> str | None:
     """`if not is_x_available(): raise ...` among the statements of `function` that precede `child`."""
     for stmt in block_body(function.body):
         if stmt is child:
             return None
-        if isinstance(stmt, cst.If) and _exits(stmt.body) and (probe := availability_probe(stmt.test)):
+        if isinstance(stmt, cst.If) and _exits(stmt.body) and (probe := availability_probe(stmt.test, ctx)):
             return f"after the `{probe}` check"
     return None
 

@@ -108,7 +108,7 @@ def _names_with_fallback(ctx: Context) -> frozenset[str]:
     def walk(body: Iterable[cst.BaseStatement]) -> None:
         for stmt in body:
             if (isinstance(stmt, (cst.Try, cst.TryStar)) and catches_import_error(stmt)) or (
-                    isinstance(stmt, cst.If) and availability_probe(stmt.test)):
+                    isinstance(stmt, cst.If) and availability_probe(stmt.test, ctx)):
                 found.update(_imported_names(block_body(stmt.body)))
             if not isinstance(stmt, cst.SimpleStatementLine):
                 for block in blocks(stmt):
@@ -147,7 +147,7 @@ def check_kernel_call(node: cst.Call, ctx: Context) -> None:
     reason = fallback(ctx)
     head = (dotted_name(func) or "").split(".")[0]
     if reason is None and head in ctx.memo("fallback-imports", ctx.module, lambda: _names_with_fallback(ctx)):
-        reason = f"with `{head}` imported with an ImportError fallback"
+        reason = f"with `{head}` imported only where the library is (an ImportError fallback or an availability test)"
     if reason is not None:
         ctx.report(CudaAttentionKernel, node, f"`{shown}` is a CUDA-only {library} attention kernel, called here "
                    f"{reason}: on Neuron the fallback runs instead; make sure it is plain PyTorch attention",

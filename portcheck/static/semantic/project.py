@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from portcheck.findings import FileResult
 from portcheck.knowledge.libraries import library_of
+from portcheck.static.semantic.attributes import held_methods
 from portcheck.static.semantic.modules import module_of, suffixes
 from portcheck.static.semantic.summary import READS, READS_OFF_XLA
 from portcheck.summaries import Function
@@ -44,6 +45,8 @@ class Project:
         # function whose name is none of these (and that its own file names only once) is dead code
         self.named: set[str] = set()
         self.looked_up: set[str] = set()  # modules the code looks names up in (`getattr(losses, name)`)
+        # "module.Class.attribute" -> (what builds it, the module and package flag its file records it in)
+        self.attributes: dict[str, list[tuple[str, str, bool]]] = defaultdict(list)
         for result in results:
             if result.summary is None:
                 continue
@@ -51,7 +54,7 @@ class Project:
             nodes = []
             self.named.update(_last(t) for t, *_ in result.summary.passes)
             self.named.update(m for m in result.summary.mentions if not m.startswith("*"))
-            self.looked_up.update(self._absolute(m[1:], module, package) for m in result.summary.mentions
+            self.looked_up.update(self.absolute(m[1:], module, package) for m in result.summary.mentions
                                   if m.startswith("*"))
             self.named.update(_last(t) for pair in result.summary.exports for t in pair)
             for function in result.summary.functions:
@@ -66,19 +69,22 @@ class Project:
                     self.by_suffix[key].append(full)
             for name, bases in result.summary.classes:
                 full = f"{module}.{name}" if module else name
-                self.classes[full] = tuple(self._absolute(b, module, package) for b in bases)
+                self.classes[full] = tuple(self.absolute(b, module, package) for b in bases)
                 for key in suffixes(full, module):
                     self.class_suffix[key].append(full)
+            for cls, attribute, ref in result.summary.attributes:
+                self.attributes[f"{module}.{cls}.{attribute}" if module else f"{cls}.{attribute}"].append(
+                    (ref, module, package))
             for name, target in result.summary.exports:
                 full = f"{module}.{name}" if module else name
-                self.exports[full] = self._absolute(target, module, package)
+                self.exports[full] = self.absolute(target, module, package)
                 for key in suffixes(full, module):
                     self.export_suffix[key].append(full)
             for name in result.summary.probes:
                 full = f"{module}.{name}" if module else name
                 self.probe_constants.update((full, *suffixes(full, module)))
             self.files[result.path] = (module, package, sorted(nodes, key=lambda n: n.function.line))
-            imported.extend((self._absolute(target, module, package), optional)
+            imported.extend((self.absolute(target, module, package), optional)
                             for target, optional in result.summary.imports)
             library = next((found for target in result.summary.required
                             if not target.startswith(".") and (found := library_of(target))), None)
@@ -103,7 +109,7 @@ class Project:
         return frozenset(m for m, seen in flags.items() if seen and all(seen)), frozenset(flags)
 
     @staticmethod
-    def _absolute(target: str, module: str, package: bool) -> str:
+    def absolute(target: str, module: str, package: bool) -> str:
         """A relative import (`..mod.f`) made absolute against the importing module."""
         if not target.startswith("."):
             return target
@@ -114,7 +120,7 @@ class Project:
 
     # ---- resolving a name to functions -----------------------------------------------------------------------
 
-    def _find(self, dotted_name: str, depth: int = 0) -> list[str]:
+    def find(self, dotted_name: str, depth: int = 0) -> list[str]:
         """The functions an absolute dotted name may be (a class stands for its `__init__`)."""
         if dotted_name in self.nodes:
             return [dotted_name]
@@ -126,10 +132,10 @@ class Project:
             return [f"{c}.__init__" for c in classes if f"{c}.__init__" in self.nodes]
         if depth < DEPTH:
             exported = [dotted_name] if dotted_name in self.exports else self.export_suffix.get(dotted_name, [])
-            return [f for e in exported for f in self._find(self.exports[e], depth + 1)]
+            return [f for e in exported for f in self.find(self.exports[e], depth + 1)]
         return []
 
-    def _method(self, cls: str, name: str, depth: int = 0) -> list[str]:
+    def method_of(self, cls: str, name: str, depth: int = 0) -> list[str]:
         if f"{cls}.{name}" in self.nodes:
             return [f"{cls}.{name}"]
         if depth >= DEPTH:
@@ -137,7 +143,7 @@ class Project:
         found: list[str] = []
         for base in self.classes.get(cls, ()):
             for known in self.base_classes(cls, base):
-                found.extend(self._method(known, name, depth + 1))
+                found.extend(self.method_of(known, name, depth + 1))
         return found
 
     def base_classes(self, cls: str, base: str) -> list[str]:
@@ -168,7 +174,10 @@ class Project:
         if target.startswith("self."):
             rest = target[len("self."):]
             cls = self.class_of(caller)
-            return self._method(cls, rest) if cls and "." not in rest else []
+            if cls and rest.count(".") == 1:  # `self.dist.sample(x)`: what the attribute is bound to build
+                attribute, method = rest.split(".")
+                return held_methods(self, cls, attribute, method)
+            return self.method_of(cls, rest) if cls and "." not in rest else []
         if target.startswith(":"):
             name = target[1:]
             scopes = caller.function.name.split(".")
@@ -180,8 +189,8 @@ class Project:
                 if full in self.classes:
                     return [f"{full}.__init__"] if f"{full}.__init__" in self.nodes else []
             full = f"{module}.{name}" if module else name
-            return self._find(self.exports[full]) if full in self.exports else []
-        return self._find(self._absolute(target, module, package))
+            return self.find(self.exports[full]) if full in self.exports else []
+        return self.find(self.absolute(target, module, package))
 
     def reads_data(self, name: str, path: str, caller: Node | None, off_xla: bool = False,
                    roles: tuple[str, ...] = ()) -> bool:
@@ -205,7 +214,7 @@ class Project:
         """`target`, a name `caller`'s file imports, is a module-level name the project binds to a CUDA test, found
         through re-exports (`from .flags import HAS_CUDA`)."""
         module, package = self.files[caller.path][:2]
-        return self._probe_named(self._absolute(target, module, package), 0)
+        return self._probe_named(self.absolute(target, module, package), 0)
 
     def _probe_named(self, name: str, depth: int) -> bool:
         """`name`, or a module-level name it is a dotted suffix of (a tree scanned from above its packages' root,
@@ -232,7 +241,7 @@ class Project:
             target = self.exports.get(full, "")
             if not target:
                 return []
-        dotted_name = self._absolute(target, module, package)
+        dotted_name = self.absolute(target, module, package)
         return [dotted_name] if dotted_name in self.classes else list(self.class_suffix.get(dotted_name, []))
 
     def methods(self, cls: str) -> list[str]:

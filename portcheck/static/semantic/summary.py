@@ -1,11 +1,10 @@
 """What one file tells the rest of the project about itself, read from Python's own syntax tree (the engine
 parses it anyway, as its syntax check): its functions with their line spans, what each one calls and under which
 CUDA guard, what each is for (a model's `forward`, a training step, a data-pipeline entry, a CUDA probe), the
-names it re-exports, and the regions of code that only another vendor's backend runs.
+names it re-exports, what its classes' attributes are built by, and the regions only another vendor's code runs.
 
 The project's call graph (`portcheck.static.semantic.graph`) is built from these summaries alone, so a summary is
-a function of the file's bytes: it is cached with the file's findings, and the graph is rebuilt from the cached
-summaries on every run.
+a function of the file's bytes: cached with the file's findings, the graph rebuilt from them on every run.
 
 Names are resolved through the file's imports: `torch.cuda.is_available`, `pkg.mod.helper`, `..mod.helper` (a
 relative import); any other name is written `:helper` (the graph looks it up in the file's scopes), and a method
@@ -20,6 +19,7 @@ from collections.abc import Sequence
 
 from portcheck.static.cuda_api.gpu_settings import compared_in_ast, counted_in_ast
 from portcheck.static.cuda_api.paths import OTHER_ACCELERATOR, named_for_cuda
+from portcheck.static.semantic.attributes import attribute_bindings
 from portcheck.static.semantic.dispatch import Generics
 from portcheck.static.semantic.hosts import Bindings, host_arguments
 from portcheck.static.semantic.imports import catches_import_error, import_aliases, optional_test
@@ -84,14 +84,13 @@ _VENDOR_TESTS = frozenset({"torch.onnx.is_in_onnx_export", "torch.jit.is_tracing
 
 def summarise(tree: ast.Module, text: str = "") -> Summary:
     """`text`, the file's source, tells which module-level functions the file never names again (UNNAMED)."""
-    reader = _Reader(import_aliases(tree))
-    reader.own_names = OwnNames(text)
+    (reader := _Reader(import_aliases(tree))).own_names = OwnNames(text)
     reader.module_probes = reader.probes_bound(tree.body)
     reader.block(tree.body, (), "")
     return Summary(tuple(reader.generics.dispatched(reader.functions)), tuple(reader.classes),
                    tuple(sorted(reader.aliases.items())), tuple(reader.regions), tuple(reader.imports),
                    tuple(reader.module_passes), tuple(sorted(reader.module_probes)), tuple(reader.required),
-                   mentions(text, reader.aliases))
+                   mentions(text, reader.aliases), tuple(reader.attributes))
 
 
 class _Reader:
@@ -99,6 +98,7 @@ class _Reader:
         self.aliases = aliases
         self.functions: list[Function] = []
         self.classes: list[tuple[str, tuple[str, ...]]] = []
+        self.attributes: list[tuple[str, str, str]] = []  # Summary.attributes
         self._data_classes: set[str] = set()  # classes that subclass a Dataset or a Sampler
         self.regions: list[tuple[int, int, str]] = []
         self.vendor_file = any(v.split(".")[0] in _VENDOR_MODULES for v in aliases.values())
@@ -383,6 +383,7 @@ class _Reader:
         if not scope and not node.decorator_list and self.own_names.only_within(node):
             roles.append(UNNAMED)
         method = any(scope == c for c, _ in self.classes)
+        self.attributes.extend(attribute_bindings(node, scope, self.resolve) if method else ())
         self.functions.append(Function(name, node.lineno, end_line(node), tuple(roles), tuple(self._calls),
                                        tuple(self._returns), tuple(self._host_refs), positional(node, method),
                                        tuple(self._passes)))
