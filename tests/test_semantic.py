@@ -1858,3 +1858,51 @@ def test_a_method_of_what_an_attribute_is_built_as_runs_where_its_caller_does(tm
     assert found[("pkg/dists.py", 9, "PC701")] == Severity.WARNING
     assert found[("pkg/model.py", 6, "PC701")] == Severity.WARNING
     assert found[("pkg/dists.py", 13, "PC701")] == Severity.INFO  # `Loose` is built nowhere the graph can see
+
+
+def test_a_cuda_default_in_a_signature_every_call_overrides_never_applies(tmp_path):
+    """`device: torch.device = torch.device("cuda")` in a signature is PC102 at the default itself: info where every
+    call of the function (a class's constructor too) in the project passes `device`; a call that leaves it out keeps
+    the error."""
+    _tree(tmp_path, {"loader.py": """\
+        import torch
+
+        class PrefetchLoader:
+            def __init__(self, loader, device: torch.device = torch.device("cuda")):
+                self.device = device
+
+        class Other:
+            def __init__(self, device=torch.device("cuda")):
+                self.device = device
+
+        def create_loader(loader, device):
+            return PrefetchLoader(loader, device=device), Other()
+        """})
+    found = _scan(tmp_path)
+    assert found[("loader.py", 4, "PC102")] == Severity.INFO
+    assert found[("loader.py", 8, "PC102")] == Severity.ERROR
+
+
+def test_a_distribution_built_where_no_forward_or_step_is_seen_to_reach_is_info(tmp_path):
+    """A likelihood's `_distr(params)` builds `Normal(mu, sigma)` with validation on; the model holds the likelihood
+    in an attribute bound to what its caller passed, which the call graph cannot follow: the construction is info
+    (its function may yet be what the model calls), and a warning where a training step on xla reaches it."""
+    _tree(tmp_path, {"likelihood.py": """\
+        import torch
+        from torch.distributions import Normal
+
+        class Likelihood:
+            def _distr(self, params):
+                return Normal(params[..., 0], params[..., 1].exp())
+
+        def nll(params, target):
+            return -Normal(params[..., 0], params[..., 1].exp()).log_prob(target).mean()
+
+        def train_step(model, batch, optimizer):
+            loss = nll(model(batch), batch)
+            loss.backward()
+            optimizer.step()
+        """})
+    found = _scan(tmp_path, "inf2", "xla")
+    assert found[("likelihood.py", 6, "PC704")] == Severity.INFO
+    assert found[("likelihood.py", 9, "PC704")] == Severity.WARNING

@@ -133,7 +133,8 @@ def test_each_fallback_call_dispatches_the_op_the_data_names():
     matrix = torch.eye(3) * 2.0
     arguments = {"torch.linalg.solve_triangular": ((matrix, matrix), {"upper": False}),
                  "torch.linalg.ldl_factor": ((matrix,), {}), "torch.linalg.ldl_factor_ex": ((matrix,), {}),
-                 "torch.multinomial": ((matrix, 1), {})}
+                 "torch.multinomial": ((matrix, 1), {}), "torch.roll": ((matrix, 1), {}),
+                 "torch.cumprod": ((matrix, 0), {})}
     for name, op in CALLS.items():
         function = torch
         for part in name.split(".")[1:]:

@@ -17,6 +17,7 @@ from portcheck.static.host_sync.place import evaluating, read_place
 from portcheck.static.host_sync.wording import place_words
 from portcheck.static.scope import host_value, literal
 from portcheck.static.syntax import keyword
+from portcheck.summaries import ELSEWHERE
 
 # The classes of torch.distributions whose constructor checks its parameters (a non-empty `arg_constraints`;
 # observed with torch 2.13, checked against torch by tests/test_value_kinds.py). `Independent`,
@@ -106,7 +107,10 @@ def check_distribution(node: cst.Call, ctx: Context) -> None:
             "by default), and `log_prob` checks its value the same way: each check reads a tensor on the host")
     fix = ("pass `validate_args=False`, or call `torch.distributions.Distribution.set_default_validate_args(False)` "
            "once at start-up")
-    for where, requires in (("helper", "forward"), ("step-helper", "step")) if place == "helper" else ((place, ""),):
+    # in a helper: where a forward or a training step reaches it, and info where neither does (a likelihood's
+    # `log_prob`, a policy's distribution built through an attribute the call graph cannot follow)
+    for where, requires in (("helper", "forward"), ("step-helper", "step"), ("helper", ELSEWHERE)) \
+            if place == "helper" else ((place, ""),):
         ctx.report(DistributionValidation, node, *_worded(ctx, what, where, fix), requires=requires)
 
 

@@ -41,6 +41,8 @@ CALLS = {
     "torch.argsort": "aten::sort",
     "torch.msort": "aten::sort",
     "torch.multinomial": "aten::multinomial",
+    "torch.roll": "aten::roll",
+    "torch.cumprod": "aten::cumprod",
 }
 
 
@@ -51,7 +53,8 @@ class CpuFallbackCall(Rule):
     (native) the decompositions `torch.linalg.svd`, `svdvals`, `eigh`, `eigvalsh`, `slogdet`, `det`, `inv`, `qr`,
     `cholesky`, `lu_factor`, `ldl_factor`, `solve_triangular`, `torch.cholesky` and `torch.cholesky_inverse` have
     no device kernel and take the CPU fallback, and so do `torch.sort`, `torch.argsort`, `torch.msort` and
-    `torch.multinomial` (a sampling step of a decode loop: its probabilities go to the host every token), and a
+    `torch.multinomial` (a sampling step of a decode loop: its probabilities go to the host every token),
+    `torch.roll` and `torch.cumprod`, and a
     tensor's own `argsort()`, `msort()` and `sort(...)` where its result is used or it takes `dim=` /
     `descending=` (a list's `sort` works in place and returns None). The
     status comes from rules/ops.toml, so a stack that lowers the op (PyTorch/XLA on inf2) stays quiet, and so
@@ -85,6 +88,7 @@ class CpuFallbackCall(Rule):
         "def helper(c):\n    return linalg.eigh(c)",
         "import torch\nclass M(torch.nn.Module):\n    def forward(self, a, b):\n"
         "        return torch.linalg.solve_triangular(torch.linalg.cholesky(a), b, upper=False)",
+        "import torch\nclass M(torch.nn.Module):\n    def forward(self, x):\n        return torch.roll(x, 1, -1)",
     )
     VALID = (
         "import torch\nimport numpy as np\nclass M:\n    def forward(self, x):\n        return np.linalg.svd(x)",
@@ -131,7 +135,8 @@ def _integer(node: cst.BaseExpression) -> bool:
 
 
 @check(cst.Call, rules=(CpuFallbackCall,), tokens=("svd", "eigh", "eigvalsh", "slogdet", "inv", "cholesky", "sort",
-                                                    "_factor", "det", "qr", "solve_triangular", "multinomial"))
+                                                    "_factor", "det", "qr", "solve_triangular", "multinomial", "roll",
+                                                    "cumprod"))
 def check_fallback_call(node: cst.Call, ctx: Context) -> None:
     qualname = ctx.qualname(node.func)
     op = CALLS.get(qualname or "") if qualname is not None else _tensor_sort(ctx, node)
