@@ -1860,29 +1860,6 @@ def test_a_method_of_what_an_attribute_is_built_as_runs_where_its_caller_does(tm
     assert found[("pkg/dists.py", 13, "PC701")] == Severity.INFO  # `Loose` is built nowhere the graph can see
 
 
-def test_a_cuda_default_in_a_signature_every_call_overrides_never_applies(tmp_path):
-    """`device: torch.device = torch.device("cuda")` in a signature is PC102 at the default itself: info where every
-    call of the function (a class's constructor too) in the project passes `device`; a call that leaves it out keeps
-    the error."""
-    _tree(tmp_path, {"loader.py": """\
-        import torch
-
-        class PrefetchLoader:
-            def __init__(self, loader, device: torch.device = torch.device("cuda")):
-                self.device = device
-
-        class Other:
-            def __init__(self, device=torch.device("cuda")):
-                self.device = device
-
-        def create_loader(loader, device):
-            return PrefetchLoader(loader, device=device), Other()
-        """})
-    found = _scan(tmp_path)
-    assert found[("loader.py", 4, "PC102")] == Severity.INFO
-    assert found[("loader.py", 8, "PC102")] == Severity.ERROR
-
-
 def test_a_distribution_built_where_no_forward_or_step_is_seen_to_reach_is_info(tmp_path):
     """A likelihood's `_distr(params)` builds `Normal(mu, sigma)` with validation on; the model holds the likelihood
     in an attribute bound to what its caller passed, which the call graph cannot follow: the construction is info

@@ -24,11 +24,7 @@ _BUDGET = 64  # nodes read per finding
 
 
 def default_read(function: cst.FunctionDef, node: cst.CSTNode, constant: Constant) -> str:
-    """The parameter of `function` whose default `node` is (or is part of: `device=torch.device("cuda")`), or whose
-    string default a name in `node` stands for; else ""."""
-    for param in parameters(function):
-        if param.default is not None and _within(node, param.default):
-            return param.name.value
+    """The parameter of `function` whose string default a name in `node` stands for, or ""."""
     defaults = {p.name.value: p.default for p in parameters(function) if isinstance(p.default, cst.SimpleString)}
     if not defaults:
         return ""
@@ -47,17 +43,6 @@ def default_read(function: cst.FunctionDef, node: cst.CSTNode, constant: Constan
         if bound is not None and bound[1] is defaults[name.value]:
             return name.value
     return ""
-
-
-def _within(node: cst.CSTNode, holder: cst.CSTNode) -> bool:
-    """`node` is `holder` or one of the nodes under it (a default's few nodes: a walk, not ancestry)."""
-    stack: list[cst.CSTNode] = [holder]
-    while stack and len(stack) < _BUDGET:
-        current = stack.pop()
-        if current is node:
-            return True
-        stack.extend(current.children)
-    return False
 
 
 # What binds a name, and the field holding the target: assignments, loops, `with ... as`, the walrus.
