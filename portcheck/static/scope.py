@@ -45,8 +45,10 @@ HOST_RESULTS = frozenset({"cpu", "numpy", "tolist", "item"})
 # Tensor metadata, held on the host: `x.size()`, a nested tensor's sizes.
 _METADATA = frozenset({"size", "dim", "numel", "stride", "nelement", "_nested_tensor_size"})
 _MOVES = frozenset({"cuda", "to", "type_as", "new_tensor", "pin_memory"})
-_MODULES = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module", *(f"torch.nn.{c}" for c in (
-    "ModuleList", "Sequential", "ModuleDict"))})
+# `torch.nn.Module` and its containers, as torch names them: a class built on one is a model part.
+MODULE_CLASSES = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module", *(
+    f"torch.nn{module}.{container}" for module in ("", ".modules.container")
+    for container in ("ModuleList", "Sequential", "ModuleDict"))})
 
 
 def host_path(ctx: Context) -> str | None:
@@ -90,7 +92,7 @@ def _host_code(ctx: Context) -> str | None:
 def _module_class(ctx: Context, statement: cst.ClassDef | None) -> bool:
     """The class subclasses `torch.nn.Module` or one of its containers: a model part whatever its name (a
     variational `...Sampler`)."""
-    return statement is not None and any(ctx.qualname(base.value) in _MODULES for base in statement.bases)
+    return statement is not None and any(ctx.qualname(base.value) in MODULE_CLASSES for base in statement.bases)
 
 
 def _other_device_branch(ctx: Context) -> bool:
@@ -393,7 +395,5 @@ def _calls(test: cst.BaseExpression, predicate: str) -> bool:
     return False
 
 
-__all__ = [
-    "HOST_FOLDERS", "HOST_RESULTS", "copies_to_host", "cpu_device", "host_code", "host_path",
-    "host_value", "literal", "under_test",
-]
+__all__ = ["HOST_FOLDERS", "HOST_RESULTS", "MODULE_CLASSES", "copies_to_host", "cpu_device", "host_code", "host_path",
+           "host_value", "literal", "under_test"]

@@ -25,7 +25,7 @@ from portcheck.static.check import Context
 from portcheck.static.cuda_api.apis import api_entry
 from portcheck.static.cuda_api.gpu_settings import COUNT, compared_in_cst, setting
 from portcheck.static.cuda_api.versions import has_torch_feature
-from portcheck.static.cuda_library.integrations import words
+from portcheck.static.cuda_library.integrations import has_words, words
 from portcheck.static.syntax import blocks, call_name, dotted_name, last_name, positional, string_value
 from portcheck.static.values import contains
 from portcheck.static.walk import walk
@@ -311,7 +311,7 @@ def named_for_cuda(name: str) -> bool:
     """A class named for CUDA or a CUDA-only library (`CUDAAccelerator`, `Bnb8bitLinear`): code that exists for it.
     A file's name decides nothing (`train_cuda.py` is a training script like any other)."""
     found = words(name)
-    if any(found[i:i + len(w)] == w for w in _CUDA_WORDS for i in range(len(found) - len(w) + 1)):
+    if any(has_words(found, w) for w in _CUDA_WORDS):
         return True
     # a library's name written in capitals of its own: `DeepSpeedStrategy`, `BitsAndBytesConfig`, `BnB4BitQuantizer`
     joined = _joined_cuda_words()

@@ -16,7 +16,7 @@ from portcheck.knowledge.libraries import libraries
 from portcheck.static.ancestry import ancestors
 from portcheck.static.check import Context
 from portcheck.static.cuda_api.paths import NOT_CUDA, polarity
-from portcheck.static.cuda_library.integrations import words
+from portcheck.static.cuda_library.integrations import has_words, words
 from portcheck.static.syntax import only_raises
 
 
@@ -33,10 +33,7 @@ def _library_words() -> tuple[tuple[tuple[str, ...], str], ...]:
 
 def _library_in(text: str) -> str | None:
     found = words(text)
-    for named, title in _library_words():
-        if any(tuple(found[i:i + len(named)]) == named for i in range(len(found) - len(named) + 1)):
-            return title
-    return None
+    return next((title for named, title in _library_words() if has_words(found, named)), None)
 
 
 def _refusal(ctx: Context, node: cst.CSTNode) -> cst.CSTNode | None:

@@ -10,6 +10,7 @@ severity. A file's name decides nothing: `bitsandbytes_train.py` is a training s
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 import libcst as cst
 
@@ -26,9 +27,15 @@ def words(text: str) -> list[str]:
     return [w.lower() for w in _WORDS.findall(text)]
 
 
+def has_words(found: Sequence[str], name: Sequence[str]) -> bool:
+    """The words `name` appear in `found`, side by side and in order (`words` of both)."""
+    name = list(name)
+    return any(list(found[i:i + len(name)]) == name for i in range(len(found) - len(name) + 1))
+
+
 def _names(text: str, names: list[list[str]]) -> bool:
     found = words(text)
-    return any(found[i:i + len(name)] == name for name in names for i in range(len(found) - len(name) + 1))
+    return any(has_words(found, name) for name in names)
 
 
 def integration(ctx: Context, qualname: str, modules: tuple[str, ...], aliases: tuple[str, ...]) -> str | None:
@@ -67,4 +74,4 @@ def _strings_and_names(test: cst.BaseExpression) -> list[str]:
     return found
 
 
-__all__ = ["integration", "words"]
+__all__ = ["has_words", "integration", "words"]

@@ -31,6 +31,7 @@ from dataclasses import dataclass, replace
 from portcheck.findings import FileResult, Finding, Severity
 from portcheck.rules import contexts_of
 from portcheck.static.host_paths import host_path_of
+from portcheck.static.scope import MODULE_CLASSES
 from portcheck.static.semantic.callers import asking, by_callers, enclosing, settled_by_calls
 from portcheck.static.semantic.classes import metric_classes
 from portcheck.static.semantic.masks import MASK
@@ -161,11 +162,6 @@ def facts(project: Project) -> Facts:
                  frozenset(host), frozenset(forward), frozenset(once), frozenset(dead))
 
 
-_MODULE_BASES = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module", *(
-    f"torch.nn{module}.{container}" for module in ("", ".modules.container")
-    for container in ("ModuleList", "Sequential", "ModuleDict"))})
-
-
 # Bases that make no torch Module: a class built only on them (and on the project's own such classes) has a
 # `forward` that is no model's (torch_geometric's `BaseTransform(ABC)`, a data transform).
 _PLAIN_BASES = frozenset({"object", "abc.ABC", "typing.Generic", "typing.Protocol", "enum.Enum", "typing.NamedTuple"})
@@ -201,7 +197,7 @@ def _is_module(project: Project, cls: str | None, depth: int = 0) -> bool:
     if cls is None or depth >= DEPTH:
         return False
     for base in project.classes.get(cls, ()):
-        if base in _MODULE_BASES:
+        if base in MODULE_CLASSES:
             return True
         known = project.base_classes(cls, base)
         if any(_is_module(project, k, depth + 1) for k in known):
