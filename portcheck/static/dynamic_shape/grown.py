@@ -7,15 +7,8 @@ import libcst as cst
 
 from portcheck.rules import EVERYWHERE, Rule, rule
 from portcheck.static.check import Context, check
-from portcheck.static.dynamic_shape.states import (
-    absent,
-    optional_parameters,
-    root,
-    state_parameter,
-    stored_state,
-    target_names,
-    unpacked,
-)
+from portcheck.static.dynamic_shape.caches import HELD, KEPT, STATE, grown_name, grown_state
+from portcheck.static.dynamic_shape.states import SAME_VALUES, target_names
 from portcheck.static.scope import host_value
 from portcheck.static.syntax import binds
 from portcheck.static.walk import visit
@@ -26,17 +19,21 @@ class TensorGrownPerStep(Rule):
     """## What it does
     Finds a tensor that a loop rebinds to `torch.cat` of itself and something more (`tokens = torch.cat([tokens,
     next_token], dim=-1)`) while the same loop passes it to a model or another function of the project
-    (`logits = model(tokens)`): the input of every step is one token longer. Quiet where what grows is only
-    collected (predictions gathered batch after batch and never fed back), is a host value (numpy, a CPU tensor),
-    or is concatenated outside a loop.
+    (`logits = model(tokens)`), itself or a name the loop binds to it (`x = out[:, -max_len:]`, then `net(x)`):
+    the input of every step is one token longer. One finding a loop. Quiet where what grows is only collected
+    (predictions gathered batch after batch and never fed back), is a host value (numpy, a CPU tensor), or is
+    concatenated outside a loop.
 
     The same growth inside the model: a cache a caller passes back (a parameter defaulting to None, `layer_past`,
     `past_key_value`) with this call's keys appended (`key = torch.cat((past_key, key), dim=-2)`), where the keys
     then enter attention (a matrix product, `scaled_dot_product_attention`) or the values grow from the same cache
     too, or a cache kept in a dict the caller hands in (`prev = saved["prev_key"]`, `k = torch.cat([prev, k])`,
-    `saved["prev_key"] = k`); and a module attribute grown on every call of `forward` (`self.cache =
-    torch.cat([self.cache, x])`). One finding a cache. A skip connection concatenated once (`x = torch.cat([x,
-    skip], dim=1)`) is no cache.
+    `saved["prev_key"] = k`) or in a dict of the object's own (`pk = self._streaming_state["past_keys"]`, `nk =
+    torch.cat([pk, k])`, `self._streaming_state["past_keys"] = nk`); and state grown in place on every call
+    (`self.cache = torch.cat([self.cache, x])`, `self.key_cache[i] = torch.cat([self.key_cache[i], k])`, `cache[m] =
+    torch.cat([cache[m], out])` of a dict the function does not make) in `forward` or where the function returns
+    it. One finding a cache. A skip connection concatenated once (`x = torch.cat([x, skip], dim=1)`) is no cache,
+    nor is a dict entry extended and never handed back (outputs collected for a metric).
     And a loop that hands the model a slice its own counter cuts (`model(tokens[:, :step])`, `model(ids[:,
     :cur_len])` with `cur_len += 1`), in a file that names torch or a library built on it (a socket buffer
     `buf[written:]` is no tensor); a window both ends of which move (`x[i:i + k]`) keeps its length.
@@ -98,37 +95,6 @@ class TensorGrownPerStep(Rule):
     )
 
 
-_CONCAT = frozenset({"torch.cat", "torch.concat", "torch.concatenate", "torch.hstack", "torch.column_stack"})
-
-
-def _grown_name(ctx: Context, statement: cst.SimpleStatementLine) -> tuple[str, cst.Call,
-                                                                         list[cst.BaseExpression]] | None:
-    """`x`, the call and its parts for `x = torch.cat([x, y], ...)`."""
-    found = _concatenation(statement, ctx)
-    if found is None:
-        return None
-    target, call, parts = found
-    if not isinstance(target, cst.Name) or len(parts) < 2 or not any(
-            isinstance(p, cst.Name) and p.value == target.value for p in parts):
-        return None
-    return target.value, call, parts
-
-
-def _concatenation(statement: cst.SimpleStatementLine, ctx: Context) -> tuple[cst.BaseExpression, cst.Call,
-                                                                               list[cst.BaseExpression]] | None:
-    """(target, call, parts) of `target = torch.cat([...], ...)`."""
-    if len(statement.body) != 1 or not isinstance(statement.body[0], cst.Assign):
-        return None
-    assign = statement.body[0]
-    value = assign.value
-    if len(assign.targets) != 1 or not isinstance(value, cst.Call) or not value.args:
-        return None
-    parts = value.args[0].value
-    if ctx.qualname(value.func) not in _CONCAT or not isinstance(parts, (cst.List, cst.Tuple)):
-        return None
-    return assign.targets[0].target, value, [e.value for e in parts.elements]
-
-
 def _rebound(loop: cst.For | cst.While, name: str, grown: cst.CSTNode) -> bool:
     """`name` is bound in the loop other than by the concatenation: the loop's own target (`for ids in batch:`),
     a slice that keeps it at a fixed size (`queue = queue[:k]`), a new value every step (`x = model(x)`)."""
@@ -154,9 +120,11 @@ def _rebound(loop: cst.For | cst.While, name: str, grown: cst.CSTNode) -> bool:
 
 def _feeds(ctx: Context, loop: cst.For | cst.While, name: str) -> str | None:
     """The callee (not a torch function, not a builtin, not the loop's own variable: `for layer in layers:
-    x = torch.cat([x, layer(x)])` is a dense block of fixed shapes) the loop passes `name` to, or a slice of it."""
+    x = torch.cat([x, layer(x)])` is a dense block of fixed shapes) the loop passes `name` to, or a slice of it,
+    or a name the loop binds to either (`x = out`, `x = out[:, -max_len:]`, then `model(x)`)."""
     found: str | None = None
     varying = {n.value for n in target_names(loop.target)} if isinstance(loop, cst.For) else set()
+    names = _aliases(loop, name)
 
     class Finder(cst.CSTVisitor):
         def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
@@ -171,12 +139,55 @@ def _feeds(ctx: Context, loop: cst.For | cst.While, name: str) -> str | None:
                 while isinstance(value, (cst.Subscript, cst.Attribute)) and not (
                         isinstance(value, cst.Attribute) and value.attr.value not in ("T", "data")):
                     value = value.value
-                if isinstance(value, cst.Name) and value.value == name:
+                if isinstance(value, cst.Name) and value.value in names:
                     found = " ".join(ctx.source(call.func).split())
             return found is None
 
     visit(loop.body, Finder())
     return found
+
+
+def _aliases(loop: cst.For | cst.While, name: str) -> set[str]:
+    """`name` and the names the loop's body binds to it, a slice of it or the same values in another form (`x =
+    out`, `x = out[:, -n:]`, `x = out.long()`), and to those in turn: what the loop hands the model as `x` is the
+    grown tensor. A name bound to anything else as well (`x = model(x)`) is left out: it is not only the input."""
+    bound: dict[str, list[cst.BaseExpression]] = {}
+
+    class Finder(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return False
+
+        def visit_Assign(self, node: cst.Assign) -> None:
+            for target in node.targets:
+                for each in target_names(target.target):
+                    bound.setdefault(each.value, []).append(
+                        node.value if isinstance(target.target, cst.Name) else target.target)
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            if isinstance(node.target, cst.Name):
+                bound.setdefault(node.target.value, []).append(node.target)
+
+    visit(loop.body, Finder())
+    names, changed = {name}, True
+    while changed:
+        changed = False
+        for other, values in bound.items():
+            if other not in names and all(_view_of(value) in names for value in values):
+                names.add(other)
+                changed = True
+    return names
+
+
+def _view_of(value: cst.BaseExpression) -> str | None:
+    """`out` of `out`, `out[:, -n:]`, `out.T`, `out.long()`, `out.to(device)`; None for anything else."""
+    while True:
+        if isinstance(value, cst.Subscript) or (isinstance(value, cst.Attribute) and value.attr.value in ("T", "data")):
+            value = value.value
+        elif (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
+              and value.func.attr.value in SAME_VALUES):
+            value = value.func.value
+        else:
+            return value.value if isinstance(value, cst.Name) else None
 
 
 def callee_of_interest(ctx: Context, call: cst.Call, varying: set[str] | frozenset[str]) -> str | None:
@@ -193,152 +204,25 @@ _BUILTINS = frozenset({"len", "print", "range", "enumerate", "zip", "list", "tup
                        "setattr", "type"})
 
 
-# What attention does with keys and values: a cache concatenated and then given to one of these is attention's.
-_ATTENTION_OPS = frozenset({"torch.matmul", "torch.bmm", "torch.baddbmm", "torch.einsum",
-                            "torch.nn.functional.scaled_dot_product_attention"})
-_KEPT = ("`{name}` grows by `torch.cat` on every call of `forward`: each call sees one more position than the "
-         "last, so Neuron compiles a new graph per call; keep a buffer of the maximum length written at the step's "
-         "position (`index_copy_`, scatter), as a static KV cache does")
-_STATE = ("`{name}` is the state a caller passes back (`{param}`) with this call's own appended by `torch.cat`: fed "
-          "back every decoding step, it is one position longer each token, so Neuron compiles a new graph per "
-          "token; keep a static KV cache of the maximum length written at the step's position (`index_copy_`, "
-          "scatter), and bucket the prompt lengths, as NxD Inference and vLLM Neuron do")
-
-
-def _attends(ctx: Context, function: cst.FunctionDef, name: str) -> bool:
-    """`name` enters a matrix product or attention in `function`: `q @ k.transpose(-1, -2)`, `torch.matmul(p, v)`,
-    `F.scaled_dot_product_attention(q, k, v)`."""
-    found = False
-
-    class Finder(cst.CSTVisitor):
-        def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
-            nonlocal found
-            if isinstance(node.operator, cst.MatrixMultiply):
-                found = found or name in (_operand_root(node.left), _operand_root(node.right))
-
-        def visit_Call(self, node: cst.Call) -> None:
-            nonlocal found
-            if ctx.qualname(node.func) in _ATTENTION_OPS:
-                found = found or any(_operand_root(a.value) == name for a in node.args)
-
-    visit(function, Finder())
-    return found
-
-
-def _operand_root(node: cst.BaseExpression) -> str | None:
-    """`k` of `k.transpose(-1, -2)`, `k[:, :n]`, `k.float()`."""
-    while isinstance(node, (cst.Call, cst.Attribute, cst.Subscript)):
-        node = node.func if isinstance(node, cst.Call) else node.value
-    return node.value if isinstance(node, cst.Name) else None
-
-
-def _grown_state(ctx: Context, statement: cst.SimpleStatementLine) -> tuple[str, str, cst.Call] | None:
-    """(name, the state it comes from, the call) for a cache that grows every call of its function: `key =
-    torch.cat([past_key, key], dim=-2)` with `past_key` from a parameter defaulting to None, where the keys then
-    enter attention or the values grow from the same state too; or `self.cache = torch.cat([self.cache, x])` in
-    `forward`."""
-    if not ctx.functions:
-        return None
-    function = ctx.functions[-1]
-    found = _concatenation(statement, ctx)
-    if found is not None and isinstance(found[0], cst.Attribute) and ctx.in_forward:
-        text = ctx.source(found[0])
-        if text.startswith("self.") and any(ctx.source(p) == text for p in found[2]):
-            return text, text, found[1]
-        return None
-    grown = _growth(ctx, function, statement)
-    if grown is None:
-        return None
-    name, state, call = grown
-    if state == name or _an_input(ctx, function, name):
-        return None  # `embeds = torch.cat((prompts, embeds))`: the input itself extended once, not a state
-    if absent(ctx, state):
-        return None  # under `assert past is None`: what is concatenated here is no state passed back
-    if _attends(ctx, function, name) or sum(
-            1 for other in ctx.memo("concatenated-states", function, lambda: _states(ctx, function))
-            if other == state) > 1:
-        return name, state, call
-    return None
-
-
-def _an_input(ctx: Context, function: cst.FunctionDef, name: str) -> bool:
-    """`name` is an optional input itself, or only ever bound from one and from its own earlier value (`h =
-    hidden_states_ctrl`, then `h = torch.cat([h, skip])`, `h = block(h)`): what grows is that input, extended once
-    a call (`prompt_embeds = torch.cat([negative_prompt_embeds, prompt_embeds])`), not keys added to a cache."""
-    optional = ctx.memo("optional-parameters", function, lambda: optional_parameters(function))
-    if name in optional:
-        return True
-    values = ctx.memo("unpacked", function, lambda: unpacked(function)).get(name, ())
-    return bool(values) and all(root(v) in optional or _reads(v, name) for v in values)
-
-
-def _reads(value: cst.BaseExpression, name: str) -> bool:
-    found = False
-
-    class Finder(cst.CSTVisitor):
-        def visit_Attribute(self, node: cst.Attribute) -> bool:
-            visit(node.value, self)  # `self.k` reads `self`, not a name `k`
-            return False
-
-        def visit_Arg(self, node: cst.Arg) -> bool:
-            visit(node.value, self)  # nor does the keyword of `f(k=x)`
-            return False
-
-        def visit_Name(self, node: cst.Name) -> None:
-            nonlocal found
-            found = found or node.value == name
-
-    visit(value, Finder())
-    return found
-
-
-def _growth(ctx: Context, function: cst.FunctionDef, statement: cst.SimpleStatementLine) -> tuple[
-        str, str, cst.Call] | None:
-    """(name, state, call) for `name = torch.cat([..., name, ...])` one part of which comes from a parameter of
-    `function` defaulting to None (`state_parameter`) or from a dict key the function writes back
-    (`stored_state`)."""
-    grown = _grown_name(ctx, statement)
-    if grown is None:
-        return None
-    name, call, parts = grown
-    state = next((s for p in parts if (s := state_parameter(ctx, function, p) or stored_state(ctx, function, p, name))
-                  is not None), None)
-    return None if state is None else (name, state, call)
-
-
-def _states(ctx: Context, function: cst.FunctionDef) -> list[str]:
-    """The parameter each self-growing concatenation of `function` draws on (keys and values both do)."""
-    found: list[str] = []
-
-    class Finder(cst.CSTVisitor):
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-            return node is function
-
-        def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
-            grown = _growth(ctx, function, node)
-            if grown is not None:
-                found.append(grown[1])
-
-    visit(function, Finder())
-    return found
-
-
 @check(cst.SimpleStatementLine, rules=(TensorGrownPerStep,), tokens=("cat", "stack"))
 def check_grown(node: cst.SimpleStatementLine, ctx: Context) -> None:
     if not ctx.loops:
-        state = _grown_state(ctx, node)
+        state = grown_state(ctx, node)
         if state is None:
             return
         name, source, call = state
         reported = ctx.memo("grown-states", ctx.functions[-1], set)
-        if source in reported:
+        key = source if name != source else "kept"  # `self.keys[i]` and `self.values[i]` are one cache too
+        if key in reported:
             return  # one finding a cache: its values grow with its keys
-        reported.add(source)
-        message = (_STATE.format(name=name, param=source) if name != source else
-                   _KEPT.format(name=name))
+        reported.add(key)
+        function = ctx.functions[-1].name.value
+        message = (KEPT.format(name=name, function=function) if name == source else
+                   HELD.format(name=name, state=source) if source.startswith("self.") else
+                   STATE.format(name=name, param=source))
         ctx.report(TensorGrownPerStep, call, message)
         return
-    grown = _grown_name(ctx, node)
+    grown = grown_name(ctx, node)
     if grown is None:
         return
     name, call, _ = grown
@@ -346,5 +230,7 @@ def check_grown(node: cst.SimpleStatementLine, ctx: Context) -> None:
     if host_value(ctx, call) or _rebound(loop, name, node.body[0]):
         return
     callee = _feeds(ctx, loop, name)
-    if callee is not None:
+    done: set[str] = ctx.memo("grown-loop", loop, set)
+    if callee is not None and not done:
+        done.add(name)  # one finding a loop: what it feeds the model grows together
         ctx.report(TensorGrownPerStep, call, name=name, callee=callee)

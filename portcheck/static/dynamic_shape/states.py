@@ -49,18 +49,20 @@ def state_parameter(ctx: Context, function: cst.FunctionDef, part: cst.BaseExpre
 
 
 # Methods that give the same values in another shape or dtype: `prev = saved["prev_key"].view(b * h, -1, d)`.
-_SAME_VALUES = frozenset({"view", "reshape", "float", "half", "bfloat16", "to", "type_as", "contiguous", "transpose",
+SAME_VALUES = frozenset({"view", "reshape", "float", "half", "bfloat16", "to", "type_as", "contiguous", "transpose",
                           "permute", "unsqueeze", "squeeze", "flatten", "clone", "detach"})
 
 
-def stored_state(ctx: Context, function: cst.FunctionDef, part: cst.BaseExpression, grown: str) -> str | None:
+def stored_state(ctx: Context, function: cst.FunctionDef, part: cst.BaseExpression, grown: str,
+                 written: bool = False) -> str | None:
     """The container a part of the concatenation that rebinds `grown` is read from, `saved` of `saved["prev_key"]`
     (directly, in another shape, or through other local names), where `function` also writes that key back
     (`saved["prev_key"] = k`) and the container comes from the caller (a parameter, or what a call makes of one:
     `saved = self._get_input_buffer(incremental_state)`): a cache kept between calls (fairseq's
     `incremental_state`). `grown` itself is not followed: its bindings elsewhere in the function say nothing of
-    what it holds where it is concatenated (`k = torch.cat([k, bias_k])` before the cache is read)."""
-    writes = ctx.memo("stored-keys", function, lambda: _stored_keys(function))
+    what it holds where it is concatenated (`k = torch.cat([k, bias_k])` before the cache is read). With
+    `written`, the function must write that key from `grown` itself (`state["k"] = grown[:, offset:]`)."""
+    writes = ctx.memo("stored-keys", function, lambda: stored_keys(function))
     if not writes:
         return None
     bindings = ctx.memo("unpacked", function, lambda: unpacked(function))
@@ -68,21 +70,23 @@ def stored_state(ctx: Context, function: cst.FunctionDef, part: cst.BaseExpressi
     while todo and seen < 12:  # names bound from one another, a cycle too, end here
         node, seen = todo.pop(), seen + 1
         while (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
-               and node.func.attr.value in _SAME_VALUES):
+               and node.func.attr.value in SAME_VALUES):
             node = node.func.value
         if isinstance(node, cst.Name):
             if node.value != grown:
                 todo.extend(bindings.get(node.value, ()))
-        elif (key := _string_key(node)) is not None and key in writes and _handed_in(function, key[0], bindings):
+        elif (key := _string_key(node)) is not None and key in writes and _handed_in(function, key[0], bindings) and (
+                not written or any(root(v) == grown for v in writes[key])):
             return key[0]
     return None
 
 
 def _handed_in(function: cst.FunctionDef, name: str, bindings: dict[str, list[cst.BaseExpression]]) -> bool:
-    """`name` is a parameter of `function`, or every binding of it (None aside) is a call given one: a dict the
-    caller keeps between calls, not one the function builds (`kwargs = {k: v for ...}`)."""
+    """`name` is a parameter of `function`, an attribute of `self` (a dict the module keeps between calls: a
+    streaming state), or every binding of it (None aside) is a call given one: a dict the caller keeps between
+    calls, not one the function builds (`kwargs = {k: v for ...}`)."""
     names = {p.name.value for p in parameters(function)} - {"self"}
-    if name in names:
+    if name in names or name.startswith("self."):
         return True
     values = [v for v in bindings.get(name, ()) if not (isinstance(v, cst.Name) and v.value == "None")]
     return bool(values) and all(isinstance(v, cst.Call) and any(root(a.value) in names for a in v.args)
@@ -90,27 +94,35 @@ def _handed_in(function: cst.FunctionDef, name: str, bindings: dict[str, list[cs
 
 
 def _string_key(node: cst.BaseExpression) -> tuple[str, str] | None:
-    """(`saved`, `"prev_key"`) of `saved["prev_key"]`."""
-    if not (isinstance(node, cst.Subscript) and isinstance(node.value, cst.Name) and len(node.slice) == 1
-            and isinstance(node.slice[0].slice, cst.Index)):
+    """(`saved`, `"prev_key"`) of `saved["prev_key"]`; (`self.state`, `"k"`) of `self.state["k"]`."""
+    if not (isinstance(node, cst.Subscript) and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index)):
+        return None
+    holder = node.value
+    if isinstance(holder, cst.Name):
+        container = holder.value
+    elif (isinstance(holder, cst.Attribute) and isinstance(holder.value, cst.Name) and holder.value.value == "self"):
+        container = f"self.{holder.attr.value}"
+    else:
         return None
     key = string_value(node.slice[0].slice.value)
-    return None if key is None else (node.value.value, key)
+    return None if key is None else (container, key)
 
 
-def _stored_keys(function: cst.FunctionDef) -> frozenset[tuple[str, str]]:
-    """The (dict, key) pairs `function` assigns: `saved["prev_key"] = ...`."""
-    found: set[tuple[str, str]] = set()
+def stored_keys(function: cst.FunctionDef) -> dict[tuple[str, str], list[cst.BaseExpression]]:
+    """The (dict, key) pairs `function` assigns, with the values: `saved["prev_key"] = k`."""
+    found: dict[tuple[str, str], list[cst.BaseExpression]] = {}
 
     class Finder(cst.CSTVisitor):
         def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
             return node is function
 
         def visit_Assign(self, node: cst.Assign) -> None:
-            found.update(key for t in node.targets if (key := _string_key(t.target)) is not None)
+            for t in node.targets:
+                if (key := _string_key(t.target)) is not None:
+                    found.setdefault(key, []).append(node.value)
 
     visit(function, Finder())
-    return frozenset(found)
+    return found
 
 
 def unpacked(function: cst.FunctionDef) -> dict[str, list[cst.BaseExpression]]:
@@ -157,4 +169,5 @@ def _tests_none(test: cst.BaseExpression, state: str) -> bool:
             and isinstance(test.comparisons[0].comparator, cst.Name) and test.comparisons[0].comparator.value == "None")
 
 
-__all__ = ["absent", "optional_parameters", "root", "state_parameter", "stored_state", "target_names", "unpacked"]
+__all__ = ["SAME_VALUES", "absent", "optional_parameters", "root", "state_parameter", "stored_keys", "stored_state",
+           "target_names", "unpacked"]
