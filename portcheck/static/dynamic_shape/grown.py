@@ -10,7 +10,7 @@ from portcheck.static.check import Context, check
 from portcheck.static.dynamic_shape.caches import HELD, KEPT, STATE, grown_name, grown_state
 from portcheck.static.dynamic_shape.states import SAME_VALUES, target_names
 from portcheck.static.scope import host_value
-from portcheck.static.syntax import binds
+from portcheck.static.syntax import binds, keyword
 from portcheck.static.walk import visit
 
 
@@ -20,7 +20,10 @@ class TensorGrownPerStep(Rule):
     Finds a tensor that a loop rebinds to `torch.cat` of itself and something more (`tokens = torch.cat([tokens,
     next_token], dim=-1)`) while the same loop passes it to a model or another function of the project
     (`logits = model(tokens)`), itself or a name the loop binds to it (`x = out[:, -max_len:]`, then `net(x)`):
-    the input of every step is one token longer. One finding a loop. Quiet where what grows is only collected
+    the input of every step is one token longer. Likewise a list the loop appends to and makes the model's input
+    from (`trg = torch.LongTensor(tokens).unsqueeze(0).to(device)`, `model(src, trg)`, `tokens.append(next_id)`),
+    unless the loop also takes items from it (`pop`) or it is a `deque(maxlen=...)`: a window of fixed size.
+    One finding a loop. Quiet where what grows is only collected
     (predictions gathered batch after batch and never fed back), is a host value (numpy, a CPU tensor), or is
     concatenated outside a loop.
 
@@ -204,7 +207,81 @@ _BUILTINS = frozenset({"len", "print", "range", "enumerate", "zip", "list", "tup
                        "setattr", "type"})
 
 
-@check(cst.SimpleStatementLine, rules=(TensorGrownPerStep,), tokens=("cat", "stack"))
+# What makes a tensor of a Python list's items: the list is the tensor's length.
+_BUILDERS = frozenset({"torch.cat", "torch.concat", "torch.concatenate", "torch.stack", "torch.hstack",
+                       "torch.column_stack", "torch.tensor", "torch.as_tensor", "torch.LongTensor", "torch.Tensor",
+                       "torch.IntTensor", "torch.FloatTensor"})
+_LIST = ("`{name}` gets one more item every iteration of a loop that makes the model's input from it (`{built}`) "
+         "and passes that to `{callee}`: each step is a new input shape, so Neuron compiles a new graph per step; "
+         "keep a buffer of the maximum length (a static KV cache) written by index, and bucket the lengths")
+
+
+def _list_built(ctx: Context, node: cst.SimpleStatementLine) -> tuple[str, str, cst.Call] | None:
+    """(list, name, call) for `name = torch.cat(list, dim=1)`, `name = torch.LongTensor(list).unsqueeze(0).to(d)`:
+    a tensor made of a Python list's items."""
+    if len(node.body) != 1 or not isinstance(node.body[0], cst.Assign) or len(node.body[0].targets) != 1:
+        return None
+    target, value = node.body[0].targets[0].target, node.body[0].value
+    while (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and isinstance(value.func.value,
+           cst.Call) and value.func.attr.value in (*SAME_VALUES, "unsqueeze", "long", "cuda", "int")):
+        value = value.func.value
+    if not isinstance(target, cst.Name) or not isinstance(value, cst.Call) or not value.args or (
+            ctx.qualname(value.func) not in _BUILDERS) or not isinstance(value.args[0].value, cst.Name):
+        return None
+    return value.args[0].value.value, target.value, value
+
+
+def _appended(ctx: Context, loop: cst.For | cst.While, name: str) -> bool:
+    """The loop adds to the list `name` (`name.append(x)`, `name.extend(xs)`), never takes from it (`pop`, a
+    sliding window), never binds it anew, and the list is no `deque(maxlen=...)`: it grows every iteration."""
+    methods: set[str] = set()
+
+    class Finder(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return False
+
+        def visit_Call(self, node: cst.Call) -> None:
+            func = node.func
+            if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == name:
+                methods.add(func.attr.value)
+
+    visit(loop.body, Finder())
+    if not methods & {"append", "extend"} or methods & {"pop", "popleft", "remove", "clear"}:
+        return False
+    return not _rebound(loop, name, loop) and not _bounded(ctx, name)
+
+
+def _bounded(ctx: Context, name: str) -> bool:
+    """`name = deque(..., maxlen=k)` in the function: a window of at most k items."""
+    bounded = False
+
+    class Finder(cst.CSTVisitor):
+        def visit_Assign(self, node: cst.Assign) -> None:
+            nonlocal bounded
+            value = node.value
+            bounded = bounded or (isinstance(value, cst.Call) and keyword(value, "maxlen") is not None and any(
+                binds(t.target, name) for t in node.targets))
+
+    if ctx.functions:
+        visit(ctx.functions[-1], Finder())
+    return bounded
+
+
+def _report_list_growth(ctx: Context, node: cst.SimpleStatementLine) -> None:
+    built = _list_built(ctx, node)
+    if built is None:
+        return
+    items, name, call = built
+    loop = ctx.loops[-1]
+    done: set[str] = ctx.memo("grown-loop", loop, set)
+    if done or not _appended(ctx, loop, items) or (callee := _feeds(ctx, loop, name)) is None:
+        return
+    done.add(name)
+    ctx.report(TensorGrownPerStep, call, _LIST.format(name=items, built=" ".join(ctx.source(call).split()),
+                                                      callee=callee))
+
+
+@check(cst.SimpleStatementLine, rules=(TensorGrownPerStep,), tokens=("cat", "stack", "Tensor", "tensor"))
 def check_grown(node: cst.SimpleStatementLine, ctx: Context) -> None:
     if not ctx.loops:
         state = grown_state(ctx, node)
@@ -224,6 +301,7 @@ def check_grown(node: cst.SimpleStatementLine, ctx: Context) -> None:
         return
     grown = grown_name(ctx, node)
     if grown is None:
+        _report_list_growth(ctx, node)
         return
     name, call, _ = grown
     loop = ctx.loops[-1]
