@@ -6,6 +6,7 @@ import libcst as cst
 
 from portcheck.findings import Severity
 from portcheck.rules import Rule, rule
+from portcheck.static.attribute_defaults import attribute_default
 from portcheck.static.check import Context, FixPlan, Replace, check
 from portcheck.static.codegen import imports_module, literal_like, new_literal
 from portcheck.static.distributed.bindings import falls_back_to_nccl
@@ -193,7 +194,7 @@ def _names_nccl(ctx: Context, node: cst.BaseExpression, depth: int = 0) -> str |
         return ctx.source(node) if "nccl" in parts else None
     if (ctx.qualname(node) or "") in _NCCL_ENUM:
         return ctx.source(node)
-    bound = ctx.constant(node)
+    bound = ctx.constant(node) or attribute_default(ctx, node)
     if bound is not None and depth < 2:
         shown = _names_nccl(ctx, bound[1], depth + 1)
         return f"{bound[0]} (= {shown})" if shown else None

@@ -1,0 +1,78 @@
+"""What a `self.<name>` attribute holds when the class sets it once from a constructor's parameter or a literal:
+`def __init__(self, dist_backend="nccl"): self.dist_backend = dist_backend` makes `self.dist_backend` "nccl"
+unless a caller passes another value. Rules that follow a default into the call that uses it (a process group's
+backend) read it through `ctx.constant` for names and this for attributes."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from portcheck.static.check import Context
+from portcheck.static.syntax import parameters, self_attribute
+from portcheck.static.walk import visit
+
+
+def attribute_default(ctx: Context, node: cst.BaseExpression) -> tuple[str, cst.BaseExpression] | None:
+    """("self.name", value) where the class being read assigns `self.name` exactly once in its methods, to a
+    literal or to a parameter of that method with a default (the default, then); None otherwise (assigned twice,
+    from an expression, through `setattr`, or no class)."""
+    name = self_attribute(node)
+    cls = ctx.enclosing_class
+    if name is None or cls is None:
+        return None
+    found = ctx.memo("attribute-defaults", cls, lambda: _assigned_once(cls))
+    value = found.get(name)
+    return None if value is None else (f"self.{name}", value)
+
+
+def _assigned_once(cls: cst.ClassDef) -> dict[str, cst.BaseExpression | None]:
+    """Per attribute of `self` the class's methods assign: the value a single assignment gives it (a literal, or
+    the default of the method's parameter it copies), else None."""
+    found: dict[str, cst.BaseExpression | None] = {}
+    methods: list[cst.FunctionDef] = []
+
+    class Finder(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+            methods.append(node)
+
+        def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+            methods.pop()
+
+        def visit_Assign(self, node: cst.Assign) -> None:
+            for target in node.targets:
+                note(target.target, node.value if len(node.targets) == 1 else None)
+
+        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+            note(node.target, node.value)
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            note(node.target, None)
+
+        def visit_Call(self, node: cst.Call) -> None:
+            if isinstance(node.func, cst.Name) and node.func.value == "setattr":
+                found["*"] = None
+
+    def note(target: cst.BaseExpression, value: cst.BaseExpression | None) -> None:
+        name = self_attribute(target)
+        if name is None:
+            if isinstance(target, (cst.Tuple, cst.List)):
+                for element in target.elements:
+                    note(element.value, None)
+            return
+        found[name] = None if name in found else _given(methods[-1] if methods else None, value)
+
+    visit(cls, Finder())
+    return {} if "*" in found else found
+
+
+def _given(method: cst.FunctionDef | None, value: cst.BaseExpression | None) -> cst.BaseExpression | None:
+    """A literal as it is; a parameter of `method` as its default."""
+    if isinstance(value, (cst.SimpleString, cst.ConcatenatedString, cst.Integer, cst.Float)):
+        return value
+    if isinstance(value, cst.Name) and method is not None:
+        param = next((p for p in parameters(method) if p.name.value == value.value), None)
+        return param.default if param is not None else None
+    return None
+
+
+__all__ = ["attribute_default"]
