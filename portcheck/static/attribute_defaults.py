@@ -14,8 +14,8 @@ from portcheck.static.walk import visit
 
 def attribute_default(ctx: Context, node: cst.BaseExpression) -> tuple[str, cst.BaseExpression] | None:
     """("self.name", value) where the class being read assigns `self.name` exactly once in its methods, to a
-    literal or to a parameter of that method with a default (the default, then); None otherwise (assigned twice,
-    from an expression, through `setattr`, or no class)."""
+    literal, a call, or a parameter of that method with a default (the default, then); None otherwise (assigned
+    twice, from another expression, through `setattr`, or no class)."""
     name = self_attribute(node)
     cls = ctx.enclosing_class
     if name is None or cls is None:
@@ -65,9 +65,17 @@ def _assigned_once(cls: cst.ClassDef) -> dict[str, cst.BaseExpression | None]:
     return {} if "*" in found else found
 
 
+def built_as(ctx: Context, node: cst.BaseExpression) -> str | None:
+    """The qualified name of what built the object `node` names: `self.loss` that the class assigns once,
+    `self.loss = nn.GaussianNLLLoss()`, or a local name bound once, `criterion = nn.GaussianNLLLoss()`."""
+    bound = attribute_default(ctx, node) or ctx.constant(node)
+    value = bound[1] if bound is not None else None
+    return ctx.qualname(value.func) if isinstance(value, cst.Call) else None
+
+
 def _given(method: cst.FunctionDef | None, value: cst.BaseExpression | None) -> cst.BaseExpression | None:
-    """A literal as it is; a parameter of `method` as its default."""
-    if isinstance(value, (cst.SimpleString, cst.ConcatenatedString, cst.Integer, cst.Float)):
+    """A literal or a call as it is; a parameter of `method` as its default."""
+    if isinstance(value, (cst.SimpleString, cst.ConcatenatedString, cst.Integer, cst.Float, cst.Call)):
         return value
     if isinstance(value, cst.Name) and method is not None:
         param = next((p for p in parameters(method) if p.name.value == value.value), None)
@@ -75,4 +83,4 @@ def _given(method: cst.FunctionDef | None, value: cst.BaseExpression | None) -> 
     return None
 
 
-__all__ = ["attribute_default"]
+__all__ = ["attribute_default", "built_as"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import libcst as cst
 
 from portcheck.rules import Pass, Rule, rule
+from portcheck.static.attribute_defaults import built_as
 from portcheck.static.check import Context, check
 from portcheck.static.compile.text import one_line
 from portcheck.static.host_sync.place import quiet_calls, read_place
@@ -31,7 +32,9 @@ class HostValueRead(Rule):
     """## What it does
     Finds tensor values read into Python inside `forward` or inside a loop that steps an optimizer:
     `t.item()`, `t.tolist()`, `float(t)` / `int(t)` / `bool(t)` on something that is certainly a tensor, and
-    `torch.equal(a, b)` / `torch.allclose(a, b)` (a Python bool made of two tensors' values), and in the loop an
+    `torch.equal(a, b)` / `torch.allclose(a, b)` (a Python bool made of two tensors' values),
+    `F.gaussian_nll_loss(mu, y, var)` and a `nn.GaussianNLLLoss` object's call with a tensor `var` (torch checks
+    `torch.any(var < 0)` in Python on every call: observed in torch 2.13's source), and in the loop an
     `if` or `while` that takes a tensor's truth (`if not torch.isfinite(grad_norm):`, `while loss.sum() > 0:`).
     A check on a tensor in the model or its step (`assert (x > 0).all()`, `if torch.isnan(loss): raise ...`) is
     info: it chooses no graph, but reads the tensor on every call.
@@ -199,7 +202,8 @@ class PrintTensor(Rule):
     )
 
 
-TOKENS = ("item", "tolist", "cpu", "numpy", "print", "float(", "int(", "bool(", "equal(", "allclose(")
+TOKENS = ("item", "tolist", "cpu", "numpy", "print", "float(", "int(", "bool(", "equal(", "allclose(",
+          "gaussian_nll_loss", "GaussianNLLLoss")
 
 _RULES = (HostValueRead, HostCopy, PrintTensor)
 # method -> the rule its call on a tensor breaks
@@ -247,15 +251,16 @@ def _skip_inner_reads(ctx: Context, node: cst.Call) -> None:
             inner = inner.value
 
 
-def report_read(ctx: Context, read: type[Rule], node: cst.Call, place: str, through: str = "") -> None:
+def report_read(ctx: Context, read: type[Rule], node: cst.Call, place: str, through: str = "", why: str = "") -> None:
     """A read in a helper is two candidates, worded for each caller: the call graph keeps the one whose caller
     reaches it (a forward, else a training step), drops the other, and keeps a value read's third as info where
-    neither does and it cannot place the code. `through`: a call of that helper, kept where it reads (helpers.py)."""
+    neither does and it cannot place the code. `through`: a call of that helper, kept where it reads (helpers.py);
+    `why`: how a torch function reads its input, where the read is inside it."""
     for where, requires in _CANDIDATES.get(place, ((place, ""),)):
-        _report_one_read(ctx, read, node, where, requires, through)
+        _report_one_read(ctx, read, node, where, requires, through, why)
     if place == "helper" and read is HostValueRead:
         # and a value read (not a copy, which post-processing makes everywhere) where neither reaches it, as info
-        _report_one_read(ctx, read, node, "elsewhere", ELSEWHERE, through)
+        _report_one_read(ctx, read, node, "elsewhere", ELSEWHERE, through, why)
 
 
 # place -> (wording, what the call graph must settle) for each candidate finding
@@ -263,7 +268,7 @@ _CANDIDATES = {"helper": (("helper", "forward"), ("step-helper", "step"))}
 
 
 def _report_one_read(ctx: Context, read: type[Rule], node: cst.Call, place: str, requires: str,
-                     through: str = "") -> None:
+                     through: str = "", why: str = "") -> None:
     shown = one_line(ctx, node)
     if place in ("forward", "helper", "elsewhere"):
         fix_xla = fix_native = ("keep the value on the device (tensor ops, `torch.where`) or compute it outside the "
@@ -276,6 +281,8 @@ def _report_one_read(ctx: Context, read: type[Rule], node: cst.Call, place: str,
         fix_xla = "copy to the host in `xm.add_step_closure(...)` or after `xm.mark_step()`"
         fix_native = "copy to the host once per logging interval, not every step"
     verb = "copies a tensor to the host" if read is HostCopy else "reads a tensor value on the host"
+    if why:
+        verb = why
     if through:
         verb += f" (`{through}` returns its argument's value in Python)"
         requires = f"{reads_of(ctx.stack)}{through}\n{requires}"
@@ -302,6 +309,27 @@ def check_call(node: cst.Call, ctx: Context) -> None:
         _check_print(ctx, node)
     elif name in _COMPARES and ctx.qualname(node.func) in _COMPARES.values():
         _check_compare(ctx, node)
+    elif ctx.qualname(node.func) == _GAUSSIAN_NLL or built_as(ctx, node.func) == _GAUSSIAN_NLL_MODULE:
+        _check_hidden_read(ctx, node)
+
+
+# Torch functions that read their input on the host before computing: torch 2.13's `gaussian_nll_loss` (and the
+# `nn.GaussianNLLLoss` module, which calls it) runs `if torch.any(var < 0): raise ValueError(...)` on a tensor `var`.
+_GAUSSIAN_NLL = "torch.nn.functional.gaussian_nll_loss"
+_GAUSSIAN_NLL_MODULE = "torch.nn.GaussianNLLLoss"
+_VAR_CHECK = "checks `torch.any(var < 0)` in Python, a host read of `var`, at every call"
+
+
+def _check_hidden_read(ctx: Context, node: cst.Call) -> None:
+    """`F.gaussian_nll_loss(mu, y, var)`, `self.nll(mu, y, var)` with `self.nll = nn.GaussianNLLLoss()`: the loss
+    reads `var` on the host; quiet where `var` is a Python number or a host value."""
+    var = keyword(node, "var") or positional(node, 2)
+    if var is None or isinstance(var.value, (cst.Integer, cst.Float)) or id(node) in quiet_calls(ctx):
+        return
+    place = read_place(ctx, node)
+    if place is None or host_value(ctx, var.value) or bound_to_a_size(ctx):
+        return
+    report_read(ctx, HostValueRead, node, place, why=_VAR_CHECK)
 
 
 # `torch.equal(a, b)` and `torch.allclose(a, b)` answer with a Python bool: the tensors' values, read on the host
