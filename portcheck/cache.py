@@ -68,7 +68,7 @@ def code_version() -> str:
     sources = [libcst_version] if libcst_version else []
     sources += sorted(rules_dir().rglob("*.toml"))
     sources += sorted((_PACKAGE / "static").rglob("*.py"))  # the rule packages and the semantic model too
-    sources += [_PACKAGE / "findings.py", *sorted((_PACKAGE / "knowledge").glob("*.py"))]
+    sources += [_PACKAGE / "findings.py", _PACKAGE / "summaries.py", *sorted((_PACKAGE / "knowledge").glob("*.py"))]
     for source in sources:
         try:
             digest.update(source.name.encode() + b"\0" + source.read_bytes() + b"\0")

@@ -81,7 +81,11 @@ READS_OFF_XLA_OF = "reads-off-xla:"
 # Finding.requires of an index a function of the project returns (`x[pad_mask(lengths)]`): kept where every function
 # the name may be returns a boolean mask (portcheck.static.semantic.masks.MASK).
 MASK_OF = "mask:"
-READS_PREFIXES = (READS_OF, READS_OFF_XLA_OF, MASK_OF)
+# Finding.requires of a decode loop's input rebound to what a function of the project returns (`tokens, done =
+# self.decoder.update(tokens, logits)`): kept where one of the functions the name may be hands back a parameter grown
+# by concatenation (portcheck.static.semantic.grows.GROWS).
+GROWS_OF = "grows:"
+READS_PREFIXES = (READS_OF, READS_OFF_XLA_OF, MASK_OF, GROWS_OF)
 
 
 def reads_of(stack: str) -> str:
@@ -94,4 +98,5 @@ def reads_of(stack: str) -> str:
 # the same construct ("forward", "device", "step") speak where the device step does reach it.
 ELSEWHERE = "elsewhere"
 
-__all__ = ["ELSEWHERE", "MASK_OF", "READS_OF", "READS_OFF_XLA_OF", "READS_PREFIXES", "Function", "Summary", "reads_of"]
+__all__ = ["ELSEWHERE", "GROWS_OF", "MASK_OF", "READS_OF", "READS_OFF_XLA_OF", "READS_PREFIXES", "Function", "Summary",
+           "reads_of"]

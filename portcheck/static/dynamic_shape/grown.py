@@ -10,8 +10,9 @@ from portcheck.static.check import Context, check
 from portcheck.static.dynamic_shape.caches import HELD, KEPT, STATE, grown_name, grown_state
 from portcheck.static.dynamic_shape.states import SAME_VALUES, target_names
 from portcheck.static.scope import host_value
-from portcheck.static.syntax import binds, keyword
+from portcheck.static.syntax import binds, dotted_name, keyword
 from portcheck.static.walk import visit
+from portcheck.summaries import GROWS_OF
 
 
 @rule
@@ -22,7 +23,10 @@ class TensorGrownPerStep(Rule):
     (`logits = model(tokens)`), itself or a name the loop binds to it (`x = out[:, -max_len:]`, then `net(x)`):
     the input of every step is one token longer. Likewise a list the loop appends to and makes the model's input
     from (`trg = torch.LongTensor(tokens).unsqueeze(0).to(device)`, `model(src, trg)`, `tokens.append(next_id)`),
-    unless the loop also takes items from it (`pop`) or it is a `deque(maxlen=...)`: a window of fixed size.
+    unless the loop also takes items from it (`pop`) or it is a `deque(maxlen=...)`: a window of fixed size. And
+    an input the loop rebinds to what a function of the project hands back grown (`tokens, done =
+    self.decoder.update(tokens, logits)` where `update` returns `torch.cat([tokens, next_tokens], -1)`), found
+    through the call graph.
     One finding a loop. Quiet where what grows is only collected
     (predictions gathered batch after batch and never fed back), is a host value (numpy, a CPU tensor), or is
     concatenated outside a loop.
@@ -121,7 +125,7 @@ def _rebound(loop: cst.For | cst.While, name: str, grown: cst.CSTNode) -> bool:
     return found
 
 
-def _feeds(ctx: Context, loop: cst.For | cst.While, name: str) -> str | None:
+def _feeds(ctx: Context, loop: cst.For | cst.While, name: str, besides: cst.Call | None = None) -> str | None:
     """The callee (not a torch function, not a builtin, not the loop's own variable: `for layer in layers:
     x = torch.cat([x, layer(x)])` is a dense block of fixed shapes) the loop passes `name` to, or a slice of it,
     or a name the loop binds to either (`x = out`, `x = out[:, -max_len:]`, then `model(x)`)."""
@@ -135,7 +139,7 @@ def _feeds(ctx: Context, loop: cst.For | cst.While, name: str) -> str | None:
 
         def visit_Call(self, call: cst.Call) -> bool:
             nonlocal found
-            if found is not None or callee_of_interest(ctx, call, varying) is None:
+            if found is not None or call is besides or callee_of_interest(ctx, call, varying) is None:
                 return found is None
             for arg in call.args:
                 value = arg.value
@@ -281,6 +285,33 @@ def _report_list_growth(ctx: Context, node: cst.SimpleStatementLine) -> None:
                                                       callee=callee))
 
 
+_BY_CALL = ("`{name}` is rebound every iteration to what `{grower}` returns, which concatenates onto it (`torch.cat`), "
+            "and the loop passes it to `{callee}`: each step is a new input shape, so Neuron compiles a new graph "
+            "per step; keep a buffer of the maximum length (a static KV cache) written by index, and bucket the "
+            "lengths")
+
+
+def _report_grown_by_call(ctx: Context, node: cst.SimpleStatementLine) -> None:
+    """`tokens, completed = self.decoder.update(tokens, logits)` in a loop that feeds `tokens` to the model: a
+    candidate the call graph keeps where the function called hands its parameter back grown (summaries.GROWS_OF)."""
+    if len(node.body) != 1 or not isinstance(node.body[0], cst.Assign) or len(node.body[0].targets) != 1:
+        return
+    call = node.body[0].value
+    if not isinstance(call, cst.Call) or (grower := dotted_name(call.func)) is None or ctx.qualname(call.func):
+        return
+    names = {n.value for n in target_names(node.body[0].targets[0].target)}
+    passed = [a.value.value for a in call.args if isinstance(a.value, cst.Name) and a.value.value in names]
+    if len(passed) != 1 or callee_of_interest(ctx, call, frozenset()) is None:
+        return
+    name, loop = passed[0], ctx.loops[-1]
+    done: set[str] = ctx.memo("grown-loop", loop, set)
+    if done or (callee := _feeds(ctx, loop, name, besides=call)) is None:
+        return
+    done.add(name)
+    ctx.report(TensorGrownPerStep, call, _BY_CALL.format(name=name, grower=grower, callee=callee),
+               requires=f"{GROWS_OF}{grower}")
+
+
 @check(cst.SimpleStatementLine, rules=(TensorGrownPerStep,), tokens=("cat", "stack", "Tensor", "tensor"))
 def check_grown(node: cst.SimpleStatementLine, ctx: Context) -> None:
     if not ctx.loops:
@@ -302,6 +333,7 @@ def check_grown(node: cst.SimpleStatementLine, ctx: Context) -> None:
     grown = grown_name(ctx, node)
     if grown is None:
         _report_list_growth(ctx, node)
+        _report_grown_by_call(ctx, node)
         return
     name, call, _ = grown
     loop = ctx.loops[-1]

@@ -34,6 +34,7 @@ from portcheck.static.host_paths import host_path_of
 from portcheck.static.scope import MODULE_CLASSES
 from portcheck.static.semantic.callers import asking, by_callers, enclosing, settled_by_calls
 from portcheck.static.semantic.classes import metric_classes
+from portcheck.static.semantic.grows import GROWS
 from portcheck.static.semantic.masks import MASK
 from portcheck.static.semantic.modules import module_of
 from portcheck.static.semantic.project import DEPTH, Node, Passed, Project, arguments
@@ -52,7 +53,7 @@ from portcheck.static.semantic.summary import (
     VENDOR,
     VENDOR_GUARD,
 )
-from portcheck.summaries import ELSEWHERE, MASK_OF, READS_OFF_XLA_OF, READS_PREFIXES
+from portcheck.summaries import ELSEWHERE, GROWS_OF, MASK_OF, READS_OFF_XLA_OF, READS_PREFIXES
 
 MAX_FUNCTIONS = 200_000
 
@@ -308,7 +309,8 @@ def apply(results: list[FileResult], whole: bool = False) -> tuple[list[FileResu
                 name, _, then = finding.requires[len(prefix):].partition("\n")
                 if not project.reads_data(name, result.path, holders[-1] if holders else None,
                                           off_xla=prefix == READS_OFF_XLA_OF,
-                                          roles=(MASK,) if prefix == MASK_OF else ()):
+                                          roles=(MASK,) if prefix == MASK_OF else (GROWS,) if prefix == GROWS_OF
+                                          else (), any_of=prefix == GROWS_OF):
                     continue
                 finding = replace(finding, requires=then)
             if finding.requires == ELSEWHERE:

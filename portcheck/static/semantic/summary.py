@@ -21,6 +21,7 @@ from portcheck.static.cuda_api.gpu_settings import compared_in_ast, counted_in_a
 from portcheck.static.cuda_api.paths import OTHER_ACCELERATOR, named_for_cuda
 from portcheck.static.semantic.attributes import attribute_bindings
 from portcheck.static.semantic.dispatch import Generics
+from portcheck.static.semantic.grows import GROWS, returns_grown
 from portcheck.static.semantic.hosts import Bindings, host_arguments
 from portcheck.static.semantic.imports import catches_import_error, import_aliases, optional_test
 from portcheck.static.semantic.masks import MASK, returns_mask
@@ -122,8 +123,7 @@ class _Reader:
         if name is None:
             return None
         head, _, rest = name.partition(".")
-        if head in self.aliases:
-            target = self.aliases[head]
+        if (target := self.aliases.get(head)) is not None:
             return f"{target}.{rest}" if rest else target
         if head == "self":
             return name
@@ -379,7 +379,7 @@ class _Reader:
                        for d in node.decorator_list))) if holds]
         reads = returns_read(node)
         roles += [READS if reads == "all" else READS_OFF_XLA] if reads else []
-        roles += [MASK] if returns_mask(node) else []
+        roles += [r for r, holds in ((MASK, returns_mask(node)), (GROWS, returns_grown(node))) if holds]
         if not scope and not node.decorator_list and self.own_names.only_within(node):
             roles.append(UNNAMED)
         method = any(scope == c for c, _ in self.classes)
