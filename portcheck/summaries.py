@@ -81,11 +81,11 @@ READS_OFF_XLA_OF = "reads-off-xla:"
 # Finding.requires of an index a function of the project returns (`x[pad_mask(lengths)]`): kept where every function
 # the name may be returns a boolean mask (portcheck.static.semantic.masks.MASK).
 MASK_OF = "mask:"
-# Finding.requires of a decode loop's input rebound to what a function of the project returns (`tokens, done =
-# self.decoder.update(tokens, logits)`): kept where one of the functions the name may be hands back a parameter grown
-# by concatenation (portcheck.static.semantic.grows.GROWS).
-GROWS_OF = "grows:"
-READS_PREFIXES = (READS_OF, READS_OFF_XLA_OF, MASK_OF, GROWS_OF)
+READS_PREFIXES = (READS_OF, READS_OFF_XLA_OF, MASK_OF)
+# Finding.requires of a parameter a function grows by concatenation and hands back (`tokens = torch.cat([tokens,
+# next_tokens], -1)`, `return tokens, completed`): kept where a decode loop of the project rebinds what it passes to
+# what the function returns and feeds it on (portcheck.static.semantic.grows.REGROWS).
+FED_BACK = "fed-back"
 
 
 def reads_of(stack: str) -> str:
@@ -98,5 +98,5 @@ def reads_of(stack: str) -> str:
 # the same construct ("forward", "device", "step") speak where the device step does reach it.
 ELSEWHERE = "elsewhere"
 
-__all__ = ["ELSEWHERE", "GROWS_OF", "MASK_OF", "READS_OF", "READS_OFF_XLA_OF", "READS_PREFIXES", "Function", "Summary",
+__all__ = ["ELSEWHERE", "FED_BACK", "MASK_OF", "READS_OF", "READS_OFF_XLA_OF", "READS_PREFIXES", "Function", "Summary",
            "reads_of"]

@@ -110,7 +110,7 @@ def grown_state(ctx: Context, statement: cst.SimpleStatementLine) -> tuple[str, 
     if found is not None and isinstance(found[0], (cst.Attribute, cst.Subscript)):
         text = ctx.source(found[0])
         if any(ctx.source(p) == text for p in found[2]) and _kept_between_calls(ctx, function, found[0]) and (
-                ctx.in_forward or _handed_out(ctx, function, text)):
+                ctx.in_forward or handed_out(ctx, function, text)):
             return text, text, found[1]
         return None
     grown = _growth(ctx, function, statement)
@@ -140,7 +140,7 @@ def _kept_between_calls(ctx: Context, function: cst.FunctionDef, target: cst.Bas
         isinstance(target, cst.Subscript))
 
 
-def _handed_out(ctx: Context, function: cst.FunctionDef, text: str) -> bool:
+def handed_out(ctx: Context, function: cst.FunctionDef, text: str) -> bool:
     """`function` returns the grown value itself (`return self.key_cache[i], self.value_cache[i]`): the caller
     computes with the whole of it, one position longer every call (transformers' dynamic cache, a hook's cache)."""
     for node in returns_of(function):
@@ -222,4 +222,4 @@ def _states(ctx: Context, function: cst.FunctionDef) -> list[str]:
     return found
 
 
-__all__ = ["HELD", "KEPT", "STATE", "concatenation", "grown_name", "grown_state"]
+__all__ = ["HELD", "KEPT", "STATE", "concatenation", "grown_name", "grown_state", "handed_out"]

@@ -7,12 +7,12 @@ import libcst as cst
 
 from portcheck.rules import EVERYWHERE, Rule, rule
 from portcheck.static.check import Context, check
-from portcheck.static.dynamic_shape.caches import HELD, KEPT, STATE, grown_name, grown_state
+from portcheck.static.dynamic_shape.caches import HELD, KEPT, STATE, grown_name, grown_state, handed_out
 from portcheck.static.dynamic_shape.states import SAME_VALUES, target_names
 from portcheck.static.scope import host_value
-from portcheck.static.syntax import binds, dotted_name, keyword
+from portcheck.static.syntax import binds, keyword, parameters
 from portcheck.static.walk import visit
-from portcheck.summaries import GROWS_OF
+from portcheck.summaries import FED_BACK
 
 
 @rule
@@ -24,9 +24,9 @@ class TensorGrownPerStep(Rule):
     the input of every step is one token longer. Likewise a list the loop appends to and makes the model's input
     from (`trg = torch.LongTensor(tokens).unsqueeze(0).to(device)`, `model(src, trg)`, `tokens.append(next_id)`),
     unless the loop also takes items from it (`pop`) or it is a `deque(maxlen=...)`: a window of fixed size. And
-    an input the loop rebinds to what a function of the project hands back grown (`tokens, done =
-    self.decoder.update(tokens, logits)` where `update` returns `torch.cat([tokens, next_tokens], -1)`), found
-    through the call graph.
+    a parameter a function grows and hands back (`tokens = torch.cat([tokens, next_tokens], -1)`, `return tokens,
+    completed`) where a loop of the project rebinds its input to the result and feeds it on (`tokens, done =
+    self.decoder.update(tokens, logits)`), found through the call graph.
     One finding a loop. Quiet where what grows is only collected
     (predictions gathered batch after batch and never fed back), is a host value (numpy, a CPU tensor), or is
     concatenated outside a loop.
@@ -125,7 +125,7 @@ def _rebound(loop: cst.For | cst.While, name: str, grown: cst.CSTNode) -> bool:
     return found
 
 
-def _feeds(ctx: Context, loop: cst.For | cst.While, name: str, besides: cst.Call | None = None) -> str | None:
+def _feeds(ctx: Context, loop: cst.For | cst.While, name: str) -> str | None:
     """The callee (not a torch function, not a builtin, not the loop's own variable: `for layer in layers:
     x = torch.cat([x, layer(x)])` is a dense block of fixed shapes) the loop passes `name` to, or a slice of it,
     or a name the loop binds to either (`x = out`, `x = out[:, -max_len:]`, then `model(x)`)."""
@@ -139,7 +139,7 @@ def _feeds(ctx: Context, loop: cst.For | cst.While, name: str, besides: cst.Call
 
         def visit_Call(self, call: cst.Call) -> bool:
             nonlocal found
-            if found is not None or call is besides or callee_of_interest(ctx, call, varying) is None:
+            if found is not None or callee_of_interest(ctx, call, varying) is None:
                 return found is None
             for arg in call.args:
                 value = arg.value
@@ -285,31 +285,26 @@ def _report_list_growth(ctx: Context, node: cst.SimpleStatementLine) -> None:
                                                       callee=callee))
 
 
-_BY_CALL = ("`{name}` is rebound every iteration to what `{grower}` returns, which concatenates onto it (`torch.cat`), "
-            "and the loop passes it to `{callee}`: each step is a new input shape, so Neuron compiles a new graph "
-            "per step; keep a buffer of the maximum length (a static KV cache) written by index, and bucket the "
-            "lengths")
+_FED_BACK = ("`{name}` grows by `torch.cat` and `{function}` hands it back, and a decode loop of the project rebinds "
+             "its input to what `{function}` returns and feeds it on: one token longer every step, so Neuron "
+             "compiles a new graph per step; keep a buffer of the maximum length (a static KV cache) written by "
+             "index, and bucket the lengths")
 
 
-def _report_grown_by_call(ctx: Context, node: cst.SimpleStatementLine) -> None:
-    """`tokens, completed = self.decoder.update(tokens, logits)` in a loop that feeds `tokens` to the model: a
-    candidate the call graph keeps where the function called hands its parameter back grown (summaries.GROWS_OF)."""
-    if len(node.body) != 1 or not isinstance(node.body[0], cst.Assign) or len(node.body[0].targets) != 1:
+def _report_fed_back(ctx: Context, node: cst.SimpleStatementLine) -> None:
+    """`tokens = torch.cat([tokens, next_tokens[:, None]], dim=-1)` on a parameter the function then returns
+    (`return tokens, completed`): a candidate the call graph keeps where a loop of the project rebinds what it
+    passes to the result and hands that to another call (`tokens, done = self.decoder.update(tokens, logits)`,
+    summaries.FED_BACK)."""
+    grown = grown_name(ctx, node)
+    if grown is None or not ctx.functions:
         return
-    call = node.body[0].value
-    if not isinstance(call, cst.Call) or (grower := dotted_name(call.func)) is None or ctx.qualname(call.func):
+    name, call, _ = grown
+    function = ctx.functions[-1]
+    if name not in {p.name.value for p in parameters(function)} or not handed_out(ctx, function, name):
         return
-    names = {n.value for n in target_names(node.body[0].targets[0].target)}
-    passed = [a.value.value for a in call.args if isinstance(a.value, cst.Name) and a.value.value in names]
-    if len(passed) != 1 or callee_of_interest(ctx, call, frozenset()) is None:
-        return
-    name, loop = passed[0], ctx.loops[-1]
-    done: set[str] = ctx.memo("grown-loop", loop, set)
-    if done or (callee := _feeds(ctx, loop, name, besides=call)) is None:
-        return
-    done.add(name)
-    ctx.report(TensorGrownPerStep, call, _BY_CALL.format(name=name, grower=grower, callee=callee),
-               requires=f"{GROWS_OF}{grower}")
+    ctx.report(TensorGrownPerStep, call, _FED_BACK.format(name=name, function=function.name.value),
+               requires=FED_BACK)
 
 
 @check(cst.SimpleStatementLine, rules=(TensorGrownPerStep,), tokens=("cat", "stack", "Tensor", "tensor"))
@@ -317,6 +312,7 @@ def check_grown(node: cst.SimpleStatementLine, ctx: Context) -> None:
     if not ctx.loops:
         state = grown_state(ctx, node)
         if state is None:
+            _report_fed_back(ctx, node)
             return
         name, source, call = state
         reported = ctx.memo("grown-states", ctx.functions[-1], set)
@@ -333,7 +329,6 @@ def check_grown(node: cst.SimpleStatementLine, ctx: Context) -> None:
     grown = grown_name(ctx, node)
     if grown is None:
         _report_list_growth(ctx, node)
-        _report_grown_by_call(ctx, node)
         return
     name, call, _ = grown
     loop = ctx.loops[-1]

@@ -8,6 +8,7 @@ from bisect import bisect_right
 from dataclasses import replace
 
 from portcheck.findings import FileResult, Finding, Severity
+from portcheck.static.semantic.grows import REGROWS
 from portcheck.static.semantic.project import (
     Node,
     Passed,
@@ -16,6 +17,7 @@ from portcheck.static.semantic.project import (
     always_passed,
     never_passed,
 )
+from portcheck.summaries import FED_BACK
 
 
 def enclosing(nodes: list[Node], line: int) -> list[Node]:
@@ -26,18 +28,24 @@ def enclosing(nodes: list[Node], line: int) -> list[Node]:
 
 def asking(project: Project, results: list[FileResult]) -> set[str]:
     """The functions holding a finding that what their calls pass could settle (Finding.default_of / host_if /
-    unless_passed)."""
+    unless_passed, or requires FED_BACK)."""
     needed: set[str] = set()
     for result in results:
         if result.summary is None or result.path not in project.files:
             continue
         nodes = project.files[result.path][2]
         for finding in result.findings:
-            if settled_by_calls(finding):
+            if settled_by_calls(finding) or finding.requires == FED_BACK:
                 holders = enclosing(nodes, finding.line)
                 if holders:
                     needed.add(holders[-1].full)
     return needed
+
+
+def fed_back(passed: dict[str, list[Passed]], holder: Node) -> bool:
+    """A call of `holder` is a decode loop's feedback: its result rebinds what it is given, which the loop hands on
+    to another call (semantic.grows)."""
+    return any(REGROWS in call[2] for call in passed.get(holder.full, []))
 
 
 def settled_by_calls(finding: Finding) -> bool:
@@ -66,4 +74,4 @@ def by_callers(finding: Finding, passed: dict[str, list[Passed]], holder: Node, 
     return replace(finding, severity=Severity.INFO, fix=None, message=f"{finding.message} ({note})")
 
 
-__all__ = ["asking", "by_callers", "enclosing", "settled_by_calls"]
+__all__ = ["asking", "by_callers", "enclosing", "fed_back", "settled_by_calls"]

@@ -32,9 +32,8 @@ from portcheck.findings import FileResult, Finding, Severity
 from portcheck.rules import contexts_of
 from portcheck.static.host_paths import host_path_of
 from portcheck.static.scope import MODULE_CLASSES
-from portcheck.static.semantic.callers import asking, by_callers, enclosing, settled_by_calls
+from portcheck.static.semantic.callers import asking, by_callers, enclosing, fed_back, settled_by_calls
 from portcheck.static.semantic.classes import metric_classes
-from portcheck.static.semantic.grows import GROWS
 from portcheck.static.semantic.masks import MASK
 from portcheck.static.semantic.modules import module_of
 from portcheck.static.semantic.project import DEPTH, Node, Passed, Project, arguments
@@ -53,7 +52,7 @@ from portcheck.static.semantic.summary import (
     VENDOR,
     VENDOR_GUARD,
 )
-from portcheck.summaries import ELSEWHERE, GROWS_OF, MASK_OF, READS_OFF_XLA_OF, READS_PREFIXES
+from portcheck.summaries import ELSEWHERE, FED_BACK, MASK_OF, READS_OFF_XLA_OF, READS_PREFIXES
 
 MAX_FUNCTIONS = 200_000
 
@@ -309,10 +308,14 @@ def apply(results: list[FileResult], whole: bool = False) -> tuple[list[FileResu
                 name, _, then = finding.requires[len(prefix):].partition("\n")
                 if not project.reads_data(name, result.path, holders[-1] if holders else None,
                                           off_xla=prefix == READS_OFF_XLA_OF,
-                                          roles=(MASK,) if prefix == MASK_OF else (GROWS,) if prefix == GROWS_OF
-                                          else (), any_of=prefix == GROWS_OF):
+                                          roles=(MASK,) if prefix == MASK_OF else ()):
                     continue
                 finding = replace(finding, requires=then)
+            if finding.requires == FED_BACK:  # a parameter grown and handed back: where a decode loop feeds it on
+                passed = arguments(project, results, asking(project, results)) if passed is None else passed
+                if not holders or not fed_back(passed, holders[-1]):
+                    continue
+                finding = replace(finding, requires="")
             if finding.requires == ELSEWHERE:
                 kept = _elsewhere(project, found, result, finding, holders, whole)
                 if kept is None:

@@ -193,11 +193,10 @@ class Project:
         return self.find(self.absolute(target, module, package))
 
     def reads_data(self, name: str, path: str, caller: Node | None, off_xla: bool = False,
-                   roles: tuple[str, ...] = (), any_of: bool = False) -> bool:
+                   roles: tuple[str, ...] = ()) -> bool:
         """`name` as the file at `path` writes it (`sizes`, `utils.sizes`, `self.lengths`) in `caller` (None: at
         module level) is a function of the tree whose `return`s read tensor data into Python (summary.READS;
-        with `off_xla`, on a stack without PyTorch/XLA, summary.READS_OFF_XLA too), whichever it turns out to be;
-        with `any_of`, one of the functions it may be has one of `roles` (a decoder among several that grows)."""
+        with `off_xla`, on a stack without PyTorch/XLA, summary.READS_OFF_XLA too), whichever it turns out to be."""
         module = self.files[path][0]
         if caller is None:  # module-level code: names resolve in the module's own scope
             caller = Node(module, path, module, Function("", 0, 0, (), (), ()))
@@ -209,8 +208,7 @@ class Project:
             target = (f"{imported}.{rest}" if rest else imported) if imported else f":{name}"
         found = self.resolve(target, caller)
         roles = roles or ((READS, READS_OFF_XLA) if off_xla else (READS,))
-        holds = (any(r in self.nodes[f].function.roles for r in roles) for f in found)
-        return any(holds) if any_of else bool(found) and all(holds)
+        return bool(found) and all(any(r in self.nodes[f].function.roles for r in roles) for f in found)
 
     def probe_constant(self, target: str, caller: Node) -> bool:
         """`target`, a name `caller`'s file imports, is a module-level name the project binds to a CUDA test, found

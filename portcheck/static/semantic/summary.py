@@ -21,7 +21,7 @@ from portcheck.static.cuda_api.gpu_settings import compared_in_ast, counted_in_a
 from portcheck.static.cuda_api.paths import OTHER_ACCELERATOR, named_for_cuda
 from portcheck.static.semantic.attributes import attribute_bindings
 from portcheck.static.semantic.dispatch import Generics
-from portcheck.static.semantic.grows import GROWS, returns_grown
+from portcheck.static.semantic.grows import REGROWS, regrow_calls
 from portcheck.static.semantic.hosts import Bindings, host_arguments
 from portcheck.static.semantic.imports import catches_import_error, import_aliases, optional_test
 from portcheck.static.semantic.masks import MASK, returns_mask
@@ -62,8 +62,7 @@ ONCE_GUARD = "once"
 MAIN_GUARD = "main"
 
 # Training steps only: what a validation, test or predict step adds around the model's forward (metrics, logging)
-# runs once per evaluation batch, not in the hot loop, and `forward` already reaches the model itself.
-# `compute_loss` is the per-step hook of transformers' Trainer, which calls it for every micro-batch.
+# runs once per evaluation batch; `compute_loss` is transformers' Trainer's hook, called every micro-batch.
 _STEP_METHODS = frozenset({"training_step", "train_step", "compute_loss"})
 # Decorators that cache a function's result: its body runs once per argument or object, not once a step.
 _CACHING = frozenset({"cache", "lru_cache", "cached_property", "cached", "memoize", "memoized"})
@@ -108,6 +107,7 @@ class _Reader:
         self._host_refs: list[str] = []
         self._probe = self._step = self._vendor = False
         self._probe_names: frozenset[str] = frozenset()
+        self._regrows: frozenset[int] = frozenset()  # grows.regrow_calls of the function being read
         self.module_probes: frozenset[str] = frozenset()
         self.imports: list[tuple[str, bool]] = []
         self.required: list[str] = []  # Summary.required
@@ -347,7 +347,7 @@ class _Reader:
             hidden = any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords)
             self._passes.append((target, -1 if hidden else len(call.args),
                                  tuple(k.arg for k in call.keywords if k.arg is not None),
-                                 host_arguments(self._bindings, call)))
+                                 host_arguments(self._bindings, call) + ((REGROWS,) * (id(call) in self._regrows))))
         for arg in (*call.args, *(k.value for k in call.keywords)):
             if isinstance(arg, (ast.Name, ast.Attribute)) and (ref := self.resolve(arg)) is not None:
                 self._passes.append((ref, -1, (), ()))
@@ -356,7 +356,7 @@ class _Reader:
         name = f"{scope}.{node.name}" if scope else node.name
         self.generics.note(node, name, scope)
         saved = (self._calls, self._returns, self._host_refs, self._probe, self._step, self._vendor)
-        saved_passes, self._passes = self._passes, []
+        saved_passes, self._passes, saved_regrows, self._regrows = self._passes, [], self._regrows, regrow_calls(node)
         arguments = node.args
         params = frozenset(a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs))
         saved_bindings, self._bindings = self._bindings, Bindings(self.resolve, params)
@@ -379,7 +379,7 @@ class _Reader:
                        for d in node.decorator_list))) if holds]
         reads = returns_read(node)
         roles += [READS if reads == "all" else READS_OFF_XLA] if reads else []
-        roles += [r for r, holds in ((MASK, returns_mask(node)), (GROWS, returns_grown(node))) if holds]
+        roles += [MASK] if returns_mask(node) else []
         if not scope and not node.decorator_list and self.own_names.only_within(node):
             roles.append(UNNAMED)
         method = any(scope == c for c, _ in self.classes)
@@ -387,7 +387,7 @@ class _Reader:
         self.functions.append(Function(name, node.lineno, end_line(node), tuple(roles), tuple(self._calls),
                                        tuple(self._returns), tuple(self._host_refs), positional(node, method),
                                        tuple(self._passes)))
-        self._passes, self._bindings = saved_passes, saved_bindings
+        self._passes, self._bindings, self._regrows = saved_passes, saved_bindings, saved_regrows
         host_refs = self._host_refs
         self._calls, self._returns, self._host_refs, self._probe, self._step, self._vendor = saved
         self._host_refs.extend(host_refs)
