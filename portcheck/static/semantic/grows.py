@@ -21,6 +21,7 @@ def regrow_calls(function: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[
             continue
         inside = _own(loop.body)
         calls = [call for statement in inside for call in ast.walk(statement) if isinstance(call, ast.Call)]
+        bound = _bound(loop, inside)
         for node in inside:
             if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.Call)):
                 continue
@@ -28,9 +29,27 @@ def regrow_calls(function: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[
             names = {e.id for e in (target.elts if isinstance(target, ast.Tuple) else [target])
                      if isinstance(e, ast.Name)}
             given = [a.id for a in node.value.args if isinstance(a, ast.Name) and a.id in names]
-            if len(given) == 1 and any(other is not node.value and _given(other, given[0]) for other in calls):
+            # what flows from one step to the next: bound before the loop, and in it only by this call's result
+            if len(given) == 1 and bound.get(given[0]) == 1 and any(
+                    other is not node.value and _given(other, given[0]) for other in calls):
                 found.add(id(node.value))
     return frozenset(found)
+
+
+def _bound(loop: ast.For | ast.AsyncFor | ast.While, inside: list[ast.AST]) -> dict[str, int]:
+    """How often the loop binds each name: its own target (a new value every step) counts twice."""
+    counts: dict[str, int] = {}
+    targets: list[ast.expr] = [loop.target, loop.target] if isinstance(loop, (ast.For, ast.AsyncFor)) else []
+    for node in inside:
+        if isinstance(node, ast.Assign):
+            targets.extend(node.targets)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor)):
+            targets.append(node.target)
+    for target in targets:
+        for name in ast.walk(target):
+            if isinstance(name, ast.Name):
+                counts[name.id] = counts.get(name.id, 0) + 1
+    return counts
 
 
 def _given(call: ast.Call, name: str) -> bool:
