@@ -14,7 +14,7 @@ towards "don't know" (not host), so a rule keeps reporting what it cannot place.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from functools import partial
 
 import libcst as cst
 
@@ -24,7 +24,7 @@ from portcheck.static.host_names import marked_host, python_value, typed_host
 from portcheck.static.host_paths import HOST_FOLDERS
 from portcheck.static.reaching import reaching
 from portcheck.static.rebindings import rebindings
-from portcheck.static.syntax import bound_names, call_name, dotted_name, keyword, positional, string_value
+from portcheck.static.syntax import bound_names, call_name, dotted_name, keyword, parameters, positional, string_value
 from portcheck.static.values import contains
 from portcheck.static.walk import visit
 
@@ -105,11 +105,6 @@ def _other_device_branch(ctx: Context) -> bool:
     return False
 
 
-def _source_of(ctx: Context, node: cst.CSTNode) -> Callable[[], bool]:
-    """The test `_onnxruntime_class` memoises for one class."""
-    return lambda: "InferenceSession(" in ctx.source(node)
-
-
 # Device types a Neuron tensor never has (it is "neuron" on the native stack, "xla" on the XLA one).
 _OTHER_DEVICES = frozenset({"cpu", "mps", "xpu", "cuda", "hpu", "npu", "mlu", "mtia"})
 
@@ -148,11 +143,12 @@ def _onnxruntime_class(ctx: Context) -> bool:
     if not any(v.rsplit(".", 1)[-1] == "onnxruntime" or v.startswith("onnxruntime.")
                for v in ctx.names.aliases.values()):
         return False
-    for statement in ctx.statements:
-        if isinstance(statement, cst.ClassDef) and ctx.memo("onnxruntime-class", statement,
-                                                            _source_of(ctx, statement)):
-            return True
-    return False
+    return any(isinstance(s, cst.ClassDef) and ctx.memo("onnxruntime-class", s, partial(_builds_session, ctx, s))
+               for s in ctx.statements)
+
+
+def _builds_session(ctx: Context, cls: cst.ClassDef) -> bool:
+    return "InferenceSession(" in ctx.source(cls)
 
 
 def cpu_device(ctx: Context, node: cst.BaseExpression, depth: int = 0) -> bool:
@@ -162,6 +158,9 @@ def cpu_device(ctx: Context, node: cst.BaseExpression, depth: int = 0) -> bool:
     if isinstance(node, cst.Call) and ctx.qualname(node.func) == "torch.device":
         first = positional(node, 0) or keyword(node, "type")
         return first is not None and string_value(first.value) == "cpu"
+    if isinstance(node, cst.Name) and ctx.functions and node.value in ctx.memo(
+            "parameter-names", ctx.functions[-1], lambda: {p.name.value for p in parameters(ctx.functions[-1])}):
+        return False  # `device="cpu"` in a signature: the default of a device each caller may choose
     bound = ctx.constant(node) if depth < 2 else None
     return bound is not None and cpu_device(ctx, bound[1], depth + 1)
 
