@@ -309,7 +309,7 @@ def check_call(node: cst.Call, ctx: Context) -> None:
         _check_print(ctx, node)
     elif name in _COMPARES and ctx.qualname(node.func) in _COMPARES.values():
         _check_compare(ctx, node)
-    elif ctx.qualname(node.func) == _GAUSSIAN_NLL or built_as(ctx, node.func) == _GAUSSIAN_NLL_MODULE:
+    elif "gaussian_nll_loss" in ctx.text or "GaussianNLLLoss" in ctx.text:  # one file in thousands
         _check_hidden_read(ctx, node)
 
 
@@ -317,19 +317,19 @@ def check_call(node: cst.Call, ctx: Context) -> None:
 # `nn.GaussianNLLLoss` module, which calls it) runs `if torch.any(var < 0): raise ValueError(...)` on a tensor `var`.
 _GAUSSIAN_NLL = "torch.nn.functional.gaussian_nll_loss"
 _GAUSSIAN_NLL_MODULE = "torch.nn.GaussianNLLLoss"
-_VAR_CHECK = "checks `torch.any(var < 0)` in Python, a host read of `var`, at every call"
 
 
 def _check_hidden_read(ctx: Context, node: cst.Call) -> None:
-    """`F.gaussian_nll_loss(mu, y, var)`, `self.nll(mu, y, var)` with `self.nll = nn.GaussianNLLLoss()`: the loss
-    reads `var` on the host; quiet where `var` is a Python number or a host value."""
+    """`F.gaussian_nll_loss(mu, y, var)`, `self.nll(mu, y, var)` (`self.nll = nn.GaussianNLLLoss()`): reads `var`."""
     var = keyword(node, "var") or positional(node, 2)
-    if var is None or isinstance(var.value, (cst.Integer, cst.Float)) or id(node) in quiet_calls(ctx):
+    if var is None or isinstance(var.value, (cst.Integer, cst.Float)) or id(node) in quiet_calls(ctx) or (
+            ctx.qualname(node.func) != _GAUSSIAN_NLL and built_as(ctx, node.func) != _GAUSSIAN_NLL_MODULE):
         return
     place = read_place(ctx, node)
     if place is None or host_value(ctx, var.value) or bound_to_a_size(ctx):
         return
-    report_read(ctx, HostValueRead, node, place, why=_VAR_CHECK)
+    report_read(ctx, HostValueRead, node, place, why="checks `torch.any(var < 0)` in Python, a host read of `var`, "
+                "at every call")
 
 
 # `torch.equal(a, b)` and `torch.allclose(a, b)` answer with a Python bool: the tensors' values, read on the host

@@ -20,11 +20,15 @@ def regrow_calls(function: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[
         if not isinstance(loop, (ast.For, ast.AsyncFor, ast.While)):
             continue
         inside = _own(loop.body)
-        calls = [call for statement in inside for call in ast.walk(statement) if isinstance(call, ast.Call)]
+        candidates = [n for n in inside if isinstance(n, ast.Assign) and len(n.targets) == 1
+                      and isinstance(n.value, ast.Call)]
+        if not candidates:
+            continue
+        calls = [call for call in ast.walk(loop) if isinstance(call, ast.Call)]
         bound = _bound(loop, inside)
-        for node in inside:
-            if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.Call)):
-                continue
+        for node in candidates:
+            if not isinstance(node.value, ast.Call):
+                continue  # (the candidates' shape, for the type checker)
             target = node.targets[0]
             names = {e.id for e in (target.elts if isinstance(target, ast.Tuple) else [target])
                      if isinstance(e, ast.Name)}
