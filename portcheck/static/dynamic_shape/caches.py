@@ -37,7 +37,12 @@ def grown_name(ctx: Context, statement: cst.SimpleStatementLine) -> tuple[str, c
 def concatenation(statement: cst.SimpleStatementLine, ctx: Context) -> tuple[cst.BaseExpression, cst.Call,
                                                                                list[cst.BaseExpression]] | None:
     """(target, call, parts) of `target = torch.cat([...], ...)`, also where the result is only detached or
-    reshaped (`torch.cat([...]).detach()`)."""
+    reshaped (`torch.cat([...]).detach()`); read once a statement, which several readings ask about."""
+    return ctx.memo("concatenation", statement, lambda: _concatenation(statement, ctx))
+
+
+def _concatenation(statement: cst.SimpleStatementLine, ctx: Context) -> tuple[cst.BaseExpression, cst.Call,
+                                                                               list[cst.BaseExpression]] | None:
     if len(statement.body) != 1 or not isinstance(statement.body[0], cst.Assign):
         return None
     assign = statement.body[0]
@@ -57,18 +62,16 @@ def concatenation(statement: cst.SimpleStatementLine, ctx: Context) -> tuple[cst
 _ATTENTION_OPS = frozenset({"torch.matmul", "torch.bmm", "torch.baddbmm", "torch.einsum",
                             "torch.nn.functional.scaled_dot_product_attention"})
 KEPT = ("`{name}` grows by `torch.cat` on every call of `{function}`: each call sees one more position than the "
-         "last, so Neuron compiles a new graph per call; keep a buffer of the maximum length written at the step's "
-         "position (`index_copy_`, scatter), as a static KV cache does")
+        "last, so Neuron compiles a new graph per call; keep a buffer of the maximum length written at the step's "
+        "position (`index_copy_`, scatter), as a static KV cache does")
 STATE = ("`{name}` is the state a caller passes back (`{param}`) with this call's own appended by `torch.cat`: fed "
-          "back every decoding step, it is one position longer each token, so Neuron compiles a new graph per "
-          "token; keep a static KV cache of the maximum length written at the step's position (`index_copy_`, "
-          "scatter), and bucket the prompt lengths, as NxD Inference and vLLM Neuron do")
-
-
+         "back every decoding step, it is one position longer each token, so Neuron compiles a new graph per "
+         "token; keep a static KV cache of the maximum length written at the step's position (`index_copy_`, "
+         "scatter), and bucket the prompt lengths, as NxD Inference and vLLM Neuron do")
 HELD = ("`{name}` is the state the object keeps between calls (`{state}`) with this call's own appended by "
-         "`torch.cat`, and is written back: one position longer every decoding step, so Neuron compiles a new graph "
-         "per token; keep a static KV cache of the maximum length written at the step's position (`index_copy_`, "
-         "scatter), as NxD Inference and vLLM Neuron do")
+        "`torch.cat`, and is written back: one position longer every decoding step, so Neuron compiles a new graph "
+        "per token; keep a static KV cache of the maximum length written at the step's position (`index_copy_`, "
+        "scatter), as NxD Inference and vLLM Neuron do")
 
 
 def _attends(ctx: Context, function: cst.FunctionDef, name: str) -> bool:

@@ -81,7 +81,7 @@ def check_padding(node: cst.Call, ctx: Context) -> None:
             _report(ctx, node, f"`{qualname.rsplit('.', 1)[-1]}(...)`")
         return
     if qualname in _COLLATORS:
-        if not _fixed(node, default_longest=True):
+        if not _fixed(node):
             _report(ctx, node, f"`{qualname.rsplit('.', 1)[-1]}(...)`")
         return
     if qualname is not None or not _imports_hf(ctx):
@@ -105,12 +105,13 @@ def _longest(value: cst.BaseExpression) -> bool:
     return (isinstance(value, cst.Name) and value.value == "True") or string_value(value) == "longest"
 
 
-def _fixed(node: cst.Call, default_longest: bool) -> bool:
-    """A collator given a fixed length or buckets: `padding="max_length"`, `pad_to_multiple_of=`."""
+def _fixed(node: cst.Call) -> bool:
+    """A collator given a fixed length or buckets (`padding="max_length"`, `pad_to_multiple_of=`); without
+    `padding=` it pads to the longest."""
     if keyword(node, "pad_to_multiple_of") is not None:
         return True
     padding = keyword(node, "padding")
-    return not default_longest if padding is None else not _longest(padding.value)
+    return padding is not None and not _longest(padding.value)
 
 
 def _imports_hf(ctx: Context) -> bool:

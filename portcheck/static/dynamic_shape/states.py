@@ -50,7 +50,7 @@ def state_parameter(ctx: Context, function: cst.FunctionDef, part: cst.BaseExpre
 
 # Methods that give the same values in another shape or dtype: `prev = saved["prev_key"].view(b * h, -1, d)`.
 SAME_VALUES = frozenset({"view", "reshape", "float", "half", "bfloat16", "to", "type_as", "contiguous", "transpose",
-                          "permute", "unsqueeze", "squeeze", "flatten", "clone", "detach"})
+                         "permute", "unsqueeze", "squeeze", "flatten", "clone", "detach"})
 
 
 def stored_state(ctx: Context, function: cst.FunctionDef, part: cst.BaseExpression, grown: str,

@@ -20,23 +20,20 @@ def regrow_calls(function: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[
         if not isinstance(loop, (ast.For, ast.AsyncFor, ast.While)):
             continue
         inside = _own(loop.body)
-        candidates = [n for n in inside if isinstance(n, ast.Assign) and len(n.targets) == 1
+        candidates = [(n.targets[0], n.value) for n in inside if isinstance(n, ast.Assign) and len(n.targets) == 1
                       and isinstance(n.value, ast.Call)]
         if not candidates:
             continue
         calls = [call for call in ast.walk(loop) if isinstance(call, ast.Call)]
         bound = _bound(loop, inside)
-        for node in candidates:
-            if not isinstance(node.value, ast.Call):
-                continue  # (the candidates' shape, for the type checker)
-            target = node.targets[0]
+        for target, call in candidates:
             names = {e.id for e in (target.elts if isinstance(target, ast.Tuple) else [target])
                      if isinstance(e, ast.Name)}
-            given = [a.id for a in node.value.args if isinstance(a, ast.Name) and a.id in names]
+            given = [a.id for a in call.args if isinstance(a, ast.Name) and a.id in names]
             # what flows from one step to the next: bound before the loop, and in it only by this call's result
             if len(given) == 1 and bound.get(given[0]) == 1 and any(
-                    other is not node.value and _given(other, given[0]) for other in calls):
-                found.add(id(node.value))
+                    other is not call and _given(other, given[0]) for other in calls):
+                found.add(id(call))
     return frozenset(found)
 
 
