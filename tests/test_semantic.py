@@ -1399,6 +1399,42 @@ def test_a_helper_that_returns_its_arguments_value_is_read_where_it_is_called(tm
     assert not any(path == "util.py" for path, _, _ in found)
 
 
+def test_a_converter_whose_tensor_branch_copies_to_numpy_is_read_where_a_model_calls_it(tmp_path):
+    """`to_numpy(x)` that returns `x.detach().cpu().numpy()` under `if isinstance(x, torch.Tensor):` and converts
+    numbers, lists and dicts otherwise: what a tensor argument gets is its value on the host, so a call in `forward`
+    reads it there. The converter calling itself on a list's items is no read of its own; a converter whose tensor
+    branch hands the tensor back (`to_device`) reads nothing."""
+    _tree(tmp_path, {"convert.py": """\
+        import numpy as np
+        import torch
+
+        def to_numpy(x):
+            if isinstance(x, torch.Tensor):
+                return x.detach().cpu().numpy()
+            if isinstance(x, (list, tuple)):
+                return [to_numpy(v) for v in x]
+            return np.asanyarray(x)
+
+        def to_device(x, device):
+            if isinstance(x, torch.Tensor):
+                return x.to(device)
+            return x
+        """, "policy.py": """\
+        import torch
+        from convert import to_device, to_numpy
+
+        class Policy(torch.nn.Module):
+            def forward(self, obs):
+                q = self.net(to_device(obs, "xla"))
+                act = to_numpy(q.argmax(dim=1))
+                return act, to_device(q, "xla")
+        """})
+    found = _scan(tmp_path, "trn1", "xla")
+    assert found[("policy.py", 7, "PC701")] == Severity.WARNING
+    assert not any(path == "convert.py" for path, _, code in found if code == "PC701")
+    assert ("policy.py", 6, "PC701") not in found and ("policy.py", 8, "PC701") not in found
+
+
 def test_a_helper_that_reads_on_one_path_and_passes_the_value_through_on_the_others_reads(tmp_path):
     """fairseq's `item(tensor)` returns `tensor.detach()` for an XLA tensor, `tensor.item()` for any other, and
     `tensor[0]` or the value itself for what is no tensor: a call handing it a device tensor reads it on the native
@@ -1883,3 +1919,4 @@ def test_a_distribution_built_where_no_forward_or_step_is_seen_to_reach_is_info(
     found = _scan(tmp_path, "inf2", "xla")
     assert found[("likelihood.py", 6, "PC704")] == Severity.INFO
     assert found[("likelihood.py", 9, "PC704")] == Severity.WARNING
+

@@ -127,7 +127,8 @@ def test_each_fallback_call_dispatches_the_op_the_data_names():
             self.ops: set[str] = set()
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            self.ops.add(f"aten::{func._schema.name.split('::')[-1]}")
+            name = f"aten::{func._schema.name.split('::')[-1]}"
+            self.ops.update((name, f"{name}.{func._schema.overload_name}"))
             return func(*args, **(kwargs or {}))
 
     matrix = torch.eye(3) * 2.0

@@ -10,6 +10,7 @@ from portcheck.static.attribute_defaults import attribute_default
 from portcheck.static.check import Context, FixPlan, Replace, check
 from portcheck.static.codegen import imports_module, literal_like, new_literal
 from portcheck.static.distributed.bindings import falls_back_to_nccl
+from portcheck.static.distributed.passed_defaults import caller_defaults
 from portcheck.static.syntax import call_name, keyword, positional, string_value
 
 
@@ -279,6 +280,18 @@ def check_nccl_backend(node: cst.Call, ctx: Context) -> None:
             ctx.report(NcclBackend, arg, f"`{qualname.rsplit('.', 1)[-1]}` with backend `{ctx.source(arg.value)}`, "
                        "bound to \"nccl\" unless another vendor's device is found, asks for NVIDIA's NCCL on a "
                        f"Neuron host, whose torch lacks it; {_backend_advice(ctx)}")
+            return
+        passed = [(value, caller) for value, caller in caller_defaults(ctx, arg.value) if _names_nccl(ctx, value)] \
+            if arg is not None and not shown and isinstance(arg.value, cst.Name) else []
+        reported = ctx.memo("nccl-passed", ctx.module, set)  # a default handed to two functions: one finding
+        for value, caller in passed:  # `def init_dist(launcher, backend="nccl")` hands it on to this function
+            if id(value) in reported:
+                continue
+            reported.add(id(value))
+            ctx.report(NcclBackend, value, f"`{caller}` hands {ctx.source(value)} to `{ctx.source(arg.value)}` of "
+                       f"`{ctx.functions[0].name.value}`, whose `{qualname.rsplit('.', 1)[-1]}` asks for NVIDIA's "
+                       f"NCCL with it, which a Neuron host's torch lacks; {_backend_advice(ctx)}")
+        if passed:
             return
         if arg is not None and shown:
             function = qualname.rsplit(".", 1)[-1]

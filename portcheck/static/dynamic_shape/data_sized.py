@@ -7,6 +7,7 @@ import libcst as cst
 
 from portcheck.rules import Pass, Rule, rule
 from portcheck.static.check import Context, check
+from portcheck.static.dynamic_shape.random_size import RandomSize
 from portcheck.static.dynamic_shape.reach import STATIC, report_compiled
 from portcheck.static.dynamic_shape.shape_from_data import ShapeFromData, report_shape_from_data
 from portcheck.static.syntax import call_name, keyword, positional
@@ -252,7 +253,7 @@ def _tensor_signature(node: cst.Call, name: str) -> bool:
 # One check for every call rule of the family, PC209 (shape_from_data) included: while any of them is on, a host
 # read PC209 would report is kept from PC701 (`ctx.skip`). `item`, `tolist`, `max` and `sum` are PC209's words.
 @check(cst.Call, rules=(Nonzero, WhereSingleArgument, MaskedSelect, Unique, RepeatInterleaveTensor,
-                        BincountUnbounded, ShapeFromData), tokens=TOKENS)
+                        BincountUnbounded, ShapeFromData, RandomSize), tokens=TOKENS)
 def check_call(node: cst.Call, ctx: Context) -> None:
     name = _torch_or_method(ctx, node)
     value = _operand(ctx, node)

@@ -89,6 +89,7 @@ class TensorGrownPerStep(Rule):
     VALID = (
         "import torch\nfor batch in loader:\n    preds = torch.cat([preds, model(batch)])",
         "import torch\nfor layer in self.layers:\n    x = torch.cat([x, layer(x)], 1)",
+        "import torch\nfor i in range(len(self.blocks)):\n    y = self.blocks[i](x)\n    x = torch.cat((x, y), 1)",
         "import torch\nfor t in steps:\n    x = torch.cat([x, cond], 1)\n    x = unet(x, t)",
         "import torch\nids = torch.cat([ids, extra])\nout = model(ids)",
         "import torch\nfor _ in range(8):\n    out = model(ids)\n    ids = torch.cat([ids.cpu(), out.cpu()])",
@@ -199,10 +200,15 @@ def _view_of(value: cst.BaseExpression) -> str | None:
 
 def callee_of_interest(ctx: Context, call: cst.Call, varying: set[str] | frozenset[str]) -> str | None:
     """What a loop may feed its growing input to, as written: a model or a function of the project, not a torch
-    function, a builtin, or the loop's own variable (`for layer in layers: layer(x)`, a stack of fixed shapes)."""
+    function, a builtin, or the loop's own variable (`for layer in layers: layer(x)`, a stack of fixed shapes) or
+    an item its counter picks (`for i in range(len(self.blocks)): self.blocks[i](x)`)."""
     if ctx.qualname(call.func) is not None or (isinstance(call.func, cst.Name) and (
             call.func.value in _BUILTINS or call.func.value in varying)):
         return None
+    if isinstance(call.func, cst.Subscript) and any(
+            isinstance(e.slice, cst.Index) and isinstance(e.slice.value, cst.Name) and e.slice.value.value in varying
+            for e in call.func.slice):
+        return None  # `self.dense_blocks[i](x)` for `i` the loop's counter: the same stack of fixed shapes, by index
     return " ".join(ctx.source(call.func).split())
 
 

@@ -9,11 +9,12 @@ import libcst as cst
 from portcheck.rules import Pass, Rule, rule
 from portcheck.static.check import Context, check
 from portcheck.static.dynamic_shape.helper_masks import helper_mask
+from portcheck.static.dynamic_shape.random_size import RandomSize
 from portcheck.static.dynamic_shape.reach import STATIC, report_compiled
 from portcheck.static.dynamic_shape.shape_from_data import ShapeFromData, report_slice_from_data
 from portcheck.static.rebindings import rebindings
 from portcheck.static.scope import host_value
-from portcheck.static.syntax import call_name, string_value
+from portcheck.static.syntax import call_name, parameters, string_value
 from portcheck.summaries import ELSEWHERE, MASK_OF
 
 
@@ -108,9 +109,35 @@ def is_mask(ctx: Context, node: cst.BaseExpression, depth: int = 0, named: bool 
             node.value) else ()
         if len(values) > 1 and all(is_mask(ctx, v, depth + 1, named=False) for v in values):
             return True  # `keep = a > 0`, then `keep = (b > 0) & (a > 0)`: a mask by every binding
+        if bound is None and ctx.scopes and node.value not in ctx.scopes[-1].plain and _annotated_mask(ctx, node.value):
+            return True  # `batch_filter: torch.BoolTensor | None`: a parameter typed as a boolean tensor
         return named and _named_mask(ctx, node.value, [bound[1]] if bound is not None else rebindings(ctx, node.value))
     if isinstance(node, cst.Attribute):  # `data.train_mask`, `self.keep_mask`
         return named and _named_mask(ctx, node.attr.value, [])
+    return False
+
+
+def _annotated_mask(ctx: Context, name: str) -> bool:
+    """`name` is a parameter of the function being read annotated as a boolean tensor: `torch.BoolTensor`, a name
+    the file imports as `BoolTensor` (a project's alias of it), or jaxtyping's `Bool[Tensor, "b n"]`; optional
+    (`X | None`, `Optional[X]`) too."""
+    if not ctx.functions:
+        return False
+    param = next((p for p in parameters(ctx.functions[-1]) if p.name.value == name), None)
+    kind = param.annotation.annotation if param is not None and param.annotation is not None else None
+    while kind is not None:
+        if isinstance(kind, cst.BinaryOperation) and isinstance(kind.operator, cst.BitOr):  # `X | None`
+            kind = kind.right if isinstance(kind.left, cst.Name) and kind.left.value == "None" else kind.left
+        elif isinstance(kind, cst.Subscript) and (ctx.qualname(kind.value) or "").endswith("Optional"):
+            kind = kind.slice[0].slice.value if isinstance(kind.slice[0].slice, cst.Index) else None
+        else:
+            break
+    if isinstance(kind, cst.Subscript):  # jaxtyping's `Bool[Tensor, "..."]`
+        return (ctx.qualname(kind.value) or "") in ("jaxtyping.Bool",)
+    if isinstance(kind, (cst.Name, cst.Attribute)):
+        qualname = ctx.qualname(kind) or ""
+        return qualname.endswith(".BoolTensor") or (  # `torch.BoolTensor`, `from mylib.typing import BoolTensor`
+            isinstance(kind, cst.Name) and kind.value == "BoolTensor" and not qualname)  # `from .typing import ...`
     return False
 
 
@@ -190,7 +217,7 @@ def skip_stores(node: cst.Assign | cst.AnnAssign | cst.Del, ctx: Context) -> Non
             targets.append(target.value)
 
 
-@check(cst.Subscript, rules=(BooleanMaskIndex, ShapeFromData), tokens=TOKENS)
+@check(cst.Subscript, rules=(BooleanMaskIndex, ShapeFromData, RandomSize), tokens=TOKENS)
 def check_mask_index(node: cst.Subscript, ctx: Context) -> None:
     report_slice_from_data(ctx, node)
     if id(node) in ctx.skip:

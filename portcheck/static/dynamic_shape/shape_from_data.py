@@ -9,6 +9,7 @@ import libcst as cst
 from portcheck.rules import Rule, rule
 from portcheck.static.check import Context
 from portcheck.static.dynamic_shape.elements import element_size
+from portcheck.static.dynamic_shape.random_size import report_random_size
 from portcheck.static.dynamic_shape.reach import STATIC, report_compiled
 from portcheck.static.scope import host_value, literal
 from portcheck.static.syntax import call_name, dotted_name
@@ -125,7 +126,7 @@ def _operand_read(ctx: Context, node: cst.BaseExpression, depth: int) -> cst.Cal
     return None
 
 
-_NOT_HELPERS = ("torch.", "numpy.", "math.", "builtins.")
+_NOT_HELPERS = ("torch.", "numpy.", "math.", "builtins.", "random.")
 
 
 def project_helper(ctx: Context, node: cst.BaseExpression, depth: int = 0) -> str | None:
@@ -170,9 +171,9 @@ def report_shape_from_data(ctx: Context, node: cst.Call) -> None:
         elif qualname == "torch.randint":  # `randint(low, high, size)`: the bounds are values, the size is last
             positional_args = [a for a in args if a.keyword is None]
             args = [a for a in args if a.keyword is not None] + positional_args[-1:]
-    elif qualname == "torch.nn.functional.interpolate":  # `F.interpolate(x, size=(h, w))`
-        args = [a for a in node.args[1:2] if a.keyword is None] + [a for a in node.args if a.keyword is not None
-                                                                   and a.keyword.value == "size"]
+    elif qualname == "torch.nn.functional.interpolate":  # `F.interpolate(x, size=(h, w))`, or a scale factor
+        args = [a for a in node.args[1:3] if a.keyword is None] + [a for a in node.args if a.keyword is not None
+                                                                   and a.keyword.value in ("size", "scale_factor")]
     elif (isinstance(node.func, cst.Name) and name == "range" and "range" not in ctx.names.aliases) or (
             isinstance(node.func, cst.Attribute) and qualname is None and name in SIZE_METHODS
             and not is_self_method(node)):
@@ -196,6 +197,8 @@ def report_shape_from_data(ctx: Context, node: cst.Call) -> None:
         if name != "range" and element_size(ctx, arg.value) is not None:
             report_compiled(ctx, ShapeFromData, node, shown=" ".join(ctx.source(arg.value).split()))
             return
+    if name != "range" and any(report_random_size(ctx, node, arg.value) for arg in args):
+        return  # one finding a call: the first size drawn at random
 
 
 def report_slice_from_data(ctx: Context, node: cst.Subscript) -> None:
@@ -221,6 +224,8 @@ def report_slice_from_data(ctx: Context, node: cst.Subscript) -> None:
                 return
             if element_size(ctx, bound) is not None:
                 report_compiled(ctx, ShapeFromData, node, value=node.value, shown=" ".join(ctx.source(bound).split()))
+                return
+            if report_random_size(ctx, node, bound):
                 return
 
 

@@ -33,6 +33,8 @@ def check_reading_helper(node: cst.Call, ctx: Context) -> None:
         return  # a function (not a class), by its name or its module's (`util.torch_item`): not a method
     if (isinstance(func, cst.Name) and name in _BUILTINS) or id(node) in ctx.skip or not _may_read(ctx, func):
         return
+    if isinstance(func, cst.Name) and any(f.name.value == name for f in ctx.functions):
+        return  # the helper calling itself on a part of what it was handed (a list's items): its callers speak
     helper = project_helper(ctx, node)
     if helper is None or id(node) in quiet_calls(ctx) or _local(ctx, helper):
         return

@@ -282,7 +282,7 @@ def _report_one_read(ctx: Context, read: type[Rule], node: cst.Call, place: str,
         fix_native = "copy to the host once per logging interval, not every step"
     verb = why or ("copies a tensor to the host" if read is HostCopy else "reads a tensor value on the host")
     if through:
-        verb += f" (`{through}` returns its argument's value in Python)"
+        verb += f" (`{through}` returns its argument's value on the host)"
         requires = f"{reads_of(ctx.stack)}{through}\n{requires}"
     message, severity = read_message(ctx, f"`{shown}` {verb}", place, fix_xla, fix_native, read is HostValueRead)
     ctx.report(read, node, message, severity, requires=requires)

@@ -32,6 +32,7 @@ _TENSOR_METHODS = frozenset({
     "log_softmax", "argmax", "argmin", "exp", "log", "sqrt", "clone", "flatten", "reshape", "view", "squeeze",
     "unsqueeze", "max", "min", "amax", "amin", "prod", "cumsum", "sigmoid", "tanh", "relu", "matmul", "transpose",
     "permute", "contiguous", "masked_fill", "clamp", "long", "bool", "eq", "ne", "gt", "lt", "ge", "le",
+    "dot", "mm", "bmm", "mv", "pow", "square", "logsumexp",
 })
 _TENSOR_ANNOTATIONS = re.compile(r"^torch\.(\w+\.)?\w*Tensor$")
 

@@ -57,7 +57,8 @@ _VIEWS = frozenset({"detach", "view", "reshape", "flatten", "squeeze", "unsqueez
 
 
 def _read_of(value: ast.expr | None, params: set[str]) -> str | None:
-    """"read" for a value that reads a parameter's data into Python (`t.tolist()`, `int(t.max().item())`), "same"
+    """"read" for a value that reads a parameter's data into Python or numpy (`t.tolist()`, `int(t.max().item())`,
+    `t.detach().cpu().numpy()`), "same"
     for a parameter itself or a view of it (`t.detach()`, `t[0]`), else None."""
     while True:
         if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in _VIEWS:
@@ -72,7 +73,7 @@ def _read_of(value: ast.expr | None, params: set[str]) -> str | None:
            and len(value.args) == 1):
         value = value.args[0]
     if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)
-            and value.func.attr in ("item", "tolist") and not value.args):
+            and value.func.attr in ("item", "tolist", "numpy") and not value.args):
         return None
     root: ast.expr = value.func.value
     while isinstance(root, (ast.Attribute, ast.Subscript, ast.Call)):
@@ -84,14 +85,19 @@ def returns_read(function: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
     """"all" where the `return`s of `function` (nested functions have their own) read the data of one of its
     parameters into Python (`return t.tolist()`, `return int(t.max().item())`, `return self.counts.tolist()`), one of
     them at least, and the others pass a parameter through, itself or a view of it (`return x if isinstance(x,
-    float) else x.item()`); "off-xla" where that holds only of the returns outside a test for an XLA tensor, and
-    those under one pass the value through (fairseq's `item(tensor)`: `tensor.detach()` where `tensor.device.type
-    == "xla"`, `tensor.item()` otherwise): it reads what the native stack hands it, not what PyTorch/XLA does;
-    else ""."""
+    float) else x.item()`), or the branch a tensor argument takes does (`if isinstance(x, torch.Tensor): return
+    x.detach().cpu().numpy()`, whatever the helper does with numbers, lists and dicts); "off-xla" where that holds
+    only of the returns outside a test for an XLA tensor, and those under one pass the value through (fairseq's
+    `item(tensor)`: `tensor.detach()` where `tensor.device.type == "xla"`, `tensor.item()` otherwise): it reads
+    what the native stack hands it, not what PyTorch/XLA does; else ""."""
     arguments = function.args
     params = {a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)}
     found = {False: False, True: False}  # under an XLA test: a return there reads
     seen_xla = False
+    if any(isinstance(node, ast.If) and _tests_tensor(node.test, params) and any(
+            isinstance(s, ast.Return) and _read_of(s.value, params) == "read" for s in node.body)
+           for node in function.body):
+        return "all"  # `if isinstance(x, torch.Tensor): return x.detach().cpu().numpy()`: what a tensor gets
     todo: list[tuple[ast.AST, bool]] = [(statement, False) for statement in function.body]
     while todo:
         node, xla = todo.pop()
@@ -116,6 +122,20 @@ def returns_read(function: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
     if not found[False]:
         return ""
     return "off-xla" if seen_xla and not found[True] else "all"
+
+
+def _tests_tensor(test: ast.expr, params: set[str]) -> bool:
+    """`isinstance(x, torch.Tensor)`, `torch.is_tensor(x)` of a parameter: the branch a tensor argument takes (the
+    helper's other branches convert numbers, lists, dicts...)."""
+    if not (isinstance(test, ast.Call) and test.args and isinstance(test.args[0], ast.Name)
+            and test.args[0].id in params):
+        return False
+    func = test.func
+    if isinstance(func, ast.Name) and func.id == "isinstance" and len(test.args) == 2:
+        kind = test.args[1]
+        return (isinstance(kind, ast.Attribute) and kind.attr == "Tensor") or (isinstance(kind, ast.Name) and (
+            kind.id == "Tensor"))
+    return isinstance(func, ast.Attribute) and func.attr == "is_tensor" and len(test.args) == 1
 
 
 def _tests_xla(test: ast.expr) -> bool:

@@ -43,7 +43,14 @@ CALLS = {
     "torch.multinomial": "aten::multinomial",
     "torch.roll": "aten::roll",
     "torch.cumprod": "aten::cumprod",
+    "torch.std": "aten::std.correction",
+    "torch.var": "aten::var.correction",
+    "torch.std_mean": "aten::std_mean.correction",
+    "torch.var_mean": "aten::var_mean.correction",
 }
+
+# A tensor's own reductions of those ops: `x.var(-1, keepdim=True, unbiased=False)`, `advantages.std()`.
+_METHODS = {"std": "aten::std.correction", "var": "aten::var.correction"}
 
 
 @rule
@@ -54,7 +61,10 @@ class CpuFallbackCall(Rule):
     `cholesky`, `lu_factor`, `ldl_factor`, `solve_triangular`, `torch.cholesky` and `torch.cholesky_inverse` have
     no device kernel and take the CPU fallback, and so do `torch.sort`, `torch.argsort`, `torch.msort` and
     `torch.multinomial` (a sampling step of a decode loop: its probabilities go to the host every token),
-    `torch.roll` and `torch.cumprod`, and a
+    `torch.roll`, `torch.cumprod`, and the variance reductions `torch.std`, `torch.var`, `torch.std_mean`,
+    `torch.var_mean` and a tensor's `std(...)` / `var(...)` (TorchNeuron registers no kernel for their
+    `correction` overload, where every form of them dispatches: a hand-written norm's `x.var(-1, keepdim=True)`
+    leaves the device every step). And a
     tensor's own `argsort()`, `msort()` and `sort(...)` where its result is used or it takes `dim=` /
     `descending=` (a list's `sort` works in place and returns None). The
     status comes from rules/ops.toml, so a stack that lowers the op (PyTorch/XLA on inf2) stays quiet, and so
@@ -89,6 +99,10 @@ class CpuFallbackCall(Rule):
         "import torch\nclass M(torch.nn.Module):\n    def forward(self, a, b):\n"
         "        return torch.linalg.solve_triangular(torch.linalg.cholesky(a), b, upper=False)",
         "import torch\nclass M(torch.nn.Module):\n    def forward(self, x):\n        return torch.roll(x, 1, -1)",
+        "import torch\nclass Norm(torch.nn.Module):\n    def forward(self, x):\n"
+        "        return (x - x.mean(-1, keepdim=True)) / (x.var(-1, keepdim=True, unbiased=False) + 1e-5).sqrt()",
+        "import torch\nclass M(torch.nn.Module):\n    def forward(self, x):\n        s, m = torch.std_mean(x, dim=-2)\n"
+        "        return (x - m) / s",
     )
     VALID = (
         "import torch\nimport numpy as np\nclass M:\n    def forward(self, x):\n        return np.linalg.svd(x)",
@@ -101,6 +115,8 @@ class CpuFallbackCall(Rule):
         "import torch\nclass M:\n    def forward(self, x, names):\n        names.sort()\n        return x",
         "import torch\nclass Reduce(BaseTransform):\n    def forward(self, data):\n"
         "        return torch.linalg.svd(data.x)",
+        "import numpy as np\nclass M:\n    def forward(self, x):\n        a = np.asarray(x)\n        return a.std()",
+        "import torch\nclass M:\n    def forward(self, x):\n        return self.var(x)",
     )
 
 
@@ -108,12 +124,20 @@ class CpuFallbackCall(Rule):
 _TENSOR_SORT_KEYWORDS = frozenset({"dim", "descending", "stable"})
 
 
-def _tensor_sort(ctx: Context, node: cst.Call) -> str | None:
-    """`aten::sort` for a tensor's own sort: `x.argsort()`, `x.msort()` (lists have neither), and `x.sort(...)` whose
-    result is used (`values, order = probs.sort(descending=True)`: a list's sorts in place and returns None) or
-    that takes a tensor's arguments (`dim=`, `descending=`). A numpy array's is a host value, left alone below."""
+def _tensor_method(ctx: Context, node: cst.Call) -> str | None:
+    """The op of a tensor's own `std(...)` / `var(...)` (dims written as numbers or tuples), or `aten::sort` for its
+    own sort: `x.argsort()`, `x.msort()` (lists have neither), and `x.sort(...)` whose result is used (`values,
+    order = probs.sort(descending=True)`: a list's sorts in place and returns None) or that takes a tensor's
+    arguments (`dim=`, `descending=`). A numpy array's is a host value, left alone below."""
     func = node.func
-    if not isinstance(func, cst.Attribute) or func.attr.value not in ("sort", "argsort", "msort"):
+    if not isinstance(func, cst.Attribute):
+        return None
+    if func.attr.value in _METHODS:
+        if (isinstance(func.value, cst.Name) and func.value.value in ("self", "cls")) or any(
+                a.keyword is None and not _integer(a.value) and not isinstance(a.value, cst.Tuple) for a in node.args):
+            return None  # `self.var(x)`: the object's own method; `stats.std(values)`: a function given the data
+        return _METHODS[func.attr.value]
+    if func.attr.value not in ("sort", "argsort", "msort"):
         return None
     if any(a.keyword is None and not _integer(a.value) for a in node.args):
         return None  # `xp.argsort(scores)`: a module's function (numpy's, cupy's) takes the array; a tensor's a dim
@@ -136,10 +160,10 @@ def _integer(node: cst.BaseExpression) -> bool:
 
 @check(cst.Call, rules=(CpuFallbackCall,), tokens=("svd", "eigh", "eigvalsh", "slogdet", "inv", "cholesky", "sort",
                                                     "_factor", "det", "qr", "solve_triangular", "multinomial", "roll",
-                                                    "cumprod"))
+                                                    "cumprod", "std", "var"))
 def check_fallback_call(node: cst.Call, ctx: Context) -> None:
     qualname = ctx.qualname(node.func)
-    op = CALLS.get(qualname or "") if qualname is not None else _tensor_sort(ctx, node)
+    op = CALLS.get(qualname or "") if qualname is not None else _tensor_method(ctx, node)
     if op is None:
         return  # other methods (`a.inverse()`) are left alone: linear operators and group elements have them too
     subject = node.args[0].value if node.args and qualname is not None else (
