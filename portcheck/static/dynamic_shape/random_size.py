@@ -72,6 +72,8 @@ _DEPTH = 4  # local names followed from the size to its draw
 def random_size(ctx: Context, node: cst.BaseExpression, depth: int = 0) -> cst.Call | None:
     """The draw a size expression is computed from, directly or through local names (their bindings that reach
     the use: `scale = np.random.uniform(1, 2)` in one branch, `scale = 1` in another)."""
+    if not ctx.memo("names-random", ctx.module, lambda: "random" in ctx.text):
+        return None  # a file that never names `random` draws nothing (most files: one search, not a walk per size)
     found: list[cst.Call] = []
 
     class Finder(cst.CSTVisitor):

@@ -160,7 +160,7 @@ def _integer(node: cst.BaseExpression) -> bool:
 
 @check(cst.Call, rules=(CpuFallbackCall,), tokens=("svd", "eigh", "eigvalsh", "slogdet", "inv", "cholesky", "sort",
                                                     "_factor", "det", "qr", "solve_triangular", "multinomial", "roll",
-                                                    "cumprod", "std", "var"))
+                                                    "cumprod", "std(", "var(", "std_mean", "var_mean"))
 def check_fallback_call(node: cst.Call, ctx: Context) -> None:
     qualname = ctx.qualname(node.func)
     op = CALLS.get(qualname or "") if qualname is not None else _tensor_method(ctx, node)
