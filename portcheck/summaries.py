@@ -93,10 +93,14 @@ def reads_of(stack: str) -> str:
     return READS_OF if stack == "xla" else READS_OFF_XLA_OF
 
 
+# Finding.requires of a reading across the functions of one file (a default one function hands on to the one that
+# uses it): kept wherever the call graph is built. A file analysed in groups of statements (chunks) cannot see it.
+SAME_FILE = "same-file"
+
 # Finding.requires of a candidate kept, as info, only where no forward and no training step reaches its function
 # and the call graph does not place it host-side, in set-up or on a path Neuron never runs: the other candidates of
 # the same construct ("forward", "device", "step") speak where the device step does reach it.
 ELSEWHERE = "elsewhere"
 
-__all__ = ["ELSEWHERE", "FED_BACK", "MASK_OF", "READS_OF", "READS_OFF_XLA_OF", "READS_PREFIXES", "Function", "Summary",
-           "reads_of"]
+__all__ = ["ELSEWHERE", "FED_BACK", "MASK_OF", "READS_OF", "READS_OFF_XLA_OF", "READS_PREFIXES", "SAME_FILE",
+           "Function", "Summary", "reads_of"]

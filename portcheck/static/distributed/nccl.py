@@ -12,6 +12,7 @@ from portcheck.static.codegen import imports_module, literal_like, new_literal
 from portcheck.static.distributed.bindings import falls_back_to_nccl
 from portcheck.static.distributed.passed_defaults import caller_defaults
 from portcheck.static.syntax import call_name, keyword, positional, string_value
+from portcheck.summaries import SAME_FILE
 
 
 @rule
@@ -281,18 +282,18 @@ def check_nccl_backend(node: cst.Call, ctx: Context) -> None:
                        "bound to \"nccl\" unless another vendor's device is found, asks for NVIDIA's NCCL on a "
                        f"Neuron host, whose torch lacks it; {_backend_advice(ctx)}")
             return
-        passed = [(value, caller) for value, caller in caller_defaults(ctx, arg.value) if _names_nccl(ctx, value)] \
-            if arg is not None and not shown and isinstance(arg.value, cst.Name) else []
-        reported = ctx.memo("nccl-passed", ctx.module, set)  # a default handed to two functions: one finding
-        for value, caller in passed:  # `def init_dist(launcher, backend="nccl")` hands it on to this function
-            if id(value) in reported:
-                continue
-            reported.add(id(value))
-            ctx.report(NcclBackend, value, f"`{caller}` hands {ctx.source(value)} to `{ctx.source(arg.value)}` of "
-                       f"`{ctx.functions[0].name.value}`, whose `{qualname.rsplit('.', 1)[-1]}` asks for NVIDIA's "
-                       f"NCCL with it, which a Neuron host's torch lacks; {_backend_advice(ctx)}")
-        if passed:
-            return
+        if arg is not None and not shown and isinstance(arg.value, cst.Name):
+            passed = [(value, caller) for value, caller in caller_defaults(ctx, arg.value) if _names_nccl(ctx, value)]
+            reported = ctx.memo("nccl-passed", ctx.module, set)  # a default handed to two functions: one finding
+            for value, caller in passed:  # `def init_dist(launcher, backend="nccl")` hands it on to this function
+                if id(value) not in reported:
+                    reported.add(id(value))
+                    ctx.report(NcclBackend, value, f"`{caller}` hands {ctx.source(value)} to `{arg.value.value}` "
+                               f"of `{ctx.functions[0].name.value}`, whose `{qualname.rsplit('.', 1)[-1]}` asks for "
+                               f"NVIDIA's NCCL with it, which a Neuron host's torch lacks; {_backend_advice(ctx)}",
+                               requires=SAME_FILE)
+            if passed:
+                return
         if arg is not None and shown:
             function = qualname.rsplit(".", 1)[-1]
             ctx.report(NcclBackend, arg, f"`{function}` with backend {shown} asks for NVIDIA's NCCL, which a Neuron "

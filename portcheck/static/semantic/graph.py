@@ -52,7 +52,7 @@ from portcheck.static.semantic.summary import (
     VENDOR,
     VENDOR_GUARD,
 )
-from portcheck.summaries import ELSEWHERE, FED_BACK, MASK_OF, READS_OFF_XLA_OF, READS_PREFIXES
+from portcheck.summaries import ELSEWHERE, FED_BACK, MASK_OF, READS_OFF_XLA_OF, READS_PREFIXES, SAME_FILE
 
 MAX_FUNCTIONS = 200_000
 
@@ -380,8 +380,8 @@ def _runs(found: Facts, holders: list[Node], place: tuple[str, str] | None) -> s
 def _reached(found: Facts, finding: Finding, holders: list[Node]) -> bool:
     """The finding's function is reached as it requires: "forward" from a module's forward, "device" from a
     forward or a training step, "step" from a training step and not from a forward."""
-    if not holders:
-        return False
+    if not holders or finding.requires == SAME_FILE:  # across the functions of one file: wherever there is a graph
+        return finding.requires == SAME_FILE
     function = holders[-1].full
     if finding.requires == "step":  # a training step reaches it, and no forward does (that is "forward"'s)
         return function in found.device and function not in found.forward
