@@ -133,7 +133,7 @@ def _annotated_mask(ctx: Context, name: str) -> bool:
         else:
             break
     if isinstance(kind, cst.Subscript):  # jaxtyping's `Bool[Tensor, "..."]`
-        return (ctx.qualname(kind.value) or "") in ("jaxtyping.Bool",)
+        return ctx.qualname(kind.value) == "jaxtyping.Bool"
     if isinstance(kind, (cst.Name, cst.Attribute)):
         qualname = ctx.qualname(kind) or ""
         return qualname.endswith(".BoolTensor") or (  # `torch.BoolTensor`, `from mylib.typing import BoolTensor`
