@@ -135,7 +135,12 @@ def test_each_fallback_call_dispatches_the_op_the_data_names():
     arguments = {"torch.linalg.solve_triangular": ((matrix, matrix), {"upper": False}),
                  "torch.linalg.ldl_factor": ((matrix,), {}), "torch.linalg.ldl_factor_ex": ((matrix,), {}),
                  "torch.multinomial": ((matrix, 1), {}), "torch.roll": ((matrix, 1), {}),
-                 "torch.cumprod": ((matrix, 0), {})}
+                 "torch.cumprod": ((matrix, 0), {}), "torch.quantile": ((matrix, 0.5), {"dim": 1}),
+                 "torch.nanquantile": ((matrix, 0.5), {}), "torch.searchsorted": ((matrix, matrix), {}),
+                 "torch.bucketize": ((matrix, torch.tensor([0.5, 1.5])), {}),
+                 "torch.binomial": ((matrix, matrix / 4), {}),
+                 "torch.nn.functional.ctc_loss": ((torch.randn(5, 2, 4).log_softmax(2), torch.tensor([[1, 2], [1, 1]]),
+                                                   torch.tensor([5, 5]), torch.tensor([2, 2])), {})}
     for name, op in CALLS.items():
         function = torch
         for part in name.split(".")[1:]:
@@ -1577,3 +1582,31 @@ def test_a_branch_for_a_tensor_whose_device_is_the_cpu_is_not_neuron_code():
         """)
     assert (6, "PC208") not in found and (9, "PC208") not in found
     assert (12, "PC208") in found
+
+
+
+def test_each_sampled_distribution_draws_with_the_op_the_data_names():
+    """PC321's table of torch.distributions classes and the op their draws dispatch to, checked against real torch."""
+    torch = pytest.importorskip("torch")
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from portcheck.static.unsupported_op.fallback_calls import SAMPLED
+
+    class Record(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.ops: set[str] = set()
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.add(f"aten::{func._schema.name.split('::')[-1]}")
+            return func(*args, **(kwargs or {}))
+
+    rate = torch.rand(3) + 0.5
+    made = {"Gamma": (rate, rate), "Chi2": (rate,), "StudentT": (rate,), "FisherSnedecor": (rate, rate),
+            "NegativeBinomial": (rate, rate / 2), "Beta": (rate, rate), "Dirichlet": (rate,), "Poisson": (rate,),
+            "Binomial": (5, rate / 2), "Categorical": (rate,), "OneHotCategorical": (rate,), "Multinomial": (3, rate)}
+    assert set(made) == set(SAMPLED)
+    for name, op in SAMPLED.items():
+        with Record() as record:
+            getattr(torch.distributions, name)(*made[name]).sample()
+        assert op in record.ops, (name, sorted(record.ops))

@@ -141,7 +141,7 @@ def check_control_flow(node: cst.If | cst.While | cst.Assert | cst.IfExp, ctx: C
         from portcheck.static.host_sync.place import read_place  # host_sync reads dynamic_shape's sizes
 
         found = reads_tensor_values(ctx, node.test) or predicate_truth(ctx, node.test) or \
-            named_truth(ctx, node.test) or _compared(ctx, node.test, "helper")  # before placing it
+            named_truth(ctx, node.test) or _compared(ctx, node.test, "helper") or _buffer(ctx, node.test)
         if found is not None and not _explicit(found) and read_place(ctx) == "helper":
             checks = isinstance(node, cst.Assert) or only_raises(node)  # a check: info, as in `forward`
             if not checks:
@@ -162,7 +162,7 @@ def check_control_flow(node: cst.If | cst.While | cst.Assert | cst.IfExp, ctx: C
     if read is not None:
         ctx.skip.add(id(read))
     else:
-        read = _tensor_element_comparison(test) or _compared(ctx, test, "forward")
+        read = _tensor_element_comparison(test) or _compared(ctx, test, "forward") or _buffer(ctx, test)
         if read is None:
             return
     shown = " ".join(ctx.source(read).split())
@@ -185,6 +185,13 @@ def _compared(ctx: Context, test: cst.BaseExpression, place: str) -> cst.BaseExp
     from portcheck.static.host_sync.tensors import compared_tensor, known_tensors  # host_sync reads sizes here
 
     return compared_tensor(ctx, test, known_tensors(ctx, place))
+
+
+def _buffer(ctx: Context, test: cst.BaseExpression) -> cst.Attribute | None:
+    """A buffer or parameter of the module the test takes the truth of (`if self.inited:`)."""
+    from portcheck.static.host_sync.tensors import buffer_truth  # host_sync reads sizes here
+
+    return buffer_truth(ctx, test)
 
 
 def _check_message(ctx: Context, keyword_: str, read: cst.CSTNode, where: str = "inside `forward`") -> str:

@@ -189,6 +189,18 @@ def module_tensors(ctx: Context) -> frozenset[str]:
     return ctx.memo("module-tensors", cls, compute)
 
 
+def buffer_truth(ctx: Context, test: cst.BaseExpression) -> cst.Attribute | None:
+    """A buffer or parameter of the class a test takes the truth of itself: `if self.inited:` with `inited`
+    registered by `self.register_buffer("inited", torch.Tensor([False]))` (a codebook's first-call flag). The
+    module's tensors follow it to the device, so Python's bool of one reads it on the host; a plain attribute
+    (`self.enabled = True`) is no tensor and stays quiet."""
+    buffers = module_tensors(ctx)
+    for part in truth_operands(test) if buffers else ():
+        if isinstance(part, cst.Attribute) and self_attribute(part) in buffers:
+            return part
+    return None
+
+
 def compared_tensor(ctx: Context, test: cst.BaseExpression,
                     tensors: set[str] | frozenset[str]) -> cst.BaseExpression | None:
     """The tensor a test compares, which Python then asks for a bool: `if rand < accept_prob:` with `accept_prob`

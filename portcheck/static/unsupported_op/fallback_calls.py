@@ -1,6 +1,7 @@
 """Calls whose ATen op runs on the host CPU on the target's stack (PC321): linear algebra that TorchNeuron has no
 device kernel for (`torch.linalg.svd`, `eigh`, `inv`, `slogdet`, `cholesky`, `qr`, `solve_triangular`...) and
-sorting (`torch.sort`, `argsort`) and sampling (`torch.multinomial`), read from rules/ops.toml."""
+sorting (`torch.sort`, `argsort`, the quantiles built on it), medians, `searchsorted` / `bucketize`, sampling
+(`torch.multinomial`, `torch.poisson`, `torch.binomial`) and the CTC loss, read from rules/ops.toml."""
 
 from __future__ import annotations
 
@@ -47,7 +48,27 @@ CALLS = {
     "torch.var": "aten::var.correction",
     "torch.std_mean": "aten::std_mean.correction",
     "torch.var_mean": "aten::var_mean.correction",
+    "torch.quantile": "aten::sort",
+    "torch.nanquantile": "aten::sort",
+    "torch.median": "aten::median",
+    "torch.nanmedian": "aten::nanmedian",
+    "torch.searchsorted": "aten::searchsorted",
+    "torch.bucketize": "aten::bucketize",
+    "torch.poisson": "aten::poisson",
+    "torch.binomial": "aten::binomial",
+    "torch.nn.functional.ctc_loss": "aten::_ctc_loss",
 }
+
+# The op a torch.distributions object's `sample()` / `rsample()` draws with (observed with torch 2.13:
+# tests/test_value_kinds.py traces each one), for the distributions whose sampler op rules/ops.toml has a status for.
+SAMPLED = {
+    "Gamma": "aten::_standard_gamma", "Chi2": "aten::_standard_gamma", "StudentT": "aten::_standard_gamma",
+    "FisherSnedecor": "aten::_standard_gamma", "NegativeBinomial": "aten::_standard_gamma",
+    "Beta": "aten::_sample_dirichlet", "Dirichlet": "aten::_sample_dirichlet", "Poisson": "aten::poisson",
+    "Binomial": "aten::binomial", "Categorical": "aten::multinomial", "OneHotCategorical": "aten::multinomial",
+    "Multinomial": "aten::multinomial",
+}
+_SAMPLERS = frozenset({"sample", "rsample", "sample_n"})
 
 # A tensor's own reductions of those ops: `x.var(-1, keepdim=True, unbiased=False)`, `advantages.std()`.
 _METHODS = {"std": "aten::std.correction", "var": "aten::var.correction"}
@@ -64,7 +85,14 @@ class CpuFallbackCall(Rule):
     `torch.roll`, `torch.cumprod`, and the variance reductions `torch.std`, `torch.var`, `torch.std_mean`,
     `torch.var_mean` and a tensor's `std(...)` / `var(...)` (TorchNeuron registers no kernel for their
     `correction` overload, where every form of them dispatches: a hand-written norm's `x.var(-1, keepdim=True)`
-    leaves the device every step). And a
+    leaves the device every step), `torch.quantile` and `torch.nanquantile` (they sort), `torch.median`,
+    `torch.nanmedian`, `torch.searchsorted`, `torch.bucketize`, `torch.poisson`, `torch.binomial` and
+    `F.ctc_loss`: none has a device kernel on TorchNeuron, nor an XLA lowering in torch-xla 2.9, so on inf2 they run
+    on the CPU too, cutting the graph. So do the draws of `torch.distributions` objects whose sampler is one of
+    those ops (`Gamma`, `Chi2`, `StudentT`, `FisherSnedecor` and `NegativeBinomial` draw with `_standard_gamma`,
+    `Beta` and `Dirichlet` with `_sample_dirichlet`, `Poisson` with `poisson`, `Binomial` with `binomial`, and
+    `Categorical`, `OneHotCategorical` and `Multinomial` with `multinomial`, on native only): `Beta(a, b).sample()`,
+    or `d.rsample()` with `d` bound once to one. And a
     tensor's own `argsort()`, `msort()` and `sort(...)` where its result is used or it takes `dim=` /
     `descending=` (a list's `sort` works in place and returns None). The
     status comes from rules/ops.toml, so a stack that lowers the op (PyTorch/XLA on inf2) stays quiet, and so
@@ -151,6 +179,33 @@ def _tensor_method(ctx: Context, node: cst.Call) -> str | None:
     return "aten::sort"
 
 
+def _distribution(ctx: Context, node: cst.Call) -> tuple[str, cst.BaseExpression | None] | None:
+    """The sampler op and first parameter of `Gamma(a, b).sample()`, or of `d.rsample()` with `d` bound once to
+    such a distribution (`distr = Beta(alpha, beta)` then `distr.sample()`)."""
+    func = node.func
+    if not isinstance(func, cst.Attribute) or func.attr.value not in _SAMPLERS:
+        return None
+    made: cst.BaseExpression | None = func.value
+    if isinstance(made, cst.Name):
+        bound = ctx.constant(made)
+        made = bound[1] if bound is not None else None
+    if not isinstance(made, cst.Call):
+        return None
+    qualname = ctx.qualname(made.func) or ""
+    op = SAMPLED.get(qualname.rpartition(".")[2]) if qualname.startswith("torch.distributions.") else None
+    parameters = [a.value for a in made.args if a.keyword is None or a.keyword.value != "validate_args"]
+    if op is None or (parameters and all(_number(v) for v in parameters)):
+        return None  # `Beta(0.8, 0.8)`: made from Python numbers, a CPU tensor's distribution
+    return op, parameters[0] if parameters else None
+
+
+def _number(node: cst.BaseExpression) -> bool:
+    """`0.8`, `-1`, `2`: a number written in the code."""
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+        node = node.expression
+    return isinstance(node, (cst.Integer, cst.Float))
+
+
 def _integer(node: cst.BaseExpression) -> bool:
     """`1`, `-1`: a dimension written as a number."""
     if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
@@ -160,14 +215,18 @@ def _integer(node: cst.BaseExpression) -> bool:
 
 @check(cst.Call, rules=(CpuFallbackCall,), tokens=("svd", "eigh", "eigvalsh", "slogdet", "inv", "cholesky", "sort",
                                                     "_factor", "det", "qr", "solve_triangular", "multinomial", "roll",
-                                                    "cumprod", "std(", "var(", "std_mean", "var_mean"))
+                                                    "cumprod", "std(", "var(", "std_mean", "var_mean", "quantile",
+                                                    "median", "searchsorted", "bucketize", "poisson", "binomial",
+                                                    "ctc_loss", "sample("))
 def check_fallback_call(node: cst.Call, ctx: Context) -> None:
     qualname = ctx.qualname(node.func)
     op = CALLS.get(qualname or "") if qualname is not None else _tensor_method(ctx, node)
-    if op is None:
-        return  # other methods (`a.inverse()`) are left alone: linear operators and group elements have them too
     subject = node.args[0].value if node.args and qualname is not None else (
         node.func.value if isinstance(node.func, cst.Attribute) else None)
+    if op is None and qualname is None and (sampled := _distribution(ctx, node)) is not None:
+        op, subject = sampled  # a distribution's draw: on the host if its parameters are
+    if op is None:
+        return  # other methods (`a.inverse()`) are left alone: linear operators and group elements have them too
     if (subject is not None and host_value(ctx, subject)) or host_code(ctx) is not None:
         return  # on the host already: a host value, or the data pipeline's code (`transforms/`, a Dataset)
     if not load_op_releases()[ctx.stack].holds(ctx.sdk):
