@@ -140,7 +140,10 @@ def check_fft(node: cst.Call, ctx: Context) -> None:
         name = self_attribute(passed)
         where, shown = passed, ctx.qualname(passed) or f"self.{name}"
         note = f" (`self.{name}` is a `{bound[name]}`)" if name in bound else ""
-    elif isinstance(node.func, cst.Attribute) and call_name(node) in ("stft", "istft"):
+    elif isinstance(node.func, cst.Attribute) and call_name(node) in ("stft", "istft") and not (
+            isinstance(node.func.value, cst.Name) and node.func.value.value in ("self", "cls")):
+        # a tensor's own `x.stft(400)`; `self.stft(x)` calls the object's own attribute (a project's STFT module,
+        # whose FFT is found where it computes), unless it is a torchaudio transform (below)
         shown = f".{call_name(node)}()"
     elif (name := self_attribute(node.func)) is not None and name in (bound := _transforms(ctx)[0]):
         shown, note = f"self.{name}(...)", f" (`self.{name}` is a `{bound[name]}`)"
