@@ -1610,3 +1610,18 @@ def test_each_sampled_distribution_draws_with_the_op_the_data_names():
         with Record() as record:
             getattr(torch.distributions, name)(*made[name]).sample()
         assert op in record.ops, (name, sorted(record.ops))
+
+
+def test_an_autocast_a_with_never_enters_is_info():
+    """`with autocast() and other():` enters only `other()`: no autocast region exists, on a GPU or on Neuron; the
+    last operand of the `and` is entered, and stays a warning."""
+    found = severities("""\
+        import torch
+
+        def step(model, ema, batch):
+            with torch.cuda.amp.autocast() and ema.average_parameters():
+                loss = model(batch)
+            with torch.no_grad() and torch.cuda.amp.autocast():
+                return loss + model(batch)
+        """)
+    assert found[(4, "PC601")] == Severity.INFO and found[(6, "PC601")] == Severity.WARNING

@@ -27,9 +27,9 @@ from portcheck.static.cuda_api.devices import (
     stack_device,
     stack_hint,
 )
-from portcheck.static.cuda_api.probes import report_guarded
+from portcheck.static.cuda_api.probes import report_guarded, under_probe
 from portcheck.static.cuda_api.statements import find_call
-from portcheck.static.syntax import call_name, keyword, string_value
+from portcheck.static.syntax import call_name, keyword, parameters, string_value
 
 
 @rule
@@ -181,8 +181,11 @@ def check_placement(node: cst.Call, ctx: Context) -> None:
         if not where and kind in ("to", "device"):
             _report_choice(ctx, node, kind, arg, device)
             continue
-        if not where:
+        default = _cuda_default(ctx, arg.value) if where else None
+        if not where or (default is not None and id(default) in _reported(ctx)):
             continue
+        if default is not None and not under_probe(ctx, node):
+            _reported(ctx).add(id(default))  # its first use on a path Neuron runs speaks for the default
         if kind == "to":
             report_guarded(ctx, CudaTensorPlacement, node, f"`.to({where})` moves to a CUDA device, which a Neuron "
                            f"instance does not have; use `.to({device})`{stack_hint(ctx)}",
@@ -206,6 +209,20 @@ def check_placement(node: cst.Call, ctx: Context) -> None:
             fix = None if kind == "device_map" else _argument_fix(ctx, arg.value)
             report_guarded(ctx, CudaDeviceArgument, arg, f"`{kind}={where}` places on a CUDA device, which a Neuron "
                            f"instance does not have; pass `{kind}={device}`{stack_hint(ctx)}", fix)
+
+
+def _cuda_default(ctx: Context, value: cst.BaseExpression) -> cst.BaseExpression | None:
+    """The CUDA default of the parameter `value` names (`def generate(..., device="cuda")`): reported once, at its
+    first use on a path Neuron runs (the fix, and whether every caller overrides it, are the default's), not at every
+    `torch.randn(..., device=device)` of the function."""
+    bound = ctx.constant(value)
+    if bound is None or not any(p.default is bound[1] for f in ctx.functions for p in parameters(f)):
+        return None
+    return bound[1]
+
+
+def _reported(ctx: Context) -> set[int]:
+    return ctx.memo("cuda-defaults-reported", ctx.module, set)
 
 
 def _report_choice(ctx: Context, node: cst.Call, kind: str, arg: cst.Arg, device: str) -> None:

@@ -260,6 +260,11 @@ def check_autocast_call(node: cst.Call, ctx: Context) -> None:
     _judged(ctx).add(id(node.func))
     is_cuda, dtype, enabled = _autocast_call(ctx, call, qualname)
     shown = one_line(ctx.source(node))
+    if _never_entered(ctx, node):
+        ctx.report(CudaAutocast if is_cuda else Fp16MixedPrecision, node, f"`{shown}` is made but never entered: "
+                   "`with a and b:` enters only `b` (`and` gives its last operand), so no autocast region exists here, "
+                   "on a GPU or on Neuron", Severity.INFO)
+        return
     if is_cuda:
         if nvidia_integration(ctx):
             return  # the fallback autocast of a Transformer Engine plugin, chosen only on NVIDIA GPUs
@@ -279,6 +284,24 @@ def check_autocast_call(node: cst.Call, ctx: Context) -> None:
         fix = FixPlan("Use `dtype=torch.bfloat16`", False, (Replace(dtype.value, f"{torch}.bfloat16"),), imports)
         ctx.report(Fp16MixedPrecision, node, f"`{shown}` autocasts to fp16; Neuron's documented mixed precision is "
                    "BF16 (FP32's range, no loss scaling needed); use `dtype=torch.bfloat16`", fix=fix)
+
+
+def _never_entered(ctx: Context, node: cst.Call) -> bool:
+    """`with torch.cuda.amp.autocast() and ema.average_parameters():`: an operand of a `with` item's `and` chain
+    other than the last, which the `with` never enters."""
+    statement = ctx.statements[-1] if ctx.statements else None
+    for item in statement.items if isinstance(statement, cst.With) else ():
+        operands: list[cst.BaseExpression] = []
+        todo = [item.item]
+        while todo:
+            part = todo.pop()
+            if isinstance(part, cst.BooleanOperation) and isinstance(part.operator, cst.And):
+                todo += [part.right, part.left]  # the left operand next, as Python evaluates it
+            else:
+                operands.append(part)
+        if any(operand is node for operand in operands[:-1]):
+            return True
+    return False
 
 
 @check(cst.Attribute, cst.Name, rules=(CudaAutocast,), tokens=AUTOCAST_TOKENS)
