@@ -114,12 +114,9 @@ def test_a_cuda_grad_scaler_is_info_where_autocast_is_cudas_too():
     assert following[(4, "PC602")] == Severity.WARNING  # fp16 follows the device and now runs unscaled
 
 
-def test_each_fallback_call_dispatches_the_op_the_data_names():
-    """PC321's table of torch functions and their ATen ops, checked against real torch's dispatch."""
-    torch = pytest.importorskip("torch")
+def dispatched(run) -> set[str]:
+    """The ATen ops real torch dispatches while `run()` runs, each by name and by name.overload."""
     from torch.utils._python_dispatch import TorchDispatchMode
-
-    from portcheck.static.unsupported_op.fallback_calls import CALLS
 
     class Record(TorchDispatchMode):
         def __init__(self) -> None:
@@ -130,6 +127,16 @@ def test_each_fallback_call_dispatches_the_op_the_data_names():
             name = f"aten::{func._schema.name.split('::')[-1]}"
             self.ops.update((name, f"{name}.{func._schema.overload_name}"))
             return func(*args, **(kwargs or {}))
+
+    with Record() as record:
+        run()
+    return record.ops
+
+
+def test_each_fallback_call_dispatches_the_op_the_data_names():
+    """PC321's table of torch functions and their ATen ops, checked against real torch's dispatch."""
+    torch = pytest.importorskip("torch")
+    from portcheck.static.unsupported_op.fallback_calls import CALLS
 
     matrix = torch.eye(3) * 2.0
     arguments = {"torch.linalg.solve_triangular": ((matrix, matrix), {"upper": False}),
@@ -146,9 +153,8 @@ def test_each_fallback_call_dispatches_the_op_the_data_names():
         for part in name.split(".")[1:]:
             function = getattr(function, part)
         args, kwargs = arguments.get(name, ((matrix,), {}))
-        with Record() as record:
-            function(*args, **kwargs)
-        assert op in record.ops, (name, sorted(record.ops))
+        ops = dispatched(lambda: function(*args, **kwargs))  # noqa: B023 (called at once)
+        assert op in ops, (name, sorted(ops))
 
 
 def test_a_fix_evaluated_at_import_is_unsafe():
@@ -1584,22 +1590,10 @@ def test_a_branch_for_a_tensor_whose_device_is_the_cpu_is_not_neuron_code():
     assert (12, "PC208") in found
 
 
-
 def test_each_sampled_distribution_draws_with_the_op_the_data_names():
     """PC321's table of torch.distributions classes and the op their draws dispatch to, checked against real torch."""
     torch = pytest.importorskip("torch")
-    from torch.utils._python_dispatch import TorchDispatchMode
-
     from portcheck.static.unsupported_op.fallback_calls import SAMPLED
-
-    class Record(TorchDispatchMode):
-        def __init__(self) -> None:
-            super().__init__()
-            self.ops: set[str] = set()
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            self.ops.add(f"aten::{func._schema.name.split('::')[-1]}")
-            return func(*args, **(kwargs or {}))
 
     rate = torch.rand(3) + 0.5
     made = {"Gamma": (rate, rate), "Chi2": (rate,), "StudentT": (rate,), "FisherSnedecor": (rate, rate),
@@ -1607,9 +1601,8 @@ def test_each_sampled_distribution_draws_with_the_op_the_data_names():
             "Binomial": (5, rate / 2), "Categorical": (rate,), "OneHotCategorical": (rate,), "Multinomial": (3, rate)}
     assert set(made) == set(SAMPLED)
     for name, op in SAMPLED.items():
-        with Record() as record:
-            getattr(torch.distributions, name)(*made[name]).sample()
-        assert op in record.ops, (name, sorted(record.ops))
+        ops = dispatched(lambda: getattr(torch.distributions, name)(*made[name]).sample())  # noqa: B023
+        assert op in ops, (name, sorted(ops))
 
 
 def test_an_autocast_a_with_never_enters_is_info():
