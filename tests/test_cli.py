@@ -267,7 +267,7 @@ def test_rules_and_rule_commands():
     # a code cut short suggests the codes it begins, not look-alikes from other families (PC310, PC210)
     assert "did you mean PC101 or PC102 or PC103?" in unknown.stderr
     assert "did you mean PC701 or PC702 or PC703?" in run_portcheck("rule", "PC7").stderr
-    assert "did you mean PC110 or PC111?" in run_portcheck("rule", "PC11O").stderr  # a typo: its neighbours
+    assert "did you mean PC110 or PC111 or PC112?" in run_portcheck("rule", "PC11O").stderr  # a typo: its neighbours
 
 
 def test_static_pass_never_imports_torch():
