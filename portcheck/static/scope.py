@@ -222,7 +222,7 @@ def host_value(ctx: Context, node: cst.BaseExpression, depth: int = 0, assumed: 
     if isinstance(node, (cst.BinaryOperation, cst.Comparison)):  # `a * b`, `iou >= threshold`
         operands = ((node.left, node.right) if isinstance(node, cst.BinaryOperation)
                     else (node.left, *(c.comparator for c in node.comparisons)))
-        sides = [s for s in operands if not _number(s)]
+        sides = [s for s in operands if not number(s)]
         return bool(sides) and all(host_value(ctx, s, depth + 1, assumed, factories=factories) for s in sides)
     if isinstance(node, cst.Name):
         if node.value in assumed or marked_host(node.value) or typed_host(ctx, node.value):
@@ -309,7 +309,7 @@ def _of_host_arguments(ctx: Context, node: cst.Call, depth: int, assumed: frozen
 _BUILTIN_TYPES = frozenset({"int", "float", "bool", "str", "complex"})
 
 
-def _number(node: cst.BaseExpression) -> bool:
+def number(node: cst.BaseExpression) -> bool:
     """A number written in the source: `3`, `0.5`, `-100` (`labels != -100`)."""
     if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, (cst.Minus, cst.Plus)):
         node = node.expression
@@ -318,7 +318,7 @@ def _number(node: cst.BaseExpression) -> bool:
 
 def literal(node: cst.BaseExpression) -> bool:
     """A number, a string, True / False / None, or a builtin type (`int`): a Python value, never a tensor."""
-    if _number(node) or isinstance(node, cst.SimpleString):
+    if number(node) or isinstance(node, cst.SimpleString):
         return True
     return isinstance(node, cst.Name) and node.value in ("True", "False", "None", *_BUILTIN_TYPES)
 
@@ -395,4 +395,4 @@ def _calls(test: cst.BaseExpression, predicate: str) -> bool:
 
 
 __all__ = ["HOST_FOLDERS", "HOST_RESULTS", "MODULE_CLASSES", "copies_to_host", "cpu_device", "host_code", "host_path",
-           "host_value", "literal", "under_test"]
+           "host_value", "literal", "number", "under_test"]

@@ -27,7 +27,7 @@ from portcheck.static.cuda_api.devices import (
     stack_device,
     stack_hint,
 )
-from portcheck.static.cuda_api.probes import report_guarded, under_probe
+from portcheck.static.cuda_api.probes import report_guarded
 from portcheck.static.cuda_api.statements import find_call
 from portcheck.static.syntax import call_name, keyword, parameters, string_value
 
@@ -184,8 +184,7 @@ def check_placement(node: cst.Call, ctx: Context) -> None:
         default = _cuda_default(ctx, arg.value) if where else None
         if not where or (default is not None and id(default) in _reported(ctx)):
             continue
-        if default is not None and not under_probe(ctx, node):
-            _reported(ctx).add(id(default))  # its first use on a path Neuron runs speaks for the default
+        hits = len(ctx.hits)
         if kind == "to":
             report_guarded(ctx, CudaTensorPlacement, node, f"`.to({where})` moves to a CUDA device, which a Neuron "
                            f"instance does not have; use `.to({device})`{stack_hint(ctx)}",
@@ -209,12 +208,14 @@ def check_placement(node: cst.Call, ctx: Context) -> None:
             fix = None if kind == "device_map" else _argument_fix(ctx, arg.value)
             report_guarded(ctx, CudaDeviceArgument, arg, f"`{kind}={where}` places on a CUDA device, which a Neuron "
                            f"instance does not have; pass `{kind}={device}`{stack_hint(ctx)}", fix)
+        if default is not None and any(h.severity is None or h.severity > Severity.INFO for h in ctx.hits[hits:]):
+            _reported(ctx).add(id(default))  # its first finding on a path Neuron runs speaks for the default
 
 
 def _cuda_default(ctx: Context, value: cst.BaseExpression) -> cst.BaseExpression | None:
     """The CUDA default of the parameter `value` names (`def generate(..., device="cuda")`): reported once, at its
-    first use on a path Neuron runs (the fix, and whether every caller overrides it, are the default's), not at every
-    `torch.randn(..., device=device)` of the function."""
+    first use found above info, on a path Neuron runs (the fix, and whether every caller overrides it, are the
+    default's), not at every `torch.randn(..., device=device)` of the function."""
     bound = ctx.constant(value)
     if bound is None or not any(p.default is bound[1] for f in ctx.functions for p in parameters(f)):
         return None

@@ -117,11 +117,6 @@ def _cuda_only(ctx: Context, node: cst.CSTNode) -> cst.BaseExpression | None:
     return ifexp.test if ifexp is not None else None
 
 
-def under_probe(ctx: Context, node: cst.CSTNode) -> bool:
-    """A CUDA probe keeps `node` from running on Neuron (`if torch.cuda.is_available():` around it)."""
-    return _cuda_only(ctx, node) is not None
-
-
 def _probe_around(ctx: Context, node: cst.CSTNode, part: str) -> cst.IfExp | None:
     """The outermost `body if <cuda probe> else other` met in the statement whose `part` holds `node`: read up the
     node's ancestors, not by searching each probe expression."""

@@ -14,7 +14,7 @@ from portcheck.static.cuda_api import cuda_device
 from portcheck.static.syntax import dotted_name, keyword, positional, string_value
 from portcheck.static.training.fp16 import Fp16MixedPrecision
 from portcheck.static.training.quoting import one_line
-from portcheck.static.values import dtype_of
+from portcheck.static.values import and_operands, dtype_of
 
 
 @rule
@@ -290,18 +290,8 @@ def _never_entered(ctx: Context, node: cst.Call) -> bool:
     """`with torch.cuda.amp.autocast() and ema.average_parameters():`: an operand of a `with` item's `and` chain
     other than the last, which the `with` never enters."""
     statement = ctx.statements[-1] if ctx.statements else None
-    for item in statement.items if isinstance(statement, cst.With) else ():
-        operands: list[cst.BaseExpression] = []
-        todo = [item.item]
-        while todo:
-            part = todo.pop()
-            if isinstance(part, cst.BooleanOperation) and isinstance(part.operator, cst.And):
-                todo += [part.right, part.left]  # the left operand next, as Python evaluates it
-            else:
-                operands.append(part)
-        if any(operand is node for operand in operands[:-1]):
-            return True
-    return False
+    items = statement.items if isinstance(statement, cst.With) else ()
+    return any(operand is node for item in items for operand in and_operands(item.item)[:-1])
 
 
 @check(cst.Attribute, cst.Name, rules=(CudaAutocast,), tokens=AUTOCAST_TOKENS)

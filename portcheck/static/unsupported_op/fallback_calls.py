@@ -10,7 +10,7 @@ import libcst as cst
 from portcheck.knowledge import load_op_releases, load_ops
 from portcheck.rules import Rule, rule
 from portcheck.static.check import Context, check
-from portcheck.static.scope import host_code, host_value
+from portcheck.static.scope import host_code, host_value, number
 from portcheck.summaries import ELSEWHERE
 
 # The ATen op each torch function dispatches to (observed with torch 2.13: tests/test_value_kinds.py traces each
@@ -194,16 +194,9 @@ def _distribution(ctx: Context, node: cst.Call) -> tuple[str, cst.BaseExpression
     qualname = ctx.qualname(made.func) or ""
     op = SAMPLED.get(qualname.rpartition(".")[2]) if qualname.startswith("torch.distributions.") else None
     parameters = [a.value for a in made.args if a.keyword is None or a.keyword.value != "validate_args"]
-    if op is None or (parameters and all(_number(v) for v in parameters)):
+    if op is None or (parameters and all(number(v) for v in parameters)):
         return None  # `Beta(0.8, 0.8)`: made from Python numbers, a CPU tensor's distribution
     return op, parameters[0] if parameters else None
-
-
-def _number(node: cst.BaseExpression) -> bool:
-    """`0.8`, `-1`, `2`: a number written in the code."""
-    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
-        node = node.expression
-    return isinstance(node, (cst.Integer, cst.Float))
 
 
 def _integer(node: cst.BaseExpression) -> bool:
