@@ -115,17 +115,30 @@ def _fallback(chain: tuple[cst.CSTNode, ...] | list[cst.CSTNode], module: cst.Mo
                     and version_polarity(sibling.test) == "newer"):
                 return _shown(sibling.test)
     statement = chain[-1] if chain else None
-    found: list[str] = []
+    if statement is None:
+        return None
+    return next((_shown(expr.test) for expr in _conditionals(statement)
+                 if _old_side(expr.test, expr.body, expr.orelse, node)), None)
+
+
+_CONDITIONALS: dict[int, tuple[cst.CSTNode, tuple[cst.IfExp, ...]]] = {}
+
+
+def _conditionals(statement: cst.CSTNode) -> tuple[cst.IfExp, ...]:
+    """The `a if t else b` expressions of a statement, found once however many hits it holds (a statement of
+    hundreds of findings read whole for each was quadratic); the last statement asked is kept."""
+    kept = _CONDITIONALS.get(0)
+    if kept is not None and kept[0] is statement:
+        return kept[1]
+    found: list[cst.IfExp] = []
 
     class Finder(cst.CSTVisitor):
-        def visit_IfExp(self, expr: cst.IfExp) -> bool:
-            if _old_side(expr.test, expr.body, expr.orelse, node):
-                found.append(_shown(expr.test))
-            return not found
+        def visit_IfExp(self, expr: cst.IfExp) -> None:
+            found.append(expr)
 
-    if statement is not None:
-        statement.visit(Finder())
-    return found[0] if found else None
+    statement.visit(Finder())
+    _CONDITIONALS[0] = (statement, tuple(found))
+    return _CONDITIONALS[0][1]
 
 
 # The first version number a test names: `"1.10"`, `1_13` of `is_torch_greater_or_equal_than_1_13`.
