@@ -698,7 +698,7 @@ def test_a_cast_of_a_host_tensor_reads_nothing_from_the_device():
                 mask = torch.ones(n, dtype=torch.bool)
                 kept = int(mask.sum())
                 total = int(x.sum())
-                return kept, total
+                return kept, total, x * 2  # device work after it: not the result handed to the host
         """, "inf2", "xla")
     assert (6, "PC701") not in found
     assert found[(7, "PC701")] == Severity.WARNING
@@ -1200,7 +1200,7 @@ def test_a_host_value_stays_one_through_branches_that_rebind_it():
                     w = y.cpu().sum(1)
                 else:
                     w = (y.cpu() != 0).sum(1)
-                return a, b, c, w.numpy()
+                return a, b, c, w.numpy(), self.head(z)
         """, chip="inf2", stack="xla")
     assert (10, "PC702") not in found and (22, "PC702") not in found  # either branch's value: a host one
     assert found[(13, "PC702")] == Severity.WARNING and found[(17, "PC702")] == Severity.WARNING
@@ -1618,3 +1618,22 @@ def test_an_autocast_a_with_never_enters_is_info():
                 return loss + model(batch)
         """)
     assert found[(4, "PC601")] == Severity.INFO and found[(6, "PC601")] == Severity.WARNING
+
+
+def test_a_read_only_host_code_uses_at_the_end_of_forward_is_info_on_xla():
+    """A read whose value goes only to host code (logging, numpy, `any`, a list built here, the return) with no
+    device work after it in `forward` is the model's result handed to the host: info on PyTorch/XLA. A read with
+    device work after it, a loss read for stats and returned beside the loss, and a value fed back into the model
+    keep their warning (fixtures/static/host-sync/handoff.py)."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "fixtures/static/host-sync/handoff.py").read_text()
+    lines = {n: line for n, line in enumerate(text.splitlines(), 1)}
+    found = severities(text, "inf2", "xla")
+    marked = {n: "info:" in line or ": info" in line for n, line in lines.items() if "expect:" in line}
+    for number, info in marked.items():
+        code = "PC702" if "PC702" in lines[number] else "PC701"
+        assert found[(number, code)] == (Severity.INFO if info else Severity.WARNING), lines[number]
+    assert sum(marked.values()) == 3 and len(marked) - sum(marked.values()) == 3
+    native = severities(text)
+    assert {native[(n, "PC702" if "PC702" in lines[n] else "PC701")] for n in marked} == {Severity.INFO}

@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import libcst as cst
 
+from portcheck.findings import Severity
 from portcheck.rules import Pass, Rule, rule
 from portcheck.static.attribute_defaults import built_as
 from portcheck.static.check import Context, check
 from portcheck.static.compile.text import one_line
+from portcheck.static.host_sync.handoff import hand_off
 from portcheck.static.host_sync.place import quiet_calls, read_place
 from portcheck.static.host_sync.sizes import bound_to_a_size
 from portcheck.static.host_sync.tensors import (
     COPIES,
     VALUE_READS,
+    below_reads,
     formats_tensor,
     from_host_module,
     is_tensor,
@@ -44,7 +47,8 @@ class HostValueRead(Rule):
     in functions defined inside the loop, in loops that step no optimizer (evaluation, data preparation), under
     a logging interval (`if step % 100 == 0:`), on error paths, on host values (CPU draws such as
     `torch.randint(...).item()`, `.cpu()` copies, numpy), in the data pipeline and after the loop stay quiet.
-    On the native stack the finding is advice (info).
+    On the native stack the finding is advice (info); on PyTorch/XLA too where only host code uses what `forward`
+    reads and it does no device work after it (its result handed to the host).
 
     ## Example
     ```python
@@ -117,7 +121,7 @@ class HostCopy(Rule):
     Finds tensors copied to host memory inside `forward` or inside a loop that steps an optimizer: `t.cpu()`,
     `t.numpy()`, `t.to("cpu")`. A chain such as `t.detach().cpu().numpy()` is one finding. Calls on numpy values
     and module functions (`torch.cpu.…`) stay quiet, and so does the same code outside those two places. On the
-    native stack the finding is advice (info).
+    native stack the finding is advice (info); on PyTorch/XLA too for `forward`'s result handed to the host (PC701).
 
     ## Example
     ```python
@@ -226,17 +230,9 @@ def _host_method(ctx: Context, node: cst.Call) -> type[Rule] | None:
         target = keyword(node, "device") or positional(node, 0)
         if target is None or not names_cpu(ctx, target.value):
             return None
-    if from_host_module(ctx, func.value) or host_value(ctx, _below_reads(func.value)):
+    if from_host_module(ctx, func.value) or host_value(ctx, below_reads(func.value)):
         return None
     return found
-
-
-def _below_reads(node: cst.BaseExpression) -> cst.BaseExpression:
-    """`x` for `x.detach().cpu()`: what a chain of host reads starts from (`.cpu()` itself is judged here)."""
-    while (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
-           and node.func.attr.value in (*_HOST_METHODS, "detach")):
-        node = node.func.value
-    return node
 
 
 def _skip_inner_reads(ctx: Context, node: cst.Call) -> None:
@@ -285,6 +281,8 @@ def _report_one_read(ctx: Context, read: type[Rule], node: cst.Call, place: str,
         verb += f" (`{through}` returns its argument's value on the host)"
         requires = f"{reads_of(ctx.stack)}{through}\n{requires}"
     message, severity = read_message(ctx, f"`{shown}` {verb}", place, fix_xla, fix_native, read is HostValueRead)
+    if severity is None and (note := hand_off(ctx, node, place)) is not None:
+        message, severity = message + note, Severity.INFO
     ctx.report(read, node, message, severity, requires=requires)
 
 
@@ -356,7 +354,7 @@ def _check_cast(ctx: Context, node: cst.Call) -> None:
     place = read_place(ctx, node)
     if place is None or not is_tensor(ctx, arg, known_tensors(ctx, place)) or bound_to_a_size(ctx):
         return
-    if host_value(ctx, _below_reads(arg)):  # `int(mask.sum())` of a CPU `mask`: nothing leaves the device
+    if host_value(ctx, below_reads(arg)):  # `int(mask.sum())` of a CPU `mask`: nothing leaves the device
         return
     report_read(ctx, HostValueRead, node, place)
 

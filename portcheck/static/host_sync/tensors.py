@@ -250,3 +250,11 @@ def formats_tensor(ctx: Context, node: cst.BaseExpression,
           and string_value(node.func.value) is not None):
         parts = [a.value for a in node.args]
     return next((p for p in parts if is_tensor(ctx, p, tensors)), None)
+
+
+def below_reads(node: cst.BaseExpression) -> cst.BaseExpression:
+    """`x` for `x.detach().cpu()`: what a chain of host reads starts from (`.cpu()` itself is judged by the read)."""
+    while (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
+           and node.func.attr.value in (*VALUE_READS, *COPIES, "detach")):
+        node = node.func.value
+    return node
