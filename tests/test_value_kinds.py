@@ -1637,3 +1637,17 @@ def test_a_read_only_host_code_uses_at_the_end_of_forward_is_info_on_xla():
     assert sum(marked.values()) == 3 and len(marked) - sum(marked.values()) == 3
     native = severities(text)
     assert {native[(n, "PC702" if "PC702" in lines[n] else "PC701")] for n in marked} == {Severity.INFO}
+
+
+def test_a_branch_only_training_takes_is_info_on_an_inference_chip():
+    """inf2 runs the model in eval mode: what only `if self.training:` (or the `else` of `if not self.training:`)
+    runs is info there, and keeps its severity on trn2 (fixtures/static/dynamic-shape/training_branch.py)."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "fixtures/static/dynamic-shape/training_branch.py").read_text()
+    lines = {n: line for n, line in enumerate(text.splitlines(), 1) if "expect:" in line}
+    inf2, trn2 = severities(text, "inf2", "xla"), severities(text)
+    for number, line in lines.items():
+        assert inf2[(number, "PC204")] == (Severity.INFO if "training only" in line else Severity.ERROR), line
+        assert trn2[(number, "PC204")] == Severity.ERROR, line
+    assert sum("training only" in line for line in lines.values()) == 2

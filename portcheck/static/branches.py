@@ -159,6 +159,47 @@ def for_old_torch(hit: Hit, module: cst.Module) -> Hit:
                    message=f"{hit.message} (only for torch 1.x, under `{test}`: Neuron runs torch 2)")
 
 
+
+def training_branch(hit: Hit, ctx: Context) -> Hit:
+    """The hit, as info, on a chip that only runs inference (inf2) where its code is in a branch only training
+    takes: the body of `if self.training:` (an `and` of it too), the `else` of `if not self.training:`. A model is
+    put in eval mode before it is traced or compiled for inference, so the branch never runs there. Training itself
+    (PC607) keeps its severity."""
+    if hit.code == "PC607" or hit.severity is Severity.INFO or not hit.chain or not ctx.inference_only:
+        return hit
+    for index, stmt in enumerate(hit.chain[:-1]):
+        if not isinstance(stmt, cst.If):
+            continue
+        inner = hit.chain[index + 1]
+        training = _training_test(stmt.test)
+        in_body = isinstance(stmt.body, cst.IndentedBlock) and inner in stmt.body.body
+        if (training is True and in_body) or (training is False and not in_body and stmt.orelse is not None):
+            where = "under" if in_body else "in the `else` of"
+            return replace(hit, severity=Severity.INFO, fix=None,
+                           message=f"{hit.message} (only while training, {where} `if {_shown(stmt.test)}:`: "
+                                   f"{ctx.chip} runs the model in eval mode, so this branch is not taken there)")
+    return hit
+
+
+def _training_test(test: cst.BaseExpression) -> bool | None:
+    """True for `self.training` (or an `and` holding it), False for `not self.training`, None otherwise."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return False if _flag(test.expression) else None
+    parts = [test]
+    while parts:
+        part = parts.pop()
+        if isinstance(part, cst.BooleanOperation) and isinstance(part.operator, cst.And):
+            parts += [part.left, part.right]
+        elif _flag(part):
+            return True
+    return None
+
+
+def _flag(node: cst.BaseExpression) -> bool:
+    """`self.training`, `model.training`: a module's own train/eval flag."""
+    return isinstance(node, cst.Attribute) and node.attr.value == "training" and isinstance(node.value, cst.Name)
+
+
 def tpu_only(ctx: Context, node: cst.CSTNode) -> str | None:
     """The test that limits `node` to Google TPUs, or None: the body of an `if` whose test asks
     `...(check_is_tpu=True)` (accelerate's `is_torch_xla_available`), never true on a Neuron host."""

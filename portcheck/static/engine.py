@@ -32,7 +32,7 @@ from portcheck.findings import (
 from portcheck.knowledge import load
 from portcheck.rules import registry
 from portcheck.static import manifests
-from portcheck.static.branches import for_old_torch
+from portcheck.static.branches import for_old_torch, training_branch
 from portcheck.static.check import CHECKS, Check, Context, FixPlan, Hit
 from portcheck.static.chunks import CHUNKED_ABOVE, analyse_large
 from portcheck.static.compile.environments import analyse_manifest
@@ -290,6 +290,7 @@ def _analyse_tree(module: cst.Module, tree: ast.Module, text: str, path: str, ch
         gated = CudaGatedTests(module)
         ctx.hits = [hit for hit in ctx.hits if not gated.holds(hit.chain)]  # a CUDA-only test: skipped on Neuron
         ctx.hits = [for_old_torch(hit, module) for hit in ctx.hits]  # torch 1.x's fallback: never run on Neuron
+        ctx.hits = [training_branch(hit, ctx) for hit in ctx.hits]  # not taken in eval mode (inf2)
 
     suppressing = [(c, chain) for c, chain in comments or () if might_hold_suppression(c.value)]
     if not ctx.hits and not suppressing:
