@@ -479,8 +479,9 @@ def test_a_name_bound_to_an_availability_test_is_one() -> None:
 
 def test_a_probe_that_refuses_a_cuda_only_librarys_path_is_info() -> None:
     """`assert torch.cuda.is_available(), "CUDA required for APEX optimizers"` where the code picked an apex
-    optimizer, or `elif not torch.cuda.is_available(): raise` after the xformers check: the code refuses a CUDA-only
-    library's path off CUDA, which a port never takes. The same refusal with no library in view stops the port."""
+    optimizer, or `elif not torch.cuda.is_available(): raise` after the xformers check (with an `else` taking the
+    library's path or not): the code refuses a CUDA-only library's path off CUDA, which a port never takes. The
+    same refusal with no library in view stops the port."""
     text = """\
         import torch
 
@@ -498,10 +499,21 @@ def test_a_probe_that_refuses_a_cuda_only_librarys_path_is_info() -> None:
 
         def main(args):
             assert torch.cuda.is_available(), "a GPU is required"
+
+        def enable_checked(use_xformers):
+            if use_xformers:
+                if not is_xformers_available():
+                    raise ModuleNotFoundError("pip install it")
+                elif not torch.cuda.is_available():
+                    raise ValueError("memory efficient attention needs a GPU")
+                else:
+                    import xformers.ops
+                    q = torch.randn((1, 2, 40), device="cuda")
+                    xformers.ops.memory_efficient_attention(q, q, q)
         """
     result = analyse_text(textwrap.dedent(text), "model.py", "trn2", "native", frozenset({"PC104"}))
     found = {f.line: f.severity.name.lower() for f in result.findings}
-    assert found == {5: "info", 12: "info", 16: "warning"}
+    assert found == {5: "info", 12: "info", 16: "warning", 22: "info"}  # 22: the CUDA path in its `else`
 
 
 def test_the_way_an_older_pytorch_takes_is_not_neurons() -> None:

@@ -38,12 +38,13 @@ def _library_in(text: str) -> str | None:
 
 def _refusal(ctx: Context, node: cst.CSTNode) -> cst.CSTNode | None:
     """The check that holds the probe at `node` in its test and only fails off CUDA: `assert <probe>, ...`, or
-    `if not <probe>: raise ...` (an `elif` too)."""
+    `if not <probe>: raise ...` (an `elif` too, and with an `else` holding the CUDA path)."""
     for holder in reversed(ancestors(ctx, node)):
         if isinstance(holder, cst.Assert):
             return holder if polarity(ctx, holder.test) != NOT_CUDA else None
-        if isinstance(holder, cst.If):
-            return holder if only_raises(holder) and polarity(ctx, holder.test) == NOT_CUDA else None
+        if isinstance(holder, cst.If):  # `if not probe: raise ...`, an `else` after it or not
+            body_raises = only_raises(holder.with_changes(orelse=None))
+            return holder if body_raises and polarity(ctx, holder.test) == NOT_CUDA else None
         if isinstance(holder, (cst.BaseStatement, cst.BaseSmallStatement)):
             return None
     return None
