@@ -34,10 +34,10 @@ def test_the_larger_example_meets_every_family_on_each_target():
     """The shipped MoE training script: what a user sees for trn2 (native) and inf2 (xla). Its `loss.item()` sits
     under `if ... step % 50 == 0:`, a logging interval, so PC701 stays quiet (issue 17)."""
     expected = {
-        "trn2": {"PC101", "PC105", "PC201", "PC302", "PC402", "PC501", "PC601", "PC602", "PC604", "PC606",
+        "trn2": {"PC101", "PC105", "PC201", "PC302", "PC401", "PC402", "PC501", "PC601", "PC602", "PC604", "PC606",
                  "PC711", "PC712"},
-        "inf2": {"PC101", "PC105", "PC201", "PC302", "PC402", "PC501", "PC601", "PC602", "PC604", "PC605", "PC606",
-                 "PC607", "PC713"},
+        "inf2": {"PC101", "PC105", "PC201", "PC302", "PC401", "PC402", "PC501", "PC601", "PC602", "PC604", "PC605",
+                 "PC606", "PC607", "PC713"},
     }
     for chip, codes in expected.items():
         done = run_portcheck("scan", "--format", "json", "--target", chip, "fixtures/examples/llm_gpu.py")

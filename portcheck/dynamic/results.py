@@ -345,8 +345,8 @@ def _merge_static(traced: list[Finding], files: list[str], scope: Scope, ran: Ra
     from portcheck.static.scan import run_jobs
 
     rules = load().rules
-    # Rules on by default only in trace (PC401) report static evidence only where the graph confirms it.
-    trace_only_default = {c for c, r in rules.items() if r.trace_default and not r.default}
+    # Rules whose trace reading is the graph's (PC401) report static evidence only where the graph confirms it.
+    trace_only_default = {c for c, r in rules.items() if r.trace_default}
     jobs = [settings.job(shown_path(path, cwd), Path(path)) for path in files
             if path.endswith(".py") and Path(path).is_file()]
     locations = {job.path: job.location or "" for job in jobs}

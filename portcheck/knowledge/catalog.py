@@ -28,7 +28,7 @@ class RuleInfo:
     source: str
     stacks: tuple[str, ...] = ("native", "xla")
     default: bool = True
-    trace_default: bool = False  # on by default in `trace` although off in `scan`
+    trace_default: bool = False  # on by default in `trace`, where only the graph's evidence counts
     releases: Range = ALL_RELEASES  # the Neuron SDK releases the rule applies to (`since` / `until`)
 
     def applies_to(self, chip: str, stack: str, sdk: str | None = None) -> bool:

@@ -23,9 +23,9 @@ class HandWrittenAttention(Rule):
     """## What it does
     Finds attention written out by hand: a softmax over a matmul of a query with a transposed key, then a
     matmul with the values, with `@`, `matmul`, `bmm`, `baddbmm` or `einsum`, with or without a scale, a mask,
-    a cast and dropout in between, across reassignments of the same local name within one function. Off by
-    default and reported as info: the Neuron compiler takes this code; the rule points at the fused kernels
-    for the sequences where the score matrix gets large. Enable it with `extend-select = ["PC401"]`.
+    a cast and dropout in between, across reassignments of the same local name within one function. Reported
+    as info: the Neuron compiler takes this code; the rule points at the fused kernels for the sequences where
+    the score matrix gets large (`portcheck trace` measures them).
 
     ## Example
     ```python
