@@ -1651,3 +1651,20 @@ def test_a_branch_only_training_takes_is_info_on_an_inference_chip():
         assert inf2[(number, "PC204")] == (Severity.INFO if "training only" in line else Severity.ERROR), line
         assert trn2[(number, "PC204")] == Severity.ERROR, line
     assert sum("training only" in line for line in lines.values()) == 2
+
+
+def test_a_packed_sequences_batch_sizes_are_a_host_tensor():
+    """torch keeps a PackedSequence's `batch_sizes` on the CPU (its constructor refuses any other device): reading
+    it, or sizing a tensor with it, waits for nothing on the device; its `data` is the device tensor."""
+    found = severities("""\
+        import torch
+
+        class Packed(torch.nn.Module):
+            def forward(self, packed):
+                first = packed.batch_sizes[0].item()
+                zeros = packed.data.new_zeros(packed.batch_sizes[0].item(), 4)
+                n = packed.data[0].item()
+                return first, zeros, n, self.head(packed.data)
+        """, "inf2", "xla")
+    assert [key for key in found if key[0] in (5, 6)] == []
+    assert found[(7, "PC701")] == Severity.WARNING

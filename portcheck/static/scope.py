@@ -207,8 +207,8 @@ def host_value(ctx: Context, node: cst.BaseExpression, depth: int = 0, assumed: 
             if name != "to" or target is None or not _is_dtype(ctx, target.value):
                 return False
         return host_value(ctx, node.func.value, depth + 1, assumed, factories=factories)
-    if isinstance(node, cst.Attribute) and node.attr.value in ("shape", "ndim"):
-        return True  # shape metadata is held on the host
+    if isinstance(node, cst.Attribute) and node.attr.value in ("shape", "ndim", "batch_sizes"):
+        return True  # shape metadata is held on the host; a PackedSequence's `batch_sizes` is a CPU tensor (torch)
     if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
         return host_attribute(ctx, node.attr.value)  # `self.offset = torch.tensor(0)`: no buffer, never moved
     if isinstance(node, (cst.Subscript, cst.Attribute)):
