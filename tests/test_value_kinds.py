@@ -1668,3 +1668,23 @@ def test_a_packed_sequences_batch_sizes_are_a_host_tensor():
         """, "inf2", "xla")
     assert [key for key in found if key[0] in (5, 6)] == []
     assert found[(7, "PC701")] == Severity.WARNING
+
+
+def test_a_probe_bound_to_a_name_nothing_reads_decides_nothing():
+    """`device = "cuda" if torch.cuda.is_available() else "cpu"` in a function that never reads `device` (the model
+    is built on the CPU anyway) is info; the same line whose name places a tensor keeps its warning."""
+    found = severities("""\
+        import torch
+
+        class Conditioner(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                device = "cuda" if torch.cuda.is_available() else "cpu"
+                self.model = build(device="cpu")
+
+            def to_device(self, x):
+                device = "cuda" if torch.cuda.is_available() else "cpu"
+                return x.to(device)
+        """)
+    assert found[(6, "PC104")] == Severity.INFO
+    assert found[(10, "PC104")] == Severity.WARNING

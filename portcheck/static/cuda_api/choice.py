@@ -164,12 +164,16 @@ def _decision(ctx: Context, path: list[cst.CSTNode], node: cst.CSTNode,
 
 
 def picks_nothing(ctx: Context, node: cst.CSTNode, stmt: cst.CSTNode | None) -> str | None:
-    """Why the probe at `node` picks no device, or None: every branch it decides, directly or through a local name
-    bound to it once, places nothing on a device, and nothing else reads it."""
+    """Why the probe at `node` picks no device, or None: the local name its statement binds is never read, or every
+    branch it decides, directly or through a local name bound to it once, places nothing on a device, and nothing
+    else reads it."""
     if stmt is None:
         return None
     rest = after_exit(ctx, stmt) if isinstance(stmt, cst.If) and _leaves(stmt) else []
     path = ancestors(ctx, node)
+    if ctx.functions and (bound := bound_name(stmt, [*path, node])) is not None \
+            and not reads_in_scope(ctx, bound[0]).paths:  # `device = "cuda" if probe() else "cpu"`, never used
+        return f"here its value is bound to `{bound[0]}`, which nothing in the function reads: it decides nothing"
     decided = _decision(ctx, path, node, rest)
     if decided is None and (bound := bound_name(stmt, [*path, node])) is not None and _holds_probe(bound[1], node):
         reads = reads_in_scope(ctx, bound[0])
