@@ -17,7 +17,7 @@ import libcst as cst
 from portcheck.findings import Severity
 from portcheck.static.check import Context, Hit
 from portcheck.static.syntax import block_body, dotted_name, import_statements, keyword, suites
-from portcheck.static.values import contains
+from portcheck.static.values import and_operands, contains
 
 # A name that is true on newer releases (`_XLA_GREATER_EQUAL_2_1`, `_TORCH_GE_2_4`, `is_torch_version_at_least`)
 # or on older ones (`_TORCH_LESS_2_0`, `TORCH_BELOW_2`).
@@ -101,10 +101,11 @@ def version_fallback(ctx: Context, node: cst.CSTNode) -> str | None:
     """The version test that makes `node` a fallback for older releases, or None: `node` is in the `else` of
     `if NEWER:` (or the body of `if OLDER:`), after `if NEWER: ... return` in the same block, or on the old side
     of `new if NEWER else old`."""
-    return _fallback(ctx.statements, ctx.module, node)
+    return _fallback(ctx, ctx.statements, node)
 
 
-def _fallback(chain: tuple[cst.CSTNode, ...] | list[cst.CSTNode], module: cst.Module, node: cst.CSTNode) -> str | None:
+def _fallback(ctx: Context, chain: tuple[cst.CSTNode, ...] | list[cst.CSTNode], node: cst.CSTNode) -> str | None:
+    module = ctx.module
     for index, stmt in enumerate(chain):
         inner = chain[index + 1] if index + 1 < len(chain) else node
         if isinstance(stmt, cst.If) and _old_side(stmt.test, stmt.body, stmt.orelse, inner):
@@ -117,19 +118,14 @@ def _fallback(chain: tuple[cst.CSTNode, ...] | list[cst.CSTNode], module: cst.Mo
     statement = chain[-1] if chain else None
     if statement is None:
         return None
-    return next((_shown(expr.test) for expr in _conditionals(statement)
+    # the statement's conditionals are found once however many hits it holds (read whole for each, a statement
+    # of hundreds of findings was quadratic)
+    return next((_shown(expr.test) for expr in ctx.memo("conditionals", statement, lambda: _conditionals(statement))
                  if _old_side(expr.test, expr.body, expr.orelse, node)), None)
 
 
-_CONDITIONALS: dict[int, tuple[cst.CSTNode, tuple[cst.IfExp, ...]]] = {}
-
-
 def _conditionals(statement: cst.CSTNode) -> tuple[cst.IfExp, ...]:
-    """The `a if t else b` expressions of a statement, found once however many hits it holds (a statement of
-    hundreds of findings read whole for each was quadratic); the last statement asked is kept."""
-    kept = _CONDITIONALS.get(0)
-    if kept is not None and kept[0] is statement:
-        return kept[1]
+    """The `a if t else b` expressions of a statement, in source order."""
     found: list[cst.IfExp] = []
 
     class Finder(cst.CSTVisitor):
@@ -137,27 +133,25 @@ def _conditionals(statement: cst.CSTNode) -> tuple[cst.IfExp, ...]:
             found.append(expr)
 
     statement.visit(Finder())
-    _CONDITIONALS[0] = (statement, tuple(found))
-    return _CONDITIONALS[0][1]
+    return tuple(found)
 
 
 # The first version number a test names: `"1.10"`, `1_13` of `is_torch_greater_or_equal_than_1_13`.
 _RELEASE = re.compile(r"(?<![\d.])(\d+)[._](\d+)")
 
 
-def for_old_torch(hit: Hit, module: cst.Module) -> Hit:
+def for_old_torch(hit: Hit, ctx: Context) -> Hit:
     """The hit, as info, where its code is the fallback for torch 1.x: a version test that names torch and a release
     below 2 (`else` of `if TORCH_GE_1_10:`, the body of `if torch.__version__ < "1.10":`). Every Neuron stack runs
     torch 2 (torch-neuronx 2.x, TorchNeuron native), so that branch never runs on Neuron."""
     if hit.severity is Severity.INFO or not hit.chain:
         return hit
-    test = _fallback(hit.chain, module, hit.node)
+    test = _fallback(ctx, hit.chain, hit.node)
     found = _RELEASE.search(test) if test is not None and "torch" in test.lower() else None
     if test is None or found is None or int(found.group(1)) >= 2:
         return hit
     return replace(hit, severity=Severity.INFO, fix=None,
                    message=f"{hit.message} (only for torch 1.x, under `{test}`: Neuron runs torch 2)")
-
 
 
 def training_branch(hit: Hit, ctx: Context) -> Hit:
@@ -184,18 +178,11 @@ def training_branch(hit: Hit, ctx: Context) -> Hit:
 def _training_test(test: cst.BaseExpression) -> bool | None:
     """True for `self.training` (or an `and` holding it), False for `not self.training`, None otherwise."""
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-        return False if _flag(test.expression) else None
-    parts = [test]
-    while parts:
-        part = parts.pop()
-        if isinstance(part, cst.BooleanOperation) and isinstance(part.operator, cst.And):
-            parts += [part.left, part.right]
-        elif _flag(part):
-            return True
-    return None
+        return False if training_flag(test.expression) else None
+    return True if any(training_flag(operand) for operand in and_operands(test)) else None
 
 
-def _flag(node: cst.BaseExpression) -> bool:
+def training_flag(node: cst.BaseExpression) -> bool:
     """`self.training`, `model.training`: a module's own train/eval flag."""
     return isinstance(node, cst.Attribute) and node.attr.value == "training" and isinstance(node.value, cst.Name)
 
@@ -254,4 +241,5 @@ def nvidia_integration(ctx: Context) -> str | None:
     return None
 
 
-__all__ = ["nvidia_integration", "siblings_before", "tpu_only", "version_fallback", "version_polarity"]
+__all__ = ["for_old_torch", "nvidia_integration", "siblings_before", "tpu_only", "training_branch", "training_flag",
+           "version_fallback", "version_polarity"]

@@ -289,7 +289,7 @@ def _analyse_tree(module: cst.Module, tree: ast.Module, text: str, path: str, ch
     if ctx.hits:
         gated = CudaGatedTests(module)
         ctx.hits = [hit for hit in ctx.hits if not gated.holds(hit.chain)]  # a CUDA-only test: skipped on Neuron
-        ctx.hits = [for_old_torch(hit, module) for hit in ctx.hits]  # torch 1.x's fallback: never run on Neuron
+        ctx.hits = [for_old_torch(hit, ctx) for hit in ctx.hits]  # torch 1.x's fallback: never run on Neuron
         ctx.hits = [training_branch(hit, ctx) for hit in ctx.hits]  # not taken in eval mode (inf2)
 
     suppressing = [(c, chain) for c, chain in comments or () if might_hold_suppression(c.value)]

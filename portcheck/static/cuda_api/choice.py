@@ -171,11 +171,12 @@ def picks_nothing(ctx: Context, node: cst.CSTNode, stmt: cst.CSTNode | None) -> 
         return None
     rest = after_exit(ctx, stmt) if isinstance(stmt, cst.If) and _leaves(stmt) else []
     path = ancestors(ctx, node)
-    if ctx.functions and (bound := bound_name(stmt, [*path, node])) is not None \
-            and not reads_in_scope(ctx, bound[0]).paths:  # `device = "cuda" if probe() else "cpu"`, never used
+    bound = bound_name(stmt, [*path, node])
+    if ctx.functions and bound is not None and not reads_in_scope(ctx, bound[0]).paths:
+        # `device = "cuda" if probe() else "cpu"`, never used
         return f"here its value is bound to `{bound[0]}`, which nothing in the function reads: it decides nothing"
     decided = _decision(ctx, path, node, rest)
-    if decided is None and (bound := bound_name(stmt, [*path, node])) is not None and _holds_probe(bound[1], node):
+    if decided is None and bound is not None and _holds_probe(bound[1], node):
         reads = reads_in_scope(ctx, bound[0])
         if reads.bindings == 1 and reads.paths:
             verdicts = [_decision(ctx, read[:-1], read[-1]) for read in reads.paths]

@@ -16,12 +16,12 @@ from portcheck.static.check import Context
 from portcheck.static.name_reads import reads_in_scope
 from portcheck.static.rebindings import rebindings
 from portcheck.static.scope import host_value, literal, number
-from portcheck.static.syntax import call_name
+from portcheck.static.syntax import block_body, call_name, parameters
+from portcheck.static.values import contains
 
 # Python builtins whose result, given host values, is a host value
-_BUILTINS = frozenset({"abs", "all", "any", "bool", "dict", "enumerate", "float", "format", "int", "len", "list",
-                       "max", "min", "range", "repr", "reversed", "round", "set", "sorted", "str", "sum", "tuple",
-                       "zip"})
+_BUILTINS = frozenset({"abs", "all", "any", "bool", "dict", "enumerate", "float", "format", "int", "list", "max",
+                       "min", "range", "repr", "reversed", "round", "set", "sorted", "str", "sum", "tuple", "zip"})
 # calls that consume a value on the host and give nothing back to compute with
 _SINKS = frozenset({"print", "isinstance", "len"})  # `len`: the size, known before the read
 _LOG_RECEIVERS = frozenset({"logger", "logging", "log", "warnings", "LOGGER", "_logger"})
@@ -58,18 +58,20 @@ def _nothing_after(ctx: Context) -> bool:
     if not ctx.functions:
         return False
     function = ctx.functions[-1]
-    params = {p.name.value for p in (*function.params.params, *function.params.posonly_params,
-                                     *function.params.kwonly_params)}
-    params = {p for p in params if not reads_in_scope(ctx, p).bindings}  # handed back as they came
+    params = {p.name.value for p in parameters(function)
+              if not reads_in_scope(ctx, p.name.value).bindings}  # handed back as they came
     current = ctx.statements[-1] if ctx.statements else None
     if isinstance(current, cst.SimpleStatementLine):  # what the read's own statement binds: its flow is followed
         params |= {n for small in current.body if isinstance(small, cst.Assign) for t in small.targets
                    for n in _targets(t.target)}
     after: list[cst.CSTNode] = []
     chain = ctx.statements
-    start = next((i for i, s in enumerate(chain) if s is function), -1) + 1
-    for outer, inner in zip(chain[start - 1:], chain[start:], strict=False):
-        body = _block(outer)
+    start = next((i for i, s in enumerate(chain) if s is function), None)
+    if start is None:
+        return False
+    for outer, inner in zip(chain[start:], chain[start + 1:], strict=False):
+        suite = getattr(outer, "body", None)  # a `match` has cases, no body
+        body: list[cst.CSTNode] = list(block_body(suite)) if isinstance(suite, cst.BaseSuite) else []
         if isinstance(outer, (cst.For, cst.While)):
             after.extend(body)  # the loop runs its body again
         elif inner in body:
@@ -114,11 +116,6 @@ def _returned_host(ctx: Context, value: cst.BaseExpression, params: set[str]) ->
     bound = rebindings(ctx, value.value) or ((c[1],) if (c := ctx.constant(value)) is not None else ())
     return bool(bound) and all(isinstance(v, (cst.List, cst.Dict, cst.Set)) and not (
         v.elements) for v in bound)
-
-
-def _block(statement: cst.CSTNode) -> list[cst.CSTNode]:
-    body = getattr(statement, "body", None)
-    return list(body.body) if isinstance(body, cst.IndentedBlock) else []
 
 
 _READS = frozenset({"item", "tolist", "cpu", "numpy", "detach"})
@@ -246,14 +243,8 @@ def _other_operands_plain(ctx: Context, holder: cst.CSTNode, inner: cst.CSTNode)
     else:
         assert isinstance(holder, cst.Comparison)
         others = [holder.left, *(c.comparator for c in holder.comparisons)]
-    return all(o is inner or number(o) or literal(o) or isinstance(o, cst.ComparisonTarget) or _contains(o, inner)
+    return all(o is inner or number(o) or literal(o) or isinstance(o, cst.ComparisonTarget) or contains(o, inner)
                or host_value(ctx, o) for o in others)
-
-
-def _contains(tree: cst.CSTNode, target: cst.CSTNode) -> bool:
-    if tree is target:
-        return True
-    return any(_contains(child, target) for child in tree.children)
 
 
 def _host_block(ctx: Context, statement: cst.If | cst.While) -> bool:

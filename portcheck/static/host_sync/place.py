@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from portcheck.static.ancestry import taken_ifs
-from portcheck.static.branches import siblings_before
+from portcheck.static.branches import siblings_before, training_flag
 from portcheck.static.check import Context
 from portcheck.static.error_paths import error_path
 from portcheck.static.scope import host_code
@@ -232,18 +232,13 @@ def evaluating(ctx: Context) -> bool:
     of `or` too): what the
     model computes only when evaluated, its validation metrics (`cer = self.error_calculator(ys_hat.cpu(), ...)`),
     read on the host after the step as a metric callback's would be."""
-    if any(_training_flag(o.expression) for statement, _ in taken_ifs(ctx) for o in and_operands(statement.test)
+    if any(training_flag(o.expression) for statement, _ in taken_ifs(ctx) for o in and_operands(statement.test)
            if isinstance(o, cst.UnaryOperation) and isinstance(o.operator, cst.Not)):
         return True
     chain = ctx.statements
     return any(isinstance(s, cst.If) and isinstance(s.orelse, cst.Else) and chain[i + 1] in s.orelse.body.body
-               and any(_training_flag(o) for o in or_operands(s.test))  # `if self.training or ...: ... else:`
+               and any(training_flag(o) for o in or_operands(s.test))  # `if self.training or ...: ... else:`
                for i, s in enumerate(chain[:-1]))
-
-
-def _training_flag(node: cst.BaseExpression) -> bool:
-    """`self.training`, `model.training`: a module's own train/eval flag."""
-    return isinstance(node, cst.Attribute) and node.attr.value == "training" and isinstance(node.value, cst.Name)
 
 
 def _drives_steps(ctx: Context, function: cst.FunctionDef) -> bool:
