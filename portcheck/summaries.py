@@ -29,9 +29,10 @@ class Summary:
     classes: tuple[tuple[str, tuple[str, ...]], ...] = ()  # class name -> its bases, resolved
     exports: tuple[tuple[str, str], ...] = ()  # a name imported at module level -> what it names
     regions: tuple[tuple[int, int, str], ...] = ()  # (line, end_line, guard) of guarded blocks
-    # (module, optional) for every import statement: the module named, relative ones with their dots, and whether
-    # the import runs only where an optional dependency is there (`if is_x_available():`, `except ImportError`)
-    imports: tuple[tuple[str, bool], ...] = ()
+    # (module, optional, guard, function) for every import statement: the module named, relative ones with their
+    # dots; whether the import runs only where an optional dependency is there (`if is_x_available():`, `except
+    # ImportError`); the guard around it as Function.calls records one; the function it sits in ("" at module level)
+    imports: tuple[tuple[str, bool, str, str], ...] = ()
     passes: tuple[tuple[str, int, tuple[str, ...], tuple[str, ...]], ...] = ()  # module-level code's (Function.passes)
     probes: tuple[str, ...] = ()  # module-level names bound once to a test that holds only with CUDA (`HAS_CUDA = ...`)
     required: tuple[str, ...] = ()  # what the module's top level imports with no optional-dependency test around it
@@ -47,7 +48,7 @@ class Summary:
                   list(f.host_refs), list(f.params), [[t, n, list(k), list(h)] for t, n, k, h in f.passes]]
                  for f in self.functions],
                 [[n, list(b)] for n, b in self.classes], [list(e) for e in self.exports],
-                [list(r) for r in self.regions], [[m, o] for m, o in self.imports],
+                [list(r) for r in self.regions], [list(i) for i in self.imports],
                 [[t, n, list(k), list(h)] for t, n, k, h in self.passes], list(self.probes), list(self.required),
                 list(self.mentions), [list(a) for a in self.attributes]]
 
@@ -64,7 +65,7 @@ class Summary:
             tuple((str(n), tuple(map(str, b))) for n, b in classes),
             tuple((str(a), str(b)) for a, b in exports),
             tuple((int(a), int(b), str(g)) for a, b, g in regions),
-            tuple((str(m), bool(o)) for m, o in imports),
+            tuple((str(m), bool(o), str(g), str(f)) for m, o, g, f in imports),
             tuple((str(t), int(c), tuple(map(str, k)), tuple(map(str, h))) for t, c, k, h in passes),
             tuple(map(str, probes)), tuple(map(str, required)), tuple(map(str, mentions)),
             tuple((str(c), str(a), str(r)) for c, a, r in attributes))

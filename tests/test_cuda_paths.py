@@ -555,3 +555,52 @@ def test_a_torch_feature_newer_than_neurons_oldest_pytorch_is_refused(monkeypatc
             cuda_api.load_torch_features()
     finally:
         cuda_api.load_torch_features.cache_clear()
+
+
+def test_a_flag_the_class_sets_only_from_a_cuda_test_guards_a_cuda_only_path() -> None:
+    """stable-audio-tools: `self.use_flash = torch.cuda.is_available() and ...` in `__init__`, then `if not
+    self.use_flash: return` there and `if self.use_flash:` in `forward`; a flag the class also sets from a
+    parameter, or that a nested class's `self` sets, guards nothing."""
+    found = _severities("""\
+        import torch
+
+
+        class Attend:
+            def __init__(self):
+                self.use_flash = torch.cuda.is_available() and torch.__version__ >= "2"
+                if not self.use_flash:
+                    return
+                self.props = torch.cuda.get_device_properties(0)
+
+            def forward(self, q):
+                if self.use_flash:
+                    torch.cuda.synchronize()
+                return q
+
+
+        class Mixed:
+            def __init__(self, fast):
+                self.use_fast = torch.cuda.is_available()
+                if fast:
+                    self.use_fast = fast
+
+            def forward(self, q):
+                if self.use_fast:
+                    torch.cuda.synchronize()
+                return q
+
+
+        class Outer:
+            class Inner:
+                def __init__(self):
+                    self.fast_path = torch.cuda.is_available()
+
+            def forward(self, q):
+                if self.fast_path:
+                    torch.cuda.synchronize()
+                return q
+        """)
+    assert found[(9, "PC105")] == "info"
+    assert found[(13, "PC105")] == "info"
+    assert found[(25, "PC105")] == "error"
+    assert found[(36, "PC105")] == "error"

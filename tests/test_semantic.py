@@ -577,6 +577,142 @@ def test_a_default_every_call_overrides_never_applies(tmp_path):
     assert found[("evaluate.py", 23, "PC101")] == Severity.INFO
 
 
+def test_a_cuda_device_in_a_signature_every_call_overrides_never_applies(tmp_path):
+    """`device=torch.device("cuda")` written in the signature itself (sam2's frame loaders, timm's PrefetchLoader,
+    moshi's KV cache) is info where every call in the tree passes `device`, a constructor's calls included; a
+    function one call leaves it to, or hides its arguments from in `**kwargs`, keeps the error."""
+    _tree(tmp_path, {
+        "loaders.py": """\
+            import torch
+
+            class Prefetcher:
+                def __init__(self, loader, device=torch.device("cuda")):
+                    self.device = device
+
+            def load_frames(path, device=torch.device("cuda")):
+                return path
+
+            def load_once(path, device=torch.device("cuda")):
+                return path
+
+            def load_hidden(path, device=torch.device("cuda")):
+                return path
+            """,
+        "main.py": """\
+            from loaders import Prefetcher, load_frames, load_once
+
+            def run(loader, path, model):
+                Prefetcher(loader, device=model.device)
+                load_frames(path, model.device)
+                load_once(path)
+                load_hidden(path, **model.options)
+            """,
+    })
+    found = _scan(tmp_path)
+    assert found[("loaders.py", 4, "PC102")] == Severity.INFO
+    assert found[("loaders.py", 7, "PC102")] == Severity.INFO
+    assert found[("loaders.py", 10, "PC102")] == Severity.ERROR
+    assert found[("loaders.py", 13, "PC102")] == Severity.ERROR
+
+
+def test_a_module_imported_only_where_cuda_is_present_is_cuda_only(tmp_path):
+    """whisper's `triton_ops`: imported only inside `if x.is_cuda:` and in a function called only there, its
+    `import triton` and its kernels are info; a kernel launched as `kernel[grid](...)` only from code under a CUDA
+    guard is CUDA-only too (torchtitan's fused MLA falls back when `not x.is_cuda`). A module that one import loads
+    unguarded, and a kernel a model's `forward` launches, keep the error."""
+    _tree(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/triton_ops.py": """\
+            import triton
+            import triton.language as tl
+
+
+            @triton.jit
+            def dtw_kernel(x_ptr, BLOCK: tl.constexpr):
+                tl.store(x_ptr, tl.arange(0, BLOCK))
+
+
+            def median_filter_cuda(x):
+                dtw_kernel[(1,)](x, BLOCK=64)
+                return x
+            """,
+        "pkg/timing.py": """\
+            def median_filter(x):
+                if x.is_cuda:
+                    from .triton_ops import median_filter_cuda
+                    return median_filter_cuda(x)
+                return x
+
+
+            def dtw_cuda(x):
+                from .triton_ops import dtw_kernel
+                dtw_kernel[(1,)](x, BLOCK=64)
+                return x
+
+
+            def dtw(x):
+                if x.is_cuda:
+                    return dtw_cuda(x)
+                return x
+            """,
+        "pkg/shared_ops.py": "import triton\n",
+        "pkg/uses.py": """\
+            from . import shared_ops
+
+
+            def f(x):
+                if x.is_cuda:
+                    from .shared_ops import triton
+                return x
+            """,
+        "pkg/fused.py": """\
+            import triton
+            import triton.language as tl
+            from torch import nn
+
+
+            @triton.jit
+            def rope_kernel(x_ptr, BLOCK: tl.constexpr):
+                tl.store(x_ptr, tl.arange(0, BLOCK))
+
+
+            @triton.jit
+            def plain_kernel(x_ptr, BLOCK: tl.constexpr):
+                tl.store(x_ptr, tl.arange(0, BLOCK))
+
+
+            def launch(x):
+                rope_kernel[(x.shape[0],)](x, BLOCK=64)
+                return x
+
+
+            class Attention(nn.Module):
+                def forward(self, x):
+                    return x * 2
+
+
+            class FusedAttention(Attention):
+                def forward(self, x):
+                    if not x.is_cuda:
+                        return super().forward(x)
+                    return launch(x)
+
+
+            class Plain(nn.Module):
+                def forward(self, x):
+                    plain_kernel[(1,)](x, BLOCK=64)
+                    return x
+            """,
+    })
+    found = _scan(tmp_path)
+    assert found[("pkg/triton_ops.py", 1, "PC501")] == Severity.INFO
+    assert found[("pkg/triton_ops.py", 5, "PC502")] == Severity.INFO
+    assert found[("pkg/shared_ops.py", 1, "PC501")] == Severity.ERROR
+    assert found[("pkg/fused.py", 6, "PC502")] == Severity.INFO
+    assert found[("pkg/fused.py", 11, "PC502")] == Severity.ERROR
+    assert found[("pkg/fused.py", 1, "PC501")] == Severity.ERROR
+
+
 def test_a_parameter_every_call_passes_a_host_value_for_is_a_host_value(tmp_path):
     """Where every call of a function passes a host value (a `.cpu()` copy, `.to("cpu")`, a numpy value, a local
     name bound to one) for the parameters a finding's value is made of, that code works on the host: info. One

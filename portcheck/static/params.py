@@ -24,7 +24,11 @@ _BUDGET = 64  # nodes read per finding
 
 
 def default_read(function: cst.FunctionDef, node: cst.CSTNode, constant: Constant) -> str:
-    """The parameter of `function` whose string default a name in `node` stands for, or ""."""
+    """The parameter of `function` whose string default a name in `node` stands for, or whose default `node` sits
+    in (`device=torch.device("cuda")` in the signature itself), or ""."""
+    for param in parameters(function):
+        if param.default is not None and _inside(node, param.default):
+            return param.name.value
     defaults = {p.name.value: p.default for p in parameters(function) if isinstance(p.default, cst.SimpleString)}
     if not defaults:
         return ""
@@ -43,6 +47,19 @@ def default_read(function: cst.FunctionDef, node: cst.CSTNode, constant: Constan
         if bound is not None and bound[1] is defaults[name.value]:
             return name.value
     return ""
+
+
+def _inside(node: cst.CSTNode, tree: cst.CSTNode) -> bool:
+    """`node` is `tree` or in it (a parameter's default: a few nodes, read at most _BUDGET of them)."""
+    stack = [tree]
+    seen = 0
+    while stack and seen < _BUDGET:
+        current = stack.pop()
+        if current is node:
+            return True
+        seen += 1
+        stack.extend(current.children)
+    return False
 
 
 # What binds a name, and the field holding the target: assignments, loops, `with ... as`, the walrus.

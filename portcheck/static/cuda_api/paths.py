@@ -20,14 +20,14 @@ import re
 import libcst as cst
 
 from portcheck.knowledge.libraries import libraries
-from portcheck.static.ancestry import ancestors, holds
+from portcheck.static.ancestry import holds
 from portcheck.static.check import Context
 from portcheck.static.cuda_api.apis import api_entry
+from portcheck.static.cuda_api.attribute_tests import attribute_values, false_literal
 from portcheck.static.cuda_api.gpu_settings import COUNT, compared_in_cst, setting
 from portcheck.static.cuda_api.versions import has_torch_feature
 from portcheck.static.cuda_library.integrations import has_words, words
 from portcheck.static.syntax import blocks, call_name, dotted_name, last_name, positional, string_value
-from portcheck.static.values import contains
 from portcheck.static.walk import walk
 
 CUDA, NOT_CUDA = "cuda", "not-cuda"
@@ -37,6 +37,7 @@ _GATE_DECORATOR = re.compile(r"(?i)^(requires?|only|needs|skip_?if_?no|skip_?unl
 _RUN_IF = ("RunIf", "_RunIf")
 _FLAG_HEADS = frozenset({"use", "using", "with", "on", "is", "has", "run", "enable", "ephemeral", "cuda", "gpu"})
 _SKIP_IF, _SKIP_UNLESS = frozenset({"skipif", "skipIf"}), frozenset({"skipUnless"})
+SKIP_TESTS = _SKIP_IF | _SKIP_UNLESS
 
 
 def _flip(polarity: str | None) -> str | None:
@@ -149,6 +150,9 @@ def polarity(ctx: Context, test: cst.BaseExpression, depth: int = 0, counts: boo
     if isinstance(test, cst.Name) and depth < 2:
         bound = ctx.constant(test)
         return polarity(ctx, bound[1], depth + 1, counts) if bound is not None else None
+    if depth < 2 and (values := attribute_values(ctx, test)):  # `self.use_flash = torch.cuda.is_available() and ...`
+        given = {"false" if false_literal(v) else polarity(ctx, v, depth + 1, counts) for v in values}
+        return CUDA if CUDA in given and given <= {CUDA, "false"} else None
     return None
 
 
@@ -382,18 +386,6 @@ def _over_cuda_devices(ctx: Context, iterated: cst.BaseExpression) -> bool:
                                      and probe_call(ctx, bound[1])) for a in iterated.args)
 
 
-def test_gate_argument(ctx: Context, node: cst.CSTNode) -> bool:
-    """`node` is in the condition of `unittest.skipUnless(...)` / `pytest.mark.skipif(...)`: it decides whether a
-    test runs."""
-    path = [*ancestors(ctx, node), node]  # the calls holding `node`, read from the statement's parents
-    found = any(isinstance(call, cst.Call) and call_name(call) in _SKIP_IF | _SKIP_UNLESS and call.args
-                and index + 2 < len(path) and path[index + 2] is call.args[0].value for index, call in enumerate(path))
-    if not found:
-        for function in ctx.functions[-1:]:
-            found = any(contains(d.decorator, node) for d in function.decorators)
-    return found
-
-
 _CUDA_WORDS.extend(_cuda_words())
 
-__all__ = ["CUDA", "NOT_CUDA", "cuda_path", "gate", "named_for_cuda", "polarity", "probe_call", "test_gate_argument"]
+__all__ = ["CUDA", "NOT_CUDA", "SKIP_TESTS", "cuda_path", "gate", "named_for_cuda", "polarity", "probe_call"]

@@ -19,11 +19,11 @@ from portcheck.static.cuda_api.apis import api_entry
 from portcheck.static.cuda_api.checkpoints import COPY_OPTIONS, only_maps_a_checkpoint, only_passed_as
 from portcheck.static.cuda_api.choice import after_exit, exits, housekeeping, picks_nothing
 from portcheck.static.cuda_api.devices import device_text, is_cuda_text, one_line, placements
-from portcheck.static.cuda_api.paths import CUDA, NOT_CUDA, cuda_path, polarity, probe_call, test_gate_argument
+from portcheck.static.cuda_api.paths import CUDA, NOT_CUDA, SKIP_TESTS, cuda_path, polarity, probe_call
 from portcheck.static.cuda_api.refusals import refused_library
 from portcheck.static.cuda_api.shown import only_returned, only_shown
-from portcheck.static.syntax import block_body, small_statements, string_prefix
-from portcheck.static.values import and_operands, catching_everything
+from portcheck.static.syntax import block_body, call_name, small_statements, string_prefix
+from portcheck.static.values import and_operands, catching_everything, contains
 from portcheck.static.walk import any_call, visit
 
 
@@ -335,3 +335,15 @@ def seeded_already(ctx: Context) -> bool:
     """`torch.manual_seed(...)` is called in the same function (or module): it seeds every device already."""
     scope: cst.CSTNode = ctx.functions[-1] if ctx.functions else ctx.module
     return any_call(scope, lambda call: ctx.qualname(call.func) == "torch.manual_seed")
+
+
+def test_gate_argument(ctx: Context, node: cst.CSTNode) -> bool:
+    """`node` is in the condition of `unittest.skipUnless(...)` / `pytest.mark.skipif(...)`: it decides whether a
+    test runs."""
+    path = [*ancestors(ctx, node), node]  # the calls holding `node`, read from the statement's parents
+    found = any(isinstance(call, cst.Call) and call_name(call) in SKIP_TESTS and call.args
+                and index + 2 < len(path) and path[index + 2] is call.args[0].value for index, call in enumerate(path))
+    if not found:
+        for function in ctx.functions[-1:]:
+            found = any(contains(d.decorator, node) for d in function.decorators)
+    return found

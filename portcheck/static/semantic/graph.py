@@ -67,6 +67,7 @@ class Facts:
     forward: frozenset[str] = frozenset()  # what a forward reaches: the model itself
     once: frozenset[str] = frozenset()  # set-up: constructors, cached functions and what only they call
     dead: frozenset[str] = frozenset()  # module-level functions nothing in the tree calls or names (UNNAMED)
+    cuda_modules: frozenset[str] = frozenset()  # modules the tree imports only where CUDA is present
 
 
 def facts(project: Project) -> Facts:
@@ -116,7 +117,21 @@ def facts(project: Project) -> Facts:
                         queue.append(callee)
         return found
 
-    cuda_only = only(CUDA_GUARD, {f for f, n in project.nodes.items() if CUDA_CLASS in n.function.roles})
+    roots = {f for f, n in project.nodes.items() if CUDA_CLASS in n.function.roles}
+    cuda_only = only(CUDA_GUARD, roots)
+    # A module every import of which runs under a CUDA guard or in a CUDA-only function (whisper's Triton kernels,
+    # imported inside `if x.is_cuda:`) loads only where CUDA is present: its functions are CUDA-only, and so what
+    # only they import, and so on.
+    cuda_modules: set[str] = set()
+    for _ in range(DEPTH):
+        added = {module for module, imports in project.import_sites.items() if module not in cuda_modules and all(
+            function in cuda_only or guard_kind(guard, project.nodes[function]) == CUDA_GUARD
+            if function in project.nodes else guard == CUDA_GUARD for guard, function in imports)}
+        if not added:
+            break
+        cuda_modules |= added
+        roots |= {f for f, n in project.nodes.items() if n.module in added}
+        cuda_only = only(CUDA_GUARD, roots)
     vendor_only = only(VENDOR_GUARD, _vendor_roots(project))
     skipped = cuda_only | vendor_only
 
@@ -159,7 +174,7 @@ def facts(project: Project) -> Facts:
             and n.function.name not in project.named
             and not any(n.module == m or n.module.endswith(f".{m}") for m in project.looked_up)}
     return Facts(frozenset(probes), frozenset(cuda_only), frozenset(vendor_only), frozenset(device),
-                 frozenset(host), frozenset(forward), frozenset(once), frozenset(dead))
+                 frozenset(host), frozenset(forward), frozenset(once), frozenset(dead), frozenset(cuda_modules))
 
 
 # Bases that make no torch Module: a class built only on them (and on the project's own such classes) has a
@@ -223,6 +238,8 @@ def _where(project: Project, found: Facts, result: FileResult, finding: Finding,
             return "vendor", f"`{node.function.name}` runs only for another vendor's runtime or export"
     assert result.summary is not None
     module = project.files[result.path][0]
+    if module in found.cuda_modules:
+        return "cuda", f"`{module.rsplit('.', 1)[-1]}` is imported only where CUDA is present"
     if finding.category == "cuda-library" and module in project.optional:
         return "optional", f"`{module.rsplit('.', 1)[-1]}` is imported only where an optional dependency is installed"
     if module in project.optional and module in project.cuda_libraries:

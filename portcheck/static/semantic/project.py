@@ -38,7 +38,8 @@ class Project:
         # module-level names bound once to a CUDA test (Summary.probes), by their full name and by each dotted suffix
         # an absolute import may name them by (a tree scanned from above its packages' root)
         self.probe_constants: set[str] = set()
-        imported: list[tuple[str, bool]] = []  # (absolute module, optional) of every import in the tree
+        # (absolute module, optional, guard, importing function or the importing module's "") of every import
+        imported: list[tuple[str, bool, str, str]] = []
         # module -> the CUDA-only library it imports at its top level, whatever is installed (`import bitsandbytes`)
         self.cuda_libraries: dict[str, str] = {}
         # the last part of every name a call, a passed value, a data-pipeline hand-off or an import mentions: a
@@ -84,18 +85,22 @@ class Project:
                 full = f"{module}.{name}" if module else name
                 self.probe_constants.update((full, *suffixes(full, module)))
             self.files[result.path] = (module, package, sorted(nodes, key=lambda n: n.function.line))
-            imported.extend((self.absolute(target, module, package), optional)
-                            for target, optional in result.summary.imports)
+            imported.extend((self.absolute(target, module, package), optional, guard,
+                             f"{module}.{function}" if module and function else function)
+                            for target, optional, guard, function in result.summary.imports)
             library = next((found for target in result.summary.required
                             if not target.startswith(".") and (found := library_of(target))), None)
             if library is not None:
                 self.cuda_libraries[module] = library.title
+        # module -> (guard, importing function) of each import of it in the tree (semantic.graph: CUDA-only modules)
+        self.import_sites: dict[str, list[tuple[str, str]]] = defaultdict(list)
         self.optional, self.imported = self._optional_modules(imported)
 
-    def _optional_modules(self, imported: list[tuple[str, bool]]) -> tuple[frozenset[str], frozenset[str]]:
+    def _optional_modules(self, imported: list[tuple[str, bool, str, str]]) -> tuple[frozenset[str], frozenset[str]]:
         """The tree's modules that something imports and that every import of runs only where an optional
         dependency is installed (`if is_bnb_available(): from .bnb import ...`); and every module something in the
-        tree imports (a library's module, whose `if __name__ == "__main__":` block is a demo)."""
+        tree imports (a library's module, whose `if __name__ == "__main__":` block is a demo). Fills
+        `import_sites`."""
         by_suffix: dict[str, list[str]] = defaultdict(list)
         for module, _, _ in self.files.values():
             parts = module.split(".")
@@ -103,9 +108,10 @@ class Project:
                 if start == 0 or len(parts) - start >= 2:  # a lone last part (`utils`) names too many modules
                     by_suffix[".".join(parts[start:])].append(module)
         flags: dict[str, list[bool]] = defaultdict(list)
-        for target, optional in imported:
+        for target, optional, guard, function in imported:
             for module in by_suffix.get(target, ()):
                 flags[module].append(optional)
+                self.import_sites[module].append((guard, function))
         return frozenset(m for m, seen in flags.items() if seen and all(seen)), frozenset(flags)
 
     @staticmethod

@@ -109,7 +109,7 @@ class _Reader:
         self._probe_names: frozenset[str] = frozenset()
         self._regrows: frozenset[int] = frozenset()  # grows.regrow_calls of the function being read
         self.module_probes: frozenset[str] = frozenset()
-        self.imports: list[tuple[str, bool]] = []
+        self.imports: list[tuple[str, bool, str, str]] = []
         self.required: list[str] = []  # Summary.required
         self._passes: list[tuple[str, int, tuple[str, ...], tuple[str, ...]]] = []
         self._bindings = Bindings(self.resolve)
@@ -223,9 +223,9 @@ class _Reader:
     def statement(self, stmt: ast.stmt, guards: tuple[str, ...], scope: str) -> None:
         if isinstance(stmt, (ast.Import, ast.ImportFrom)):
             before = len(self.imports)
-            self._import(stmt)
+            self._import(stmt, guards, scope if self._calls is not None else "")
             if not scope and not self._optional and not guards:  # needed to load the module
-                self.required.extend(target for target, _ in self.imports[before:])
+                self.required.extend(target for target, *_ in self.imports[before:])
             return
         if (isinstance(stmt, ast.If) and optional_test(stmt.test)) or (
                 isinstance(stmt, ast.Try) and any(catches_import_error(h) for h in stmt.handlers)):
@@ -241,17 +241,19 @@ class _Reader:
         if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
             self._bindings.bind(stmt)  # after its value: `x = f(x)` passes the old `x`
 
-    def _import(self, stmt: ast.Import | ast.ImportFrom) -> None:
+    def _import(self, stmt: ast.Import | ast.ImportFrom, guards: tuple[str, ...], function: str) -> None:
         optional = self._optional > 0
+        guard = CUDA_GUARD if CUDA_GUARD in guards else guards[-1] if guards else ""
         if isinstance(stmt, ast.Import):
-            self.imports.extend((alias.name, optional) for alias in stmt.names)
+            self.imports.extend((alias.name, optional, guard, function) for alias in stmt.names)
             return
         base = "." * stmt.level + (stmt.module or "")
         if stmt.module:
-            self.imports.append((base, optional))
+            self.imports.append((base, optional, guard, function))
         for alias in stmt.names:  # `from pkg import mod`: the name may be a module
             if alias.name != "*":
-                self.imports.append((f"{base}.{alias.name}" if stmt.module else base + alias.name, optional))
+                self.imports.append((f"{base}.{alias.name}" if stmt.module else base + alias.name, optional, guard,
+                                     function))
 
     def _statement(self, stmt: ast.stmt, guards: tuple[str, ...], scope: str) -> None:
         if isinstance(stmt, ast.ClassDef):
@@ -326,7 +328,9 @@ class _Reader:
             self._passed(child)
             if self._calls is None:
                 continue  # module-level code: no function to record the call in
-            target = self.resolve(child.func)
+            # `kernel[grid](...)` launches `kernel` (Triton's launch syntax; an item of a table of functions alike)
+            func = child.func.value if isinstance(child.func, ast.Subscript) else child.func
+            target = self.resolve(func)
             guard = CUDA_GUARD if CUDA_GUARD in here else here[-1] if here else ""
             if target is not None:
                 self._calls.append((target, guard))
@@ -384,7 +388,9 @@ class _Reader:
             roles.append(UNNAMED)
         method = any(scope == c for c, _ in self.classes)
         self.attributes.extend(attribute_bindings(node, scope, self.resolve) if method else ())
-        self.functions.append(Function(name, node.lineno, end_line(node), tuple(roles), tuple(self._calls),
+        # a function's span starts at its first decorator: `@triton.jit` is reported where it is written
+        first = min((d.lineno for d in node.decorator_list), default=node.lineno)
+        self.functions.append(Function(name, min(first, node.lineno), end_line(node), tuple(roles), tuple(self._calls),
                                        tuple(self._returns), tuple(self._host_refs), positional(node, method),
                                        tuple(self._passes)))
         self._passes, self._bindings, self._regrows = saved_passes, saved_bindings, saved_regrows
