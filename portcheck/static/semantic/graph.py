@@ -48,6 +48,7 @@ from portcheck.static.semantic.summary import (
     PROBE,
     READS,
     STEP,
+    TRAINING_GUARD,
     UNNAMED,
     VENDOR,
     VENDOR_GUARD,
@@ -68,9 +69,14 @@ class Facts:
     once: frozenset[str] = frozenset()  # set-up: constructors, cached functions and what only they call
     dead: frozenset[str] = frozenset()  # module-level functions nothing in the tree calls or names (UNNAMED)
     cuda_modules: frozenset[str] = frozenset()  # modules the tree imports only where CUDA is present
+    # on a chip that serves inference only: functions called only under `if self.training:` (or from such)
+    training_only: frozenset[str] = frozenset()
+    inference_only: bool = False  # the chip never trains: under `if self.training:` is not its code
 
 
-def facts(project: Project) -> Facts:
+def facts(project: Project, inference_only: bool = False) -> Facts:
+    """What the graph settles; `inference_only` for a chip that never trains (what only training calls is
+    training_only there)."""
     probes = {f for f, n in project.nodes.items() if PROBE in n.function.roles}
     returning = [(full, node) for full, node in project.nodes.items() if node.function.returns]
     for _ in range(DEPTH):  # a function returning a probe's value is one (chains deeper than this are not code)
@@ -85,7 +91,9 @@ def facts(project: Project) -> Facts:
             callees = project.resolve(guard[1:], caller)
             found = (callees and all(c in probes for c in callees)) or project.probe_constant(guard[1:], caller)
             return CUDA_GUARD if found else ""
-        return guard if guard in (CUDA_GUARD, VENDOR_GUARD, ONCE_GUARD) else ""
+        # training's guard only where the chip never trains: elsewhere a model's training branch is its step
+        return guard if guard in (CUDA_GUARD, VENDOR_GUARD, ONCE_GUARD) or (
+            guard == TRAINING_GUARD and inference_only) else ""
 
     # Every call resolved, and its guard judged, once: the worklists and the walks below read these.
     sites: dict[str, list[tuple[str, str]]] = defaultdict(list)  # callee -> (caller, guard kind)
@@ -173,8 +181,10 @@ def facts(project: Project) -> Facts:
     dead = {f for f, n in project.nodes.items() if UNNAMED in n.function.roles and f not in sites
             and n.function.name not in project.named
             and not any(n.module == m or n.module.endswith(f".{m}") for m in project.looked_up)}
+    training = only(TRAINING_GUARD, set()) - skipped if inference_only else set()
     return Facts(frozenset(probes), frozenset(cuda_only), frozenset(vendor_only), frozenset(device),
-                 frozenset(host), frozenset(forward), frozenset(once), frozenset(dead), frozenset(cuda_modules))
+                 frozenset(host), frozenset(forward), frozenset(once), frozenset(dead), frozenset(cuda_modules),
+                 frozenset(training), inference_only)
 
 
 # Bases that make no torch Module: a class built only on them (and on the project's own such classes) has a
@@ -236,6 +246,8 @@ def _where(project: Project, found: Facts, result: FileResult, finding: Finding,
             return "cuda", f"`{node.function.name}`: {why}"
         if node.full in found.vendor_only:
             return "vendor", f"`{node.function.name}` runs only for another vendor's runtime or export"
+        if node.full in found.training_only and finding.category != "training":  # PC607 reports the training
+            return "training", f"`{node.function.name}` is called only when the model trains (`self.training`)"
     assert result.summary is not None
     module = project.files[result.path][0]
     if module in found.cuda_modules:
@@ -251,6 +263,8 @@ def _where(project: Project, found: Facts, result: FileResult, finding: Finding,
                 return "vendor", "under a test for an ONNX export or a trace"
             if guard == ONCE_GUARD:
                 return "setup", "under a lazy initialisation (its test asks for what its body sets)"
+            if guard == TRAINING_GUARD and found.inference_only and finding.category != "training":
+                return "training", "under `self.training`"
             if guard == MAIN_GUARD and module in project.imported and finding.category != "training":
                 # a training loop is one wherever it is written (JUDGING: any training loop counts on inf2)
                 return "demo", ("under `if __name__ == \"__main__\":` of a module the project imports: a demo or "
@@ -287,15 +301,18 @@ _NOTES = {
     "unknown": "outside the device step as far as this scan sees: {why}; it matters where a model calls it",
     "dead": "dead code as far as this scan sees: {why}",
     "demo": "{why}",
+    "training": "training-only code, {why}: this chip serves inference only",
 }
-_NOT_NEURON = frozenset({"cuda", "vendor", "optional"})
+_NOT_NEURON = frozenset({"cuda", "vendor", "optional", "training"})
 
 
-def apply(results: list[FileResult], whole: bool = False) -> tuple[list[FileResult], str | None]:
+def apply(results: list[FileResult], whole: bool = False,
+          inference_only: bool = False) -> tuple[list[FileResult], str | None]:
     """The results with what the call graph knows applied; and a line to tell the user when it was not built.
     Findings that require the device step are kept where the graph puts their code there, and dropped elsewhere
     (or everywhere, when there is no graph). Only for a `whole` folder (not files named one by one, as pre-commit's
-    or a review's) is a function no forward reaches outside the device step: a caller may be in a file not named."""
+    or a review's) is a function no forward reaches outside the device step: a caller may be in a file not named.
+    `inference_only`: the chip never trains (facts)."""
     if not any(r.summary is not None and r.findings for r in results):
         return [settled(r) for r in results], None
     count = sum(len(r.summary.functions) for r in results if r.summary is not None)
@@ -304,7 +321,7 @@ def apply(results: list[FileResult], whole: bool = False) -> tuple[list[FileResu
             f"the project holds {count:,} functions, more than the call graph's {MAX_FUNCTIONS:,}: findings are "
             "judged file by file")
     project = Project(results)
-    found = facts(project)
+    found = facts(project, inference_only)
     passed: dict[str, list[Passed]] | None = None  # built when a finding asks
     out = []
     for result in results:
@@ -380,7 +397,7 @@ def _elsewhere(project: Project, found: Facts, result: FileResult, finding: Find
 
 def _runs(found: Facts, holders: list[Node], place: tuple[str, str] | None) -> str:
     """Where the finding's code runs (findings.RUNS)."""
-    if place is not None and place[0] in ("cuda", "vendor", "optional"):
+    if place is not None and place[0] in _NOT_NEURON:
         return "not-neuron"
     names = [h.full for h in holders]
     if any(name in found.forward for name in names):
