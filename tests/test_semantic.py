@@ -1077,6 +1077,32 @@ def test_a_class_that_wraps_another_vendors_runtime_is_that_vendors_path(tmp_pat
     assert found[("backends.py", 26, "PC101")] == Severity.ERROR
 
 
+def test_a_class_built_on_another_frameworks_class_is_that_frameworks_path(tmp_path):
+    """espnet's Chainer backend: every method of a class whose base is Chainer's (`training.updaters...`) is
+    Chainer's code, which runs no PyTorch; a torch Module beside it keeps its severity."""
+    _tree(tmp_path, {"training.py": """\
+        import torch
+        from chainer import training
+
+
+        class ParallelUpdater(training.updaters.StandardUpdater):
+            def __init__(self, iterator, optimizer):
+                from cupy.cuda import nccl
+                self.nccl = nccl
+                torch.cuda.synchronize()
+
+
+        class Net(torch.nn.Module):
+            def forward(self, x):
+                torch.cuda.synchronize()
+                return x
+        """})
+    found = _scan(tmp_path)
+    assert found[("training.py", 7, "PC501")] == Severity.INFO
+    assert found[("training.py", 9, "PC105")] == Severity.INFO
+    assert found[("training.py", 14, "PC105")] == Severity.ERROR
+
+
 def test_calls_under_a_cuda_conditional_expression_or_a_probe_held_in_a_name_are_cuda_only(tmp_path):
     """A function called only as `f() if torch.cuda.is_available() else None`, `use and f()` after a probe, or
     under `if cuda:` where `cuda = torch.cuda.is_available()`, is CUDA-only; one more call without a guard, or a

@@ -85,7 +85,9 @@ _DATA_BASES = ("torch.utils.data.Dataset", "torch.utils.data.IterableDataset", "
 _HOST_KEYWORDS = frozenset({"collate_fn", "worker_init_fn", "data_collator"})
 _VENDOR_MODULES = ("tensorrt", "torch_tensorrt", "openvino", "coremltools", "onnxruntime", "tensorflow", "paddle",
                    "pycuda", "polygraphy", "tflite_runtime", "ai_edge_litert", "ncnn", "rknn", "rknnlite", "MNN",
-                   "ais_bench", "tritonclient", "hailo_platform", "executorch")
+                   "ais_bench", "tritonclient", "hailo_platform", "executorch",
+                   # other deep-learning frameworks: their code paths run no PyTorch at all
+                   "chainer", "jax", "flax", "mxnet", "mindspore", "oneflow", "jittor")
 _VENDOR_TESTS = frozenset({"torch.onnx.is_in_onnx_export", "torch.jit.is_tracing", "torch.jit.is_scripting",
                            "torch.onnx.is_onnx_exporting"})
 
@@ -108,6 +110,7 @@ class _Reader:
         self.classes: list[tuple[str, tuple[str, ...]]] = []
         self.attributes: list[tuple[str, str, str]] = []  # Summary.attributes
         self._data_classes: set[str] = set()  # classes that subclass a Dataset or a Sampler
+        self._vendor_classes: set[str] = set()  # classes built on another vendor's or framework's classes
         self.regions: list[tuple[int, int, str]] = []
         self.vendor_file = any(v.split(".")[0] in _VENDOR_MODULES for v in aliases.values())
         self._calls: list[tuple[str, str]] | None = None
@@ -272,6 +275,8 @@ class _Reader:
             self.classes.append((name, bases))
             if any(b in _DATA_BASES for b in bases):
                 self._data_classes.add(name)
+            if any(b.split(".")[0] in _VENDOR_MODULES for b in bases):
+                self._vendor_classes.add(name)  # chainer's `ParallelUpdater`: every method is chainer's
             for decorator in stmt.decorator_list:
                 self.expression(decorator, guards)
             self.block(stmt.body, guards, name)
@@ -391,9 +396,9 @@ class _Reader:
         saved_bindings, self._bindings = self._bindings, Bindings(self.resolve, params)
         self._calls, self._returns, self._host_refs = [], [], []
         self._probe = self._step = False
-        self._vendor = self.vendor_file and any(
+        self._vendor = scope in self._vendor_classes or (self.vendor_file and any(
             isinstance(n, (ast.Name, ast.Attribute)) and (self.resolve(n) or "").split(".")[0] in _VENDOR_MODULES
-            for n in ast.walk(node))
+            for n in ast.walk(node)))
         for decorator in node.decorator_list:
             self.expression(decorator, guards)
         saved_probes, self._probe_names = self._probe_names, self.probes_bound(statements_in(node))
