@@ -254,6 +254,8 @@ def _where(project: Project, found: Facts, result: FileResult, finding: Finding,
     module = project.files[result.path][0]
     if module in found.cuda_modules:
         return "cuda", f"`{module.rsplit('.', 1)[-1]}` is imported only where CUDA is present"
+    if module in project.runtimes:
+        return "vendor", f"`{module.rsplit('.', 1)[-1]}` cannot load without `{project.runtimes[module]}`"
     if finding.category == "cuda-library" and module in project.optional:
         return "optional", f"`{module.rsplit('.', 1)[-1]}` is imported only where an optional dependency is installed"
     if module in project.optional and module in project.cuda_libraries:

@@ -11,7 +11,7 @@ from portcheck.findings import FileResult
 from portcheck.knowledge.libraries import library_of
 from portcheck.static.semantic.attributes import held_methods
 from portcheck.static.semantic.modules import module_of, suffixes
-from portcheck.static.semantic.summary import READS, READS_OFF_XLA
+from portcheck.static.semantic.summary import READS, READS_OFF_XLA, VENDOR_RUNTIMES
 from portcheck.summaries import Function
 
 DEPTH = 8  # re-exports and base classes followed at most this deep
@@ -42,6 +42,9 @@ class Project:
         imported: list[tuple[str, bool, str, str]] = []
         # module -> the CUDA-only library it imports at its top level, whatever is installed (`import bitsandbytes`)
         self.cuda_libraries: dict[str, str] = {}
+        # module -> the other vendor's runtime it imports at its top level (`import tensorrt as trt`): it is that
+        # runtime's backend and loads nowhere else
+        self.runtimes: dict[str, str] = {}
         # the last part of every name a call, a passed value, a data-pipeline hand-off or an import mentions: a
         # function whose name is none of these (and that its own file names only once) is dead code
         self.named: set[str] = set()
@@ -92,6 +95,9 @@ class Project:
                             if not target.startswith(".") and (found := library_of(target))), None)
             if library is not None:
                 self.cuda_libraries[module] = library.title
+            runtime = next((t for t in result.summary.required if t.split(".")[0] in VENDOR_RUNTIMES), None)
+            if runtime is not None:
+                self.runtimes[module] = runtime.split(".")[0]
         # module -> (guard, importing function) of each import of it in the tree (semantic.graph: CUDA-only modules)
         self.import_sites: dict[str, list[tuple[str, str]]] = defaultdict(list)
         self.optional, self.imported = self._optional_modules(imported)

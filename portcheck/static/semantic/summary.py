@@ -83,9 +83,11 @@ _DATA_BASES = ("torch.utils.data.Dataset", "torch.utils.data.IterableDataset", "
 # What a data loader or a trainer calls to batch or seed examples: the data pipeline, on the host. A function is
 # passed (`collate_fn=collate`), or an object whose methods do it (`data_collator=Collator(...)`, as "Collator()").
 _HOST_KEYWORDS = frozenset({"collate_fn", "worker_init_fn", "data_collator"})
-_VENDOR_MODULES = ("tensorrt", "torch_tensorrt", "openvino", "coremltools", "onnxruntime", "tensorflow", "paddle",
-                   "pycuda", "polygraphy", "tflite_runtime", "ai_edge_litert", "ncnn", "rknn", "rknnlite", "MNN",
-                   "ais_bench", "tritonclient", "hailo_platform", "executorch",
+# Another vendor's inference runtime: a module that cannot load without one is that runtime's backend.
+VENDOR_RUNTIMES = ("tensorrt", "torch_tensorrt", "tensorrt_llm", "openvino", "coremltools", "onnxruntime", "pycuda",
+                   "polygraphy", "tflite_runtime", "ai_edge_litert", "ncnn", "rknn", "rknnlite", "MNN", "ais_bench",
+                   "tritonclient", "hailo_platform", "executorch", "ctranslate2", "faster_whisper", "llama_cpp")
+_VENDOR_MODULES = (*VENDOR_RUNTIMES, "tensorflow", "paddle",
                    # other deep-learning frameworks: their code paths run no PyTorch at all
                    "chainer", "jax", "flax", "mxnet", "mindspore", "oneflow", "jittor")
 _VENDOR_TESTS = frozenset({"torch.onnx.is_in_onnx_export", "torch.jit.is_tracing", "torch.jit.is_scripting",
@@ -433,5 +435,5 @@ class _Reader:
 
 
 __all__ = ["CUDA_CLASS", "CUDA_GUARD", "CUDA_OP", "FORWARD", "HOST", "MAIN_GUARD", "ONCE", "ONCE_GUARD", "PROBE",
-           "READS", "READS_OFF_XLA", "STEP", "TRAINING_GUARD", "UNNAMED", "VENDOR", "VENDOR_GUARD", "Function",
-           "Summary", "summarise"]
+           "READS", "READS_OFF_XLA", "STEP", "TRAINING_GUARD", "UNNAMED", "VENDOR", "VENDOR_GUARD", "VENDOR_RUNTIMES",
+           "Function", "Summary", "summarise"]
