@@ -4,7 +4,8 @@ A file's name never makes its code CUDA-only: the code says so (a guard, a class
 that are all guarded: portcheck.static.semantic).
 
 A path is CUDA-only under a test that holds only with CUDA (`torch.cuda.is_available()`, `device.type == "cuda"`,
-`str(device).startswith("cuda")`, `x.is_cuda`, a `use_cuda` flag, a local bound to one of these): in the body of
+`str(device).startswith("cuda")`, `x.is_cuda`, a `use_cuda` flag, a local bound to one of these, a `self` flag the
+class sets only from one): in the body of
 `if test:` or `x if test else y`, after `test and ...`, in the `else` of the negated test, after an early exit
 (`if not torch.cuda.is_available(): return`, `if device.type != "cuda": raise`, `assert device.type == "cuda"`), in
 `for i in range(torch.cuda.device_count())`, in the implementation of a `cuda()` method, and in a test that is
