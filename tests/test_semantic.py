@@ -773,52 +773,6 @@ def test_what_only_training_calls_is_info_on_a_chip_that_never_trains(tmp_path):
     assert trn2[("model.py", 17, "PC209")] == Severity.ERROR
 
 
-def test_an_op_registered_for_cuda_only_is_cuda_only(tmp_path):
-    """torchtitan's fused MLA: `@torch.library.custom_op(..., device_types="cuda")` and an op's
-    `register_kernel("cuda")` are what the dispatcher runs for CUDA tensors alone, so their bodies and the Triton
-    kernels only they launch are info; an op registered for every device keeps its kernel's error."""
-    _tree(tmp_path, {
-        "ops.py": """\
-            import torch
-            import triton
-            import triton.language as tl
-
-
-            @triton.jit
-            def rope_kernel(x_ptr, BLOCK: tl.constexpr):
-                tl.store(x_ptr, tl.arange(0, BLOCK))
-
-
-            @triton.jit
-            def any_kernel(x_ptr, BLOCK: tl.constexpr):
-                tl.store(x_ptr, tl.arange(0, BLOCK))
-
-
-            @torch.library.custom_op("ns::rope_", mutates_args={"q"}, device_types="cuda")
-            def rope_op(q: torch.Tensor) -> None:
-                rope_kernel[(1,)](q, BLOCK=64)
-                torch.cuda.synchronize()
-
-
-            @torch.library.custom_op("ns::any_", mutates_args={"q"})
-            def any_op(q: torch.Tensor) -> None:
-                any_kernel[(1,)](q, BLOCK=64)
-                torch.cuda.synchronize()
-
-
-            @any_op.register_kernel("cuda")
-            def any_cuda(q):
-                torch.cuda.synchronize()
-            """,
-    })
-    found = _scan(tmp_path)
-    assert found[("ops.py", 6, "PC502")] == Severity.INFO
-    assert found[("ops.py", 19, "PC105")] == Severity.INFO
-    assert found[("ops.py", 30, "PC105")] == Severity.INFO
-    assert found[("ops.py", 11, "PC502")] == Severity.ERROR
-    assert found[("ops.py", 25, "PC105")] == Severity.ERROR
-
-
 def test_a_parameter_every_call_passes_a_host_value_for_is_a_host_value(tmp_path):
     """Where every call of a function passes a host value (a `.cpu()` copy, `.to("cpu")`, a numpy value, a local
     name bound to one) for the parameters a finding's value is made of, that code works on the host: info. One

@@ -40,7 +40,6 @@ from portcheck.static.semantic.project import DEPTH, Node, Passed, Project, argu
 from portcheck.static.semantic.summary import (
     CUDA_CLASS,
     CUDA_GUARD,
-    CUDA_OP,
     FORWARD,
     HOST,
     MAIN_GUARD,
@@ -126,7 +125,7 @@ def facts(project: Project, inference_only: bool = False) -> Facts:
                         queue.append(callee)
         return found
 
-    roots = {f for f, n in project.nodes.items() if CUDA_CLASS in n.function.roles or CUDA_OP in n.function.roles}
+    roots = {f for f, n in project.nodes.items() if CUDA_CLASS in n.function.roles}
     cuda_only = only(CUDA_GUARD, roots)
     # A module every import of which runs under a CUDA guard or in a CUDA-only function (whisper's Triton kernels,
     # imported inside `if x.is_cuda:`) loads only where CUDA is present: its functions are CUDA-only, and so what
@@ -243,7 +242,6 @@ def _where(project: Project, found: Facts, result: FileResult, finding: Finding,
     for node in holders:
         if node.full in found.cuda_only:
             why = ("it belongs to a class that exists for CUDA" if CUDA_CLASS in node.function.roles
-                   else "it is a PyTorch op registered for CUDA devices only" if CUDA_OP in node.function.roles
                    else "it is called only where CUDA is present")
             return "cuda", f"`{node.function.name}`: {why}"
         if node.full in found.vendor_only:

@@ -47,11 +47,6 @@ HOST = "host"  # a data-pipeline entry: `__getitem__`, a collate function, a met
 PROBE = "probe"  # returns whether CUDA is there (`return torch.cuda.is_available()`)
 VENDOR = "vendor"  # drives another vendor's runtime (TensorRT, OpenVINO, CoreML, ONNX Runtime)
 CUDA_CLASS = "cuda-class"  # a method of a class that exists for CUDA (`CUDAAccelerator`, `Bnb8bitLinear`)
-# a PyTorch op's implementation registered for CUDA only (`@torch.library.custom_op(..., device_types="cuda")`,
-# `@torch.library.register_kernel("ns::op", "cuda")`, `@op.register_kernel("cuda")`): the dispatcher calls it for
-# CUDA tensors alone
-CUDA_OP = "cuda-op"
-_REGISTERING = frozenset({"custom_op", "register_kernel", "impl"})
 ONCE = "once"  # runs once per key or object: a cached function (`@functools.cache`, `@cached_property`)
 READS = "reads"  # its `return`s read a parameter's tensor data into Python (`return t.tolist()`), on every stack
 READS_OFF_XLA = "reads-off-xla"  # the same, except for an XLA tensor, which it passes through (nodes.returns_read)
@@ -361,21 +356,6 @@ class _Reader:
                 if isinstance(arg, (ast.Name, ast.Attribute)) and (ref := self.resolve(arg)) is not None:
                     self._calls.append((ref, guard))
 
-    def registered_for_cuda(self, decorator: ast.expr) -> bool:
-        """`decorator` registers the function as a PyTorch op's implementation for CUDA devices only."""
-        if not isinstance(decorator, ast.Call):
-            return False
-        name = self.resolve(decorator.func) or dotted(decorator.func) or ""
-        if name.rsplit(".", 1)[-1] not in _REGISTERING or "." not in name:
-            return False
-        devices = [k.value for k in decorator.keywords if k.arg in ("device_types", "types", "dispatch_key")]
-        devices += decorator.args[1:2] if name.rsplit(".", 1)[-1] != "custom_op" else []
-        if name.endswith(".register_kernel") and not name.startswith("torch.library."):
-            devices += decorator.args[:1]  # `@op.register_kernel("cuda")`
-        named = [v for d in devices for v in (d.elts if isinstance(d, (ast.Tuple, ast.List)) else [d])]
-        return bool(named) and all(isinstance(v, ast.Constant) and isinstance(v.value, str)
-                                   and v.value.lower() == "cuda" for v in named)
-
     def _passed(self, call: ast.Call) -> None:
         """What `call` passes, for Function.passes; and any function it hands on, as a call of unknown arguments."""
         target = self.resolve(call.func)
@@ -411,7 +391,6 @@ class _Reader:
             (HOST, node.name in ("__getitem__", "__iter__") or scope in self._data_classes),
             (PROBE, self._probe), (VENDOR, self._vendor),
             (CUDA_CLASS, bool(scope) and any(named_for_cuda(part) for part in scope.split("."))),
-            (CUDA_OP, any(self.registered_for_cuda(d) for d in node.decorator_list)),
             (ONCE, any((dotted(d.func if isinstance(d, ast.Call) else d) or "").rsplit(".", 1)[-1] in _CACHING
                        for d in node.decorator_list))) if holds]
         reads = returns_read(node)
@@ -434,6 +413,6 @@ class _Reader:
             self._calls.append((f":{name}", guards[-1] if guards else ""))  # a nested function runs with its parent
 
 
-__all__ = ["CUDA_CLASS", "CUDA_GUARD", "CUDA_OP", "FORWARD", "HOST", "MAIN_GUARD", "ONCE", "ONCE_GUARD", "PROBE",
-           "READS", "READS_OFF_XLA", "STEP", "TRAINING_GUARD", "UNNAMED", "VENDOR", "VENDOR_GUARD", "VENDOR_RUNTIMES",
+__all__ = ["CUDA_CLASS", "CUDA_GUARD", "FORWARD", "HOST", "MAIN_GUARD", "ONCE", "ONCE_GUARD", "PROBE", "READS",
+           "READS_OFF_XLA", "STEP", "TRAINING_GUARD", "UNNAMED", "VENDOR", "VENDOR_GUARD", "VENDOR_RUNTIMES",
            "Function", "Summary", "summarise"]
