@@ -82,9 +82,7 @@ _HOST_KEYWORDS = frozenset({"collate_fn", "worker_init_fn", "data_collator"})
 VENDOR_RUNTIMES = ("tensorrt", "torch_tensorrt", "tensorrt_llm", "openvino", "coremltools", "onnxruntime", "pycuda",
                    "polygraphy", "tflite_runtime", "ai_edge_litert", "ncnn", "rknn", "rknnlite", "MNN", "ais_bench",
                    "tritonclient", "hailo_platform", "executorch", "ctranslate2", "faster_whisper", "llama_cpp")
-_VENDOR_MODULES = (*VENDOR_RUNTIMES, "tensorflow", "paddle",
-                   # other deep-learning frameworks: their code paths run no PyTorch at all
-                   "chainer", "jax", "flax", "mxnet", "mindspore", "oneflow", "jittor")
+_VENDOR_MODULES = (*VENDOR_RUNTIMES, "tensorflow", "paddle")
 _VENDOR_TESTS = frozenset({"torch.onnx.is_in_onnx_export", "torch.jit.is_tracing", "torch.jit.is_scripting",
                            "torch.onnx.is_onnx_exporting"})
 
@@ -273,7 +271,7 @@ class _Reader:
             if any(b in _DATA_BASES for b in bases):
                 self._data_classes.add(name)
             if any(b.split(".")[0] in _VENDOR_MODULES for b in bases):
-                self._vendor_classes.add(name)  # chainer's `ParallelUpdater`: every method is chainer's
+                self._vendor_classes.add(name)  # a Keras model: every method is TensorFlow's
             for decorator in stmt.decorator_list:
                 self.expression(decorator, guards)
             self.block(stmt.body, guards, name)
