@@ -773,6 +773,55 @@ def test_what_only_training_calls_is_info_on_a_chip_that_never_trains(tmp_path):
     assert trn2[("model.py", 17, "PC209")] == Severity.ERROR
 
 
+def test_a_custom_autograd_functions_apply_calls_its_forward_and_backward(tmp_path):
+    """torchtitan's fused MLA: `_Rope.apply(q)` of a `torch.autograd.Function` runs `_Rope.forward` (and its
+    `backward`), so what only a CUDA-guarded caller applies is CUDA-only, down to the Triton kernel its forward
+    launches; a Function applied in a model's plain path keeps its findings."""
+    _tree(tmp_path, {"fused.py": """\
+        import torch
+        from torch import nn
+
+
+        class _Rope(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, q):
+                torch.cuda.synchronize()
+                return q
+
+            @staticmethod
+            def backward(ctx, grad):
+                torch.cuda.synchronize()
+                return grad
+
+
+        class _Plain(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, q):
+                torch.cuda.synchronize()
+                return q
+
+
+        def fused_rope(q):
+            return _Rope.apply(q)
+
+
+        class FusedAttention(nn.Module):
+            def forward(self, x):
+                if not x.is_cuda:
+                    return x * 2
+                return fused_rope(x)
+
+
+        class PlainAttention(nn.Module):
+            def forward(self, x):
+                return _Plain.apply(x)
+        """})
+    found = _scan(tmp_path)
+    assert found[("fused.py", 8, "PC105")] == Severity.INFO
+    assert found[("fused.py", 13, "PC105")] == Severity.INFO
+    assert found[("fused.py", 20, "PC105")] == Severity.ERROR
+
+
 def test_a_parameter_every_call_passes_a_host_value_for_is_a_host_value(tmp_path):
     """Where every call of a function passes a host value (a `.cpu()` copy, `.to("cpu")`, a numpy value, a local
     name bound to one) for the parameters a finding's value is made of, that code works on the host: info. One

@@ -9,14 +9,7 @@ from dataclasses import replace
 
 from portcheck.findings import FileResult, Finding, Severity
 from portcheck.static.semantic.grows import REGROWS
-from portcheck.static.semantic.project import (
-    Node,
-    Passed,
-    Project,
-    always_host,
-    always_passed,
-    never_passed,
-)
+from portcheck.static.semantic.project import DEPTH, Node, Passed, Project
 from portcheck.summaries import FED_BACK
 
 
@@ -75,3 +68,85 @@ def by_callers(finding: Finding, passed: dict[str, list[Passed]], holder: Node, 
 
 
 __all__ = ["asking", "by_callers", "enclosing", "fed_back", "settled_by_calls"]
+
+
+def _position(holder: Node, param: str) -> int | None:
+    """Which positional argument fills `param` (a method's `self` left out), None for a keyword-only one."""
+    return holder.function.params.index(param) if param in holder.function.params else None
+
+
+def _places(holder: Node, param: str) -> tuple[str, ...]:
+    """How a call records an argument for `param` (Passed's host values): its keyword, and `#i` where the i-th
+    positional argument fills it."""
+    index = _position(holder, param)
+    return (param,) if index is None else (param, f"#{index}")
+
+
+def _filled(holder: Node, param: str, call: Passed) -> bool:
+    """`call` passes `param`, by keyword (named, whatever `**kwargs` it also unpacks: `f(**cfg, device=d)`) or by
+    position."""
+    count, keywords = call[0], call[1]
+    index = _position(holder, param)
+    return param in keywords or (count >= 0 and index is not None and count > index)
+
+
+def _forwarded(holder: Node, param: str, call: Passed) -> str:
+    """The caller's own parameter `call` passes on as it came for `param` (Passed's `#i@p` / `keyword@p`), or ""."""
+    places = _places(holder, param)
+    return next((h.split("@", 1)[1] for h in call[2] if "@" in h and h.split("@", 1)[0] in places), "")
+
+
+def always_passed(passed: dict[str, list[Passed]], holder: Node, param: str, project: Project,
+                  seen: frozenset[str] = frozenset()) -> bool:
+    """Every call of `holder` in the tree passes `param`; there is at least one. A call that passes on its caller's
+    own parameter as it came (`f(x, classes=classes)`) passes it where every call of the caller in the tree does
+    too, or no call in the tree reaches the caller (up a chain at most DEPTH long and without a cycle)."""
+    calls = passed.get(holder.full, [])
+    if not calls or len(seen) >= DEPTH or holder.full in seen:
+        return False
+    for call in calls:
+        if not _filled(holder, param, call):
+            return False
+        forwarded = _forwarded(holder, param, call)
+        caller = project.nodes.get(call[3]) if forwarded else None
+        # a caller no call in the tree reaches is called from outside it: what it is passed is not known here
+        if caller is not None and passed.get(caller.full) and not always_passed(
+                passed, caller, forwarded, project, seen | {holder.full}):
+            return False
+    return True
+
+
+def always_host(passed: dict[str, list[Passed]], holder: Node, params: tuple[str, ...], project: Project,
+                seen: frozenset[str] = frozenset()) -> bool:
+    """Every call of `holder` in the tree passes a host value for each of `params`: the value itself, or a
+    parameter of its caller that every call of the caller passes a host value for, and so on up a chain at most
+    DEPTH long and without a cycle; there is at least one call."""
+    calls = passed.get(holder.full, [])
+    if not calls or len(seen) >= DEPTH or holder.full in seen:
+        return False
+    for call in calls:
+        if call[0] < 0:
+            return False
+        for param in params:
+            if any(h in _places(holder, param) for h in call[2]):
+                continue
+            forwarded = _forwarded(holder, param, call)
+            caller = project.nodes.get(call[3]) if forwarded else None
+            if caller is None or not always_host(passed, caller, (forwarded,), project, seen | {holder.full}):
+                return False
+    return True
+
+
+def never_passed(passed: dict[str, list[Passed]], holder: Node, param: str) -> bool:
+    """`holder` is private (`_name`: the project's calls are all its calls), no call of it in the tree passes
+    `param`, and every call is known (no `*args` / `**kwargs`, the function not handed on as a value); there is at
+    least one. A public function's users may pass what the project never does."""
+    last = holder.function.name.rsplit(".", 1)[-1]
+    if not last.startswith("_") or last.endswith("__"):
+        return False
+    calls = passed.get(holder.full, [])
+    return bool(calls) and all(call[0] >= 0 and not _filled(holder, param, call) for call in calls)
+
+
+__all__ = ["always_host", "always_passed", "asking", "by_callers", "enclosing", "fed_back", "never_passed",
+           "settled_by_calls"]
