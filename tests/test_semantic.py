@@ -527,9 +527,9 @@ def test_a_module_only_imported_behind_an_availability_check_is_a_guarded_integr
 
 
 def test_a_default_every_call_overrides_never_applies(tmp_path):
-    """`device="cuda"` followed into `.to(device)` is info where every call of the function in the project passes
-    `device` (by keyword or by position, from a function or from module-level code, by name beside `**kwargs`);
-    one call that leaves it out, or hides its arguments in `**kwargs`, keeps the error."""
+    """`device="cuda"` followed into `.to(device)` (reported at the default) is info where every call of the function
+    in the project passes `device` (by keyword or by position, from a function or from module-level code, by name
+    beside `**kwargs`); one call that leaves it out, or hides its arguments in `**kwargs`, keeps the error."""
     _tree(tmp_path, {
         "evaluate.py": """\
             import torch
@@ -582,16 +582,16 @@ def test_a_default_every_call_overrides_never_applies(tmp_path):
             """,
     })
     found = _scan(tmp_path)
-    assert found[("evaluate.py", 5, "PC101")] == Severity.INFO
-    assert found[("evaluate.py", 8, "PC101")] == Severity.INFO
-    assert found[("evaluate.py", 11, "PC101")] == Severity.ERROR
-    assert found[("evaluate.py", 14, "PC101")] == Severity.ERROR
+    assert found[("evaluate.py", 4, "PC101")] == Severity.INFO
+    assert found[("evaluate.py", 7, "PC101")] == Severity.INFO
+    assert found[("evaluate.py", 10, "PC101")] == Severity.ERROR
+    assert found[("evaluate.py", 13, "PC101")] == Severity.ERROR
     # audiocraft: `NoiseSchedule(**cfg.schedule, device=self.device)` names the device whatever the dict holds
-    assert found[("evaluate.py", 17, "PC101")] == Severity.INFO
+    assert found[("evaluate.py", 16, "PC101")] == Severity.INFO
     # smp losses/lovasz.py: a call that passes on its caller's own `classes` passes that caller's default wherever
     # the caller is called without it
-    assert found[("evaluate.py", 20, "PC101")] == Severity.ERROR
-    assert found[("evaluate.py", 23, "PC101")] == Severity.INFO
+    assert found[("evaluate.py", 19, "PC101")] == Severity.ERROR
+    assert found[("evaluate.py", 22, "PC101")] == Severity.INFO
 
 
 def test_a_cuda_device_in_a_signature_every_call_overrides_never_applies(tmp_path):

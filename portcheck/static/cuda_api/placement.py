@@ -6,6 +6,8 @@ option defaulting to "cuda" raise on Neuron, which has no CUDA device; each fix 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import libcst as cst
 
 from portcheck.findings import Severity
@@ -210,6 +212,7 @@ def check_placement(node: cst.Call, ctx: Context) -> None:
                            f"instance does not have; pass `{kind}={device}`{stack_hint(ctx)}", fix)
         if default is not None and any(h.severity is None or h.severity > Severity.INFO for h in ctx.hits[hits:]):
             _reported(ctx).add(id(default))  # its first finding on a path Neuron runs speaks for the default
+            _at_default(ctx, hits, default, arg.value)
 
 
 def _cuda_default(ctx: Context, value: cst.BaseExpression) -> cst.BaseExpression | None:
@@ -220,6 +223,17 @@ def _cuda_default(ctx: Context, value: cst.BaseExpression) -> cst.BaseExpression
     if bound is None or not any(p.default is bound[1] for f in ctx.functions for p in parameters(f)):
         return None
     return bound[1]
+
+
+def _at_default(ctx: Context, first: int, default: cst.BaseExpression, name: cst.BaseExpression) -> None:
+    """The findings from `first` on, about the parameter's CUDA default that `name` reads, moved to that default in
+    the signature: where the fix goes (its binding fix rewrites it) and where the construct is written."""
+    for index in range(first, len(ctx.hits)):
+        hit = ctx.hits[index]
+        if hit.severity is None or hit.severity > Severity.INFO:
+            use = one_line(ctx.source(hit.node))
+            ctx.hits[index] = replace(hit, node=default, message=f"{hit.message} (the default of "
+                                      f"`{ctx.source(name)}`, which `{use}` uses)")
 
 
 def _reported(ctx: Context) -> set[int]:
