@@ -22,6 +22,7 @@ from portcheck.rules import VALUE_CATEGORIES, Rule, inference_only
 from portcheck.static.host_paths import host_path_of
 from portcheck.static.names import Names, Scope
 from portcheck.static.params import assigned, branch_parameter, default_read, param_roots
+from portcheck.static.syntax import parameters
 from portcheck.static.walk import parents_of
 from portcheck.summaries import ELSEWHERE, READS_PREFIXES, Summary
 
@@ -221,6 +222,14 @@ class Context:
                 return None if value is None else (node.value, value)
         value = self.names.module_scope.constant(node.value)
         return None if value is None else (node.value, value)
+
+    def parameter_default(self, node: cst.BaseExpression) -> cst.BaseExpression | None:
+        """The default of an enclosing function's parameter that the bare name `node` stands for (never rebound),
+        or None: `device` in `def build(device="cuda"): model.to(device)` is `"cuda"` in the signature."""
+        bound = self.constant(node)
+        if bound is None or not any(p.default is bound[1] for f in self.functions for p in parameters(f)):
+            return None
+        return bound[1]
 
     @property
     def text(self) -> str:

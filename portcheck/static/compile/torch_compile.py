@@ -348,8 +348,15 @@ def _judge_backend(ctx: Context, backend: cst.Arg, call: cst.Call | None) -> Non
         # own (TensorRT precisions), an XLA backend or one registered by the project may mean more: unsafe.
         safe = value in ("inductor", "cudagraphs") and (call is None or keyword(call, "options") is None)
         fix = FixPlan('Use backend "neuron"', safe, (Replace(backend.value, code),))
-    ctx.report(CompileBackend, backend, f"`backend=\"{value}\"` selects {reason}; TorchNeuron compiles through "
-               "`backend=\"neuron\"` (TorchDynamo, then StableHLO and neuronx-cc)", fix=fix)
+    message = (f"`backend=\"{value}\"` selects {reason}; TorchNeuron compiles through `backend=\"neuron\"` "
+               "(TorchDynamo, then StableHLO and neuronx-cc)")
+    default = ctx.parameter_default(backend.value)
+    if default is None:
+        ctx.report(CompileBackend, backend, message, fix=fix)
+    elif id(default) not in (reported := ctx.memo("compile-defaults-reported", ctx.module, set)):
+        reported.add(id(default))  # at the parameter's default, where it is written and its fix goes: once
+        ctx.report(CompileBackend, default, f"{message} (the default of `{ctx.source(backend.value)}`, which "
+                   f"`{one_line(ctx, call or backend)}` uses)", fix=fix)
 
 
 _RULES = (CompileBackend, CompileCudaMode, CompileOnXla, CompileBackendNeuronx, CompileDynamic)

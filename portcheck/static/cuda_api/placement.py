@@ -31,7 +31,7 @@ from portcheck.static.cuda_api.devices import (
 )
 from portcheck.static.cuda_api.probes import report_guarded
 from portcheck.static.cuda_api.statements import find_call
-from portcheck.static.syntax import call_name, keyword, parameters, string_value
+from portcheck.static.syntax import call_name, keyword, string_value
 
 
 @rule
@@ -219,10 +219,7 @@ def _cuda_default(ctx: Context, value: cst.BaseExpression) -> cst.BaseExpression
     """The CUDA default of the parameter `value` names (`def generate(..., device="cuda")`): reported once, at its
     first use found above info, on a path Neuron runs (the fix, and whether every caller overrides it, are the
     default's), not at every `torch.randn(..., device=device)` of the function."""
-    bound = ctx.constant(value)
-    if bound is None or not any(p.default is bound[1] for f in ctx.functions for p in parameters(f)):
-        return None
-    return bound[1]
+    return ctx.parameter_default(value)
 
 
 def _at_default(ctx: Context, first: int, default: cst.BaseExpression, name: cst.BaseExpression) -> None:
