@@ -604,3 +604,52 @@ def test_a_flag_the_class_sets_only_from_a_cuda_test_guards_a_cuda_only_path() -
     assert found[(13, "PC105")] == "info"
     assert found[(25, "PC105")] == "error"
     assert found[(36, "PC105")] == "error"
+
+
+def test_a_probe_held_in_a_class_flag_decides_what_every_read_of_the_flag_decides() -> None:
+    """stable-audio-tools: `self.use_flash = torch.cuda.is_available() and ...` read only by `if not
+    self.use_flash: return` (GPU queries follow) and `if self.use_flash:` (a CUDA SDPA kernel choice, with a plain
+    attention after it) picks no device: info. A flag one read of which moves the model (`x.cuda()`) keeps the
+    warning, as does one the class also sets elsewhere."""
+    found = _severities("""\
+        import torch
+        import torch.nn.functional as F
+
+
+        class Attend(torch.nn.Module):
+            def __init__(self):
+                self.use_flash = torch.cuda.is_available() and torch.__version__ >= "2"
+                if not self.use_flash:
+                    return
+                self.props = torch.cuda.get_device_properties(0)
+
+            def forward(self, q, k, v):
+                if self.use_flash:
+                    with torch.backends.cuda.sdp_kernel(enable_flash=True):
+                        return F.scaled_dot_product_attention(q, k, v)
+                return (q @ k.transpose(-1, -2)).softmax(-1) @ v
+
+
+        class Places(torch.nn.Module):
+            def __init__(self):
+                self.use_cuda = torch.cuda.is_available()
+
+            def forward(self, x):
+                if self.use_cuda:
+                    x = x.cuda()
+                return x
+
+
+        class Twice(torch.nn.Module):
+            def __init__(self, fast):
+                self.fast = torch.cuda.is_available()
+                self.fast = fast
+
+            def forward(self, x):
+                if self.fast:
+                    torch.cuda.synchronize()
+                return x
+        """)
+    assert found[(7, "PC104")] == "info"
+    assert found[(21, "PC104")] == "warning"
+    assert found[(31, "PC104")] == "warning"

@@ -9,13 +9,14 @@ import re
 
 import libcst as cst
 
-from portcheck.static.ancestry import ancestors
+from portcheck.static.ancestry import ancestors, holders
 from portcheck.static.check import Context
 from portcheck.static.cuda_api.apis import api_entry
+from portcheck.static.cuda_api.attribute_tests import attribute_reads, attribute_values
 from portcheck.static.cuda_api.shown import shown_on
 from portcheck.static.cuda_library.integrations import words
 from portcheck.static.name_reads import bound_name, reads_in_scope
-from portcheck.static.syntax import block_body, blocks, call_name
+from portcheck.static.syntax import block_body, blocks, call_name, self_attribute
 from portcheck.static.walk import visit
 
 # A device named as text (`"cuda:0"`, `"cpu"`, Lightning's `"gpu"`, `"mps"`), and the keywords that place.
@@ -181,10 +182,32 @@ def picks_nothing(ctx: Context, node: cst.CSTNode, stmt: cst.CSTNode | None) -> 
         if reads.bindings == 1 and reads.paths:
             verdicts = [_decision(ctx, read[:-1], read[-1]) for read in reads.paths]
             decided = None if None in verdicts else any(verdicts)
+    if decided is None:
+        decided = _flag_decision(ctx, stmt, node)
     if decided is False:
         return ("here it picks no device: what it decides places nothing on one, so on Neuron the code takes its "
                 "working path without the CUDA extra")
     return None
+
+
+def _flag_decision(ctx: Context, stmt: cst.CSTNode, node: cst.CSTNode) -> bool | None:
+    """What the probe decides through a flag the class sets from it once (`self.use_flash =
+    torch.cuda.is_available() and ...`): what every `self.use_flash` read of the class's methods decides."""
+    if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Assign)
+            and len(stmt.body[0].targets) == 1 and _holds_probe(stmt.body[0].value, node)):
+        return None
+    target = stmt.body[0].targets[0].target
+    name = self_attribute(target)
+    values = attribute_values(ctx, target) if name is not None else None
+    reads = attribute_reads(ctx, name) if name is not None and values is not None and len(values) == 1 else None
+    if not reads:
+        return None
+    verdicts = []
+    for statement, read, rest in reads:
+        path = holders(ctx, statement, read)
+        leaves = isinstance(statement, cst.If) and _leaves(statement)
+        verdicts.append(_decision(ctx, path, read, rest if leaves else None) if path else None)
+    return None if None in verdicts else any(verdicts)
 
 
 def _holds_probe(value: cst.BaseExpression, node: cst.CSTNode) -> bool:
