@@ -228,7 +228,10 @@ def _at_default(ctx: Context, first: int, default: cst.BaseExpression, name: cst
     for index in range(first, len(ctx.hits)):
         hit = ctx.hits[index]
         if hit.severity is None or hit.severity > Severity.INFO:
-            use = one_line(ctx.source(hit.node))
+            node = hit.node
+            use = " ".join((f"{node.keyword.value}={ctx.source(node.value)}" if isinstance(node, cst.Arg)
+                            and node.keyword else ctx.source(node)).split())
+            use = use if len(use) <= 60 else "..." + use[-57:]  # the call's end names the use: `...).to(device)`
             ctx.hits[index] = replace(hit, node=default, message=f"{hit.message} (the default of "
                                       f"`{ctx.source(name)}`, which `{use}` uses)")
 
