@@ -216,9 +216,9 @@ def check_placement(node: cst.Call, ctx: Context) -> None:
 
 
 def _cuda_default(ctx: Context, value: cst.BaseExpression) -> cst.BaseExpression | None:
-    """The CUDA default of the parameter `value` names (`def generate(..., device="cuda")`): reported once, at its
-    first use found above info, on a path Neuron runs (the fix, and whether every caller overrides it, are the
-    default's), not at every `torch.randn(..., device=device)` of the function."""
+    """The CUDA default of the parameter `value` names (`def generate(..., device="cuda")`): reported once, at the
+    default, for its first use found above info on a path Neuron runs (the fix, and whether every caller overrides
+    it, are the default's), not at every `torch.randn(..., device=device)` of the function."""
     return ctx.parameter_default(value)
 
 
