@@ -115,13 +115,11 @@ def facts(project: Project, inference_only: bool = False) -> Facts:
     skipped = cuda_only | vendor_only
 
     def reach(roots: Iterable[str], avoid: set[str]) -> set[str]:
-        """What the roots reach through calls under no guard, or under `self.training` (training's code is still
-        the step's; where the chip never trains, training_only makes its findings info)."""
         seen = set(roots) - avoid
         queue = deque(seen)
         while queue:
             for callee, kind in outgoing.get(queue.popleft(), ()):
-                if callee not in seen and callee not in avoid and kind in ("", TRAINING_GUARD):
+                if callee not in seen and callee not in avoid and not kind:
                     seen.add(callee)
                     queue.append(callee)
         return seen
