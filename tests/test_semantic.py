@@ -730,49 +730,6 @@ def test_a_module_imported_only_where_cuda_is_present_is_cuda_only(tmp_path):
     assert found[("pkg/fused.py", 1, "PC501")] == Severity.ERROR
 
 
-def test_what_only_training_calls_is_info_on_a_chip_that_never_trains(tmp_path):
-    """python-doctr's PARSeq builds its permutations only `if self.training:`; vector-quantize's codebook
-    expiry returns at once `if not self.training:`. On inf2 (inference only) a function called only there, and the
-    rest of a function after that early return, are training-only code: info. On trn2, which trains, both keep
-    their severity, and code the model runs in eval mode keeps it on both."""
-    _tree(tmp_path, {
-        "perms.py": """\
-            import torch
-
-
-            def permutations(x, lengths):
-                return x[: int(lengths.max().item())]
-            """,
-        "model.py": """\
-            import torch
-            from torch import nn
-            from perms import permutations
-
-
-            class Codebook(nn.Module):
-                def expire_codes_(self, x):
-                    if not self.training:
-                        return
-                    if torch.any(x > 0):
-                        x.zero_()
-
-                def forward(self, x, lengths):
-                    if self.training and lengths is not None:
-                        permutations(x, lengths)
-                    self.expire_codes_(x)
-                    return x[: int(lengths.max().item())]
-            """,
-    })
-    inf2 = _scan(tmp_path, chip="inf2", stack="xla")
-    trn2 = _scan(tmp_path, chip="trn2")
-    assert inf2[("perms.py", 5, "PC209")] == Severity.INFO
-    assert inf2[("model.py", 10, "PC208")] == Severity.INFO
-    assert inf2[("model.py", 17, "PC209")] == Severity.ERROR
-    assert trn2[("perms.py", 5, "PC209")] == Severity.ERROR
-    assert trn2[("model.py", 10, "PC208")] == Severity.WARNING
-    assert trn2[("model.py", 17, "PC209")] == Severity.ERROR
-
-
 def test_a_custom_autograd_functions_apply_calls_its_forward_and_backward(tmp_path):
     """torchtitan's fused MLA: `_Rope.apply(q)` of a `torch.autograd.Function` runs `_Rope.forward` (and its
     `backward`), so what only a CUDA-guarded caller applies is CUDA-only, down to the Triton kernel its forward

@@ -12,7 +12,6 @@ from pathlib import Path
 from portcheck.cache import Cache, CacheRefused, directory_for
 from portcheck.config import Layer, Settings, find_config, read_config, resolve
 from portcheck.findings import FileResult
-from portcheck.rules import inference_only
 from portcheck.server.analyst import Analyst, Token
 from portcheck.static.discover import SUFFIXES, discover, is_excluded
 from portcheck.static.manifests import kind
@@ -155,8 +154,7 @@ class Folder:
     def settle(self) -> dict[str, FileResult]:
         """The call graph applied over every file known: each open file's result as scan would report it."""
         whole = bool(self.discovered) and self.discovered <= set(self.raw)  # every file of the folder is in view
-        settings = self.settings_for(self.root / "__init__.py")
-        outcomes, notice = apply(list(self.raw.values()), whole, inference_only(settings.chip, settings.stack))
+        outcomes, notice = apply(list(self.raw.values()), whole)
         self.notice = notice or self.notice
         self.final = {result.path: result for result in outcomes if result.path in self.open}
         return self.final

@@ -30,7 +30,7 @@ from portcheck.findings import (
     python_lines,
 )
 from portcheck.knowledge import load
-from portcheck.rules import inference_only, registry
+from portcheck.rules import registry
 from portcheck.static import manifests
 from portcheck.static.branches import for_old_torch, training_branch
 from portcheck.static.check import CHECKS, Check, Context, FixPlan, Hit
@@ -213,7 +213,7 @@ def _no_validation(self: cst.CSTNode) -> None:
 def analyse_text(text: str, path: str, chip: str, stack: str, enabled: frozenset[str], sdk: str = "") -> FileResult:
     """One file on its own: its findings with the file's own call graph applied (a project's scan applies the
     whole project's graph instead, to what `analyse_file` returns)."""
-    return apply([_analysed(text, path, chip, stack, enabled, sdk)], inference_only=inference_only(chip, stack))[0][0]
+    return apply([_analysed(text, path, chip, stack, enabled, sdk)])[0][0]
 
 
 def _analysed(text: str, path: str, chip: str, stack: str, enabled: frozenset[str], sdk: str = "") -> FileResult:

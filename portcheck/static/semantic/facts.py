@@ -1,6 +1,6 @@
 """What the project's call graph settles about its functions (portcheck.static.semantic.graph applies it to the
-findings): the CUDA probes across functions; what runs only where CUDA is present, or only for another vendor, or
-(on a chip that never trains) only under `self.training`; the device step a model's `forward` or a training step
+findings): the CUDA probes across functions; what runs only where CUDA is present, or only for another vendor; the
+device step a model's `forward` or a training step
 reaches, the host code only the data pipeline reaches, set-up that runs once, and dead code."""
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from portcheck.static.semantic.summary import (
     ONCE_GUARD,
     PROBE,
     STEP,
-    TRAINING_GUARD,
     UNNAMED,
     VENDOR,
     VENDOR_GUARD,
@@ -40,14 +39,9 @@ class Facts:
     once: frozenset[str] = frozenset()  # set-up: constructors, cached functions and what only they call
     dead: frozenset[str] = frozenset()  # module-level functions nothing in the tree calls or names (UNNAMED)
     cuda_modules: frozenset[str] = frozenset()  # modules the tree imports only where CUDA is present
-    # on a chip that serves inference only: functions called only under `if self.training:` (or from such)
-    training_only: frozenset[str] = frozenset()
-    inference_only: bool = False  # the chip never trains: under `if self.training:` is not its code
 
 
-def facts(project: Project, inference_only: bool = False) -> Facts:
-    """What the graph settles; `inference_only` for a chip that never trains (what only training calls is
-    training_only there)."""
+def facts(project: Project) -> Facts:
     probes = {f for f, n in project.nodes.items() if PROBE in n.function.roles}
     returning = [(full, node) for full, node in project.nodes.items() if node.function.returns]
     for _ in range(DEPTH):  # a function returning a probe's value is one (chains deeper than this are not code)
@@ -62,9 +56,7 @@ def facts(project: Project, inference_only: bool = False) -> Facts:
             callees = project.resolve(guard[1:], caller)
             found = (callees and all(c in probes for c in callees)) or project.probe_constant(guard[1:], caller)
             return CUDA_GUARD if found else ""
-        # training's guard only where the chip never trains: elsewhere a model's training branch is its step
-        return guard if guard in (CUDA_GUARD, VENDOR_GUARD, ONCE_GUARD) or (
-            guard == TRAINING_GUARD and inference_only) else ""
+        return guard if guard in (CUDA_GUARD, VENDOR_GUARD, ONCE_GUARD) else ""
 
     # Every call resolved, and its guard judged, once: the worklists and the walks below read these.
     sites: dict[str, list[tuple[str, str]]] = defaultdict(list)  # callee -> (caller, guard kind)
@@ -152,10 +144,8 @@ def facts(project: Project, inference_only: bool = False) -> Facts:
     dead = {f for f, n in project.nodes.items() if UNNAMED in n.function.roles and f not in sites
             and n.function.name not in project.named
             and not any(n.module == m or n.module.endswith(f".{m}") for m in project.looked_up)}
-    training = only(TRAINING_GUARD, set()) - skipped if inference_only else set()
     return Facts(frozenset(probes), frozenset(cuda_only), frozenset(vendor_only), frozenset(device),
-                 frozenset(host), frozenset(forward), frozenset(once), frozenset(dead), frozenset(cuda_modules),
-                 frozenset(training), inference_only)
+                 frozenset(host), frozenset(forward), frozenset(once), frozenset(dead), frozenset(cuda_modules))
 
 
 # Bases that make no torch Module: a class built only on them (and on the project's own such classes) has a

@@ -9,7 +9,7 @@ about each finding: where its code runs and whether a CUDA-only or other-vendor 
   or ONNX Runtime, or is reached only from one, or only under `torch.onnx.is_in_onnx_export()`, or sits in a
   module that cannot load without such a runtime, is another vendor's. Neither runs on Neuron: a finding there is
   info. A function with no caller in the scanned tree (public API, an entry point, a `forward` that `__call__`
-  reaches) is none of these. On a chip that never trains, what runs only under `self.training` is info too.
+  reaches) is none of these.
 - **Where code runs.** The device step is what a module's `forward` (not that of a class certainly no Module: a
   data transform built on `ABC`) or a training step (a function that calls `backward()` or `optimizer.step()`,
   Lightning's `*_step`) reaches through the calls the graph resolves (imports inside the tree, methods through
@@ -42,7 +42,6 @@ from portcheck.static.semantic.summary import (
     ONCE,
     ONCE_GUARD,
     READS,
-    TRAINING_GUARD,
     VENDOR_GUARD,
 )
 from portcheck.summaries import ELSEWHERE, FED_BACK, MASK_OF, READS_OFF_XLA_OF, READS_PREFIXES, SAME_FILE
@@ -66,8 +65,6 @@ def _where(project: Project, found: Facts, result: FileResult, finding: Finding,
             return "cuda", f"`{node.function.name}`: {why}"
         if node.full in found.vendor_only:
             return "vendor", f"`{node.function.name}` runs only for another vendor's runtime or export"
-        if node.full in found.training_only and finding.category != "training":  # PC607 reports the training
-            return "training", f"`{node.function.name}` is called only when the model trains (`self.training`)"
     assert result.summary is not None
     module = project.files[result.path][0]
     if module in found.cuda_modules:
@@ -85,8 +82,6 @@ def _where(project: Project, found: Facts, result: FileResult, finding: Finding,
                 return "vendor", "under a test for an ONNX export or a trace"
             if guard == ONCE_GUARD:
                 return "setup", "under a lazy initialisation (its test asks for what its body sets)"
-            if guard == TRAINING_GUARD and found.inference_only and finding.category != "training":
-                return "training", "under `self.training`"
             if guard == MAIN_GUARD and module in project.imported and finding.category != "training":
                 # a training loop is one wherever it is written (JUDGING: any training loop counts on inf2)
                 return "demo", ("under `if __name__ == \"__main__\":` of a module the project imports: a demo or "
@@ -123,18 +118,15 @@ _NOTES = {
     "unknown": "outside the device step as far as this scan sees: {why}; it matters where a model calls it",
     "dead": "dead code as far as this scan sees: {why}",
     "demo": "{why}",
-    "training": "training-only code, {why}: this chip serves inference only",
 }
-_NOT_NEURON = frozenset({"cuda", "vendor", "optional", "training"})
+_NOT_NEURON = frozenset({"cuda", "vendor", "optional"})
 
 
-def apply(results: list[FileResult], whole: bool = False,
-          inference_only: bool = False) -> tuple[list[FileResult], str | None]:
+def apply(results: list[FileResult], whole: bool = False) -> tuple[list[FileResult], str | None]:
     """The results with what the call graph knows applied; and a line to tell the user when it was not built.
     Findings that require the device step are kept where the graph puts their code there, and dropped elsewhere
     (or everywhere, when there is no graph). Only for a `whole` folder (not files named one by one, as pre-commit's
-    or a review's) is a function no forward reaches outside the device step: a caller may be in a file not named.
-    `inference_only`: the chip never trains (facts)."""
+    or a review's) is a function no forward reaches outside the device step: a caller may be in a file not named."""
     if not any(r.summary is not None and r.findings for r in results):
         return [settled(r) for r in results], None
     count = sum(len(r.summary.functions) for r in results if r.summary is not None)
@@ -143,7 +135,7 @@ def apply(results: list[FileResult], whole: bool = False,
             f"the project holds {count:,} functions, more than the call graph's {MAX_FUNCTIONS:,}: findings are "
             "judged file by file")
     project = Project(results)
-    found = facts(project, inference_only)
+    found = facts(project)
     passed: dict[str, list[Passed]] | None = None  # built when a finding asks
     out = []
     for result in results:

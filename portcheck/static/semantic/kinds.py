@@ -21,9 +21,6 @@ UNNAMED = "unnamed"  # module-level, undecorated, named by its file only inside 
 CUDA_GUARD, VENDOR_GUARD = "cuda", "vendor"
 # Under a lazy initialisation: `if self.x is None: self.x = ...`, `if not done: ...; done = True` run once.
 ONCE_GUARD = "once"
-# Under `if self.training:` (or after `if not self.training: return`): what only a model in training mode runs.
-TRAINING_GUARD = "training"
-_NEGATED = {"!cuda": CUDA_GUARD, "!training": TRAINING_GUARD}  # the other side of a negated test, where it is one
 # Under `if __name__ == "__main__":` at a module's top level: what runs only when the file is run as a script.
 MAIN_GUARD = "main"
 
@@ -51,4 +48,4 @@ _VENDOR_TESTS = frozenset({"torch.onnx.is_in_onnx_export", "torch.jit.is_tracing
 
 
 __all__ = ["CUDA_CLASS", "CUDA_GUARD", "FORWARD", "HOST", "MAIN_GUARD", "ONCE", "ONCE_GUARD", "PROBE", "READS",
-           "READS_OFF_XLA", "STEP", "TRAINING_GUARD", "UNNAMED", "VENDOR", "VENDOR_GUARD", "VENDOR_RUNTIMES"]
+           "READS_OFF_XLA", "STEP", "UNNAMED", "VENDOR", "VENDOR_GUARD", "VENDOR_RUNTIMES"]

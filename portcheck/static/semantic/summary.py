@@ -28,7 +28,6 @@ from portcheck.static.semantic.kinds import (
     _CACHING,
     _DATA_BASES,
     _HOST_KEYWORDS,
-    _NEGATED,
     _PROBES,
     _STEP_METHODS,
     _VENDOR_MODULES,
@@ -44,7 +43,6 @@ from portcheck.static.semantic.kinds import (
     READS,
     READS_OFF_XLA,
     STEP,
-    TRAINING_GUARD,
     UNNAMED,
     VENDOR,
     VENDOR_GUARD,
@@ -156,8 +154,6 @@ class _Reader:
         if isinstance(test, ast.Attribute):
             if test.attr == "is_cuda":
                 return CUDA_GUARD
-            if test.attr == "training" and isinstance(test.value, ast.Name) and test.value.id == "self":
-                return TRAINING_GUARD
             if test.attr in ("onnx_trace", "onnx_export", "exporting_onnx", "tracing_onnx"):
                 return VENDOR_GUARD
         return None
@@ -197,7 +193,7 @@ class _Reader:
                 side = self.polarity(stmt.test)
                 if side is not None and side.startswith("!"):
                     rest = body[index + 1:]
-                    guard = _NEGATED.get(side, "?" + side[1:])
+                    guard = side[1:] if side == "!cuda" else "?" + side[1:]
                     if rest:
                         self._region(rest[0].lineno, end_line(rest[-1]), guard)
                     self.block(rest, (*guards, guard), scope)
@@ -231,7 +227,7 @@ class _Reader:
 
     def _import(self, stmt: ast.Import | ast.ImportFrom, guards: tuple[str, ...], function: str) -> None:
         optional = self._optional > 0
-        guard = next((g for g in (CUDA_GUARD, TRAINING_GUARD) if g in guards), guards[-1] if guards else "")
+        guard = CUDA_GUARD if CUDA_GUARD in guards else guards[-1] if guards else ""
         if isinstance(stmt, ast.Import):
             self.imports.extend((alias.name, optional, guard, function) for alias in stmt.names)
             return
@@ -267,7 +263,7 @@ class _Reader:
                 body_guard = ONCE_GUARD
             elif side is None and not scope and self._calls is None and runs_as_script(stmt.test):
                 body_guard = MAIN_GUARD
-            else_guard = _NEGATED.get(side, "?" + side[1:]) if side and side.startswith("!") else None
+            else_guard = (side[1:] if side == "!cuda" else "?" + side[1:]) if side and side.startswith("!") else None
             for part, guard in ((stmt.body, body_guard), (stmt.orelse, else_guard)):
                 if part and guard is not None:
                     self._region(part[0].lineno, end_line(part[-1]), guard)
@@ -321,7 +317,7 @@ class _Reader:
             # `kernel[grid](...)` launches `kernel` (Triton's launch syntax; an item of a table of functions alike)
             func = child.func.value if isinstance(child.func, ast.Subscript) else child.func
             target = self.resolve(func)
-            guard = next((g for g in (CUDA_GUARD, TRAINING_GUARD) if g in here), here[-1] if here else "")
+            guard = CUDA_GUARD if CUDA_GUARD in here else here[-1] if here else ""
             if target is not None:
                 self._calls.append((target, guard))
                 last = target.rsplit(".", 1)[-1]
@@ -392,5 +388,5 @@ class _Reader:
 
 
 __all__ = ["CUDA_CLASS", "CUDA_GUARD", "FORWARD", "HOST", "MAIN_GUARD", "ONCE", "ONCE_GUARD", "PROBE", "READS",
-           "READS_OFF_XLA", "STEP", "TRAINING_GUARD", "UNNAMED", "VENDOR", "VENDOR_GUARD", "VENDOR_RUNTIMES",
+           "READS_OFF_XLA", "STEP", "UNNAMED", "VENDOR", "VENDOR_GUARD", "VENDOR_RUNTIMES",
            "Function", "Summary", "summarise"]
