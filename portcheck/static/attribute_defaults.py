@@ -25,13 +25,30 @@ def attribute_default(ctx: Context, node: cst.BaseExpression) -> tuple[str, cst.
     return None if value is None else (f"self.{name}", value)
 
 
-def _assigned_once(cls: cst.ClassDef) -> dict[str, cst.BaseExpression | None]:
-    """Per attribute of `self` the class's methods assign: the value a single assignment gives it (a literal, or
-    the default of the method's parameter it copies), else None."""
-    found: dict[str, cst.BaseExpression | None] = {}
+Assignment = tuple[cst.FunctionDef | None, str, cst.BaseExpression | None]
+
+
+def self_assignments(cls: cst.ClassDef) -> list[Assignment] | None:
+    """Each assignment to a `self.<name>` in the class's methods, in order: (the method, the name, the value; None
+    where one target of several, an augmented assignment, or an unpacked tuple gives it no single value). None
+    where the class sets attributes through `setattr` (any name may be set). A nested class's `self` is another
+    object's."""
+    found: list[Assignment] = []
     methods: list[cst.FunctionDef] = []
+    dynamic = False
+
+    def note(target: cst.BaseExpression, value: cst.BaseExpression | None) -> None:
+        name = self_attribute(target)
+        if name is not None:
+            found.append((methods[-1] if methods else None, name, value))
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                note(element.value, None)
 
     class Finder(cst.CSTVisitor):
+        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+            return node is cls
+
         def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
             methods.append(node)
 
@@ -49,20 +66,20 @@ def _assigned_once(cls: cst.ClassDef) -> dict[str, cst.BaseExpression | None]:
             note(node.target, None)
 
         def visit_Call(self, node: cst.Call) -> None:
-            if isinstance(node.func, cst.Name) and node.func.value == "setattr":
-                found["*"] = None
-
-    def note(target: cst.BaseExpression, value: cst.BaseExpression | None) -> None:
-        name = self_attribute(target)
-        if name is None:
-            if isinstance(target, (cst.Tuple, cst.List)):
-                for element in target.elements:
-                    note(element.value, None)
-            return
-        found[name] = None if name in found else _given(methods[-1] if methods else None, value)
+            nonlocal dynamic
+            dynamic = dynamic or (isinstance(node.func, cst.Name) and node.func.value == "setattr")
 
     visit(cls, Finder())
-    return {} if "*" in found else found
+    return None if dynamic else found
+
+
+def _assigned_once(cls: cst.ClassDef) -> dict[str, cst.BaseExpression | None]:
+    """Per attribute of `self` the class's methods assign: the value a single assignment gives it (a literal, or
+    the default of the method's parameter it copies), else None."""
+    found: dict[str, cst.BaseExpression | None] = {}
+    for method, name, value in self_assignments(cls) or ():
+        found[name] = None if name in found else _given(method, value)
+    return found
 
 
 def built_as(ctx: Context, node: cst.BaseExpression) -> str | None:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 
+from portcheck.static.attribute_defaults import self_assignments
 from portcheck.static.check import Context
 from portcheck.static.syntax import block_body, blocks, self_attribute
 
@@ -25,37 +26,10 @@ def attribute_values(ctx: Context, node: cst.BaseExpression) -> list[cst.BaseExp
 
 def _assignments(cls: cst.ClassDef) -> dict[str, list[cst.BaseExpression] | None]:
     found: dict[str, list[cst.BaseExpression] | None] = {}
-
-    def note(target: cst.BaseExpression, value: cst.BaseExpression | None) -> None:
-        name = self_attribute(target)
-        if name is None:
-            if isinstance(target, (cst.Tuple, cst.List)):
-                for element in target.elements:
-                    note(element.value, None)
-            return
+    for _, name, value in self_assignments(cls) or ():
         known = found.get(name, [])
         found[name] = None if known is None or value is None else [*known, value]
-
-    class Finder(cst.CSTVisitor):
-        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-            return node is cls  # a nested class's `self` is another object
-
-        def visit_Assign(self, node: cst.Assign) -> None:
-            for target in node.targets:
-                note(target.target, node.value if len(node.targets) == 1 else None)
-
-        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-            note(node.target, node.value)
-
-        def visit_AugAssign(self, node: cst.AugAssign) -> None:
-            note(node.target, None)
-
-        def visit_Call(self, node: cst.Call) -> None:
-            if isinstance(node.func, cst.Name) and node.func.value == "setattr":
-                found["*"] = None
-
-    cls.visit(Finder())
-    return {} if "*" in found else found
+    return found
 
 
 def false_literal(node: cst.BaseExpression) -> bool:
