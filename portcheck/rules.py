@@ -151,11 +151,6 @@ VALUE_CATEGORIES = frozenset({"dynamic-shape", "host-sync", "unsupported-op", "d
 
 
 @functools.cache
-def inference_only(chip: str, stack: str) -> bool:
-    """The chip serves inference only (PC607, training on it, applies): training never runs on it."""
-    return "PC607" in load().rules and load().rules["PC607"].applies_to(chip, stack)
-
-
 def contexts_of(code: str) -> frozenset[str]:
     """The contexts a rule's findings keep their severity in: its own `CONTEXTS`, else its category's."""
     cls = rule_class(code)

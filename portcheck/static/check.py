@@ -18,7 +18,7 @@ import libcst as cst
 
 from portcheck.findings import Severity
 from portcheck.knowledge import load
-from portcheck.rules import VALUE_CATEGORIES, Rule, inference_only
+from portcheck.rules import VALUE_CATEGORIES, Rule
 from portcheck.static.host_paths import host_path_of
 from portcheck.static.names import Names, Scope
 from portcheck.static.params import assigned, branch_parameter, default_read, param_roots
@@ -169,7 +169,7 @@ class Context:
     def inference_only(self) -> bool:
         """The chip serves inference only (PC607, training on it, applies): training steps never run on it."""
         if self._inference_only is None:
-            self._inference_only = inference_only(self.chip, self.stack)
+            self._inference_only = load().rules["PC607"].applies_to(self.chip, self.stack)
         return self._inference_only
 
     def _reads(self, code: str, node: cst.CSTNode) -> tuple[str, tuple[str, ...], str]:
