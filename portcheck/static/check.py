@@ -187,7 +187,8 @@ class Context:
             roots = param_roots(function, node, self.constant, self.qualname, names)
         index = next((i for i, s in enumerate(self.statements) if s is function), -1)
         chain = self.statements[index + 1:]  # the statements holding `node` inside its function, outermost first
-        return default_read(function, node, self.constant), roots, branch_parameter(
+        header = index >= 0 and not chain  # `node` is in the function's signature (a default), not its body
+        return default_read(function, node, self.constant, header), roots, branch_parameter(
             function, chain, node, names, lambda statement: self.memo("parents", statement,
                                                                       lambda: parents_of(statement)))
 

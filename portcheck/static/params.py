@@ -23,10 +23,10 @@ _MOVES = frozenset({"to", "cuda", "xpu", "type", "pin_memory", "new_tensor", "ne
 _BUDGET = 64  # nodes read per finding
 
 
-def default_read(function: cst.FunctionDef, node: cst.CSTNode, constant: Constant) -> str:
-    """The parameter of `function` whose string default a name in `node` stands for, or whose default `node` sits
-    in (`device=torch.device("cuda")` in the signature itself), or ""."""
-    for param in parameters(function):
+def default_read(function: cst.FunctionDef, node: cst.CSTNode, constant: Constant, header: bool = False) -> str:
+    """The parameter of `function` whose string default a name in `node` stands for, or, for a `node` in the
+    function's `header` (its signature), whose default `node` sits in (`device=torch.device("cuda")`), or ""."""
+    for param in parameters(function) if header else ():
         if param.default is not None and _inside(node, param.default):
             return param.name.value
     defaults = {p.name.value: p.default for p in parameters(function) if isinstance(p.default, cst.SimpleString)}
