@@ -93,11 +93,14 @@ def facts(project: Project) -> Facts:
     # A module every import of which runs under a CUDA guard or in a CUDA-only function (whisper's Triton kernels,
     # imported inside `if x.is_cuda:`) loads only where CUDA is present: its functions are CUDA-only, and so what
     # only they import, and so on.
+    # per module, the functions importing it without a CUDA guard ("" for module-level code, never CUDA-only)
+    unguarded = {module: {function if function in project.nodes else "" for guard, function in imports
+                          if (guard_kind(guard, project.nodes[function]) if function in project.nodes else guard)
+                          != CUDA_GUARD} for module, imports in project.import_sites.items()}
     cuda_modules: set[str] = set()
     for _ in range(DEPTH):
-        added = {module for module, imports in project.import_sites.items() if module not in cuda_modules and all(
-            function in cuda_only or guard_kind(guard, project.nodes[function]) == CUDA_GUARD
-            if function in project.nodes else guard == CUDA_GUARD for guard, function in imports)}
+        added = {module for module, functions in unguarded.items() if module not in cuda_modules
+                 and functions <= cuda_only}
         if not added:
             break
         cuda_modules |= added
