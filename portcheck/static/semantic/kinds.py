@@ -26,26 +26,27 @@ MAIN_GUARD = "main"
 
 # Training steps only: what a validation, test or predict step adds around the model's forward (metrics, logging)
 # runs once per evaluation batch; `compute_loss` is transformers' Trainer's hook, called every micro-batch.
-_STEP_METHODS = frozenset({"training_step", "train_step", "compute_loss"})
+STEP_METHODS = frozenset({"training_step", "train_step", "compute_loss"})
 # Decorators that cache a function's result: its body runs once per argument or object, not once a step.
-_CACHING = frozenset({"cache", "lru_cache", "cached_property", "cached", "memoize", "memoized"})
-_PROBES = frozenset({"torch.cuda.is_available", "torch.cuda.device_count", "torch.cuda.is_initialized"})
-_DATA_BASES = ("torch.utils.data.Dataset", "torch.utils.data.IterableDataset", "torch.utils.data.Sampler",
+CACHING = frozenset({"cache", "lru_cache", "cached_property", "cached", "memoize", "memoized"})
+PROBES = frozenset({"torch.cuda.is_available", "torch.cuda.device_count", "torch.cuda.is_initialized"})
+DATA_BASES = ("torch.utils.data.Dataset", "torch.utils.data.IterableDataset", "torch.utils.data.Sampler",
                "torch.utils.data.dataset.Dataset", "torch.utils.data.sampler.Sampler",
                # transformers' collators (`Trainer(data_collator=...)`) batch examples on the host
                "transformers.data.data_collator.DataCollatorMixin", "transformers.DataCollatorMixin",
                "transformers.data.DataCollatorMixin")
 # What a data loader or a trainer calls to batch or seed examples: the data pipeline, on the host. A function is
 # passed (`collate_fn=collate`), or an object whose methods do it (`data_collator=Collator(...)`, as "Collator()").
-_HOST_KEYWORDS = frozenset({"collate_fn", "worker_init_fn", "data_collator"})
+HOST_KEYWORDS = frozenset({"collate_fn", "worker_init_fn", "data_collator"})
 # Another vendor's inference runtime: a module that cannot load without one is that runtime's backend.
 VENDOR_RUNTIMES = ("tensorrt", "torch_tensorrt", "tensorrt_llm", "openvino", "coremltools", "onnxruntime", "pycuda",
                    "polygraphy", "tflite_runtime", "ai_edge_litert", "ncnn", "rknn", "rknnlite", "MNN", "ais_bench",
                    "tritonclient", "hailo_platform", "executorch", "ctranslate2", "faster_whisper", "llama_cpp")
-_VENDOR_MODULES = (*VENDOR_RUNTIMES, "tensorflow", "paddle")
-_VENDOR_TESTS = frozenset({"torch.onnx.is_in_onnx_export", "torch.jit.is_tracing", "torch.jit.is_scripting",
+VENDOR_MODULES = (*VENDOR_RUNTIMES, "tensorflow", "paddle")
+VENDOR_TESTS = frozenset({"torch.onnx.is_in_onnx_export", "torch.jit.is_tracing", "torch.jit.is_scripting",
                            "torch.onnx.is_onnx_exporting"})
 
 
-__all__ = ["CUDA_CLASS", "CUDA_GUARD", "FORWARD", "HOST", "MAIN_GUARD", "ONCE", "ONCE_GUARD", "PROBE", "READS",
-           "READS_OFF_XLA", "STEP", "UNNAMED", "VENDOR", "VENDOR_GUARD", "VENDOR_RUNTIMES"]
+__all__ = ["CACHING", "CUDA_CLASS", "CUDA_GUARD", "DATA_BASES", "FORWARD", "HOST", "HOST_KEYWORDS", "MAIN_GUARD",
+           "ONCE", "ONCE_GUARD", "PROBE", "PROBES", "READS", "READS_OFF_XLA", "STEP", "STEP_METHODS", "UNNAMED",
+           "VENDOR", "VENDOR_GUARD", "VENDOR_MODULES", "VENDOR_RUNTIMES", "VENDOR_TESTS"]

@@ -25,28 +25,28 @@ from portcheck.static.semantic.grows import REGROWS, regrow_calls
 from portcheck.static.semantic.hosts import Bindings, host_arguments
 from portcheck.static.semantic.imports import catches_import_error, import_aliases, optional_test
 from portcheck.static.semantic.kinds import (
-    _CACHING,
-    _DATA_BASES,
-    _HOST_KEYWORDS,
-    _PROBES,
-    _STEP_METHODS,
-    _VENDOR_MODULES,
-    _VENDOR_TESTS,
+    CACHING,
     CUDA_CLASS,
     CUDA_GUARD,
+    DATA_BASES,
     FORWARD,
     HOST,
+    HOST_KEYWORDS,
     MAIN_GUARD,
     ONCE,
     ONCE_GUARD,
     PROBE,
+    PROBES,
     READS,
     READS_OFF_XLA,
     STEP,
+    STEP_METHODS,
     UNNAMED,
     VENDOR,
     VENDOR_GUARD,
+    VENDOR_MODULES,
     VENDOR_RUNTIMES,
+    VENDOR_TESTS,
 )
 from portcheck.static.semantic.masks import MASK, returns_mask
 from portcheck.static.semantic.nodes import (
@@ -85,7 +85,7 @@ class _Reader:
         self._data_classes: set[str] = set()  # classes that subclass a Dataset or a Sampler
         self._vendor_classes: set[str] = set()  # classes built on another vendor's or framework's classes
         self.regions: list[tuple[int, int, str]] = []
-        self.vendor_file = any(v.split(".")[0] in _VENDOR_MODULES for v in aliases.values())
+        self.vendor_file = any(v.split(".")[0] in VENDOR_MODULES for v in aliases.values())
         self._calls: list[tuple[str, str]] | None = None
         self._returns: list[str] = []
         self._host_refs: list[str] = []
@@ -139,9 +139,9 @@ class _Reader:
             return self._comparison(test)
         if isinstance(test, ast.Call):
             target = self.resolve(test.func)
-            if target in _PROBES:
+            if target in PROBES:
                 return CUDA_GUARD
-            if target in _VENDOR_TESTS:
+            if target in VENDOR_TESTS:
                 return VENDOR_GUARD
             return f"?{target}" if target is not None and not target.startswith(("torch.", "os.", "isinstance")) \
                 else None
@@ -176,7 +176,7 @@ class _Reader:
             return CUDA_GUARD if isinstance(op, ast.In) else "!cuda"
         if (found := compared_in_ast(left, op, right)) != "":  # `args.ngpu > 0`, `gpu_id >= 0`
             return found
-        if isinstance(left, ast.Call) and self.resolve(left.func) in _PROBES and isinstance(right, ast.Constant):
+        if isinstance(left, ast.Call) and self.resolve(left.func) in PROBES and isinstance(right, ast.Constant):
             count = right.value
             if isinstance(count, int) and ((isinstance(op, ast.Gt) and count >= 0) or (isinstance(op, ast.GtE)
                                            and count >= 1) or (isinstance(op, ast.NotEq) and count == 0)):
@@ -244,9 +244,9 @@ class _Reader:
             name = f"{scope}.{stmt.name}" if scope else stmt.name
             bases = tuple(b for b in (self.resolve(base) for base in stmt.bases) if b is not None)
             self.classes.append((name, bases))
-            if any(b in _DATA_BASES for b in bases):
+            if any(b in DATA_BASES for b in bases):
                 self._data_classes.add(name)
-            if any(b.split(".")[0] in _VENDOR_MODULES for b in bases):
+            if any(b.split(".")[0] in VENDOR_MODULES for b in bases):
                 self._vendor_classes.add(name)  # a Keras model: every method is TensorFlow's
             for decorator in stmt.decorator_list:
                 self.expression(decorator, guards)
@@ -305,7 +305,7 @@ class _Reader:
                 continue
             here = (*guards, CUDA_GUARD) if any(within(child, part) for part in cuda) else guards
             for keyword in child.keywords:
-                if keyword.arg not in _HOST_KEYWORDS:
+                if keyword.arg not in HOST_KEYWORDS:
                     continue
                 value = keyword.value
                 made = isinstance(value, ast.Call)
@@ -323,7 +323,7 @@ class _Reader:
                 last = target.rsplit(".", 1)[-1]
                 if last == "backward" or (last == "step" and "optim" in target.lower()):
                     self._step = True
-                if target.split(".")[0] in _VENDOR_MODULES:
+                if target.split(".")[0] in VENDOR_MODULES:
                     self._vendor = True
             # a function passed on (`pool.map(self.work, xs)`, `register_hook(fn)`) may be called from there
             for arg in (*child.args, *(k.value for k in child.keywords)):
@@ -353,7 +353,7 @@ class _Reader:
         self._calls, self._returns, self._host_refs = [], [], []
         self._probe = self._step = False
         self._vendor = scope in self._vendor_classes or (self.vendor_file and any(
-            isinstance(n, (ast.Name, ast.Attribute)) and (self.resolve(n) or "").split(".")[0] in _VENDOR_MODULES
+            isinstance(n, (ast.Name, ast.Attribute)) and (self.resolve(n) or "").split(".")[0] in VENDOR_MODULES
             for n in ast.walk(node)))
         for decorator in node.decorator_list:
             self.expression(decorator, guards)
@@ -361,11 +361,11 @@ class _Reader:
         self.block(node.body, (), name)
         self._probe_names = saved_probes
         roles = [role for role, holds in (
-            (FORWARD, node.name == "forward" and bool(scope)), (STEP, self._step or node.name in _STEP_METHODS),
+            (FORWARD, node.name == "forward" and bool(scope)), (STEP, self._step or node.name in STEP_METHODS),
             (HOST, node.name in ("__getitem__", "__iter__") or scope in self._data_classes),
             (PROBE, self._probe), (VENDOR, self._vendor),
             (CUDA_CLASS, bool(scope) and any(named_for_cuda(part) for part in scope.split("."))),
-            (ONCE, any((dotted(d.func if isinstance(d, ast.Call) else d) or "").rsplit(".", 1)[-1] in _CACHING
+            (ONCE, any((dotted(d.func if isinstance(d, ast.Call) else d) or "").rsplit(".", 1)[-1] in CACHING
                        for d in node.decorator_list))) if holds]
         reads = returns_read(node)
         roles += [READS if reads == "all" else READS_OFF_XLA] if reads else []
