@@ -65,6 +65,11 @@ from portcheck.static.semantic.once import dotted, initialises
 from portcheck.summaries import Function, Summary
 
 
+def _innermost(guards: tuple[str, ...]) -> str:
+    """The guard a call or an import records: CUDA's wherever it is among the enclosing ones, else the innermost."""
+    return CUDA_GUARD if CUDA_GUARD in guards else guards[-1] if guards else ""
+
+
 def summarise(tree: ast.Module, text: str = "") -> Summary:
     """`text`, the file's source, tells which module-level functions the file never names again (UNNAMED)."""
     (reader := _Reader(import_aliases(tree))).own_names = OwnNames(text)
@@ -227,7 +232,7 @@ class _Reader:
 
     def _import(self, stmt: ast.Import | ast.ImportFrom, guards: tuple[str, ...], function: str) -> None:
         optional = self._optional > 0
-        guard = CUDA_GUARD if CUDA_GUARD in guards else guards[-1] if guards else ""
+        guard = _innermost(guards)
         if isinstance(stmt, ast.Import):
             self.imports.extend((alias.name, optional, guard, function) for alias in stmt.names)
             return
@@ -317,7 +322,7 @@ class _Reader:
             # `kernel[grid](...)` launches `kernel` (Triton's launch syntax; an item of a table of functions alike)
             func = child.func.value if isinstance(child.func, ast.Subscript) else child.func
             target = self.resolve(func)
-            guard = CUDA_GUARD if CUDA_GUARD in here else here[-1] if here else ""
+            guard = _innermost(here)
             if target is not None:
                 self._calls.append((target, guard))
                 last = target.rsplit(".", 1)[-1]
