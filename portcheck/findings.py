@@ -130,7 +130,9 @@ class Finding:
     # that makes it still hands it to the step. Never in the output formats.
     kept: bool = False
     # The parameter whose default (`device="cuda"`) the finding's value is: where every call in the project passes
-    # that parameter, the default never applies. Never in the output formats.
+    # that parameter, the default never applies. Marked "=" where the finding is the default itself (it sits in the
+    # signature): then a call that passes on its caller's own parameter passes it too (what that caller's default
+    # is, is the caller's finding). Never in the output formats.
     default_of: str = ""
     # The parameters the finding's value is made of, and nothing else: where every call in the project passes host
     # values (`.cpu()` copies, numpy) for them, the code works on the host there. Never in the output formats.

@@ -555,9 +555,15 @@ def test_a_default_every_call_overrides_never_applies(tmp_path):
 
             def settled(x, device="cuda"):
                 return x.to(device)
+
+            def positional(x, device="cuda"):
+                return x.to(device)
             """,
         "wrap.py": """\
-            from evaluate import forwarded, settled
+            from evaluate import forwarded, settled, positional
+
+            def outer_positional(x, device="cuda"):
+                return positional(x, device)
 
             def outer(x, device="cuda"):
                 return forwarded(x, device=device)
@@ -568,6 +574,7 @@ def test_a_default_every_call_overrides_never_applies(tmp_path):
             def run(x):
                 outer(x)
                 outer_settled(x, device="cpu")
+                outer_positional(x)
             """,
         "train.py": """\
             from evaluate import Evaluator, helper, once, hidden, named
@@ -589,9 +596,15 @@ def test_a_default_every_call_overrides_never_applies(tmp_path):
     # audiocraft: `NoiseSchedule(**cfg.schedule, device=self.device)` names the device whatever the dict holds
     assert found[("evaluate.py", 16, "PC101")] == Severity.INFO
     # smp losses/lovasz.py: a call that passes on its caller's own `classes` passes that caller's default wherever
-    # the caller is called without it
-    assert found[("evaluate.py", 19, "PC101")] == Severity.ERROR
+    # the caller is called without it; that default is reported where the caller writes it (`device=device` sends
+    # it on), so the callee's own default, which every call overrides, is info (stable-audio's `generate(...,
+    # device="cuda")` handing `device` to `sample_k(..., device="cuda")`)
+    assert found[("wrap.py", 6, "PC103")] == Severity.ERROR
+    assert found[("evaluate.py", 19, "PC101")] == Severity.INFO
     assert found[("evaluate.py", 22, "PC101")] == Severity.INFO
+    # passed on by position, nothing reports the caller's default: the callee's default stands for it
+    assert ("wrap.py", 3, "PC103") not in found
+    assert found[("evaluate.py", 25, "PC101")] == Severity.ERROR
 
 
 def test_a_cuda_device_in_a_signature_every_call_overrides_never_applies(tmp_path):

@@ -25,10 +25,13 @@ _BUDGET = 64  # nodes read per finding
 
 def default_read(function: cst.FunctionDef, node: cst.CSTNode, constant: Constant, header: bool = False) -> str:
     """The parameter of `function` whose string default a name in `node` stands for, or, for a `node` in the
-    function's `header` (its signature), whose default `node` sits in (`device=torch.device("cuda")`), or ""."""
-    for param in parameters(function) if header else ():
-        if param.default is not None and _inside(node, param.default):
-            return param.name.value
+    function's `header` (its signature), whose default `node` sits in (`device=torch.device("cuda")`), marked "="
+    (the finding is the default itself), or ""."""
+    for param in parameters(function):
+        # in the signature, anything inside a default; elsewhere (a use reported at the default it reads), the
+        # default itself
+        if param.default is not None and (param.default is node or (header and _inside(node, param.default))):
+            return f"={param.name.value}"
     defaults = {p.name.value: p.default for p in parameters(function) if isinstance(p.default, cst.SimpleString)}
     if not defaults:
         return ""

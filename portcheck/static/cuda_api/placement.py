@@ -232,8 +232,9 @@ def _at_default(ctx: Context, first: int, default: cst.BaseExpression, name: cst
             use = " ".join((f"{node.keyword.value}={ctx.source(node.value)}" if isinstance(node, cst.Arg)
                             and node.keyword else ctx.source(node)).split())
             use = use if len(use) <= 60 else "..." + use[-57:]  # the call's end names the use: `...).to(device)`
-            ctx.hits[index] = replace(hit, node=default, message=f"{hit.message} (the default of "
-                                      f"`{ctx.source(name)}`, which `{use}` uses)")
+            written = f"={name.value}" if isinstance(name, cst.Name) else hit.default_of  # the default itself now
+            ctx.hits[index] = replace(hit, node=default, default_of=written, message=f"{hit.message} (the default "
+                                      f"of `{ctx.source(name)}`, which `{use}` uses)")
 
 
 def _reported(ctx: Context) -> set[int]:

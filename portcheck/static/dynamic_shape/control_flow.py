@@ -10,6 +10,7 @@ from portcheck.findings import Severity
 from portcheck.rules import EVERYWHERE, Pass, Rule, rule
 from portcheck.static.check import Context, check
 from portcheck.static.dynamic_shape.reach import report_compiled
+from portcheck.static.dynamic_shape.stop_checks import early_exit
 from portcheck.static.host_sync.reads import HostValueRead  # a check's cost is its read (PC701)
 from portcheck.static.named_truth import named_truth
 from portcheck.static.syntax import call_name, only_raises
@@ -144,6 +145,11 @@ def check_control_flow(node: cst.If | cst.While | cst.Assert | cst.IfExp, ctx: C
             named_truth(ctx, node.test) or _compared(ctx, node.test, "helper") or _buffer(ctx, node.test)
         if found is not None and not _explicit(found) and read_place(ctx) == "helper":
             checks = isinstance(node, cst.Assert) or only_raises(node)  # a check: info, as in `forward`
+            callee = early_exit(ctx, node)
+            if callee is not None:
+                report_compiled(ctx, TensorControlFlow, node.test, _stop_message(ctx, found, callee), Severity.INFO,
+                                found)
+                return
             if not checks:
                 ctx.skip.add(id(found))  # the branch is the problem; a check's read stays the host read's (PC701)
             where = "in code the model's `forward` or a training step calls"
@@ -168,6 +174,10 @@ def check_control_flow(node: cst.If | cst.While | cst.Assert | cst.IfExp, ctx: C
     shown = " ".join(ctx.source(read).split())
     if isinstance(node, cst.Assert) or only_raises(node):
         report_compiled(ctx, HostValueRead, test, _check_message(ctx, keyword_, read), Severity.INFO, read)
+        return
+    callee = early_exit(ctx, node)
+    if callee is not None:
+        report_compiled(ctx, TensorControlFlow, test, _stop_message(ctx, read, callee), Severity.INFO, read)
         return
     fp16 = _float16_only(ctx, test, read)
     if fp16 is not None:
@@ -200,6 +210,14 @@ def _check_message(ctx: Context, keyword_: str, read: cst.CSTNode, where: str = 
               else "`torch_neuronx.trace` checks only the example")
     return (f"`{keyword_}` on a tensor value (`{shown}`) {where} only guards an error: it reads the tensor on the "
             f"host and {effect}; validate inputs before calling the model, or drop the check")
+
+
+def _stop_message(ctx: Context, read: cst.CSTNode, callee: str) -> str:
+    shown = " ".join(ctx.source(read).split())
+    traced = ("" if ctx.stack == "native" else "; where the loop itself is traced as one graph, "
+              "`torch_neuronx.trace` fixes the exit at the example's step")
+    return (f"`if` on a tensor value (`{shown}`) ends a loop that calls `{callee}` every step: a stop check, one "
+            f"host read a step of a loop the host drives around the model, not a branch inside its graph{traced}")
 
 
 def _explicit(read: cst.CSTNode) -> bool:

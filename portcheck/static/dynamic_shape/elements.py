@@ -27,7 +27,9 @@ _ARRAY_METHODS = frozenset({
 })
 _ARRAY_ATTRIBUTES = frozenset({"device", "dtype", "shape", "ndim"})
 _TENSOR_ANNOTATIONS = ("Tensor", "LongTensor", "IntTensor")
-_SHAPE_QUERIES = frozenset({"size", "dim", "numel", "stride", "split", "chunk", "unbind"})
+# What a tensor (or a torch.distributions Distribution: `_extended_shape()` is its `torch.Size`) answers with sizes or
+# with parts of itself, not with data.
+_SHAPE_QUERIES = frozenset({"size", "dim", "numel", "stride", "split", "chunk", "unbind", "_extended_shape"})
 
 
 def element_size(ctx: Context, node: cst.BaseExpression, depth: int = 0) -> cst.BaseExpression | None:

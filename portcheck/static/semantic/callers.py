@@ -45,13 +45,28 @@ def settled_by_calls(finding: Finding) -> bool:
     return bool(finding.default_of or finding.host_if or finding.unless_passed) and finding.severity > Severity.INFO
 
 
-def by_callers(finding: Finding, passed: dict[str, list[Passed]], holder: Node, project: Project) -> Finding:
+def written_defaults(project: Project, results: list[FileResult]) -> frozenset[tuple[str, str]]:
+    """(function, parameter) for every default a finding is reported at (Finding.default_of marked "=")."""
+    found: set[tuple[str, str]] = set()
+    for result in results:
+        if result.path not in project.files:
+            continue
+        nodes = project.files[result.path][2]
+        for finding in result.findings:
+            if finding.default_of.startswith("=") and (holders := enclosing(nodes, finding.line)):
+                found.add((holders[-1].full, finding.default_of[1:]))
+    return frozenset(found)
+
+
+def by_callers(finding: Finding, passed: dict[str, list[Passed]], holder: Node, project: Project,
+               reported: frozenset[tuple[str, str]] = frozenset()) -> Finding:
     """The finding as the calls of its function settle it: info where every call passes the parameter whose
     default it reads, where no call passes the parameter its branch needs, or where every call passes host values
     for every parameter its value is made of."""
     name = holder.function.name
-    if finding.default_of and always_passed(passed, holder, finding.default_of, project):
-        note = f"every call of `{name}` in the project passes `{finding.default_of}`: its default never applies"
+    param = finding.default_of.lstrip("=")
+    if param and always_passed(passed, holder, param, project, reported=reported):
+        note = f"every call of `{name}` in the project passes `{param}`: its default never applies"
     elif finding.unless_passed.startswith("!") and always_passed(passed, holder, finding.unless_passed[1:], project):
         note = (f"every call of `{name}` in the project passes `{finding.unless_passed[1:]}`: the branch for its "
                 "absence never runs here")
@@ -65,9 +80,6 @@ def by_callers(finding: Finding, passed: dict[str, list[Passed]], holder: Node, 
     else:
         return finding
     return replace(finding, severity=Severity.INFO, fix=None, message=f"{finding.message} ({note})")
-
-
-__all__ = ["asking", "by_callers", "enclosing", "fed_back", "settled_by_calls"]
 
 
 def _position(holder: Node, param: str) -> int | None:
@@ -97,10 +109,12 @@ def _forwarded(holder: Node, param: str, call: Passed) -> str:
 
 
 def always_passed(passed: dict[str, list[Passed]], holder: Node, param: str, project: Project,
-                  seen: frozenset[str] = frozenset()) -> bool:
+                  seen: frozenset[str] = frozenset(), reported: frozenset[tuple[str, str]] = frozenset()) -> bool:
     """Every call of `holder` in the tree passes `param`; there is at least one. A call that passes on its caller's
     own parameter as it came (`f(x, classes=classes)`) passes it where every call of the caller in the tree does
-    too, or no call in the tree reaches the caller (up a chain at most DEPTH long and without a cycle)."""
+    too, or no call in the tree reaches the caller (up a chain at most DEPTH long and without a cycle), or a finding
+    is `reported` at that parameter's default in the caller (then what the caller's default sends on is the caller's
+    finding: stable-audio's `generate(..., device="cuda")` using it itself and passing it to `sample_k`)."""
     calls = passed.get(holder.full, [])
     if not calls or len(seen) >= DEPTH or holder.full in seen:
         return False
@@ -109,9 +123,11 @@ def always_passed(passed: dict[str, list[Passed]], holder: Node, param: str, pro
             return False
         forwarded = _forwarded(holder, param, call)
         caller = project.nodes.get(call[3]) if forwarded else None
+        if caller is not None and (caller.full, forwarded) in reported:
+            continue
         # a caller no call in the tree reaches is called from outside it: what it is passed is not known here
         if caller is not None and passed.get(caller.full) and not always_passed(
-                passed, caller, forwarded, project, seen | {holder.full}):
+                passed, caller, forwarded, project, seen | {holder.full}, reported):
             return False
     return True
 
@@ -149,4 +165,4 @@ def never_passed(passed: dict[str, list[Passed]], holder: Node, param: str) -> b
 
 
 __all__ = ["always_host", "always_passed", "asking", "by_callers", "enclosing", "fed_back", "never_passed",
-           "settled_by_calls"]
+           "settled_by_calls", "written_defaults"]

@@ -31,7 +31,14 @@ from dataclasses import replace
 
 from portcheck.findings import FileResult, Finding, Severity
 from portcheck.rules import contexts_of
-from portcheck.static.semantic.callers import asking, by_callers, enclosing, fed_back, settled_by_calls
+from portcheck.static.semantic.callers import (
+    asking,
+    by_callers,
+    enclosing,
+    fed_back,
+    settled_by_calls,
+    written_defaults,
+)
 from portcheck.static.semantic.facts import Facts, facts
 from portcheck.static.semantic.masks import MASK
 from portcheck.static.semantic.modules import module_of
@@ -137,6 +144,7 @@ def apply(results: list[FileResult], whole: bool = False) -> tuple[list[FileResu
     project = Project(results)
     found = facts(project)
     passed: dict[str, list[Passed]] | None = None  # built when a finding asks
+    written: frozenset[tuple[str, str]] | None = None  # the defaults findings are reported at, built likewise
     out = []
     for result in results:
         if result.summary is None or not result.findings:
@@ -176,7 +184,9 @@ def apply(results: list[FileResult], whole: bool = False) -> tuple[list[FileResu
             if settled_by_calls(finding) and holders:
                 if passed is None:
                     passed = arguments(project, results, asking(project, results))
-                finding = by_callers(finding, passed, holders[-1], project)
+                if written is None:
+                    written = written_defaults(project, results)
+                finding = by_callers(finding, passed, holders[-1], project, written)
             place = _where(project, found, result, finding, holders, whole)
             finding = replace(finding, runs=_runs(found, holders, place))
             if finding.severity > Severity.INFO and place is not None:

@@ -1,0 +1,90 @@
+"""A decode loop's stop check (portcheck.static.dynamic_shape.stop_checks): `if <tensor test>: break` in a bounded
+loop that calls the model every step is info (JUDGING: a per-step stop check of a host-driven decode loop is
+harmless); the same test in a loop that calls no model, or as a `while` loop's only end, keeps PC208's severity."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from portcheck.rules import registry
+from portcheck.static.engine import analyse_text
+
+_CODES = frozenset(code for code in registry() if code.startswith("PC2") or code.startswith("PC7"))
+
+
+def _severities(text: str, chip: str = "trn2", stack: str = "native") -> dict[tuple[int, str], str]:
+    result = analyse_text(textwrap.dedent(text), "model.py", chip, stack, _CODES)
+    return {(f.line, f.code): f.severity.name.lower() for f in result.findings}
+
+
+# python-doctr's MASTER: greedy decoding up to a maximum length, stopping once every sequence has an EOS
+DECODE = """\
+    import torch
+    from torch import nn
+
+    class Master(nn.Module):
+        def forward(self, encoded):
+            ys = torch.full((2, 8), 0, dtype=torch.long, device=encoded.device)
+            for i in range(7):
+                out = self.decoder(ys, encoded)
+                ys[:, i + 1] = out[:, i].argmax(-1)
+                if (ys == 5).any(dim=-1).all():
+                    break
+            return ys
+    """
+
+
+@pytest.mark.parametrize(("chip", "stack"), [("trn2", "native"), ("inf2", "xla")])
+def test_a_decode_loops_stop_check_is_info(chip: str, stack: str) -> None:
+    assert _severities(DECODE, chip, stack).get((10, "PC208")) == "info"
+
+
+@pytest.mark.parametrize("text", [
+    # no model in the loop: an iterative computation whose exit depends on the data, inside forward
+    """\
+    import torch
+    from torch import nn
+
+    class Solver(nn.Module):
+        def forward(self, x):
+            for _ in range(10):
+                x = x - 0.1 * torch.tanh(x)
+                if x.abs().max() < 1e-3:
+                    break
+            return x
+    """,
+    # the loop's only end: a `while` runs as long as the data says
+    """\
+    import torch
+    from torch import nn
+
+    class Decode(nn.Module):
+        def forward(self, ys):
+            while True:
+                out = self.decoder(ys)
+                ys = out.argmax(-1)
+                if (ys == 5).all():
+                    break
+            return ys
+    """,
+    # more than leaving: the branch also does the model's work
+    """\
+    import torch
+    from torch import nn
+
+    class Decode(nn.Module):
+        def forward(self, ys):
+            for i in range(8):
+                out = self.decoder(ys)
+                if (out > 0).all():
+                    ys = self.head(out)
+                    continue
+            return ys
+    """,
+])
+def test_other_tensor_tests_in_loops_keep_their_severity(text: str) -> None:
+    found = _severities(text)
+    assert [s for (_, code), s in found.items() if code == "PC208"] == ["warning"], found
+
