@@ -458,6 +458,55 @@ def test_what_only_a_constructor_calls_is_set_up(tmp_path):
     assert found[("model.py", 10, "PC204")] == Severity.ERROR
 
 
+def test_an_initialisation_a_method_or_the_rest_of_a_function_finishes_runs_once(tmp_path):
+    """The lazy initialisations of normalising flows and codebooks: `if not self.initialized: self._init()` where
+    the method ends `self.initialized.fill_(1)` (normflows' Lipschitz layers), `if not self.done > 0.0:` whose body
+    sets `self.done` (ActNorm's data-dependent init), and the rest of `init_embed_` after `if self.initted:
+    return`, which ends `self.initted.data.copy_(...)` (a codebook's k-means on the first batch): set-up, run once.
+    The same shapes whose body, method or rest never sets the flag keep their severity."""
+    _tree(tmp_path, {"model.py": """\
+        import torch
+
+        class Flow(torch.nn.Module):
+            def _init(self, z):
+                self.scale = torch.linalg.inv(z)
+                self.initialized.fill_(1)
+
+            def _other(self, z):
+                self.scale = torch.linalg.inv(z)
+
+            def init_embed_(self, data):
+                if self.initted:
+                    return
+                self.embed.data.copy_(data[data > 0][:4])
+                self.initted.data.copy_(torch.Tensor([True]))
+
+            def refresh(self, data):
+                if self.fresh:
+                    return
+                self.embed.data.copy_(data[data > 0][:4])
+
+            def forward(self, z):
+                if not self.initialized:
+                    self._init(z)
+                if not self.done > 0.0:
+                    self.shift = torch.linalg.inv(z)
+                    self.done = torch.tensor(1.0)
+                if not self.ready:
+                    self._other(z)
+                self.init_embed_(z)
+                self.refresh(z)
+                return z
+        """})
+    found = _scan(tmp_path)
+    # only the initialisation that the method finishes calls it: set-up, where a CPU fallback is not reported
+    assert found.get(("model.py", 5, "PC321"), Severity.INFO) == Severity.INFO
+    assert found[("model.py", 14, "PC204")] == Severity.INFO  # the rest after `if self.initted: return`
+    assert found[("model.py", 26, "PC321")] == Severity.INFO  # `not self.done > 0.0`, then `self.done = ...`
+    assert found[("model.py", 9, "PC321")] > Severity.INFO  # `_other` never sets `self.ready`
+    assert found[("model.py", 20, "PC204")] > Severity.INFO  # nothing sets `self.fresh`
+
+
 def test_float64_made_once_counts_only_where_the_step_gets_it(tmp_path):
     """Set-up code that makes float64 data to compute something and narrows it costs the step nothing (info); what
     it stores on the object, registers or returns as float64 reaches the device (a warning). The same code in

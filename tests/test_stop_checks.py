@@ -88,3 +88,24 @@ def test_other_tensor_tests_in_loops_keep_their_severity(text: str) -> None:
     found = _severities(text)
     assert [s for (_, code), s in found.items() if code == "PC208"] == ["warning"], found
 
+
+
+def test_an_iteration_that_calls_a_function_of_its_module_is_no_decode_loop() -> None:
+    """normflows' power iteration: `for _ in range(n): v = normalize(w @ u); if err < atol: break`."""
+    found = _severities("""\
+        import torch
+        from torch import nn
+
+        def normalize(v):
+            return v / v.norm()
+
+        class Lipschitz(nn.Module):
+            def forward(self, x, u):
+                for _ in range(20):
+                    new = normalize(self.weight @ u)
+                    if torch.norm(new - u) < 1e-3:
+                        break
+                    u = new
+                return x @ u
+        """)
+    assert found.get((11, "PC208")) == "warning", found

@@ -45,11 +45,13 @@ def _only_leaves(body: cst.BaseSuite) -> bool:
 
 
 def _model_call(ctx: Context, loop: cst.For) -> str | None:
-    """The first call in `loop` of a module or function the code holds (`self.decoder(...)`, `model(...)`), or
-    None; None as well where the loop trains (`loss.backward()`, `optimizer.step()`)."""
+    """The first call in `loop` of a module the code holds (`self.decoder(...)`, `model(...)`), or None; None as
+    well where the loop trains (`loss.backward()`, `optimizer.step()`)."""
     found: list[str] = []
     training = False
-    varying = {n.value for n in _names(loop.target)}
+    # a function of the module (`normalize(u)`) is a computation's step, not a model: the loop is an iteration's
+    varying = {n.value for n in _names(loop.target)} | ctx.memo("module-functions", ctx.module, lambda: {
+        s.name.value for s in ctx.module.body if isinstance(s, cst.FunctionDef)})
 
     class Finder(cst.CSTVisitor):
         def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:

@@ -1,5 +1,7 @@
 """Code that runs once, not every step, as a file's syntax shows it: a lazy initialisation, whose body sets what
-its test asks (`if self.cache is None: self.cache = ...`)."""
+its test asks (`if self.cache is None: self.cache = ...`), itself or through a method of its class it calls (`if
+not self.initialized: self._initialize_u_v()`, which ends `self.initialized.fill_(1)`); and the rest of a function
+after `if self.initted: return` where that rest sets it (a codebook's k-means initialisation on the first batch)."""
 
 from __future__ import annotations
 
@@ -17,13 +19,54 @@ def dotted(node: ast.expr) -> str | None:
     return ".".join(reversed(parts))
 
 
-def initialises(stmt: ast.If) -> bool:
+def initialises(stmt: ast.If, setters: dict[str, frozenset[str]] | None = None) -> bool:
     """`if X is None: X = ...`, `if not X: ... X = True`, `if not hasattr(o, "x"): o.x = ...`,
-    `if not flag.item(): ... flag.fill_(1)`: the body sets what its test asks, so it runs once."""
+    `if not flag.item(): ... flag.fill_(1)`, `if not self.done > 0: ... self.done = torch.tensor(1.0)`: the body sets
+    what its test asks, so it runs once; `setters` (setters_of the class) name the methods that set `self.X`, for a
+    body that calls one (`self._initialize()`)."""
     subject = _tested(stmt.test)
     if subject is None or "." not in subject:
         return False  # a local or a parameter (`if mask is None: mask = ones(...)`) is tested again every call
-    return any(_sets(child, subject) for node in stmt.body for child in ast.walk(node))
+    return _sets_in(stmt.body, subject, setters or {})
+
+
+def initialised_after(stmt: ast.If, rest: list[ast.stmt], setters: dict[str, frozenset[str]] | None = None) -> bool:
+    """`if self.initted: return` (the body only leaves) followed by `rest`, which sets `self.initted`: the rest runs
+    once, on the first call."""
+    if not stmt.body or not all(isinstance(s, (ast.Return, ast.Pass)) for s in stmt.body):
+        return False
+    subject = _truth_of(stmt.test)
+    return subject is not None and subject.startswith("self.") and _sets_in(rest, subject, setters or {})
+
+
+def setters_of(cls: ast.ClassDef) -> dict[str, frozenset[str]]:
+    """The methods of `cls` (by name) and the `self.X` each sets in its own body (assigns, fills, copies into)."""
+    found: dict[str, frozenset[str]] = {}
+    for method in cls.body:
+        if isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            subjects = {_subject(child) for node in method.body for child in ast.walk(node)}
+            found[method.name] = frozenset(s for s in subjects if s is not None and s.startswith("self."))
+    return found
+
+
+def _sets_in(body: list[ast.stmt], subject: str, setters: dict[str, frozenset[str]]) -> bool:
+    for node in body:
+        for child in ast.walk(node):
+            if _sets(child, subject):
+                return True
+            if isinstance(child, ast.Call) and isinstance(child.func, ast.Attribute) and isinstance(
+                    child.func.value, ast.Name) and child.func.value.id == "self" and subject.startswith("self.") \
+                    and subject in setters.get(child.func.attr, frozenset()):
+                return True
+    return False
+
+
+def _truth_of(test: ast.expr) -> str | None:
+    """What `X`, `X.item()`, `X.all()` or `X.any()` takes the truth of, as a dotted name."""
+    if isinstance(test, ast.Call) and isinstance(test.func, ast.Attribute) and not test.args and \
+            test.func.attr in ("item", "all", "any"):
+        test = test.func.value
+    return dotted(test)
 
 
 def _tested(test: ast.expr) -> str | None:
@@ -34,6 +77,9 @@ def _tested(test: ast.expr) -> str | None:
     if not isinstance(test, ast.UnaryOp) or not isinstance(test.op, ast.Not):
         return None
     inner = test.operand
+    if isinstance(inner, ast.Compare) and len(inner.ops) == 1 and isinstance(inner.ops[0], (ast.Gt, ast.NotEq)) \
+            and isinstance(inner.comparators[0], ast.Constant) and inner.comparators[0].value in (0, False):
+        return dotted(inner.left)  # `not self.done > 0.0`: not yet set to a positive value
     if isinstance(inner, ast.Call) and isinstance(inner.func, ast.Name) and inner.func.id == "hasattr":
         named = _attribute_named(inner.args)
         return None if named is None else f"{named[0]}.{named[1]}"
@@ -52,18 +98,27 @@ def _attribute_named(args: list[ast.expr]) -> tuple[str, str] | None:
 
 
 def _sets(node: ast.AST, subject: str) -> bool:
-    """`node` assigns `subject`, fills it in place (`fill_`, `copy_`) or `setattr`s it."""
+    """`node` assigns `subject`, fills it in place (`fill_`, `copy_`, through `.data` too) or `setattr`s it."""
     if isinstance(node, (ast.Assign, ast.AnnAssign)):
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         return any(dotted(t) == subject for t in targets)
+    return _subject(node) == subject
+
+
+def _subject(node: ast.AST) -> str | None:
+    """What a call fills in place or `setattr`s (`x.fill_(1)`, `x.data.copy_(t)`: `x`), or an assignment's single
+    target, as a dotted name; None for anything else."""
+    if isinstance(node, ast.Assign) and len(node.targets) == 1:
+        return dotted(node.targets[0])
     if not isinstance(node, ast.Call):
-        return False
+        return None
     if isinstance(node.func, ast.Attribute) and node.func.attr in ("fill_", "copy_"):
-        return dotted(node.func.value) == subject
+        filled = dotted(node.func.value)
+        return filled[:-len(".data")] if filled is not None and filled.endswith(".data") else filled
     if isinstance(node.func, ast.Name) and node.func.id == "setattr":
         named = _attribute_named(node.args)
-        return named is not None and f"{named[0]}.{named[1]}" == subject
-    return False
+        return None if named is None else f"{named[0]}.{named[1]}"
+    return None
 
 
-__all__ = ["dotted", "initialises"]
+__all__ = ["dotted", "initialised_after", "initialises", "setters_of"]

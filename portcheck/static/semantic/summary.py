@@ -4,11 +4,9 @@ CUDA guard, what each is for (a model's `forward`, a training step, a data-pipel
 names it re-exports, what its classes' attributes are built by, and the regions only another vendor's code runs.
 
 The project's call graph (`portcheck.static.semantic.graph`) is built from these summaries alone, so a summary is
-a function of the file's bytes: cached with the file's findings, the graph rebuilt from them on every run.
-
-Names are resolved through the file's imports: `torch.cuda.is_available`, `pkg.mod.helper`, `..mod.helper` (a
-relative import); any other name is written `:helper` (the graph looks it up in the file's scopes), and a method
-reached through `self` is `self.helper`.
+a function of the file's bytes: cached with the file's findings, the graph rebuilt from them on every run. Names
+are resolved through the file's imports (`torch.cuda.is_available`, `pkg.mod.helper`, `..mod.helper`); any other
+is written `:helper` (the graph looks it up in the file's scopes), a method reached through `self` `self.helper`.
 """
 
 from __future__ import annotations
@@ -61,7 +59,7 @@ from portcheck.static.semantic.nodes import (
     statements_in,
     within,
 )
-from portcheck.static.semantic.once import dotted, initialises
+from portcheck.static.semantic.once import dotted, initialised_after, initialises, setters_of
 from portcheck.summaries import Function, Summary
 
 
@@ -89,6 +87,7 @@ class _Reader:
         self.attributes: list[tuple[str, str, str]] = []  # Summary.attributes
         self._data_classes: set[str] = set()  # classes that subclass a Dataset or a Sampler
         self._vendor_classes: set[str] = set()  # classes built on another vendor's or framework's classes
+        self._setters: dict[str, frozenset[str]] = {}  # once.setters_of the class being read
         self.regions: list[tuple[int, int, str]] = []
         self.vendor_file = any(v.split(".")[0] in VENDOR_MODULES for v in aliases.values())
         self._calls: list[tuple[str, str]] | None = None
@@ -193,12 +192,13 @@ class _Reader:
     def block(self, body: list[ast.stmt], guards: tuple[str, ...], scope: str) -> None:
         for index, stmt in enumerate(body):
             self.statement(stmt, guards, scope)
-            # `if not torch.cuda.is_available(): return` guards the rest of the block
+            # `if not torch.cuda.is_available(): return` guards the rest of the block; after `if self.initted:
+            # return`, a rest that sets `self.initted` runs once
             if isinstance(stmt, ast.If) and not stmt.orelse and exits(stmt.body):
-                side = self.polarity(stmt.test)
-                if side is not None and side.startswith("!"):
-                    rest = body[index + 1:]
-                    guard = side[1:] if side == "!cuda" else "?" + side[1:]
+                side, rest = self.polarity(stmt.test), body[index + 1:]
+                guard = (side[1:] if side == "!cuda" else "?" + side[1:]) if side and side.startswith("!") else \
+                    ONCE_GUARD if side is None and initialised_after(stmt, rest, self._setters) else None
+                if guard is not None:
                     if rest:
                         self._region(rest[0].lineno, end_line(rest[-1]), guard)
                     self.block(rest, (*guards, guard), scope)
@@ -255,6 +255,7 @@ class _Reader:
                 self._vendor_classes.add(name)  # a Keras model: every method is TensorFlow's
             for decorator in stmt.decorator_list:
                 self.expression(decorator, guards)
+            self._setters = setters_of(stmt)
             self.block(stmt.body, guards, name)
             return
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -264,7 +265,7 @@ class _Reader:
             side = self.polarity(stmt.test)
             self.expression(stmt.test, guards)
             body_guard = side if side is not None and not side.startswith("!") else None
-            if side is None and not stmt.orelse and initialises(stmt):
+            if side is None and not stmt.orelse and initialises(stmt, self._setters):
                 body_guard = ONCE_GUARD
             elif side is None and not scope and self._calls is None and runs_as_script(stmt.test):
                 body_guard = MAIN_GUARD
