@@ -507,6 +507,29 @@ def test_an_initialisation_a_method_or_the_rest_of_a_function_finishes_runs_once
     assert found[("model.py", 20, "PC204")] > Severity.INFO  # nothing sets `self.fresh`
 
 
+def test_a_decode_loop_run_once_is_still_a_workload(tmp_path):
+    """trl's A*PO estimates V* on first use (`if self._values is None: self._estimate()`, which generates for every
+    prompt): the lazy initialisation runs once, but a decode loop in it grows its input per token all the same."""
+    _tree(tmp_path, {"trainer.py": """\
+        import torch
+
+        class Trainer:
+            def _estimate(self, prompts):
+                for ids in prompts:
+                    for _ in range(16):
+                        logits = self.model(ids)
+                        ids = torch.cat([ids, logits[:, -1:].argmax(-1)], dim=-1)
+                self._values = {}
+
+            def step(self, batch):
+                if self._values is None:
+                    self._estimate(batch)
+                loss = self.model(batch).sum()
+                loss.backward()
+        """})
+    assert _scan(tmp_path)[("trainer.py", 8, "PC213")] > Severity.INFO
+
+
 def test_float64_made_once_counts_only_where_the_step_gets_it(tmp_path):
     """Set-up code that makes float64 data to compute something and narrows it costs the step nothing (info); what
     it stores on the object, registers or returns as float64 reaches the device (a warning). The same code in

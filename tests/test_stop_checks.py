@@ -109,3 +109,37 @@ def test_an_iteration_that_calls_a_function_of_its_module_is_no_decode_loop() ->
                 return x @ u
         """)
     assert found.get((11, "PC208")) == "warning", found
+
+
+def test_an_iteration_that_calls_a_method_of_its_class_is_no_decode_loop() -> None:
+    """kornia's SIFT refinement: `for _ in range(5): if not alive.any(): break; values = self._neighbourhood(...)`;
+    a loop that also calls a submodule (`self.head(...)`, parseq's decoder) still decodes."""
+    found = _severities("""\
+        import torch
+        from torch import nn
+
+        class Refine(nn.Module):
+            def _neighbourhood(self, x):
+                return x.roll(1)
+
+            def forward(self, x, alive):
+                for _ in range(5):
+                    if not alive.any():
+                        break
+                    x = self._neighbourhood(x)
+                    alive = x > 0
+                return x
+
+            def decode(self, ys):
+                return ys
+
+            def generate(self, ys):
+                for i in range(8):
+                    out = self.head(self.decode(ys))
+                    ys = out.argmax(-1)
+                    if (ys == 2).all():
+                        break
+                return ys
+        """)
+    assert found.get((10, "PC208")) == "warning", found
+    assert found.get((23, "PC208")) == "info", found

@@ -52,6 +52,11 @@ def _model_call(ctx: Context, loop: cst.For) -> str | None:
     # a function of the module (`normalize(u)`) is a computation's step, not a model: the loop is an iteration's
     varying = {n.value for n in _names(loop.target)} | ctx.memo("module-functions", ctx.module, lambda: {
         s.name.value for s in ctx.module.body if isinstance(s, cst.FunctionDef)})
+    # likewise a method of the class (`self._neighbourhood(...)`, kornia's SIFT refinement): a submodule the object
+    # holds (`self.decoder(...)`, `self.head(...)`) is what a decode loop calls
+    cls = ctx.enclosing_class
+    methods = set() if cls is None else ctx.memo("class-methods", cls, lambda: {
+        s.name.value for s in cls.body.body if isinstance(s, cst.FunctionDef)})
 
     class Finder(cst.CSTVisitor):
         def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
@@ -65,7 +70,8 @@ def _model_call(ctx: Context, loop: cst.For) -> str | None:
             func = call.func
             if isinstance(func, cst.Attribute) and func.attr.value in _TRAINING:
                 training = True
-            elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+            elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self" \
+                    and func.attr.value not in methods:
                 found.append(f"self.{func.attr.value}")
             elif isinstance(func, cst.Name) and func.value not in _BUILTINS and func.value not in varying and (
                     ctx.qualname(func) is None):
