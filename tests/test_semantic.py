@@ -509,7 +509,7 @@ def test_an_initialisation_a_method_or_the_rest_of_a_function_finishes_runs_once
 
 def test_a_decode_loop_run_once_is_still_a_workload(tmp_path):
     """trl's A*PO estimates V* on first use (`if self._values is None: self._estimate()`, which generates for every
-    prompt): the lazy initialisation runs once, but a decode loop in it grows its input per token all the same."""
+    prompt): a method that loops is a workload, not set-up, so the decode loop in it keeps its severity."""
     _tree(tmp_path, {"trainer.py": """\
         import torch
 
@@ -2238,3 +2238,31 @@ def test_a_distribution_built_where_no_forward_or_step_is_seen_to_reach_is_info(
     assert found[("likelihood.py", 6, "PC704")] == Severity.INFO
     assert found[("likelihood.py", 9, "PC704")] == Severity.WARNING
 
+
+
+def test_a_method_that_initialises_may_loop_a_fixed_count_not_over_data():
+    """once.setters_of: a seed search of ten tries (normflows' `_initialize_u_v`) initialises; a loop over a
+    dataset, or a `while`, is a workload."""
+    from portcheck.static.semantic.once import setters_of
+
+    cls = ast.parse(textwrap.dedent("""\
+        class Layer:
+            def seeded(self):
+                for _ in range(10):
+                    self.u.copy_(self.u * 2)
+                self.initialized.fill_(1)
+
+            def estimate(self, data):
+                for batch in data:
+                    self.values = batch
+                self.ready = True
+
+            def converge(self):
+                while self.err > 1:
+                    self.err = self.err / 2
+                self.done = True
+        """)).body[0]
+    assert isinstance(cls, ast.ClassDef)
+    found = setters_of(cls)
+    assert "self.initialized" in found["seeded"]
+    assert "estimate" not in found and "converge" not in found

@@ -72,9 +72,8 @@ class TensorGrownPerStep(Rule):
     """
 
     code = "PC213"
-    # the loop that grows it drives the device: a decode loop is no part of the graph. Run once, it is still a
-    # workload, not set-up (trl's first-use estimate of V* generates for every prompt of the dataset)
-    CONTEXTS = EVERYWHERE - {"host"}
+    # the loop that grows it drives the device: a decode loop is no part of the graph
+    CONTEXTS = EVERYWHERE - {"host", "setup"}
     message = ("`{name}` grows by `torch.cat` every iteration of a loop that passes it to `{callee}`: each step is a "
                "new input shape, so Neuron compiles a new graph per step; keep a buffer of the maximum length (a "
                "static KV cache) written by index, and bucket the lengths")

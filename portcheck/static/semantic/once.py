@@ -40,13 +40,28 @@ def initialised_after(stmt: ast.If, rest: list[ast.stmt], setters: dict[str, fro
 
 
 def setters_of(cls: ast.ClassDef) -> dict[str, frozenset[str]]:
-    """The methods of `cls` (by name) and the `self.X` each sets in its own body (assigns, fills, copies into)."""
+    """The methods of `cls` (by name) and the `self.X` each sets in its own body (assigns, fills, copies into). A
+    method that loops over data is left out: what it does grows with its data (trl's first-use estimate of V*
+    generates for every prompt of the dataset), a workload whatever calls it, not set-up; a loop of a fixed count
+    (`for _ in range(10):`, a seed search) is part of the initialisation."""
     found: dict[str, frozenset[str]] = {}
     for method in cls.body:
-        if isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        if isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)) and not any(
+                _over_data(n) for n in ast.walk(method)):
             subjects = {_subject(child) for node in method.body for child in ast.walk(node)}
             found[method.name] = frozenset(s for s in subjects if s is not None and s.startswith("self."))
     return found
+
+
+def _over_data(node: ast.AST) -> bool:
+    """A `while` loop, or a `for` loop over anything but `range(<a number>)`."""
+    if isinstance(node, ast.While):
+        return True
+    if not isinstance(node, (ast.For, ast.AsyncFor)):
+        return False
+    it = node.iter
+    return not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range" and all(
+        isinstance(a, ast.Constant) and isinstance(a.value, int) for a in it.args))
 
 
 def _sets_in(body: list[ast.stmt], subject: str, setters: dict[str, frozenset[str]]) -> bool:
