@@ -8,6 +8,7 @@ from __future__ import annotations
 import libcst as cst
 
 from portcheck.static.check import Context
+from portcheck.static.dynamic_shape.states import target_names
 from portcheck.static.walk import visit
 
 # Calls that are no model: Python's own functions.
@@ -50,7 +51,7 @@ def _model_call(ctx: Context, loop: cst.For) -> str | None:
     found: list[str] = []
     training = False
     # a function of the module (`normalize(u)`) is a computation's step, not a model: the loop is an iteration's
-    varying = {n.value for n in _names(loop.target)} | ctx.memo("module-functions", ctx.module, lambda: {
+    varying = {n.value for n in target_names(loop.target)} | ctx.memo("module-functions", ctx.module, lambda: {
         s.name.value for s in ctx.module.body if isinstance(s, cst.FunctionDef)})
     # likewise a method of the class (`self._neighbourhood(...)`, kornia's SIFT refinement): a submodule the object
     # holds (`self.decoder(...)`, `self.head(...)`) is what a decode loop calls
@@ -79,14 +80,6 @@ def _model_call(ctx: Context, loop: cst.For) -> str | None:
 
     visit(loop.body, Finder())
     return None if training or not found else found[0]
-
-
-def _names(target: cst.BaseExpression) -> list[cst.Name]:
-    if isinstance(target, cst.Name):
-        return [target]
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return [n for e in target.elements for n in _names(e.value)]
-    return []
 
 
 __all__ = ["early_exit"]
