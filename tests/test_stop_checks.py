@@ -1,5 +1,5 @@
 """A decode loop's stop check (portcheck.static.dynamic_shape.stop_checks): `if <tensor test>: break` in a bounded
-loop that calls the model every step is info (JUDGING: a per-step stop check of a host-driven decode loop is
+loop that calls the model every step is info (a per-step stop check of a host-driven decode loop is
 harmless); the same test in a loop that calls no model, or as a `while` loop's only end, keeps PC208's severity."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A decode loop's stop check: `if (ys == eos).any(-1).all(): break` in a bounded loop (`for i in range(max_len):`)
 that calls the model every step. The loop is driven from the host and reads one value a step to end early; the
-model's graph has no branch (JUDGING: a per-step stop check of a host-driven decode loop is harmless). A training
+model's graph has no branch: a per-step stop check of a host-driven decode loop is harmless. A training
 loop's check (`backward()`, `optimizer.step()` in the loop) is not one: there the read cuts every training step."""
 
 from __future__ import annotations
