@@ -2266,3 +2266,25 @@ def test_a_method_that_initialises_may_loop_a_fixed_count_not_over_data():
     found = setters_of(cls)
     assert "self.initialized" in found["seeded"]
     assert "estimate" not in found and "converge" not in found
+
+
+def test_a_nested_classs_initialiser_is_not_the_outer_classs(tmp_path):
+    """`setters_of` belongs to the class being read: after a nested class whose `_init` sets `self.initialized`,
+    the outer class's own `_init`, which sets nothing, does not make its `if not self.initialized:` run once."""
+    _tree(tmp_path, {"model.py": """\
+        import torch
+
+        class Outer(torch.nn.Module):
+            class Inner:
+                def _init(self, z):
+                    self.initialized = True
+
+            def _init(self, z):
+                self.scale = torch.linalg.inv(z)
+
+            def forward(self, z):
+                if not self.initialized:
+                    self._init(z)
+                return z
+        """})
+    assert _scan(tmp_path)[("model.py", 9, "PC321")] > Severity.INFO

@@ -255,8 +255,9 @@ class _Reader:
                 self._vendor_classes.add(name)  # a Keras model: every method is TensorFlow's
             for decorator in stmt.decorator_list:
                 self.expression(decorator, guards)
-            self._setters = setters_of(stmt)
+            outer, self._setters = self._setters, setters_of(stmt)  # a nested class's methods are its own
             self.block(stmt.body, guards, name)
+            self._setters = outer
             return
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
             self.function(stmt, guards, scope)
