@@ -29,7 +29,8 @@ Projects are tuning projects (``set = "tuning"``: rules were changed while looki
 projects (``set = "test"``: never), reported apart, each with its own sample. A test project has recall labels in
 ``benchmarks/ecosystem/labels/<project>.toml``, written by hand before portcheck ever ran on it: constructs that
 hurt on Neuron (path, lines, category, target, reason). A label counts as found when a finding of its category
-(any severity) is on its lines. ``--set`` runs one kind only. A judgment may also be ``unsure`` (left out of
+(any severity) overlaps its lines (a finding over several lines, such as a hand-written attention from its q @ kᵀ to
+its @ v, counts on each of them). ``--set`` runs one kind only. A judgment may also be ``unsure`` (left out of
 precision).
 
 Prints, per set and target, precision per rule, per category and overall (the share of judged sampled keys that are
@@ -262,18 +263,21 @@ def load_labels(folder: Path = LABELS_DIR) -> list[Label]:
     return labels
 
 
-def label_recall(labels: Iterable[Label], findings: Iterable[tuple[Key, str]], target: str) -> dict[str, Any]:
-    """Labels hit by a finding of the same category (any severity) on one of their lines, per category."""
-    placed: dict[tuple[str, str], set[tuple[int, str]]] = defaultdict(set)
-    for (project, path, line, _code), category in findings:
-        placed[(project, path)].add((line, category))
+def label_recall(labels: Iterable[Label], findings: Iterable[tuple[Key, str] | tuple[Key, str, int]],
+                 target: str) -> dict[str, Any]:
+    """Labels hit by a finding of the same category (any severity) whose lines overlap theirs, per category. A
+    finding is (key, category) or (key, category, its last line) for one over several lines."""
+    placed: dict[tuple[str, str], set[tuple[int, int, str]]] = defaultdict(set)
+    for (project, path, line, _code), category, *last in findings:
+        placed[(project, path)].add((line, max([line, *last]), category))
     rows = []
     for label in labels:
         if not label.applies(target):
             continue
         here = placed.get((label.project, label.path), set())
-        hit = any(label.line <= line <= label.end_line and category == label.category for line, category in here)
-        near = sorted({c for line, c in here if label.line <= line <= label.end_line} - {label.category})
+        hit = any(line <= label.end_line and label.line <= end and category == label.category
+                  for line, end, category in here)
+        near = sorted({c for line, end, c in here if line <= label.end_line and label.line <= end} - {label.category})
         rows.append({"project": label.project, "path": label.path, "line": label.line, "category": label.category,
                      "found": hit, "other_category_on_line": near, "reason": label.reason})
     by_category: dict[str, list[int]] = defaultdict(lambda: [0, 0])
@@ -689,7 +693,8 @@ def run(args: argparse.Namespace) -> int:
                       "unjudged": [list(k) for k in missing],
                       "recall": recall(in_part, {k for k, _ in pairs}, target),
                       "labels": label_recall([lb for lb in labels if set_of[lb.project] == part],
-                                             [(k, f.get("category", "?")) for k, f in pairs], target)}
+                                             [(k, f.get("category", "?"), f.get("end_line", k[2]))
+                                              for k, f in pairs], target)}
             print_target(result, tallies, categories, total, category_of)
             results.append(result)
 

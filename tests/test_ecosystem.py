@@ -194,3 +194,15 @@ def test_a_label_is_found_by_a_finding_of_its_category_on_its_lines_for_its_targ
     inf2 = ecosystem.label_recall(labels, findings, "inf2")
     assert (inf2["labels"], inf2["found"]) == (3, 2)
     assert inf2["by_category"]["training"] == {"found": 1, "labels": 1}
+
+
+def test_a_finding_over_several_lines_finds_a_label_on_any_of_them():
+    """JUDGING's recall: a finding whose lines overlap the label's. A hand-written attention reported from its
+    q @ kᵀ (line 10) to its @ v (line 14) finds a label written on the scores alone; one that ends above misses."""
+    labels = [ecosystem.Label("p", "a.py", 10, 11, "custom-attention", "both", "r"),
+              ecosystem.Label("p", "a.py", 30, 30, "custom-attention", "both", "r")]
+    findings = [(key("a.py", 14, "PC401"), "custom-attention", 14), (key("a.py", 9, "PC401"), "custom-attention", 14),
+                (key("a.py", 25, "PC401"), "custom-attention", 29)]
+    found = ecosystem.label_recall(labels, findings, "trn2")
+    assert [row["found"] for row in found["rows"]] == [True, False]
+    assert ecosystem.label_recall(labels, findings[:1], "trn2")["found"] == 0  # on the @ v line alone: no overlap

@@ -1688,3 +1688,107 @@ def test_a_probe_bound_to_a_name_nothing_reads_decides_nothing():
         """)
     assert found[(6, "PC104")] == Severity.INFO
     assert found[(10, "PC104")] == Severity.WARNING
+
+
+def test_a_hand_written_attention_spans_its_scores_to_its_values():
+    """PC401 covers the construct: from the q @ kᵀ that makes the scores, through the softmax, to the @ v that ends
+    it, so a reader (or a label written on the scores) finds it where the attention begins."""
+    code = textwrap.dedent("""\
+        import torch
+
+        def attend(q, k, v, mask):
+            scores = q @ k.transpose(-2, -1)
+            scores = scores.masked_fill(mask, float("-inf"))
+            probs = torch.softmax(scores, dim=-1)
+            return probs @ v
+
+        def one_line(q, k, v):
+            return torch.softmax(q @ k.mT, dim=-1) @ v
+        """)
+    result = analyse_text(code, "m.py", "trn2", "native", load().applicable("trn2", "native"))
+    spans = [(f.line, f.column, f.end_line) for f in result.findings if f.code == "PC401"]
+    assert spans == [(4, 14, 7), (10, 12, 10)]
+
+
+def test_float64_set_up_work_is_info_unless_the_object_stores_it():
+    """Set-up code (a constructor and the helpers only it calls) that computes a table in float64 costs the step
+    nothing unless the object keeps the float64 data: `to(w, dtype=dtype)` (a project's helper, as
+    `torch.as_tensor(w, dtype=...)`) converts it, a table filled in place (`A[0, :] = ...`) is followed to where it
+    goes, and a helper's return value goes back to the constructor. A float64 buffer the constructor registers stays a
+    warning."""
+    found = severities("""\
+        import torch
+
+        def to(x, dtype=None):
+            return x.to(dtype=dtype)
+
+        class Table(torch.nn.Module):
+            def __init__(self, n, device=None, dtype=None):
+                super().__init__()
+                self.register_buffer("w", self.narrowed(n, dtype, device))
+                self.register_buffer("a", self.filled(n, 0.5, device))
+                self.register_buffer("v", torch.eye(n, device=device, dtype=torch.double))
+                self.register_buffer("c", to(torch.ones(n, device=device, dtype=torch.double).cumsum(0), dtype=dtype))
+
+            @staticmethod
+            def narrowed(n, dtype, device):
+                w = torch.eye(n, device=device, dtype=torch.double).cumsum(0)
+                return to(w, dtype=dtype)
+
+            @staticmethod
+            def filled(n, alpha, device):
+                ramp = torch.arange(n, device=device, dtype=torch.double)
+                A = torch.zeros((n, n), device=device, dtype=torch.double)
+                A[0, :] = alpha**ramp
+                return A.T
+
+            def forward(self, x):
+                return x @ self.w + x @ self.a + x @ self.v.float()
+        """)
+    assert found[(12, "PC303")] == found[(16, "PC303")] == Severity.INFO
+    assert found[(21, "PC303")] == found[(22, "PC303")] == Severity.INFO
+    assert found[(11, "PC303")] == Severity.WARNING
+
+
+def test_custom_fwd_on_a_function_that_only_moves_data_is_info():
+    """`custom_fwd` / `custom_bwd(device_type="cuda")` matter where the function computes what autocast recasts (a
+    matmul, a softmax, a layer of the object); on one that only gathers, splits and reshapes (through a helper of the
+    same file too) the device type changes nothing on Neuron."""
+    found = severities("""\
+        import torch
+        import torch.distributed as dist
+
+        def _gather(x, group=None):
+            parts = [torch.empty_like(x) for _ in range(dist.get_world_size(group=group))]
+            dist.all_gather(parts, x.contiguous(), group=group)
+            return torch.cat(parts, dim=-1)
+
+        class Gather(torch.autograd.Function):
+            @staticmethod
+            @torch.amp.custom_fwd(device_type="cuda")
+            def forward(ctx, x):
+                return _gather(x)
+
+            @staticmethod
+            @torch.amp.custom_bwd(device_type="cuda")
+            def backward(ctx, grad):
+                return grad.split(grad.shape[-1] // 2, dim=-1)[0].contiguous()
+
+        class Product(torch.autograd.Function):
+            @staticmethod
+            @torch.amp.custom_fwd(device_type="cuda", cast_inputs=torch.float32)
+            def forward(ctx, x, w):
+                ctx.save_for_backward(x, w)
+                return _product(x, w)
+
+            @staticmethod
+            @torch.amp.custom_bwd(device_type="cuda")
+            def backward(ctx, grad):
+                x, w = ctx.saved_tensors
+                return grad.mm(w.t()), x.t().mm(grad)
+
+        def _product(x, w):
+            return x @ w
+        """)
+    assert found[(11, "PC601")] == found[(16, "PC601")] == Severity.INFO
+    assert found[(22, "PC601")] == found[(28, "PC601")] == Severity.WARNING

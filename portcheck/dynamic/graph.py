@@ -343,7 +343,9 @@ def _report_handwritten(softmax: torch.fx.Node, report: GraphReport) -> None:
         return
     head_dim = _int(q.shape[-1]) if isinstance(q, torch.Tensor) else None
     # Reported as a warning, not the rule's info: the graph confirms the score matrix the static check suspects.
-    report.add(HandWrittenAttention, node_place(weights_out) or node_place(softmax), "", op_name(softmax),
+    # Placed where the static finding starts: the construct's first line, the q @ kᵀ that makes the scores.
+    place = node_place(scores) or node_place(weights_out) or node_place(softmax)
+    report.add(HandWrittenAttention, place, "", op_name(softmax),
                severity=Severity.WARNING, attention=AttentionShape(
                    _int(s.shape[-3]) if s.dim() > 2 else 1, head_dim, _int(s.shape[-2]), _int(s.shape[-1])))
 

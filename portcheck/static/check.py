@@ -61,6 +61,7 @@ class Hit:
     default_of: str = ""  # see Finding.default_of
     host_if: tuple[str, ...] = ()  # see Finding.host_if
     unless_passed: str = ""  # see Finding.unless_passed
+    start: cst.CSTNode | None = None  # a construct that begins before `node`: the finding starts where it does
 
 
 N = TypeVar("N", bound=cst.CSTNode)
@@ -147,9 +148,10 @@ class Context:
 
     def report(self, rule: type[Rule] | str, node: cst.CSTNode, message: str | None = None,
                severity: Severity | None = None, fix: FixPlan | None = None, requires: str = "",
-               kept: bool = False, **fields: object) -> None:
+               kept: bool = False, start: cst.CSTNode | None = None, **fields: object) -> None:
         """A finding of `rule` at `node`, worded by `message` or else by the rule's template and `fields`;
-        `requires="device"`: only if the project's call graph puts the code in the device step."""
+        `requires="device"`: only if the project's call graph puts the code in the device step; `start`: where a
+        construct that ends at `node` begins, in the same function (the finding spans both)."""
         code = rule if isinstance(rule, str) else rule.code
         if code in self.enabled:
             if message is None:
@@ -163,7 +165,7 @@ class Context:
                 requires = placed
             default_of, host_if, unless_passed = self._reads(code, node)
             self.hits.append(Hit(code, node, message, statement, severity, fix, tuple(self.statements), requires,
-                                 kept, default_of, host_if, unless_passed))
+                                 kept, default_of, host_if, unless_passed, start))
 
     @property
     def inference_only(self) -> bool:

@@ -17,6 +17,7 @@ from dataclasses import replace
 from typing import cast
 
 import libcst as cst
+from libcst.metadata import CodeRange
 
 from portcheck.findings import (
     Applicability,
@@ -368,6 +369,10 @@ def _at_import(chain: tuple[cst.CSTNode, ...]) -> bool:
 def _finding(hit: Hit, path: str, ctx: Context, positions: Positions) -> Finding:
     info = load().rules[hit.code]
     where = positions.of(hit.node, ctx.chains.get(hit.node, hit.chain))
+    if hit.start is not None:  # the construct begins before the node reported (PC401's q @ kᵀ before its @ v)
+        begun = positions.of(hit.start, ctx.chains.get(hit.start, hit.chain)).start
+        if (begun.line, begun.column) < (where.start.line, where.start.column):
+            where = CodeRange(begun, where.end)
     return Finding(
         code=info.code,
         name=info.name,

@@ -58,6 +58,10 @@ class HandWrittenAttention(Rule):
         "import torch\ndef f(q, k, v):\n    s = torch.einsum('bhqd,bhkd->bhqk', q, k)\n    p = s.softmax(dim=-1)\n"
         "    return torch.einsum('bhqk,bhkd->bhqd', p, v)",
         "import torch\ndef f(q, k, v):\n    return torch.bmm(torch.softmax(torch.bmm(q, k.transpose(1, 2)), -1), v)",
+        "import torch\ndef f(self, q, k, v):\n    s = q @ k.transpose(-2, -1)\n    s = softcap(s, self.cap)\n"
+        "    s = self.mask(scores=s, mask=None)\n    return torch.softmax(s, -1) @ v",
+        "import torch\ndef f(t, p, g):\n    a = torch.einsum('nct,ncp->ntp', (t, p)).softmax(2)\n"
+        "    return torch.einsum('ntg,ncg->nct', (a, g))",
     )
     VALID = (
         "import torch\ndef f(q, k, v):\n    return torch.nn.functional.scaled_dot_product_attention(q, k, v)",
@@ -65,6 +69,8 @@ class HandWrittenAttention(Rule):
         "import torch\ndef f(q, k, v):\n    s = q @ k.transpose(-2, -1)\n    p = torch.log_softmax(s, -1)\n"
         "    return p @ v",
         "import torch\ndef f(q, k):\n    return torch.softmax(q @ k.transpose(-2, -1), dim=-1)",
+        "import torch\ndef f(a, b, c):\n    x = torch.einsum('bij,bjk->bik', a, b).softmax(-1)\n"
+        "    return torch.einsum('bik,bkl->bil', x, c)",
     )
 
     @classmethod
@@ -149,8 +155,8 @@ class _Flow:
 
     ctx: Context
     names: dict[str, str] = field(default_factory=dict)
-    scores_at: dict[str, cst.CSTNode] = field(default_factory=dict)  # name -> the matmul that made the scores
-    hits: list[cst.CSTNode] = field(default_factory=list)
+    scores_at: dict[str, cst.CSTNode] = field(default_factory=dict)  # name -> the q @ kᵀ its scores or probs come from
+    hits: list[tuple[cst.CSTNode, cst.CSTNode | None]] = field(default_factory=list)  # (the @ v, its q @ kᵀ)
     _seen: set[int] = field(default_factory=set)
     _origin: dict[int, cst.CSTNode] = field(default_factory=dict)  # id(expression) -> its q @ kᵀ
 
@@ -190,7 +196,7 @@ class _Flow:
                 name = small.target.value
                 held = self.names.get(name)
                 if isinstance(small.operator, cst.MatrixMultiplyAssign):
-                    self.bind(small.target, self.matmul(small, held, value), small)
+                    self.bind(small.target, self.matmul(small, held, value, self.scores_at.get(name)), small)
                 elif held not in (_SCORES, _PROBS):
                     self.names.pop(name, None)
         elif isinstance(small, (cst.Expr, cst.Return)) and small.value is not None:
@@ -202,7 +208,7 @@ class _Flow:
                 self.names.pop(target.value, None)
             else:
                 self.names[target.value] = tag
-                if tag == _SCORES and id(value) in self._origin:
+                if tag in (_SCORES, _PROBS) and id(value) in self._origin:
                     self.scores_at[target.value] = self._origin[id(value)]
         elif isinstance(target, (cst.Tuple, cst.List)):
             for element in target.elements:
@@ -219,7 +225,7 @@ class _Flow:
     def _tag(self, node: cst.BaseExpression) -> tuple[str | None, cst.CSTNode | None]:
         if isinstance(node, cst.Name):
             tag = self.names.get(node.value)
-            return tag, self.scores_at.get(node.value) if tag == _SCORES else None
+            return tag, self.scores_at.get(node.value) if tag in (_SCORES, _PROBS) else None
         if isinstance(node, cst.Attribute):
             if node.attr.value in ("mT", "T", "mH"):
                 self.tag(node.value)
@@ -230,7 +236,7 @@ class _Flow:
         if isinstance(node, cst.BinaryOperation):
             left, right = self.tag(node.left), self.tag(node.right)
             if isinstance(node.operator, cst.MatrixMultiply):
-                return self.matmul(node, left, right), node if left != _PROBS else None
+                return self.matmul(node, left, right, self._origin.get(id(node.left))), node if left != _PROBS else None
             for side, tag in ((node.left, left), (node.right, right)):
                 if tag in (_SCORES, _PROBS):
                     return tag, self._origin.get(id(side))
@@ -267,24 +273,25 @@ class _Flow:
             inner = receiver if method else (positional_args[0][1] if positional_args else None)
             return (inner, None) if inner in (_SCORES, _PROBS) else (_TRANSPOSED, None)
         if qualname in _MATMUL_FUNCTIONS and len(positional_args) >= 2:
-            (_, a), (_, b) = positional_args[0], positional_args[1]
-            return self.matmul(node, a, b), node
+            (first, a), (_, b) = positional_args[0], positional_args[1]
+            return self.matmul(node, a, b, self._origin.get(id(first.value))), node
         if method and name in _MATMUL_METHODS and positional_args:
             b = positional_args[0][1]
-            return self.matmul(node, receiver, b), node
+            return self.matmul(node, receiver, b, self._origin.get(id(owner))), node
         if (qualname == "torch.baddbmm" and len(positional_args) >= 3) or (
                 method and name == "baddbmm" and len(positional_args) >= 2):
             offset = 1 if qualname == "torch.baddbmm" else 0
-            (_, a), (_, b) = positional_args[offset], positional_args[offset + 1]
-            return self.matmul(node, a, b), node
+            (first, a), (_, b) = positional_args[offset], positional_args[offset + 1]
+            return self.matmul(node, a, b, self._origin.get(id(first.value))), node
         if qualname in _EINSUM or (qualname is None and name == "einsum" and not method):
             return self.einsum(node, positional_args)
         if "softmax" in name and "log" not in name:
-            first = receiver if method and name == "softmax" and not _module_softmax(node) else (
-                positional_args[0][1] if positional_args else None)
-            return (_PROBS, None) if first == _SCORES else (None, None)
+            held = owner if method and name == "softmax" and not _module_softmax(node) else (
+                positional_args[0][0].value if positional_args else None)
+            tagged = receiver if held is owner else (positional_args[0][1] if positional_args else None)
+            return (_PROBS, self._origin.get(id(held))) if tagged == _SCORES else (None, None)
         if "drop" in name and positional_args and positional_args[0][1] == _PROBS:  # dropout, attn_drop
-            return _PROBS, None
+            return _PROBS, self._origin.get(id(positional_args[0][0].value))
         if method and name in _KEEPING_METHODS and receiver in (_SCORES, _PROBS):
             return receiver, self._origin.get(id(owner))
         if qualname in ("torch.cat", "torch.concat", "torch.concatenate") and positional_args:
@@ -297,11 +304,20 @@ class _Flow:
             for arg, tag in positional_args:
                 if tag in (_SCORES, _PROBS):
                     return tag, self._origin.get(id(arg.value))
+        on_self = isinstance(owner, cst.Name) and owner.value == "self"
+        if (on_self or not method) and not (qualname or "").startswith("torch."):
+            # `apply_softcap(scores, cap)`, `self.mask_scores(attn_scores=s)`, `self.hook_scores(s)`: a function of
+            # the project (or a module or hook the object holds) handed the scores alone returns them transformed.
+            carried = [(given, held) for given, held in zip(node.args, args, strict=True) if held in (_SCORES, _PROBS)]
+            if len(carried) == 1:
+                return carried[0][1], self._origin.get(id(carried[0][0].value))
         return None, None
 
-    def matmul(self, node: cst.CSTNode, left: str | None, right: str | None) -> str | None:
+    def matmul(self, node: cst.CSTNode, left: str | None, right: str | None,
+               origin: cst.CSTNode | None = None) -> str | None:
+        """`left @ right`: the scores of q @ kᵀ, or (reported, with `origin`, the q @ kᵀ of `left`) probs @ v."""
         if left == _PROBS:
-            self.report(node)
+            self.report(node, origin)
             return None
         if right == _TRANSPOSED:
             return _SCORES
@@ -310,27 +326,33 @@ class _Flow:
     def einsum(self, node: cst.Call,
                args: list[tuple[cst.Arg, str | None]]) -> tuple[str | None, cst.CSTNode | None]:
         equation = string_value(args[0][0].value) if args else None
-        operands = args[1:]
+        operands = [(arg.value, tag) for arg, tag in args[1:]]
+        if len(operands) == 1 and isinstance(packed := operands[0][0], (cst.Tuple, cst.List)):
+            # `torch.einsum("nct,ncp->ntp", (theta, phi))`: the operands as one sequence
+            operands = [(e.value, self.tag(e.value)) for e in packed.elements if not isinstance(e, cst.StarredElement)]
         if equation is None or len(operands) != 2 or "->" not in equation:
             return None, None
         inputs, output = equation.replace(" ", "").split("->")
         parts = inputs.split(",")
         if len(parts) != 2 or not all(parts):
             return None, None
-        (_, first), _ = operands
+        (held, first), _ = operands
         if first == _PROBS:
-            self.report(node)
+            self.report(node, self._origin.get(id(held)))
             return None, None
         contracted = (set(parts[0]) & set(parts[1])) - set(output)
-        # q·kᵀ contracts the feature axis, the last of both operands ("bhqd,bhkd->bhqk").
-        if parts[0][-1] == parts[1][-1] and parts[0][-1] in contracted:
+        # q·kᵀ contracts one feature axis at the same place in both operands: the last ("bhqd,bhkd->bhqk") or, with
+        # channels first, another ("nct,ncp->ntp"); a plain product contracts the first's last with the second's
+        # second-to-last ("bij,bjk->bik").
+        if len(contracted) == 1 and len(parts[0]) == len(parts[1]) and \
+                parts[0].index(axis := next(iter(contracted))) == parts[1].index(axis):
             return _SCORES, node
         return None, None
 
-    def report(self, node: cst.CSTNode) -> None:
+    def report(self, node: cst.CSTNode, origin: cst.CSTNode | None) -> None:
         if id(node) not in self._seen:
             self._seen.add(id(node))
-            self.hits.append(node)
+            self.hits.append((node, origin))
 
 
 def _module_softmax(node: cst.Call) -> bool:
@@ -353,8 +375,9 @@ def check_handwritten(node: cst.FunctionDef, ctx: Context) -> None:
         return
     flow = _Flow(ctx)
     flow.block(node.body.body)
-    for hit in flow.hits:
+    for hit, origin in flow.hits:
         shown = " ".join(ctx.source(hit).split())
         if len(shown) > 50:
             shown = shown[:47] + "..."
-        ctx.report(HandWrittenAttention, hit, shown=shown, fused=_fused_kernel(ctx.stack))
+        # The finding spans the construct: from the q @ kᵀ that makes the scores to the @ v that ends it.
+        ctx.report(HandWrittenAttention, hit, shown=shown, fused=_fused_kernel(ctx.stack), start=origin)

@@ -2,7 +2,8 @@
 
 Set-up code (a constructor, a cached function, a lazy initialisation) that makes float64 data only to compute
 something once and narrow it costs the step nothing: the float64 value never reaches the device. What it stores on
-the object, registers as a buffer or parameter, or returns, as it is, does reach the step. The call graph reads
+the object or registers as a buffer or parameter, as it is, does reach the step; what a set-up helper returns goes
+back to the constructor that called it. The call graph reads
 this flag where it puts a finding in set-up code (`portcheck.static.semantic.graph`).
 """
 
@@ -44,6 +45,18 @@ def _narrowing(ctx: Context, call: cst.Call) -> bool:
     return (isinstance(value, cst.Attribute) and value.attr.value == "dtype") or keyword(call, "dtype") is not None
 
 
+def _cast_by_call(ctx: Context, call: cst.Call, child: cst.CSTNode) -> bool:
+    """`child` is the data a call converts to the dtype its `dtype=` names, one that is not wide (a dtype a caller
+    passes, `x.dtype`, `torch.float32`): `f(w, dtype=dtype)` returns `w` in that dtype, as `torch.as_tensor` and a
+    project's own `to(x, dtype=...)` helper do."""
+    dtype = keyword(call, "dtype")
+    first = positional(call, 0)
+    if dtype is None or first is None or (first is not child and first.value is not child):
+        return False
+    named = dtype_of(ctx, dtype.value)
+    return named not in _WIDE if named is not None else not isinstance(dtype.value, (cst.Integer, cst.SimpleString))
+
+
 def _moving(ctx: Context, call: cst.Call) -> bool:
     """`x.cuda()`, `x.to(device)`, `x.to(other)`: the value goes to a device (not `.to(torch.float64)`, a dtype)."""
     name = call_name(call)
@@ -70,22 +83,47 @@ def _keeps(ctx: Context, node: cst.CSTNode, path: list[cst.CSTNode], moves: bool
         if isinstance(holder, cst.Call) and holder.func is not child:
             if call_name(holder) in _KEEPING:
                 return True
+            if _cast_by_call(ctx, holder, child):
+                return False  # `to(w, dtype=dtype)`, `torch.as_tensor(w, dtype=torch.float32)`: made in that dtype
             if isinstance(holder.func, cst.Name) and holder.func.value in _TO_PYTHON:
                 return False  # `int(m.sum())`: a Python number
     return None
 
 
-def _stored(statement: cst.CSTNode) -> bool:
-    """The statement stores its value on an object or returns it: `self.w = ...`, `table[k] = ...`, `return ...`."""
+def _stored(statement: cst.CSTNode, returned: bool = True) -> bool:
+    """The statement stores its value on an object or (with `returned`) returns it: `self.w = ...`, `table[k] = ...`,
+    `return ...`."""
     if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1:
         small = statement.body[0]
         if isinstance(small, cst.Return):
-            return True
+            return returned
         if isinstance(small, cst.Assign):
             return any(isinstance(t.target, (cst.Attribute, cst.Subscript)) for t in small.targets)
         if isinstance(small, cst.AnnAssign):
             return isinstance(small.target, (cst.Attribute, cst.Subscript))
     return False
+
+
+def _local_store(scope: cst.CSTNode | None, statement: cst.CSTNode) -> str | None:
+    """`A[0, :] = ...`, `table[k] = ...` into a local name of the function (not `self`, not a parameter, which the
+    caller holds): the name whose value the statement writes into, followed like a name it binds."""
+    if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1 or not isinstance(
+            scope, cst.FunctionDef):
+        return None
+    small = statement.body[0]
+    targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else (
+        [small.target] if isinstance(small, (cst.AnnAssign, cst.AugAssign)) else [])
+    if len(targets) != 1 or not isinstance(targets[0], (cst.Subscript, cst.Attribute)):
+        return None
+    root: cst.BaseExpression = targets[0]
+    while isinstance(root, (cst.Subscript, cst.Attribute)):
+        root = root.value
+    if not isinstance(root, cst.Name):
+        return None
+    params = scope.params
+    named = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
+    named |= {p.name.value for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)}
+    return None if root.value in named or root.value in ("self", "cls") else root.value
 
 
 def _bound_name(statement: cst.CSTNode) -> str | None:
@@ -98,11 +136,14 @@ def _bound_name(statement: cst.CSTNode) -> str | None:
     return None
 
 
-def outlives(ctx: Context, node: cst.CSTNode, moves: bool = False) -> bool:
+def outlives(ctx: Context, node: cst.CSTNode, moves: bool = False, returned: bool = True) -> bool:
     """The value made at `node` leaves its function as it is: stored on the object, registered as a buffer or a
     parameter, or returned, directly or through local names (with `moves`, or moved to a device: `.cuda()`,
     `.to(device)`); not where it is narrowed (`.float()`, `.to(dtype)`, `.item()`) or only used where it is made.
-    Unsure cases count as kept."""
+    Without `returned`, a value handed back to the caller does not count: set-up code's helpers return their float64
+    tables to the constructor that builds the object, which narrows them or keeps them (then that store is what
+    reaches the step). A complex table stays complex wherever it goes, so complex data asks with `returned`. Unsure
+    cases count as kept."""
     if not ctx.statements:
         return True
     statement = ctx.statements[-1]
@@ -112,16 +153,17 @@ def outlives(ctx: Context, node: cst.CSTNode, moves: bool = False) -> bool:
     kept = _keeps(ctx, node, path, moves)
     if kept is not None:
         return kept
-    if _stored(statement):
+    scope = ctx.functions[-1] if ctx.functions else None
+    name = _local_store(scope, statement)  # `A[0, :] = torch.arange(n, dtype=torch.float64)`: into a local table
+    if name is None and _stored(statement, returned):
         return True
-    name = _bound_name(statement)
+    name = name or _bound_name(statement)
     if name is None:
         return False  # an expression statement, a test, a loop's iterable: used where it is made
-    scope = ctx.functions[-1] if ctx.functions else None
-    return scope is None or _name_kept(ctx, scope, name, moves)
+    return scope is None or _name_kept(ctx, scope, name, moves, returned)
 
 
-def _name_kept(ctx: Context, scope: cst.CSTNode, first: str, moves: bool) -> bool:
+def _name_kept(ctx: Context, scope: cst.CSTNode, first: str, moves: bool, returned: bool = True) -> bool:
     """A local name (and the names bound from it) reaches a store, a return or a keeping call (with `moves`, or a
     move to a device) unnarrowed."""
     uses: dict[str, list[tuple[cst.Name, cst.CSTNode]]] = ctx.memo("dtype-name-uses", scope, lambda: _uses(scope))
@@ -136,9 +178,10 @@ def _name_kept(ctx: Context, scope: cst.CSTNode, first: str, moves: bool) -> boo
                 return True
             if kept is False:
                 continue
-            if _stored(statement):
+            local = _local_store(scope, statement)  # `A[i, j] = A[i - 1, j] * a`: written into a local name
+            if local is None and _stored(statement, returned):
                 return True
-            bound = _bound_name(statement)
+            bound = local or _bound_name(statement)
             if bound is not None and bound not in seen:
                 seen.add(bound)
                 pending.append(bound)

@@ -98,4 +98,4 @@ def check_numpy_input(node: cst.Call, ctx: Context) -> None:
         return
     origin = _numpy_float64(ctx, node.args[0].value)
     if origin:
-        ctx.report(NumpyFloat64Input, node, function=qualname, array=origin, kept=outlives(ctx, node))
+        ctx.report(NumpyFloat64Input, node, function=qualname, array=origin, kept=outlives(ctx, node, returned=False))

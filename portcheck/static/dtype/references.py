@@ -228,7 +228,7 @@ def check_dtype_call(node: cst.Call, ctx: Context) -> None:
             ctx.report(Float64, node, Float64.format(shown=".double()") + host, Severity.INFO)
         else:
             ctx.report(Float64, node, fix=_float32_fix(Replace(method.attr, "float")), shown=".double()",
-                       kept=outlives(ctx, node))
+                       kept=outlives(ctx, node, returned=False))
         return
     if method is not None and name == "long" and not node.args:
         ctx.report(Int64Tensor, node, _int64_message(ctx, ".long()"), severity=Severity.INFO)
@@ -238,10 +238,10 @@ def check_dtype_call(node: cst.Call, ctx: Context) -> None:
             return  # the input is complex already: real inputs never take this branch
         error = load_dtypes().named(_MADE_COMPLEX).error_code
         ctx.report(ComplexDtype, node, _complex_message(ctx, qualname, error), severity=_complex_severity(ctx),
-                   kept=outlives(ctx, node))
+                   kept=outlives(ctx, node))  # a complex table a helper returns stays complex where it is used
         return
     if qualname in ("torch.DoubleTensor", "torch.cuda.DoubleTensor"):
-        ctx.report(Float64, node, shown=qualname, kept=outlives(ctx, node))
+        ctx.report(Float64, node, shown=qualname, kept=outlives(ctx, node, returned=False))
         return
     if method is not None and name in ("to", "type"):
         arg = keyword(node, "dtype") or positional(node, 0)
@@ -331,7 +331,7 @@ def _judge_dtype(ctx: Context, value: cst.BaseExpression, where: cst.CSTNode, ho
         fix = None
         if isinstance(value, cst.Attribute) and not _wide_host_scalar(ctx, where):
             fix = _float32_fix(Replace(value.attr, "float32"))  # `torch.float64`, `th.double`: the module's float32
-        ctx.report(Float64, where, fix=fix, shown=shown, kept=outlives(ctx, where))
+        ctx.report(Float64, where, fix=fix, shown=shown, kept=outlives(ctx, where, returned=False))
     elif entry.rule == ComplexDtype.code:
         if under_test(ctx, "is_complex", where) or _complex_input(ctx):
             return  # the data is complex already: this converts between complex types

@@ -169,6 +169,7 @@ class RepeatInterleaveTensor(Rule):
         "import torch\ni = torch.repeat_interleave(torch.arange(4), lengths.long())",
         "import torch\ni = torch.repeat_interleave(counts)",
         "r = grid[:, 1] * grid[:, 2]\ni = x.repeat_interleave(r, dim=0)",
+        "import torch\nw = torch.repeat_interleave(weight, ptr[1:] - ptr[:-1])",
     )
     VALID = (
         "k = k.repeat_interleave(n_rep, dim=1)",
@@ -312,6 +313,13 @@ def _is_tensor_expression(ctx: Context, node: cst.BaseExpression, depth: int = 0
     return False
 
 
+def _sliced(node: cst.BaseExpression) -> bool:
+    """`ptr[1:] - ptr[:-1]`: repeats are a Python int or a tensor, and a slice (or arithmetic on slices) is no int."""
+    if isinstance(node, cst.BinaryOperation):
+        return _sliced(node.left) or _sliced(node.right)
+    return isinstance(node, cst.Subscript) and any(isinstance(e.slice, cst.Slice) for e in node.slice)
+
+
 def _check_repeat_interleave(ctx: Context, node: cst.Call, method: bool) -> None:
     if keyword(node, "output_size") is not None:
         return  # the caller states the size: static
@@ -321,7 +329,7 @@ def _check_repeat_interleave(ctx: Context, node: cst.Call, method: bool) -> None
         report_compiled(ctx, RepeatInterleaveTensor, node, f"`repeat_interleave(repeats)` returns `repeats.sum()` "
                         f"elements; {STATIC}; pass `output_size=` or build the index with a fixed size")
         return
-    if repeats is not None and _is_tensor_expression(ctx, repeats.value):
+    if repeats is not None and (_is_tensor_expression(ctx, repeats.value) or _sliced(repeats.value)):
         report_compiled(ctx, RepeatInterleaveTensor, node, f"`repeat_interleave` with a tensor of repeats "
                         f"(`{ctx.source(repeats.value)}`) has an output size known only from the data; {STATIC}; "
                         "pass `output_size=` or repeat by a Python int")

@@ -29,7 +29,8 @@ _ARRAY_ATTRIBUTES = frozenset({"device", "dtype", "shape", "ndim"})
 _TENSOR_ANNOTATIONS = ("Tensor", "LongTensor", "IntTensor")
 # What a tensor (or a torch.distributions Distribution: `_extended_shape()` is its `torch.Size`) answers with sizes or
 # with parts of itself, not with data.
-_SHAPE_QUERIES = frozenset({"size", "dim", "numel", "stride", "split", "chunk", "unbind", "_extended_shape"})
+_SHAPE_QUERIES = frozenset({"size", "dim", "numel", "stride", "split", "chunk", "unbind", "_extended_shape",
+                            "shape_as_tensor"})
 
 
 def element_size(ctx: Context, node: cst.BaseExpression, depth: int = 0) -> cst.BaseExpression | None:
@@ -48,6 +49,9 @@ def element_size(ctx: Context, node: cst.BaseExpression, depth: int = 0) -> cst.
         source = _iterated(ctx, node)
         if source is not None and isinstance(source, cst.Name) and _sizes_array(ctx, source.value):
             return node
+        bound = ctx.constant(node) if source is None else None  # `n = int(idx[-1]) + 1`, then `torch.zeros(n)`
+        if bound is not None:
+            return element_size(ctx, bound[1], depth + 1)
     return None
 
 
@@ -97,6 +101,7 @@ def _arrays(ctx: Context, function: cst.FunctionDef) -> frozenset[str]:
                      _TENSOR_ANNOTATIONS)}
     used: set[str] = set()
     made: set[str] = set()
+    taken: set[str] = set()  # `idx_m = inputs["idx_m"]`: a part of what it received, an array if used as one
     numpy: set[str] = set()
 
     class Finder(cst.CSTVisitor):
@@ -122,6 +127,8 @@ def _arrays(ctx: Context, function: cst.FunctionDef) -> frozenset[str]:
                 value = node.value
                 if numpy_rooted(ctx, value):
                     numpy.add(target)
+                elif isinstance(value, cst.Subscript) and root_name(value) in received - {"self"}:
+                    taken.add(target)
                 elif isinstance(value, cst.Call) and call_name(value) not in _SHAPE_QUERIES and (
                         root_name(value) in received - {"self"} or (
                         _torch_function(ctx.qualname(value.func)) and any(
@@ -129,7 +136,7 @@ def _arrays(ctx: Context, function: cst.FunctionDef) -> frozenset[str]:
                     made.add(target)  # `valid = mask.sum(1)`, `lengths = torch.sum(mask, 1)`: of what it received
 
     visit(function.body, Finder())
-    return frozenset((annotated | (used & received) | made) - numpy - {"self"})
+    return frozenset((annotated | (used & (received | taken)) | made) - numpy - {"self"})
 
 
 def _torch_function(qualname: str | None) -> bool:

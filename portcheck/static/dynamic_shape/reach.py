@@ -88,4 +88,4 @@ def report_compiled(ctx: Context, rule: type[Rule], node: cst.CSTNode, message: 
             "next step's input)")
         severity = Severity.INFO
     # no fix: `fields` are the template's alone
-    ctx.report(rule, node, message, severity, None, requires, False, **fields)
+    ctx.report(rule, node, message, severity, None, requires, False, None, **fields)

@@ -53,6 +53,8 @@ class ShapeFromData(Rule):
         "import torch\nparts = torch.split(x, sizes.tolist())",
         "import torch\ndef sizes(t):\n    return t.tolist()\nparts = torch.split(x, sizes(lengths))",
         "def pool(x, lengths):\n    lengths = lengths.to(x.device)\n    return [x[i, :lengths[i]] for i in range(4)]",
+        "import torch\ndef f(inputs):\n    idx = inputs['idx_m']\n    n = int(idx[-1]) + 1\n"
+        "    return torch.zeros(n, 3, device=idx.device)",
     )
     VALID = (
         "import torch\nz = torch.zeros(x.size(0), x.shape[1])",
@@ -63,6 +65,8 @@ class ShapeFromData(Rule):
         "for i in range(max(a, b)):\n    pass",
         "import torch\ndef sizes(t):\n    return t.tolist()\nparts = torch.split(x, sizes(lengths.cpu()))",
         "def pool(x, lengths):\n    return [x[i, :lengths[i]] for i in range(4)]",  # nothing says it is an array
+        "import torch\ndef f(config):\n    sizes = config['sizes']\n    n = int(sizes[-1]) + 1\n"
+        "    return torch.zeros(n)",
     )
 
 

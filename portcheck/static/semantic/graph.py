@@ -195,7 +195,7 @@ def apply(results: list[FileResult], whole: bool = False) -> tuple[list[FileResu
                         context == "setup" and finding.category == "dtype" and not finding.kept):
                     note = _NOTES[context].format(why=why)
                     if context == "setup" and finding.category == "dtype":
-                        note += ", and the value is narrowed or used there, not kept for the step"
+                        note += ", and the value is narrowed, used or handed back there, not stored for the step"
                     finding = replace(finding, severity=Severity.INFO, message=f"{finding.message} ({note})",
                                       fix=None)
             changed.append(finding)

@@ -12,6 +12,7 @@ from portcheck.static.check import Context, FixPlan, Replace, check
 from portcheck.static.codegen import keyword_arg, literal_like, new_literal, rewritten, spelling, with_arg
 from portcheck.static.cuda_api import cuda_device
 from portcheck.static.syntax import dotted_name, keyword, positional, string_value
+from portcheck.static.training.autocast_ops import computes
 from portcheck.static.training.fp16 import Fp16MixedPrecision
 from portcheck.static.training.quoting import one_line
 from portcheck.static.values import and_operands, dtype_of
@@ -245,8 +246,15 @@ def check_autocast_call(node: cst.Call, ctx: Context) -> None:
         device = keyword(node, "device_type")
         if qualname in _CUSTOM and (device is None or cuda_device(ctx, device.value) is None):
             return
-        ctx.report(CudaAutocast, node, _custom_message(ctx, one_line(ctx.source(node)), qualname),
-                   fix=_custom_fix(ctx, node, qualname))
+        message = _custom_message(ctx, one_line(ctx.source(node)), qualname)
+        decorated = ctx.statements[-1] if ctx.statements else None
+        if isinstance(decorated, cst.FunctionDef) and any(d.decorator is node for d in decorated.decorators) and \
+                not computes(ctx, decorated):
+            ctx.report(CudaAutocast, node, f"{message} (`{decorated.name.value}` only moves and reshapes data, which "
+                       "autocast never recasts: the device type changes nothing here)", Severity.INFO,
+                       _custom_fix(ctx, node, qualname))
+            return
+        ctx.report(CudaAutocast, node, message, fix=_custom_fix(ctx, node, qualname))
         return
     call = node
     if qualname == "functools.partial" and node.args and node.args[0].keyword is None:
