@@ -2288,3 +2288,30 @@ def test_a_nested_classs_initialiser_is_not_the_outer_classs(tmp_path):
                 return z
         """})
     assert _scan(tmp_path)[("model.py", 9, "PC321")] > Severity.INFO
+
+
+def test_a_reading_helper_imported_relatively_is_reported_where_a_step_hands_it_a_tensor(tmp_path):
+    """`from .torch_tools import to_numpy` names a function of the project: the call graph finds that it copies its
+    argument to the host, so a training step's `to_numpy(loss)` is a host read every step; a relatively imported
+    function that reads nothing (`detached`) is not."""
+    _tree(tmp_path, {"pkg/__init__.py": "", "pkg/tools/__init__.py": "", "pkg/tools/torch_tools.py": """\
+        def to_numpy(t):
+            return t.cpu().detach().numpy()
+
+        def detached(t):
+            return t.detach()
+        """, "pkg/tools/train.py": """\
+        from .torch_tools import detached, to_numpy
+
+        def take_step(model, batch, optimizer):
+            optimizer.zero_grad()
+            loss = model(batch).sum()
+            loss.backward()
+            optimizer.step()
+            value = to_numpy(loss)
+            kept = detached(loss)
+            return value, kept
+        """})
+    found = _scan(tmp_path)
+    assert ("pkg/tools/train.py", 8, "PC701") in found
+    assert ("pkg/tools/train.py", 9, "PC701") not in found
