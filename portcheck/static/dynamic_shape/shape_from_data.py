@@ -12,7 +12,7 @@ from portcheck.static.dynamic_shape.elements import element_size
 from portcheck.static.dynamic_shape.random_size import report_random_size
 from portcheck.static.dynamic_shape.reach import STATIC, report_compiled
 from portcheck.static.scope import host_value, literal
-from portcheck.static.syntax import call_name, dotted_name
+from portcheck.static.syntax import call_name, dotted_name, keyword
 from portcheck.static.values import numpy_rooted, reads_tensor_values
 from portcheck.static.walk import visit
 from portcheck.summaries import reads_of
@@ -55,6 +55,7 @@ class ShapeFromData(Rule):
         "def pool(x, lengths):\n    lengths = lengths.to(x.device)\n    return [x[i, :lengths[i]] for i in range(4)]",
         "import torch\ndef f(inputs):\n    idx = inputs['idx_m']\n    n = int(idx[-1]) + 1\n"
         "    return torch.zeros(n, 3, device=idx.device)",
+        "def f(y, idx):\n    n = int(idx.max()) + 1\n    return scatter_add(y, idx, dim_size=n)",
     )
     VALID = (
         "import torch\nz = torch.zeros(x.size(0), x.shape[1])",
@@ -67,6 +68,7 @@ class ShapeFromData(Rule):
         "def pool(x, lengths):\n    return [x[i, :lengths[i]] for i in range(4)]",  # nothing says it is an array
         "import torch\ndef f(config):\n    sizes = config['sizes']\n    n = int(sizes[-1]) + 1\n"
         "    return torch.zeros(n)",
+        "def f(y, idx, n_graphs):\n    return scatter_add(y, idx, dim_size=n_graphs)",
     )
 
 
@@ -178,6 +180,10 @@ def report_shape_from_data(ctx: Context, node: cst.Call) -> None:
     elif qualname == "torch.nn.functional.interpolate":  # `F.interpolate(x, size=(h, w))`, or a scale factor
         args = [a for a in node.args[1:3] if a.keyword is None] + [a for a in node.args if a.keyword is not None
                                                                    and a.keyword.value in ("size", "scale_factor")]
+    elif keyword(node, "dim_size") is not None:
+        # `scatter_add(src, index, dim_size=n)`: the scatter libraries' (torch_scatter, PyG's `scatter`, a project's
+        # own) output size along the reduced axis
+        args = [a for a in node.args if a.keyword is not None and a.keyword.value == "dim_size"]
     elif (isinstance(node.func, cst.Name) and name == "range" and "range" not in ctx.names.aliases) or (
             isinstance(node.func, cst.Attribute) and qualname is None and name in SIZE_METHODS
             and not is_self_method(node)):
