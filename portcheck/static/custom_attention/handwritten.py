@@ -62,6 +62,8 @@ class HandWrittenAttention(Rule):
         "    s = self.mask(scores=s, mask=None)\n    return torch.softmax(s, -1) @ v",
         "import torch\ndef f(t, p, g):\n    a = torch.einsum('nct,ncp->ntp', (t, p)).softmax(2)\n"
         "    return torch.einsum('ntg,ncg->nct', (a, g))",
+        "import torch\ndef f(q, k, v):\n    s = torch.einsum('bhid,bjd->bhij', q, k).softmax(-1)\n"
+        "    return torch.einsum('bhij,bjd->bhid', s, v)",
     )
     VALID = (
         "import torch\ndef f(q, k, v):\n    return torch.nn.functional.scaled_dot_product_attention(q, k, v)",
@@ -341,9 +343,11 @@ class _Flow:
             self.report(node, self._origin.get(id(held)))
             return None, None
         contracted = (set(parts[0]) & set(parts[1])) - set(output)
-        # q·kᵀ contracts one feature axis at the same place in both operands: the last ("bhqd,bhkd->bhqk") or, with
-        # channels first, another ("nct,ncp->ntp"); a plain product contracts the first's last with the second's
+        # q·kᵀ contracts the feature axis: the last of both operands ("bhqd,bhkd->bhqk"), or with channels first one
+        # at the same place in both ("nct,ncp->ntp"); a plain product contracts the first's last with the second's
         # second-to-last ("bij,bjk->bik").
+        if parts[0][-1] == parts[1][-1] and parts[0][-1] in contracted:
+            return _SCORES, node  # the last axis of both, whatever else they hold ("bhid,bjd->bhij": k shared)
         if len(contracted) == 1 and len(parts[0]) == len(parts[1]) and \
                 parts[0].index(axis := next(iter(contracted))) == parts[1].index(axis):
             return _SCORES, node
