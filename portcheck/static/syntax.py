@@ -199,6 +199,13 @@ def last_name(node: cst.BaseExpression) -> str:
     return node.value if isinstance(node, cst.Name) else node.attr.value if isinstance(node, cst.Attribute) else ""
 
 
+def item_root(node: cst.BaseExpression) -> str | None:
+    """The name items and attributes are read from: `past` of `past[0]`, `past.key`, `past.cached_kv[0]`."""
+    while isinstance(node, (cst.Subscript, cst.Attribute)):
+        node = node.value
+    return node.value if isinstance(node, cst.Name) else None
+
+
 def root_name(node: cst.BaseExpression) -> str | None:
     """The name a chain of calls, attributes and indexing starts from (`mask.long().sum(1)`: `mask`;
     `tcnn.Network(3, 3)`: `tcnn`; `helper(x)[0]`: `helper`), or None where it starts from something else."""

@@ -13,7 +13,7 @@ import libcst as cst
 
 from portcheck.static.ancestry import ancestors, holders
 from portcheck.static.check import Context
-from portcheck.static.syntax import call_name, keyword, positional
+from portcheck.static.syntax import call_name, item_root, keyword, parameters, positional
 from portcheck.static.values import dtype_of
 from portcheck.static.walk import visit
 
@@ -115,15 +115,11 @@ def _local_store(scope: cst.CSTNode | None, statement: cst.CSTNode) -> str | Non
         [small.target] if isinstance(small, (cst.AnnAssign, cst.AugAssign)) else [])
     if len(targets) != 1 or not isinstance(targets[0], (cst.Subscript, cst.Attribute)):
         return None
-    root: cst.BaseExpression = targets[0]
-    while isinstance(root, (cst.Subscript, cst.Attribute)):
-        root = root.value
-    if not isinstance(root, cst.Name):
-        return None
+    root = item_root(targets[0])
     params = scope.params
-    named = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
+    named = {p.name.value for p in parameters(scope)}
     named |= {p.name.value for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)}
-    return None if root.value in named or root.value in ("self", "cls") else root.value
+    return None if root is None or root in named or root in ("self", "cls") else root
 
 
 def _bound_name(statement: cst.CSTNode) -> str | None:

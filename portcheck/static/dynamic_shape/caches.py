@@ -11,11 +11,11 @@ from portcheck.static.dynamic_shape.states import (
     SAME_VALUES,
     absent,
     optional_parameters,
-    root,
     state_parameter,
     stored_state,
     unpacked,
 )
+from portcheck.static.syntax import item_root
 from portcheck.static.walk import returns_of, visit
 
 _CONCAT = frozenset({"torch.cat", "torch.concat", "torch.concatenate", "torch.hstack", "torch.column_stack"})
@@ -134,7 +134,7 @@ def grown_state(ctx: Context, statement: cst.SimpleStatementLine) -> tuple[str, 
 def _kept_between_calls(ctx: Context, function: cst.FunctionDef, target: cst.BaseExpression) -> bool:
     """`self.cache`, `self.key_cache[i]`, `cache[module]` of a dict the function does not make (a parameter, or
     a name of the enclosing scope): what the function stores there is still there at its next call."""
-    base = root(target)
+    base = item_root(target)
     if base is None:
         return False
     if base == "self":
@@ -162,7 +162,7 @@ def _an_input(ctx: Context, function: cst.FunctionDef, name: str) -> bool:
     if name in optional:
         return True
     values = ctx.memo("unpacked", function, lambda: unpacked(function)).get(name, ())
-    return bool(values) and all(root(v) in optional or _reads(v, name) for v in values)
+    return bool(values) and all(item_root(v) in optional or _reads(v, name) for v in values)
 
 
 def _reads(value: cst.BaseExpression, name: str) -> bool:

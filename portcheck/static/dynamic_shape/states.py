@@ -7,7 +7,7 @@ import libcst as cst
 
 from portcheck.static.ancestry import taken_ifs
 from portcheck.static.check import Context
-from portcheck.static.syntax import blocks, parameters, small_statements, string_value
+from portcheck.static.syntax import blocks, item_root, parameters, small_statements, string_value
 from portcheck.static.walk import visit
 
 
@@ -25,24 +25,17 @@ def optional_parameters(function: cst.FunctionDef) -> frozenset[str]:
                      if isinstance(p.default, cst.Name) and p.default.value == "None")
 
 
-def root(node: cst.BaseExpression) -> str | None:
-    """`past` of `past[0]`, `past.key`, `past.cached_kv[0]`."""
-    while isinstance(node, (cst.Subscript, cst.Attribute)):
-        node = node.value
-    return node.value if isinstance(node, cst.Name) else None
-
-
 def state_parameter(ctx: Context, function: cst.FunctionDef, part: cst.BaseExpression) -> str | None:
     """The parameter defaulting to None a part of a concatenation comes from: itself, an item or attribute of it,
     or a local name bound from one (`past_key, past_value = layer_past`, `ck = cache.k`)."""
     optional = ctx.memo("optional-parameters", function, lambda: optional_parameters(function))
-    base = root(part)
+    base = item_root(part)
     if base is None:
         return None
     if base in optional:  # rebinding it later (`past_key_value = (key, value)`) hands the grown state on
         return base
     for value in ctx.memo("unpacked", function, lambda: unpacked(function)).get(base, ()):
-        source = root(value)
+        source = item_root(value)
         if source in optional:
             return source
     return None
@@ -76,7 +69,7 @@ def stored_state(ctx: Context, function: cst.FunctionDef, part: cst.BaseExpressi
             if node.value != grown:
                 todo.extend(bindings.get(node.value, ()))
         elif (key := _string_key(node)) is not None and key in writes and _handed_in(function, key[0], bindings) and (
-                not written or any(root(v) == grown for v in writes[key])):
+                not written or any(item_root(v) == grown for v in writes[key])):
             return key[0]
     return None
 
@@ -89,7 +82,7 @@ def _handed_in(function: cst.FunctionDef, name: str, bindings: dict[str, list[cs
     if name in names or name.startswith("self."):
         return True
     values = [v for v in bindings.get(name, ()) if not (isinstance(v, cst.Name) and v.value == "None")]
-    return bool(values) and all(isinstance(v, cst.Call) and any(root(a.value) in names for a in v.args)
+    return bool(values) and all(isinstance(v, cst.Call) and any(item_root(a.value) in names for a in v.args)
                                 for v in values)
 
 
@@ -169,5 +162,5 @@ def _tests_none(test: cst.BaseExpression, state: str) -> bool:
             and isinstance(test.comparisons[0].comparator, cst.Name) and test.comparisons[0].comparator.value == "None")
 
 
-__all__ = ["SAME_VALUES", "absent", "optional_parameters", "root", "state_parameter", "stored_keys", "stored_state",
+__all__ = ["SAME_VALUES", "absent", "optional_parameters", "state_parameter", "stored_keys", "stored_state",
            "target_names", "unpacked"]

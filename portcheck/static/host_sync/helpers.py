@@ -18,7 +18,6 @@ from portcheck.static.host_sync.reads import HostValueRead, report_read
 from portcheck.static.host_sync.sizes import bound_to_a_size
 from portcheck.static.semantic.summary import READS
 from portcheck.static.syntax import last_name
-from portcheck.static.walk import visit
 from portcheck.summaries import Summary
 
 _BUILTINS = frozenset(dir(builtins))
@@ -62,25 +61,10 @@ def _may_read(ctx: Context, func: cst.BaseExpression) -> bool:
     own = reading.get(func.value) if isinstance(func, cst.Name) else None
     if own is not None or not isinstance(func, cst.Name):
         return bool(own)
-    relative = ctx.memo("relative-imports", ctx.module, lambda: _relative_imports(ctx.module))
-    return func.value in ctx.names.aliases or func.value in relative  # `from .torch_tools import to_numpy`
-
-
-def _relative_imports(module: cst.Module) -> frozenset[str]:
-    """The names a module binds with relative imports (`from .utils import to_numpy`), at any depth: functions of
-    the project's own package, which the call graph resolves."""
-    found: set[str] = set()
-
-    class Finder(cst.CSTVisitor):
-        def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-            if node.relative and not isinstance(node.names, cst.ImportStar):
-                for alias in node.names:
-                    bound = alias.asname.name if alias.asname is not None else alias.name
-                    if isinstance(bound, cst.Name):
-                        found.add(bound.value)
-
-    visit(module, Finder())
-    return frozenset(found)
+    # `from .torch_tools import to_numpy`: the summary's import aliases keep a relative import's dots
+    relative = ctx.memo("relative-imports", ctx.module, lambda: frozenset(
+        name for name, target in summary.exports if target.startswith(".")))
+    return func.value in ctx.names.aliases or func.value in relative
 
 
 def _own_functions(summary: Summary) -> dict[str, bool]:
