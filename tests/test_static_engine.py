@@ -214,6 +214,8 @@ def test_the_fast_engine_reports_what_the_slow_one_does_on_every_fixture(target,
     enabled = frozenset(code for code, rule in registry().items() if Pass.STATIC in rule.passes)
     findings = 0
     for name, text in MODULES:
+        if name.startswith("portcheck"):  # portcheck's own sources hold no finding: the fixtures and TRICKY do
+            continue
         fast = engine.analyse_text(text, name, *target, enabled)
         assert fast == _slow_analysis(text, name, target, enabled, monkeypatch), name
         findings += len(fast.findings) + len(fast.suppressed)

@@ -15,7 +15,8 @@ With PLAN["serving"]["compile_only"] it only compiles, on a host without Neuron 
 serving dtype. Where it cannot run the path it says why and runs the same model with the same inputs eagerly on
 the CPU: a dry run that checks the script, the model, the inputs and the bucket kernel, not Neuron.
 
-    python THIS_SCRIPT [--warmup 3] [--runs 20] [--output neuron_artifacts] [--dry-run | --meta] [--client URL]
+    python THIS_SCRIPT [--warmup 3] [--runs 20] [--output neuron_artifacts] [--dry-run | --meta] [--buckets N,N]
+        [--client URL]
 """
 
 import argparse
@@ -378,6 +379,11 @@ def print_cost(tokens_per_s, dry_run):
           f"${cost['usd_per_hour']:,.2f} per hour ({where}, {cost['price_from']})")
 
 
+def bucket_list(text):
+    """`--buckets 128,4096`: sequence buckets, as integers."""
+    return [int(n) for n in text.split(",") if n.strip()]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--warmup", type=int, default=3)
@@ -386,6 +392,9 @@ def main():
     parser.add_argument("--dry-run", action="store_true", help="run eagerly on the CPU even on a Neuron host")
     parser.add_argument("--meta", action="store_true",
                         help="dry run on the meta device: export each shape without weights (shapes only)")
+    parser.add_argument("--buckets", metavar="N,N", type=bucket_list,
+                        help="run (time, or export with --meta) only these sequence buckets of the plan; all by "
+                             "default")
     parser.add_argument("--client", metavar="URL",
                         help="vllm-neuron: time completions from a server already running at URL, nothing else")
     args = parser.parse_args()
@@ -444,6 +453,10 @@ def main():
 
     shapes = shapes_to_run()
     kernel = get_bucket_kernel() if len(shapes) > 1 else None
+    chosen = {bucket for _, _, bucket in shapes} if args.buckets is None else set(args.buckets)
+    if not chosen <= {bucket for _, _, bucket in shapes}:
+        raise SystemExit(f"--buckets {','.join(map(str, sorted(chosen)))}: the plan's buckets are "
+                         f"{', '.join(str(bucket) for _, _, bucket in shapes)}")
 
     def inputs_for(batch, length):
         made = make_inputs(batch, length)
@@ -468,6 +481,8 @@ def main():
     synchronize = torch.neuron.synchronize if mode == "native" else (lambda: None)
     results = []
     for number, (batch, length, bucket) in enumerate(shapes):
+        if bucket not in chosen:
+            continue
         inputs = inputs_for(batch, length)
         if kernel is not None and mode != "xla":  # the xla bucket model pads inside; elsewhere pad here
             inputs, index = kernel(inputs)

@@ -14,7 +14,8 @@ from portcheck.static.dynamic_shape.reach import STATIC, report_compiled
 from portcheck.static.dynamic_shape.shape_from_data import ShapeFromData, report_slice_from_data
 from portcheck.static.rebindings import rebindings
 from portcheck.static.scope import host_value
-from portcheck.static.syntax import call_name, parameters, string_value
+from portcheck.static.syntax import bound_names, call_name, parameters, string_value
+from portcheck.static.walk import visit
 from portcheck.summaries import ELSEWHERE, MASK_OF
 
 
@@ -56,6 +57,13 @@ class BooleanMaskIndex(Rule):
         "import torch\ny = x[torch.isin(ids, special)]",
         "flat = (pos >= start).view(-1)\nout[flat] += delta",
         "def f(x, a, b, strict):\n    ok = a > 0\n    if strict:\n        ok = (b > 0) & (a > 0)\n    return x[ok]",
+        "import torch\ndef f(x, ws):\n    ok = torch.ones(len(x), dtype=torch.bool)\n    for w in ws:\n"
+        "        ok &= x @ w > 0\n    return x[ok]",
+        "def f(x, t, pad):\n    m = t.ne(pad)\n    if x.is_cpu:\n        m = None\n    if m is not None:\n"
+        "        x = x[m]\n    return x",
+        "y = x[(x > 0)[:, 0]]",
+        "import torch\nclass M(torch.nn.Module):\n    def forward(self, x, out):\n"
+        "        return x[out['padding_mask'].T]",
     )
     VALID = (
         "x[x > 0] = 0",
@@ -66,6 +74,12 @@ class BooleanMaskIndex(Rule):
         "y = cache[key is None]",
         "x[idx] += 1",
         "def f(x, a, strict):\n    ok = a > 0\n    if strict:\n        ok = a.nonzero()\n    return x[ok]",
+        "import torch\na = torch.where(x > 0, x, 0)\ny = x[a]",
+        "import torch\nclass M(torch.nn.Module):\n    def forward(self, x):\n"
+        "        mask = (x > 0).any(-1).nonzero(as_tuple=True)[0]\n        return x[mask]",
+        "import torch\nv = (x > 0).to(torch.float)\ny = x[v]",
+        "import torch\ndef f(x, ws):\n    ok = torch.ones(len(x), dtype=torch.long)\n    for w in ws:\n"
+        "        ok &= x @ w > 0\n    return x[ok]",
     )
 
 
@@ -97,10 +111,23 @@ def is_mask(ctx: Context, node: cst.BaseExpression, depth: int = 0, named: bool 
     if isinstance(node, cst.Call):
         qualname = ctx.qualname(node.func)
         if qualname is not None:
+            if qualname in _BOOL_FACTORIES or qualname in _LIKE_FACTORIES:  # `torch.ones(n, dtype=torch.bool)`
+                return any(a.keyword is not None and a.keyword.value == "dtype" and ctx.qualname(a.value) in _BOOL
+                           for a in node.args)
+            if qualname in _SAME_ELEMENTS and node.args:  # `torch.triu(m)`, `torch.flip(m, (0,))`
+                return is_mask(ctx, node.args[0].value, depth + 1, named)
+            if qualname == "torch.where" and len(node.args) == 3:  # `torch.where(c, m, m.new([True]))`
+                return _selected_mask(ctx, [a.value for a in node.args[1:]], depth, named)
             return qualname in _MASK_FUNCTIONS
-        if isinstance(node.func, cst.Attribute) and call_name(node) in _RESHAPES:  # `mask.view(-1)`
-            return is_mask(ctx, node.func.value, depth + 1, named)
+        if isinstance(node.func, cst.Attribute) and (call_name(node) in _RESHAPES or _moved(ctx, node)):
+            return is_mask(ctx, node.func.value, depth + 1, named)  # `mask.view(-1)`, `mask.to(x.device)`
         return isinstance(node.func, cst.Attribute) and call_name(node) in _MASK_METHODS
+    if isinstance(node, cst.Subscript):  # a part of a mask is a mask: `mask[:, 1:]`, `masks[i]`
+        if is_mask(ctx, node.value, depth + 1, named):
+            return True
+        key = node.slice[0].slice if len(node.slice) == 1 else None
+        name = string_value(key.value) if isinstance(key, cst.Index) else None
+        return named and name is not None and _named_mask(ctx, name, [])  # `net_output["padding_mask"]`
     if isinstance(node, cst.Name):
         bound = ctx.constant(node)
         if bound is not None and is_mask(ctx, bound[1], depth + 1, named):
@@ -109,12 +136,122 @@ def is_mask(ctx: Context, node: cst.BaseExpression, depth: int = 0, named: bool 
             node.value) else ()
         if len(values) > 1 and all(is_mask(ctx, v, depth + 1, named=False) for v in values):
             return True  # `keep = a > 0`, then `keep = (b > 0) & (a > 0)`: a mask by every binding
+        if bound is None and _mask_bindings(ctx, node.value, depth):
+            return True  # `ok = torch.ones(n, dtype=torch.bool)`, then `ok &= x > 0`; or a mask or None
         if bound is None and ctx.scopes and node.value not in ctx.scopes[-1].plain and _annotated_mask(ctx, node.value):
             return True  # `batch_filter: torch.BoolTensor | None`: a parameter typed as a boolean tensor
         return named and _named_mask(ctx, node.value, [bound[1]] if bound is not None else rebindings(ctx, node.value))
     if isinstance(node, cst.Attribute):  # `data.train_mask`, `self.keep_mask`
+        if node.attr.value in ("T", "mT", "data"):  # `mask.T`: the same elements, transposed
+            return is_mask(ctx, node.value, depth + 1, named)
         return named and _named_mask(ctx, node.attr.value, [])
     return False
+
+
+# Factories that make a tensor of the dtype they are given: `torch.zeros(n, dtype=torch.bool)` is a mask to fill.
+_BOOL_FACTORIES = frozenset(f"torch.{n}" for n in ("ones", "zeros", "full", "empty", "tensor", "as_tensor", "eye"))
+_LIKE_FACTORIES = frozenset(f"torch.{n}_like" for n in ("ones", "zeros", "full", "empty"))
+_BOOL = frozenset({"torch.bool", "builtins.bool"})
+# Functions whose result holds the elements of their first argument, moved or masked off: a mask stays a mask.
+_SAME_ELEMENTS = frozenset(f"torch.{n}" for n in ("triu", "tril", "transpose", "permute", "flip", "roll", "t",
+                                                  "flatten", "reshape", "squeeze", "unsqueeze", "clone"))
+
+
+def _moved(ctx: Context, call: cst.Call) -> bool:
+    """`m.to(x.device)`, `m.to("cuda")`, `m.cuda()`, `m.clone()`: the same values on another device or in a copy,
+    so a mask stays a mask. (`m.to(x)` and `m.to(torch.float)` take another dtype: not these.)"""
+    name = call_name(call)
+    if name in ("cuda", "cpu", "clone", "detach", "transpose", "permute", "t", "flip", "roll", "triu", "tril"):
+        return True
+    if name != "to" or not call.args:
+        return False
+    for arg in call.args:
+        if arg.keyword is not None:
+            if arg.keyword.value != "device":
+                return False
+        elif not ((isinstance(arg.value, cst.Attribute) and arg.value.attr.value == "device")
+                  or string_value(arg.value) is not None):
+            return False
+    return True
+
+
+def _selected_mask(ctx: Context, branches: list[cst.BaseExpression], depth: int, named: bool) -> bool:
+    """Both branches of a `torch.where` are masks, or one is and the other a Python truth value or a mask made
+    from it (`m.new([True])`): the selection is a mask too."""
+    def truth(value: cst.BaseExpression) -> bool:
+        if isinstance(value, cst.Name) and value.value in ("True", "False"):
+            return True
+        return (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
+                and call_name(value) in ("new", "new_ones", "new_zeros", "new_full", "new_tensor")
+                and is_mask(ctx, value.func.value, depth + 1, named))
+    masks = [is_mask(ctx, b, depth + 1, named) for b in branches]
+    return any(masks) and all(m or truth(b) for m, b in zip(masks, branches, strict=True))
+
+
+def _mask_bindings(ctx: Context, name: str, depth: int) -> bool:
+    """`name` is bound more than once in the function, and each binding keeps it a mask: a mask by what makes it,
+    `None` (a mask or nothing), a selection between it and something (`torch.where(any, m, m.new([True]))`), or an
+    in-place logical update (`m &= x > 0`); at least one binding makes a mask."""
+    if not ctx.functions:
+        return False
+    table = ctx.memo("mask-bindings", ctx.functions[-1], lambda: _binding_table(ctx.functions[-1]))
+    values = table.get(name)
+    if values is None:
+        return False
+    found = False
+    for value in values:
+        if value is None or (isinstance(value, cst.Name) and value.value == "None"):
+            continue
+        if (isinstance(value, cst.Call) and ctx.qualname(value.func) == "torch.where" and len(value.args) == 3
+                and any(isinstance(a.value, cst.Name) and a.value.value == name for a in value.args[1:])):
+            continue
+        if not is_mask(ctx, value, depth + 1, named=False):
+            return False
+        found = True
+    return found
+
+
+def _binding_table(function: cst.FunctionDef) -> dict[str, list[cst.BaseExpression | None]]:
+    """name -> what each of its bindings in `function` gives it (None for an in-place `&=`, `|=`, `^=`), for names
+    bound more than once by nothing but plain assignments and those; other names are left out."""
+    values: dict[str, list[cst.BaseExpression | None]] = {}
+    other: set[str] = {p.name.value for p in parameters(function)}
+
+    class Finder(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is function
+
+        def visit_Lambda(self, node: cst.Lambda) -> bool:
+            return False
+
+        def visit_Assign(self, node: cst.Assign) -> None:
+            for target in node.targets:
+                if isinstance(target.target, cst.Name) and len(node.targets) == 1:
+                    values.setdefault(target.target.value, []).append(node.value)
+                else:
+                    other.update(bound_names(target.target))
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            if isinstance(node.target, cst.Name) and isinstance(node.operator, (
+                    cst.BitAndAssign, cst.BitOrAssign, cst.BitXorAssign)):
+                values.setdefault(node.target.value, []).append(None)
+            else:
+                other.update(bound_names(node.target))
+
+        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+            other.update(bound_names(node.target))
+
+        def visit_For(self, node: cst.For) -> None:
+            other.update(bound_names(node.target))
+
+        def visit_AsName(self, node: cst.AsName) -> None:
+            other.update(bound_names(node.name))
+
+        def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+            other.update(bound_names(node.target))
+
+    visit(function, Finder())
+    return {name: found for name, found in values.items() if len(found) > 1 and name not in other}
 
 
 def _annotated_mask(ctx: Context, name: str) -> bool:
@@ -154,6 +291,8 @@ def _named_mask(ctx: Context, name: str, values: list[cst.BaseExpression] | tupl
     if not _MASK_NAME.search(name):
         return False
     for value in values:
+        while isinstance(value, cst.Subscript) and isinstance(value.value, cst.Call):
+            value = value.value  # `mask = x.nonzero(as_tuple=True)[0]`: a part of what the call gives
         if isinstance(value, (cst.List, cst.Tuple, cst.Integer, cst.SimpleString, cst.Dict)):
             return False
         if isinstance(value, cst.Call):

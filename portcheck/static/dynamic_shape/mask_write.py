@@ -50,6 +50,8 @@ class BooleanMaskWrite(Rule):
         "import torch\nx[torch.isnan(x)] = 0",
         "keep = ids != pad\nhidden[~keep] = 0.0",
         "out[m > 0], log_det[m > 0] = spline(x)",
+        "x[~pad, :] = 0",
+        "import torch\nq[torch.triu(torch.ones(4, 4, dtype=torch.bool), 1)] = 0",
     )
     VALID = (
         "y = x[x > 0]",
@@ -59,6 +61,8 @@ class BooleanMaskWrite(Rule):
         "import numpy as np\na = np.zeros(3)\na[a == 0] = 1",
         "df[df['a'] > 0] = 0",
         "x = x.masked_fill(x == 0, 1.0)",
+        "x[idx, :] = 0",
+        "import torch\nq[torch.triu(torch.ones(4, 4), 1).long()] = 0",
     )
 
 
@@ -74,14 +78,15 @@ def check_mask_write(node: cst.Assign | cst.AnnAssign, ctx: Context) -> None:
         if isinstance(target, cst.StarredElement):
             targets.insert(0, target.value)
             continue
-        if not isinstance(target, cst.Subscript) or len(target.slice) != 1:
+        if not isinstance(target, cst.Subscript):
             continue
-        index = target.slice[0].slice
-        if isinstance(index, cst.Index) and is_mask(ctx, index.value):
-            report_masked(ctx, BooleanMaskWrite, target, index.value)
-            return
-        if isinstance(index, cst.Index) and report_helper_masked(ctx, BooleanMaskWrite, target, index.value):
-            return
+        for element in target.slice:  # `x[~pad, :] = 0`: the mask with whole-axis slices beside it
+            index = element.slice
+            if isinstance(index, cst.Index) and is_mask(ctx, index.value):
+                report_masked(ctx, BooleanMaskWrite, target, index.value)
+                return
+            if isinstance(index, cst.Index) and report_helper_masked(ctx, BooleanMaskWrite, target, index.value):
+                return
 
 
 __all__ = ["BooleanMaskWrite"]
