@@ -347,8 +347,8 @@ def test_sizes_computed_from_a_shape_are_static():
                 m = torch.prod(x[0])
                 return y.view(m, -1)
         """)
-    assert (8, "PC209") not in found
-    assert (10, "PC209") in found
+    assert (7, "PC209") not in found and (8, "PC209") not in found
+    assert (9, "PC209") in found  # it spans the read (`m = torch.prod(x[0])`) to the view it sizes
 
 
 def test_a_method_whose_arguments_no_tensor_method_takes_is_another_types():
@@ -1058,8 +1058,8 @@ def test_a_size_computed_from_a_reduced_tensor_through_local_names_is_taken_from
                 n = x.shape[0] - 1
                 return outs, torch.zeros(n)
         """)
-    assert found[(9, "PC209")] == Severity.ERROR
-    assert (11, "PC209") not in found
+    assert found[(5, "PC209")] == Severity.ERROR  # from the reduction it reads to the zeros it sizes (line 9)
+    assert (10, "PC209") not in found and (11, "PC209") not in found
 
 
 @pytest.mark.parametrize(("source", "fires"), [
@@ -1792,3 +1792,56 @@ def test_custom_fwd_on_a_function_that_only_moves_data_is_info():
         """)
     assert found[(11, "PC601")] == found[(16, "PC601")] == Severity.INFO
     assert found[(22, "PC601")] == found[(28, "PC601")] == Severity.WARNING
+
+
+def test_a_size_read_from_data_spans_its_read_to_its_use():
+    """PC209 covers the construct: from the line that reads the size out of tensor data to the call it sizes, in one
+    function. A read at module level stays out of the span: it is another scope."""
+    code = textwrap.dedent("""\
+        from typing import Dict
+        import torch
+
+        def pool(y, inputs: Dict[str, torch.Tensor]):
+            idx_m = inputs["idx_m"]
+            maxm = int(idx_m[-1]) + 1
+            out = scatter_add(y, idx_m, dim_size=maxm)
+            return out
+
+        def pad(x):
+            n = x.sum().item()
+            return torch.zeros(n)
+        """)
+    result = analyse_text(code, "m.py", "trn2", "native", load().applicable("trn2", "native"))
+    spans = [(f.line, f.end_line) for f in result.findings if f.code == "PC209"]
+    assert spans == [(6, 7), (11, 12)]
+
+
+def test_masks_are_read_by_what_makes_them():
+    """PC204 reads a mask made as a boolean tensor and narrowed in place, one bound to a mask or None, a part of a
+    mask, a mask moved to a device; not a selection that mixes in numbers, nor indices named as a mask."""
+    code = textwrap.dedent("""\
+        import torch
+        from torch import nn
+
+        class M(nn.Module):
+            def forward(self, x, t, pad):
+                ok = torch.ones(x.shape[0], dtype=torch.bool, device=x.device)
+                ok &= x.sum(-1) > 0
+                a = x[ok]
+                m = t.ne(pad)
+                if x.is_cpu:
+                    m = None
+                if m is not None:
+                    b = x[m]
+                c = x[(x > 0)[:, 0]]
+                d = x[ok.to(x.device)]
+                w = torch.where(x > 0, x, 0)
+                e = x[w]
+                mask = (x > 0).any(-1).nonzero(as_tuple=True)[0]
+                f = x[mask]
+                x[~ok, :] = 0
+                return a, b, c, d, e, f
+        """)
+    result = analyse_text(code, "m.py", "trn2", "native", load().applicable("trn2", "native"))
+    assert sorted((f.line, f.code) for f in result.findings if f.code in ("PC204", "PC216")) == [
+        (8, "PC204"), (13, "PC204"), (14, "PC204"), (15, "PC204"), (20, "PC216")]

@@ -365,13 +365,19 @@ def _merge_static(traced: list[Finding], files: list[str], scope: Scope, ran: Ra
     return [f for f in merged if f.code not in trace_only_default or "traced" in f.evidence]
 
 
+# The lines of a static finding a traced one may join it on: a construct's span, not a whole function's.
+_SPAN_LINES = 40
+
+
 def _join(static: list[Finding], traced: list[Finding]) -> list[Finding]:
-    """One finding a construct: a traced finding joins the finding at its line that names the same problem (the
-    same rule first), keeping both witnesses."""
+    """One finding a construct: a traced finding joins the finding on its line that names the same problem (the
+    same rule first), keeping both witnesses. A static finding that spans lines (a size read on one line and used
+    on the next, an attention from its scores to its values) is on each of them."""
     merged: list[Finding] = list(static)
     by_line: dict[tuple[str, int], list[int]] = defaultdict(list)
     for index, f in enumerate(static):
-        by_line[(f.path, f.line)].append(index)
+        for line in range(f.line, max(f.line, min(f.end_line, f.line + _SPAN_LINES)) + 1):
+            by_line[(f.path, line)].append(index)
     for f in traced:
         same = _SAME_PROBLEM.get(f.code, frozenset({f.code}))
         here = by_line[(f.path, f.line)]

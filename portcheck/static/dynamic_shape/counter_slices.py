@@ -8,6 +8,7 @@ import libcst as cst
 from portcheck.static.check import Context, check
 from portcheck.static.dynamic_shape.grown import TensorGrownPerStep, callee_of_interest
 from portcheck.static.dynamic_shape.states import target_names
+from portcheck.static.rebindings import rebindings
 from portcheck.static.scope import host_value
 from portcheck.static.syntax import call_name
 from portcheck.static.walk import visit
@@ -121,6 +122,32 @@ _CONTAINER_METHODS = frozenset({"append", "extend", "insert", "join", "add", "up
                                 "count", "startswith", "endswith", "split", "replace", "encode", "decode"})
 
 
+# What makes a Python list or string, never a tensor: `parts = path.split(".")`, `keys = sorted(d)`, `segs = []`.
+_SEQUENCE_BUILTINS = frozenset({"list", "sorted", "tuple", "str", "reversed"})
+_SEQUENCE_METHODS = frozenset({"split", "rsplit", "splitlines", "keys", "values", "items", "readlines", "strip",
+                               "lower", "upper", "join", "format", "replace"})
+
+
+def _python_sequence(ctx: Context, value: cst.BaseExpression) -> bool:
+    """A local name every binding of which makes a Python list, tuple or string (a literal, a comprehension,
+    `list(...)`, `sorted(...)`, `text.split(".")`): sliced on its one axis it holds no tensor."""
+    if not isinstance(value, cst.Name):
+        return False
+    bound = ctx.constant(value)
+    values = [bound[1]] if bound is not None else list(rebindings(ctx, value.value))
+
+    def sequence(made: cst.BaseExpression) -> bool:
+        if isinstance(made, (cst.List, cst.Tuple, cst.ListComp, cst.SimpleString, cst.FormattedString,
+                             cst.ConcatenatedString)):
+            return True
+        if isinstance(made, cst.Call) and isinstance(made.func, cst.Name):
+            return made.func.value in _SEQUENCE_BUILTINS and made.func.value not in ctx.names.aliases
+        return isinstance(made, cst.Call) and isinstance(made.func, cst.Attribute) and (
+            call_name(made) in _SEQUENCE_METHODS) and ctx.qualname(made.func) is None
+
+    return bool(values) and all(sequence(v) for v in values)
+
+
 @check(cst.Call, rules=(TensorGrownPerStep,), tokens=(":",))
 def check_counter_slice(node: cst.Call, ctx: Context) -> None:
     if not ctx.loops or not ctx.uses_torch:
@@ -135,7 +162,8 @@ def check_counter_slice(node: cst.Call, ctx: Context) -> None:
         return
     for arg in node.args:
         value = arg.value
-        if not isinstance(value, cst.Subscript) or host_value(ctx, value.value):
+        if not isinstance(value, cst.Subscript) or host_value(ctx, value.value) or (
+                len(value.slice) == 1 and _python_sequence(ctx, value.value)):
             continue
         for element in value.slice:
             if isinstance(element.slice, cst.Slice) and (

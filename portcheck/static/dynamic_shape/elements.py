@@ -99,6 +99,9 @@ def _arrays(ctx: Context, function: cst.FunctionDef) -> frozenset[str]:
     annotated = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)
                  if p.annotation is not None and (dotted_name(p.annotation.annotation) or "").endswith(
                      _TENSOR_ANNOTATIONS)}
+    # `inputs: Dict[str, torch.Tensor]`, `xs: list[Tensor]`: a container annotated as holding tensors
+    holders = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)
+               if p.annotation is not None and _holds_tensors(p.annotation.annotation)}
     used: set[str] = set()
     made: set[str] = set()
     taken: set[str] = set()  # `idx_m = inputs["idx_m"]`: a part of what it received, an array if used as one
@@ -127,6 +130,8 @@ def _arrays(ctx: Context, function: cst.FunctionDef) -> frozenset[str]:
                 value = node.value
                 if numpy_rooted(ctx, value):
                     numpy.add(target)
+                elif isinstance(value, cst.Subscript) and root_name(value) in holders:
+                    made.add(target)  # `idx_m = inputs[properties.idx_m]` of `inputs: Dict[str, Tensor]`
                 elif isinstance(value, cst.Subscript) and root_name(value) in received - {"self"}:
                     taken.add(target)
                 elif isinstance(value, cst.Call) and call_name(value) not in _SHAPE_QUERIES and (
@@ -137,6 +142,26 @@ def _arrays(ctx: Context, function: cst.FunctionDef) -> frozenset[str]:
 
     visit(function.body, Finder())
     return frozenset((annotated | (used & (received | taken)) | made) - numpy - {"self"})
+
+
+def _holds_tensors(annotation: cst.BaseExpression) -> bool:
+    """`Dict[str, torch.Tensor]`, `list[Tensor]`, `Tuple[Tensor, ...]`, `Mapping[str, Tensor]`, optional or not: a
+    container whose values, as its annotation says, are tensors (every value, not one among other types)."""
+    if isinstance(annotation, cst.BinaryOperation) and isinstance(annotation.operator, cst.BitOr):  # `X | None`
+        sides = [annotation.left, annotation.right]
+        rest = [s for s in sides if not (isinstance(s, cst.Name) and s.value == "None")]
+        return len(rest) == 1 and _holds_tensors(rest[0])
+    if not isinstance(annotation, cst.Subscript):
+        return False
+    outer = (dotted_name(annotation.value) or "").rsplit(".", 1)[-1]
+    inner = [e.slice.value for e in annotation.slice if isinstance(e.slice, cst.Index)]
+    if outer == "Optional" and len(inner) == 1:
+        return _holds_tensors(inner[0])
+    if outer.lower() not in ("dict", "mapping", "mutablemapping", "list", "sequence", "tuple", "iterable"):
+        return False
+    values = inner[1:] if outer.lower() in ("dict", "mapping", "mutablemapping") else inner
+    values = [v for v in values if not isinstance(v, cst.Ellipsis)]
+    return bool(values) and all((dotted_name(v) or "").endswith(_TENSOR_ANNOTATIONS) for v in values)
 
 
 def _torch_function(qualname: str | None) -> bool:

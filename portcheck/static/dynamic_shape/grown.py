@@ -100,6 +100,7 @@ class TensorGrownPerStep(Rule):
         "import torch\nclass Up:\n    def forward(self, x, skip=None):\n        if skip is not None:\n"
         "            x = torch.cat([x, skip], dim=1)\n        return x",
         "for i in range(0, n, bs):\n    outs.append(model(x[i:i + bs]))",
+        "import torch\nparts = path.split('.')\nfor i in range(1, len(parts)):\n    model.get(parts[i - 1:])",
     )
 
 
@@ -214,7 +215,8 @@ def callee_of_interest(ctx: Context, call: cst.Call, varying: set[str] | frozens
 
 _BUILTINS = frozenset({"len", "print", "range", "enumerate", "zip", "list", "tuple", "int", "float", "str",
                        "isinstance", "min", "max", "sum", "any", "all", "sorted", "repr", "getattr", "hasattr",
-                       "setattr", "type"})
+                       "setattr", "type", "map", "filter", "reversed", "set", "dict", "iter", "next", "round",
+                       "abs", "bool", "callable", "vars", "format"})
 
 
 # What makes a tensor of a Python list's items: the list is the tensor's length.

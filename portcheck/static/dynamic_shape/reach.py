@@ -67,12 +67,13 @@ def _scalar_returns(function: cst.FunctionDef) -> bool:
 
 def report_compiled(ctx: Context, rule: type[Rule], node: cst.CSTNode, message: str | None = None,
                     severity: Severity | None = None, read: cst.CSTNode | None = None,
-                    value: cst.BaseExpression | None = None, requires: str = "", **fields: object) -> None:
+                    value: cst.BaseExpression | None = None, requires: str = "", start: cst.CSTNode | None = None,
+                    **fields: object) -> None:
     """Report unless the code never reaches a compiled graph: it runs in a host-side function or file
     (scope.host_code), it only words an error (`if bad: ...; raise`), the tensor it works on (`value`) is a host
     value (numpy, pandas, a CPU tensor), or (native stack) it sits under a test that `torch.compile` answers by
     skipping it (`if not is_torchdynamo_compiling():`). Worded by `message`, or else by the rule's template and
-    `fields`."""
+    `fields`; `start`: where the construct begins, earlier in the same function (the finding spans both)."""
     where = host_function(ctx)
     generation = where is not None and _GENERATION.fullmatch(where) is not None
     if (where is not None and not generation) or host_code(ctx) is not None or error_path(ctx, node):
@@ -88,4 +89,4 @@ def report_compiled(ctx: Context, rule: type[Rule], node: cst.CSTNode, message: 
             "next step's input)")
         severity = Severity.INFO
     # no fix: `fields` are the template's alone
-    ctx.report(rule, node, message, severity, None, requires, False, None, **fields)
+    ctx.report(rule, node, message, severity, None, requires, False, start, **fields)

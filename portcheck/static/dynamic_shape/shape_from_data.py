@@ -56,6 +56,8 @@ class ShapeFromData(Rule):
         "import torch\ndef f(inputs):\n    idx = inputs['idx_m']\n    n = int(idx[-1]) + 1\n"
         "    return torch.zeros(n, 3, device=idx.device)",
         "def f(y, idx):\n    n = int(idx.max()) + 1\n    return scatter_add(y, idx, dim_size=n)",
+        "from typing import Dict\nimport torch\ndef f(y, inputs: Dict[str, torch.Tensor]):\n"
+        "    idx = inputs['idx_m']\n    n = int(idx[-1]) + 1\n    return scatter_add(y, idx, dim_size=n)",
     )
     VALID = (
         "import torch\nz = torch.zeros(x.size(0), x.shape[1])",
@@ -69,6 +71,8 @@ class ShapeFromData(Rule):
         "import torch\ndef f(config):\n    sizes = config['sizes']\n    n = int(sizes[-1]) + 1\n"
         "    return torch.zeros(n)",
         "def f(y, idx, n_graphs):\n    return scatter_add(y, idx, dim_size=n_graphs)",
+        "from typing import Dict, Union\nimport torch\ndef f(y, inputs: Dict[str, Union[torch.Tensor, int]]):\n"
+        "    idx = inputs['idx_m']\n    n = int(idx[-1]) + 1\n    return scatter_add(y, idx, dim_size=n)",
     )
 
 
@@ -197,18 +201,38 @@ def report_shape_from_data(ctx: Context, node: cst.Call) -> None:
         if read is not None:
             ctx.skip.add(id(read))  # one finding: the host read is part of this problem (PC701 stays quiet)
             shown = ctx.source(arg.value) if isinstance(arg.value, cst.Name) else ctx.source(read)
-            report_compiled(ctx, ShapeFromData, node, shown=" ".join(shown.split()))
+            report_compiled(ctx, ShapeFromData, node, shown=" ".join(shown.split()), start=_in_function(ctx, read))
             return
         helper = project_helper(ctx, arg.value)
         if helper is not None:
             shown = " ".join(ctx.source(arg.value).split())
             report_compiled(ctx, ShapeFromData, node, requires=f"{reads_of(ctx.stack)}{helper}", shown=shown)
             return
-        if name != "range" and element_size(ctx, arg.value) is not None:
-            report_compiled(ctx, ShapeFromData, node, shown=" ".join(ctx.source(arg.value).split()))
+        element = element_size(ctx, arg.value) if name != "range" else None
+        if element is not None:
+            report_compiled(ctx, ShapeFromData, node, shown=" ".join(ctx.source(arg.value).split()),
+                            start=_in_function(ctx, element))
             return
     if name != "range" and any(report_random_size(ctx, node, arg.value) for arg in args):
         return  # one finding a call: the first size drawn at random
+
+
+def _in_function(ctx: Context, node: cst.CSTNode) -> cst.CSTNode | None:
+    """`node` (the read of a size, `n = int(idx[-1]) + 1`, before the call that uses `n`) where it is in the body of
+    the function being read, so the finding runs from the read to the use; None elsewhere (a module's constant)."""
+    if not ctx.functions:
+        return None
+    function = ctx.functions[-1]
+    found = False
+
+    class Finder(cst.CSTVisitor):
+        def on_visit(self, seen: cst.CSTNode) -> bool:
+            nonlocal found
+            found = found or seen is node
+            return (not found and not isinstance(seen, (cst.FunctionDef, cst.ClassDef))) or seen is function
+
+    visit(function, Finder())
+    return node if found else None
 
 
 def report_slice_from_data(ctx: Context, node: cst.Subscript) -> None:
