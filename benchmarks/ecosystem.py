@@ -294,6 +294,28 @@ def verdict_for(judgments: dict[tuple[Key, str | None], Judgment], key: Key, tar
     return judgments.get((key, target)) or judgments.get((key, None))
 
 
+def judged_keys(findings: Iterable[tuple[Key, dict[str, Any]]], judgments: Iterable[Judgment]
+                ) -> list[tuple[Key, dict[str, Any]]]:
+    """Each finding under the key it was judged by: its own, or, for a finding that now spans lines (PC209 from the
+    read of a size to its use, PC401 from the scores to the values) and has no judgment of its own, the first line
+    of its span that a judgment of the same code names. A finding that grew backwards from the line it used to be
+    reported on is the same finding: it keeps its verdict and its place in the sample."""
+    lines: dict[tuple[str, str, str], set[int]] = defaultdict(set)
+    exact: set[Key] = set()
+    for j in judgments:
+        lines[(j.project, j.path, j.code)].add(j.line)
+        exact.add(j.key)
+    out = []
+    for key, finding in findings:
+        end = finding.get("end_line", key[2])
+        if key not in exact and end > key[2]:
+            inside = sorted(n for n in lines.get((key[0], key[1], key[3]), ()) if key[2] < n <= end)
+            if inside:
+                key = (key[0], key[1], inside[0], key[3])
+        out.append((key, finding))
+    return out
+
+
 # ---- sampling and precision ---------------------------------------------------------------------
 
 
@@ -665,7 +687,7 @@ def run(args: argparse.Namespace) -> int:
             pairs = [(k, f) for k, f in every if set_of[k[0]] == part]
             if not any(p.set == part for p in projects):
                 continue
-            judged = [(k, f) for k, f in pairs if f.get("severity") in JUDGED_SEVERITIES]
+            judged = judged_keys([(k, f) for k, f in pairs if f.get("severity") in JUDGED_SEVERITIES], judgment_list)
             keys = {k for k, _ in judged}
             picked = sample(keys, args.sample, args.seed)
             tallies, missing = precision(keys, picked, judgments, target)

@@ -206,3 +206,17 @@ def test_a_finding_over_several_lines_finds_a_label_on_any_of_them():
     found = ecosystem.label_recall(labels, findings, "trn2")
     assert [row["found"] for row in found["rows"]] == [True, False]
     assert ecosystem.label_recall(labels, findings[:1], "trn2")["found"] == 0  # on the @ v line alone: no overlap
+
+
+def test_a_finding_that_now_spans_back_keeps_the_key_it_was_judged_by():
+    """PC209 used to be reported where a size is used (line 12) and now spans from the read (line 10): it keeps the
+    judged key, so its verdict and its place in the sample stay. A finding with its own judgment, one that does not
+    span, and a judgment of another code or outside the span change nothing."""
+    judgments = [judgment(key("m.py", 12, "PC209"), "tp"), judgment(key("m.py", 30, "PC209"), "fp"),
+                 judgment(key("m.py", 22, "PC204"), "tp"), judgment(key("m.py", 40, "PC209"), "tp")]
+    findings = [(key("m.py", 10, "PC209"), {"end_line": 12}),
+                (key("m.py", 20, "PC209"), {"end_line": 25}),
+                (key("m.py", 30, "PC209"), {"end_line": 31}),
+                (key("m.py", 38, "PC209"), {"end_line": 38})]
+    assert [k for k, _ in ecosystem.judged_keys(findings, judgments)] == [
+        key("m.py", 12, "PC209"), key("m.py", 20, "PC209"), key("m.py", 30, "PC209"), key("m.py", 38, "PC209")]
