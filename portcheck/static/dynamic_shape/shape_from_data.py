@@ -200,8 +200,12 @@ def report_shape_from_data(ctx: Context, node: cst.Call) -> None:
         read = data_read(ctx, arg.value)
         if read is not None:
             ctx.skip.add(id(read))  # one finding: the host read is part of this problem (PC701 stays quiet)
+            if ctx.functions and _reported(ctx, read):
+                return  # its first use began the finding
             shown = ctx.source(arg.value) if isinstance(arg.value, cst.Name) else ctx.source(read)
-            report_compiled(ctx, ShapeFromData, node, shown=" ".join(shown.split()), start=_in_function(ctx, read))
+            start = _in_function(ctx, read)
+            report_compiled(ctx, ShapeFromData, node, shown=" ".join(shown.split()), start=start)
+            _started(ctx, start)
             return
         helper = project_helper(ctx, arg.value)
         if helper is not None:
@@ -210,8 +214,11 @@ def report_shape_from_data(ctx: Context, node: cst.Call) -> None:
             return
         element = element_size(ctx, arg.value) if name != "range" else None
         if element is not None:
-            report_compiled(ctx, ShapeFromData, node, shown=" ".join(ctx.source(arg.value).split()),
-                            start=_in_function(ctx, element))
+            if ctx.functions and _reported(ctx, element):
+                return
+            start = _in_function(ctx, element)
+            report_compiled(ctx, ShapeFromData, node, shown=" ".join(ctx.source(arg.value).split()), start=start)
+            _started(ctx, start)
             return
     if name != "range" and any(report_random_size(ctx, node, arg.value) for arg in args):
         return  # one finding a call: the first size drawn at random
@@ -223,6 +230,8 @@ def _in_function(ctx: Context, node: cst.CSTNode) -> cst.CSTNode | None:
     if not ctx.functions:
         return None
     function = ctx.functions[-1]
+    if _reported(ctx, node):
+        return None
     found = False
 
     class Finder(cst.CSTVisitor):
@@ -233,6 +242,18 @@ def _in_function(ctx: Context, node: cst.CSTNode) -> cst.CSTNode | None:
 
     visit(function, Finder())
     return node if found else None
+
+
+def _reported(ctx: Context, read: cst.CSTNode) -> bool:
+    """`read` already begins a finding in its function: one read of a size used twice (`n = int(t.max())`, then
+    `torch.zeros(n)` and `x.view(n, -1)`) is one problem, reported from the read to its first use."""
+    started: set[int] = ctx.memo("size-reads-reported", ctx.functions[-1], set)
+    return id(read) in started
+
+
+def _started(ctx: Context, read: cst.CSTNode | None) -> None:
+    if read is not None and ctx.functions:
+        ctx.memo("size-reads-reported", ctx.functions[-1], set).add(id(read))
 
 
 def report_slice_from_data(ctx: Context, node: cst.Subscript) -> None:
