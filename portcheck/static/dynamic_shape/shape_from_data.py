@@ -253,7 +253,8 @@ def _reported(ctx: Context, read: cst.CSTNode) -> bool:
 
 def _started(ctx: Context, read: cst.CSTNode | None) -> None:
     if read is not None and ctx.functions:
-        ctx.memo("size-reads-reported", ctx.functions[-1], set).add(id(read))
+        started: set[int] = ctx.memo("size-reads-reported", ctx.functions[-1], set)
+        started.add(id(read))
 
 
 def report_slice_from_data(ctx: Context, node: cst.Subscript) -> None:
