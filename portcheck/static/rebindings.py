@@ -16,20 +16,35 @@ def rebindings(ctx: Context, name: str) -> tuple[cst.BaseExpression, ...]:
     if not ctx.functions:
         return ()
     function = ctx.functions[-1]
-    values, other = ctx.memo("rebindings", function, lambda: _collect_rebindings(function))
+    values, other, _ = ctx.memo("rebindings", function, lambda: _collect_rebindings(function))
     return () if name in other else values.get(name, ())
 
 
-def _collect_rebindings(function: cst.FunctionDef) -> tuple[dict[str, tuple[cst.BaseExpression, ...]], set[str]]:
+def updated_in_place(ctx: Context, name: str) -> tuple[cst.BaseExpression, ...]:
+    """For a name bound by plain bindings and otherwise only updated in place by a logical operator (`ok = ...`,
+    then `ok &= x > 0`), the values its plain bindings give it; () for any other name."""
+    if not ctx.functions:
+        return ()
+    values, _, logical = ctx.memo("rebindings", ctx.functions[-1],
+                                  lambda: _collect_rebindings(ctx.functions[-1]))
+    return values.get(name, ()) if name in logical else ()
+
+
+def _collect_rebindings(function: cst.FunctionDef) -> tuple[dict[str, tuple[cst.BaseExpression, ...]], set[str],
+                                                            set[str]]:
     """One walk of the function for every name: name -> the values plain bindings give it (for `a, b = f()`,
-    the whole of `f()`: each is a part of it), and the names some other binding (a parameter, a loop target,
-    `+=`) binds."""
+    the whole of `f()`: each is a part of it), the names some other binding (a parameter, a loop target,
+    `+=`) binds, and of those the ones bound, besides plain bindings, only by `&=`, `|=` or `^=`."""
     params = function.params
     other = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
+    logical: set[str] = set()
+    otherwise: set[str] = set(other)  # bound by something other than a plain binding or a logical update
     values: dict[str, list[cst.BaseExpression]] = {}
 
     def bound_otherwise(target: cst.CSTNode) -> None:
-        other.update(bound_names(target))
+        names = bound_names(target)
+        other.update(names)
+        otherwise.update(names)
 
     class Finder(cst.CSTVisitor):
         def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
@@ -45,7 +60,7 @@ def _collect_rebindings(function: cst.FunctionDef) -> tuple[dict[str, tuple[cst.
                     if single:
                         values.setdefault(target.target.value, []).append(node.value)
                     else:
-                        other.add(target.target.value)
+                        bound_otherwise(target.target)
                     continue
                 unpacked = single and isinstance(target.target, (cst.Tuple, cst.List)) and not isinstance(
                     node.value, (cst.Tuple, cst.List))
@@ -57,8 +72,14 @@ def _collect_rebindings(function: cst.FunctionDef) -> tuple[dict[str, tuple[cst.
                         values.setdefault(name, []).append(node.value)
                     else:
                         other.add(name)
+                        otherwise.add(name)
 
         def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            if isinstance(node.target, cst.Name) and isinstance(node.operator, (
+                    cst.BitAndAssign, cst.BitOrAssign, cst.BitXorAssign)):
+                logical.add(node.target.value)
+                other.add(node.target.value)
+                return
             bound_otherwise(node.target)
 
         def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
@@ -74,7 +95,7 @@ def _collect_rebindings(function: cst.FunctionDef) -> tuple[dict[str, tuple[cst.
             bound_otherwise(node.target)
 
     visit(function, Finder())
-    return {name: tuple(found) for name, found in values.items()}, other
+    return {name: tuple(found) for name, found in values.items()}, other, logical - otherwise
 
 
 def paired(target: cst.BaseExpression, value: cst.BaseExpression, name: str) -> cst.BaseExpression | None:
@@ -90,4 +111,4 @@ def paired(target: cst.BaseExpression, value: cst.BaseExpression, name: str) -> 
     return None
 
 
-__all__ = ["paired", "rebindings"]
+__all__ = ["paired", "rebindings", "updated_in_place"]

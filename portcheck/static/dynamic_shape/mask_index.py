@@ -12,10 +12,9 @@ from portcheck.static.dynamic_shape.helper_masks import helper_mask
 from portcheck.static.dynamic_shape.random_size import RandomSize
 from portcheck.static.dynamic_shape.reach import STATIC, report_compiled
 from portcheck.static.dynamic_shape.shape_from_data import ShapeFromData, report_slice_from_data
-from portcheck.static.rebindings import rebindings
+from portcheck.static.rebindings import rebindings, updated_in_place
 from portcheck.static.scope import host_value
-from portcheck.static.syntax import bound_names, call_name, parameters, string_value
-from portcheck.static.walk import visit
+from portcheck.static.syntax import call_name, parameters, string_value
 from portcheck.summaries import ELSEWHERE, MASK_OF
 
 
@@ -192,15 +191,12 @@ def _mask_bindings(ctx: Context, name: str, depth: int) -> bool:
     """`name` is bound more than once in the function, and each binding keeps it a mask: a mask by what makes it,
     `None` (a mask or nothing), a selection between it and something (`torch.where(any, m, m.new([True]))`), or an
     in-place logical update (`m &= x > 0`); at least one binding makes a mask."""
-    if not ctx.functions:
-        return False
-    table = ctx.memo("mask-bindings", ctx.functions[-1], lambda: _binding_table(ctx.functions[-1]))
-    values = table.get(name)
-    if values is None:
+    values = updated_in_place(ctx, name) or rebindings(ctx, name)
+    if len(values) < 2 and not updated_in_place(ctx, name):
         return False
     found = False
     for value in values:
-        if value is None or (isinstance(value, cst.Name) and value.value == "None"):
+        if isinstance(value, cst.Name) and value.value == "None":
             continue
         if (isinstance(value, cst.Call) and ctx.qualname(value.func) == "torch.where" and len(value.args) == 3
                 and any(isinstance(a.value, cst.Name) and a.value.value == name for a in value.args[1:])):
@@ -209,49 +205,6 @@ def _mask_bindings(ctx: Context, name: str, depth: int) -> bool:
             return False
         found = True
     return found
-
-
-def _binding_table(function: cst.FunctionDef) -> dict[str, list[cst.BaseExpression | None]]:
-    """name -> what each of its bindings in `function` gives it (None for an in-place `&=`, `|=`, `^=`), for names
-    bound more than once by nothing but plain assignments and those; other names are left out."""
-    values: dict[str, list[cst.BaseExpression | None]] = {}
-    other: set[str] = {p.name.value for p in parameters(function)}
-
-    class Finder(cst.CSTVisitor):
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-            return node is function
-
-        def visit_Lambda(self, node: cst.Lambda) -> bool:
-            return False
-
-        def visit_Assign(self, node: cst.Assign) -> None:
-            for target in node.targets:
-                if isinstance(target.target, cst.Name) and len(node.targets) == 1:
-                    values.setdefault(target.target.value, []).append(node.value)
-                else:
-                    other.update(bound_names(target.target))
-
-        def visit_AugAssign(self, node: cst.AugAssign) -> None:
-            if isinstance(node.target, cst.Name) and isinstance(node.operator, (
-                    cst.BitAndAssign, cst.BitOrAssign, cst.BitXorAssign)):
-                values.setdefault(node.target.value, []).append(None)
-            else:
-                other.update(bound_names(node.target))
-
-        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-            other.update(bound_names(node.target))
-
-        def visit_For(self, node: cst.For) -> None:
-            other.update(bound_names(node.target))
-
-        def visit_AsName(self, node: cst.AsName) -> None:
-            other.update(bound_names(node.name))
-
-        def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
-            other.update(bound_names(node.target))
-
-    visit(function, Finder())
-    return {name: found for name, found in values.items() if len(found) > 1 and name not in other}
 
 
 def _annotated_mask(ctx: Context, name: str) -> bool:
@@ -361,13 +314,20 @@ def check_mask_index(node: cst.Subscript, ctx: Context) -> None:
     report_slice_from_data(ctx, node)
     if id(node) in ctx.skip:
         return
+    report_first_mask(ctx, BooleanMaskIndex, node)
+
+
+def report_first_mask(ctx: Context, rule: type[Rule], node: cst.Subscript) -> bool:
+    """Report `node` for the first element of its index that is a mask (`x[~pad, :]`), by what makes it or by what
+    a function of the project returns: whether one was."""
     for element in node.slice:
         index = element.slice
         if isinstance(index, cst.Index) and is_mask(ctx, index.value):
-            report_masked(ctx, BooleanMaskIndex, node, index.value)
-            return
-        if isinstance(index, cst.Index) and report_helper_masked(ctx, BooleanMaskIndex, node, index.value):
-            return
+            report_masked(ctx, rule, node, index.value)
+            return True
+        if isinstance(index, cst.Index) and report_helper_masked(ctx, rule, node, index.value):
+            return True
+    return False
 
 
 def report_masked(ctx: Context, rule: type[Rule], node: cst.Subscript, mask: cst.BaseExpression) -> None:
@@ -392,4 +352,4 @@ def report_helper_masked(ctx: Context, rule: type[Rule], node: cst.Subscript, in
     return True
 
 
-__all__ = ["BooleanMaskIndex", "host_mask", "is_mask", "report_helper_masked", "report_masked"]
+__all__ = ["BooleanMaskIndex", "host_mask", "is_mask", "report_first_mask", "report_helper_masked", "report_masked"]

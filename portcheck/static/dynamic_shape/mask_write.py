@@ -6,7 +6,7 @@ import libcst as cst
 
 from portcheck.rules import Rule, rule
 from portcheck.static.check import Context, check
-from portcheck.static.dynamic_shape.mask_index import is_mask, report_helper_masked, report_masked
+from portcheck.static.dynamic_shape.mask_index import report_first_mask
 
 
 @rule
@@ -78,15 +78,9 @@ def check_mask_write(node: cst.Assign | cst.AnnAssign, ctx: Context) -> None:
         if isinstance(target, cst.StarredElement):
             targets.insert(0, target.value)
             continue
-        if not isinstance(target, cst.Subscript):
-            continue
-        for element in target.slice:  # `x[~pad, :] = 0`: the mask with whole-axis slices beside it
-            index = element.slice
-            if isinstance(index, cst.Index) and is_mask(ctx, index.value):
-                report_masked(ctx, BooleanMaskWrite, target, index.value)
-                return
-            if isinstance(index, cst.Index) and report_helper_masked(ctx, BooleanMaskWrite, target, index.value):
-                return
+        # `x[~pad, :] = 0`: the mask with whole-axis slices beside it
+        if isinstance(target, cst.Subscript) and report_first_mask(ctx, BooleanMaskWrite, target):
+            return
 
 
 __all__ = ["BooleanMaskWrite"]

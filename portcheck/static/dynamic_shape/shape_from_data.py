@@ -13,7 +13,7 @@ from portcheck.static.dynamic_shape.random_size import report_random_size
 from portcheck.static.dynamic_shape.reach import STATIC, report_compiled
 from portcheck.static.scope import host_value, literal
 from portcheck.static.syntax import call_name, dotted_name, keyword
-from portcheck.static.values import numpy_rooted, reads_tensor_values
+from portcheck.static.values import contains, numpy_rooted, reads_tensor_values
 from portcheck.static.walk import visit
 from portcheck.summaries import reads_of
 
@@ -227,21 +227,9 @@ def report_shape_from_data(ctx: Context, node: cst.Call) -> None:
 def _in_function(ctx: Context, node: cst.CSTNode) -> cst.CSTNode | None:
     """`node` (the read of a size, `n = int(idx[-1]) + 1`, before the call that uses `n`) where it is in the body of
     the function being read, so the finding runs from the read to the use; None elsewhere (a module's constant)."""
-    if not ctx.functions:
+    if not ctx.functions or _reported(ctx, node):
         return None
-    function = ctx.functions[-1]
-    if _reported(ctx, node):
-        return None
-    found = False
-
-    class Finder(cst.CSTVisitor):
-        def on_visit(self, seen: cst.CSTNode) -> bool:
-            nonlocal found
-            found = found or seen is node
-            return (not found and not isinstance(seen, (cst.FunctionDef, cst.ClassDef))) or seen is function
-
-    visit(function, Finder())
-    return node if found else None
+    return node if contains(ctx.functions[-1], node) else None
 
 
 def _reported(ctx: Context, read: cst.CSTNode) -> bool:
