@@ -16,8 +16,8 @@ def rebindings(ctx: Context, name: str) -> tuple[cst.BaseExpression, ...]:
     if not ctx.functions:
         return ()
     function = ctx.functions[-1]
-    values, other, _ = ctx.memo("rebindings", function, lambda: _collect_rebindings(function))
-    return () if name in other else values.get(name, ())
+    values, other, logical = ctx.memo("rebindings", function, lambda: _collect_rebindings(function))
+    return () if name in other or name in logical else values.get(name, ())
 
 
 def updated_in_place(ctx: Context, name: str) -> tuple[cst.BaseExpression, ...]:
@@ -25,26 +25,23 @@ def updated_in_place(ctx: Context, name: str) -> tuple[cst.BaseExpression, ...]:
     then `ok &= x > 0`), the values its plain bindings give it; () for any other name."""
     if not ctx.functions:
         return ()
-    values, _, logical = ctx.memo("rebindings", ctx.functions[-1],
-                                  lambda: _collect_rebindings(ctx.functions[-1]))
-    return values.get(name, ()) if name in logical else ()
+    values, other, logical = ctx.memo("rebindings", ctx.functions[-1],
+                                      lambda: _collect_rebindings(ctx.functions[-1]))
+    return values.get(name, ()) if name in logical and name not in other else ()
 
 
 def _collect_rebindings(function: cst.FunctionDef) -> tuple[dict[str, tuple[cst.BaseExpression, ...]], set[str],
                                                             set[str]]:
     """One walk of the function for every name: name -> the values plain bindings give it (for `a, b = f()`,
     the whole of `f()`: each is a part of it), the names some other binding (a parameter, a loop target,
-    `+=`) binds, and of those the ones bound, besides plain bindings, only by `&=`, `|=` or `^=`."""
+    `+=`) binds, and the names updated in place by `&=`, `|=` or `^=`."""
     params = function.params
     other = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
     logical: set[str] = set()
-    otherwise: set[str] = set(other)  # bound by something other than a plain binding or a logical update
     values: dict[str, list[cst.BaseExpression]] = {}
 
     def bound_otherwise(target: cst.CSTNode) -> None:
-        names = bound_names(target)
-        other.update(names)
-        otherwise.update(names)
+        other.update(bound_names(target))
 
     class Finder(cst.CSTVisitor):
         def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
@@ -72,13 +69,11 @@ def _collect_rebindings(function: cst.FunctionDef) -> tuple[dict[str, tuple[cst.
                         values.setdefault(name, []).append(node.value)
                     else:
                         other.add(name)
-                        otherwise.add(name)
 
         def visit_AugAssign(self, node: cst.AugAssign) -> None:
             if isinstance(node.target, cst.Name) and isinstance(node.operator, (
                     cst.BitAndAssign, cst.BitOrAssign, cst.BitXorAssign)):
                 logical.add(node.target.value)
-                other.add(node.target.value)
                 return
             bound_otherwise(node.target)
 
@@ -95,7 +90,7 @@ def _collect_rebindings(function: cst.FunctionDef) -> tuple[dict[str, tuple[cst.
             bound_otherwise(node.target)
 
     visit(function, Finder())
-    return {name: tuple(found) for name, found in values.items()}, other, logical - otherwise
+    return {name: tuple(found) for name, found in values.items()}, other, logical
 
 
 def paired(target: cst.BaseExpression, value: cst.BaseExpression, name: str) -> cst.BaseExpression | None:

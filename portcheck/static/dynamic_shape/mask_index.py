@@ -87,7 +87,10 @@ TOKENS = ("[",)
 # `any` / `all` reduce booleans to booleans: `x[is_eos.any(dim=1)]` selects the rows holding one.
 _MASK_METHODS = frozenset({"bool", "eq", "ne", "gt", "lt", "ge", "le", "isnan", "isinf", "isfinite",
                            "logical_and", "logical_or", "logical_not", "logical_xor", "isin", "any", "all"})
-_RESHAPES = frozenset({"view", "reshape", "flatten", "squeeze", "unsqueeze", "expand", "expand_as", "contiguous"})
+# Methods whose result holds the same elements, reshaped, moved about or copied: a mask stays a mask.
+_SAME_ELEMENT_METHODS = frozenset({"view", "reshape", "flatten", "squeeze", "unsqueeze", "expand", "expand_as",
+                                   "contiguous", "clone", "detach", "transpose", "permute", "t", "flip", "roll",
+                                   "triu", "tril"})
 _MASK_FUNCTIONS = frozenset(f"torch.{n}" for n in ("isnan", "isinf", "isfinite", "isin", "logical_and",
                                                    "logical_or", "logical_not", "logical_xor", "eq", "ne", "gt",
                                                    "lt", "ge", "le", "isneginf", "isposinf", "any", "all"))
@@ -118,7 +121,7 @@ def is_mask(ctx: Context, node: cst.BaseExpression, depth: int = 0, named: bool 
             if qualname == "torch.where" and len(node.args) == 3:  # `torch.where(c, m, m.new([True]))`
                 return _selected_mask(ctx, [a.value for a in node.args[1:]], depth, named)
             return qualname in _MASK_FUNCTIONS
-        if isinstance(node.func, cst.Attribute) and (call_name(node) in _RESHAPES or _moved(ctx, node)):
+        if isinstance(node.func, cst.Attribute) and (call_name(node) in _SAME_ELEMENT_METHODS or _moved(node)):
             return is_mask(ctx, node.func.value, depth + 1, named)  # `mask.view(-1)`, `mask.to(x.device)`
         return isinstance(node.func, cst.Attribute) and call_name(node) in _MASK_METHODS
     if isinstance(node, cst.Subscript):  # a part of a mask is a mask: `mask[:, 1:]`, `masks[i]`
@@ -131,12 +134,10 @@ def is_mask(ctx: Context, node: cst.BaseExpression, depth: int = 0, named: bool 
         bound = ctx.constant(node)
         if bound is not None and is_mask(ctx, bound[1], depth + 1, named):
             return True
-        values = rebindings(ctx, node.value) if bound is None and ctx.scopes and ctx.scopes[-1].rebound(
-            node.value) else ()
-        if len(values) > 1 and all(is_mask(ctx, v, depth + 1, named=False) for v in values):
-            return True  # `keep = a > 0`, then `keep = (b > 0) & (a > 0)`: a mask by every binding
         if bound is None and _mask_bindings(ctx, node.value, depth):
-            return True  # `ok = torch.ones(n, dtype=torch.bool)`, then `ok &= x > 0`; or a mask or None
+            # `keep = a > 0`, then `keep = (b > 0) & (a > 0)`; `ok = torch.ones(n, dtype=torch.bool)`, then
+            # `ok &= x > 0`; a mask or None
+            return True
         if bound is None and ctx.scopes and node.value not in ctx.scopes[-1].plain and _annotated_mask(ctx, node.value):
             return True  # `batch_filter: torch.BoolTensor | None`: a parameter typed as a boolean tensor
         return named and _named_mask(ctx, node.value, [bound[1]] if bound is not None else rebindings(ctx, node.value))
@@ -156,11 +157,11 @@ _SAME_ELEMENTS = frozenset(f"torch.{n}" for n in ("triu", "tril", "transpose", "
                                                   "flatten", "reshape", "squeeze", "unsqueeze", "clone"))
 
 
-def _moved(ctx: Context, call: cst.Call) -> bool:
-    """`m.to(x.device)`, `m.to("cuda")`, `m.cuda()`, `m.clone()`: the same values on another device or in a copy,
-    so a mask stays a mask. (`m.to(x)` and `m.to(torch.float)` take another dtype: not these.)"""
+def _moved(call: cst.Call) -> bool:
+    """`m.to(x.device)`, `m.to("cuda")`, `m.cuda()`: the same values on another device, so a mask stays a mask.
+    (`m.to(x)` and `m.to(torch.float)` take another dtype: not these.)"""
     name = call_name(call)
-    if name in ("cuda", "cpu", "clone", "detach", "transpose", "permute", "t", "flip", "roll", "triu", "tril"):
+    if name in ("cuda", "cpu"):
         return True
     if name != "to" or not call.args:
         return False
@@ -191,9 +192,11 @@ def _mask_bindings(ctx: Context, name: str, depth: int) -> bool:
     """`name` is bound more than once in the function, and each binding keeps it a mask: a mask by what makes it,
     `None` (a mask or nothing), a selection between it and something (`torch.where(any, m, m.new([True]))`), or an
     in-place logical update (`m &= x > 0`); at least one binding makes a mask."""
-    values = updated_in_place(ctx, name) or rebindings(ctx, name)
-    if len(values) < 2 and not updated_in_place(ctx, name):
-        return False
+    values = updated_in_place(ctx, name)
+    if not values:
+        values = rebindings(ctx, name)
+        if len(values) < 2:
+            return False
     found = False
     for value in values:
         if isinstance(value, cst.Name) and value.value == "None":

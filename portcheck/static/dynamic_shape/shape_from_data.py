@@ -200,12 +200,8 @@ def report_shape_from_data(ctx: Context, node: cst.Call) -> None:
         read = data_read(ctx, arg.value)
         if read is not None:
             ctx.skip.add(id(read))  # one finding: the host read is part of this problem (PC701 stays quiet)
-            if ctx.functions and _reported(ctx, read):
-                return  # its first use began the finding
             shown = ctx.source(arg.value) if isinstance(arg.value, cst.Name) else ctx.source(read)
-            start = _in_function(ctx, read)
-            report_compiled(ctx, ShapeFromData, node, shown=" ".join(shown.split()), start=start)
-            _started(ctx, start)
+            _report_read(ctx, node, read, shown)
             return
         helper = project_helper(ctx, arg.value)
         if helper is not None:
@@ -214,35 +210,26 @@ def report_shape_from_data(ctx: Context, node: cst.Call) -> None:
             return
         element = element_size(ctx, arg.value) if name != "range" else None
         if element is not None:
-            if ctx.functions and _reported(ctx, element):
-                return
-            start = _in_function(ctx, element)
-            report_compiled(ctx, ShapeFromData, node, shown=" ".join(ctx.source(arg.value).split()), start=start)
-            _started(ctx, start)
+            _report_read(ctx, node, element, ctx.source(arg.value))
             return
     if name != "range" and any(report_random_size(ctx, node, arg.value) for arg in args):
         return  # one finding a call: the first size drawn at random
 
 
-def _in_function(ctx: Context, node: cst.CSTNode) -> cst.CSTNode | None:
-    """`node` (the read of a size, `n = int(idx[-1]) + 1`, before the call that uses `n`) where it is in the body of
-    the function being read, so the finding runs from the read to the use; None elsewhere (a module's constant)."""
-    if not ctx.functions or _reported(ctx, node):
-        return None
-    return node if contains(ctx.functions[-1], node) else None
-
-
-def _reported(ctx: Context, read: cst.CSTNode) -> bool:
-    """`read` already begins a finding in its function: one read of a size used twice (`n = int(t.max())`, then
-    `torch.zeros(n)` and `x.view(n, -1)`) is one problem, reported from the read to its first use."""
-    started: set[int] = ctx.memo("size-reads-reported", ctx.functions[-1], set)
-    return id(read) in started
-
-
-def _started(ctx: Context, read: cst.CSTNode | None) -> None:
-    if read is not None and ctx.functions:
+def _report_read(ctx: Context, node: cst.Call, read: cst.CSTNode, shown: str) -> None:
+    """PC209 at `node`, sized by what `read` takes out of tensor data. Where the read is in the body of the function
+    being read (`n = int(idx[-1]) + 1`, before the call that uses `n`), the finding runs from the read to the use,
+    and a read used as several sizes is one problem, reported at its first use; a read elsewhere (a module's
+    constant) leaves the finding on the use."""
+    start = None
+    if ctx.functions:
         started: set[int] = ctx.memo("size-reads-reported", ctx.functions[-1], set)
-        started.add(id(read))
+        if id(read) in started:
+            return
+        if contains(ctx.functions[-1], read):
+            start = read
+            started.add(id(read))
+    report_compiled(ctx, ShapeFromData, node, shown=" ".join(shown.split()), start=start)
 
 
 def report_slice_from_data(ctx: Context, node: cst.Subscript) -> None:
