@@ -453,10 +453,11 @@ def main():
 
     shapes = shapes_to_run()
     kernel = get_bucket_kernel() if len(shapes) > 1 else None
-    chosen = {bucket for _, _, bucket in shapes} if args.buckets is None else set(args.buckets)
-    if not chosen <= {bucket for _, _, bucket in shapes}:
+    planned = [bucket for _, _, bucket in shapes]
+    chosen = set(planned if args.buckets is None else args.buckets)
+    if not chosen <= set(planned):
         raise SystemExit(f"--buckets {','.join(map(str, sorted(chosen)))}: the plan's buckets are "
-                         f"{', '.join(str(bucket) for _, _, bucket in shapes)}")
+                         f"{', '.join(map(str, planned))}")
 
     def inputs_for(batch, length):
         made = make_inputs(batch, length)

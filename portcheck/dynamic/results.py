@@ -376,7 +376,7 @@ def _join(static: list[Finding], traced: list[Finding]) -> list[Finding]:
     merged: list[Finding] = list(static)
     by_line: dict[tuple[str, int], list[int]] = defaultdict(list)
     for index, f in enumerate(static):
-        for line in range(f.line, max(f.line, min(f.end_line, f.line + _SPAN_LINES)) + 1):
+        for line in range(f.line, min(f.end_line, f.line + _SPAN_LINES) + 1):
             by_line[(f.path, line)].append(index)
     for f in traced:
         same = _SAME_PROBLEM.get(f.code, frozenset({f.code}))

@@ -15,7 +15,7 @@ import libcst as cst
 
 from portcheck.static.ancestry import ancestors
 from portcheck.static.check import Context
-from portcheck.static.syntax import bound_names, call_name, dotted_name, root_name
+from portcheck.static.syntax import bound_names, call_name, dotted_name, parameters, root_name
 from portcheck.static.values import numpy_rooted
 from portcheck.static.walk import visit
 
@@ -100,7 +100,7 @@ def _arrays(ctx: Context, function: cst.FunctionDef) -> frozenset[str]:
                  if p.annotation is not None and (dotted_name(p.annotation.annotation) or "").endswith(
                      _TENSOR_ANNOTATIONS)}
     # `inputs: Dict[str, torch.Tensor]`, `xs: list[Tensor]`: a container annotated as holding tensors
-    holders = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)
+    holders = {p.name.value for p in parameters(function)
                if p.annotation is not None and _holds_tensors(p.annotation.annotation)}
     used: set[str] = set()
     made: set[str] = set()
