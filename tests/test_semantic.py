@@ -815,6 +815,79 @@ def test_a_module_imported_only_where_cuda_is_present_is_cuda_only(tmp_path):
     assert found[("pkg/fused.py", 1, "PC501")] == Severity.ERROR
 
 
+def test_an_op_registered_for_cuda_devices_only_is_cuda_only(tmp_path):
+    """An implementation the dispatcher sends only CUDA tensors (`torch.library.custom_op(..., device_types="cuda")`,
+    `torch.library.impl(name, "CUDA")`, `@op.register_kernel("cuda")`) runs only where CUDA is present, and so do
+    the Triton kernels only it launches. A registration for every device, or for the CPU too, keeps the error."""
+    _tree(tmp_path, {
+        "ops.py": """\
+            import torch
+            import triton
+            import triton.language as tl
+
+
+            @triton.jit
+            def k_op(x_ptr, BLOCK: tl.constexpr):
+                tl.store(x_ptr, tl.arange(0, BLOCK))
+
+
+            @triton.jit
+            def k_impl(x_ptr, BLOCK: tl.constexpr):
+                tl.store(x_ptr, tl.arange(0, BLOCK))
+
+
+            @triton.jit
+            def k_kernel(x_ptr, BLOCK: tl.constexpr):
+                tl.store(x_ptr, tl.arange(0, BLOCK))
+
+
+            @triton.jit
+            def k_any(x_ptr, BLOCK: tl.constexpr):
+                tl.store(x_ptr, tl.arange(0, BLOCK))
+
+
+            @triton.jit
+            def k_both(x_ptr, BLOCK: tl.constexpr):
+                tl.store(x_ptr, tl.arange(0, BLOCK))
+
+
+            @torch.library.custom_op("ns::rope", mutates_args={"x"}, device_types="cuda")
+            def rope(x: torch.Tensor) -> None:
+                k_op[(1,)](x, BLOCK=64)
+
+
+            @torch.library.impl("ns::scale", "CUDA")
+            def scale(x):
+                k_impl[(1,)](x, BLOCK=64)
+                return x
+
+
+            @torch.library.custom_op("ns::shift", mutates_args=())
+            def shift(x: torch.Tensor) -> torch.Tensor:
+                return x + 1
+
+
+            @shift.register_kernel("cuda")
+            def shift_cuda(x):
+                k_kernel[(1,)](x, BLOCK=64)
+                return x
+
+
+            @torch.library.custom_op("ns::anywhere", mutates_args={"x"})
+            def anywhere(x: torch.Tensor) -> None:
+                k_any[(1,)](x, BLOCK=64)
+
+
+            @torch.library.custom_op("ns::both", mutates_args={"x"}, device_types=("cuda", "cpu"))
+            def both(x: torch.Tensor) -> None:
+                k_both[(1,)](x, BLOCK=64)
+            """,
+    })
+    found = _scan(tmp_path)
+    assert [found[("ops.py", line, "PC502")] for line in (6, 11, 16)] == [Severity.INFO] * 3
+    assert [found[("ops.py", line, "PC502")] for line in (21, 26)] == [Severity.ERROR] * 2
+
+
 def test_a_custom_autograd_functions_apply_calls_its_forward_and_backward(tmp_path):
     """torchtitan's fused MLA: `_Rope.apply(q)` of a `torch.autograd.Function` runs `_Rope.forward` (and its
     `backward`), so what only a CUDA-guarded caller applies is CUDA-only, down to the Triton kernel its forward

@@ -16,6 +16,7 @@ from portcheck.static.semantic.project import DEPTH, Node, Project
 from portcheck.static.semantic.summary import (
     CUDA_CLASS,
     CUDA_GUARD,
+    CUDA_IMPL,
     FORWARD,
     HOST,
     ONCE,
@@ -88,7 +89,7 @@ def facts(project: Project) -> Facts:
                         queue.append(callee)
         return found
 
-    roots = {f for f, n in project.nodes.items() if CUDA_CLASS in n.function.roles}
+    roots = {f for f, n in project.nodes.items() if {CUDA_CLASS, CUDA_IMPL} & set(n.function.roles)}
     cuda_only = only(CUDA_GUARD, roots)
     # A module every import of which runs under a CUDA guard or in a CUDA-only function (whisper's Triton kernels,
     # imported inside `if x.is_cuda:`) loads only where CUDA is present: its functions are CUDA-only, and so what

@@ -45,6 +45,7 @@ from portcheck.static.semantic.modules import module_of
 from portcheck.static.semantic.project import Node, Passed, Project, arguments
 from portcheck.static.semantic.summary import (
     CUDA_CLASS,
+    CUDA_IMPL,
     MAIN_GUARD,
     ONCE,
     ONCE_GUARD,
@@ -68,7 +69,8 @@ def _where(project: Project, found: Facts, result: FileResult, finding: Finding,
     for node in holders:
         if node.full in found.cuda_only:
             why = ("it belongs to a class that exists for CUDA" if CUDA_CLASS in node.function.roles
-                   else "it is called only where CUDA is present")
+                   else "it is an op's implementation registered for CUDA devices only"
+                   if CUDA_IMPL in node.function.roles else "it is called only where CUDA is present")
             return "cuda", f"`{node.function.name}`: {why}"
         if node.full in found.vendor_only:
             return "vendor", f"`{node.function.name}` runs only for another vendor's runtime or export"

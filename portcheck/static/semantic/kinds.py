@@ -10,6 +10,7 @@ HOST = "host"  # a data-pipeline entry: `__getitem__`, a collate function, a met
 PROBE = "probe"  # returns whether CUDA is there (`return torch.cuda.is_available()`)
 VENDOR = "vendor"  # drives another vendor's runtime (TensorRT, OpenVINO, CoreML, ONNX Runtime)
 CUDA_CLASS = "cuda-class"  # a method of a class that exists for CUDA (`CUDAAccelerator`, `Bnb8bitLinear`)
+CUDA_IMPL = "cuda-impl"  # an op's implementation registered for CUDA devices only (`custom_op(device_types="cuda")`)
 ONCE = "once"  # runs once per key or object: a cached function (`@functools.cache`, `@cached_property`)
 READS = "reads"  # its `return`s read a parameter's tensor data into Python (`return t.tolist()`), on every stack
 READS_OFF_XLA = "reads-off-xla"  # the same, except for an XLA tensor, which it passes through (nodes.returns_read)

@@ -7,6 +7,7 @@ import ast
 import re
 import sys
 from collections import deque
+from collections.abc import Callable
 
 
 def within(node: ast.expr, outer: ast.expr) -> bool:
@@ -248,3 +249,37 @@ __all__ = [
     "within",
 ]
 
+
+
+# torch.library's registrations that name the devices an implementation serves: `custom_op(..., device_types=)`,
+# `impl(name, types)` (or the older `impl(lib, name, dispatch_key)`), `register_kernel(op, device_types)`; and an op
+# object's own `@op.register_kernel("cuda")`.
+_REGISTRATIONS = frozenset({"torch.library.custom_op", "torch.library.impl", "torch.library.register_kernel"})
+
+
+def registered_for_cuda(decorator: ast.expr, resolve: Callable[[ast.expr], str | None]) -> bool:
+    """`@torch.library.custom_op("ns::op", mutates_args=(), device_types="cuda")`, `@torch.library.impl("ns::op",
+    "CUDA")`, `@my_op.register_kernel("cuda")`: the dispatcher sends this function only tensors on a CUDA device, so
+    it runs only where CUDA is present. A registration for other devices too, or for none named (every device), is
+    not."""
+    if not isinstance(decorator, ast.Call):
+        return False
+    name = resolve(decorator.func) or ""
+    if name in _REGISTRATIONS:
+        keyword = "device_types" if name != "torch.library.impl" else "types"
+        given = next((k.value for k in decorator.keywords if k.arg in (keyword, "dispatch_key")), None)
+        if given is None and name != "torch.library.custom_op" and len(decorator.args) >= 2:
+            given = decorator.args[-1]  # `impl("ns::op", "cuda")`, `impl(lib, "op", "CUDA")`
+    elif isinstance(decorator.func, ast.Attribute) and decorator.func.attr == "register_kernel":
+        given = next((k.value for k in decorator.keywords if k.arg == "device_types"),
+                     decorator.args[0] if decorator.args else None)
+    else:
+        return False
+    return given is not None and _only_cuda(given)
+
+
+def _only_cuda(node: ast.expr) -> bool:
+    """"cuda", "CUDA", ("cuda",), ["cuda", "cuda"]: device names, all CUDA's."""
+    items = node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else [node]
+    return bool(items) and all(isinstance(i, ast.Constant) and isinstance(i.value, str) and
+                               i.value.lower() in ("cuda", "sparsecuda", "autogradcuda") for i in items)

@@ -26,6 +26,7 @@ from portcheck.static.semantic.kinds import (
     CACHING,
     CUDA_CLASS,
     CUDA_GUARD,
+    CUDA_IMPL,
     DATA_BASES,
     FORWARD,
     HOST,
@@ -54,6 +55,7 @@ from portcheck.static.semantic.nodes import (
     exits,
     mentions,
     positional,
+    registered_for_cuda,
     returns_read,
     runs_as_script,
     statements_in,
@@ -372,6 +374,7 @@ class _Reader:
             (HOST, node.name in ("__getitem__", "__iter__") or scope in self._data_classes),
             (PROBE, self._probe), (VENDOR, self._vendor),
             (CUDA_CLASS, bool(scope) and any(named_for_cuda(part) for part in scope.split("."))),
+            (CUDA_IMPL, any(registered_for_cuda(d, self.resolve) for d in node.decorator_list)),
             (ONCE, any((dotted(d.func if isinstance(d, ast.Call) else d) or "").rsplit(".", 1)[-1] in CACHING
                        for d in node.decorator_list))) if holds]
         reads = returns_read(node)
@@ -394,6 +397,6 @@ class _Reader:
             self._calls.append((f":{name}", guards[-1] if guards else ""))  # a nested function runs with its parent
 
 
-__all__ = ["CUDA_CLASS", "CUDA_GUARD", "FORWARD", "HOST", "MAIN_GUARD", "ONCE", "ONCE_GUARD", "PROBE", "READS",
-           "READS_OFF_XLA", "STEP", "UNNAMED", "VENDOR", "VENDOR_GUARD", "VENDOR_RUNTIMES",
+__all__ = ["CUDA_CLASS", "CUDA_GUARD", "CUDA_IMPL", "FORWARD", "HOST", "MAIN_GUARD", "ONCE", "ONCE_GUARD", "PROBE",
+           "READS", "READS_OFF_XLA", "STEP", "UNNAMED", "VENDOR", "VENDOR_GUARD", "VENDOR_RUNTIMES",
            "Function", "Summary", "summarise"]
