@@ -1845,3 +1845,53 @@ def test_masks_are_read_by_what_makes_them():
     result = analyse_text(code, "m.py", "trn2", "native", load().applicable("trn2", "native"))
     assert sorted((f.line, f.code) for f in result.findings if f.code in ("PC204", "PC216")) == [
         (8, "PC204"), (13, "PC204"), (14, "PC204"), (15, "PC204"), (20, "PC216")]
+
+
+def test_a_local_name_shadows_a_module_the_file_imports_under_it():
+    """`from pkg import loss` at the top, then `loss, _ = self.model(x)` in a function: there `loss` is the model's
+    output, so `loss.item()` reads a tensor, and the call graph sees no call of the module's functions. Where no
+    local binds the name, it is still the module."""
+    found = severities("""\
+        import torch
+        from pkg import utils, loss
+
+
+        class M(torch.nn.Module):
+            def forward(self, x):
+                out = self.net(x)
+                return out.sum().item()
+
+            def update(self, batch):
+                loss, _ = self(batch)
+                value = loss.data.item()
+                loss.backward()
+                return value
+
+            def measure(self, x):
+                return loss.item()
+        """, chip="inf2", stack="xla")
+    assert (8, "PC701") in found and (12, "PC701") in found
+    assert (17, "PC701") not in found
+
+
+def test_cudas_module_as_the_default_of_a_device_module_lookup_is_info():
+    """`getattr(torch, device_type, torch.cuda)` uses the module of the device the code names; torch.cuda only
+    stands in for a device torch has no module for. Named with `"cuda"` itself, or passed on as a value, it is
+    CUDA's module."""
+    found = severities("""\
+        import torch
+
+
+        def empty_cache(device_type):
+            getattr(torch, device_type, torch.cuda).empty_cache()
+
+
+        def cuda_module():
+            return getattr(torch, "cuda", torch.cuda)
+
+
+        def run(fn):
+            return fn(torch.cuda)
+        """)
+    assert found[(5, "PC111")] == Severity.INFO
+    assert found[(9, "PC111")] == found[(13, "PC111")] == Severity.WARNING

@@ -212,7 +212,10 @@ class Context:
         try:
             return self._qualnames[key]
         except KeyError:
-            found = self._qualnames[key] = self.names.qualname(node)
+            found = self.names.qualname(node)
+            if found is not None and self.scopes and _shadowed(node, self.scopes):
+                found = None  # `loss, _ = self.model(x)` in a function of a file that imports a module `loss`
+            self._qualnames[key] = found
             return found
 
     def constant(self, node: cst.BaseExpression) -> tuple[str, cst.BaseExpression] | None:
@@ -274,5 +277,13 @@ def _in_device_step(requires: str) -> str | None:
         return None
     return requires or "device"
 
+
+
+def _shadowed(node: cst.BaseExpression, scopes: list[Scope]) -> bool:
+    """The name a dotted expression starts with is bound in an enclosing function (a parameter, an assignment, a
+    loop target), so there it is that local, not what the file imports under that name."""
+    while isinstance(node, cst.Attribute):
+        node = node.value
+    return isinstance(node, cst.Name) and any(node.value in scope.bound for scope in scopes)
 
 __all__ = ["CHECKS", "Check", "Context", "FixPlan", "Hit", "Replace", "check"]

@@ -30,7 +30,14 @@ from portcheck.static.cuda_api.probes import (
     report_guarded,
 )
 from portcheck.static.cuda_api.statements import find_call
-from portcheck.static.cuda_api.uses import attribute_read, mocked, only_compared, silent_note, tool_message
+from portcheck.static.cuda_api.uses import (
+    attribute_read,
+    mocked,
+    only_compared,
+    only_fallback,
+    silent_note,
+    tool_message,
+)
 from portcheck.static.syntax import dotted_name
 
 
@@ -162,6 +169,7 @@ class CudaApiOther(Rule):
     INVALID = (
         "import torch\nx = torch.cuda.FloatTensor(8)",
         "import torch\ntorch.cuda.nvtx.range_push('step')",
+        "import torch\nmod = getattr(torch, 'cuda', torch.cuda)",
     )
     VALID = ("import torch\nx = torch.empty(8)",)
 
@@ -235,6 +243,11 @@ def _judge_reference(ctx: Context, node: cst.Attribute | cst.Name, qualname: str
             return
         if found is CudaApiOther and (tool := tool_message(ctx, node, qualname)):
             report_guarded(ctx, found, node, tool, raises=False, severity=Severity.INFO)
+            return
+        if found is CudaApiOther and qualname == "torch.cuda" and only_fallback(ctx, node):
+            ctx.report(found, node, f"{message} (here only the default of `getattr(torch, <device>, torch.cuda)`: "
+                       "the module of the device the code names is the one used, and torch.cuda only stands in for "
+                       "a device torch has no module for)", Severity.INFO)
             return
         if found is CudaApiOther and only_compared(ctx, node):
             ctx.report(found, node, f"{message} (here only compared with, or tested by `isinstance`: naming it runs "

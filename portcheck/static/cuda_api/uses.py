@@ -73,4 +73,20 @@ def only_compared(ctx: Context, node: cst.Attribute | cst.Name) -> bool:
     return False
 
 
-__all__ = ["attribute_read", "mocked", "only_compared", "silent_note", "tool_message"]
+def only_fallback(ctx: Context, node: cst.Attribute | cst.Name) -> bool:
+    """`getattr(torch, device_type, torch.cuda)`: the module of the device the code names (`torch.cpu`,
+    `torch.neuron`, `torch.xpu`), with torch.cuda only as the default for a device torch has no module for. The
+    device named decides; CUDA's module is not what runs (a literal `"cuda"` name excepted)."""
+    chain = ancestors(ctx, node)
+    if len(chain) < 2 or not isinstance(parent := chain[-1], cst.Arg) or parent.value is not node:
+        return False
+    call = chain[-2]
+    if not isinstance(call, cst.Call) or not isinstance(call.func, cst.Name) or call.func.value != "getattr" or \
+            len(call.args) != 3 or call.args[2] is not parent or any(a.keyword is not None for a in call.args):
+        return False
+    named = call.args[1].value
+    return ctx.qualname(call.args[0].value) == "torch" and not (
+        isinstance(named, cst.SimpleString) and "cuda" in named.value)
+
+
+__all__ = ["attribute_read", "mocked", "only_compared", "only_fallback", "silent_note", "tool_message"]

@@ -41,6 +41,10 @@ class Bindings:
         elif isinstance(stmt, (ast.With, ast.AsyncWith)):
             self._unknown([item.optional_vars for item in stmt.items if item.optional_vars is not None])
 
+    def binds(self, name: str) -> bool:
+        """`name` is a parameter or a local bound so far: there it is not what the file imports under that name."""
+        return name in self.params or name in self.names
+
     def _unknown(self, targets: list[ast.expr]) -> None:
         for target in targets:
             for node in ast.walk(target):

@@ -102,7 +102,7 @@ class _Reader:
         self.imports: list[tuple[str, bool, str, str]] = []
         self.required: list[str] = []  # Summary.required
         self._passes: list[tuple[str, int, tuple[str, ...], tuple[str, ...]]] = []
-        self._bindings = Bindings(self.resolve)
+        self._bindings = self._module_bindings = Bindings(self.resolve)
         self.module_passes = self._passes  # module-level code's calls; a function's own replace it while it is read
         self._optional = 0  # how many optional-dependency tests or `except ImportError`s hold the walk
         self.generics = Generics()  # `@singledispatch` functions and what `@f.register` adds to them
@@ -113,7 +113,8 @@ class _Reader:
         if name is None:
             return None
         head, _, rest = name.partition(".")
-        if (target := self.aliases.get(head)) is not None:
+        if (target := self.aliases.get(head)) is not None and (
+                self._bindings is self._module_bindings or not self._bindings.binds(head)):
             return f"{target}.{rest}" if rest else target
         if head == "self":
             return name
