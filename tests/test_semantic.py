@@ -888,6 +888,43 @@ def test_an_op_registered_for_cuda_devices_only_is_cuda_only(tmp_path):
     assert [found[("ops.py", line, "PC502")] for line in (21, 26)] == [Severity.ERROR] * 2
 
 
+def test_training_code_is_info_on_a_chip_that_serves_inference_only(tmp_path):
+    """On Inf2 a training step, and a helper only training steps call (a masked loss), never run: their findings
+    are info there (the training loop itself is PC607's), and keep their severity on Trn2. A model's `forward`
+    that the step calls keeps its findings on both: the model trained is the model served."""
+    _tree(tmp_path, {
+        "train.py": """\
+            import torch
+            from torch import nn
+
+
+            class Model(nn.Module):
+                def forward(self, x):
+                    return x[x > 0].sum()
+
+
+            def masked_loss(pred, y):
+                return (pred[y > 0] - y[y > 0]).abs().mean()
+
+
+            class Trainer:
+                def __init__(self):
+                    self.model = Model()
+                    self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.1)
+
+                def train_step(self, x, y):
+                    loss = masked_loss(self.model(x), y)
+                    loss.backward()
+                    self.optimizer.step()
+                    return loss
+            """,
+    })
+    inf2, trn2 = _scan(tmp_path, "inf2", "xla"), _scan(tmp_path)
+    assert inf2[("train.py", 11, "PC204")] == Severity.INFO and inf2[("train.py", 22, "PC607")] > Severity.INFO
+    assert trn2[("train.py", 11, "PC204")] > Severity.INFO
+    assert inf2[("train.py", 7, "PC204")] > Severity.INFO and trn2[("train.py", 7, "PC204")] > Severity.INFO
+
+
 def test_a_custom_autograd_functions_apply_calls_its_forward_and_backward(tmp_path):
     """torchtitan's fused MLA: `_Rope.apply(q)` of a `torch.autograd.Function` runs `_Rope.forward` (and its
     `backward`), so what only a CUDA-guarded caller applies is CUDA-only, down to the Triton kernel its forward
@@ -2290,7 +2327,8 @@ def test_a_method_of_what_an_attribute_is_built_as_runs_where_its_caller_does(tm
 def test_a_distribution_built_where_no_forward_or_step_is_seen_to_reach_is_info(tmp_path):
     """A likelihood's `_distr(params)` builds `Normal(mu, sigma)` with validation on; the model holds the likelihood
     in an attribute bound to what its caller passed, which the call graph cannot follow: the construction is info
-    (its function may yet be what the model calls), and a warning where a training step on xla reaches it."""
+    (its function may yet be what the model calls), and a warning where a training step on xla reaches it (Trn1:
+    Inf2 runs no training step)."""
     _tree(tmp_path, {"likelihood.py": """\
         import torch
         from torch.distributions import Normal
@@ -2307,7 +2345,7 @@ def test_a_distribution_built_where_no_forward_or_step_is_seen_to_reach_is_info(
             loss.backward()
             optimizer.step()
         """})
-    found = _scan(tmp_path, "inf2", "xla")
+    found = _scan(tmp_path, "trn1", "xla")
     assert found[("likelihood.py", 6, "PC704")] == Severity.INFO
     assert found[("likelihood.py", 9, "PC704")] == Severity.WARNING
 

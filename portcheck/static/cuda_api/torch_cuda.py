@@ -30,14 +30,7 @@ from portcheck.static.cuda_api.probes import (
     report_guarded,
 )
 from portcheck.static.cuda_api.statements import find_call
-from portcheck.static.cuda_api.uses import (
-    attribute_read,
-    mocked,
-    only_compared,
-    only_fallback,
-    silent_note,
-    tool_message,
-)
+from portcheck.static.cuda_api.uses import attribute_read, mocked, named_only, silent_note, tool_message
 from portcheck.static.syntax import dotted_name
 
 
@@ -244,14 +237,8 @@ def _judge_reference(ctx: Context, node: cst.Attribute | cst.Name, qualname: str
         if found is CudaApiOther and (tool := tool_message(ctx, node, qualname)):
             report_guarded(ctx, found, node, tool, raises=False, severity=Severity.INFO)
             return
-        if found is CudaApiOther and qualname == "torch.cuda" and only_fallback(ctx, node):
-            ctx.report(found, node, f"{message} (here only the default of `getattr(torch, <device>, torch.cuda)`: "
-                       "the module of the device the code names is the one used, and torch.cuda only stands in for "
-                       "a device torch has no module for)", Severity.INFO)
-            return
-        if found is CudaApiOther and only_compared(ctx, node):
-            ctx.report(found, node, f"{message} (here only compared with, or tested by `isinstance`: naming it runs "
-                       "nothing on a GPU, and the test is simply false on Neuron)", Severity.INFO)
+        if found is CudaApiOther and (note := named_only(ctx, node, qualname)):
+            ctx.report(found, node, f"{message} ({note})", Severity.INFO)
             return
         if found is CudaDeviceCall and _names_a_placed_index(ctx, node):
             return  # `torch.device("cuda", torch.cuda.current_device())`: one problem, the CUDA device's finding

@@ -57,7 +57,7 @@ def mocked(ctx: Context, node: cst.BaseExpression) -> bool:
         call_name(c) in _MOCKS or (dotted_name(c.func) or "").endswith("patch.object"))) is not None
 
 
-def only_compared(ctx: Context, node: cst.Attribute | cst.Name) -> bool:
+def _only_compared(ctx: Context, node: cst.Attribute | cst.Name) -> bool:
     """`x.dtype != torch.cuda.HalfTensor`, `isinstance(t, torch.cuda.FloatTensor)`: a torch.cuda class only named
     as one side of a comparison or as `isinstance`'s type, not called."""
     chain = ancestors(ctx, node)
@@ -73,7 +73,7 @@ def only_compared(ctx: Context, node: cst.Attribute | cst.Name) -> bool:
     return False
 
 
-def only_fallback(ctx: Context, node: cst.Attribute | cst.Name) -> bool:
+def _only_fallback(ctx: Context, node: cst.Attribute | cst.Name) -> bool:
     """`getattr(torch, device_type, torch.cuda)`: the module of the device the code names (`torch.cpu`,
     `torch.neuron`, `torch.xpu`), with torch.cuda only as the default for a device torch has no module for. The
     device named decides; CUDA's module is not what runs (a literal `"cuda"` name excepted)."""
@@ -89,4 +89,16 @@ def only_fallback(ctx: Context, node: cst.Attribute | cst.Name) -> bool:
         isinstance(named, cst.SimpleString) and "cuda" in named.value)
 
 
-__all__ = ["attribute_read", "mocked", "only_compared", "only_fallback", "silent_note", "tool_message"]
+def named_only(ctx: Context, node: cst.Attribute | cst.Name, qualname: str) -> str:
+    """Why a torch.cuda name here runs nothing on a GPU, or "": only compared or tested by `isinstance`, or only the
+    default of a lookup of the device's own module."""
+    if _only_compared(ctx, node):
+        return ("here only compared with, or tested by `isinstance`: naming it runs nothing on a GPU, and the test is "
+                "simply false on Neuron")
+    if qualname == "torch.cuda" and _only_fallback(ctx, node):
+        return ("here only the default of `getattr(torch, <device>, torch.cuda)`: the module of the device the code "
+                "names is the one used, and torch.cuda only stands in for a device torch has no module for")
+    return ""
+
+
+__all__ = ["attribute_read", "mocked", "named_only", "silent_note", "tool_message"]

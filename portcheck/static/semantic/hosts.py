@@ -23,10 +23,12 @@ class Bindings:
     """Local names bound once to a host value (True) or to something else (False), in the order a function's
     statements bind them; a name bound twice, or by a loop, `with` or unpacking, is unknown (None)."""
 
-    def __init__(self, resolve: Callable[[ast.expr], str | None], params: frozenset[str] = frozenset()) -> None:
+    def __init__(self, resolve: Callable[[ast.expr], str | None], params: frozenset[str] = frozenset(),
+                 local: bool = True) -> None:
         self.resolve = resolve
         self.names: dict[str, bool | None] = {}
         self.params = params  # the function's own parameters: an argument made of one is passed on as it came
+        self.local = local  # a function's names (False: the module's, which its imports may share)
 
     def bind(self, stmt: ast.stmt) -> None:
         if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
@@ -43,7 +45,7 @@ class Bindings:
 
     def binds(self, name: str) -> bool:
         """`name` is a parameter or a local bound so far: there it is not what the file imports under that name."""
-        return name in self.params or name in self.names
+        return self.local and (name in self.params or name in self.names)
 
     def _unknown(self, targets: list[ast.expr]) -> None:
         for target in targets:

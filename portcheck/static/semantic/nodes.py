@@ -257,7 +257,13 @@ __all__ = [
 _REGISTRATIONS = frozenset({"torch.library.custom_op", "torch.library.impl", "torch.library.register_kernel"})
 
 
-def registered_for_cuda(decorator: ast.expr, resolve: Callable[[ast.expr], str | None]) -> bool:
+def registered_for_cuda(function: ast.FunctionDef | ast.AsyncFunctionDef,
+                        resolve: Callable[[ast.expr], str | None]) -> bool:
+    """A decorator of `function` registers it as an op's implementation for CUDA devices only."""
+    return any(_registers_for_cuda(d, resolve) for d in function.decorator_list)
+
+
+def _registers_for_cuda(decorator: ast.expr, resolve: Callable[[ast.expr], str | None]) -> bool:
     """`@torch.library.custom_op("ns::op", mutates_args=(), device_types="cuda")`, `@torch.library.impl("ns::op",
     "CUDA")`, `@my_op.register_kernel("cuda")`: the dispatcher sends this function only tensors on a CUDA device, so
     it runs only where CUDA is present. A registration for other devices too, or for none named (every device), is

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import ast
 
+from portcheck.static.semantic.kinds import CACHING
+
 
 def dotted(node: ast.expr) -> str | None:
     parts = []
@@ -17,6 +19,13 @@ def dotted(node: ast.expr) -> str | None:
         return None
     parts.append(node.id)
     return ".".join(reversed(parts))
+
+
+def cached(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Decorated to cache its result (`@functools.cache`, `@lru_cache(...)`, `@cached_property`): its body runs once
+    per argument or object."""
+    return any((dotted(d.func if isinstance(d, ast.Call) else d) or "").rsplit(".", 1)[-1] in CACHING
+               for d in function.decorator_list)
 
 
 def initialises(stmt: ast.If, setters: dict[str, frozenset[str]] | None = None) -> bool:

@@ -23,7 +23,6 @@ from portcheck.static.semantic.grows import REGROWS, regrow_calls
 from portcheck.static.semantic.hosts import Bindings, host_arguments
 from portcheck.static.semantic.imports import catches_import_error, import_aliases, optional_test
 from portcheck.static.semantic.kinds import (
-    CACHING,
     CUDA_CLASS,
     CUDA_GUARD,
     CUDA_IMPL,
@@ -61,7 +60,7 @@ from portcheck.static.semantic.nodes import (
     statements_in,
     within,
 )
-from portcheck.static.semantic.once import dotted, initialised_after, initialises, setters_of
+from portcheck.static.semantic.once import cached, dotted, initialised_after, initialises, setters_of
 from portcheck.summaries import Function, Summary
 
 
@@ -102,7 +101,7 @@ class _Reader:
         self.imports: list[tuple[str, bool, str, str]] = []
         self.required: list[str] = []  # Summary.required
         self._passes: list[tuple[str, int, tuple[str, ...], tuple[str, ...]]] = []
-        self._bindings = self._module_bindings = Bindings(self.resolve)
+        self._bindings = Bindings(self.resolve, local=False)
         self.module_passes = self._passes  # module-level code's calls; a function's own replace it while it is read
         self._optional = 0  # how many optional-dependency tests or `except ImportError`s hold the walk
         self.generics = Generics()  # `@singledispatch` functions and what `@f.register` adds to them
@@ -113,8 +112,7 @@ class _Reader:
         if name is None:
             return None
         head, _, rest = name.partition(".")
-        if (target := self.aliases.get(head)) is not None and (
-                self._bindings is self._module_bindings or not self._bindings.binds(head)):
+        if (target := self.aliases.get(head)) is not None and not self._bindings.binds(head):
             return f"{target}.{rest}" if rest else target
         if head == "self":
             return name
@@ -375,9 +373,7 @@ class _Reader:
             (HOST, node.name in ("__getitem__", "__iter__") or scope in self._data_classes),
             (PROBE, self._probe), (VENDOR, self._vendor),
             (CUDA_CLASS, bool(scope) and any(named_for_cuda(part) for part in scope.split("."))),
-            (CUDA_IMPL, any(registered_for_cuda(d, self.resolve) for d in node.decorator_list)),
-            (ONCE, any((dotted(d.func if isinstance(d, ast.Call) else d) or "").rsplit(".", 1)[-1] in CACHING
-                       for d in node.decorator_list))) if holds]
+            (CUDA_IMPL, registered_for_cuda(node, self.resolve)), (ONCE, cached(node))) if holds]
         reads = returns_read(node)
         roles += [READS if reads == "all" else READS_OFF_XLA] if reads else []
         roles += [MASK] if returns_mask(node) else []
