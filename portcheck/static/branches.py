@@ -156,13 +156,20 @@ def for_old_torch(hit: Hit, ctx: Context) -> Hit:
 
 def training_branch(hit: Hit, ctx: Context) -> Hit:
     """The hit, as info, on a chip that only runs inference (inf2) where its code is in a branch only training
-    takes: the body of `if self.training:` (an `and` of it too), the `else` of `if not self.training:`. A model is
-    put in eval mode before it is traced or compiled for inference, so the branch never runs there. Training itself
-    (PC607) keeps its severity."""
+    takes: the body of `if self.training:` (an `and` of it too), the `else` of `if not self.training:`, what follows
+    `if not self.training: return` in the same block. A model is put in eval mode before it is traced or compiled
+    for inference, so the branch never runs there. Training itself (PC607) keeps its severity."""
     if hit.code == "PC607" or hit.severity is Severity.INFO or not hit.chain or not ctx.inference_only:
         return hit
-    for index, stmt in enumerate(hit.chain[:-1]):
-        if not isinstance(stmt, cst.If):
+    for index, stmt in enumerate(hit.chain):
+        exit_test = next((s.test for s in _siblings(hit.chain[index - 1] if index else None, ctx.module, stmt)
+                          if isinstance(s, cst.If) and s.orelse is None and _exits(s.body)
+                          and _training_test(s.test) is False), None)
+        if exit_test is not None:  # after `if not self.training: return` in the same block
+            return replace(hit, severity=Severity.INFO, fix=None,
+                           message=f"{hit.message} (only while training, after `if {_shown(exit_test)}:` leaves: "
+                                   f"{ctx.chip} runs the model in eval mode, so this code is not reached there)")
+        if not isinstance(stmt, cst.If) or index == len(hit.chain) - 1:
             continue
         inner = hit.chain[index + 1]
         training = _training_test(stmt.test)
