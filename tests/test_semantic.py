@@ -925,6 +925,49 @@ def test_training_code_is_info_on_a_chip_that_serves_inference_only(tmp_path):
     assert inf2[("train.py", 7, "PC204")] > Severity.INFO and trn2[("train.py", 7, "PC204")] > Severity.INFO
 
 
+def test_a_function_called_only_while_training_is_training_code_on_inf2(tmp_path):
+    """A helper called only under `if self.training:`, or after `if not self.training: return` (a codebook's
+    dropout seed, its dead-code expiry), runs only while the model trains: info on Inf2, as the branch itself is.
+    Called from an evaluation path as well, it keeps its severity; on Trn2 nothing changes, and the call graph
+    still follows these calls into the device step."""
+    _tree(tmp_path, {
+        "vq.py": """\
+            import torch
+            from torch import nn
+
+
+            def seed(x):
+                return x[x > 0].sum().item()
+
+
+            def shared(x):
+                return x[x < 0].sum()
+
+
+            class Codebook(nn.Module):
+                def forward(self, x, mask):
+                    if self.training and self.dropout:
+                        x = x + seed(x)
+                    self.expire(x, mask)
+                    return x + shared(x)
+
+                def expire(self, x, mask):
+                    if not self.training:
+                        return
+                    self.replace(x, mask)
+                    self.embed = self.embed + shared(x)
+
+                def replace(self, x, mask):
+                    self.embed = x[mask]
+            """,
+    })
+    inf2, trn2 = _scan(tmp_path, "inf2", "xla"), _scan(tmp_path)
+    assert inf2[("vq.py", 6, "PC204")] == inf2[("vq.py", 27, "PC204")] == Severity.INFO
+    assert inf2[("vq.py", 10, "PC204")] > Severity.INFO
+    assert trn2[("vq.py", 6, "PC204")] == trn2[("vq.py", 27, "PC204")] == trn2[("vq.py", 10, "PC204")] == \
+        Severity.ERROR
+
+
 def test_a_custom_autograd_functions_apply_calls_its_forward_and_backward(tmp_path):
     """torchtitan's fused MLA: `_Rope.apply(q)` of a `torch.autograd.Function` runs `_Rope.forward` (and its
     `backward`), so what only a CUDA-guarded caller applies is CUDA-only, down to the Triton kernel its forward

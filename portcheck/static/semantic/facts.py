@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from portcheck.static.host_paths import host_path_of
 from portcheck.static.scope import MODULE_CLASSES
 from portcheck.static.semantic.classes import metric_classes
+from portcheck.static.semantic.kinds import TRAINING_GUARD
 from portcheck.static.semantic.project import DEPTH, Node, Project
 from portcheck.static.semantic.summary import (
     CUDA_CLASS,
@@ -59,7 +60,7 @@ def facts(project: Project) -> Facts:
             callees = project.resolve(guard[1:], caller)
             found = (callees and all(c in probes for c in callees)) or project.probe_constant(guard[1:], caller)
             return CUDA_GUARD if found else ""
-        return guard if guard in (CUDA_GUARD, VENDOR_GUARD, ONCE_GUARD) else ""
+        return guard if guard in (CUDA_GUARD, VENDOR_GUARD, ONCE_GUARD, TRAINING_GUARD) else ""
 
     # Every call resolved, and its guard judged, once: the worklists and the walks below read these.
     sites: dict[str, list[tuple[str, str]]] = defaultdict(list)  # callee -> (caller, guard kind)
@@ -118,7 +119,7 @@ def facts(project: Project) -> Facts:
         queue = deque(seen)
         while queue:
             for callee, kind in outgoing.get(queue.popleft(), ()):
-                if callee not in seen and callee not in avoid and not kind:
+                if callee not in seen and callee not in avoid and kind in ("", TRAINING_GUARD):
                     seen.add(callee)
                     queue.append(callee)
         return seen
@@ -156,13 +157,11 @@ def facts(project: Project) -> Facts:
     steps = {f for f, n in project.nodes.items() if STEP in n.function.roles and n.path not in piped}
     models = {f for f, n in project.nodes.items() if FORWARD in n.function.roles
               or n.function.name.endswith((".__call__", ".__iter__"))}
-    training = only(_NO_GUARD, steps - models, models) - skipped
+    training = only(TRAINING_GUARD, steps - models, models) - skipped
     return Facts(frozenset(probes), frozenset(cuda_only), frozenset(vendor_only), frozenset(device),
                  frozenset(host), frozenset(forward), frozenset(once), frozenset(dead), frozenset(cuda_modules),
                  frozenset(training))
 
-
-_NO_GUARD = "-"  # no guard kind: `only` then follows every call site
 
 
 # Bases that make no torch Module: a class built only on them (and on the project's own such classes) has a

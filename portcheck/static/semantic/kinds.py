@@ -22,6 +22,8 @@ UNNAMED = "unnamed"  # module-level, undecorated, named by its file only inside 
 CUDA_GUARD, VENDOR_GUARD = "cuda", "vendor"
 # Under a lazy initialisation: `if self.x is None: self.x = ...`, `if not done: ...; done = True` run once.
 ONCE_GUARD = "once"
+# Under `if self.training:` (or past `if not self.training: return`): what a model runs only while it trains.
+TRAINING_GUARD = "training"
 # Under `if __name__ == "__main__":` at a module's top level: what runs only when the file is run as a script.
 MAIN_GUARD = "main"
 
@@ -51,3 +53,13 @@ VENDOR_TESTS = frozenset({"torch.onnx.is_in_onnx_export", "torch.jit.is_tracing"
 __all__ = ["CACHING", "CUDA_CLASS", "CUDA_GUARD", "DATA_BASES", "FORWARD", "HOST", "HOST_KEYWORDS", "MAIN_GUARD",
            "ONCE", "ONCE_GUARD", "PROBE", "PROBES", "READS", "READS_OFF_XLA", "STEP", "STEP_METHODS", "UNNAMED",
            "VENDOR", "VENDOR_GUARD", "VENDOR_MODULES", "VENDOR_RUNTIMES", "VENDOR_TESTS"]
+
+
+def negated(side: str) -> str:
+    """The guard where a test of polarity `side` ("!cuda", "!training", "!f") fails: "cuda", "training", "?f"."""
+    return side[1:] if side in ("!" + CUDA_GUARD, "!" + TRAINING_GUARD) else "?" + side[1:]
+
+
+def innermost(guards: tuple[str, ...]) -> str:
+    """The guard a call or an import records: CUDA's wherever it is among the enclosing ones, else the innermost."""
+    return CUDA_GUARD if CUDA_GUARD in guards else guards[-1] if guards else ""

@@ -39,12 +39,15 @@ from portcheck.static.semantic.kinds import (
     READS_OFF_XLA,
     STEP,
     STEP_METHODS,
+    TRAINING_GUARD,
     UNNAMED,
     VENDOR,
     VENDOR_GUARD,
     VENDOR_MODULES,
     VENDOR_RUNTIMES,
     VENDOR_TESTS,
+    innermost,
+    negated,
 )
 from portcheck.static.semantic.masks import MASK, returns_mask
 from portcheck.static.semantic.nodes import (
@@ -62,11 +65,6 @@ from portcheck.static.semantic.nodes import (
 )
 from portcheck.static.semantic.once import cached, dotted, initialised_after, initialises, setters_of
 from portcheck.summaries import Function, Summary
-
-
-def _innermost(guards: tuple[str, ...]) -> str:
-    """The guard a call or an import records: CUDA's wherever it is among the enclosing ones, else the innermost."""
-    return CUDA_GUARD if CUDA_GUARD in guards else guards[-1] if guards else ""
 
 
 def summarise(tree: ast.Module, text: str = "") -> Summary:
@@ -137,8 +135,8 @@ class _Reader:
                     self.resolve(v.func) or ""))] or values
                 if len(values) == 1:
                     return self.polarity(values[0])
-            sides = [s for s in map(self.polarity, values) if s is not None]
-            negative = isinstance(test.op, ast.Or)
+            sides = sorted((s for s in map(self.polarity, values) if s), key=lambda s: TRAINING_GUARD in s)
+            negative = isinstance(test.op, ast.Or)  # (a CUDA side decides before `self.training` does)
             return next((s for s in sides if s.startswith("!") == negative), None)
         if isinstance(test, ast.Compare) and len(test.ops) == 1:
             return self._comparison(test)
@@ -159,6 +157,8 @@ class _Reader:
         if isinstance(test, ast.Attribute):
             if test.attr == "is_cuda":
                 return CUDA_GUARD
+            if test.attr == "training" and isinstance(test.value, ast.Name):
+                return TRAINING_GUARD  # a module's own train/eval flag
             if test.attr in ("onnx_trace", "onnx_export", "exporting_onnx", "tracing_onnx"):
                 return VENDOR_GUARD
         return None
@@ -197,7 +197,7 @@ class _Reader:
             # return`, a rest that sets `self.initted` runs once
             if isinstance(stmt, ast.If) and not stmt.orelse and exits(stmt.body):
                 side, rest = self.polarity(stmt.test), body[index + 1:]
-                guard = (side[1:] if side == "!cuda" else "?" + side[1:]) if side and side.startswith("!") else \
+                guard = negated(side) if side and side.startswith("!") else \
                     ONCE_GUARD if side is None and initialised_after(stmt, rest, self._setters) else None
                 if guard is not None:
                     if rest:
@@ -206,8 +206,8 @@ class _Reader:
                     return
 
     def _region(self, line: int, end: int, guard: str) -> None:
-        if guard == CUDA_GUARD:
-            return  # the rules see local CUDA guards themselves
+        if guard in (CUDA_GUARD, TRAINING_GUARD):
+            return  # the rules see local CUDA and training guards themselves
         self.regions.append((line, end, guard))
 
     def statement(self, stmt: ast.stmt, guards: tuple[str, ...], scope: str) -> None:
@@ -233,7 +233,7 @@ class _Reader:
 
     def _import(self, stmt: ast.Import | ast.ImportFrom, guards: tuple[str, ...], function: str) -> None:
         optional = self._optional > 0
-        guard = _innermost(guards)
+        guard = innermost(guards)
         if isinstance(stmt, ast.Import):
             self.imports.extend((alias.name, optional, guard, function) for alias in stmt.names)
             return
@@ -271,7 +271,7 @@ class _Reader:
                 body_guard = ONCE_GUARD
             elif side is None and not scope and self._calls is None and runs_as_script(stmt.test):
                 body_guard = MAIN_GUARD
-            else_guard = (side[1:] if side == "!cuda" else "?" + side[1:]) if side and side.startswith("!") else None
+            else_guard = negated(side) if side and side.startswith("!") else None
             for part, guard in ((stmt.body, body_guard), (stmt.orelse, else_guard)):
                 if part and guard is not None:
                     self._region(part[0].lineno, end_line(part[-1]), guard)
@@ -325,7 +325,7 @@ class _Reader:
             # `kernel[grid](...)` launches `kernel` (Triton's launch syntax; an item of a table of functions alike)
             func = child.func.value if isinstance(child.func, ast.Subscript) else child.func
             target = self.resolve(func)
-            guard = _innermost(here)
+            guard = innermost(here)
             if target is not None:
                 self._calls.append((target, guard))
                 last = target.rsplit(".", 1)[-1]
