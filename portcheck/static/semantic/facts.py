@@ -41,8 +41,7 @@ class Facts:
     once: frozenset[str] = frozenset()  # set-up: constructors, cached functions and what only they call
     dead: frozenset[str] = frozenset()  # module-level functions nothing in the tree calls or names (UNNAMED)
     cuda_modules: frozenset[str] = frozenset()  # modules the tree imports only where CUDA is present
-    # training steps, and what only they call (a model's `forward` never: what serves a model may call it unseen)
-    training: frozenset[str] = frozenset()
+    training: frozenset[str] = frozenset()  # called only while a model trains (`if self.training:`)
 
 
 def facts(project: Project) -> Facts:
@@ -73,12 +72,11 @@ def facts(project: Project) -> Facts:
                     sites[callee].append((caller, kind))
                     outgoing[caller].append((callee, kind))
 
-    def only(kind: str, roots: set[str], never: Iterable[str] = ()) -> set[str]:
-        """The roots, and every function all of whose call sites are `kind`-guarded or in such a function (but
-        none of `never`): a worklist, each call site counted down once."""
+    def only(kind: str, roots: set[str]) -> set[str]:
+        """The roots, and every function all of whose call sites are `kind`-guarded or in such a function: a
+        worklist, each call site counted down once."""
         pending = {callee: sum(1 for caller, g in calls if g != kind and caller not in roots)
                    for callee, calls in sites.items()}
-        pending.update((f, -1) for f in never)
         found = set(roots)
         queue = deque(c for c, n in pending.items() if n == 0 and c not in found)
         while queue:
@@ -152,12 +150,9 @@ def facts(project: Project) -> Facts:
     dead = {f for f, n in project.nodes.items() if UNNAMED in n.function.roles and f not in sites
             and n.function.name not in project.named
             and not any(n.module == m or n.module.endswith(f".{m}") for m in project.looked_up)}
-    # Training code: the steps, and what only they call. A module's `forward` is never counted, nor what it calls:
-    # the model a step trains is the one inference serves, and what serves it may be outside the scanned tree.
-    steps = {f for f, n in project.nodes.items() if STEP in n.function.roles and n.path not in piped}
-    models = {f for f, n in project.nodes.items() if FORWARD in n.function.roles
-              or n.function.name.endswith((".__call__", ".__iter__"))}
-    training = only(TRAINING_GUARD, steps - models, models) - skipped
+    # What runs only while a model trains: functions every call of which is under `if self.training:` (or past `if
+    # not self.training: return`), or in such a function. A model traced or compiled for inference is in eval mode.
+    training = only(TRAINING_GUARD, set()) - skipped
     return Facts(frozenset(probes), frozenset(cuda_only), frozenset(vendor_only), frozenset(device),
                  frozenset(host), frozenset(forward), frozenset(once), frozenset(dead), frozenset(cuda_modules),
                  frozenset(training))

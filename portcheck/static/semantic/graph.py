@@ -51,7 +51,6 @@ from portcheck.static.semantic.summary import (
     ONCE,
     ONCE_GUARD,
     READS,
-    STEP,
     VENDOR_GUARD,
 )
 from portcheck.summaries import ELSEWHERE, FED_BACK, MASK_OF, READS_OFF_XLA_OF, READS_PREFIXES, SAME_FILE
@@ -106,9 +105,7 @@ def _where(project: Project, found: Facts, result: FileResult, finding: Finding,
     if inference_only and finding.code != "PC607":  # training itself is PC607's finding
         for node in holders:
             if node.full in found.training:
-                why = ("it is a training step" if STEP in node.function.roles
-                       else "it is called only from training steps")
-                return "training", f"`{node.function.name}`: {why}"
+                return "training", f"`{node.function.name}` is called only under `if self.training:`"
     for node in holders:
         if node.full in found.once:
             why = ("its result is cached" if ONCE in node.function.roles
@@ -131,8 +128,7 @@ _NOTES = {
     "vendor": "another vendor's path, {why}: it does not run on Neuron",
     "host": "host-side code, {why}",
     "setup": "set-up code, {why}",
-    "training": ("training code, {why}: a chip that serves inference only runs the model it trains, not this "
-                 "(training on it is PC607's finding)"),
+    "training": "only while training, {why}: a model traced or compiled for inference runs in eval mode",
     "optional": "a guarded integration, {why}: a Neuron host without that library never loads it",
     "unknown": "outside the device step as far as this scan sees: {why}; it matters where a model calls it",
     "dead": "dead code as far as this scan sees: {why}",
