@@ -819,154 +819,46 @@ def test_an_op_registered_for_cuda_devices_only_is_cuda_only(tmp_path):
     """An implementation the dispatcher sends only CUDA tensors (`torch.library.custom_op(..., device_types="cuda")`,
     `torch.library.impl(name, "CUDA")`, `@op.register_kernel("cuda")`) runs only where CUDA is present, and so do
     the Triton kernels only it launches. A registration for every device, or for the CPU too, keeps the error."""
-    _tree(tmp_path, {
-        "ops.py": """\
-            import torch
-            import triton
-            import triton.language as tl
+    kernel = "\n\n@triton.jit\ndef {}(x_ptr, BLOCK: tl.constexpr):\n    tl.store(x_ptr, tl.arange(0, BLOCK))\n"
+    kernels = "".join(kernel.format(name) for name in ("k_op", "k_impl", "k_kernel", "k_any", "k_both"))
+    head = "import torch\nimport triton\nimport triton.language as tl\n" + kernels  # kernels at 6, 11, 16, 21, 26
+    (tmp_path / "ops.py").write_text(head + textwrap.dedent("""\
 
 
-            @triton.jit
-            def k_op(x_ptr, BLOCK: tl.constexpr):
-                tl.store(x_ptr, tl.arange(0, BLOCK))
+        @torch.library.custom_op("ns::rope", mutates_args={"x"}, device_types="cuda")
+        def rope(x: torch.Tensor) -> None:
+            k_op[(1,)](x, BLOCK=64)
 
 
-            @triton.jit
-            def k_impl(x_ptr, BLOCK: tl.constexpr):
-                tl.store(x_ptr, tl.arange(0, BLOCK))
+        @torch.library.impl("ns::scale", "CUDA")
+        def scale(x):
+            k_impl[(1,)](x, BLOCK=64)
+            return x
 
 
-            @triton.jit
-            def k_kernel(x_ptr, BLOCK: tl.constexpr):
-                tl.store(x_ptr, tl.arange(0, BLOCK))
+        @torch.library.custom_op("ns::shift", mutates_args=())
+        def shift(x: torch.Tensor) -> torch.Tensor:
+            return x + 1
 
 
-            @triton.jit
-            def k_any(x_ptr, BLOCK: tl.constexpr):
-                tl.store(x_ptr, tl.arange(0, BLOCK))
+        @shift.register_kernel("cuda")
+        def shift_cuda(x):
+            k_kernel[(1,)](x, BLOCK=64)
+            return x
 
 
-            @triton.jit
-            def k_both(x_ptr, BLOCK: tl.constexpr):
-                tl.store(x_ptr, tl.arange(0, BLOCK))
+        @torch.library.custom_op("ns::anywhere", mutates_args={"x"})
+        def anywhere(x: torch.Tensor) -> None:
+            k_any[(1,)](x, BLOCK=64)
 
 
-            @torch.library.custom_op("ns::rope", mutates_args={"x"}, device_types="cuda")
-            def rope(x: torch.Tensor) -> None:
-                k_op[(1,)](x, BLOCK=64)
-
-
-            @torch.library.impl("ns::scale", "CUDA")
-            def scale(x):
-                k_impl[(1,)](x, BLOCK=64)
-                return x
-
-
-            @torch.library.custom_op("ns::shift", mutates_args=())
-            def shift(x: torch.Tensor) -> torch.Tensor:
-                return x + 1
-
-
-            @shift.register_kernel("cuda")
-            def shift_cuda(x):
-                k_kernel[(1,)](x, BLOCK=64)
-                return x
-
-
-            @torch.library.custom_op("ns::anywhere", mutates_args={"x"})
-            def anywhere(x: torch.Tensor) -> None:
-                k_any[(1,)](x, BLOCK=64)
-
-
-            @torch.library.custom_op("ns::both", mutates_args={"x"}, device_types=("cuda", "cpu"))
-            def both(x: torch.Tensor) -> None:
-                k_both[(1,)](x, BLOCK=64)
-            """,
-    })
+        @torch.library.custom_op("ns::both", mutates_args={"x"}, device_types=("cuda", "cpu"))
+        def both(x: torch.Tensor) -> None:
+            k_both[(1,)](x, BLOCK=64)
+        """))
     found = _scan(tmp_path)
-    assert [found[("ops.py", line, "PC502")] for line in (6, 11, 16)] == [Severity.INFO] * 3
-    assert [found[("ops.py", line, "PC502")] for line in (21, 26)] == [Severity.ERROR] * 2
-
-
-def test_a_training_steps_code_keeps_its_severity_on_inf2(tmp_path):
-    """A training step, and a helper only training steps call (a masked loss), keep their findings on Inf2 beside
-    PC607: the rubric counts a training loop as a real finding for training on Inf2, where it would hurt. Only what
-    eval mode skips (`if self.training:`) is info there (the test below)."""
-    _tree(tmp_path, {
-        "train.py": """\
-            import torch
-            from torch import nn
-
-
-            class Model(nn.Module):
-                def forward(self, x):
-                    return x[x > 0].sum()
-
-
-            def masked_loss(pred, y):
-                return (pred[y > 0] - y[y > 0]).abs().mean()
-
-
-            class Trainer:
-                def __init__(self):
-                    self.model = Model()
-                    self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.1)
-
-                def train_step(self, x, y):
-                    loss = masked_loss(self.model(x), y)
-                    loss.backward()
-                    self.optimizer.step()
-                    return loss
-            """,
-    })
-    inf2, trn2 = _scan(tmp_path, "inf2", "xla"), _scan(tmp_path)
-    assert inf2[("train.py", 11, "PC204")] > Severity.INFO and inf2[("train.py", 22, "PC607")] > Severity.INFO
-    assert trn2[("train.py", 11, "PC204")] > Severity.INFO
-    assert inf2[("train.py", 7, "PC204")] > Severity.INFO and trn2[("train.py", 7, "PC204")] > Severity.INFO
-
-
-def test_a_function_called_only_while_training_is_training_code_on_inf2(tmp_path):
-    """A helper called only under `if self.training:`, or after `if not self.training: return` (a codebook's
-    dropout seed, its dead-code expiry), runs only while the model trains: info on Inf2, as the branch itself is
-    (a model traced or compiled for inference is in eval mode).
-    Called from an evaluation path as well, it keeps its severity; on Trn2 nothing changes, and the call graph
-    still follows these calls into the device step."""
-    _tree(tmp_path, {
-        "vq.py": """\
-            import torch
-            from torch import nn
-
-
-            def seed(x):
-                return x[x > 0].sum().item()
-
-
-            def shared(x):
-                return x[x < 0].sum()
-
-
-            class Codebook(nn.Module):
-                def forward(self, x, mask):
-                    if self.training and self.dropout:
-                        x = x + seed(x)
-                    self.expire(x, mask)
-                    return x + shared(x)
-
-                def expire(self, x, mask):
-                    if not self.training:
-                        return
-                    self.replace(x, mask)
-                    self.embed = self.embed + shared(x)
-
-                def replace(self, x, mask):
-                    self.embed = x[mask]
-            """,
-    })
-    inf2, trn2 = _scan(tmp_path, "inf2", "xla"), _scan(tmp_path)
-    assert inf2[("vq.py", 6, "PC204")] == inf2[("vq.py", 27, "PC204")] == Severity.INFO
-    assert inf2[("vq.py", 10, "PC204")] > Severity.INFO
-    assert trn2[("vq.py", 6, "PC204")] == trn2[("vq.py", 27, "PC204")] == trn2[("vq.py", 10, "PC204")] == \
-        Severity.ERROR
+    assert [found[("ops.py", line, "PC502")] for line in (6, 11, 16, 21, 26)] == [Severity.INFO] * 3 + [
+        Severity.ERROR] * 2
 
 
 def test_a_custom_autograd_functions_apply_calls_its_forward_and_backward(tmp_path):
