@@ -175,7 +175,7 @@ def review(change: Change, settings: Settings) -> ScanResult:
     the findings that touch a changed line. Paths are the repository root's, as GitHub wants them."""
     from portcheck.static.discover import is_excluded
     from portcheck.static.engine import analyse_file
-    from portcheck.static.semantic.graph import apply, serves_inference_only
+    from portcheck.static.semantic.graph import apply
 
     result = ScanResult(Target(settings.chip, settings.stack, settings.sdk))
     change.limit = settings.max_file_bytes
@@ -191,8 +191,7 @@ def review(change: Change, settings: Settings) -> ScanResult:
             result.errors.append(FileError(path, str(exc)))
             continue
         outcomes.append(analyse_file(settings.job(path, location, data)))
-    # the call graph of the changed files
-    for outcome in apply(outcomes, inference_only=serves_inference_only(settings.chip, settings.stack))[0]:
+    for outcome in apply(outcomes)[0]:  # the call graph of the changed files
         result.files += 1
         result.errors.extend(outcome.errors)
         result.findings.extend(f for f in outcome.findings

@@ -861,6 +861,42 @@ def test_an_op_registered_for_cuda_devices_only_is_cuda_only(tmp_path):
         Severity.ERROR] * 2
 
 
+def test_a_training_steps_code_keeps_its_severity_on_inf2(tmp_path):
+    """A training step, and a helper only training steps call (a masked loss), keep their findings on Inf2 beside
+    PC607: the rubric counts a training loop as a real finding for training on Inf2, where it would hurt."""
+    _tree(tmp_path, {
+        "train.py": """\
+            import torch
+            from torch import nn
+
+
+            class Model(nn.Module):
+                def forward(self, x):
+                    return x[x > 0].sum()
+
+
+            def masked_loss(pred, y):
+                return (pred[y > 0] - y[y > 0]).abs().mean()
+
+
+            class Trainer:
+                def __init__(self):
+                    self.model = Model()
+                    self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.1)
+
+                def train_step(self, x, y):
+                    loss = masked_loss(self.model(x), y)
+                    loss.backward()
+                    self.optimizer.step()
+                    return loss
+            """,
+    })
+    inf2, trn2 = _scan(tmp_path, "inf2", "xla"), _scan(tmp_path)
+    assert inf2[("train.py", 11, "PC204")] > Severity.INFO and inf2[("train.py", 22, "PC607")] > Severity.INFO
+    assert trn2[("train.py", 11, "PC204")] > Severity.INFO
+    assert inf2[("train.py", 7, "PC204")] > Severity.INFO and trn2[("train.py", 7, "PC204")] > Severity.INFO
+
+
 def test_a_custom_autograd_functions_apply_calls_its_forward_and_backward(tmp_path):
     """torchtitan's fused MLA: `_Rope.apply(q)` of a `torch.autograd.Function` runs `_Rope.forward` (and its
     `backward`), so what only a CUDA-guarded caller applies is CUDA-only, down to the Triton kernel its forward

@@ -16,7 +16,7 @@ from portcheck.server.analyst import Analyst, Token
 from portcheck.static.discover import SUFFIXES, discover, is_excluded
 from portcheck.static.manifests import kind
 from portcheck.static.scan import analysed_files
-from portcheck.static.semantic.graph import apply, serves_inference_only
+from portcheck.static.semantic.graph import apply
 
 MAX_INDEXED = 5_000  # past this many files the folder is not read whole: findings are settled per open file
 
@@ -154,9 +154,7 @@ class Folder:
     def settle(self) -> dict[str, FileResult]:
         """The call graph applied over every file known: each open file's result as scan would report it."""
         whole = bool(self.discovered) and self.discovered <= set(self.raw)  # every file of the folder is in view
-        settings = next(iter(self._settings.values()), None)  # the target the files were last read for
-        inference_only = settings is not None and serves_inference_only(settings.chip, settings.stack)
-        outcomes, notice = apply(list(self.raw.values()), whole, inference_only)
+        outcomes, notice = apply(list(self.raw.values()), whole)
         self.notice = notice or self.notice
         self.final = {result.path: result for result in outcomes if result.path in self.open}
         return self.final

@@ -9,14 +9,12 @@ every answer errs towards "don't know" (None), and a check that gets None report
 
 from __future__ import annotations
 
-import itertools
 import re
 from dataclasses import replace
 
 import libcst as cst
 
 from portcheck.findings import Severity
-from portcheck.static.ancestry import holders
 from portcheck.static.check import Context, Hit
 from portcheck.static.syntax import block_body, dotted_name, import_statements, keyword, suites
 from portcheck.static.values import and_operands, contains
@@ -158,24 +156,13 @@ def for_old_torch(hit: Hit, ctx: Context) -> Hit:
 
 def training_branch(hit: Hit, ctx: Context) -> Hit:
     """The hit, as info, on a chip that only runs inference (inf2) where its code is in a branch only training
-    takes: the body of `if self.training:` (an `and` of it too), the `else` of `if not self.training:`, what follows
-    `if not self.training: return` in the same block. A model is put in eval mode before it is traced or compiled
-    for inference, so the branch never runs there. Training itself (PC607) keeps its severity."""
+    takes: the body of `if self.training:` (an `and` of it too), the `else` of `if not self.training:`. A model is
+    put in eval mode before it is traced or compiled for inference, so the branch never runs there. Training itself
+    (PC607) keeps its severity."""
     if hit.code == "PC607" or hit.severity is Severity.INFO or not hit.chain or not ctx.inference_only:
         return hit
-    if hit.statement is not None and (flag := _after_training_flag(ctx, hit.statement, hit.node)) is not None:
-        return replace(hit, severity=Severity.INFO, fix=None,
-                       message=f"{hit.message} (only while training: `{_shown(flag)} and ...` stops at the flag in "
-                               f"eval mode, which {ctx.chip} runs the model in)")
-    for index, stmt in enumerate(hit.chain):
-        exit_test = next((s.test for s in _siblings(hit.chain[index - 1] if index else None, ctx.module, stmt)
-                          if isinstance(s, cst.If) and s.orelse is None and _exits(s.body)
-                          and _training_test(s.test) is False), None)
-        if exit_test is not None:  # after `if not self.training: return` in the same block
-            return replace(hit, severity=Severity.INFO, fix=None,
-                           message=f"{hit.message} (only while training, after `if {_shown(exit_test)}:` leaves: "
-                                   f"{ctx.chip} runs the model in eval mode, so this code is not reached there)")
-        if not isinstance(stmt, cst.If) or index == len(hit.chain) - 1:
+    for index, stmt in enumerate(hit.chain[:-1]):
+        if not isinstance(stmt, cst.If):
             continue
         inner = hit.chain[index + 1]
         training = _training_test(stmt.test)
@@ -186,18 +173,6 @@ def training_branch(hit: Hit, ctx: Context) -> Hit:
                            message=f"{hit.message} (only while training, {where} `if {_shown(stmt.test)}:`: "
                                    f"{ctx.chip} runs the model in eval mode, so this branch is not taken there)")
     return hit
-
-
-def _after_training_flag(ctx: Context, statement: cst.CSTNode, node: cst.CSTNode) -> cst.BaseExpression | None:
-    """The training flag an `and` tests before the operand holding `node` (`self.training and self.w > 0`), or
-    None: in eval mode the `and` stops at the flag."""
-    chain = [*holders(ctx, statement, node), node]
-    for link, inner in itertools.pairwise(chain):
-        if isinstance(link, cst.BooleanOperation) and isinstance(link.operator, cst.And) and link.right is inner:
-            flag = next((o for o in and_operands(link.left) if training_flag(o)), None)
-            if flag is not None:
-                return flag
-    return None
 
 
 def _training_test(test: cst.BaseExpression) -> bool | None:

@@ -49,7 +49,7 @@ from portcheck.static.nesting import (
     operator_count,
 )
 from portcheck.static.positions import Positions
-from portcheck.static.semantic.graph import apply, serves_inference_only
+from portcheck.static.semantic.graph import apply
 from portcheck.static.semantic.summary import summarise
 from portcheck.static.source import SourceError, decode
 from portcheck.static.suppression import apply_suppressions, file_result, might_hold_suppression, parse_comment
@@ -214,8 +214,7 @@ def _no_validation(self: cst.CSTNode) -> None:
 def analyse_text(text: str, path: str, chip: str, stack: str, enabled: frozenset[str], sdk: str = "") -> FileResult:
     """One file on its own: its findings with the file's own call graph applied (a project's scan applies the
     whole project's graph instead, to what `analyse_file` returns)."""
-    return apply([_analysed(text, path, chip, stack, enabled, sdk)],
-                 inference_only=serves_inference_only(chip, stack))[0][0]
+    return apply([_analysed(text, path, chip, stack, enabled, sdk)])[0][0]
 
 
 def _analysed(text: str, path: str, chip: str, stack: str, enabled: frozenset[str], sdk: str = "") -> FileResult:

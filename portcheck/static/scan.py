@@ -108,9 +108,9 @@ def run_jobs(jobs: list[FileJob], settings: Settings, workers: int | None = 1, c
     result = ScanResult(target=Target(settings.chip, settings.stack, settings.sdk), files=len(jobs))
     outcomes = analysed_files(jobs, workers, cache, progress)
     if outcomes:  # what one file's findings mean can depend on the others: the project's call graph
-        from portcheck.static.semantic.graph import apply, serves_inference_only
+        from portcheck.static.semantic.graph import apply
 
-        outcomes, notice = apply(outcomes, whole, serves_inference_only(settings.chip, settings.stack))
+        outcomes, notice = apply(outcomes, whole)
         if notice:
             result.warnings.append(notice)
     return _gathered(result, outcomes)

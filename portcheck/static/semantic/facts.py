@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from portcheck.static.host_paths import host_path_of
 from portcheck.static.scope import MODULE_CLASSES
 from portcheck.static.semantic.classes import metric_classes
-from portcheck.static.semantic.kinds import TRAINING_GUARD
 from portcheck.static.semantic.project import DEPTH, Node, Project
 from portcheck.static.semantic.summary import (
     CUDA_CLASS,
@@ -41,7 +40,6 @@ class Facts:
     once: frozenset[str] = frozenset()  # set-up: constructors, cached functions and what only they call
     dead: frozenset[str] = frozenset()  # module-level functions nothing in the tree calls or names (UNNAMED)
     cuda_modules: frozenset[str] = frozenset()  # modules the tree imports only where CUDA is present
-    training: frozenset[str] = frozenset()  # called only while a model trains (`if self.training:`)
 
 
 def facts(project: Project) -> Facts:
@@ -59,7 +57,7 @@ def facts(project: Project) -> Facts:
             callees = project.resolve(guard[1:], caller)
             found = (callees and all(c in probes for c in callees)) or project.probe_constant(guard[1:], caller)
             return CUDA_GUARD if found else ""
-        return guard if guard in (CUDA_GUARD, VENDOR_GUARD, ONCE_GUARD, TRAINING_GUARD) else ""
+        return guard if guard in (CUDA_GUARD, VENDOR_GUARD, ONCE_GUARD) else ""
 
     # Every call resolved, and its guard judged, once: the worklists and the walks below read these.
     sites: dict[str, list[tuple[str, str]]] = defaultdict(list)  # callee -> (caller, guard kind)
@@ -117,7 +115,7 @@ def facts(project: Project) -> Facts:
         queue = deque(seen)
         while queue:
             for callee, kind in outgoing.get(queue.popleft(), ()):
-                if callee not in seen and callee not in avoid and kind in ("", TRAINING_GUARD):
+                if callee not in seen and callee not in avoid and not kind:
                     seen.add(callee)
                     queue.append(callee)
         return seen
@@ -150,13 +148,8 @@ def facts(project: Project) -> Facts:
     dead = {f for f, n in project.nodes.items() if UNNAMED in n.function.roles and f not in sites
             and n.function.name not in project.named
             and not any(n.module == m or n.module.endswith(f".{m}") for m in project.looked_up)}
-    # What runs only while a model trains: functions every call of which is under `if self.training:` (or past `if
-    # not self.training: return`), or in such a function. A model traced or compiled for inference is in eval mode.
-    training = only(TRAINING_GUARD, set()) - skipped
     return Facts(frozenset(probes), frozenset(cuda_only), frozenset(vendor_only), frozenset(device),
-                 frozenset(host), frozenset(forward), frozenset(once), frozenset(dead), frozenset(cuda_modules),
-                 frozenset(training))
-
+                 frozenset(host), frozenset(forward), frozenset(once), frozenset(dead), frozenset(cuda_modules))
 
 
 # Bases that make no torch Module: a class built only on them (and on the project's own such classes) has a

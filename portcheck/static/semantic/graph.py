@@ -30,7 +30,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 from portcheck.findings import FileResult, Finding, Severity
-from portcheck.knowledge import load
 from portcheck.rules import contexts_of
 from portcheck.static.semantic.callers import (
     asking,
@@ -62,7 +61,7 @@ MAX_FUNCTIONS = 200_000
 
 
 def _where(project: Project, found: Facts, result: FileResult, finding: Finding,
-           holders: list[Node], whole: bool, inference_only: bool = False) -> tuple[str, str] | None:
+           holders: list[Node], whole: bool) -> tuple[str, str] | None:
     """(context, why) for a finding whose place the graph knows (`holders`: the functions holding it, outermost
     first): "cuda" or "vendor" for a path that never runs on Neuron, "host" for host-side code, "setup" for what
     runs once, "unknown" for a function no forward or training step reaches (in a `whole` folder only); None where
@@ -102,10 +101,6 @@ def _where(project: Project, found: Facts, result: FileResult, finding: Finding,
                     return "cuda", f"under `{guard[1:].lstrip(':.')}()`, which returns a CUDA probe"
                 if project.probe_constant(guard[1:], holders[-1]):
                     return "cuda", f"under `{guard[1:].rsplit('.', 1)[-1]}`, which its module binds to a CUDA probe"
-    if inference_only and finding.code != "PC607":  # training itself is PC607's finding
-        for node in holders:
-            if node.full in found.training:
-                return "training", f"`{node.function.name}` is called only under `if self.training:`"
     for node in holders:
         if node.full in found.once:
             why = ("its result is cached" if ONCE in node.function.roles
@@ -128,7 +123,6 @@ _NOTES = {
     "vendor": "another vendor's path, {why}: it does not run on Neuron",
     "host": "host-side code, {why}",
     "setup": "set-up code, {why}",
-    "training": "only while training, {why}: a model traced or compiled for inference runs in eval mode",
     "optional": "a guarded integration, {why}: a Neuron host without that library never loads it",
     "unknown": "outside the device step as far as this scan sees: {why}; it matters where a model calls it",
     "dead": "dead code as far as this scan sees: {why}",
@@ -137,13 +131,7 @@ _NOTES = {
 _NOT_NEURON = frozenset({"cuda", "vendor", "optional"})
 
 
-def serves_inference_only(chip: str, stack: str) -> bool:
-    """The chip serves inference only (PC607, training on it, applies): training code never runs on it."""
-    return load().rules["PC607"].applies_to(chip, stack)
-
-
-def apply(results: list[FileResult], whole: bool = False,
-          inference_only: bool = False) -> tuple[list[FileResult], str | None]:
+def apply(results: list[FileResult], whole: bool = False) -> tuple[list[FileResult], str | None]:
     """The results with what the call graph knows applied; and a line to tell the user when it was not built.
     Findings that require the device step are kept where the graph puts their code there, and dropped elsewhere
     (or everywhere, when there is no graph). Only for a `whole` folder (not files named one by one, as pre-commit's
@@ -201,7 +189,7 @@ def apply(results: list[FileResult], whole: bool = False,
                 if written is None:
                     written = written_defaults(project, results)
                 finding = by_callers(finding, passed, holders[-1], project, written)
-            place = _where(project, found, result, finding, holders, whole, inference_only)
+            place = _where(project, found, result, finding, holders, whole)
             finding = replace(finding, runs=_runs(found, holders, place))
             if finding.severity > Severity.INFO and place is not None:
                 context, why = place

@@ -22,8 +22,6 @@ UNNAMED = "unnamed"  # module-level, undecorated, named by its file only inside 
 CUDA_GUARD, VENDOR_GUARD = "cuda", "vendor"
 # Under a lazy initialisation: `if self.x is None: self.x = ...`, `if not done: ...; done = True` run once.
 ONCE_GUARD = "once"
-# Under `if self.training:` (or past `if not self.training: return`): what a model runs only while it trains.
-TRAINING_GUARD = "training"
 # Under `if __name__ == "__main__":` at a module's top level: what runs only when the file is run as a script.
 MAIN_GUARD = "main"
 
@@ -56,8 +54,8 @@ __all__ = ["CACHING", "CUDA_CLASS", "CUDA_GUARD", "DATA_BASES", "FORWARD", "HOST
 
 
 def negated(side: str) -> str:
-    """The guard where a test of polarity `side` ("!cuda", "!training", "!f") fails: "cuda", "training", "?f"."""
-    return side[1:] if side in ("!" + CUDA_GUARD, "!" + TRAINING_GUARD) else "?" + side[1:]
+    """The guard where a test of polarity `side` ("!cuda", "!f") fails: "cuda", "?f"."""
+    return side[1:] if side == "!" + CUDA_GUARD else "?" + side[1:]
 
 
 def innermost(guards: tuple[str, ...]) -> str:

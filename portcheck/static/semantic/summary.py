@@ -39,7 +39,6 @@ from portcheck.static.semantic.kinds import (
     READS_OFF_XLA,
     STEP,
     STEP_METHODS,
-    TRAINING_GUARD,
     UNNAMED,
     VENDOR,
     VENDOR_GUARD,
@@ -135,8 +134,8 @@ class _Reader:
                     self.resolve(v.func) or ""))] or values
                 if len(values) == 1:
                     return self.polarity(values[0])
-            sides = sorted((s for s in map(self.polarity, values) if s), key=lambda s: TRAINING_GUARD in s)
-            negative = isinstance(test.op, ast.Or)  # (a CUDA side decides before `self.training` does)
+            sides = [s for s in map(self.polarity, values) if s is not None]
+            negative = isinstance(test.op, ast.Or)
             return next((s for s in sides if s.startswith("!") == negative), None)
         if isinstance(test, ast.Compare) and len(test.ops) == 1:
             return self._comparison(test)
@@ -157,8 +156,6 @@ class _Reader:
         if isinstance(test, ast.Attribute):
             if test.attr == "is_cuda":
                 return CUDA_GUARD
-            if test.attr == "training" and isinstance(test.value, ast.Name):
-                return TRAINING_GUARD  # a module's own train/eval flag
             if test.attr in ("onnx_trace", "onnx_export", "exporting_onnx", "tracing_onnx"):
                 return VENDOR_GUARD
         return None
@@ -206,8 +203,8 @@ class _Reader:
                     return
 
     def _region(self, line: int, end: int, guard: str) -> None:
-        if guard in (CUDA_GUARD, TRAINING_GUARD):
-            return  # the rules see local CUDA and training guards themselves
+        if guard == CUDA_GUARD:
+            return  # the rules see local CUDA guards themselves
         self.regions.append((line, end, guard))
 
     def statement(self, stmt: ast.stmt, guards: tuple[str, ...], scope: str) -> None:
