@@ -278,12 +278,12 @@ def _in_device_step(requires: str) -> str | None:
     return requires or "device"
 
 
-
 def _shadowed(node: cst.BaseExpression, scopes: list[Scope]) -> bool:
     """The name a dotted expression starts with is bound in an enclosing function (a parameter, an assignment, a
     loop target), so there it is that local, not what the file imports under that name."""
     while isinstance(node, cst.Attribute):
         node = node.value
     return isinstance(node, cst.Name) and any(node.value in scope.bound for scope in scopes)
+
 
 __all__ = ["CHECKS", "Check", "Context", "FixPlan", "Hit", "Replace", "check"]

@@ -15,8 +15,7 @@ def rebindings(ctx: Context, name: str) -> tuple[cst.BaseExpression, ...]:
     one of its bindings is not a plain `name = value` (a parameter, a loop target, an unpacking, `+=`)."""
     if not ctx.functions:
         return ()
-    function = ctx.functions[-1]
-    values, other, logical = ctx.memo("rebindings", function, lambda: _collect_rebindings(function))
+    values, other, logical = _collected(ctx, ctx.functions[-1])
     return () if name in other or name in logical else values.get(name, ())
 
 
@@ -25,9 +24,14 @@ def updated_in_place(ctx: Context, name: str) -> tuple[cst.BaseExpression, ...]:
     then `ok &= x > 0`), the values its plain bindings give it; () for any other name."""
     if not ctx.functions:
         return ()
-    values, other, logical = ctx.memo("rebindings", ctx.functions[-1],
-                                      lambda: _collect_rebindings(ctx.functions[-1]))
+    values, other, logical = _collected(ctx, ctx.functions[-1])
     return values.get(name, ()) if name in logical and name not in other else ()
+
+
+def _collected(ctx: Context, function: cst.FunctionDef) -> tuple[dict[str, tuple[cst.BaseExpression, ...]], set[str],
+                                                                  set[str]]:
+    """`_collect_rebindings` of `function`, walked once however many names are asked about."""
+    return ctx.memo("rebindings", function, lambda: _collect_rebindings(function))
 
 
 def _collect_rebindings(function: cst.FunctionDef) -> tuple[dict[str, tuple[cst.BaseExpression, ...]], set[str],

@@ -48,11 +48,6 @@ VENDOR_TESTS = frozenset({"torch.onnx.is_in_onnx_export", "torch.jit.is_tracing"
                            "torch.onnx.is_onnx_exporting"})
 
 
-__all__ = ["CACHING", "CUDA_CLASS", "CUDA_GUARD", "DATA_BASES", "FORWARD", "HOST", "HOST_KEYWORDS", "MAIN_GUARD",
-           "ONCE", "ONCE_GUARD", "PROBE", "PROBES", "READS", "READS_OFF_XLA", "STEP", "STEP_METHODS", "UNNAMED",
-           "VENDOR", "VENDOR_GUARD", "VENDOR_MODULES", "VENDOR_RUNTIMES", "VENDOR_TESTS"]
-
-
 def negated(side: str) -> str:
     """The guard where a test of polarity `side` ("!cuda", "!f") fails: "cuda", "?f"."""
     return side[1:] if side == "!" + CUDA_GUARD else "?" + side[1:]
@@ -61,3 +56,9 @@ def negated(side: str) -> str:
 def innermost(guards: tuple[str, ...]) -> str:
     """The guard a call or an import records: CUDA's wherever it is among the enclosing ones, else the innermost."""
     return CUDA_GUARD if CUDA_GUARD in guards else guards[-1] if guards else ""
+
+
+__all__ = ["CACHING", "CUDA_CLASS", "CUDA_GUARD", "CUDA_IMPL", "DATA_BASES", "FORWARD", "HOST", "HOST_KEYWORDS",
+           "MAIN_GUARD", "ONCE", "ONCE_GUARD", "PROBE", "PROBES", "READS", "READS_OFF_XLA", "STEP", "STEP_METHODS",
+           "UNNAMED", "VENDOR", "VENDOR_GUARD", "VENDOR_MODULES", "VENDOR_RUNTIMES", "VENDOR_TESTS", "innermost",
+           "negated"]

@@ -236,20 +236,6 @@ def runs_as_script(test: ast.expr) -> bool:
         isinstance(c, ast.Constant) and c.value == "__main__" for c in sides)
 
 
-__all__ = [
-    "OwnNames",
-    "calls_and_branches",
-    "end_line",
-    "exits",
-    "mentions",
-    "positional",
-    "returns_read",
-    "runs_as_script",
-    "statements_in",
-    "within",
-]
-
-
 
 # torch.library's registrations that name the devices an implementation serves: `custom_op(..., device_types=)`,
 # `impl(name, types)` (or the older `impl(lib, name, dispatch_key)`), `register_kernel(op, device_types)`; and an op
@@ -289,3 +275,18 @@ def _only_cuda(node: ast.expr) -> bool:
     items = node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else [node]
     return bool(items) and all(isinstance(i, ast.Constant) and isinstance(i.value, str) and
                                i.value.lower() in ("cuda", "sparsecuda", "autogradcuda") for i in items)
+
+
+__all__ = [
+    "OwnNames",
+    "calls_and_branches",
+    "end_line",
+    "exits",
+    "mentions",
+    "positional",
+    "registered_for_cuda",
+    "returns_read",
+    "runs_as_script",
+    "statements_in",
+    "within",
+]
