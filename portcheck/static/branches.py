@@ -18,6 +18,7 @@ from portcheck.findings import Severity
 from portcheck.static.check import Context, Hit
 from portcheck.static.syntax import block_body, dotted_name, import_statements, keyword, suites
 from portcheck.static.values import and_operands, contains
+from portcheck.static.walk import visit
 
 # A name that is true on newer releases (`_XLA_GREATER_EQUAL_2_1`, `_TORCH_GE_2_4`, `is_torch_version_at_least`)
 # or on older ones (`_TORCH_LESS_2_0`, `TORCH_BELOW_2`).
@@ -132,7 +133,7 @@ def _conditionals(statement: cst.CSTNode) -> tuple[cst.IfExp, ...]:
         def visit_IfExp(self, expr: cst.IfExp) -> None:
             found.append(expr)
 
-    statement.visit(Finder())
+    visit(statement, Finder())
     return tuple(found)
 
 
@@ -211,7 +212,7 @@ def _asks_tpu(test: cst.BaseExpression) -> bool:
         def visit_UnaryOperation(self, op: cst.UnaryOperation) -> bool:
             return not isinstance(op.operator, cst.Not)  # `not is_tpu(...)` is the other side
 
-    test.visit(Finder())
+    visit(test, Finder())
     return found
 
 

@@ -10,6 +10,7 @@ import libcst as cst
 from portcheck.static.ancestry import ancestors, holds
 from portcheck.static.check import Context
 from portcheck.static.syntax import dotted_name, positional
+from portcheck.static.walk import visit
 
 
 def error_path(ctx: Context, node: cst.CSTNode | None = None) -> bool:
@@ -66,7 +67,7 @@ def _leaves(block: cst.IndentedBlock) -> bool:
                 found = True
             return not found and not isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda))
 
-    block.visit(Finder())
+    visit(block, Finder())
     return found
 
 

@@ -11,6 +11,7 @@ from collections.abc import Callable
 import libcst as cst
 
 from portcheck.static.syntax import bound_names, parameters
+from portcheck.static.walk import visit
 
 Constant = Callable[[cst.BaseExpression], "tuple[str, cst.BaseExpression] | None"]
 Qualname = Callable[[cst.BaseExpression], "str | None"]
@@ -82,7 +83,7 @@ def assigned(function: cst.FunctionDef) -> frozenset[str]:
                 found.update(bound_names(getattr(node, field)))
             return True
 
-    function.body.visit(Finder())
+    visit(function.body, Finder())
     return frozenset(found)
 
 
@@ -235,7 +236,7 @@ def _rebound_only_in(function: cst.FunctionDef, name: str, branch: cst.CSTNode) 
                 found = target is not None and name in bound_names(target)
             return not found
 
-    function.visit(Finder())
+    visit(function, Finder())
     return not found
 
 

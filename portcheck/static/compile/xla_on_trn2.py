@@ -14,6 +14,7 @@ from portcheck.static.check import Context, check
 from portcheck.static.compile.text import one_line
 from portcheck.static.syntax import dotted_name
 from portcheck.static.values import guard, named_or_branched
+from portcheck.static.walk import visit
 
 
 @rule
@@ -117,7 +118,7 @@ def _strings_and_names(test: cst.BaseExpression) -> list[cst.Name | cst.SimpleSt
         def visit_UnaryOperation(self, op: cst.UnaryOperation) -> bool:
             return not isinstance(op.operator, cst.Not)  # `if not use_xla:` is the other side
 
-    test.visit(Finder())
+    visit(test, Finder())
     return found
 
 

@@ -6,6 +6,7 @@ import libcst as cst
 
 from portcheck.static.check import Context
 from portcheck.static.syntax import string_value
+from portcheck.static.walk import visit
 
 # Backends a branch may bind besides "nccl" that a Neuron host never takes (other vendors' collectives).
 _VENDOR_BACKENDS = frozenset({"nccl", "xccl", "hccl", "ccl", "cncl", "mccl", "rccl"})
@@ -44,7 +45,7 @@ def _branch_bindings(ctx: Context, name: str) -> list[cst.BaseExpression] | None
             nonlocal other
             other = other or (isinstance(node.name, cst.Name) and node.name.value == name)
 
-    scope.visit(Finder())
+    visit(scope, Finder())
     return None if other or not values else values
 
 

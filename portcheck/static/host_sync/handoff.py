@@ -18,6 +18,7 @@ from portcheck.static.rebindings import rebindings
 from portcheck.static.scope import host_value, literal, number
 from portcheck.static.syntax import block_body, call_name, parameters
 from portcheck.static.values import contains
+from portcheck.static.walk import visit
 
 # Python builtins whose result, given host values, is a host value
 _BUILTINS = frozenset({"abs", "all", "any", "bool", "dict", "enumerate", "float", "format", "int", "list", "max",
@@ -97,7 +98,7 @@ def _nothing_after(ctx: Context) -> bool:
             return verdict
 
     for statement in after:
-        statement.visit(After())
+        visit(statement, After())
         if not verdict:
             return False
     return True
@@ -264,7 +265,7 @@ def _host_block(ctx: Context, statement: cst.If | cst.While) -> bool:
     if statement.orelse is not None:
         parts.append(statement.orelse)
     for part in parts:
-        part.visit(Calls())
+        visit(part, Calls())
     return ok
 
 

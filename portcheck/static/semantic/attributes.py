@@ -10,6 +10,8 @@ import ast
 from collections.abc import Callable
 from typing import Any
 
+from portcheck.static.semantic.nodes import statements_in
+
 # Builders never of the tree's classes: kept out of the summary (most attributes of a model are torch modules).
 _LIBRARIES = ("torch.", "numpy.", "math.", "collections.", "typing.")
 DEPTH = 2  # a function that returns what another function of the project returns, and no deeper
@@ -20,7 +22,7 @@ def attribute_bindings(function: ast.FunctionDef | ast.AsyncFunctionDef, cls: st
     """(class, attribute, what builds it) for each `self.attr = Builder(...)` in method `function` of `cls`; both
     sides of a conditional expression (`A(...) if cond else B(...)`) and of `or`/`and`."""
     found: list[tuple[str, str, str]] = []
-    for node in ast.walk(function):
+    for node in statements_in(function):  # an assignment is a statement: the expressions need no walk
         if isinstance(node, ast.Assign):
             targets, value = node.targets, node.value
         elif isinstance(node, ast.AnnAssign) and node.value is not None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 
 from portcheck.static.semantic.kinds import CACHING
+from portcheck.static.semantic.nodes import statements_in
 
 
 def dotted(node: ast.expr) -> str | None:
@@ -28,7 +29,7 @@ def cached(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
                for d in function.decorator_list)
 
 
-def initialises(stmt: ast.If, setters: dict[str, frozenset[str]] | None = None) -> bool:
+def initialises(stmt: ast.If, setters: Setters | None = None) -> bool:
     """`if X is None: X = ...`, `if not X: ... X = True`, `if not hasattr(o, "x"): o.x = ...`,
     `if not flag.item(): ... flag.fill_(1)`, `if not self.done > 0: ... self.done = torch.tensor(1.0)`: the body sets
     what its test asks, so it runs once; `setters` (setters_of the class) name the methods that set `self.X`, for a
@@ -36,16 +37,16 @@ def initialises(stmt: ast.If, setters: dict[str, frozenset[str]] | None = None) 
     subject = _tested(stmt.test)
     if subject is None or "." not in subject:
         return False  # a local or a parameter (`if mask is None: mask = ones(...)`) is tested again every call
-    return _sets_in(stmt.body, subject, setters or {})
+    return _sets_in(stmt.body, subject, setters or Setters())
 
 
-def initialised_after(stmt: ast.If, rest: list[ast.stmt], setters: dict[str, frozenset[str]] | None = None) -> bool:
+def initialised_after(stmt: ast.If, rest: list[ast.stmt], setters: Setters | None = None) -> bool:
     """`if self.initted: return` (the body only leaves) followed by `rest`, which sets `self.initted`: the rest runs
     once, on the first call."""
     if not stmt.body or not all(isinstance(s, (ast.Return, ast.Pass)) for s in stmt.body):
         return False
     subject = _truth_of(stmt.test)
-    return subject is not None and subject.startswith("self.") and _sets_in(rest, subject, setters or {})
+    return subject is not None and subject.startswith("self.") and _sets_in(rest, subject, setters or Setters())
 
 
 def setters_of(cls: ast.ClassDef) -> dict[str, frozenset[str]]:
@@ -56,10 +57,25 @@ def setters_of(cls: ast.ClassDef) -> dict[str, frozenset[str]]:
     found: dict[str, frozenset[str]] = {}
     for method in cls.body:
         if isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)) and not any(
-                _over_data(n) for n in ast.walk(method)):
+                _over_data(n) for n in statements_in(method)):
             subjects = {_subject(child) for node in method.body for child in ast.walk(node)}
             found[method.name] = frozenset(s for s in subjects if s is not None and s.startswith("self."))
     return found
+
+
+class Setters:
+    """`setters_of(cls)`, worked out the first time a test's body calls a method of the class: most classes never
+    do, and reading every method of every class was a fifth of a file's summary."""
+
+    def __init__(self, cls: ast.ClassDef | None = None) -> None:
+        self._cls = cls
+        self._found: dict[str, frozenset[str]] | None = None if cls is not None else {}
+
+    def get(self, method: str) -> frozenset[str]:
+        if self._found is None:
+            assert self._cls is not None  # only a Setters of no class starts out found
+            self._found = setters_of(self._cls)
+        return self._found.get(method, frozenset())
 
 
 def _over_data(node: ast.AST) -> bool:
@@ -73,14 +89,14 @@ def _over_data(node: ast.AST) -> bool:
         isinstance(a, ast.Constant) and isinstance(a.value, int) for a in it.args))
 
 
-def _sets_in(body: list[ast.stmt], subject: str, setters: dict[str, frozenset[str]]) -> bool:
+def _sets_in(body: list[ast.stmt], subject: str, setters: Setters) -> bool:
     for node in body:
         for child in ast.walk(node):
             if _sets(child, subject):
                 return True
             if isinstance(child, ast.Call) and isinstance(child.func, ast.Attribute) and isinstance(
                     child.func.value, ast.Name) and child.func.value.id == "self" and subject.startswith("self.") \
-                    and subject in setters.get(child.func.attr, frozenset()):
+                    and subject in setters.get(child.func.attr):
                 return True
     return False
 
@@ -145,4 +161,4 @@ def _subject(node: ast.AST) -> str | None:
     return None
 
 
-__all__ = ["dotted", "initialised_after", "initialises", "setters_of"]
+__all__ = ["Setters", "dotted", "initialised_after", "initialises", "setters_of"]

@@ -62,7 +62,7 @@ from portcheck.static.semantic.nodes import (
     statements_in,
     within,
 )
-from portcheck.static.semantic.once import cached, dotted, initialised_after, initialises, setters_of
+from portcheck.static.semantic.once import Setters, cached, dotted, initialised_after, initialises
 from portcheck.summaries import Function, Summary
 
 
@@ -85,7 +85,7 @@ class _Reader:
         self.attributes: list[tuple[str, str, str]] = []  # Summary.attributes
         self._data_classes: set[str] = set()  # classes that subclass a Dataset or a Sampler
         self._vendor_classes: set[str] = set()  # classes built on another vendor's or framework's classes
-        self._setters: dict[str, frozenset[str]] = {}  # once.setters_of the class being read
+        self._setters = Setters()  # once.setters_of the class being read
         self.regions: list[tuple[int, int, str]] = []
         self.vendor_file = any(v.split(".")[0] in VENDOR_MODULES for v in aliases.values())
         self._calls: list[tuple[str, str]] | None = None
@@ -253,7 +253,7 @@ class _Reader:
                 self._vendor_classes.add(name)  # a Keras model: every method is TensorFlow's
             for decorator in stmt.decorator_list:
                 self.expression(decorator, guards)
-            outer, self._setters = self._setters, setters_of(stmt)  # a nested class's methods are its own
+            outer, self._setters = self._setters, Setters(stmt)  # a nested class's methods are its own
             self.block(stmt.body, guards, name)
             self._setters = outer
             return
