@@ -1874,6 +1874,29 @@ def test_a_local_name_shadows_a_module_the_file_imports_under_it():
     assert (17, "PC701") not in found
 
 
+def test_a_parameter_or_loop_variable_named_like_an_imported_module_is_not_that_module():
+    """`from torch import cuda` at the top: `cuda.synchronize()` is CUDA's, but a parameter `cuda` (a flag) and a
+    loop variable `cuda` are the function's own values, not torch.cuda."""
+    found = severities("""\
+        from torch import cuda
+
+
+        def sync():
+            cuda.synchronize()
+
+
+        def pick(cuda):
+            return "gpu" if cuda else "cpu"
+
+
+        def loop(items):
+            for cuda in items:
+                print(cuda)
+        """, chip="trn2", stack="native")
+    assert (5, "PC105") in found
+    assert [key for key in found if key[0] in (9, 13, 14)] == []
+
+
 def test_cudas_module_as_the_default_of_a_device_module_lookup_is_info():
     """`getattr(torch, device_type, torch.cuda)` uses the module of the device the code names; torch.cuda only
     stands in for a device torch has no module for. Named with `"cuda"` itself, or passed on as a value, it is

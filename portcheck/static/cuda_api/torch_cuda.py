@@ -297,7 +297,7 @@ def check_reference(node: cst.Attribute | cst.Name, ctx: Context) -> None:
     else:
         if id(node) in ctx.skip:
             return
-        qualname = ctx.names.aliases.get(node.value)
+        qualname = ctx.qualname(node)  # a parameter or local of the same name is not the import
     if qualname is not None:
         _judge_reference(ctx, node, qualname)
 

@@ -55,7 +55,7 @@ def _may_read(ctx: Context, func: cst.BaseExpression) -> bool:
         root = func.value
         while isinstance(root, cst.Attribute):
             root = root.value
-        imported = ctx.names.aliases.get(root.value) if isinstance(root, cst.Name) else None
+        imported = ctx.qualname(root) if isinstance(root, cst.Name) else None  # a local of that name is no import
         return imported is not None and not imported.startswith(_NOT_PROJECT)
     reading = ctx.memo("reading-functions", ctx.module, lambda: _own_functions(summary))
     own = reading.get(func.value) if isinstance(func, cst.Name) else None
