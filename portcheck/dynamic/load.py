@@ -283,6 +283,7 @@ def _hf_builder(request: TraceRequest) -> tuple[Callable[[], Any], bool | None, 
     """The build for a transformers config, with the cache turned off; the config's own use_cache and dtype."""
     try:
         import transformers
+        from transformers.models.auto import AutoConfig, AutoModel
     except ImportError:
         raise ModelError("--hf-config needs transformers: pip install transformers") from None
     path = Path(request.hf_config)
@@ -299,7 +300,7 @@ def _hf_builder(request: TraceRequest) -> tuple[Callable[[], Any], bool | None, 
     data.pop("transformers_version", None)
     dtype = shipped_dtype(data)
     try:
-        config = transformers.AutoConfig.for_model(data.pop("model_type"), **data)
+        config = AutoConfig.for_model(data.pop("model_type"), **data)
     except (ValueError, KeyError, TypeError) as exc:
         raise ModelError(f"{path}: {exc}") from None
     shipped = _use_cache(config)
@@ -311,7 +312,7 @@ def _hf_builder(request: TraceRequest) -> tuple[Callable[[], Any], bool | None, 
         cls = next((getattr(transformers, a) for a in architectures if hasattr(transformers, a)), None)
         if cls is not None:
             return cls._from_config(config, **options)
-        return transformers.AutoModel.from_config(config, **options)
+        return AutoModel.from_config(config, **options)
 
     return build, shipped, dtype
 
