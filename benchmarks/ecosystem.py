@@ -289,6 +289,15 @@ def label_recall(labels: Iterable[Label], findings: Iterable[tuple[Key, str] | t
             "by_category": {c: {"found": f, "labels": n} for c, (f, n) in sorted(by_category.items())}, "rows": rows}
 
 
+def kept_rows(labels: dict[str, Any], part: str, keep_test_rows: bool) -> dict[str, Any]:
+    """The label recall as the output shows it: a test project's rows (paths, lines, reasons of what it misses) are
+    left out unless asked for, since reading them while working on the rules would make those projects tuning
+    ones (JUDGING.md); the counts, per category too, stay."""
+    if part != "test" or keep_test_rows:
+        return labels
+    return {key: value for key, value in labels.items() if key != "rows"}
+
+
 def verdict_for(judgments: dict[tuple[Key, str | None], Judgment], key: Key, target: str) -> Judgment | None:
     """The judgment of a key for a target: one made for that target, else one made for every target."""
     return judgments.get((key, target)) or judgments.get((key, None))
@@ -646,6 +655,9 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
                         help="print each unjudged sampled finding with its code and a line to paste")
     parser.add_argument("--context", type=int, default=3, metavar="N", help="lines around each listed finding")
     parser.add_argument("--json", type=Path, metavar="OUT", help="write the results as JSON")
+    parser.add_argument("--test-label-rows", action="store_true",
+                        help="put the test projects' label rows (path, line, reason of each) in the JSON too; "
+                             "by default only their counts, so that work on the rules never reads them")
     args = parser.parse_args(argv)
     if args.sample < 1:
         parser.error("--sample must be >= 1")
@@ -714,9 +726,9 @@ def run(args: argparse.Namespace) -> int:
                       "categories": {c: t.as_json() for c, t in categories.items()}, "overall": total.as_json(),
                       "unjudged": [list(k) for k in missing],
                       "recall": recall(in_part, {k for k, _ in pairs}, target),
-                      "labels": label_recall([lb for lb in labels if set_of[lb.project] == part],
-                                             [(k, f.get("category", "?"), f.get("end_line", k[2]))
-                                              for k, f in pairs], target)}
+                      "labels": kept_rows(label_recall([lb for lb in labels if set_of[lb.project] == part],
+                                                       [(k, f.get("category", "?"), f.get("end_line", k[2]))
+                                                        for k, f in pairs], target), part, args.test_label_rows)}
             print_target(result, tallies, categories, total, category_of)
             results.append(result)
 

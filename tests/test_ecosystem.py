@@ -196,6 +196,18 @@ def test_a_label_is_found_by_a_finding_of_its_category_on_its_lines_for_its_targ
     assert inf2["by_category"]["training"] == {"found": 1, "labels": 1}
 
 
+def test_a_test_projects_label_rows_stay_out_of_the_output_unless_asked_for():
+    """The rows name each label's path, line and reason: read while tuning, they would turn the test projects into
+    tuning ones. Counts and categories stay; a tuning project's rows stay too."""
+    labels = [ecosystem.Label("p", "a.py", 10, 12, "host-sync", "both", "r")]
+    found = ecosystem.label_recall(labels, [(key("a.py", 11, "PC701"), "host-sync")], "trn2")
+    shown = ecosystem.kept_rows(found, "test", keep_test_rows=False)
+    assert "rows" not in shown and (shown["found"], shown["labels"]) == (1, 1)
+    assert shown["by_category"] == {"host-sync": {"found": 1, "labels": 1}}
+    assert ecosystem.kept_rows(found, "test", keep_test_rows=True)["rows"] == found["rows"]
+    assert ecosystem.kept_rows(found, "tuning", keep_test_rows=False)["rows"] == found["rows"]
+
+
 def test_a_finding_over_several_lines_finds_a_label_on_any_of_them():
     """JUDGING's recall: a finding whose lines overlap the label's. A hand-written attention reported from its
     q @ kᵀ (line 10) to its @ v (line 14) finds a label written on the scores alone; one that ends above misses."""
