@@ -1918,3 +1918,42 @@ def test_cudas_module_as_the_default_of_a_device_module_lookup_is_info():
         """)
     assert found[(5, "PC111")] == Severity.INFO
     assert found[(9, "PC111")] == found[(13, "PC111")] == Severity.WARNING
+
+
+def test_code_only_float64_data_runs_is_info_and_the_other_branch_keeps_its_finding():
+    """normflows' invertible 1x1 convolution inverts in float64 when its weights are float64 and casts otherwise: the
+    float64 side (`if W_dtype == torch.float64:`, the `else` of `!=`, an `in (torch.float64, torch.double)`, a
+    conditional expression) never runs in a model ported to Neuron, which has no FP64 type; the float32 side does.
+    darts' `to_dtype(dtype)` tests the dtype it is asked for, not its data's: that side makes float64."""
+    found = severities("""\
+        import torch
+
+
+        class Conv(torch.nn.Module):
+            def forward(self, z, L):
+                W_dtype = self.W.dtype
+                if W_dtype == torch.float64:
+                    W = torch.inverse(self.W)
+                else:
+                    W = torch.inverse(self.W.double()).type(W_dtype)
+                if self.log_S.dtype != torch.float64:
+                    d = torch.roll(L, 1)
+                else:
+                    d = torch.linalg.det(L)
+                r = torch.roll(L, 1) if L.dtype in (torch.float64, torch.double) else L
+                if L.dtype == torch.float32 and L.ndim == 2:
+                    r = torch.roll(r, 2)
+                return z @ W, d, r
+
+            def to_dtype(self, dtype, L):
+                if dtype == torch.float64:
+                    return torch.roll(L.double(), 1)
+                return L
+        """)
+    assert found[(8, "PC321")] == Severity.INFO
+    assert found[(10, "PC321")] == Severity.WARNING
+    assert found[(12, "PC321")] == Severity.WARNING
+    assert found[(14, "PC321")] == Severity.INFO
+    assert found[(15, "PC321")] == Severity.INFO
+    assert found[(17, "PC321")] == Severity.WARNING
+    assert found[(22, "PC303")] > Severity.INFO  # a dtype asked for, not the data's: the branch makes float64

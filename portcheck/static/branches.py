@@ -176,6 +176,86 @@ def training_branch(hit: Hit, ctx: Context) -> Hit:
     return hit
 
 
+def float64_branch(hit: Hit, ctx: Context) -> Hit:
+    """The hit, as info, where its code runs only for float64 data: the body of `if w.dtype == torch.float64:` (an
+    `and` of it, `in (torch.float64, torch.double)`, a name bound to a value's dtype alike), the `else` of `!=`, the
+    float64 side of `a if x.dtype == torch.float64 else b`. No NeuronCore has an FP64 type (PC303), so a model ported
+    to Neuron holds float32 or bfloat16 and takes the other branch, where its own findings are."""
+    if hit.severity is Severity.INFO or not hit.chain:
+        return hit
+    function = next((s for s in reversed(hit.chain) if isinstance(s, cst.FunctionDef)), None)
+    dtypes = ctx.memo("dtype-names", function, lambda: _dtype_names(function)) if function is not None else set()
+    for index, stmt in enumerate(hit.chain):
+        inner = hit.chain[index + 1] if index + 1 < len(hit.chain) else hit.node
+        if isinstance(stmt, cst.If) and _wide_side(ctx, dtypes, stmt.test, stmt.body, stmt.orelse, inner):
+            return _narrowed(hit, stmt.test)
+    statement = hit.chain[-1]
+    for expr in ctx.memo("conditionals", statement, lambda: _conditionals(statement)):
+        if _wide_side(ctx, dtypes, expr.test, expr.body, expr.orelse, hit.node):
+            return _narrowed(hit, expr.test)
+    return hit
+
+
+def _dtype_names(function: cst.FunctionDef) -> set[str]:
+    """The names the function binds only to a value's dtype (`W_dtype = self.W.dtype`)."""
+    bound: dict[str, bool] = {}
+
+    class Finder(cst.CSTVisitor):
+        def visit_Assign(self, node: cst.Assign) -> None:
+            for target in node.targets:
+                if isinstance(target.target, cst.Name):
+                    name = target.target.value
+                    bound[name] = bound.get(name, True) and _of_data(node.value) and len(node.targets) == 1
+
+    visit(function, Finder())
+    return {name for name, only in bound.items() if only}
+
+
+def _of_data(node: cst.BaseExpression) -> bool:
+    """`x.dtype`: the dtype a value has (not a dtype asked for, such as a `dtype` parameter)."""
+    return isinstance(node, cst.Attribute) and node.attr.value == "dtype"
+
+
+def _narrowed(hit: Hit, test: cst.BaseExpression) -> Hit:
+    return replace(hit, severity=Severity.INFO, fix=None,
+                   message=f"{hit.message} (only for float64 data, under `{_shown(test)}`: no NeuronCore has an FP64 "
+                           "type, so a model ported to Neuron takes the other branch)")
+
+
+_WIDE_DTYPES = frozenset({"torch.float64", "torch.double"})
+
+
+def _wide_side(ctx: Context, dtypes: set[str], test: cst.BaseExpression, body: cst.CSTNode,
+               orelse: cst.CSTNode | None, inner: cst.CSTNode) -> bool:
+    """`inner` sits on the side of `test` that only float64 data takes."""
+    polarity = _wide_test(ctx, dtypes, test)
+    if polarity is None and isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        polarity = True if any(_wide_test(ctx, dtypes, o) is True for o in and_operands(test)) else None
+    if polarity is True:
+        return contains(body, inner)
+    return polarity is False and orelse is not None and contains(orelse, inner)
+
+
+def _wide_test(ctx: Context, dtypes: set[str], test: cst.BaseExpression) -> bool | None:
+    """True for a test that holds only for float64 data (`x.dtype == torch.float64`, `w_dtype is torch.double` with
+    `w_dtype = w.dtype`, `x.dtype in (torch.float64, torch.double)`), False for one that holds for all other data
+    (`!=`, `is not`), else None. A dtype asked for (`if dtype == torch.float64: self.double()`) is no data's."""
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return None
+    operator, other = test.comparisons[0].operator, test.comparisons[0].comparator
+    if not (_of_data(test.left) or (isinstance(test.left, cst.Name) and test.left.value in dtypes)):
+        return None
+    if isinstance(operator, (cst.In, cst.NotIn)):
+        elements = other.elements if isinstance(other, (cst.Tuple, cst.List, cst.Set)) else ()
+        wide = bool(elements) and all(ctx.qualname(e.value) in _WIDE_DTYPES for e in elements)
+        return isinstance(operator, cst.In) if wide else None
+    if ctx.qualname(other) not in _WIDE_DTYPES:
+        return None
+    if isinstance(operator, (cst.Equal, cst.Is)):
+        return True
+    return False if isinstance(operator, (cst.NotEqual, cst.IsNot)) else None
+
+
 def _training_test(test: cst.BaseExpression) -> bool | None:
     """True for `self.training` (or an `and` holding it), False for `not self.training`, None otherwise."""
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
@@ -242,5 +322,5 @@ def nvidia_integration(ctx: Context) -> str | None:
     return None
 
 
-__all__ = ["for_old_torch", "nvidia_integration", "siblings_before", "tpu_only", "training_branch", "training_flag",
-           "version_fallback", "version_polarity"]
+__all__ = ["float64_branch", "for_old_torch", "nvidia_integration", "siblings_before", "tpu_only", "training_branch",
+           "training_flag", "version_fallback", "version_polarity"]

@@ -33,7 +33,7 @@ from portcheck.findings import (
 from portcheck.knowledge import load
 from portcheck.rules import registry
 from portcheck.static import manifests
-from portcheck.static.branches import for_old_torch, training_branch
+from portcheck.static.branches import float64_branch, for_old_torch, training_branch
 from portcheck.static.check import CHECKS, Check, Context, FixPlan, Hit
 from portcheck.static.chunks import CHUNKED_ABOVE, analyse_large
 from portcheck.static.compile.environments import analyse_manifest
@@ -290,7 +290,7 @@ def _analyse_tree(module: cst.Module, tree: ast.Module, text: str, path: str, ch
     if ctx.hits:
         gated = CudaGatedTests(module)
         ctx.hits = [hit for hit in ctx.hits if not gated.holds(hit.chain)]  # a CUDA-only test: skipped on Neuron
-        ctx.hits = [for_old_torch(hit, ctx) for hit in ctx.hits]  # torch 1.x's fallback: never run on Neuron
+        ctx.hits = [for_old_torch(float64_branch(hit, ctx), ctx) for hit in ctx.hits]  # never run on Neuron
         ctx.hits = [training_branch(hit, ctx) for hit in ctx.hits]  # not taken in eval mode (inf2)
 
     suppressing = [(c, chain) for c, chain in comments or () if might_hold_suppression(c.value)]
