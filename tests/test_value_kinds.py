@@ -248,6 +248,32 @@ def test_a_branch_for_another_device_type_is_not_neuron_code():
     assert (11, "PC702") in found
 
 
+def test_a_branch_for_another_accelerator_is_not_neuron_code():
+    """The body of `if torch.backends.mps.is_available():` (Apple's GPU), of `hasattr(torch, "xpu") and
+    torch.xpu.is_available()` (Intel's) and of `is_torch_npu_available()` (Ascend's) never runs on a Neuron host,
+    where each probe is False; its negation, and the path for everything else, do."""
+    found = severities("""\
+        import torch
+        from accelerate.utils import is_torch_npu_available
+
+        class M(torch.nn.Module):
+            def forward(self, x, mask):
+                if torch.backends.mps.is_available():
+                    y = torch.roll(x, 1)
+                elif hasattr(torch, "xpu") and torch.xpu.is_available():
+                    y = x.nonzero()
+                elif is_torch_npu_available():
+                    y = x[mask]
+                else:
+                    y = torch.roll(x, 2)
+                if not torch.backends.mps.is_available():
+                    y = y[mask]
+                return y
+        """)
+    assert [key for key in found if key[0] in (7, 9, 11)] == []
+    assert (13, "PC321") in found and (15, "PC204") in found
+
+
 def test_a_read_after_an_early_return_off_the_interval_is_an_interval_read():
     """`if epoch % N != 0 or batch_idx > 0: return` leaves the rest of the block to one batch every N epochs: a
     copy there is not per step; one after an early return on anything else is."""

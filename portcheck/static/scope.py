@@ -3,8 +3,8 @@ rules stay quiet there.
 
 Host-side code is the data pipeline and the tooling around the model: data-pipeline folders and files (host_paths:
 a prior the call graph may overrule), dataset, sampler, loader, transform and metric classes, data-building
-functions (`__getitem__`, `collate*`, `process`). kornia's `augmentation/` and `geometry/transform/` are not
-among them: they run on batched device tensors.
+functions (`__getitem__`, `collate*`, `process`), and branches for another device or accelerator. kornia's
+`augmentation/` and `geometry/transform/` are not among them: they run on batched device tensors.
 
 Host values are numpy arrays and pandas objects, tensors copied to the host (`.cpu()`, `.to("cpu")`), CPU
 tensors a torch factory makes without `device=` from host data, and what is derived from them. Every answer errs
@@ -85,7 +85,7 @@ def _host_code(ctx: Context) -> str | None:
     if function is not None:
         return f"in `{function}`"
     if _other_device_branch(ctx):
-        return "in a branch Neuron tensors never take (it tests for another device type)"
+        return "in a branch a Neuron host never takes (it tests for another device type or accelerator)"
     return "in a class that runs an onnxruntime session" if _onnxruntime_class(ctx) else None
 
 
@@ -96,13 +96,10 @@ def _module_class(ctx: Context, statement: cst.ClassDef | None) -> bool:
 
 
 def _other_device_branch(ctx: Context) -> bool:
-    """Inside the body of `if x.device.type == "cpu" ...:` (or another device type than Neuron's): Neuron tensors
-    never take it."""
-    for index, statement in enumerate(ctx.statements[:-1]):
-        if (isinstance(statement, cst.If) and ctx.statements[index + 1] in _body(statement)
-                and _tests_other_device(ctx, statement.test)):
-            return True
-    return False
+    """Inside the body of `if x.device.type == "cpu" ...:` (another device type than Neuron's, or another
+    accelerator's probe): a Neuron host never takes it."""
+    return any(isinstance(statement, cst.If) and ctx.statements[index + 1] in _body(statement)
+               and _tests_other_device(ctx, statement.test) for index, statement in enumerate(ctx.statements[:-1]))
 
 
 # Device types a Neuron tensor never has (it is "neuron" on the native stack, "xla" on the XLA one).
@@ -111,7 +108,11 @@ _OTHER_DEVICES = frozenset({"cpu", "mps", "xpu", "cuda", "hpu", "npu", "mlu", "m
 
 def _tests_other_device(ctx: Context, test: cst.BaseExpression, depth: int = 0) -> bool:
     """`x.device.type == "cpu"`, `x.device.type in ("mps", "xpu")`, `x.is_mps`, and a name bound once to such a
-    test (`x_is_mps = x.device.type in ["mps", "xpu"]`): true only for tensors that are not Neuron's."""
+    test (`x_is_mps = x.device.type in ["mps", "xpu"]`): true only for tensors that are not Neuron's. So is another
+    accelerator's probe (`torch.backends.mps.is_available()`, `is_torch_npu_available()`): False on a Neuron host."""
+    if isinstance(test, cst.Call):  # (cuda_api reads this module: imported here)
+        from portcheck.static.cuda_api.paths import OTHER_ACCELERATOR
+        return bool(OTHER_ACCELERATOR.search(ctx.qualname(test.func) or dotted_name(test.func) or ""))
     if isinstance(test, cst.BooleanOperation):
         if isinstance(test.operator, cst.Or):
             return _tests_other_device(ctx, test.left, depth) and _tests_other_device(ctx, test.right, depth)
