@@ -128,7 +128,7 @@ def polarity(ctx: Context, test: cst.BaseExpression, depth: int = 0, counts: boo
         sides = (polarity(ctx, test.left, depth, counts), polarity(ctx, test.right, depth, counts))
         if isinstance(test.operator, cst.And):
             return CUDA if CUDA in sides else None
-        if CUDA in sides and all(s == CUDA or _other_accelerator(ctx, t) for s, t in zip(
+        if CUDA in sides and all(s == CUDA or other_accelerator(ctx, t) for s, t in zip(
                 sides, (test.left, test.right), strict=True)):
             return CUDA
         return NOT_CUDA if NOT_CUDA in sides else None
@@ -157,7 +157,9 @@ def polarity(ctx: Context, test: cst.BaseExpression, depth: int = 0, counts: boo
     return None
 
 
-def _other_accelerator(ctx: Context, test: cst.BaseExpression) -> bool:
+def other_accelerator(ctx: Context, test: cst.BaseExpression) -> bool:
+    """`torch.backends.mps.is_available()`, `is_torch_npu_available()`: another accelerator's probe, False on a Neuron
+    host."""
     return isinstance(test, cst.Call) and bool(OTHER_ACCELERATOR.search(
         ctx.qualname(test.func) or dotted_name(test.func) or ""))
 
@@ -389,4 +391,5 @@ def _over_cuda_devices(ctx: Context, iterated: cst.BaseExpression) -> bool:
 
 _CUDA_WORDS.extend(_cuda_words())
 
-__all__ = ["CUDA", "NOT_CUDA", "SKIP_TESTS", "cuda_path", "gate", "named_for_cuda", "polarity", "probe_call"]
+__all__ = ["CUDA", "NOT_CUDA", "SKIP_TESTS", "cuda_path", "gate", "named_for_cuda", "other_accelerator", "polarity",
+           "probe_call"]
