@@ -19,7 +19,6 @@ from functools import partial
 import libcst as cst
 
 from portcheck.static.check import Context
-from portcheck.static.cuda_api.paths import other_accelerator
 from portcheck.static.host_attributes import host_attribute
 from portcheck.static.host_names import marked_host, python_value, typed_host
 from portcheck.static.host_paths import HOST_FOLDERS
@@ -111,7 +110,8 @@ def _tests_other_device(ctx: Context, test: cst.BaseExpression, depth: int = 0) 
     """`x.device.type == "cpu"`, `x.device.type in ("mps", "xpu")`, `x.is_mps`, and a name bound once to such a
     test (`x_is_mps = x.device.type in ["mps", "xpu"]`): true only for tensors that are not Neuron's. So is another
     accelerator's probe (`torch.backends.mps.is_available()`, `is_torch_npu_available()`): False on a Neuron host."""
-    if isinstance(test, cst.Call):
+    if isinstance(test, cst.Call):  # imported here: the trace child loads this module, not the cuda_api rules
+        from portcheck.static.cuda_api.paths import other_accelerator
         return other_accelerator(ctx, test)
     if isinstance(test, cst.BooleanOperation):
         if isinstance(test.operator, cst.Or):
