@@ -103,5 +103,11 @@ SAME_FILE = "same-file"
 # the same construct ("forward", "device", "step") speak where the device step does reach it.
 ELSEWHERE = "elsewhere"
 
-__all__ = ["ELSEWHERE", "FED_BACK", "MASK_OF", "READS_OF", "READS_OFF_XLA_OF", "READS_PREFIXES", "SAME_FILE",
-           "Function", "Summary", "reads_of"]
+# Finding.requires of a call through a name imported from the project's own package (`from . import _C`,
+# `_C.fused_op(x)`), "compiled:MODULE|NAME" (MODULE relative or absolute as written, NAME what it imports, "" for
+# `import pkg.ext as e`): kept where the scanned tree and the disk hold no Python source for it, a compiled
+# extension (portcheck.static.semantic.compiled).
+COMPILED_OF = "compiled:"
+
+__all__ = ["COMPILED_OF", "ELSEWHERE", "FED_BACK", "MASK_OF", "READS_OF", "READS_OFF_XLA_OF", "READS_PREFIXES",
+           "SAME_FILE", "Function", "Summary", "reads_of"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
@@ -25,6 +26,10 @@ from portcheck.static.params import assigned, branch_parameter, default_read, pa
 from portcheck.static.syntax import parameters
 from portcheck.static.walk import parents_of
 from portcheck.summaries import ELSEWHERE, READS_PREFIXES, Summary
+
+# The file being analysed, on disk (FileJob.location), where the scan read it from there: set by the engine around
+# one file's analysis, read by checks that look beside the file (a compiled extension has no `.py` there).
+LOCATION: ContextVar[str] = ContextVar("location", default="")
 
 
 @dataclass(frozen=True)
@@ -122,6 +127,7 @@ class Context:
                  text: str | None = None, path: str = "", sdk: str = "") -> None:
         self.module = module
         self.path = path  # as reported (some checks read what a file's name says it is for)
+        self.location = LOCATION.get()  # the file on disk, where a scan read it from there; else ""
         self._text = text
         self.chip = chip
         self.stack = stack

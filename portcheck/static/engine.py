@@ -1,7 +1,8 @@
 """One file's analysis: bytes -> source -> libcst tree -> one batched traversal -> findings.
 
-`analyse_file` is a pure function of its arguments so files can be analysed in any order, in parallel,
-and cached. Positions are computed only for files that produced a finding or hold a suppression comment.
+`analyse_file` is a pure function of its arguments and of the names beside the file on disk (check.LOCATION), so
+files can be analysed in any order, in parallel, and cached. Positions are computed only for files that produced a
+finding or hold a suppression comment.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from portcheck.knowledge import load
 from portcheck.rules import registry
 from portcheck.static import manifests
 from portcheck.static.branches import float64_branch, for_old_torch, training_branch
-from portcheck.static.check import CHECKS, Check, Context, FixPlan, Hit
+from portcheck.static.check import CHECKS, LOCATION, Check, Context, FixPlan, Hit
 from portcheck.static.chunks import CHUNKED_ABOVE, analyse_large
 from portcheck.static.compile.environments import analyse_manifest
 from portcheck.static.gated_tests import CudaGatedTests
@@ -162,12 +163,14 @@ def analyse_file(job: FileJob) -> FileResult:
     # A parse allocates a million small objects and frees them by reference counting (a libcst tree has no
     # cycles): the cyclic collector would only walk them again and again, a fifth of a scan's time.
     gc.disable()
+    placed = LOCATION.set(job.location or "")  # where the file is on disk, for what sits beside it
     try:
         text = manifests.decode(data) if manifests.kind(job.path) else decode(data).text
         return _analysed(text, job.path, job.chip, job.stack, job.enabled, job.sdk)
     except Exception as exc:  # a bug of ours must not stop the scan of the other files
         return failed(job.path, exc)
     finally:
+        LOCATION.reset(placed)
         if collecting:
             gc.enable()
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import contextvars
 import io
 import re
 import sys
@@ -106,7 +107,8 @@ def on_parse_stack(function: Callable[[], T], recursion: int = 0) -> T:
 
     previous = threading.stack_size(PARSE_STACK)
     try:
-        worker = threading.Thread(target=run, name="portcheck-parse", daemon=True)
+        state = contextvars.copy_context()  # what the caller set for this file (check.LOCATION) holds there too
+        worker = threading.Thread(target=state.run, args=(run,), name="portcheck-parse", daemon=True)
         worker.start()
     finally:
         threading.stack_size(previous)

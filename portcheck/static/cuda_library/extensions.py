@@ -82,7 +82,7 @@ def _is_true(node: cst.Arg | None) -> bool:
     return node is not None and isinstance(node.value, cst.Name) and node.value.value == "True"
 
 
-def _cuda_build(ctx: Context, node: cst.Call, qualname: str) -> str | None:
+def cuda_build(ctx: Context, node: cst.Call, qualname: str) -> str | None:
     """What makes this cpp_extension call a CUDA build, or None."""
     if qualname == f"{_EXTENSION}.CUDAExtension":
         return "builds a CUDA extension"
@@ -108,7 +108,7 @@ def check_cuda_extension(node: cst.Call, ctx: Context) -> None:
     qualname = ctx.qualname(node.func)
     if qualname is None or not qualname.startswith(f"{_EXTENSION}."):
         return
-    what = _cuda_build(ctx, node, qualname)
+    what = cuda_build(ctx, node, qualname)
     if what is None or under_type_checking(ctx):
         return
     shown = one_line(ctx.source(node.func), 40)

@@ -39,6 +39,7 @@ from portcheck.static.semantic.callers import (
     settled_by_calls,
     written_defaults,
 )
+from portcheck.static.semantic.compiled import compiled
 from portcheck.static.semantic.facts import Facts, facts
 from portcheck.static.semantic.masks import MASK
 from portcheck.static.semantic.modules import module_of
@@ -52,7 +53,7 @@ from portcheck.static.semantic.summary import (
     READS,
     VENDOR_GUARD,
 )
-from portcheck.summaries import ELSEWHERE, FED_BACK, MASK_OF, READS_OFF_XLA_OF, READS_PREFIXES, SAME_FILE
+from portcheck.summaries import COMPILED_OF, ELSEWHERE, FED_BACK, MASK_OF, READS_OFF_XLA_OF, READS_PREFIXES, SAME_FILE
 
 MAX_FUNCTIONS = 200_000
 
@@ -172,6 +173,10 @@ def apply(results: list[FileResult], whole: bool = False) -> tuple[list[FileResu
             if finding.requires == FED_BACK:  # a parameter grown and handed back: where a decode loop feeds it on
                 passed = arguments(project, results, asking(project, results)) if passed is None else passed
                 if not holders or not fed_back(passed, holders[-1]):
+                    continue
+                finding = replace(finding, requires="")
+            if finding.requires.startswith(COMPILED_OF):  # `_C.op(x)` of `from . import _C`: kept where it is one
+                if not compiled(project, finding.requires[len(COMPILED_OF):], result.path):
                     continue
                 finding = replace(finding, requires="")
             if finding.requires == ELSEWHERE:
