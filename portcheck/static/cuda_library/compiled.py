@@ -28,8 +28,9 @@ from portcheck.static.cuda_library.extensions import cuda_build
 from portcheck.static.cuda_library.fallbacks import fallback, fallback_severity
 from portcheck.static.cuda_library.imports import one_line
 from portcheck.static.semantic.compiled import custom_namespace
-from portcheck.static.syntax import dotted_name
+from portcheck.static.syntax import dotted_name, keyword, positional
 from portcheck.static.values import under_type_checking
+from portcheck.static.walk import visit
 from portcheck.summaries import COMPILED_OF
 
 
@@ -242,6 +243,31 @@ def _assigned(ctx: Context, node: cst.Assign, bind: Bind) -> None:
         bind(target.value, ("certain", dotted_name(value) or "", None))
 
 
+def _gradients(ctx: Context) -> frozenset[str]:
+    """The functions the file registers as a custom op's gradient: `torch.library.register_autograd(name, bwd)`,
+    `op.register_autograd(bwd)`."""
+    if "register_autograd" not in ctx.text:
+        return frozenset()
+
+    def collect() -> frozenset[str]:
+        found: set[str] = set()
+
+        class Finder(cst.CSTVisitor):
+            def visit_Call(self, node: cst.Call) -> None:
+                if isinstance(node.func, (cst.Name, cst.Attribute)) and (dotted_name(node.func) or "").endswith(
+                        "register_autograd"):
+                    method = isinstance(node.func, cst.Attribute) and dotted_name(node.func) != \
+                        "torch.library.register_autograd"
+                    given = keyword(node, "backward") or positional(node, 0 if method else 1)
+                    if given is not None and isinstance(given.value, cst.Name):
+                        found.add(given.value.value)
+
+        visit(ctx.module, Finder())
+        return frozenset(found)
+
+    return ctx.memo("registered-gradients", ctx.module, collect)
+
+
 @check(cst.Call, rules=(CompiledExtensionOp,), tokens=TOKENS)
 def check_compiled_call(node: cst.Call, ctx: Context) -> None:
     func = node.func
@@ -268,7 +294,8 @@ def check_compiled_call(node: cst.Call, ctx: Context) -> None:
         return
     shown = one_line(ctx.source(func), 50)
     reason = fallback(ctx) or cuda_path(ctx, node)  # `if x.is_cuda:`: the other path is what runs on Neuron
-    if reason is None and ctx.inference_only and any(f.name.value == "backward" for f in ctx.functions):
+    if reason is None and ctx.inference_only and any(f.name.value == "backward" or f.name.value in _gradients(ctx)
+                                                     for f in ctx.functions):
         reason = "in a `backward`, which inference never runs"  # a custom autograd Function's gradient
     where = f"the compiled extension `{origin}`" if key == "certain" else \
         f"`{origin}`, a compiled extension (the project has no Python source for it)"
