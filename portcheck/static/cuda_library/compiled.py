@@ -21,16 +21,15 @@ from pathlib import Path, PurePosixPath
 
 import libcst as cst
 
-from portcheck.rules import EVERYWHERE, Rule, rule
+from portcheck.rules import Rule, rule
 from portcheck.static.check import Context, check
 from portcheck.static.cuda_api.paths import cuda_path
 from portcheck.static.cuda_library.extensions import cuda_build
 from portcheck.static.cuda_library.fallbacks import fallback, fallback_severity
 from portcheck.static.cuda_library.imports import one_line
 from portcheck.static.semantic.compiled import custom_namespace
-from portcheck.static.syntax import dotted_name, keyword, positional
+from portcheck.static.syntax import dotted_name
 from portcheck.static.values import under_type_checking
-from portcheck.static.walk import visit
 from portcheck.summaries import COMPILED_OF
 
 
@@ -41,10 +40,11 @@ class CompiledExtensionOp(Rule):
     `torch.utils.cpp_extension.load(...)`, a custom-op namespace under `torch.ops` that PyTorch does not register
     itself (`torch.ops.my_kernels.forward(...)`), or a module of the project's own package that has no Python source
     in the tree (`from . import _C`, then `_C.fused_op(x)`): the extension's shared object, built with CUDA. Each call
-    is reported, in the function that makes it. Calls only the data pipeline or set-up code makes are info (a
-    compiled helper on host data, or run once, costs the step nothing), as are calls under a fallback (`try`, an
-    availability test) or on a CUDA-only path (`if x.is_cuda:`), and, on a chip that only serves inference (Inf2),
-    calls in a custom autograd Function's `backward`.
+    is reported, in the function that makes it. Calls that no module's `forward` and no training step of the scan
+    reaches are info (a compiled helper on host data, or run once, costs the step nothing; a public op matters where
+    a model calls it), as are calls under a fallback (`try`, an availability test) or on a CUDA-only path
+    (`if x.is_cuda:`), and, on a chip that only serves inference (Inf2), calls in a custom autograd Function's
+    `backward`.
 
     ## Example
     ```python
@@ -63,7 +63,7 @@ class CompiledExtensionOp(Rule):
     """
 
     code = "PC505"
-    CONTEXTS = EVERYWHERE - {"host", "setup"}
+    CONTEXTS = frozenset({"device"})
     INVALID = (
         "import torch\ndef f(x):\n    return torch.ops.my_kernels.fused_forward(x)",
         "from torch.ops import disco_kernels\ndef f(x):\n    return disco_kernels.forward.default(x)",
@@ -243,31 +243,6 @@ def _assigned(ctx: Context, node: cst.Assign, bind: Bind) -> None:
         bind(target.value, ("certain", dotted_name(value) or "", None))
 
 
-def _gradients(ctx: Context) -> frozenset[str]:
-    """The functions the file registers as a custom op's gradient: `torch.library.register_autograd(name, bwd)`,
-    `op.register_autograd(bwd)`."""
-    if "register_autograd" not in ctx.text:
-        return frozenset()
-
-    def collect() -> frozenset[str]:
-        found: set[str] = set()
-
-        class Finder(cst.CSTVisitor):
-            def visit_Call(self, node: cst.Call) -> None:
-                if isinstance(node.func, (cst.Name, cst.Attribute)) and (dotted_name(node.func) or "").endswith(
-                        "register_autograd"):
-                    method = isinstance(node.func, cst.Attribute) and dotted_name(node.func) != \
-                        "torch.library.register_autograd"
-                    given = keyword(node, "backward") or positional(node, 0 if method else 1)
-                    if given is not None and isinstance(given.value, cst.Name):
-                        found.add(given.value.value)
-
-        visit(ctx.module, Finder())
-        return frozenset(found)
-
-    return ctx.memo("registered-gradients", ctx.module, collect)
-
-
 @check(cst.Call, rules=(CompiledExtensionOp,), tokens=TOKENS)
 def check_compiled_call(node: cst.Call, ctx: Context) -> None:
     func = node.func
@@ -294,8 +269,7 @@ def check_compiled_call(node: cst.Call, ctx: Context) -> None:
         return
     shown = one_line(ctx.source(func), 50)
     reason = fallback(ctx) or cuda_path(ctx, node)  # `if x.is_cuda:`: the other path is what runs on Neuron
-    if reason is None and ctx.inference_only and any(f.name.value == "backward" or f.name.value in _gradients(ctx)
-                                                     for f in ctx.functions):
+    if reason is None and ctx.inference_only and any(f.name.value == "backward" for f in ctx.functions):
         reason = "in a `backward`, which inference never runs"  # a custom autograd Function's gradient
     where = f"the compiled extension `{origin}`" if key == "certain" else \
         f"`{origin}`, a compiled extension (the project has no Python source for it)"

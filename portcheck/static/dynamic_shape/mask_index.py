@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from contextvars import ContextVar
 
 import libcst as cst
 
@@ -12,6 +13,7 @@ from portcheck.static.dynamic_shape.helper_masks import helper_mask
 from portcheck.static.dynamic_shape.random_size import RandomSize
 from portcheck.static.dynamic_shape.reach import STATIC, report_compiled
 from portcheck.static.dynamic_shape.shape_from_data import ShapeFromData, report_slice_from_data
+from portcheck.static.reaching import reaching
 from portcheck.static.rebindings import rebindings, updated_in_place
 from portcheck.static.scope import host_value
 from portcheck.static.syntax import call_name, parameters, string_value
@@ -63,6 +65,10 @@ class BooleanMaskIndex(Rule):
         "y = x[(x > 0)[:, 0]]",
         "import torch\nclass M(torch.nn.Module):\n    def forward(self, x, out):\n"
         "        return x[out['padding_mask'].T]",
+        "import torch\ndef f(p, v):\n    keep = torch.ne(v, 0)\n    keep = torch.repeat_interleave(keep, 4, dim=-1)\n"
+        "    return p[keep]",
+        "import torch\nimport torch.nn.functional as F\ndef f(p, v):\n    edge = F.pad(v, (1, 0))\n"
+        "    edge = torch.eq(torch.diff(edge), -1)\n    return p[edge]",
     )
     VALID = (
         "x[x > 0] = 0",
@@ -79,6 +85,8 @@ class BooleanMaskIndex(Rule):
         "import torch\nv = (x > 0).to(torch.float)\ny = x[v]",
         "import torch\ndef f(x, ws):\n    ok = torch.ones(len(x), dtype=torch.long)\n    for w in ws:\n"
         "        ok &= x @ w > 0\n    return x[ok]",
+        "import torch\ndef f(p, v):\n    keep = torch.ne(v, 0)\n    keep = keep.nonzero(as_tuple=True)[0]\n"
+        "    return p[keep]",
     )
 
 
@@ -90,7 +98,9 @@ _MASK_METHODS = frozenset({"bool", "eq", "ne", "gt", "lt", "ge", "le", "isnan", 
 # Methods whose result holds the same elements, reshaped, moved about or copied: a mask stays a mask.
 _SAME_ELEMENT_METHODS = frozenset({"view", "reshape", "flatten", "squeeze", "unsqueeze", "expand", "expand_as",
                                    "contiguous", "clone", "detach", "transpose", "permute", "t", "flip", "roll",
-                                   "triu", "tril"})
+                                   "triu", "tril", "repeat", "repeat_interleave", "tile", "broadcast_to", "narrow",
+                                   "index_select", "gather", "movedim", "swapaxes", "unflatten", "view_as",
+                                   "reshape_as"})
 _MASK_FUNCTIONS = frozenset(f"torch.{n}" for n in ("isnan", "isinf", "isfinite", "isin", "logical_and",
                                                    "logical_or", "logical_not", "logical_xor", "eq", "ne", "gt",
                                                    "lt", "ge", "le", "isneginf", "isposinf", "any", "all"))
@@ -134,6 +144,11 @@ def is_mask(ctx: Context, node: cst.BaseExpression, depth: int = 0, named: bool 
         bound = ctx.constant(node)
         if bound is not None and is_mask(ctx, bound[1], depth + 1, named):
             return True
+        assumed = _ASSUMED.get()
+        if assumed is not None and node.value in assumed:
+            return assumed[node.value]
+        if bound is None and _reached_mask(ctx, node, depth):
+            return True
         if bound is None and _mask_bindings(ctx, node.value, depth):
             # `keep = a > 0`, then `keep = (b > 0) & (a > 0)`; `ok = torch.ones(n, dtype=torch.bool)`, then
             # `ok &= x > 0`; a mask or None
@@ -154,7 +169,9 @@ _LIKE_FACTORIES = frozenset(f"torch.{n}_like" for n in ("ones", "zeros", "full",
 _BOOL = frozenset({"torch.bool", "builtins.bool"})
 # Functions whose result holds the elements of their first argument, moved or masked off: a mask stays a mask.
 _SAME_ELEMENTS = frozenset(f"torch.{n}" for n in ("triu", "tril", "transpose", "permute", "flip", "roll", "t",
-                                                  "flatten", "reshape", "squeeze", "unsqueeze", "clone"))
+                                                  "flatten", "reshape", "squeeze", "unsqueeze", "clone",
+                                                  "repeat_interleave", "tile", "broadcast_to", "narrow",
+                                                  "index_select", "gather", "movedim", "swapaxes", "unflatten"))
 
 
 def _moved(call: cst.Call) -> bool:
@@ -173,6 +190,27 @@ def _moved(call: cst.Call) -> bool:
                   or string_value(arg.value) is not None):
             return False
     return True
+
+
+# What a name read inside one of its own bindings stands for while the bindings that reach a use are read in turn.
+_ASSUMED: ContextVar[dict[str, bool] | None] = ContextVar("assumed-masks", default=None)
+
+
+def _reached_mask(ctx: Context, node: cst.Name, depth: int) -> bool:
+    """The bindings of a name bound more than once that reach this use make a mask, read oldest first, each one with
+    the name standing for what the one before made: `m = F.pad(p, (1, 0))`, `m = torch.eq(torch.diff(m), -1)`,
+    then `x[m]`; `m = x.ne(0)`, `m = torch.repeat_interleave(m, 4)`."""
+    reached = reaching(ctx, node)
+    if reached is None or not reached[0]:
+        return False
+    state = False
+    for value in reversed(reached[0]):
+        token = _ASSUMED.set({**(_ASSUMED.get() or {}), node.value: state})
+        try:
+            state = is_mask(ctx, value, depth + 1, named=False)
+        finally:
+            _ASSUMED.reset(token)
+    return state
 
 
 def _selected_mask(ctx: Context, branches: list[cst.BaseExpression], depth: int, named: bool) -> bool:
