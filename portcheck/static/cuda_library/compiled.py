@@ -15,6 +15,7 @@ Each call of a function of such a module is reported where it is written, the pl
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path, PurePosixPath
@@ -28,7 +29,7 @@ from portcheck.static.cuda_library.extensions import cuda_build
 from portcheck.static.cuda_library.fallbacks import fallback, fallback_severity
 from portcheck.static.cuda_library.imports import one_line
 from portcheck.static.semantic.compiled import custom_namespace
-from portcheck.static.syntax import dotted_name
+from portcheck.static.syntax import block_body, blocks, dotted_name
 from portcheck.static.values import under_type_checking
 from portcheck.summaries import COMPILED_OF
 
@@ -84,6 +85,7 @@ Bound = tuple[str, str, tuple[int, tuple[str, ...], int] | None]
 Bind = Callable[[str, Bound], None]
 
 
+@functools.lru_cache(maxsize=64)
 def _own_packages(path: str) -> frozenset[str]:
     """The folder names above the file: an absolute import whose first part is one of them may be the project's (not
     `torch`: a project's `torch/` subpackage, as in `pkg/torch/`, never stands for PyTorch's own imports)."""
@@ -149,10 +151,10 @@ def _bindings(ctx: Context, scope: cst.Module | cst.FunctionDef) -> tuple[dict[s
         params = scope.params
         others.update(p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params))
         others.update(p.name.value for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param))
-    pending: list[cst.CSTNode] = [scope.body if isinstance(scope, cst.FunctionDef) else scope]
+    pending: list[Sequence[cst.BaseStatement]] = [
+        block_body(scope.body) if isinstance(scope, cst.FunctionDef) else scope.body]
     while pending:
-        node = pending.pop()
-        for child in node.children:
+        for child in pending.pop():
             if isinstance(child, cst.SimpleStatementLine):
                 for small in child.body:
                     if isinstance(small, cst.ImportFrom):
@@ -168,11 +170,10 @@ def _bindings(ctx: Context, scope: cst.Module | cst.FunctionDef) -> tuple[dict[s
                             _assigned(ctx, small, bind)
             elif isinstance(child, (cst.FunctionDef, cst.ClassDef)):
                 others.add(child.name.value)
-            elif isinstance(child, (cst.BaseCompoundStatement, cst.IndentedBlock, cst.Else, cst.ExceptHandler,
-                                    cst.Finally)):
+            elif isinstance(child, cst.BaseCompoundStatement):
                 if isinstance(child, cst.For):
                     others.update(_names([child.target]))
-                pending.append(child)
+                pending.extend(blocks(child))
     return found, frozenset(others)
 
 
@@ -189,9 +190,24 @@ def _names(written: Sequence[cst.BaseExpression]) -> set[str]:
     return out
 
 
+def _candidates(ctx: Context) -> frozenset[str] | None:
+    """The names the file imports from its own package or from `torch.ops`, from its summary's import table (every
+    import, at any depth): only a call through one of them can be a compiled extension's. None (no screen) where
+    the file builds an extension or names `torch.ops` (a binding by assignment), or has no summary."""
+    summary = ctx.summary
+    if summary is None or "cpp_extension" in ctx.text or "torch.ops" in ctx.text:
+        return None
+    own = _own_packages(ctx.path)
+    return frozenset(name for name, target in summary.exports
+                     if target.startswith(".") or target.split(".")[0] in own)
+
+
 def _bound(ctx: Context, name: str) -> Bound | None:
     """What `name` is bound to where it is read: the innermost function that binds it, else the module; None where a
     function around the read binds it to something else."""
+    candidates = ctx.memo("compiled-candidates", ctx.module, lambda: _candidates(ctx))
+    if candidates is not None and name not in candidates:
+        return None
     for function in reversed(ctx.functions):
         found, others = ctx.memo("compiled-bindings", function, lambda: _bindings(ctx, function))  # noqa: B023
         if name in found:

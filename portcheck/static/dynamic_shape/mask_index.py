@@ -141,13 +141,11 @@ def is_mask(ctx: Context, node: cst.BaseExpression, depth: int = 0, named: bool 
         name = string_value(key.value) if isinstance(key, cst.Index) else None
         return named and name is not None and _named_mask(ctx, name, [])  # `net_output["padding_mask"]`
     if isinstance(node, cst.Name):
-        bound = ctx.constant(node)
-        if bound is not None and is_mask(ctx, bound[1], depth + 1, named):
-            return True
         assumed = _ASSUMED.get()
         if assumed is not None and node.value in assumed:
             return assumed[node.value]
-        if bound is None and _reached_mask(ctx, node, depth):
+        bound = ctx.constant(node)
+        if bound is not None and is_mask(ctx, bound[1], depth + 1, named):
             return True
         if bound is None and _mask_bindings(ctx, node.value, depth):
             # `keep = a > 0`, then `keep = (b > 0) & (a > 0)`; `ok = torch.ones(n, dtype=torch.bool)`, then
@@ -155,7 +153,9 @@ def is_mask(ctx: Context, node: cst.BaseExpression, depth: int = 0, named: bool 
             return True
         if bound is None and ctx.scopes and node.value not in ctx.scopes[-1].plain and _annotated_mask(ctx, node.value):
             return True  # `batch_filter: torch.BoolTensor | None`: a parameter typed as a boolean tensor
-        return named and _named_mask(ctx, node.value, [bound[1]] if bound is not None else rebindings(ctx, node.value))
+        if named and _named_mask(ctx, node.value, [bound[1]] if bound is not None else rebindings(ctx, node.value)):
+            return True
+        return bound is None and _reached_mask(ctx, node, depth)
     if isinstance(node, cst.Attribute):  # `data.train_mask`, `self.keep_mask`
         if node.attr.value in ("T", "mT", "data"):  # `mask.T`: the same elements, transposed
             return is_mask(ctx, node.value, depth + 1, named)
