@@ -22,6 +22,7 @@ from pathlib import Path, PurePosixPath
 
 import libcst as cst
 
+from portcheck.findings import Severity
 from portcheck.rules import Rule, rule
 from portcheck.static.check import Context, check
 from portcheck.static.cuda_api.paths import cuda_path
@@ -29,7 +30,7 @@ from portcheck.static.cuda_library.extensions import cuda_build
 from portcheck.static.cuda_library.fallbacks import fallback, fallback_severity
 from portcheck.static.cuda_library.imports import one_line
 from portcheck.static.semantic.compiled import custom_namespace
-from portcheck.static.syntax import block_body, blocks, dotted_name
+from portcheck.static.syntax import block_body, blocks, bound_names, dotted_name, parameters
 from portcheck.static.values import under_type_checking
 from portcheck.summaries import COMPILED_OF
 
@@ -149,7 +150,7 @@ def _bindings(ctx: Context, scope: cst.Module | cst.FunctionDef) -> tuple[dict[s
 
     if isinstance(scope, cst.FunctionDef):
         params = scope.params
-        others.update(p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params))
+        others.update(p.name.value for p in parameters(scope))
         others.update(p.name.value for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param))
     pending: list[Sequence[cst.BaseStatement]] = [
         block_body(scope.body) if isinstance(scope, cst.FunctionDef) else scope.body]
@@ -164,7 +165,7 @@ def _bindings(ctx: Context, scope: cst.Module | cst.FunctionDef) -> tuple[dict[s
                     elif isinstance(small, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
                         targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else [
                             small.target]
-                        others.update(_names(targets))
+                        others.update(name for target in targets for name in bound_names(target))
                         if (builds or namespaces) and isinstance(small, cst.Assign) and len(targets) == 1 and \
                                 isinstance(targets[0], cst.Name):
                             _assigned(ctx, small, bind)
@@ -172,22 +173,9 @@ def _bindings(ctx: Context, scope: cst.Module | cst.FunctionDef) -> tuple[dict[s
                 others.add(child.name.value)
             elif isinstance(child, cst.BaseCompoundStatement):
                 if isinstance(child, cst.For):
-                    others.update(_names([child.target]))
+                    others.update(bound_names(child.target))
                 pending.extend(blocks(child))
     return found, frozenset(others)
-
-
-def _names(written: Sequence[cst.BaseExpression]) -> set[str]:
-    """The plain names an assignment's targets bind (`a, (b, c) = ...`)."""
-    out: set[str] = set()
-    targets = list(written)
-    while targets:
-        target = targets.pop()
-        if isinstance(target, cst.Name):
-            out.add(target.value)
-        elif isinstance(target, (cst.Tuple, cst.List)):
-            targets.extend(e.value for e in target.elements)
-    return out
 
 
 def _candidates(ctx: Context) -> frozenset[str] | None:
@@ -278,23 +266,25 @@ def check_compiled_call(node: cst.Call, ctx: Context) -> None:
         key, origin, disk = bound
         if root is func and key == "certain":
             return  # a compiled module is called through its functions, not itself
-        if disk is not None and not ctx.memo(f"compiled-missing:{root.value}", ctx.module,
+        if disk is not None and not ctx.memo(f"compiled-missing:{disk}", ctx.module,
                                              lambda: _missing(ctx.location, *disk)):
             return  # Python beside the file, or no file on disk to look beside
     if under_type_checking(ctx):
         return
     shown = one_line(ctx.source(func), 50)
-    reason = fallback(ctx) or cuda_path(ctx, node)  # `if x.is_cuda:`: the other path is what runs on Neuron
-    if reason is None and ctx.inference_only and any(f.name.value == "backward" for f in ctx.functions):
-        reason = "in a `backward`, which inference never runs"  # a custom autograd Function's gradient
+    fallen = fallback(ctx) or cuda_path(ctx, node)  # `if x.is_cuda:`: the other path is what runs on Neuron
+    # a custom autograd Function's gradient, which an inference-only chip never computes
+    backward = fallen is None and ctx.inference_only and any(f.name.value == "backward" for f in ctx.functions)
     where = f"the compiled extension `{origin}`" if key == "certain" else \
         f"`{origin}`, a compiled extension (the project has no Python source for it)"
     message = (f"`{shown}(...)` calls {where}: its kernels are built for CUDA or the CPU, not for NeuronCores. A "
                "CUDA-only op fails on Neuron tensors, and one with a CPU kernel runs on the host, its tensors copied "
                "each call; neither compiles into a Neuron graph. Write it in PyTorch ops or as an NKI kernel")
-    if reason:
-        message += f" ({reason}" + (")" if "backward" in reason else ": make sure the fallback is what runs)")
-    ctx.report(CompiledExtensionOp, node, message, fallback_severity(reason),
+    if fallen:
+        message += f" ({fallen}: make sure the fallback is what runs)"
+    elif backward:
+        message += " (in a `backward`, which inference never runs)"
+    ctx.report(CompiledExtensionOp, node, message, Severity.INFO if backward else fallback_severity(fallen),
                requires="" if key == "certain" else COMPILED_OF + key)
 
 

@@ -62,7 +62,7 @@ def _compiled(project: Project, module: str, package: bool, target: str, name: s
                for full, rest in found)
 
 
-def _root(packages: dict[str, str], full: str) -> str:
+def _root(packages: frozenset[str], full: str) -> str:
     """The outermost package holding package `full`."""
     parts = full.split(".")
     while len(parts) > 1 and ".".join(parts[:-1]) in packages:
@@ -70,16 +70,16 @@ def _root(packages: dict[str, str], full: str) -> str:
     return ".".join(parts)
 
 
-def _packages(project: Project) -> dict[str, str]:
-    """Package module -> the path of its `__init__.py`, for the scanned tree."""
-    cached: dict[str, str] | None = project.__dict__.get("_compiled_packages")
+def _packages(project: Project) -> frozenset[str]:
+    """The package modules of the scanned tree (its `__init__.py` files)."""
+    cached: frozenset[str] | None = project.__dict__.get("_compiled_packages")
     if cached is None:
-        cached = project.__dict__["_compiled_packages"] = {
-            module: path for path, (module, package, _) in project.files.items() if package}
+        cached = project.__dict__["_compiled_packages"] = frozenset(
+            module for module, package, _ in project.files.values() if package)
     return cached
 
 
-def _within(packages: dict[str, str], wanted: str, relative: bool) -> list[tuple[str, list[str]]]:
+def _within(packages: frozenset[str], wanted: str, relative: bool) -> list[tuple[str, list[str]]]:
     """(the innermost scanned package holding module `wanted`, the parts of `wanted` below it), for each package it
     may be: the very module for a relative import; for an absolute one, any whose dotted name ends with the import's
     head and whose first part there is a root package (no package above it: a tree scanned from above its root)."""
