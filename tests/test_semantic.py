@@ -2398,3 +2398,54 @@ def test_a_reading_helper_imported_relatively_is_reported_where_a_step_hands_it_
     found = _scan(tmp_path)
     assert ("pkg/tools/train.py", 8, "PC701") in found
     assert ("pkg/tools/train.py", 9, "PC701") not in found
+
+
+def test_code_that_runs_once_every_n_steps_is_an_interval(tmp_path):
+    """JUDGING: logging and demos behind an interval guard are harmless. The body of `if step % N == 0:` and the
+    rest of a block after `if step % N != 0: return` run once in N steps, and so does a function called only
+    there: an FFT, autocast or float64 there is info. A shape's parity (`if n % 2 == 1:` on a size), a block that
+    steps an optimizer (gradient accumulation), a forward's own layer pattern, and a CUDA call keep their
+    severity."""
+    _tree(tmp_path, {"train.py": """\
+        import torch
+
+        def spectrogram_image(audio):
+            return torch.stft(audio, 512, return_complex=True)
+
+        class DemoCallback:
+            def on_train_batch_end(self, trainer, module, batch):
+                if (trainer.global_step - 1) % self.demo_every != 0:
+                    return
+                fakes = module.generate(batch); module.loss(fakes).backward()  # a saliency image's gradients
+                image = torch.fft.rfft(fakes)
+                return spectrogram_image(fakes), image
+
+        def train(model, loader, optimizer, log_every, accumulate):
+            for step, batch in enumerate(loader):
+                loss = model(batch)
+                loss.backward()
+                if step % log_every == 0:
+                    spectrum = torch.fft.fft(batch)
+                    torch.cuda.synchronize()
+                if (step + 1) % accumulate == 0:
+                    optimizer.step()
+                    table = torch.fft.ifft(batch)
+                n = batch.shape[-1]
+                if n % 2 == 1:
+                    odd = torch.fft.rfft(batch)
+
+        class Net(torch.nn.Module):
+            def forward(self, x):
+                for i, layer in enumerate(self.layers):
+                    if i % self.every == 0:
+                        x = torch.fft.rfft(x).real
+                return x
+        """})
+    found = _scan(tmp_path)
+    assert found[("train.py", 4, "PC301")] == Severity.INFO  # called only from the rest of an off-interval return
+    assert found[("train.py", 11, "PC301")] == Severity.INFO  # the rest of the block after the off-interval return
+    assert found[("train.py", 19, "PC301")] == Severity.INFO  # under `if step % log_every == 0:`
+    assert found[("train.py", 20, "PC105")] > Severity.INFO  # a CUDA call fails however rarely it runs
+    assert found[("train.py", 23, "PC301")] > Severity.INFO  # the block steps the optimizer: the step itself
+    assert found[("train.py", 26, "PC301")] > Severity.INFO  # a size's parity is no interval
+    assert found[("train.py", 32, "PC301")] > Severity.INFO  # the forward's own layer pattern

@@ -19,6 +19,7 @@ from portcheck.static.semantic.summary import (
     CUDA_IMPL,
     FORWARD,
     HOST,
+    INTERVAL_GUARD,
     ONCE,
     ONCE_GUARD,
     PROBE,
@@ -40,6 +41,7 @@ class Facts:
     once: frozenset[str] = frozenset()  # set-up: constructors, cached functions and what only they call
     dead: frozenset[str] = frozenset()  # module-level functions nothing in the tree calls or names (UNNAMED)
     cuda_modules: frozenset[str] = frozenset()  # modules the tree imports only where CUDA is present
+    interval: frozenset[str] = frozenset()  # called only at an interval (`if step % N == 0:`), not by a forward
 
 
 def facts(project: Project) -> Facts:
@@ -57,7 +59,7 @@ def facts(project: Project) -> Facts:
             callees = project.resolve(guard[1:], caller)
             found = (callees and all(c in probes for c in callees)) or project.probe_constant(guard[1:], caller)
             return CUDA_GUARD if found else ""
-        return guard if guard in (CUDA_GUARD, VENDOR_GUARD, ONCE_GUARD) else ""
+        return guard if guard in (CUDA_GUARD, VENDOR_GUARD, ONCE_GUARD, INTERVAL_GUARD) else ""
 
     # Every call resolved, and its guard judged, once: the worklists and the walks below read these.
     sites: dict[str, list[tuple[str, str]]] = defaultdict(list)  # callee -> (caller, guard kind)
@@ -115,7 +117,7 @@ def facts(project: Project) -> Facts:
         queue = deque(seen)
         while queue:
             for callee, kind in outgoing.get(queue.popleft(), ()):
-                if callee not in seen and callee not in avoid and not kind:
+                if callee not in seen and callee not in avoid and kind in ("", INTERVAL_GUARD):
                     seen.add(callee)
                     queue.append(callee)
         return seen
@@ -145,11 +147,15 @@ def facts(project: Project) -> Facts:
     set_up = {f for f, n in project.nodes.items() if ONCE in n.function.roles
               or (n.function.name.endswith(".__init__") and f not in device)}
     once = only(ONCE_GUARD, set_up) - skipped
+    # What only runs at an interval (a demo or an evaluation every N steps), and what only it calls; the model's own
+    # code stays the model's wherever else a forward reaches it.
+    interval = only(INTERVAL_GUARD, set()) - skipped - forward
     dead = {f for f, n in project.nodes.items() if UNNAMED in n.function.roles and f not in sites
             and n.function.name not in project.named
             and not any(n.module == m or n.module.endswith(f".{m}") for m in project.looked_up)}
     return Facts(frozenset(probes), frozenset(cuda_only), frozenset(vendor_only), frozenset(device),
-                 frozenset(host), frozenset(forward), frozenset(once), frozenset(dead), frozenset(cuda_modules))
+                 frozenset(host), frozenset(forward), frozenset(once), frozenset(dead), frozenset(cuda_modules),
+                 frozenset(interval))
 
 
 # Bases that make no torch Module: a class built only on them (and on the project's own such classes) has a

@@ -47,6 +47,7 @@ from portcheck.static.semantic.project import Node, Passed, Project, arguments
 from portcheck.static.semantic.summary import (
     CUDA_CLASS,
     CUDA_IMPL,
+    INTERVAL_GUARD,
     MAIN_GUARD,
     ONCE,
     ONCE_GUARD,
@@ -92,6 +93,9 @@ def _where(project: Project, found: Facts, result: FileResult, finding: Finding,
                 return "vendor", "under a test for an ONNX export or a trace"
             if guard == ONCE_GUARD:
                 return "setup", "under a lazy initialisation (its test asks for what its body sets)"
+            if guard == INTERVAL_GUARD and finding.category in _PERIODIC and not any(
+                    h.full in found.forward for h in holders):
+                return "interval", "under a test of a step counter's remainder (`if step % N == 0:`)"
             if guard == MAIN_GUARD and module in project.imported and finding.category != "training":
                 # a training loop is one wherever it is written (JUDGING: any training loop counts on inf2)
                 return "demo", ("under `if __name__ == \"__main__\":` of a module the project imports: a demo or "
@@ -108,6 +112,9 @@ def _where(project: Project, found: Facts, result: FileResult, finding: Finding,
                    else "it builds an object" if node.function.name.endswith(".__init__")
                    else "it is called only where an object is built, a result cached or initialised once")
             return "setup", f"`{node.function.name}` runs once, not every step: {why}"
+    if finding.category in _PERIODIC and any(h.full in found.interval for h in holders):
+        name = next(h for h in holders if h.full in found.interval).function.name
+        return "interval", f"`{name}` is called only under a test of a step counter's remainder (`if step % N == 0:`)"
     if holders and not any(h.full in found.device for h in holders):
         if holders[-1].full in found.host:
             return "host", f"`{holders[-1].function.name}` is reached only from the data pipeline"
@@ -119,6 +126,11 @@ def _where(project: Project, found: Facts, result: FileResult, finding: Finding,
     return None
 
 
+# What costs nothing when it runs once every N steps rather than every step (JUDGING: logging, demos and checkpoints
+# behind an interval guard): what a NeuronCore computes more slowly, on the CPU, or in a graph of its own. A CUDA
+# call or library, a collective or a compile option fails however rarely it runs: those keep their severity.
+_PERIODIC = frozenset({"dynamic-shape", "host-sync", "unsupported-op", "dtype", "custom-attention", "training"})
+
 _NOTES = {
     "cuda": "a CUDA-only path, {why}: it does not run on Neuron",
     "vendor": "another vendor's path, {why}: it does not run on Neuron",
@@ -128,6 +140,7 @@ _NOTES = {
     "unknown": "outside the device step as far as this scan sees: {why}; it matters where a model calls it",
     "dead": "dead code as far as this scan sees: {why}",
     "demo": "{why}",
+    "interval": "code that runs once every N steps (a demo, a log, an evaluation), {why}",
 }
 _NOT_NEURON = frozenset({"cuda", "vendor", "optional"})
 
@@ -235,7 +248,7 @@ def _runs(found: Facts, holders: list[Node], place: tuple[str, str] | None) -> s
         return "model"
     if any(name in found.device for name in names):
         return "step"
-    if place is not None and place[0] in ("setup", "unknown", "dead", "demo"):
+    if place is not None and place[0] in ("setup", "unknown", "dead", "demo", "interval"):
         return "other"
     if place is not None or any(name in found.host for name in names):
         return "host"

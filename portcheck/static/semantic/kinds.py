@@ -22,6 +22,8 @@ UNNAMED = "unnamed"  # module-level, undecorated, named by its file only inside 
 CUDA_GUARD, VENDOR_GUARD = "cuda", "vendor"
 # Under a lazy initialisation: `if self.x is None: self.x = ...`, `if not done: ...; done = True` run once.
 ONCE_GUARD = "once"
+# Under `if step % N == 0:`, or after `if step % N != 0: return`: what runs once every N steps (semantic.interval).
+INTERVAL_GUARD = "interval"
 # Under `if __name__ == "__main__":` at a module's top level: what runs only when the file is run as a script.
 MAIN_GUARD = "main"
 
@@ -59,6 +61,6 @@ def innermost(guards: tuple[str, ...]) -> str:
 
 
 __all__ = ["CACHING", "CUDA_CLASS", "CUDA_GUARD", "CUDA_IMPL", "DATA_BASES", "FORWARD", "HOST", "HOST_KEYWORDS",
-           "MAIN_GUARD", "ONCE", "ONCE_GUARD", "PROBE", "PROBES", "READS", "READS_OFF_XLA", "STEP", "STEP_METHODS",
-           "UNNAMED", "VENDOR", "VENDOR_GUARD", "VENDOR_MODULES", "VENDOR_RUNTIMES", "VENDOR_TESTS", "innermost",
-           "negated"]
+           "INTERVAL_GUARD", "MAIN_GUARD", "ONCE", "ONCE_GUARD", "PROBE", "PROBES", "READS", "READS_OFF_XLA", "STEP",
+           "STEP_METHODS", "UNNAMED", "VENDOR", "VENDOR_GUARD", "VENDOR_MODULES", "VENDOR_RUNTIMES", "VENDOR_TESTS",
+           "innermost", "negated"]

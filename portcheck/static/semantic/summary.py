@@ -22,6 +22,7 @@ from portcheck.static.semantic.dispatch import Generics
 from portcheck.static.semantic.grows import REGROWS, regrow_calls
 from portcheck.static.semantic.hosts import Bindings, host_arguments
 from portcheck.static.semantic.imports import catches_import_error, import_aliases, optional_test
+from portcheck.static.semantic.interval import at_interval, counters, off_interval, steps
 from portcheck.static.semantic.kinds import (
     CUDA_CLASS,
     CUDA_GUARD,
@@ -30,6 +31,7 @@ from portcheck.static.semantic.kinds import (
     FORWARD,
     HOST,
     HOST_KEYWORDS,
+    INTERVAL_GUARD,
     MAIN_GUARD,
     ONCE,
     ONCE_GUARD,
@@ -69,6 +71,7 @@ from portcheck.summaries import Function, Summary
 def summarise(tree: ast.Module, text: str = "") -> Summary:
     """`text`, the file's source, tells which module-level functions the file never names again (UNNAMED)."""
     (reader := _Reader(import_aliases(tree))).own_names = OwnNames(text)
+    reader.tree = tree
     reader.module_probes = reader.probes_bound(tree.body)
     reader.block(tree.body, (), "")
     return Summary(tuple(reader.generics.dispatched(reader.functions)), tuple(reader.classes),
@@ -98,6 +101,8 @@ class _Reader:
         self.imports: list[tuple[str, bool, str, str]] = []
         self.required: list[str] = []  # Summary.required
         self._passes: list[tuple[str, int, tuple[str, ...], tuple[str, ...]]] = []
+        self.tree: ast.Module | None = None
+        self._counters: frozenset[str] | None = None  # interval.counters of the tree, read when a test needs them
         self._bindings = Bindings(self.resolve, local=False)
         self.module_passes = self._passes  # module-level code's calls; a function's own replace it while it is read
         self._optional = 0  # how many optional-dependency tests or `except ImportError`s hold the walk
@@ -195,12 +200,24 @@ class _Reader:
             if isinstance(stmt, ast.If) and not stmt.orelse and exits(stmt.body):
                 side, rest = self.polarity(stmt.test), body[index + 1:]
                 guard = negated(side) if side and side.startswith("!") else \
-                    ONCE_GUARD if side is None and initialised_after(stmt, rest, self._setters) else None
+                    ONCE_GUARD if side is None and initialised_after(stmt, rest, self._setters) else \
+                    INTERVAL_GUARD if side is None and self._periodic(stmt.test) and off_interval(
+                        stmt, self._known()) and not steps(rest) else None
                 if guard is not None:
                     if rest:
                         self._region(rest[0].lineno, end_line(rest[-1]), guard)
                     self.block(rest, (*guards, guard), scope)
                     return
+
+    def _periodic(self, test: ast.expr) -> bool:
+        """A test inside a function that takes a remainder (`step % N`): worth asking whether it is an interval."""
+        return self._calls is not None and any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod)
+                                               for n in ast.walk(test))
+
+    def _known(self) -> frozenset[str]:
+        if self._counters is None:
+            self._counters = counters(self.tree) if self.tree is not None else frozenset()
+        return self._counters
 
     def _region(self, line: int, end: int, guard: str) -> None:
         if guard == CUDA_GUARD:
@@ -266,6 +283,9 @@ class _Reader:
             body_guard = side if side is not None and not side.startswith("!") else None
             if side is None and not stmt.orelse and initialises(stmt, self._setters):
                 body_guard = ONCE_GUARD
+            elif side is None and self._periodic(stmt.test) and at_interval(stmt.test, self._known()) and not steps(
+                    stmt.body):
+                body_guard = INTERVAL_GUARD
             elif side is None and not scope and self._calls is None and runs_as_script(stmt.test):
                 body_guard = MAIN_GUARD
             else_guard = negated(side) if side and side.startswith("!") else None
@@ -391,6 +411,6 @@ class _Reader:
             self._calls.append((f":{name}", guards[-1] if guards else ""))  # a nested function runs with its parent
 
 
-__all__ = ["CUDA_CLASS", "CUDA_GUARD", "CUDA_IMPL", "FORWARD", "HOST", "MAIN_GUARD", "ONCE", "ONCE_GUARD", "PROBE",
-           "READS", "READS_OFF_XLA", "STEP", "UNNAMED", "VENDOR", "VENDOR_GUARD", "VENDOR_RUNTIMES",
-           "Function", "Summary", "summarise"]
+__all__ = ["CUDA_CLASS", "CUDA_GUARD", "CUDA_IMPL", "FORWARD", "HOST", "INTERVAL_GUARD", "MAIN_GUARD", "ONCE",
+           "ONCE_GUARD", "PROBE", "READS", "READS_OFF_XLA", "STEP", "UNNAMED", "VENDOR", "VENDOR_GUARD",
+           "VENDOR_RUNTIMES", "Function", "Summary", "summarise"]
