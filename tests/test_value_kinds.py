@@ -140,6 +140,8 @@ def test_each_fallback_call_dispatches_the_op_the_data_names():
 
     matrix = torch.eye(3) * 2.0
     arguments = {"torch.linalg.solve_triangular": ((matrix, matrix), {"upper": False}),
+                 "torch.linalg.solve": ((matrix, matrix), {}), "torch.linalg.solve_ex": ((matrix, matrix), {}),
+                 "torch.linalg.lu_solve": ((*torch.linalg.lu_factor(matrix), matrix), {}),
                  "torch.linalg.ldl_factor": ((matrix,), {}), "torch.linalg.ldl_factor_ex": ((matrix,), {}),
                  "torch.multinomial": ((matrix, 1), {}), "torch.roll": ((matrix, 1), {}),
                  "torch.cumprod": ((matrix, 0), {}), "torch.quantile": ((matrix, 0.5), {"dim": 1}),

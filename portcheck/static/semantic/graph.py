@@ -18,6 +18,9 @@ about each finding: where its code runs and whether a CUDA-only or other-vendor 
   places but neither reaches is "unknown" (a utility nothing calls, post-processing). A rule declares the
   contexts it reports in (`Rule.CONTEXTS`: a data-dependent shape only the device step's); outside them its
   finding is info.
+- **Intervals.** What runs once every N steps (`if step % N == 0:`, the rest of a block after `if step % N != 0:
+  return`, a function called only there: `semantic.interval`) is "interval" for the rules whose harm is per step
+  (a shape, a read, a missing op, float64, attention, autocast); a CUDA call there fails all the same.
 
 What the graph settles about each function is `semantic.facts`; this module applies it to the findings.
 

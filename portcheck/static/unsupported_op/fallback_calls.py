@@ -1,5 +1,5 @@
 """Calls whose ATen op runs on the host CPU on the target's stack (PC321): linear algebra that TorchNeuron has no
-device kernel for (`torch.linalg.svd`, `eigh`, `inv`, `slogdet`, `cholesky`, `qr`, `solve_triangular`...) and
+device kernel for (`torch.linalg.svd`, `eigh`, `eig`, `inv`, `solve`, `slogdet`, `cholesky`, `qr`...) and
 sorting (`torch.sort`, `argsort`, the quantiles built on it), medians, `searchsorted` / `bucketize`, sampling
 (`torch.multinomial`, `torch.poisson`, `torch.binomial`) and the CTC loss, read from rules/ops.toml."""
 
@@ -38,6 +38,13 @@ CALLS = {
     "torch.linalg.ldl_factor": "aten::linalg_ldl_factor_ex",
     "torch.linalg.ldl_factor_ex": "aten::linalg_ldl_factor_ex",
     "torch.linalg.solve_triangular": "aten::linalg_solve_triangular",
+    "torch.linalg.solve": "aten::_linalg_solve_ex",
+    "torch.linalg.solve_ex": "aten::_linalg_solve_ex",
+    "torch.linalg.lu_solve": "aten::linalg_lu_solve",
+    "torch.linalg.eig": "aten::linalg_eig",
+    "torch.linalg.eigvals": "aten::linalg_eig",
+    "torch.linalg.matrix_exp": "aten::linalg_matrix_exp",
+    "torch.matrix_exp": "aten::linalg_matrix_exp",
     "torch.sort": "aten::sort",
     "torch.argsort": "aten::sort",
     "torch.msort": "aten::sort",
@@ -78,10 +85,12 @@ _METHODS = {"std": "aten::std.correction", "var": "aten::var.correction"}
 class CpuFallbackCall(Rule):
     """## What it does
     Finds calls of torch functions whose ATen op the target's stack runs on the host CPU: on TorchNeuron
-    (native) the decompositions `torch.linalg.svd`, `svdvals`, `eigh`, `eigvalsh`, `slogdet`, `det`, `inv`, `qr`,
-    `cholesky`, `lu_factor`, `ldl_factor`, `solve_triangular`, `torch.cholesky` and `torch.cholesky_inverse` have
-    no device kernel and take the CPU fallback, and so do `torch.sort`, `torch.argsort`, `torch.msort` and
-    `torch.multinomial` (a sampling step of a decode loop: its probabilities go to the host every token),
+    (native) the decompositions `torch.linalg.svd`, `svdvals`, `eigh`, `eigvalsh`, `eig`, `eigvals`, `slogdet`,
+    `det`, `inv`, `qr`, `cholesky`, `lu_factor`, `ldl_factor`, `solve`, `solve_ex`, `lu_solve`,
+    `solve_triangular`, `matrix_exp`, `torch.cholesky` and `torch.cholesky_inverse` have no device kernel and take
+    the CPU fallback (on inf2, torch-xla 2.9 lowers some of them: `svd`, `eigh`, `slogdet`, `inv`), and so do
+    `torch.sort`, `torch.argsort`, `torch.msort` and `torch.multinomial` (a sampling step of a decode loop: its
+    probabilities go to the host every token),
     `torch.roll`, `torch.cumprod`, and the variance reductions `torch.std`, `torch.var`, `torch.std_mean`,
     `torch.var_mean` and a tensor's `std(...)` / `var(...)` (TorchNeuron registers no kernel for their
     `correction` overload, where every form of them dispatches: a hand-written norm's `x.var(-1, keepdim=True)`
