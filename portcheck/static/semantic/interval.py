@@ -92,4 +92,31 @@ def steps(body: list[ast.stmt]) -> bool:
                for stmt in body for node in ast.walk(stmt))
 
 
-__all__ = ["at_interval", "counters", "off_interval", "steps"]
+class Intervals:
+    """The interval tests of one file (a summary asks inside functions only); its counters are read from the tree
+    the first time a test takes a remainder."""
+
+    def __init__(self, tree: ast.Module | None) -> None:
+        self._tree = tree
+        self._known: frozenset[str] | None = None
+
+    def _counters(self, test: ast.expr) -> frozenset[str] | None:
+        """The file's counters, or None where `test` takes no remainder (most tests: no need to read the tree)."""
+        if not any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(test)):
+            return None
+        if self._known is None:
+            self._known = counters(self._tree) if self._tree is not None else frozenset()
+        return self._known
+
+    def body(self, stmt: ast.If) -> bool:
+        """The body of `stmt` runs at an interval and steps nothing."""
+        known = self._counters(stmt.test)
+        return known is not None and at_interval(stmt.test, known) and not steps(stmt.body)
+
+    def rest(self, stmt: ast.If, rest: list[ast.stmt]) -> bool:
+        """`rest`, the statements after `stmt` in its block, run only at an interval and step nothing."""
+        known = self._counters(stmt.test)
+        return known is not None and off_interval(stmt, known) and not steps(rest)
+
+
+__all__ = ["Intervals", "at_interval", "counters", "off_interval", "steps"]

@@ -17,36 +17,31 @@ from collections.abc import Sequence
 
 from portcheck.static.cuda_api.gpu_settings import compared_in_ast, counted_in_ast
 from portcheck.static.cuda_api.paths import OTHER_ACCELERATOR, named_for_cuda
+from portcheck.static.semantic import kinds
 from portcheck.static.semantic.attributes import attribute_bindings
 from portcheck.static.semantic.dispatch import Generics
 from portcheck.static.semantic.grows import REGROWS, regrow_calls
 from portcheck.static.semantic.hosts import Bindings, host_arguments
 from portcheck.static.semantic.imports import catches_import_error, import_aliases, optional_test
-from portcheck.static.semantic.interval import at_interval, counters, off_interval, steps
+from portcheck.static.semantic.interval import Intervals
 from portcheck.static.semantic.kinds import (
     CUDA_CLASS,
     CUDA_GUARD,
     CUDA_IMPL,
-    DATA_BASES,
     FORWARD,
     HOST,
-    HOST_KEYWORDS,
     INTERVAL_GUARD,
     MAIN_GUARD,
     ONCE,
     ONCE_GUARD,
     PROBE,
-    PROBES,
     READS,
     READS_OFF_XLA,
     STEP,
-    STEP_METHODS,
     UNNAMED,
     VENDOR,
     VENDOR_GUARD,
-    VENDOR_MODULES,
     VENDOR_RUNTIMES,
-    VENDOR_TESTS,
     innermost,
     negated,
 )
@@ -71,7 +66,7 @@ from portcheck.summaries import Function, Summary
 def summarise(tree: ast.Module, text: str = "") -> Summary:
     """`text`, the file's source, tells which module-level functions the file never names again (UNNAMED)."""
     (reader := _Reader(import_aliases(tree))).own_names = OwnNames(text)
-    reader.tree = tree
+    reader.intervals = Intervals(tree)
     reader.module_probes = reader.probes_bound(tree.body)
     reader.block(tree.body, (), "")
     return Summary(tuple(reader.generics.dispatched(reader.functions)), tuple(reader.classes),
@@ -90,7 +85,7 @@ class _Reader:
         self._vendor_classes: set[str] = set()  # classes built on another vendor's or framework's classes
         self._setters = Setters()  # once.setters_of the class being read
         self.regions: list[tuple[int, int, str]] = []
-        self.vendor_file = any(v.split(".")[0] in VENDOR_MODULES for v in aliases.values())
+        self.vendor_file = any(v.split(".")[0] in kinds.VENDOR_MODULES for v in aliases.values())
         self._calls: list[tuple[str, str]] | None = None
         self._returns: list[str] = []
         self._host_refs: list[str] = []
@@ -101,8 +96,7 @@ class _Reader:
         self.imports: list[tuple[str, bool, str, str]] = []
         self.required: list[str] = []  # Summary.required
         self._passes: list[tuple[str, int, tuple[str, ...], tuple[str, ...]]] = []
-        self.tree: ast.Module | None = None
-        self._counters: frozenset[str] | None = None  # interval.counters of the tree, read when a test needs them
+        self.intervals = Intervals(None)  # the file's interval tests (summarise gives it the tree)
         self._bindings = Bindings(self.resolve, local=False)
         self.module_passes = self._passes  # module-level code's calls; a function's own replace it while it is read
         self._optional = 0  # how many optional-dependency tests or `except ImportError`s hold the walk
@@ -146,9 +140,9 @@ class _Reader:
             return self._comparison(test)
         if isinstance(test, ast.Call):
             target = self.resolve(test.func)
-            if target in PROBES:
+            if target in kinds.PROBES:
                 return CUDA_GUARD
-            if target in VENDOR_TESTS:
+            if target in kinds.VENDOR_TESTS:
                 return VENDOR_GUARD
             return f"?{target}" if target is not None and not target.startswith(("torch.", "os.", "isinstance")) \
                 else None
@@ -183,7 +177,7 @@ class _Reader:
             return CUDA_GUARD if isinstance(op, ast.In) else "!cuda"
         if (found := compared_in_ast(left, op, right)) != "":  # `args.ngpu > 0`, `gpu_id >= 0`
             return found
-        if isinstance(left, ast.Call) and self.resolve(left.func) in PROBES and isinstance(right, ast.Constant):
+        if isinstance(left, ast.Call) and self.resolve(left.func) in kinds.PROBES and isinstance(right, ast.Constant):
             count = right.value
             if isinstance(count, int) and ((isinstance(op, ast.Gt) and count >= 0) or (isinstance(op, ast.GtE)
                                            and count >= 1) or (isinstance(op, ast.NotEq) and count == 0)):
@@ -201,23 +195,13 @@ class _Reader:
                 side, rest = self.polarity(stmt.test), body[index + 1:]
                 guard = negated(side) if side and side.startswith("!") else \
                     ONCE_GUARD if side is None and initialised_after(stmt, rest, self._setters) else \
-                    INTERVAL_GUARD if side is None and self._periodic(stmt.test) and off_interval(
-                        stmt, self._known()) and not steps(rest) else None
+                    INTERVAL_GUARD if side is None and self._calls is not None and self.intervals.rest(stmt, rest) \
+                    else None
                 if guard is not None:
                     if rest:
                         self._region(rest[0].lineno, end_line(rest[-1]), guard)
                     self.block(rest, (*guards, guard), scope)
                     return
-
-    def _periodic(self, test: ast.expr) -> bool:
-        """A test inside a function that takes a remainder (`step % N`): worth asking whether it is an interval."""
-        return self._calls is not None and any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod)
-                                               for n in ast.walk(test))
-
-    def _known(self) -> frozenset[str]:
-        if self._counters is None:
-            self._counters = counters(self.tree) if self.tree is not None else frozenset()
-        return self._counters
 
     def _region(self, line: int, end: int, guard: str) -> None:
         if guard == CUDA_GUARD:
@@ -264,9 +248,9 @@ class _Reader:
             name = f"{scope}.{stmt.name}" if scope else stmt.name
             bases = tuple(b for b in (self.resolve(base) for base in stmt.bases) if b is not None)
             self.classes.append((name, bases))
-            if any(b in DATA_BASES for b in bases):
+            if any(b in kinds.DATA_BASES for b in bases):
                 self._data_classes.add(name)
-            if any(b.split(".")[0] in VENDOR_MODULES for b in bases):
+            if any(b.split(".")[0] in kinds.VENDOR_MODULES for b in bases):
                 self._vendor_classes.add(name)  # a Keras model: every method is TensorFlow's
             for decorator in stmt.decorator_list:
                 self.expression(decorator, guards)
@@ -283,8 +267,7 @@ class _Reader:
             body_guard = side if side is not None and not side.startswith("!") else None
             if side is None and not stmt.orelse and initialises(stmt, self._setters):
                 body_guard = ONCE_GUARD
-            elif side is None and self._periodic(stmt.test) and at_interval(stmt.test, self._known()) and not steps(
-                    stmt.body):
+            elif side is None and self._calls is not None and self.intervals.body(stmt):
                 body_guard = INTERVAL_GUARD
             elif side is None and not scope and self._calls is None and runs_as_script(stmt.test):
                 body_guard = MAIN_GUARD
@@ -330,7 +313,7 @@ class _Reader:
                 continue
             here = (*guards, CUDA_GUARD) if any(within(child, part) for part in cuda) else guards
             for keyword in child.keywords:
-                if keyword.arg not in HOST_KEYWORDS:
+                if keyword.arg not in kinds.HOST_KEYWORDS:
                     continue
                 value = keyword.value
                 made = isinstance(value, ast.Call)
@@ -348,7 +331,7 @@ class _Reader:
                 last = target.rsplit(".", 1)[-1]
                 if last == "backward" or (last == "step" and "optim" in target.lower()):
                     self._step = True
-                if target.split(".")[0] in VENDOR_MODULES:
+                if target.split(".")[0] in kinds.VENDOR_MODULES:
                     self._vendor = True
             # a function passed on (`pool.map(self.work, xs)`, `register_hook(fn)`) may be called from there
             for arg in (*child.args, *(k.value for k in child.keywords)):
@@ -378,7 +361,7 @@ class _Reader:
         self._calls, self._returns, self._host_refs = [], [], []
         self._probe = self._step = False
         self._vendor = scope in self._vendor_classes or (self.vendor_file and any(
-            isinstance(n, (ast.Name, ast.Attribute)) and (self.resolve(n) or "").split(".")[0] in VENDOR_MODULES
+            isinstance(n, (ast.Name, ast.Attribute)) and (self.resolve(n) or "").split(".")[0] in kinds.VENDOR_MODULES
             for n in ast.walk(node)))
         for decorator in node.decorator_list:
             self.expression(decorator, guards)
@@ -386,7 +369,7 @@ class _Reader:
         self.block(node.body, (), name)
         self._probe_names = saved_probes
         roles = [role for role, holds in (
-            (FORWARD, node.name == "forward" and bool(scope)), (STEP, self._step or node.name in STEP_METHODS),
+            (FORWARD, node.name == "forward" and bool(scope)), (STEP, self._step or node.name in kinds.STEP_METHODS),
             (HOST, node.name in ("__getitem__", "__iter__") or scope in self._data_classes),
             (PROBE, self._probe), (VENDOR, self._vendor),
             (CUDA_CLASS, bool(scope) and any(named_for_cuda(part) for part in scope.split("."))),
