@@ -40,9 +40,11 @@ class Opened:
 
 
 class Chromium:
-    """A headless Chromium; use as a context manager."""
+    """A headless Chromium; use as a context manager. `timeout` bounds each wait for an answer: a guard against a
+    browser that hangs, generous because a loaded 2-core machine running the suite's two workers has taken more than
+    30 s to start one."""
 
-    def __init__(self, binary: str, width: int = 1280, height: int = 1600, timeout: float = 30.0) -> None:
+    def __init__(self, binary: str, width: int = 1280, height: int = 1600, timeout: float = 90.0) -> None:
         self.timeout = timeout
         self._profile = tempfile.mkdtemp(prefix="portcheck-chromium-")
         to_browser_r, self._to_browser = os.pipe()
