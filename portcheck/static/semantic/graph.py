@@ -115,9 +115,10 @@ def _where(project: Project, found: Facts, result: FileResult, finding: Finding,
                    else "it builds an object" if node.function.name.endswith(".__init__")
                    else "it is called only where an object is built, a result cached or initialised once")
             return "setup", f"`{node.function.name}` runs once, not every step: {why}"
-    if finding.category in _PERIODIC and any(h.full in found.interval for h in holders):
-        name = next(h for h in holders if h.full in found.interval).function.name
-        return "interval", f"`{name}` is called only under a test of a step counter's remainder (`if step % N == 0:`)"
+    periodic = next((h for h in holders if h.full in found.interval), None)
+    if periodic is not None and finding.category in _PERIODIC:
+        return "interval", (f"`{periodic.function.name}` is called only under a test of a step counter's remainder "
+                            "(`if step % N == 0:`)")
     if holders and not any(h.full in found.device for h in holders):
         if holders[-1].full in found.host:
             return "host", f"`{holders[-1].function.name}` is reached only from the data pipeline"
