@@ -148,6 +148,8 @@ def test_each_fallback_call_dispatches_the_op_the_data_names():
                  "torch.nanquantile": ((matrix, 0.5), {}), "torch.searchsorted": ((matrix, matrix), {}),
                  "torch.bucketize": ((matrix, torch.tensor([0.5, 1.5])), {}),
                  "torch.binomial": ((matrix, matrix / 4), {}),
+                 "torch.nn.functional.grid_sample": ((matrix.view(1, 1, 3, 3), torch.zeros(1, 2, 2, 2)),
+                                                     {"align_corners": False}),
                  "torch.nn.functional.ctc_loss": ((torch.randn(5, 2, 4).log_softmax(2), torch.tensor([[1, 2], [1, 1]]),
                                                    torch.tensor([5, 5]), torch.tensor([2, 2])), {})}
     for name, op in CALLS.items():
@@ -1900,6 +1902,31 @@ def test_a_local_name_shadows_a_module_the_file_imports_under_it():
         """, chip="inf2", stack="xla")
     assert (8, "PC701") in found and (12, "PC701") in found
     assert (17, "PC701") not in found
+
+
+def test_a_local_shadows_the_import_however_the_checks_walk_the_class():
+    """A check that reads the whole class (its parameters, from `__init__`) resolves names of every method while
+    the visit is in `__init__`: what it resolved there must not stand for `update`, where a local `loss` shadows
+    the module the file imports under that name."""
+    found = severities("""\
+        import torch
+        from pkg import loss
+
+
+        class Trainer(torch.nn.Module):
+            def __init__(self, model=None):
+                super().__init__()
+                if model is not None:
+                    self.model = model
+                self.scale = torch.nn.Parameter(torch.ones(1))
+
+            def update(self, batch):
+                loss, _ = self(batch)
+                value = loss.data.item()
+                loss.backward()
+                return value
+        """, chip="inf2", stack="xla")
+    assert (14, "PC701") in found
 
 
 def test_a_parameter_or_loop_variable_named_like_an_imported_module_is_not_that_module():

@@ -213,16 +213,17 @@ class Context:
         return any(f.name.value == "forward" for f in self.functions)
 
     def qualname(self, node: cst.BaseExpression) -> str | None:
-        # Several checks ask about the same callee or attribute chain: resolve each node once.
+        # Several checks ask about the same callee or attribute chain: resolve each node once. Whether a local
+        # shadows the import is asked each time, of the scopes being visited: a check that walks a whole class asks
+        # about nodes of other methods first, and their answer must not stand for the node's own function.
         key = id(node)
         try:
-            return self._qualnames[key]
+            found = self._qualnames[key]
         except KeyError:
-            found = self.names.qualname(node)
-            if found is not None and self.scopes and _shadowed(node, self.scopes):
-                found = None  # `loss, _ = self.model(x)` in a function of a file that imports a module `loss`
-            self._qualnames[key] = found
-            return found
+            found = self._qualnames[key] = self.names.qualname(node)
+        if found is not None and self.scopes and _shadowed(node, self.scopes):
+            return None  # `loss, _ = self.model(x)` in a function of a file that imports a module `loss`
+        return found
 
     def constant(self, node: cst.BaseExpression) -> tuple[str, cst.BaseExpression] | None:
         """For a bare name bound once to an expression in the nearest scope that binds it: (name, expr)."""

@@ -35,8 +35,9 @@ _MADE_COMPLEX = "torch.complex64"
 @rule
 class ComplexDtype(Rule):
     """## What it does
-    Finds code that makes complex tensors: `torch.view_as_complex`, `torch.polar`, `torch.complex`, and
-    `dtype=` / `.to()` with `torch.complex64`, `complex128`, `cfloat`, `cdouble` or `chalf`. Rotary position
+    Finds code that makes complex tensors: `torch.view_as_complex`, `torch.polar`, `torch.complex`,
+    `dtype=` / `.to()` with `torch.complex64`, `complex128`, `cfloat`, `cdouble` or `chalf`, and arithmetic of an
+    imaginary literal with a value that may be a tensor (`mag * (x + 1j * y)`, `torch.exp(1j * phase)`). Rotary position
     embeddings written with complex numbers (`freqs_cis`) are the usual source. An error on the xla stack
     (Neuron <= 2.31 has no complex types), a warning on native (complex64 runs for a subset of ops).
 
@@ -62,8 +63,14 @@ class ComplexDtype(Rule):
         "import torch\nz = torch.view_as_complex(x)",
         "import torch\nz = torch.zeros(4, dtype=torch.complex64)",
         "import torch as th\nz = x.to(th.cfloat)",
+        "import torch\ndef head(mag, x, y):\n    return torch.istft(mag * (x + 1j * y), 16)",
+        "import torch\ndef rotate(phase):\n    return torch.exp(-1j * phase)",
+        "import torch\ndef twiddle(x, n):\n    return torch.exp(-1j * torch.pi * torch.arange(n, device=x.device) / n)",
     )
-    VALID = ("import torch\nok = x.dtype == torch.complex64", "import torch\nr = torch.view_as_real(z)")
+    VALID = ("import torch\nok = x.dtype == torch.complex64", "import torch\nr = torch.view_as_real(z)",
+             "import math\nw = 2j * math.pi / 8", "import numpy as np\nk = np.exp(-2j * np.pi * np.arange(8))",
+             "c = 2 + 3j", "import numpy as np\ndef z(beta):\n    return np.exp(1j * beta)",
+             "import math\nTAU = math.tau\nw = -1j * TAU")
 
 
 @rule

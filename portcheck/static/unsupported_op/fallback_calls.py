@@ -23,6 +23,7 @@ CALLS = {
     "torch.linalg.eigvalsh": "aten::_linalg_eigh",
     "torch.linalg.slogdet": "aten::_linalg_slogdet",
     "torch.slogdet": "aten::_linalg_slogdet",
+    "torch.logdet": "aten::_linalg_slogdet",
     "torch.linalg.inv": "aten::linalg_inv_ex",
     "torch.linalg.inv_ex": "aten::linalg_inv_ex",
     "torch.inverse": "aten::linalg_inv_ex",
@@ -64,6 +65,8 @@ CALLS = {
     "torch.poisson": "aten::poisson",
     "torch.binomial": "aten::binomial",
     "torch.nn.functional.ctc_loss": "aten::_ctc_loss",
+    # the 4-D (image) form; a 5-D input runs `grid_sampler_3d`, which the data has no status for
+    "torch.nn.functional.grid_sample": "aten::grid_sampler_2d",
 }
 
 # The op a torch.distributions object's `sample()` / `rsample()` draws with (observed with torch 2.13:
@@ -85,19 +88,22 @@ _METHODS = {"std": "aten::std.correction", "var": "aten::var.correction"}
 class CpuFallbackCall(Rule):
     """## What it does
     Finds calls of torch functions whose ATen op the target's stack runs on the host CPU: on TorchNeuron
-    (native) the decompositions `torch.linalg.svd`, `svdvals`, `eigh`, `eigvalsh`, `eig`, `eigvals`, `slogdet`,
+    (native) the decompositions `torch.linalg.svd`, `svdvals`, `eigh`, `eigvalsh`, `eig`, `eigvals`, `slogdet`
+    (and `torch.logdet`, built on it),
     `det`, `inv`, `qr`, `cholesky`, `lu_factor`, `ldl_factor`, `solve`, `solve_ex`, `lu_solve`,
     `solve_triangular`, `matrix_exp`, `torch.cholesky` and `torch.cholesky_inverse` have no device kernel and take
     the CPU fallback (on inf2, torch-xla 2.9 lowers some of them: `svd`, `eigh`, `slogdet`, `inv`), and so do
     `torch.sort`, `torch.argsort`, `torch.msort` and `torch.multinomial` (a sampling step of a decode loop: its
     probabilities go to the host every token),
-    `torch.roll`, `torch.cumprod`, and the variance reductions `torch.std`, `torch.var`, `torch.std_mean`,
+    `torch.roll` (and a tensor's own `roll(...)` given `dims=` or numbers), `torch.cumprod`, and the variance
+    reductions `torch.std`, `torch.var`, `torch.std_mean`,
     `torch.var_mean` and a tensor's `std(...)` / `var(...)` (TorchNeuron registers no kernel for their
     `correction` overload, where every form of them dispatches: a hand-written norm's `x.var(-1, keepdim=True)`
     leaves the device every step), `torch.quantile` and `torch.nanquantile` (they sort), `torch.median`,
     `torch.nanmedian`, `torch.searchsorted`, `torch.bucketize`, `torch.poisson`, `torch.binomial` and
     `F.ctc_loss`: none has a device kernel on TorchNeuron, nor an XLA lowering in torch-xla 2.9, so on inf2 they run
-    on the CPU too, cutting the graph. So do the draws of `torch.distributions` objects whose sampler is one of
+    on the CPU too, cutting the graph. So does `F.grid_sample` on a 4-D input (`grid_sampler_2d`: pytorch/xla#6581
+    is open for its lowering). So do the draws of `torch.distributions` objects whose sampler is one of
     those ops (`Gamma`, `Chi2`, `StudentT`, `FisherSnedecor` and `NegativeBinomial` draw with `_standard_gamma`,
     `Beta` and `Dirichlet` with `_sample_dirichlet`, `Poisson` with `poisson`, `Binomial` with `binomial`, and
     `Categorical`, `OneHotCategorical` and `Multinomial` with `multinomial`, on native only): `Beta(a, b).sample()`,
@@ -169,6 +175,13 @@ def _tensor_method(ctx: Context, node: cst.Call) -> str | None:
     func = node.func
     if not isinstance(func, cst.Attribute):
         return None
+    if func.attr.value == "roll":  # `x.roll(delay, dims=1)`: only a tensor's takes `dims=` (numpy's takes `axis=`)
+        if isinstance(func.value, cst.Name) and func.value.value in ("self", "cls"):
+            return None
+        dims = any(a.keyword is not None and a.keyword.value == "dims" for a in node.args)
+        numbers = bool(node.args) and all(a.keyword is None and (_integer(a.value) or isinstance(a.value, cst.Tuple))
+                                          for a in node.args)
+        return "aten::roll" if dims or numbers else None
     if func.attr.value in _METHODS:
         if (isinstance(func.value, cst.Name) and func.value.value in ("self", "cls")) or any(
                 a.keyword is None and not _integer(a.value) and not isinstance(a.value, cst.Tuple) for a in node.args):
@@ -219,7 +232,7 @@ def _integer(node: cst.BaseExpression) -> bool:
                                                     "_factor", "det", "qr", "solve_triangular", "multinomial", "roll",
                                                     "cumprod", "std(", "var(", "std_mean", "var_mean", "quantile",
                                                     "median", "searchsorted", "bucketize", "poisson", "binomial",
-                                                    "ctc_loss", "sample("))
+                                                    "ctc_loss", "sample(", "grid_sample"))
 def check_fallback_call(node: cst.Call, ctx: Context) -> None:
     qualname = ctx.qualname(node.func)
     op = CALLS.get(qualname or "") if qualname is not None else _tensor_method(ctx, node)
