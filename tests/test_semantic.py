@@ -2449,3 +2449,29 @@ def test_code_that_runs_once_every_n_steps_is_an_interval(tmp_path):
     assert found[("train.py", 23, "PC301")] > Severity.INFO  # the block steps the optimizer: the step itself
     assert found[("train.py", 26, "PC301")] > Severity.INFO  # a size's parity is no interval
     assert found[("train.py", 32, "PC301")] > Severity.INFO  # the forward's own layer pattern
+
+
+def test_complex_data_set_up_once_and_stored_as_real_numbers_is_not_the_step(tmp_path):
+    """A constructor that makes a complex twiddle table and registers only its real view (`torch.view_as_real`),
+    or keeps only its real part, leaves no complex tensor for the step: set-up, info. One that registers the complex
+    table as it is hands complex data to every forward: it keeps its severity."""
+    _tree(tmp_path, {"mdct.py": """\
+        import torch
+
+        class Mdct(torch.nn.Module):
+            def __init__(self, n):
+                super().__init__()
+                pre = torch.exp(-1j * torch.pi * torch.arange(n, device="meta") / n)
+                self.register_buffer("pre", torch.view_as_real(pre))
+                gain = (2j * torch.ones(n, device="meta")).real
+                self.register_buffer("gain", gain)
+                post = torch.exp(1j * torch.pi * torch.arange(n, device="meta") / n)
+                self.register_buffer("post", post)
+
+            def forward(self, x):
+                return x * self.gain
+        """})
+    found = _scan(tmp_path)
+    assert found[("mdct.py", 6, "PC302")] == Severity.INFO  # only its real view is registered
+    assert found[("mdct.py", 8, "PC302")] == Severity.INFO  # only its real part is kept
+    assert found[("mdct.py", 10, "PC302")] > Severity.INFO  # registered complex: every forward reads it

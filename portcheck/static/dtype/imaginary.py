@@ -33,7 +33,7 @@ def check_imaginary(node: cst.BinaryOperation, ctx: Context) -> None:
         return  # `np.exp(1j * beta)`: numpy's complex
     error = load_dtypes().named(_MADE_COMPLEX).error_code
     ctx.report(ComplexDtype, node, _complex_message(ctx, " ".join(ctx.source(node).split())[:60], error),
-               severity=_complex_severity(ctx), kept=outlives(ctx, node))
+               severity=_complex_severity(ctx), kept=outlives(ctx, node, complex_=True))
 
 
 # Modules whose values are Python or numpy numbers, and torch's own Python constants.
@@ -52,8 +52,8 @@ def _complex_constant(ctx: Context, node: cst.BaseExpression, depth: int = 0) ->
 
 
 def _plain_number(ctx: Context, node: cst.BaseExpression, depth: int = 0) -> bool:
-    """A Python or numpy number as far as can be seen: a literal, `math.pi`, `torch.pi`, `np.pi * k`, a name bound
-    once to one (`TAU = math.tau`), arithmetic of them."""
+    """A Python or numpy number as far as can be seen: a literal, `math.pi`, `torch.pi`, `np.pi * k`, `len(frames)`,
+    a name bound once to one (`TAU = math.tau`), arithmetic of them."""
     if depth > 6:
         return False
     if number(node) or isinstance(node, cst.Imaginary):
@@ -64,5 +64,7 @@ def _plain_number(ctx: Context, node: cst.BaseExpression, depth: int = 0) -> boo
         return _plain_number(ctx, node.expression, depth + 1)
     if isinstance(node, cst.Name) and (bound := ctx.constant(node)) is not None:
         return _plain_number(ctx, bound[1], depth + 1)
+    if isinstance(node, cst.Call):
+        return ctx.qualname(node.func) in ("builtins.len", "builtins.int", "builtins.float")  # Python numbers
     qualname = ctx.qualname(node) if isinstance(node, (cst.Attribute, cst.Name)) else None
     return qualname is not None and (qualname.startswith(_NUMBERS) or qualname in _TORCH_NUMBERS)

@@ -24,6 +24,10 @@ _WIDE = frozenset({"torch.float64", "torch.double", "torch.complex128", "torch.c
 _KEEPING = frozenset({"register_buffer", "register_parameter", "Parameter", "Buffer"})
 _TO_PYTHON = frozenset({"int", "float", "bool", "len", "str", "round", "repr", "print"})
 _MAX_NAMES = 16  # local names followed per finding (`w = ...; v = w * 2; self.register_buffer("v", v)`)
+# What takes complex data back to real numbers: its parts, its magnitude and phase, its real view.
+_TO_REAL = frozenset({"torch.view_as_real", "torch.real", "torch.imag", "torch.abs", "torch.angle"})
+_REAL_PARTS = frozenset({"real", "imag"})
+_REAL_METHODS = frozenset({"abs", "angle"})
 
 
 def _narrowing(ctx: Context, call: cst.Call) -> bool:
@@ -69,18 +73,25 @@ def _moving(ctx: Context, call: cst.Call) -> bool:
     return dtype is None or "device" in dtype
 
 
-def _keeps(ctx: Context, node: cst.CSTNode, path: list[cst.CSTNode], moves: bool = False) -> bool | None:
+def _keeps(ctx: Context, node: cst.CSTNode, path: list[cst.CSTNode], moves: bool = False,
+           complex_: bool = False) -> bool | None:
     """Read up from `node` through `path` (its holders, statement first): True where the value is kept as it is
-    (with `moves`, or moved to a device), False where it is narrowed first, None where the expression ends
-    without either."""
+    (with `moves`, or moved to a device), False where it is narrowed first (with `complex_`, complex data also
+    where it is taken back to real numbers: `.real`, `.abs()`, `torch.view_as_real(...)`), None where the
+    expression ends without either."""
     for holder, child in zip(reversed(path), reversed([*path[1:], node]), strict=True):
         if isinstance(holder, cst.Attribute) and holder.value is child:
+            if complex_ and holder.attr.value in _REAL_PARTS:
+                return False
             parent = path[path.index(holder) - 1] if path.index(holder) > 0 else None
-            if isinstance(parent, cst.Call) and parent.func is holder and _narrowing(ctx, parent):
+            if isinstance(parent, cst.Call) and parent.func is holder and (
+                    _narrowing(ctx, parent) or (complex_ and call_name(parent) in _REAL_METHODS)):
                 return False
             if moves and isinstance(parent, cst.Call) and parent.func is holder and _moving(ctx, parent):
                 return True
         if isinstance(holder, cst.Call) and holder.func is not child:
+            if complex_ and ctx.qualname(holder.func) in _TO_REAL:
+                return False  # `torch.view_as_real(z)`: a real view of it
             if call_name(holder) in _KEEPING:
                 return True
             if _cast_by_call(ctx, holder, child):
@@ -132,21 +143,22 @@ def _bound_name(statement: cst.CSTNode) -> str | None:
     return None
 
 
-def outlives(ctx: Context, node: cst.CSTNode, moves: bool = False, returned: bool = True) -> bool:
+def outlives(ctx: Context, node: cst.CSTNode, moves: bool = False, returned: bool = True,
+             complex_: bool = False) -> bool:
     """The value made at `node` leaves its function as it is: stored on the object, registered as a buffer or a
     parameter, or returned, directly or through local names (with `moves`, or moved to a device: `.cuda()`,
     `.to(device)`); not where it is narrowed (`.float()`, `.to(dtype)`, `.item()`) or only used where it is made.
     Without `returned`, a value handed back to the caller does not count: set-up code's helpers return their float64
     tables to the constructor that builds the object, which narrows them or keeps them (then that store is what
-    reaches the step). A complex table stays complex wherever it goes, so complex data asks with `returned`. Unsure
-    cases count as kept."""
+    reaches the step). A complex table stays complex wherever it goes, so complex data asks with `returned`, and with
+    `complex_`, which counts its real parts and real views as narrowed. Unsure cases count as kept."""
     if not ctx.statements:
         return True
     statement = ctx.statements[-1]
     path = ancestors(ctx, node)
     if not path:
         return True
-    kept = _keeps(ctx, node, path, moves)
+    kept = _keeps(ctx, node, path, moves, complex_)
     if kept is not None:
         return kept
     scope = ctx.functions[-1] if ctx.functions else None
@@ -156,10 +168,11 @@ def outlives(ctx: Context, node: cst.CSTNode, moves: bool = False, returned: boo
     name = name or _bound_name(statement)
     if name is None:
         return False  # an expression statement, a test, a loop's iterable: used where it is made
-    return scope is None or _name_kept(ctx, scope, name, moves, returned)
+    return scope is None or _name_kept(ctx, scope, name, moves, returned, complex_)
 
 
-def _name_kept(ctx: Context, scope: cst.CSTNode, first: str, moves: bool, returned: bool = True) -> bool:
+def _name_kept(ctx: Context, scope: cst.CSTNode, first: str, moves: bool, returned: bool = True,
+               complex_: bool = False) -> bool:
     """A local name (and the names bound from it) reaches a store, a return or a keeping call (with `moves`, or a
     move to a device) unnarrowed."""
     uses: dict[str, list[tuple[cst.Name, cst.CSTNode]]] = ctx.memo("dtype-name-uses", scope, lambda: _uses(scope))
@@ -169,7 +182,7 @@ def _name_kept(ctx: Context, scope: cst.CSTNode, first: str, moves: bool, return
             path = holders(ctx, statement, use)
             if not path:
                 return True  # not read up: count it kept
-            kept = _keeps(ctx, use, path, moves)
+            kept = _keeps(ctx, use, path, moves, complex_)
             if kept:
                 return True
             if kept is False:

@@ -245,7 +245,7 @@ def check_dtype_call(node: cst.Call, ctx: Context) -> None:
             return  # the input is complex already: real inputs never take this branch
         error = load_dtypes().named(_MADE_COMPLEX).error_code
         ctx.report(ComplexDtype, node, _complex_message(ctx, qualname, error), severity=_complex_severity(ctx),
-                   kept=outlives(ctx, node))  # a complex table a helper returns stays complex where it is used
+                   kept=outlives(ctx, node, complex_=True))  # a helper's returned complex table stays so
         return
     if qualname in ("torch.DoubleTensor", "torch.cuda.DoubleTensor"):
         ctx.report(Float64, node, shown=qualname, kept=outlives(ctx, node, returned=False))
@@ -343,7 +343,7 @@ def _judge_dtype(ctx: Context, value: cst.BaseExpression, where: cst.CSTNode, ho
         if under_test(ctx, "is_complex", where) or _complex_input(ctx):
             return  # the data is complex already: this converts between complex types
         ctx.report(ComplexDtype, where, _complex_message(ctx, shown, entry.error_code),
-                   severity=_complex_severity(ctx), kept=outlives(ctx, where))
+                   severity=_complex_severity(ctx), kept=outlives(ctx, where, complex_=True))
     elif entry.rule == UnsupportedFp8.code and entry.chips:  # refused on some chips only: say which way out
         ctx.report(UnsupportedFp8, where, f"`{dtype}` ({entry.kind}) does not compile for {ctx.chip} "
                    f"({entry.error_code}): Trn3 and later take it natively; on older chips neuronx-cc converts it "

@@ -69,8 +69,7 @@ class BooleanMaskIndex(Rule):
         "    return p[keep]",
         "import torch\nimport torch.nn.functional as F\ndef f(p, v):\n    edge = F.pad(v, (1, 0))\n"
         "    edge = torch.eq(torch.diff(edge), -1)\n    return p[edge]",
-        "def f(edges, lo, hi, q):\n    hit = (lo <= q) * (q < hi)\n    return edges[hit]",
-        "y = x[x.isclose(ref)]",
+        "def f(edges, lo, hi, q):\n    hit = (lo <= q) * (q < hi)\n    return edges[hit]", "y = x[x.isclose(ref)]",
     )
     VALID = (
         "x[x > 0] = 0",
@@ -84,8 +83,7 @@ class BooleanMaskIndex(Rule):
         "import torch\na = torch.where(x > 0, x, 0)\ny = x[a]",
         "import torch\nclass M(torch.nn.Module):\n    def forward(self, x):\n"
         "        mask = (x > 0).any(-1).nonzero(as_tuple=True)[0]\n        return x[mask]",
-        "import torch\nv = (x > 0).to(torch.float)\ny = x[v]",
-        "def f(edges, lo, q, scale):\n    weight = (lo <= q) * scale\n    return edges[weight]",
+        "import torch\nv = (x > 0).to(torch.float)\ny = x[v]", "def f(e, q, s):\n    w = (q > 0) * s\n    return e[w]",
         "import torch\ndef f(x, ws):\n    ok = torch.ones(len(x), dtype=torch.long)\n    for w in ws:\n"
         "        ok &= x @ w > 0\n    return x[ok]",
         "import torch\ndef f(p, v):\n    keep = torch.ne(v, 0)\n    keep = keep.nonzero(as_tuple=True)[0]\n"
@@ -96,19 +94,17 @@ class BooleanMaskIndex(Rule):
 TOKENS = ("[",)
 
 # `any` / `all` reduce booleans to booleans: `x[is_eos.any(dim=1)]` selects the rows holding one.
-_MASK_METHODS = frozenset({"bool", "eq", "ne", "gt", "lt", "ge", "le", "isnan", "isinf", "isfinite",
-                           "logical_and", "logical_or", "logical_not", "logical_xor", "isin", "any", "all", "isclose",
-                           "signbit"})
+_MASK_METHODS = frozenset({"bool", "eq", "ne", "gt", "lt", "ge", "le", "isnan", "isinf", "isfinite", "isclose",
+                           "logical_and", "logical_or", "logical_not", "logical_xor", "isin", "any", "all", "signbit"})
 # Methods whose result holds the same elements, reshaped, moved about or copied: a mask stays a mask.
 _SAME_ELEMENT_METHODS = frozenset({"view", "reshape", "flatten", "squeeze", "unsqueeze", "expand", "expand_as",
                                    "contiguous", "clone", "detach", "transpose", "permute", "t", "flip", "roll",
                                    "triu", "tril", "repeat", "repeat_interleave", "tile", "broadcast_to", "narrow",
                                    "index_select", "gather", "movedim", "swapaxes", "unflatten", "view_as",
                                    "reshape_as"})
-_MASK_FUNCTIONS = frozenset(f"torch.{n}" for n in ("isnan", "isinf", "isfinite", "isin", "logical_and",
+_MASK_FUNCTIONS = frozenset(f"torch.{n}" for n in ("isnan", "isinf", "isfinite", "isin", "logical_and", "isclose",
                                                    "logical_or", "logical_not", "logical_xor", "eq", "ne", "gt",
-                                                   "lt", "ge", "le", "isneginf", "isposinf", "any", "all", "isclose",
-                                                   "signbit"))
+                                                   "lt", "ge", "le", "isneginf", "isposinf", "any", "all", "signbit"))
 
 
 def is_mask(ctx: Context, node: cst.BaseExpression, depth: int = 0, named: bool = True) -> bool:
@@ -125,9 +121,7 @@ def is_mask(ctx: Context, node: cst.BaseExpression, depth: int = 0, named: bool 
         return True  # `x[~m]`: inverting an index only makes sense for a boolean mask
     if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.BitAnd, cst.BitOr, cst.BitXor)):
         return is_mask(ctx, node.left, depth + 1, named) or is_mask(ctx, node.right, depth + 1, named)
-    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply):
-        # `(lo <= q) * (q < hi)`: the product of two boolean tensors is boolean (a logical and); of a mask and a
-        # number it is not
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply):  # `(lo <= q) * (q < hi)`
         return is_mask(ctx, node.left, depth + 1, named) and is_mask(ctx, node.right, depth + 1, named)
     if isinstance(node, cst.Call):
         qualname = ctx.qualname(node.func)
