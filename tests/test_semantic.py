@@ -2475,3 +2475,29 @@ def test_complex_data_set_up_once_and_stored_as_real_numbers_is_not_the_step(tmp
     assert found[("mdct.py", 6, "PC302")] == Severity.INFO  # only its real view is registered
     assert found[("mdct.py", 8, "PC302")] == Severity.INFO  # only its real part is kept
     assert found[("mdct.py", 10, "PC302")] > Severity.INFO  # registered complex: every forward reads it
+
+
+def test_a_function_that_exports_to_onnx_is_another_vendors_code(tmp_path):
+    """JUDGING: ONNX export is another vendor's path. A function that calls `torch.onnx.export` is that export's
+    code, and so is what only it calls: the CUDA moves of its dummy inputs are info. A training function that
+    exports at its end is still the training step, and the model's forward is still the model's."""
+    _tree(tmp_path, {"export.py": """\
+        import torch
+
+        def dummy(batch):
+            return torch.randn(batch, 100).cuda()
+
+        def export_vocoder(model, path):
+            model = model.cuda().eval()
+            torch.onnx.export(model, (dummy(1),), path)
+
+        def train(model, loader, optimizer, path):
+            for batch in loader:
+                model(batch.cuda()).backward()
+                optimizer.step()
+            torch.onnx.export(model, (batch,), path)
+        """})
+    found = _scan(tmp_path)
+    assert found[("export.py", 4, "PC101")] == Severity.INFO  # called only by the export
+    assert found[("export.py", 7, "PC101")] == Severity.INFO  # the export's own move
+    assert found[("export.py", 12, "PC101")] > Severity.INFO  # the training loop's

@@ -46,6 +46,9 @@ VENDOR_RUNTIMES = ("tensorrt", "torch_tensorrt", "tensorrt_llm", "openvino", "co
                    "polygraphy", "tflite_runtime", "ai_edge_litert", "ncnn", "rknn", "rknnlite", "MNN", "ais_bench",
                    "tritonclient", "hailo_platform", "executorch", "ctranslate2", "faster_whisper", "llama_cpp")
 VENDOR_MODULES = (*VENDOR_RUNTIMES, "tensorflow", "paddle")
+# Calls that export a model for another runtime (ONNX): a function making them is that export's code, and so is
+# what only it calls (the dummy inputs it moves to CUDA, the half-precision copy it exports).
+VENDOR_EXPORTS = frozenset({"torch.onnx.export", "torch.onnx.dynamo_export"})
 VENDOR_TESTS = frozenset({"torch.onnx.is_in_onnx_export", "torch.jit.is_tracing", "torch.jit.is_scripting",
                            "torch.onnx.is_onnx_exporting"})
 
@@ -62,5 +65,5 @@ def innermost(guards: tuple[str, ...]) -> str:
 
 __all__ = ["CACHING", "CUDA_CLASS", "CUDA_GUARD", "CUDA_IMPL", "DATA_BASES", "FORWARD", "HOST", "HOST_KEYWORDS",
            "INTERVAL_GUARD", "MAIN_GUARD", "ONCE", "ONCE_GUARD", "PROBE", "PROBES", "READS", "READS_OFF_XLA", "STEP",
-           "STEP_METHODS", "UNNAMED", "VENDOR", "VENDOR_GUARD", "VENDOR_MODULES", "VENDOR_RUNTIMES", "VENDOR_TESTS",
-           "innermost", "negated"]
+           "STEP_METHODS", "UNNAMED", "VENDOR", "VENDOR_EXPORTS", "VENDOR_GUARD", "VENDOR_MODULES", "VENDOR_RUNTIMES",
+           "VENDOR_TESTS", "innermost", "negated"]

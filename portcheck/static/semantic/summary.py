@@ -331,7 +331,7 @@ class _Reader:
                 last = target.rsplit(".", 1)[-1]
                 if last == "backward" or (last == "step" and "optim" in target.lower()):
                     self._step = True
-                if target.split(".")[0] in kinds.VENDOR_MODULES:
+                if target.split(".")[0] in kinds.VENDOR_MODULES or target in kinds.VENDOR_EXPORTS:
                     self._vendor = True
             # a function passed on (`pool.map(self.work, xs)`, `register_hook(fn)`) may be called from there
             for arg in (*child.args, *(k.value for k in child.keywords)):
@@ -371,7 +371,7 @@ class _Reader:
         roles = [role for role, holds in (
             (FORWARD, node.name == "forward" and bool(scope)), (STEP, self._step or node.name in kinds.STEP_METHODS),
             (HOST, node.name in ("__getitem__", "__iter__") or scope in self._data_classes),
-            (PROBE, self._probe), (VENDOR, self._vendor),
+            (PROBE, self._probe), (VENDOR, self._vendor and not self._step),  # a training step is the port's
             (CUDA_CLASS, bool(scope) and any(named_for_cuda(part) for part in scope.split("."))),
             (CUDA_IMPL, registered_for_cuda(node, self.resolve)), (ONCE, cached(node))) if holds]
         reads = returns_read(node)
