@@ -2501,3 +2501,27 @@ def test_a_function_that_exports_to_onnx_is_another_vendors_code(tmp_path):
     assert found[("export.py", 4, "PC101")] == Severity.INFO  # called only by the export
     assert found[("export.py", 7, "PC101")] == Severity.INFO  # the export's own move
     assert found[("export.py", 12, "PC101")] > Severity.INFO  # the training loop's
+
+
+def test_a_class_with_an_onnx_export_method_wraps_no_runtime(tmp_path):
+    """A plain class whose methods use another vendor's runtime wraps it (every method is that vendor's); one whose
+    `save` can export to ONNX does not: what its training calls keeps its findings."""
+    _tree(tmp_path, {"tabular.py": """\
+        import torch
+
+        class TabularModel:
+            def fit(self, loader, optimizer):
+                for batch in loader:
+                    self.model(batch).backward()
+                    optimizer.step()
+                    self.report(batch)
+
+            def report(self, samples):
+                return torch.quantile(samples, 0.5, dim=-1)
+
+            def save(self, path, kind):
+                if kind == "onnx":
+                    torch.onnx.export(self.model, (torch.zeros(1, 4),), path)
+        """})
+    found = _scan(tmp_path)
+    assert found[("tabular.py", 11, "PC321")] > Severity.INFO

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from portcheck.static.host_paths import host_path_of
 from portcheck.static.scope import MODULE_CLASSES
 from portcheck.static.semantic.classes import metric_classes
+from portcheck.static.semantic.kinds import VENDOR_EXPORTS, VENDOR_MODULES
 from portcheck.static.semantic.project import DEPTH, Node, Project
 from portcheck.static.semantic.summary import (
     CUDA_CLASS,
@@ -168,9 +169,17 @@ def _vendor_roots(project: Project) -> set[str]:
     that is certainly no torch Module (`class CoreMLBackend(BaseBackend)` loading `coremltools` in `load_model`
     and predicting with it in `forward`): the class wraps that runtime."""
     roots = {f for f, n in project.nodes.items() if VENDOR in n.function.roles}
+    # a method that only exports the model to ONNX (`save_model(kind="onnx")`) makes its class no runtime's wrapper
     wrappers = {cls for f in roots if (cls := project.class_of(project.nodes[f])) is not None
-                and not _is_module(project, cls) and (_plain(project, cls) or not project.classes.get(cls))}
+                and not _exports_only(project.nodes[f]) and not _is_module(project, cls)
+                and (_plain(project, cls) or not project.classes.get(cls))}
     return roots | {f for f, n in project.nodes.items() if project.class_of(n) in wrappers}
+
+
+def _exports_only(node: Node) -> bool:
+    """The function is another vendor's for an export it makes (`torch.onnx.export`), not for a runtime it uses."""
+    calls = [target for target, _ in node.function.calls]
+    return any(t in VENDOR_EXPORTS for t in calls) and not any(t.split(".")[0] in VENDOR_MODULES for t in calls)
 
 
 def _plain(project: Project, cls: str | None, depth: int = 0) -> bool:
