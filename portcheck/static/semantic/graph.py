@@ -6,8 +6,9 @@ about each finding: where its code runs and whether a CUDA-only or other-vendor 
   guard in every file that imports it.
 - **CUDA-only and other-vendor functions.** A function called only under CUDA guards (or only from CUDA-only
   functions) is CUDA-only, and so is a module imported only there; one that drives TensorRT, OpenVINO, CoreML
-  or ONNX Runtime, or is reached only from one, or only under `torch.onnx.is_in_onnx_export()`, or sits in a
-  module that cannot load without such a runtime, is another vendor's. Neither runs on Neuron: a finding there is
+  or ONNX Runtime, or exports a model with `torch.onnx.export` (and steps no optimizer), or is reached only from
+  one, or only under `torch.onnx.is_in_onnx_export()`, or sits in a module that cannot load without such a
+  runtime, is another vendor's. Neither runs on Neuron: a finding there is
   info. A function with no caller in the scanned tree (public API, an entry point, a `forward` that `__call__`
   reaches) is none of these.
 - **Where code runs.** The device step is what a module's `forward` (not that of a class certainly no Module: a
