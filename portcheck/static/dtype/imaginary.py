@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-from portcheck.knowledge import load_dtypes
 from portcheck.static.ancestry import ancestors
 from portcheck.static.check import Context, check
-from portcheck.static.dtype.kept import outlives
-from portcheck.static.dtype.references import _MADE_COMPLEX, ComplexDtype, _complex_message, _complex_severity
+from portcheck.static.dtype.references import ComplexDtype, report_complex
 from portcheck.static.scope import host_code, host_value, number
 
 
@@ -31,9 +29,7 @@ def check_imaginary(node: cst.BinaryOperation, ctx: Context) -> None:
     if any(isinstance(h, cst.Call) and (ctx.qualname(h.func) or "").startswith(_NUMBERS)
            for h in ancestors(ctx, node)):
         return  # `np.exp(1j * beta)`: numpy's complex
-    error = load_dtypes().named(_MADE_COMPLEX).error_code
-    ctx.report(ComplexDtype, node, _complex_message(ctx, " ".join(ctx.source(node).split())[:60], error),
-               severity=_complex_severity(ctx), kept=outlives(ctx, node, complex_=True))
+    report_complex(ctx, node, " ".join(ctx.source(node).split())[:60])
 
 
 # Modules whose values are Python or numpy numbers, and torch's own Python constants.

@@ -198,6 +198,15 @@ def _complex_message(ctx: Context, shown: str, error: str) -> str:
     return f"`{shown}` makes complex tensors, which NeuronCores do not hold natively; {advice}"
 
 
+def report_complex(ctx: Context, node: cst.CSTNode, shown: str, error: str | None = None) -> None:
+    """PC302 at `node`, which makes complex data (`shown`); `error`: the dtype's error code (complex64's by default).
+    Its severity follows the stack; set-up code that keeps no complex value (a real view, a real part) makes it info
+    there (Finding.kept)."""
+    error = error if error is not None else load_dtypes().named(_MADE_COMPLEX).error_code
+    ctx.report(ComplexDtype, node, _complex_message(ctx, shown, error), severity=_complex_severity(ctx),
+               kept=outlives(ctx, node, complex_=True))  # a helper's returned complex table stays so
+
+
 def _float32_fix(replace: Replace) -> FixPlan:
     # Unsafe: narrowing to float32 changes numerics.
     return FixPlan(Float64.fix_title, False, (replace,))
@@ -243,9 +252,7 @@ def check_dtype_call(node: cst.Call, ctx: Context) -> None:
     if qualname in ("torch.view_as_complex", "torch.polar", "torch.complex"):
         if under_test(ctx, "is_complex", node) or _complex_input(ctx):
             return  # the input is complex already: real inputs never take this branch
-        error = load_dtypes().named(_MADE_COMPLEX).error_code
-        ctx.report(ComplexDtype, node, _complex_message(ctx, qualname, error), severity=_complex_severity(ctx),
-                   kept=outlives(ctx, node, complex_=True))  # a helper's returned complex table stays so
+        report_complex(ctx, node, qualname)
         return
     if qualname in ("torch.DoubleTensor", "torch.cuda.DoubleTensor"):
         ctx.report(Float64, node, shown=qualname, kept=outlives(ctx, node, returned=False))
@@ -342,8 +349,7 @@ def _judge_dtype(ctx: Context, value: cst.BaseExpression, where: cst.CSTNode, ho
     elif entry.rule == ComplexDtype.code:
         if under_test(ctx, "is_complex", where) or _complex_input(ctx):
             return  # the data is complex already: this converts between complex types
-        ctx.report(ComplexDtype, where, _complex_message(ctx, shown, entry.error_code),
-                   severity=_complex_severity(ctx), kept=outlives(ctx, where, complex_=True))
+        report_complex(ctx, where, shown, entry.error_code)
     elif entry.rule == UnsupportedFp8.code and entry.chips:  # refused on some chips only: say which way out
         ctx.report(UnsupportedFp8, where, f"`{dtype}` ({entry.kind}) does not compile for {ctx.chip} "
                    f"({entry.error_code}): Trn3 and later take it natively; on older chips neuronx-cc converts it "

@@ -175,15 +175,14 @@ def _tensor_method(ctx: Context, node: cst.Call) -> str | None:
     func = node.func
     if not isinstance(func, cst.Attribute):
         return None
-    if func.attr.value == "roll":  # `x.roll(delay, dims=1)`: only a tensor's takes `dims=` (numpy's takes `axis=`)
-        if isinstance(func.value, cst.Name) and func.value.value in ("self", "cls"):
-            return None
+    own = isinstance(func.value, cst.Name) and func.value.value in ("self", "cls")  # `self.var(x)`: its own method
+    if func.attr.value == "roll" and not own:  # `x.roll(delay, dims=1)`: a tensor's takes `dims=` (numpy's `axis=`)
         dims = any(a.keyword is not None and a.keyword.value == "dims" for a in node.args)
         numbers = bool(node.args) and all(a.keyword is None and (_integer(a.value) or isinstance(a.value, cst.Tuple))
                                           for a in node.args)
         return "aten::roll" if dims or numbers else None
     if func.attr.value in _METHODS:
-        if (isinstance(func.value, cst.Name) and func.value.value in ("self", "cls")) or any(
+        if own or any(
                 a.keyword is None and not _integer(a.value) and not isinstance(a.value, cst.Tuple) for a in node.args):
             return None  # `self.var(x)`: the object's own method; `stats.std(values)`: a function given the data
         return _METHODS[func.attr.value]
